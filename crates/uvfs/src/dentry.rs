@@ -1,0 +1,93 @@
+//! `Dentry`: a name of an inode in its parent directory; the tree of dentries is the
+//! namespace of a tmpfs (which, as in Linux, lives entirely in the dentry cache).
+//!
+//! Linux analogue: `struct dentry` (include/linux/dcache.h), fs/dcache.c.
+//!
+//! # Reference graph and release order
+//! ```text
+//! Mount --Arc--> root Dentry --Arc--> Inode --Dir--> children map --Arc--> child Dentry
+//! child Dentry --d_link (RcuCell)--> DLink --Arc--> parent Dentry
+//! File --Arc--> Dentry, Inode, Mount;   FsStruct (root, cwd) --Arc--> Mount, Dentry
+//! ```
+//! Parent and child point at each other while the child is linked; `unlink`/`rmdir`/`rename`
+//! remove the downward edge, and dropping the `Mount` clears every directory
+//! (`Mount::drop`), so no cycle outlives the namespace. A dentry read under an epoch `Guard`
+//! stays valid until the guard unpins, because the map versions and links that hold it are
+//! retired through the epoch too (the RCU-walk rule: a path walk takes no reference).
+
+use crate::inode::Inode;
+use crate::sync::epoch::Guard;
+use crate::sync::rcu::RcuCell;
+use std::fmt;
+use std::sync::Arc;
+
+/// A directory entry name (1 ..= 255 bytes, no `/`, no NUL, not `.` or `..`).
+pub(crate) type Name = Arc<[u8]>;
+
+/// Where a dentry is linked: its parent, its name there and its `getdents` cookie.
+/// Replaced whole by `rename` (Linux: `d_parent`, `d_name`, the offset-map index).
+#[derive(Debug)]
+pub(crate) struct DLink {
+    /// The parent directory; `None` for a file system root.
+    pub(crate) parent: Option<Arc<Dentry>>,
+    /// The name in the parent.
+    pub(crate) name: Name,
+    /// Position in the parent's `getdents` order (stable while the entry exists).
+    pub(crate) cookie: u64,
+    /// Removed from its parent (`d_unhashed`): unlinked, rmdir'd or replaced by rename.
+    pub(crate) unhashed: bool,
+}
+
+/// A name bound to an inode.
+///
+/// # Refcounting
+/// `Arc<Dentry>`: held by the parent's children map while linked, by open `File`s, by task
+/// cwd/root, and by child dentries (their parent link). Path walks hold none (see module doc).
+///
+/// # Invariants
+/// `d_inode` never changes (tmpfs keeps no negative dentries).
+pub struct Dentry {
+    pub(crate) d_inode: Arc<Inode>,
+    pub(crate) d_link: RcuCell<DLink>,
+}
+
+impl fmt::Debug for Dentry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let g = crate::sync::epoch::pin();
+        let l = self.d_link.load(&g);
+        f.debug_struct("Dentry")
+            .field("name", &String::from_utf8_lossy(&l.name))
+            .field("inode", &self.d_inode)
+            .finish()
+    }
+}
+
+impl Dentry {
+    /// A dentry for `inode` linked as `name` under `parent`.
+    pub(crate) fn new(inode: Arc<Inode>, parent: Option<Arc<Dentry>>, name: Name, cookie: u64) -> Dentry {
+        Dentry {
+            d_inode: inode,
+            d_link: RcuCell::new(DLink {
+                parent,
+                name,
+                cookie,
+                unhashed: false,
+            }),
+        }
+    }
+
+    /// The inode this dentry names.
+    pub fn inode(&self) -> &Arc<Inode> {
+        &self.d_inode
+    }
+
+    /// The current link, valid while `guard` is pinned.
+    pub(crate) fn link<'g>(&self, guard: &'g Guard) -> &'g DLink {
+        self.d_link.load(guard)
+    }
+
+    /// The parent, or `None` at a file system root.
+    pub(crate) fn parent<'g>(&self, guard: &'g Guard) -> Option<&'g Arc<Dentry>> {
+        self.link(guard).parent.as_ref()
+    }
+}

@@ -1,0 +1,68 @@
+//! uvfs: a userspace file layer that scales with cores.
+//!
+//! The Linux file layer (open files, descriptor tables, path walk, tmpfs) as a library: a
+//! [`Task`] offers syscall-shaped methods (`openat`, `read`, `dup2`, `renameat`, ...) that
+//! return what Linux returns, errno included, over an in-memory tmpfs ([`mount`]).
+//! Operations on objects no other thread touches write no shared cache line: descriptor
+//! lookup takes no lock ([`FdTable::fget`]), reference counts are one atomic add
+//! ([`sync::file_ref::FileRef`]), path walks take no references, and there is no global
+//! lock or list on open/close.
+//!
+//! # Crate map (uvfs type -> Linux name)
+//! | uvfs | Linux |
+//! |---|---|
+//! | [`Errno`], [`Result`] | `-E*` returns |
+//! | [`sync::file_ref::FileRef`] | `file_ref_t` (include/linux/file_ref.h) |
+//! | [`File`], [`FileHandle`] | `struct file`, `struct file *` (fs/file_table.c) |
+//! | [`FdTable`] | `struct files_struct` + `struct fdtable` (fs/file.c) |
+//! | [`Task`] | `task_struct` (`files`, `fs`, `cred`) |
+//! | [`Inode`], [`Dentry`], [`SuperBlock`], [`Mount`] | same names (tmpfs: mm/shmem.c) |
+//! | `namei::Nameidata` | `struct nameidata` (fs/namei.c) |
+//!
+//! # Global lock order
+//! `SuperBlock::s_rename_lock` -> directory locks (ancestor first, else by address) ->
+//! a regular file's data lock -> an inode's attribute lock. `FdTable::file_lock`,
+//! `FsStruct::lock` and a `File`'s `f_pos_lock` (taken before the data lock) are otherwise
+//! leaves. No lock is global; none is taken on `fget`.
+
+#![warn(missing_docs, missing_debug_implementations, unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
+pub mod cred;
+pub mod dentry;
+mod dir;
+pub mod errno;
+pub mod fdtable;
+pub mod file;
+pub mod inode;
+pub mod io;
+pub mod mount;
+pub mod namei;
+pub mod open;
+pub mod read_write;
+pub mod readdir;
+pub mod stat;
+pub mod super_block;
+pub mod sync;
+pub mod task;
+pub mod types;
+
+pub use cred::Cred;
+pub use dentry::Dentry;
+pub use errno::{Errno, Result};
+pub use fdtable::FdTable;
+pub use file::{File, FileHandle};
+pub use inode::Inode;
+pub use io::OwnedFd;
+pub use mount::{mount, Mount, Path};
+pub use open::Fcntl;
+pub use readdir::{parse_dirents, DirEntry};
+pub use super_block::{SuperBlock, TmpfsOptions};
+pub use task::Task;
+pub use types::{AtFlags, Fd, OpenFlags, Stat, Timespec};
+
+/// tmpfs, the in-memory file system uvfs serves (`mm/shmem.c`).
+pub mod tmpfs {
+    pub use crate::mount::mount;
+    pub use crate::super_block::TmpfsOptions;
+}

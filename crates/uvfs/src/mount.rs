@@ -1,0 +1,82 @@
+//! `Mount` and `Path`: a mounted tree and a (mount, dentry) position in it.
+//!
+//! Linux analogue: `struct vfsmount`/`struct mount` (fs/mount.h), `struct path`.
+//!
+//! uvfs has one mount per namespace for now (no mount points inside it; `EXDEV` across
+//! namespaces is future work). Dropping the last `Arc<Mount>` tears the tree down: every
+//! directory is emptied, which breaks the parent/child reference cycles (dentry.rs).
+
+use crate::dentry::Dentry;
+use crate::dir::Dir;
+use crate::inode::{Inode, InodeKind};
+use crate::super_block::{SuperBlock, TmpfsOptions};
+use crate::types::S_IFDIR;
+use std::fmt;
+use std::sync::Arc;
+
+/// A mounted file system tree.
+///
+/// # Refcounting
+/// `Arc<Mount>`: held by every `Path` (open files, task root and cwd).
+pub struct Mount {
+    pub(crate) mnt_sb: Arc<SuperBlock>,
+    pub(crate) mnt_root: Arc<Dentry>,
+}
+
+impl fmt::Debug for Mount {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Mount").field("sb", &self.mnt_sb).finish()
+    }
+}
+
+impl Mount {
+    /// The super block.
+    pub fn super_block(&self) -> &Arc<SuperBlock> {
+        &self.mnt_sb
+    }
+
+    /// The root dentry.
+    pub fn root(&self) -> &Arc<Dentry> {
+        &self.mnt_root
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        // Iterative teardown: empty every directory reachable from the root.
+        let mut stack = vec![self.mnt_root.clone()];
+        while let Some(d) = stack.pop() {
+            if let Some(dir) = d.d_inode.dir() {
+                let mut l = dir.lock();
+                stack.extend(l.clear());
+            }
+        }
+    }
+}
+
+/// A position in the namespace: a mount and a dentry in it (`struct path`).
+#[derive(Clone, Debug)]
+pub struct Path {
+    /// The mount.
+    pub mnt: Arc<Mount>,
+    /// The dentry.
+    pub dentry: Arc<Dentry>,
+}
+
+/// tmpfs: creates a new, empty in-memory file system and mounts it.
+///
+/// The root directory is inode 1, mode `0o1777` (or `opts.mode`), owned by
+/// `opts.uid`/`opts.gid`, as `mount -t tmpfs` creates it.
+///
+/// # References
+/// Linux `mm/shmem.c` `shmem_fill_super`.
+pub fn mount(opts: TmpfsOptions) -> Arc<Mount> {
+    let sb = Arc::new(SuperBlock::new(opts));
+    let mode = S_IFDIR | sb.opts.mode.unwrap_or(0o1777) & 0o7777;
+    let root_inode = Arc::new(Inode::new(1, sb.s_dev, mode, sb.opts.uid, sb.opts.gid, InodeKind::Dir(Dir::new())));
+    let root = Arc::new(Dentry::new(root_inode, None, Arc::from(&b"/"[..]), 0));
+    Arc::new(Mount {
+        mnt_sb: sb,
+        mnt_root: root,
+    })
+}

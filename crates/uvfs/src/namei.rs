@@ -1,0 +1,766 @@
+//! Path walk (`Nameidata`) and the namespace calls built on it: `mkdirat`, `unlinkat`,
+//! `renameat`, `symlinkat`, `readlinkat`.
+//!
+//! Linux analogue: fs/namei.c (`link_path_walk`, `walk_component`, `handle_dots`,
+//! `pick_link`, `filename_create`, `do_unlinkat`, `do_rmdir`, `do_renameat2`, `may_delete`,
+//! `may_create`, `lock_rename`).
+//!
+//! The walk runs under an epoch guard, like Linux's RCU-walk: it reads directory maps and
+//! parent links and takes no reference on the dentries it passes through, so walking a
+//! shared path writes no shared cache line. Only the caller that keeps the result (open,
+//! chdir) takes references, on the final dentry.
+//!
+//! Rules, as Linux: a path of more than 4095 bytes is `ENAMETOOLONG`, a component of more
+//! than 255 bytes is `ENAMETOOLONG` when looked up; the empty path is `ENOENT`; `..` never
+//! climbs above the task's root; at most 40 symlinks per walk (`ELOOP`); search permission
+//! is needed on every directory a component is looked up in; a trailing slash requires a
+//! directory (and follows a final symlink).
+
+use crate::cred::{Cred, MAY_EXEC, MAY_WRITE};
+use crate::dentry::{DLink, Dentry, Name};
+use crate::dir::{Dir, DirLocked};
+use crate::fdtable::FdRef;
+use crate::inode::{Inode, InodeKind, BOGO_DIRENT_SIZE, LINK_MAX};
+use crate::mount::{Mount, Path};
+use crate::sync::epoch::{self, Guard};
+use crate::sync::plock;
+use crate::task::Task;
+use crate::types::*;
+use crate::{Errno, Result};
+use std::sync::Arc;
+
+/// Longest file name component (`NAME_MAX`).
+pub const NAME_MAX: usize = 255;
+/// Longest path including its NUL (`PATH_MAX`): paths of 4096 bytes or more are rejected.
+pub const PATH_MAX: usize = 4096;
+/// Most symlinks followed in one walk (`MAXSYMLINKS`).
+pub const MAXSYMLINKS: u32 = 40;
+
+/// Kind of the last component (`LAST_NORM`, `LAST_DOT`, `LAST_DOTDOT`, `LAST_ROOT`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum LastType {
+    Norm,
+    Dot,
+    DotDot,
+    Root,
+}
+
+/// The parent directory and last component of a walked path.
+pub(crate) struct Last<'a, 'p> {
+    pub(crate) dir: &'a Arc<Dentry>,
+    pub(crate) name: &'p [u8],
+    pub(crate) ty: LastType,
+    pub(crate) trailing_slash: bool,
+}
+
+/// State of one path walk (`struct nameidata`).
+pub(crate) struct Nameidata<'a> {
+    pub(crate) guard: &'a Guard,
+    pub(crate) cred: &'a Cred,
+    pub(crate) root: &'a Path,
+    total_links: u32,
+}
+
+/// `getname`: checks a user path's length and contents.
+///
+/// # Errors
+/// `ENAMETOOLONG` for 4096 bytes or more; `EINVAL` for an interior NUL (a C caller could not
+/// pass one; uvfs refuses rather than truncating); `ENOENT` for the empty path unless
+/// `empty_ok`.
+pub(crate) fn getname(path: &[u8], empty_ok: bool) -> Result<&[u8]> {
+    if path.len() >= PATH_MAX {
+        return Err(Errno::ENAMETOOLONG);
+    }
+    if path.contains(&0) {
+        return Err(Errno::EINVAL);
+    }
+    if path.is_empty() && !empty_ok {
+        return Err(Errno::ENOENT);
+    }
+    Ok(path)
+}
+
+impl<'a> Nameidata<'a> {
+    pub(crate) fn new(guard: &'a Guard, cred: &'a Cred, root: &'a Path) -> Nameidata<'a> {
+        Nameidata {
+            guard,
+            cred,
+            root,
+            total_links: 0,
+        }
+    }
+
+    /// `may_lookup`: search permission on `dir`.
+    #[inline]
+    fn may_lookup(&self, dir: &Dentry) -> Result<()> {
+        dir.d_inode.permission(self.cred, MAY_EXEC)
+    }
+
+    /// `..` of `cur`, clamped at the task's root and at the file system root.
+    fn dotdot(&self, cur: &'a Arc<Dentry>) -> &'a Arc<Dentry> {
+        if Arc::ptr_eq(cur, &self.root.dentry) {
+            return cur;
+        }
+        cur.parent(self.guard).unwrap_or(cur)
+    }
+
+    /// Looks `name` up in directory `dir` (search permission already checked); follows a
+    /// symlink result when `follow`.
+    fn step(&mut self, dir: &'a Arc<Dentry>, name: &[u8], follow: bool) -> Result<&'a Arc<Dentry>> {
+        let next = match name {
+            b"." => dir,
+            b".." => self.dotdot(dir),
+            _ => {
+                if name.len() > NAME_MAX {
+                    return Err(Errno::ENAMETOOLONG);
+                }
+                let d = dir.d_inode.dir().ok_or(Errno::ENOTDIR)?;
+                d.lookup(name, self.guard).ok_or(Errno::ENOENT)?
+            }
+        };
+        if follow && next.d_inode.is_symlink() {
+            return self.follow_link(dir, next);
+        }
+        Ok(next)
+    }
+
+    /// `pick_link`: resolves symlink `link` found in `dir`.
+    fn follow_link(&mut self, dir: &'a Arc<Dentry>, link: &'a Arc<Dentry>) -> Result<&'a Arc<Dentry>> {
+        self.total_links += 1;
+        if self.total_links > MAXSYMLINKS {
+            return Err(Errno::ELOOP);
+        }
+        link.d_inode.touch_atime();
+        let body: &'a [u8] = match &link.d_inode.kind {
+            InodeKind::Symlink(t) => t,
+            _ => return Err(Errno::EINVAL),
+        };
+        if body.is_empty() {
+            return Err(Errno::ENOENT);
+        }
+        self.walk(dir, body, true, false)
+    }
+
+    /// `link_path_walk`: walks every component of `path` but the last, starting at `start`
+    /// (or the root for an absolute path), checking search permission on the directory of
+    /// each component including the last.
+    ///
+    /// # Errors
+    /// `ENOTDIR` if `start` or an intermediate component is not a directory; `ENOENT`,
+    /// `EACCES`, `ELOOP`, `ENAMETOOLONG` from the components.
+    pub(crate) fn walk_parent<'p>(&mut self, start: &'a Arc<Dentry>, path: &'p [u8]) -> Result<Last<'a, 'p>> {
+        let (mut cur, mut rest) = match path.first() {
+            Some(b'/') => (&self.root.dentry, path),
+            _ => (start, path),
+        };
+        while let [b'/', tail @ ..] = rest {
+            rest = tail;
+        }
+        if rest.is_empty() {
+            return Ok(Last {
+                dir: cur,
+                name: rest,
+                ty: LastType::Root,
+                trailing_slash: false,
+            });
+        }
+        loop {
+            if !cur.d_inode.is_dir() {
+                return Err(Errno::ENOTDIR);
+            }
+            self.may_lookup(cur)?;
+            let end = rest.iter().position(|&c| c == b'/').unwrap_or(rest.len());
+            let comp = &rest[..end];
+            let mut after = &rest[end..];
+            while let [b'/', tail @ ..] = after {
+                after = tail;
+            }
+            if after.is_empty() {
+                let ty = match comp {
+                    b"." => LastType::Dot,
+                    b".." => LastType::DotDot,
+                    _ => LastType::Norm,
+                };
+                return Ok(Last {
+                    dir: cur,
+                    name: comp,
+                    ty,
+                    trailing_slash: end < rest.len(),
+                });
+            }
+            cur = self.step(cur, comp, true)?;
+            rest = after;
+        }
+    }
+
+    /// Resolves the last component of a walked path: `follow` a final symlink, and require a
+    /// directory when `want_dir` or the path had a trailing slash.
+    ///
+    /// # Errors
+    /// `ENOENT`, `ENOTDIR`, `ELOOP`, `ENAMETOOLONG` as the walk.
+    pub(crate) fn lookup_last(&mut self, last: Last<'a, '_>, follow: bool, want_dir: bool) -> Result<&'a Arc<Dentry>> {
+        let follow = follow || last.trailing_slash;
+        let want_dir = want_dir || last.trailing_slash;
+        let d = match last.ty {
+            LastType::Root | LastType::Dot => last.dir,
+            LastType::DotDot => self.dotdot(last.dir),
+            LastType::Norm => self.step(last.dir, last.name, follow)?,
+        };
+        if want_dir && !d.d_inode.is_dir() {
+            return Err(Errno::ENOTDIR);
+        }
+        Ok(d)
+    }
+
+    /// Walks `path` from `start` to its final dentry.
+    pub(crate) fn walk(&mut self, start: &'a Arc<Dentry>, path: &[u8], follow: bool, want_dir: bool) -> Result<&'a Arc<Dentry>> {
+        let last = self.walk_parent(start, path)?;
+        self.lookup_last(last, follow, want_dir)
+    }
+
+    /// Counts one more symlink followed by a caller that restarts a walk at a symlink body
+    /// (open with `O_CREAT`).
+    ///
+    /// # Errors
+    /// `ELOOP` past 40.
+    pub(crate) fn count_link(&mut self) -> Result<()> {
+        self.total_links += 1;
+        if self.total_links > MAXSYMLINKS {
+            return Err(Errno::ELOOP);
+        }
+        Ok(())
+    }
+}
+
+/// `check_sticky`: in a sticky directory only the file's or directory's owner (or root) may
+/// remove or rename an entry.
+fn check_sticky(cred: &Cred, dir: &Inode, inode: &Inode) -> bool {
+    dir.mode() & S_ISVTX != 0 && inode.uid() != cred.uid && dir.uid() != cred.uid && !cred.is_root()
+}
+
+/// `may_delete`: may `cred` remove `victim` from `dir` (`is_dir`: for rmdir/rename of a dir)?
+///
+/// # Errors
+/// `EACCES` (no write+search on `dir`), `EPERM` (sticky), `ENOTDIR`/`EISDIR` (type
+/// mismatch), `ENOENT` (dead directory).
+fn may_delete(cred: &Cred, dir: &Inode, victim: &Inode, is_dir: bool, dead: bool) -> Result<()> {
+    dir.permission(cred, MAY_WRITE | MAY_EXEC)?;
+    if check_sticky(cred, dir, victim) {
+        return Err(Errno::EPERM);
+    }
+    if is_dir {
+        if !victim.is_dir() {
+            return Err(Errno::ENOTDIR);
+        }
+    } else if victim.is_dir() {
+        return Err(Errno::EISDIR);
+    }
+    if dead {
+        return Err(Errno::ENOENT);
+    }
+    Ok(())
+}
+
+/// `may_create`: may `cred` create an entry in `dir`?
+///
+/// # Errors
+/// `ENOENT` (the directory was removed), `EACCES` (no write+search permission).
+fn may_create(cred: &Cred, dir: &Inode, dead: bool) -> Result<()> {
+    if dead {
+        return Err(Errno::ENOENT);
+    }
+    dir.permission(cred, MAY_WRITE | MAY_EXEC)
+}
+
+/// Creates a new inode named `name` in the locked directory `dl` of `parent`
+/// (`shmem_mknod`/`shmem_symlink` + `d_instantiate`). Checks nothing but the link count.
+pub(crate) fn create_locked(
+    task: &Task,
+    parent: &Arc<Dentry>,
+    dl: &mut DirLocked<'_>,
+    name: &[u8],
+    mode: u32,
+    kind: InodeKind,
+) -> Result<Arc<Dentry>> {
+    let dir = &parent.d_inode;
+    let is_dir = matches!(kind, InodeKind::Dir(_));
+    if is_dir && dir.nlink() >= LINK_MAX {
+        return Err(Errno::EMLINK);
+    }
+    let sb_dev = dir.i_dev;
+    let ino = task.fs.root_mnt_next_ino(dir);
+    // setgid directories pass their group (and, for subdirectories, the bit) on.
+    let (gid, mode) = if dir.mode() & S_ISGID != 0 {
+        (dir.gid(), if is_dir { mode | S_ISGID } else { mode })
+    } else {
+        (task.cred.gid, mode)
+    };
+    let inode = Arc::new(Inode::new(ino, sb_dev, mode, task.cred.uid, gid, kind));
+    let name: Name = Arc::from(name);
+    let cookie = dl.next_cookie();
+    let d = Arc::new(Dentry::new(inode, Some(parent.clone()), name.clone(), cookie));
+    dl.insert(name, d.clone(), cookie);
+    dir.add_dir_size(BOGO_DIRENT_SIZE as i64);
+    let now = Timespec::now();
+    if is_dir {
+        dir.add_nlink(1, None);
+    }
+    dir.set_times(None, Some(now), Some(now));
+    Ok(d)
+}
+
+impl crate::task::FsStruct {
+    /// A fresh inode number from the super block owning `dir`.
+    pub(crate) fn root_mnt_next_ino(&self, _dir: &Inode) -> u64 {
+        let g = epoch::pin();
+        self.root.load(&g).mnt.mnt_sb.next_ino()
+    }
+}
+
+/// Where a walk starts: the dirfd's file (kept alive for the walk) or the cwd.
+pub(crate) enum Start<'t> {
+    Cwd,
+    File(FdRef<'t>),
+}
+
+impl Task {
+    /// Resolves `dirfd` for a relative `path` (absolute paths ignore it, even if invalid).
+    ///
+    /// # Errors
+    /// `EBADF` if `dirfd` is neither `AT_FDCWD` nor open (only for relative paths).
+    pub(crate) fn start(&self, dirfd: Fd, path: &[u8]) -> Result<Start<'_>> {
+        if path.first() == Some(&b'/') || dirfd == Fd::AT_FDCWD {
+            return Ok(Start::Cwd);
+        }
+        Ok(Start::File(self.fdget(dirfd)?))
+    }
+
+    /// Runs `f` with a path walk set up for `dirfd`/`path`: the walk state, the start dentry
+    /// and its mount.
+    pub(crate) fn with_walk<R>(
+        &self,
+        dirfd: Fd,
+        path: &[u8],
+        f: impl for<'a> FnOnce(&mut Nameidata<'a>, &'a Arc<Dentry>, &'a Arc<Mount>) -> Result<R>,
+    ) -> Result<R> {
+        let start = self.start(dirfd, path)?;
+        let guard = epoch::pin();
+        let root = self.fs.root.load(&guard);
+        let sp: &Path = match &start {
+            Start::Cwd => self.fs.cwd.load(&guard),
+            Start::File(file) => file.path(),
+        };
+        let mut nd = Nameidata::new(&guard, &self.cred, root);
+        f(&mut nd, &sp.dentry, &sp.mnt)
+    }
+
+    /// `mkdirat(2)`: creates directory `path` with `mode & ~umask & 0o7777` (plus setgid from
+    /// a setgid parent).
+    ///
+    /// # Errors
+    /// `EEXIST` (exists, or `.`/`..`/`/`), `ENOENT` (missing parent, removed parent),
+    /// `ENOTDIR`, `EACCES`, `ENAMETOOLONG`, `ELOOP`, `EBADF` (dirfd), `EMLINK`.
+    ///
+    /// # References
+    /// mkdir(2); Linux `do_mkdirat`, `filename_create`, `shmem_mkdir`.
+    pub fn mkdirat(&self, dirfd: Fd, path: impl AsRef<[u8]>, mode: u32) -> Result<()> {
+        let path = getname(path.as_ref(), false)?;
+        let mode = S_IFDIR | (mode & 0o7777 & !self.current_umask());
+        self.with_walk(dirfd, path, |nd, start, _| {
+            let last = nd.walk_parent(start, path)?;
+            if last.ty != LastType::Norm {
+                return Err(Errno::EEXIST);
+            }
+            if last.name.len() > NAME_MAX {
+                return Err(Errno::ENAMETOOLONG);
+            }
+            let dir = last.dir.d_inode.dir().ok_or(Errno::ENOTDIR)?;
+            let mut dl = dir.lock();
+            if dl.get(last.name).is_some() {
+                return Err(Errno::EEXIST);
+            }
+            may_create(&self.cred, &last.dir.d_inode, dl.inner.dead)?;
+            create_locked(self, last.dir, &mut dl, last.name, mode, InodeKind::Dir(Dir::new()))?;
+            Ok(())
+        })
+    }
+
+    /// `symlinkat(2)`: creates symlink `linkpath` pointing to `target` (stored as given).
+    ///
+    /// # Errors
+    /// `ENOENT` (empty target, missing parent, or a trailing slash on `linkpath`),
+    /// `ENAMETOOLONG` (target of 4096 bytes or more, long name), `EEXIST`, `ENOTDIR`,
+    /// `EACCES`, `ELOOP`, `EBADF`.
+    ///
+    /// # References
+    /// symlink(2); Linux `do_symlinkat`, `shmem_symlink`.
+    pub fn symlinkat(&self, target: impl AsRef<[u8]>, dirfd: Fd, linkpath: impl AsRef<[u8]>) -> Result<()> {
+        let target = getname(target.as_ref(), false)?;
+        let path = getname(linkpath.as_ref(), false)?;
+        self.with_walk(dirfd, path, |nd, start, _| {
+            let last = nd.walk_parent(start, path)?;
+            if last.ty != LastType::Norm {
+                return Err(Errno::EEXIST);
+            }
+            if last.name.len() > NAME_MAX {
+                return Err(Errno::ENAMETOOLONG);
+            }
+            let dir = last.dir.d_inode.dir().ok_or(Errno::ENOTDIR)?;
+            let mut dl = dir.lock();
+            if dl.get(last.name).is_some() {
+                return Err(Errno::EEXIST);
+            }
+            if last.trailing_slash {
+                return Err(Errno::ENOENT);
+            }
+            may_create(&self.cred, &last.dir.d_inode, dl.inner.dead)?;
+            let kind = InodeKind::Symlink(Box::from(target));
+            create_locked(self, last.dir, &mut dl, last.name, S_IFLNK | 0o777, kind)?;
+            Ok(())
+        })
+    }
+
+    /// `readlinkat(2)`: copies the target of symlink `path` into `buf` (truncated, no NUL);
+    /// returns the number of bytes copied.
+    ///
+    /// # Errors
+    /// `EINVAL` if `buf` is empty or `path` is not a symlink; walk errors as `fstatat`.
+    ///
+    /// # References
+    /// readlink(2); Linux `do_readlinkat`.
+    pub fn readlinkat(&self, dirfd: Fd, path: impl AsRef<[u8]>, buf: &mut [u8]) -> Result<usize> {
+        if buf.is_empty() {
+            return Err(Errno::EINVAL);
+        }
+        let path = getname(path.as_ref(), false)?;
+        self.with_walk(dirfd, path, |nd, start, _| {
+            let d = nd.walk(start, path, false, false)?;
+            let t = d.d_inode.symlink_target().ok_or(Errno::EINVAL)?;
+            let n = t.len().min(buf.len());
+            buf[..n].copy_from_slice(&t[..n]);
+            d.d_inode.touch_atime();
+            Ok(n)
+        })
+    }
+
+    /// `unlinkat(2)`: removes a name (`flags` 0) or an empty directory (`AT_REMOVEDIR`).
+    ///
+    /// # Errors
+    /// `EINVAL` (unknown flags; rmdir of `.`), `ENOENT`, `ENOTDIR`, `EISDIR` (unlink of a
+    /// directory, of `.`/`..`/`/`), `ENOTEMPTY` (rmdir of a non-empty directory or `..`),
+    /// `EBUSY` (rmdir of `/`), `EACCES`, `EPERM` (sticky directory), `ENAMETOOLONG`,
+    /// `ELOOP`, `EBADF`.
+    ///
+    /// # References
+    /// unlink(2), rmdir(2); Linux `do_unlinkat`, `do_rmdir`, `shmem_unlink`, `simple_rmdir`.
+    pub fn unlinkat(&self, dirfd: Fd, path: impl AsRef<[u8]>, flags: AtFlags) -> Result<()> {
+        if !(flags - AtFlags::REMOVEDIR).is_empty() {
+            return Err(Errno::EINVAL);
+        }
+        let rmdir = flags.contains(AtFlags::REMOVEDIR);
+        let path = getname(path.as_ref(), false)?;
+        self.with_walk(dirfd, path, |nd, start, _| {
+            let last = nd.walk_parent(start, path)?;
+            match (last.ty, rmdir) {
+                (LastType::Norm, _) => {}
+                (LastType::DotDot, true) => return Err(Errno::ENOTEMPTY),
+                (LastType::Dot, true) => return Err(Errno::EINVAL),
+                (LastType::Root, true) => return Err(Errno::EBUSY),
+                (_, false) => return Err(Errno::EISDIR),
+            }
+            if last.name.len() > NAME_MAX {
+                return Err(Errno::ENAMETOOLONG);
+            }
+            let dir_inode = &last.dir.d_inode;
+            let dir = dir_inode.dir().ok_or(Errno::ENOTDIR)?;
+            let mut dl = dir.lock();
+            let victim = dl.get(last.name).cloned().ok_or(Errno::ENOENT)?;
+            let vi = &victim.d_inode;
+            if !rmdir && last.trailing_slash {
+                return Err(if vi.is_dir() { Errno::EISDIR } else { Errno::ENOTDIR });
+            }
+            may_delete(&self.cred, dir_inode, vi, rmdir, dl.inner.dead)?;
+            let now = Timespec::now();
+            if rmdir {
+                let sub = vi.dir().ok_or(Errno::ENOTDIR)?;
+                let mut sl = sub.lock();
+                if !sl.is_empty() {
+                    return Err(Errno::ENOTEMPTY);
+                }
+                sl.inner.dead = true;
+                drop(sl);
+                vi.add_nlink(-2, Some(now));
+                dir_inode.add_nlink(-1, None);
+            } else {
+                vi.add_nlink(-1, Some(now));
+            }
+            dl.remove(last.name);
+            unhash(&victim);
+            dir_inode.add_dir_size(-(BOGO_DIRENT_SIZE as i64));
+            dir_inode.set_times(None, Some(now), Some(now));
+            Ok(())
+        })
+    }
+
+    /// `renameat(2)`: renames `oldpath` to `newpath`, atomically replacing an existing
+    /// target (a non-directory, or an empty directory when the source is a directory).
+    ///
+    /// # Errors
+    /// `ENOENT` (no source), `EBUSY` (`.`, `..` or `/` as either last component), `ENOTDIR`
+    /// (source not a directory with a trailing slash on either path; directory over a
+    /// non-directory), `EISDIR` (non-directory over a directory), `EINVAL` (a directory into
+    /// its own subtree), `ENOTEMPTY` (target directory not empty, or an ancestor of the
+    /// source), `EACCES`, `EPERM` (sticky), `EXDEV` (different mounts), `EMLINK`,
+    /// `ENAMETOOLONG`, `ELOOP`, `EBADF`.
+    ///
+    /// # References
+    /// rename(2); Linux `do_renameat2`, `lock_rename`, `vfs_rename`, `shmem_rename2`.
+    pub fn renameat(&self, olddirfd: Fd, oldpath: impl AsRef<[u8]>, newdirfd: Fd, newpath: impl AsRef<[u8]>) -> Result<()> {
+        let oldpath = getname(oldpath.as_ref(), false)?;
+        let newpath = getname(newpath.as_ref(), false)?;
+        let ostart = self.start(olddirfd, oldpath)?;
+        let nstart = self.start(newdirfd, newpath)?;
+        let guard = epoch::pin();
+        let root = self.fs.root.load(&guard);
+        let cwd = self.fs.cwd.load(&guard);
+        let osp = match &ostart {
+            Start::Cwd => cwd,
+            Start::File(f) => f.path(),
+        };
+        let nsp = match &nstart {
+            Start::Cwd => cwd,
+            Start::File(f) => f.path(),
+        };
+        let mut nd = Nameidata::new(&guard, &self.cred, root);
+        let ol = nd.walk_parent(&osp.dentry, oldpath)?;
+        let mut nd2 = Nameidata::new(&guard, &self.cred, root);
+        let nl = nd2.walk_parent(&nsp.dentry, newpath)?;
+        if !Arc::ptr_eq(&osp.mnt, &nsp.mnt) && !Arc::ptr_eq(&osp.mnt.mnt_sb, &nsp.mnt.mnt_sb) {
+            return Err(Errno::EXDEV);
+        }
+        if ol.ty != LastType::Norm || nl.ty != LastType::Norm {
+            return Err(Errno::EBUSY);
+        }
+        if ol.name.len() > NAME_MAX || nl.name.len() > NAME_MAX {
+            return Err(Errno::ENAMETOOLONG);
+        }
+        rename_locked(self, &ol, &nl, &osp.mnt)
+    }
+}
+
+/// Marks a removed dentry unhashed (its link keeps parent and name for `..` and getcwd).
+fn unhash(d: &Arc<Dentry>) {
+    let g = epoch::pin();
+    let l = d.link(&g);
+    d.d_link.replace(
+        DLink {
+            parent: l.parent.clone(),
+            name: l.name.clone(),
+            cookie: l.cookie,
+            unhashed: true,
+        },
+        &g,
+    );
+}
+
+/// The child of `anc` on the way down to `d` (Linux `d_ancestor`), if `anc` is a proper
+/// ancestor of `d`. Context: rename lock held.
+fn child_towards<'g>(anc: &Arc<Dentry>, d: &'g Arc<Dentry>, g: &'g Guard) -> Option<&'g Arc<Dentry>> {
+    let mut cur = d;
+    loop {
+        let p = cur.parent(g)?;
+        if Arc::ptr_eq(p, anc) {
+            return Some(cur);
+        }
+        cur = p;
+    }
+}
+
+fn rename_locked(task: &Task, ol: &Last<'_, '_>, nl: &Last<'_, '_>, mnt: &Arc<Mount>) -> Result<()> {
+    let cred = &task.cred;
+    let odir_i = &ol.dir.d_inode;
+    let ndir_i = &nl.dir.d_inode;
+    let odir = odir_i.dir().ok_or(Errno::ENOTDIR)?;
+    let ndir = ndir_i.dir().ok_or(Errno::ENOTDIR)?;
+    let same = Arc::ptr_eq(ol.dir, nl.dir);
+    let g = epoch::pin();
+    // lock_rename: same directory -> its lock; else the super block's rename lock, then
+    // ancestor first, else by address.
+    let _rename_guard = if same { None } else { Some(plock(&mnt.mnt_sb.s_rename_lock)) };
+    let (mut trap_old, mut trap_new) = (None, None);
+    let (mut ol_lock, mut nl_lock): (DirLocked<'_>, Option<DirLocked<'_>>) = if same {
+        (odir.lock(), None)
+    } else if let Some(t) = child_towards(ol.dir, nl.dir, &g) {
+        // old dir is an ancestor of the new dir.
+        trap_old = Some(t.clone());
+        let a = odir.lock();
+        (a, Some(ndir.lock()))
+    } else if let Some(t) = child_towards(nl.dir, ol.dir, &g) {
+        trap_new = Some(t.clone());
+        let b = ndir.lock();
+        (odir.lock(), Some(b))
+    } else if (odir as *const Dir) < (ndir as *const Dir) {
+        let a = odir.lock();
+        (a, Some(ndir.lock()))
+    } else {
+        let b = ndir.lock();
+        (odir.lock(), Some(b))
+    };
+    let old = ol_lock.get(ol.name).cloned().ok_or(Errno::ENOENT)?;
+    let oi = old.d_inode.clone();
+    let is_dir = oi.is_dir();
+    if !is_dir && (ol.trailing_slash || nl.trailing_slash) {
+        return Err(Errno::ENOTDIR);
+    }
+    if trap_old.as_ref().is_some_and(|t| Arc::ptr_eq(t, &old)) {
+        return Err(Errno::EINVAL);
+    }
+    let target = match &nl_lock {
+        Some(l) => l.get(nl.name).cloned(),
+        None => ol_lock.get(nl.name).cloned(),
+    };
+    if let (Some(t), Some(tn)) = (&trap_new, &target) {
+        if Arc::ptr_eq(t, tn) {
+            return Err(Errno::ENOTEMPTY);
+        }
+    }
+    // vfs_rename
+    if let Some(t) = &target {
+        if Arc::ptr_eq(&t.d_inode, &oi) {
+            return Ok(());
+        }
+    }
+    may_delete(cred, odir_i, &oi, is_dir, ol_lock.inner.dead)?;
+    let ndead = match &nl_lock {
+        Some(l) => l.inner.dead,
+        None => ol_lock.inner.dead,
+    };
+    match &target {
+        None => may_create(cred, ndir_i, ndead)?,
+        Some(t) => may_delete(cred, ndir_i, &t.d_inode, is_dir, ndead)?,
+    }
+    if is_dir && !same {
+        oi.permission(cred, MAY_WRITE)?;
+        if target.is_none() && ndir_i.nlink() >= LINK_MAX {
+            return Err(Errno::EMLINK);
+        }
+    }
+    if let Some(t) = &target {
+        if let Some(td) = t.d_inode.dir() {
+            // Lock order: the target is a child of the new dir (locked): parent before child.
+            let mut tl = td.lock();
+            if !tl.is_empty() {
+                return Err(Errno::ENOTEMPTY);
+            }
+            tl.inner.dead = true;
+        }
+    }
+    // Commit: nothing below can fail. Each directory's changes are published together when
+    // its lock is dropped, so a lookup sees the old or the new state of each directory.
+    let now = Timespec::now();
+    ol_lock.remove(ol.name);
+    odir_i.add_dir_size(-(BOGO_DIRENT_SIZE as i64));
+    let nlock: &mut DirLocked<'_> = match &mut nl_lock {
+        Some(l) => l,
+        None => &mut ol_lock,
+    };
+    if let Some(t) = &target {
+        nlock.remove(nl.name);
+        unhash(t);
+        ndir_i.add_dir_size(-(BOGO_DIRENT_SIZE as i64));
+        t.d_inode.add_nlink(if is_dir { -2 } else { -1 }, Some(now));
+        if is_dir {
+            odir_i.add_nlink(-1, None);
+        }
+    } else if is_dir && !same {
+        odir_i.add_nlink(-1, None);
+        ndir_i.add_nlink(1, None);
+    }
+    let name: Name = Arc::from(nl.name);
+    let cookie = nlock.next_cookie();
+    old.d_link.replace(
+        DLink {
+            parent: Some(nl.dir.clone()),
+            name: name.clone(),
+            cookie,
+            unhashed: false,
+        },
+        &g,
+    );
+    nlock.insert(name, old, cookie);
+    ndir_i.add_dir_size(BOGO_DIRENT_SIZE as i64);
+    oi.touch_ctime();
+    odir_i.set_times(None, Some(now), Some(now));
+    if !same {
+        ndir_i.set_times(None, Some(now), Some(now));
+    }
+    Ok(())
+}
+
+impl Task {
+    /// `chdir(2)`: makes `path` the current directory.
+    ///
+    /// # Errors
+    /// `ENOENT`, `ENOTDIR`, `EACCES` (no search permission on the directory itself),
+    /// `ELOOP`, `ENAMETOOLONG`.
+    pub fn chdir(&self, path: impl AsRef<[u8]>) -> Result<()> {
+        let path = getname(path.as_ref(), false)?;
+        let p = self.with_walk(Fd::AT_FDCWD, path, |nd, start, mnt| {
+            let d = nd.walk(start, path, true, true)?;
+            d.d_inode.permission(&self.cred, MAY_EXEC)?;
+            Ok(Path {
+                mnt: mnt.clone(),
+                dentry: d.clone(),
+            })
+        })?;
+        self.fs.set_cwd(p);
+        Ok(())
+    }
+
+    /// `fchdir(2)`: makes the directory open at `fd` the current directory.
+    ///
+    /// # Errors
+    /// `EBADF`, `ENOTDIR`, `EACCES`.
+    pub fn fchdir(&self, fd: Fd) -> Result<()> {
+        let f = self.fdget(fd)?;
+        if !f.inode().is_dir() {
+            return Err(Errno::ENOTDIR);
+        }
+        f.inode().permission(&self.cred, MAY_EXEC)?;
+        self.fs.set_cwd(f.path().clone());
+        Ok(())
+    }
+
+    /// `getcwd(2)`: the absolute path of the current directory, relative to the task's root.
+    ///
+    /// # Errors
+    /// `ENOENT` if the current directory was removed.
+    pub fn getcwd(&self) -> Result<Vec<u8>> {
+        let g = epoch::pin();
+        let root = self.fs.root.load(&g);
+        let mut cur = &self.fs.cwd.load(&g).dentry;
+        let mut parts: Vec<&[u8]> = Vec::new();
+        while !Arc::ptr_eq(cur, &root.dentry) {
+            let l = cur.link(&g);
+            if l.unhashed {
+                return Err(Errno::ENOENT);
+            }
+            match &l.parent {
+                Some(p) => {
+                    parts.push(&l.name);
+                    cur = p;
+                }
+                None => break,
+            }
+        }
+        let mut out = Vec::new();
+        for p in parts.iter().rev() {
+            out.push(b'/');
+            out.extend_from_slice(p);
+        }
+        if out.is_empty() {
+            out.push(b'/');
+        }
+        Ok(out)
+    }
+}

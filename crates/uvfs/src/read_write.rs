@@ -1,0 +1,178 @@
+//! `read`, `write`, `pread`, `pwrite`, `lseek`, `ftruncate`.
+//!
+//! Linux analogue: fs/read_write.c (`ksys_read`, `vfs_read`, `ksys_pread64`,
+//! `generic_file_llseek_size`, `fdget_pos`), fs/open.c (`do_sys_ftruncate`),
+//! mm/shmem.c (`shmem_file_read_iter`, `shmem_file_write_iter`).
+//!
+//! The file position is taken under `f_pos_lock` for the whole call, so `read`/`write` on a
+//! shared descriptor never see the same position twice (Linux: `FMODE_ATOMIC_POS`).
+//! `O_APPEND` writes take the end of file under the inode's data lock, so appends from any
+//! number of descriptors never overwrite each other.
+
+use crate::file::{FMode, File};
+use crate::inode::{InodeKind, MAX_LFS_FILESIZE};
+use crate::sync::plock;
+use crate::task::Task;
+use crate::types::*;
+use crate::{Errno, Result};
+
+/// Largest single transfer (`MAX_RW_COUNT` = `INT_MAX & PAGE_MASK`).
+pub const MAX_RW_COUNT: usize = (i32::MAX as usize) & !4095;
+
+fn check_read(f: &File) -> Result<()> {
+    if !f.mode().contains(FMode::READ) {
+        return Err(Errno::EBADF);
+    }
+    if f.inode().is_dir() {
+        return Err(Errno::EISDIR);
+    }
+    Ok(())
+}
+
+fn check_write(f: &File) -> Result<()> {
+    if !f.mode().contains(FMode::WRITE) {
+        return Err(Errno::EBADF);
+    }
+    Ok(())
+}
+
+impl Task {
+    /// `read(2)`: reads up to `buf.len()` bytes at the file position and advances it.
+    /// Returns 0 at end of file.
+    ///
+    /// # Errors
+    /// `EBADF` (not open, or not open for reading), `EISDIR` (a directory).
+    ///
+    /// # References
+    /// read(2); Linux `ksys_read`, `shmem_file_read_iter`.
+    pub fn read(&self, fd: Fd, buf: &mut [u8]) -> Result<usize> {
+        let f = self.fdget(fd)?;
+        check_read(&f)?;
+        let len = buf.len().min(MAX_RW_COUNT);
+        let mut pos = plock(&f.f_pos);
+        let n = f.inode().read_at(&mut buf[..len], *pos)?;
+        *pos += n as u64;
+        drop(pos);
+        if len > 0 {
+            f.inode().touch_atime();
+        }
+        Ok(n)
+    }
+
+    /// `pread(2)`: reads at `offset` without using or changing the file position.
+    ///
+    /// # Errors
+    /// `EBADF`, `EISDIR` as `read`; `EINVAL` for a negative offset.
+    pub fn pread(&self, fd: Fd, buf: &mut [u8], offset: i64) -> Result<usize> {
+        let f = self.fdget(fd)?;
+        if offset < 0 {
+            return Err(Errno::EINVAL);
+        }
+        check_read(&f)?;
+        let len = buf.len().min(MAX_RW_COUNT);
+        let n = f.inode().read_at(&mut buf[..len], offset as u64)?;
+        if len > 0 {
+            f.inode().touch_atime();
+        }
+        Ok(n)
+    }
+
+    /// `write(2)`: writes `buf` at the file position (or at the end with `O_APPEND`) and
+    /// advances it; stamps mtime/ctime; clears set-user-ID (and set-group-ID) for non-root
+    /// writers.
+    ///
+    /// # Errors
+    /// `EBADF` (not open for writing), `EFBIG` (position at or past the maximum file size).
+    ///
+    /// # References
+    /// write(2); Linux `ksys_write`, `generic_write_checks`, `file_remove_privs`.
+    pub fn write(&self, fd: Fd, buf: &[u8]) -> Result<usize> {
+        let f = self.fdget(fd)?;
+        check_write(&f)?;
+        let len = buf.len().min(MAX_RW_COUNT);
+        let append = f.flags().contains(OpenFlags::APPEND);
+        let mut pos = plock(&f.f_pos);
+        if len > 0 {
+            f.inode().kill_suid(&self.cred);
+        }
+        let (n, end) = f.inode().write_at(&buf[..len], *pos, append)?;
+        *pos = end;
+        Ok(n)
+    }
+
+    /// `pwrite(2)`: writes at `offset` without using or changing the file position. As on
+    /// Linux, with `O_APPEND` the data goes to the end of file regardless of `offset`.
+    ///
+    /// # Errors
+    /// `EBADF`, `EFBIG` as `write`; `EINVAL` for a negative offset.
+    pub fn pwrite(&self, fd: Fd, buf: &[u8], offset: i64) -> Result<usize> {
+        let f = self.fdget(fd)?;
+        if offset < 0 {
+            return Err(Errno::EINVAL);
+        }
+        check_write(&f)?;
+        let len = buf.len().min(MAX_RW_COUNT);
+        let append = f.flags().contains(OpenFlags::APPEND);
+        if len > 0 {
+            f.inode().kill_suid(&self.cred);
+        }
+        let (n, _) = f.inode().write_at(&buf[..len], offset as u64, append)?;
+        Ok(n)
+    }
+
+    /// `lseek(2)`: moves the file position; returns the new position.
+    ///
+    /// Regular files: `SEEK_SET`, `SEEK_CUR`, `SEEK_END`, `SEEK_DATA`, `SEEK_HOLE`.
+    /// Directories (position = `getdents` cookie): `SEEK_SET`, `SEEK_CUR`.
+    ///
+    /// # Errors
+    /// `EBADF` (not open), `EINVAL` (unknown `whence`, negative or overflowing result),
+    /// `ENXIO` (`SEEK_DATA`/`SEEK_HOLE` at or past end of file, or no data after `offset`).
+    ///
+    /// # References
+    /// lseek(2); Linux `generic_file_llseek_size`, `shmem_file_llseek`, `offset_dir_llseek`.
+    pub fn lseek(&self, fd: Fd, offset: i64, whence: i32) -> Result<i64> {
+        let f = self.fdget(fd)?;
+        let inode = f.inode();
+        let mut pos = plock(&f.f_pos);
+        let cur = *pos as i64;
+        let is_dir = inode.is_dir();
+        let new = match whence {
+            SEEK_SET => offset,
+            SEEK_CUR => cur.checked_add(offset).ok_or(Errno::EINVAL)?,
+            SEEK_END if !is_dir => (inode.size() as i64).checked_add(offset).ok_or(Errno::EINVAL)?,
+            SEEK_DATA | SEEK_HOLE if !is_dir => {
+                if offset < 0 {
+                    return Err(Errno::ENXIO);
+                }
+                inode.seek_data_hole(offset as u64, whence == SEEK_DATA)? as i64
+            }
+            _ => return Err(Errno::EINVAL),
+        };
+        if new < 0 || new > MAX_LFS_FILESIZE {
+            return Err(Errno::EINVAL);
+        }
+        *pos = new as u64;
+        Ok(new)
+    }
+
+    /// `ftruncate(2)`: sets the size of a regular file open for writing; stamps mtime/ctime.
+    ///
+    /// # Errors
+    /// `EINVAL` (negative length, checked first; not a regular file; not open for writing),
+    /// `EBADF` (not open), `EFBIG` (length past the maximum file size).
+    ///
+    /// # References
+    /// ftruncate(2); Linux `do_sys_ftruncate`.
+    pub fn ftruncate(&self, fd: Fd, length: i64) -> Result<()> {
+        if length < 0 {
+            return Err(Errno::EINVAL);
+        }
+        let f = self.fdget(fd)?;
+        if !matches!(f.inode().kind, InodeKind::Reg(_)) || !f.mode().contains(FMode::WRITE) {
+            return Err(Errno::EINVAL);
+        }
+        f.inode().kill_suid(&self.cred);
+        f.inode().truncate(length as u64)
+    }
+}

@@ -1,0 +1,136 @@
+//! `getdents64`: directory listing in stable cookie order.
+//!
+//! Linux analogue: fs/readdir.c (`getdents64`, `filldir64`), fs/libfs.c
+//! (`offset_readdir`, `offset_dir_llseek`; tmpfs since 6.6).
+//!
+//! Position 0 yields `.`, 1 yields `..`; positions `>= 2` are entry cookies: the listing
+//! resumes at the first entry whose cookie is at or after the position. Cookies grow and are
+//! never reused, so an entry linked for the whole listing appears exactly once, however many
+//! entries are created or removed meanwhile (a renamed entry gets a new cookie, as in Linux).
+
+use crate::dir::FIRST_COOKIE;
+use crate::file::FMode;
+use crate::inode::Inode;
+use crate::sync::{epoch, plock};
+use crate::task::Task;
+use crate::types::*;
+use crate::{Errno, Result};
+
+/// One parsed `linux_dirent64` record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirEntry {
+    /// Inode number.
+    pub d_ino: u64,
+    /// Position to resume after this entry.
+    pub d_off: i64,
+    /// `DT_DIR`, `DT_REG`, `DT_LNK`.
+    pub d_type: u8,
+    /// Name (no NUL).
+    pub name: Vec<u8>,
+}
+
+fn d_type(i: &Inode) -> u8 {
+    if i.is_dir() {
+        DT_DIR
+    } else if i.is_symlink() {
+        DT_LNK
+    } else {
+        DT_REG
+    }
+}
+
+/// Appends one `linux_dirent64` record to `buf` at `*used`; false if it does not fit.
+fn emit(buf: &mut [u8], used: &mut usize, ino: u64, off: i64, ty: u8, name: &[u8]) -> bool {
+    let reclen = (19 + name.len() + 1).next_multiple_of(8);
+    if *used + reclen > buf.len() {
+        return false;
+    }
+    let r = &mut buf[*used..*used + reclen];
+    r[0..8].copy_from_slice(&ino.to_ne_bytes());
+    r[8..16].copy_from_slice(&off.to_ne_bytes());
+    r[16..18].copy_from_slice(&(reclen as u16).to_ne_bytes());
+    r[18] = ty;
+    r[19..19 + name.len()].copy_from_slice(name);
+    r[19 + name.len()..].fill(0);
+    *used += reclen;
+    true
+}
+
+/// Parses the records `getdents64` wrote into `buf[..len]`.
+pub fn parse_dirents(buf: &[u8]) -> Vec<DirEntry> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i + 19 <= buf.len() {
+        let reclen = u16::from_ne_bytes([buf[i + 16], buf[i + 17]]) as usize;
+        if reclen < 20 || i + reclen > buf.len() {
+            break;
+        }
+        let r = &buf[i..i + reclen];
+        let name = &r[19..];
+        let nul = name.iter().position(|&c| c == 0).unwrap_or(name.len());
+        out.push(DirEntry {
+            d_ino: u64::from_ne_bytes(r[0..8].try_into().unwrap_or_default()),
+            d_off: i64::from_ne_bytes(r[8..16].try_into().unwrap_or_default()),
+            d_type: r[18],
+            name: name[..nul].to_vec(),
+        });
+        i += reclen;
+    }
+    out
+}
+
+impl Task {
+    /// `getdents64(2)`: fills `buf` with `linux_dirent64` records from the directory position
+    /// and advances it; returns bytes written, 0 at the end. Parse with [`parse_dirents`].
+    ///
+    /// # Errors
+    /// `EBADF` (not open, or not open for reading), `ENOTDIR` (not a directory), `EINVAL`
+    /// (`buf` too small for the next record), `ENOENT` (the directory was removed).
+    ///
+    /// # References
+    /// getdents64(2); Linux `iterate_dir`, `offset_readdir`.
+    pub fn getdents64(&self, fd: Fd, buf: &mut [u8]) -> Result<usize> {
+        let f = self.fdget(fd)?;
+        if !f.mode().contains(FMode::READ) {
+            return Err(Errno::EBADF);
+        }
+        let inode = f.inode();
+        let dir = inode.dir().ok_or(Errno::ENOTDIR)?;
+        let mut pos = plock(&f.f_pos);
+        let mut used = 0;
+        let g = epoch::pin();
+        {
+            let dl = dir.lock();
+            if dl.inner.dead {
+                return Err(Errno::ENOENT);
+            }
+            if *pos == 0 {
+                if !emit(buf, &mut used, inode.ino(), 1, DT_DIR, b".") {
+                    return Err(Errno::EINVAL);
+                }
+                *pos = 1;
+            }
+            if *pos == 1 {
+                let parent = f.path().dentry.parent(&g).map(|p| p.d_inode.ino()).unwrap_or(inode.ino());
+                if !emit(buf, &mut used, parent, FIRST_COOKIE as i64, DT_DIR, b"..") {
+                    return if used == 0 { Err(Errno::EINVAL) } else { Ok(used) };
+                }
+                *pos = FIRST_COOKIE;
+            }
+            for (&cookie, d) in dl.inner.by_cookie.range(*pos..) {
+                let name = &d.link(&g).name;
+                let next = cookie + 1;
+                if !emit(buf, &mut used, d.d_inode.ino(), next as i64, d_type(&d.d_inode), name) {
+                    if used == 0 {
+                        return Err(Errno::EINVAL);
+                    }
+                    break;
+                }
+                *pos = next;
+            }
+        }
+        drop(pos);
+        inode.touch_atime();
+        Ok(used)
+    }
+}

@@ -1,0 +1,119 @@
+//! `fstat`, `fstatat`, `futimens`, `utimensat`.
+//!
+//! Linux analogue: fs/stat.c (`vfs_fstatat`, `generic_fillattr`), fs/utimes.c
+//! (`do_utimes`, `vfs_utimes`), fs/attr.c (`setattr_prepare`).
+
+use crate::cred::MAY_WRITE;
+use crate::inode::Inode;
+use crate::namei::getname;
+use crate::task::Task;
+use crate::types::*;
+use crate::{Errno, Result};
+
+fn nsec_valid(ns: i64) -> bool {
+    ns == Timespec::UTIME_NOW_NSEC || ns == Timespec::UTIME_OMIT_NSEC || (0..=999_999_999).contains(&ns)
+}
+
+impl Task {
+    /// `fstat(2)`.
+    ///
+    /// # Errors
+    /// `EBADF` if `fd` is not open.
+    pub fn fstat(&self, fd: Fd) -> Result<Stat> {
+        let f = self.fdget(fd)?;
+        Ok(f.inode().stat())
+    }
+
+    /// `fstatat(2)` / `newfstatat`: status of `path` relative to `dirfd`; follows a final
+    /// symlink unless `AT_SYMLINK_NOFOLLOW`; with `AT_EMPTY_PATH` an empty path means
+    /// `dirfd` itself (or the cwd for `AT_FDCWD`).
+    ///
+    /// # Errors
+    /// `EINVAL` (flags other than `AT_SYMLINK_NOFOLLOW`, `AT_NO_AUTOMOUNT`, `AT_EMPTY_PATH`),
+    /// `EBADF`, `ENOENT`, `ENOTDIR`, `EACCES`, `ELOOP`, `ENAMETOOLONG`.
+    ///
+    /// # References
+    /// stat(2); Linux `vfs_fstatat`.
+    pub fn fstatat(&self, dirfd: Fd, path: impl AsRef<[u8]>, flags: AtFlags) -> Result<Stat> {
+        let allowed = AtFlags::SYMLINK_NOFOLLOW | AtFlags::NO_AUTOMOUNT | AtFlags::EMPTY_PATH;
+        if !(flags - allowed).is_empty() {
+            return Err(Errno::EINVAL);
+        }
+        let path = getname(path.as_ref(), flags.contains(AtFlags::EMPTY_PATH))?;
+        if path.is_empty() {
+            return self.with_walk(dirfd, path, |_, start, _| Ok(start.d_inode.stat()));
+        }
+        let follow = !flags.contains(AtFlags::SYMLINK_NOFOLLOW);
+        self.with_walk(dirfd, path, |nd, start, _| Ok(nd.walk(start, path, follow, false)?.d_inode.stat()))
+    }
+
+    /// `futimens(3)`: sets atime and mtime of an open file from `times` (`None` = both now;
+    /// `UTIME_NOW`, `UTIME_OMIT` per entry); ctime becomes now unless both are omitted.
+    ///
+    /// # Errors
+    /// `EINVAL` (an invalid `tv_nsec`), `EBADF`, `EACCES` (both "now" and the caller
+    /// neither owns nor may write the file), `EPERM` (explicit times and not the owner).
+    ///
+    /// # References
+    /// utimensat(2); Linux `do_futimes`, `vfs_utimes`.
+    pub fn futimens(&self, fd: Fd, times: Option<&[Timespec; 2]>) -> Result<()> {
+        if let Some(t) = times {
+            if !nsec_valid(t[0].tv_nsec) || !nsec_valid(t[1].tv_nsec) {
+                return Err(Errno::EINVAL);
+            }
+        }
+        let f = self.fdget(fd)?;
+        self.utimes_inode(f.inode(), times)
+    }
+
+    /// `utimensat(2)`: as `futimens` on `path` (follows a final symlink unless
+    /// `AT_SYMLINK_NOFOLLOW`; `AT_EMPTY_PATH` with an empty path means `dirfd`).
+    ///
+    /// # Errors
+    /// `EINVAL` (flags other than those two; invalid `tv_nsec`), walk errors as `fstatat`,
+    /// `EACCES`/`EPERM` as `futimens`.
+    pub fn utimensat(&self, dirfd: Fd, path: impl AsRef<[u8]>, times: Option<&[Timespec; 2]>, flags: AtFlags) -> Result<()> {
+        if !(flags - (AtFlags::SYMLINK_NOFOLLOW | AtFlags::EMPTY_PATH)).is_empty() {
+            return Err(Errno::EINVAL);
+        }
+        if let Some(t) = times {
+            if !nsec_valid(t[0].tv_nsec) || !nsec_valid(t[1].tv_nsec) {
+                return Err(Errno::EINVAL);
+            }
+        }
+        let path = getname(path.as_ref(), flags.contains(AtFlags::EMPTY_PATH))?;
+        let follow = !flags.contains(AtFlags::SYMLINK_NOFOLLOW);
+        self.with_walk(dirfd, path, |nd, start, _| {
+            let d = if path.is_empty() { start } else { nd.walk(start, path, follow, false)? };
+            self.utimes_inode(&d.d_inode, times)
+        })
+    }
+
+    /// `vfs_utimes` + `setattr_prepare` on one inode.
+    fn utimes_inode(&self, inode: &Inode, times: Option<&[Timespec; 2]>) -> Result<()> {
+        let (a, m) = match times {
+            None => (Timespec::UTIME_NOW, Timespec::UTIME_NOW),
+            Some(t) => (t[0], t[1]),
+        };
+        let omit = Timespec::UTIME_OMIT_NSEC;
+        let now_ns = Timespec::UTIME_NOW_NSEC;
+        if a.tv_nsec == omit && m.tv_nsec == omit {
+            return Ok(());
+        }
+        let explicit = (a.tv_nsec != omit && a.tv_nsec != now_ns) || (m.tv_nsec != omit && m.tv_nsec != now_ns);
+        if !self.cred.owner_or_capable(inode.uid()) {
+            if explicit {
+                return Err(Errno::EPERM);
+            }
+            inode.permission(&self.cred, MAY_WRITE)?;
+        }
+        let now = Timespec::now();
+        let pick = |t: Timespec| match t.tv_nsec {
+            n if n == omit => None,
+            n if n == now_ns => Some(now),
+            _ => Some(t),
+        };
+        inode.set_times(pick(a), pick(m), Some(now));
+        Ok(())
+    }
+}

@@ -1,0 +1,78 @@
+//! The only import point for atomics, locks and reclamation in uvfs.
+//!
+//! Under `--cfg uvfs_loom` the atomics and `Mutex` come from loom so that the loom models in
+//! `sync/tests/` and `tests/` explore every interleaving of the protocols built on them; in
+//! normal builds they are `std`'s. Memory reclamation is crossbeam-epoch in both builds
+//! (loom cannot model it; under loom all model threads share one epoch participant, which only
+//! delays frees).
+//!
+//! Linux analogue: `include/linux/atomic.h`, `include/linux/rcupdate.h`.
+
+pub mod file_ref;
+pub mod padded;
+pub mod rcu;
+pub mod seqcount;
+
+#[cfg(all(test, uvfs_loom))]
+mod tests;
+
+#[cfg(not(uvfs_loom))]
+pub(crate) use std::sync::atomic::{fence, AtomicPtr, AtomicU64, Ordering};
+#[cfg(not(uvfs_loom))]
+pub(crate) use std::sync::{Mutex, MutexGuard};
+
+#[cfg(uvfs_loom)]
+pub(crate) use loom::sync::atomic::{fence, AtomicPtr, AtomicU64, Ordering};
+#[cfg(uvfs_loom)]
+pub(crate) use loom::sync::{Mutex, MutexGuard};
+
+pub(crate) use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// `std` atomics and locks for the parts of uvfs the loom models do not explore (inodes,
+/// dentries, directories): keeping them out of loom keeps the models' state space small.
+pub(crate) mod plain {
+    pub(crate) use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+    pub(crate) use std::sync::Mutex;
+}
+
+/// Locks a `plain::Mutex`, ignoring poisoning (see [`lock`]).
+#[inline]
+pub(crate) fn plock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+/// Epoch-based reclamation (the RCU of uvfs): readers `pin()`, writers publish with
+/// `Atomic::swap`/`store` and retire with `Guard::defer_destroy`.
+pub(crate) use crossbeam_epoch as epoch;
+
+/// Locks `m`, ignoring poisoning: no uvfs critical section leaves its data inconsistent when
+/// it panics (each one either completes or changes nothing), so a poisoned lock's data is
+/// still valid.
+#[inline]
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+/// Read-locks `l`, ignoring poisoning (see [`lock`]).
+#[inline]
+pub(crate) fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    match l.read() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+/// Write-locks `l`, ignoring poisoning (see [`lock`]).
+#[inline]
+pub(crate) fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    match l.write() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}

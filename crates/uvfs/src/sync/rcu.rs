@@ -1,0 +1,239 @@
+//! Epoch-protected pointers: `RcuCell` (a replaceable value read without writes) and
+//! `RcuRef` (a counted reference to an object that lockless lookups may still be reading
+//! after its last reference is gone).
+//!
+//! Linux analogue: `rcu_dereference`/`rcu_assign_pointer` + `kfree_rcu`, and
+//! `SLAB_TYPESAFE_BY_RCU` for `struct file` (fs/file_table.c). Reclamation is
+//! crossbeam-epoch: memory retired while a reader is pinned is freed only after it unpins.
+//!
+//! # Invariants
+//! - An `RcuCell` is never null; readers pinned with a `Guard` may keep the `&'g T` they loaded
+//!   until they unpin, even if the cell was replaced meanwhile.
+//! - An `RcuRef<T>` owns one count of `T::file_ref()`. When the count is released, `T`'s
+//!   fields are dropped at once (so resources such as inode references go away at last
+//!   close, as in Linux's `__fput`), but the memory is freed only after every reader pinned at
+//!   that time has unpinned: a reader that loaded a raw pointer under a pin may still call
+//!   `file_ref().get()` on it, which then fails.
+
+use super::epoch::{self, Atomic, Guard, Owned, Shared};
+use super::file_ref::FileRef;
+use super::Ordering;
+use std::fmt;
+use std::mem::ManuallyDrop;
+use std::ops::Deref;
+use std::ptr::NonNull;
+
+/// A value readers load without writing any shared cache line; writers replace it whole.
+///
+/// Writers must be serialised by a lock of the caller's (the "Context" of
+/// [`replace`](RcuCell::replace)).
+pub struct RcuCell<T: Send + Sync + 'static> {
+    ptr: Atomic<T>,
+}
+
+impl<T: Send + Sync + 'static> RcuCell<T> {
+    /// A cell holding `v`.
+    pub fn new(v: T) -> RcuCell<T> {
+        RcuCell {
+            ptr: Atomic::new(v),
+        }
+    }
+
+    /// The current value, valid while `guard` is pinned.
+    #[inline]
+    pub fn load<'g>(&self, guard: &'g Guard) -> &'g T {
+        // Acquire: pairs with the AcqRel swap in `replace` (and the initial store in `new`,
+        // published by whatever made `self` reachable): the pointee's fields are initialised.
+        let p = self.ptr.load(Ordering::Acquire, guard);
+        // SAFETY: the cell is never null (INVARIANT of `new`/`replace`), and the pointee is
+        // retired with `defer_destroy` only after being unlinked, so it outlives `guard`.
+        unsafe { p.deref() }
+    }
+
+    /// Replaces the value; the old one is dropped once no pinned reader can hold it.
+    ///
+    /// Context: the caller serialises writers of this cell (holds the owner's lock).
+    pub fn replace(&self, v: T, guard: &Guard) {
+        // AcqRel: Release publishes `v`'s fields to the Acquire load in `load`; Acquire makes
+        // the old value's fields visible to its destructor here.
+        let old = self.ptr.swap(Owned::new(v), Ordering::AcqRel, guard);
+        // SAFETY: `old` was the cell's value, is now unreachable from the cell (INVARIANT:
+        // the cell holds the new non-null value) and is retired exactly once, by this writer.
+        unsafe { guard.defer_destroy(old) };
+    }
+}
+
+impl<T: Send + Sync + 'static> Drop for RcuCell<T> {
+    fn drop(&mut self) {
+        // SAFETY: `&mut self`: no one can load from this cell any more. Readers that loaded
+        // through a container that is now being dropped could only have reached it through a
+        // reference kept alive by their own pin, so none exists (see the module invariants).
+        // Relaxed: exclusive access.
+        unsafe {
+            let g = epoch::unprotected();
+            let p = self.ptr.load(Ordering::Relaxed, g);
+            if !p.is_null() {
+                drop(p.into_owned());
+            }
+        }
+    }
+}
+
+impl<T: Send + Sync + 'static + fmt::Debug> fmt::Debug for RcuCell<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let g = epoch::pin();
+        self.load(&g).fmt(f)
+    }
+}
+
+/// An object counted by a [`FileRef`] and found by lockless lookups.
+///
+/// # Safety
+/// `file_ref` must always return the same `FileRef`, stored inside `self`, and the object
+/// must not be freed other than through [`RcuRef`].
+pub unsafe trait RcuRefcounted: Send + Sync + 'static {
+    /// The object's reference count.
+    fn file_ref(&self) -> &FileRef;
+}
+
+/// A counted reference to a `T` (Linux: a `struct file *` holding one `f_ref`).
+///
+/// # Refcounting
+/// `new` creates the object with one reference; `clone` adds one (`FileRef::inc`); `drop`
+/// puts one (`FileRef::put`) and the last put drops the fields and retires the memory.
+/// `into_raw`/`from_raw` move a reference into and out of a raw slot (the fd table).
+pub struct RcuRef<T: RcuRefcounted> {
+    ptr: NonNull<T>,
+}
+
+// SAFETY: `RcuRef<T>` is a shared reference plus a count, like `Arc<T>`; `T: Send + Sync`
+// (required by `RcuRefcounted`) makes sending and sharing it sound.
+unsafe impl<T: RcuRefcounted> Send for RcuRef<T> {}
+// SAFETY: as for `Send`.
+unsafe impl<T: RcuRefcounted> Sync for RcuRef<T> {}
+
+impl<T: RcuRefcounted> RcuRef<T> {
+    /// Boxes `v`, whose `file_ref()` must hold exactly one reference.
+    pub fn new(v: T) -> RcuRef<T> {
+        debug_assert_eq!(v.file_ref().read(), 1);
+        RcuRef {
+            ptr: NonNull::from(Box::leak(Box::new(v))),
+        }
+    }
+
+    /// Gives up this reference as a raw pointer (to be stored in a slot).
+    pub fn into_raw(this: RcuRef<T>) -> *mut T {
+        let p = this.ptr.as_ptr();
+        std::mem::forget(this);
+        p
+    }
+
+    /// Takes back a reference given up by [`into_raw`](Self::into_raw).
+    ///
+    /// # Safety
+    /// - `ptr` came from `into_raw` (or a successful [`try_get_raw`](Self::try_get_raw)) and
+    ///   the reference it carries has not been taken back already.
+    pub unsafe fn from_raw(ptr: *mut T) -> RcuRef<T> {
+        RcuRef {
+            // SAFETY: `into_raw` never returns null (caller's contract).
+            ptr: unsafe { NonNull::new_unchecked(ptr) },
+        }
+    }
+
+    /// Tries to take a new reference on the object at `ptr`, loaded from a slot while
+    /// `_guard` was pinned. `None` when the object is already released (dying).
+    ///
+    /// Ordering: as `FileRef::get` (Acquire).
+    ///
+    /// # Safety
+    /// - `ptr` was loaded, while `_guard` was (and still is) pinned, from a slot that held an
+    ///   `into_raw` reference at that time.
+    #[inline]
+    pub unsafe fn try_get_raw(ptr: *mut T, _guard: &Guard) -> Option<RcuRef<T>> {
+        // SAFETY: the memory of an object reachable from a slot while we were pinned is freed
+        // only through `defer_free` after our pin ends (module invariant), so it is
+        // allocated; `file_ref` is an atomic that stays valid after the fields are dropped.
+        let r = unsafe { (*ptr).file_ref() };
+        if r.get() {
+            // SAFETY: non-null (it was dereferenced above); the get gave us a reference.
+            Some(RcuRef {
+                ptr: unsafe { NonNull::new_unchecked(ptr) },
+            })
+        } else {
+            None
+        }
+    }
+
+    /// Drops this reference as `close()` does, with `FileRef::put_close`.
+    pub fn put_close(this: RcuRef<T>) {
+        let ptr = this.ptr;
+        std::mem::forget(this);
+        // SAFETY: we own one reference on a live object.
+        if unsafe { ptr.as_ref() }.file_ref().put_close() {
+            // SAFETY: this put released the last reference (FileRef invariant: exactly once).
+            unsafe { Self::release(ptr) };
+        }
+    }
+
+    /// Whether two references point to the same object.
+    pub fn ptr_eq(a: &RcuRef<T>, b: &RcuRef<T>) -> bool {
+        a.ptr == b.ptr
+    }
+
+    /// The raw pointer, without giving up the reference.
+    pub fn as_ptr(this: &RcuRef<T>) -> *mut T {
+        this.ptr.as_ptr()
+    }
+
+    /// Releases the object: drops its fields now, frees its memory after a grace period.
+    ///
+    /// # Safety
+    /// - The caller's put released the last reference of the object at `ptr`.
+    #[cold]
+    unsafe fn release(ptr: NonNull<T>) {
+        // SAFETY: we own the object (last reference). Dropping the fields in place now frees
+        // what they hold; concurrent `try_get_raw` callers only touch `file_ref()`, an atomic
+        // with no drop glue whose memory stays allocated until `defer_destroy` runs.
+        unsafe { std::ptr::drop_in_place(ptr.as_ptr()) };
+        let guard = epoch::pin();
+        let raw = ptr.as_ptr() as *const ManuallyDrop<T>;
+        // SAFETY: `ManuallyDrop<T>` is `repr(transparent)` over `T`, and the allocation came
+        // from `Box<T>` in `new`, so `Box<ManuallyDrop<T>>` frees it without dropping `T`
+        // again. Retired once (we are the releaser); readers pinned now may still read
+        // `file_ref()` until they unpin.
+        unsafe { guard.defer_destroy(Shared::from(raw)) };
+    }
+}
+
+impl<T: RcuRefcounted> Deref for RcuRef<T> {
+    type Target = T;
+    #[inline]
+    fn deref(&self) -> &T {
+        // SAFETY: we hold a reference, so the object is not released.
+        unsafe { self.ptr.as_ref() }
+    }
+}
+
+impl<T: RcuRefcounted> Clone for RcuRef<T> {
+    #[inline]
+    fn clone(&self) -> Self {
+        self.file_ref().inc();
+        RcuRef { ptr: self.ptr }
+    }
+}
+
+impl<T: RcuRefcounted> Drop for RcuRef<T> {
+    #[inline]
+    fn drop(&mut self) {
+        if self.file_ref().put() {
+            // SAFETY: this put released the last reference (FileRef invariant: exactly once).
+            unsafe { Self::release(self.ptr) };
+        }
+    }
+}
+
+impl<T: RcuRefcounted + fmt::Debug> fmt::Debug for RcuRef<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        (**self).fmt(f)
+    }
+}

@@ -1,0 +1,220 @@
+//! `Task`: a thread of a process: its fd table, its file-system context (root, cwd, umask),
+//! credentials and pid. The syscall-shaped methods live in open.rs, read_write.rs, stat.rs,
+//! namei.rs and readdir.rs.
+//!
+//! Linux analogue: `struct task_struct` (`files`, `fs`, `cred`, `tgid`), `struct fs_struct`
+//! (include/linux/fs_struct.h), kernel/fork.c (`copy_files`, `copy_fs`).
+//!
+//! A `Task` is `Send` but not `Sync`: each OS thread owns one. Threads of one process are
+//! `clone_thread()`s sharing the `FdTable` and `FsStruct` (`CLONE_FILES | CLONE_FS`);
+//! `fork()` copies both.
+//!
+//! Lock order: `FsStruct::lock` is a leaf.
+
+use crate::cred::Cred;
+use crate::fdtable::{FdRef, FdTable};
+use crate::mount::{Mount, Path};
+use crate::sync::epoch::Guard;
+use crate::sync::plain::{AtomicU32, Mutex, Ordering};
+use crate::sync::plock;
+use crate::sync::rcu::RcuCell;
+use crate::types::Fd;
+use crate::Result;
+use std::cell::Cell;
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::atomic::AtomicI32;
+use std::sync::Arc;
+
+/// Process ids handed out by `fork` (pid 1 is `Task::init`).
+static NEXT_PID: AtomicI32 = AtomicI32::new(2);
+
+/// A task's file-system context: root, current directory, umask (`struct fs_struct`).
+pub struct FsStruct {
+    /// Root for absolute paths and the `..` clamp. Replaced under `lock`.
+    pub(crate) root: RcuCell<Path>,
+    /// Current working directory. Replaced under `lock`.
+    pub(crate) cwd: RcuCell<Path>,
+    /// File mode creation mask (atomic; written only when it changes).
+    umask: AtomicU32,
+    /// Serialises writers of `root` and `cwd`.
+    lock: Mutex<()>,
+}
+
+impl fmt::Debug for FsStruct {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Relaxed: diagnostic snapshot.
+        f.debug_struct("FsStruct")
+            .field("umask", &format_args!("{:o}", self.umask.load(Ordering::Relaxed)))
+            .finish()
+    }
+}
+
+impl FsStruct {
+    fn copy(&self, guard: &Guard) -> FsStruct {
+        FsStruct {
+            root: RcuCell::new(self.root.load(guard).clone()),
+            cwd: RcuCell::new(self.cwd.load(guard).clone()),
+            // Relaxed: a snapshot for the child; no ordering with other data.
+            umask: AtomicU32::new(self.umask.load(Ordering::Relaxed)),
+            lock: Mutex::new(()),
+        }
+    }
+
+    pub(crate) fn set_cwd(&self, p: Path) {
+        let _g = plock(&self.lock);
+        let guard = crate::sync::epoch::pin();
+        self.cwd.replace(p, &guard);
+    }
+}
+
+/// A thread of a process, the subject of every syscall-shaped method.
+///
+/// # References
+/// Linux `struct task_struct`; `fork(2)`, `clone(2)` (`CLONE_FILES`, `CLONE_FS`).
+pub struct Task {
+    pub(crate) files: Arc<FdTable>,
+    pub(crate) fs: Arc<FsStruct>,
+    pub(crate) cred: Cred,
+    pid: i32,
+    _not_sync: PhantomData<Cell<()>>,
+}
+
+impl fmt::Debug for Task {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Task")
+            .field("pid", &self.pid)
+            .field("cred", &self.cred)
+            .field("files", &self.files)
+            .finish()
+    }
+}
+
+impl Task {
+    /// The first task of a namespace: pid 1, root credentials, root and cwd at `mnt`'s root,
+    /// umask `0o022`, an empty fd table.
+    pub fn init(mnt: &Arc<Mount>) -> Task {
+        Self::with_cred(mnt, Cred::root())
+    }
+
+    /// Like [`init`](Self::init) with the given credentials.
+    pub fn with_cred(mnt: &Arc<Mount>, cred: Cred) -> Task {
+        let root = Path {
+            mnt: mnt.clone(),
+            dentry: mnt.mnt_root.clone(),
+        };
+        Task {
+            files: Arc::new(FdTable::new()),
+            fs: Arc::new(FsStruct {
+                root: RcuCell::new(root.clone()),
+                cwd: RcuCell::new(root),
+                umask: AtomicU32::new(0o022),
+                lock: Mutex::new(()),
+            }),
+            cred,
+            pid: 1,
+            _not_sync: PhantomData,
+        }
+    }
+
+    /// `fork()`: a new process with a copy of this task's fd table (the same open files, one
+    /// more reference each) and file-system context, the same credentials, a new pid.
+    pub fn fork(&self) -> Task {
+        let guard = crate::sync::epoch::pin();
+        Task {
+            files: Arc::new(self.files.dup_fd()),
+            fs: Arc::new(self.fs.copy(&guard)),
+            cred: self.cred.clone(),
+            // Relaxed: only uniqueness matters; fork is not on a hot path.
+            pid: NEXT_PID.fetch_add(1, Ordering::Relaxed),
+            _not_sync: PhantomData,
+        }
+    }
+
+    /// `clone(CLONE_THREAD | CLONE_FILES | CLONE_FS)`: a new thread of this process sharing
+    /// its fd table and file-system context (and pid, as `getpid` returns the thread group).
+    pub fn clone_thread(&self) -> Task {
+        Task {
+            files: self.files.clone(),
+            fs: self.fs.clone(),
+            cred: self.cred.clone(),
+            pid: self.pid,
+            _not_sync: PhantomData,
+        }
+    }
+
+    /// Replaces this task's credentials (as `setresuid`/`setresgid`/`setgroups` together).
+    pub fn set_cred(&mut self, cred: Cred) {
+        self.cred = cred;
+    }
+
+    /// The credentials.
+    pub fn cred(&self) -> &Cred {
+        &self.cred
+    }
+
+    /// The fd table.
+    pub fn files(&self) -> &Arc<FdTable> {
+        &self.files
+    }
+
+    /// `unshare(CLONE_FILES)`: gives this task a private copy of a shared fd table.
+    pub fn unshare_files(&mut self) {
+        if Arc::strong_count(&self.files) > 1 {
+            self.files = Arc::new(self.files.dup_fd());
+        }
+    }
+
+    /// `getpid()`: the process id (thread group id).
+    pub fn getpid(&self) -> i32 {
+        self.pid
+    }
+
+    /// `getuid()`.
+    pub fn getuid(&self) -> u32 {
+        self.cred.uid
+    }
+
+    /// `getgid()`.
+    pub fn getgid(&self) -> u32 {
+        self.cred.gid
+    }
+
+    /// `umask(mask)`: sets the file mode creation mask to `mask & 0o777`, returns the old one.
+    /// The shared word is written only when the value changes (lesson 3: a store of the same
+    /// value still steals the cache line).
+    pub fn umask(&self, mask: u32) -> u32 {
+        let mask = mask & 0o777;
+        // Relaxed: the umask is an independent word; Linux uses a plain xchg with no
+        // ordering duty towards other data.
+        let old = self.fs.umask.load(Ordering::Relaxed);
+        if old == mask {
+            return old;
+        }
+        // Relaxed: as above.
+        self.fs.umask.swap(mask, Ordering::Relaxed)
+    }
+
+    /// The current umask.
+    pub(crate) fn current_umask(&self) -> u32 {
+        // Relaxed: independent word.
+        self.fs.umask.load(Ordering::Relaxed)
+    }
+
+    /// Whether other tasks share the fd table.
+    #[inline]
+    pub(crate) fn files_shared(&self) -> bool {
+        Arc::strong_count(&self.files) > 1
+    }
+
+    /// `fdget`: the file at `fd` for one call; no reference taken if the table is private.
+    ///
+    /// # Errors
+    /// `EBADF` if `fd` is not open.
+    #[inline]
+    pub(crate) fn fdget(&self, fd: Fd) -> Result<FdRef<'_>> {
+        // SAFETY: `Task` is `!Sync` and owns `files`; when `files_shared()` is false no other
+        // task holds the table, and no method of `Task` closes `fd` while it holds the result.
+        unsafe { self.files.fdget(fd.0, self.files_shared()) }
+    }
+}

@@ -1,0 +1,235 @@
+//! Syscall argument and result types with Linux's values: `Fd`, `OpenFlags`, `AtFlags`,
+//! `Timespec`, `Stat`, file-type and permission bits.
+//!
+//! Linux analogue: `include/uapi/asm-generic/fcntl.h`, `include/uapi/linux/stat.h`,
+//! `arch/x86/include/uapi/asm/stat.h`.
+
+use bitflags::bitflags;
+
+/// A file descriptor number, an index into a task's [`FdTable`](crate::FdTable).
+///
+/// Valid descriptors are `0 ..= i32::MAX`; anything negative other than
+/// [`Fd::AT_FDCWD`] is `EBADF` wherever a descriptor is expected.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Fd(pub i32);
+
+impl Fd {
+    /// "The current working directory" as a `dirfd` argument (`AT_FDCWD`, -100).
+    pub const AT_FDCWD: Fd = Fd(-100);
+
+    /// The raw number.
+    pub const fn raw(self) -> i32 {
+        self.0
+    }
+}
+
+impl std::fmt::Display for Fd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+bitflags! {
+    /// `open(2)` flags, with Linux's (x86_64/generic) values.
+    ///
+    /// The access mode is the low two bits: `RDONLY` (0), `WRONLY` (1), `RDWR` (2); use
+    /// [`OpenFlags::access_mode`]. Unknown bits are ignored by `openat` as Linux does.
+    #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+    pub struct OpenFlags: u32 {
+        /// Open for reading only (value 0: test with `access_mode()`).
+        const RDONLY = 0;
+        /// Open for writing only.
+        const WRONLY = 0o1;
+        /// Open for reading and writing.
+        const RDWR = 0o2;
+        /// Mask of the access mode bits.
+        const ACCMODE = 0o3;
+        /// Create the file if it does not exist.
+        const CREAT = 0o100;
+        /// With `CREAT`: fail with `EEXIST` if the name exists (even as a dangling symlink).
+        const EXCL = 0o200;
+        /// Accepted and ignored (no terminals in uvfs).
+        const NOCTTY = 0o400;
+        /// Truncate a regular file to length 0.
+        const TRUNC = 0o1000;
+        /// Every write appends atomically.
+        const APPEND = 0o2000;
+        /// Non-blocking I/O (no effect on tmpfs files).
+        const NONBLOCK = 0o4000;
+        /// Accepted and ignored (tmpfs writes are synchronous).
+        const DSYNC = 0o10000;
+        /// Accepted and ignored.
+        const ASYNC = 0o20000;
+        /// Accepted and ignored.
+        const DIRECT = 0o40000;
+        /// Accepted and ignored (always large-file on 64-bit).
+        const LARGEFILE = 0o100000;
+        /// Fail with `ENOTDIR` unless the path names a directory.
+        const DIRECTORY = 0o200000;
+        /// Fail with `ELOOP` if the last component is a symlink.
+        const NOFOLLOW = 0o400000;
+        /// Accepted and ignored.
+        const NOATIME = 0o1000000;
+        /// Set close-on-exec on the new descriptor.
+        const CLOEXEC = 0o2000000;
+        /// Accepted and ignored (with `DSYNC`).
+        const SYNC = 0o4010000;
+        /// `O_PATH`: not supported yet (`EOPNOTSUPP`).
+        const PATH = 0o10000000;
+        /// `O_TMPFILE` (with `DIRECTORY`): not supported yet (`EOPNOTSUPP`).
+        const TMPFILE = 0o20200000;
+        const _ = !0;
+    }
+}
+
+impl OpenFlags {
+    /// The access mode: `RDONLY`, `WRONLY`, `RDWR` or the special 3 ("no access",
+    /// permission for both checked, neither granted).
+    pub fn access_mode(self) -> u32 {
+        self.bits() & 0o3
+    }
+}
+
+bitflags! {
+    /// `AT_*` flags of the `*at()` calls, with Linux's values.
+    #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+    pub struct AtFlags: u32 {
+        /// Do not follow a symlink in the last component.
+        const SYMLINK_NOFOLLOW = 0x100;
+        /// `unlinkat`: remove a directory.
+        const REMOVEDIR = 0x200;
+        /// `linkat`: follow a symlink in the last component.
+        const SYMLINK_FOLLOW = 0x400;
+        /// Accepted and ignored (no automounts).
+        const NO_AUTOMOUNT = 0x800;
+        /// An empty path means the `dirfd` itself.
+        const EMPTY_PATH = 0x1000;
+        const _ = !0;
+    }
+}
+
+/// File type mask of `st_mode`.
+pub const S_IFMT: u32 = 0o170000;
+/// Socket.
+pub const S_IFSOCK: u32 = 0o140000;
+/// Symbolic link.
+pub const S_IFLNK: u32 = 0o120000;
+/// Regular file.
+pub const S_IFREG: u32 = 0o100000;
+/// Block device.
+pub const S_IFBLK: u32 = 0o060000;
+/// Directory.
+pub const S_IFDIR: u32 = 0o040000;
+/// Character device.
+pub const S_IFCHR: u32 = 0o020000;
+/// FIFO.
+pub const S_IFIFO: u32 = 0o010000;
+/// Set-user-ID bit.
+pub const S_ISUID: u32 = 0o4000;
+/// Set-group-ID bit.
+pub const S_ISGID: u32 = 0o2000;
+/// Sticky bit.
+pub const S_ISVTX: u32 = 0o1000;
+/// Group execute bit.
+pub const S_IXGRP: u32 = 0o010;
+
+/// `lseek` whence: set the offset.
+pub const SEEK_SET: i32 = 0;
+/// `lseek` whence: relative to the current offset.
+pub const SEEK_CUR: i32 = 1;
+/// `lseek` whence: relative to the end of the file.
+pub const SEEK_END: i32 = 2;
+/// `lseek` whence: next data at or after the offset.
+pub const SEEK_DATA: i32 = 3;
+/// `lseek` whence: next hole at or after the offset.
+pub const SEEK_HOLE: i32 = 4;
+
+/// `getdents64` `d_type`: directory.
+pub const DT_DIR: u8 = 4;
+/// `getdents64` `d_type`: regular file.
+pub const DT_REG: u8 = 8;
+/// `getdents64` `d_type`: symbolic link.
+pub const DT_LNK: u8 = 10;
+
+/// A time in seconds and nanoseconds since the Unix epoch (`struct timespec`).
+///
+/// In `futimens`/`utimensat` arguments `tv_nsec` may be [`Timespec::UTIME_NOW_NSEC`] or
+/// [`Timespec::UTIME_OMIT_NSEC`]; otherwise it must be in `0 ..= 999_999_999` (`EINVAL`).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timespec {
+    /// Whole seconds (may be negative: before 1970).
+    pub tv_sec: i64,
+    /// Nanoseconds, `0 ..= 999_999_999`.
+    pub tv_nsec: i64,
+}
+
+impl Timespec {
+    /// `UTIME_NOW`: `(1 << 30) - 1`.
+    pub const UTIME_NOW_NSEC: i64 = (1 << 30) - 1;
+    /// `UTIME_OMIT`: `(1 << 30) - 2`.
+    pub const UTIME_OMIT_NSEC: i64 = (1 << 30) - 2;
+    /// A `futimens` time meaning "set to the current time".
+    pub const UTIME_NOW: Timespec = Timespec {
+        tv_sec: 0,
+        tv_nsec: Self::UTIME_NOW_NSEC,
+    };
+    /// A `futimens` time meaning "leave unchanged".
+    pub const UTIME_OMIT: Timespec = Timespec {
+        tv_sec: 0,
+        tv_nsec: Self::UTIME_OMIT_NSEC,
+    };
+
+    /// A time from seconds and nanoseconds.
+    pub const fn new(tv_sec: i64, tv_nsec: i64) -> Timespec {
+        Timespec { tv_sec, tv_nsec }
+    }
+
+    /// The current `CLOCK_REALTIME` time (what Linux stamps inodes with).
+    pub fn now() -> Timespec {
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::Realtime);
+        Timespec {
+            tv_sec: t.tv_sec,
+            tv_nsec: t.tv_nsec as i64,
+        }
+    }
+}
+
+/// File status, as `fstat(2)` returns it (`struct stat`, x86_64 field set).
+///
+/// Units: sizes in bytes, `st_blocks` in 512-byte units, `st_blksize` in bytes.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stat {
+    /// Device number of the file system (one per mounted `SuperBlock`).
+    pub st_dev: u64,
+    /// Inode number, unique within `st_dev`.
+    pub st_ino: u64,
+    /// Number of hard links (directories: 2 + subdirectories).
+    pub st_nlink: u64,
+    /// File type (`S_IFMT` bits) and permission bits.
+    pub st_mode: u32,
+    /// Owner user id.
+    pub st_uid: u32,
+    /// Owner group id.
+    pub st_gid: u32,
+    /// Device number for device nodes, 0 otherwise.
+    pub st_rdev: u64,
+    /// Size in bytes (directories: 20 per entry plus 40, as tmpfs; symlinks: target length).
+    pub st_size: i64,
+    /// Preferred I/O size: 4096.
+    pub st_blksize: i64,
+    /// Allocated 512-byte blocks (8 per 4 KiB page stored).
+    pub st_blocks: i64,
+    /// Last access time.
+    pub st_atime: Timespec,
+    /// Last data modification time.
+    pub st_mtime: Timespec,
+    /// Last status change time.
+    pub st_ctime: Timespec,
+}
+
+impl Stat {
+    /// The file type bits (`st_mode & S_IFMT`).
+    pub fn file_type(&self) -> u32 {
+        self.st_mode & S_IFMT
+    }
+}
