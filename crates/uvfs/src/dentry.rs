@@ -64,7 +64,12 @@ impl fmt::Debug for Dentry {
 
 impl Dentry {
     /// A dentry for `inode` linked as `name` under `parent`.
-    pub(crate) fn new(inode: Arc<Inode>, parent: Option<Arc<Dentry>>, name: Name, cookie: u64) -> Dentry {
+    pub(crate) fn new(
+        inode: Arc<Inode>,
+        parent: Option<Arc<Dentry>>,
+        name: Name,
+        cookie: u64,
+    ) -> Dentry {
         Dentry {
             d_inode: inode,
             d_link: RcuCell::new(DLink {

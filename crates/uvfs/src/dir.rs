@@ -101,7 +101,12 @@ impl DirLocked<'_> {
 
     /// Inserts `d` (whose link already names `name` and holds a fresh cookie), replacing and
     /// returning any entry of the same name.
-    pub(crate) fn insert(&mut self, name: Name, d: Arc<Dentry>, cookie: u64) -> Option<Arc<Dentry>> {
+    pub(crate) fn insert(
+        &mut self,
+        name: Name,
+        d: Arc<Dentry>,
+        cookie: u64,
+    ) -> Option<Arc<Dentry>> {
         self.dirty = true;
         let inner = &mut *self.inner;
         let old = inner.map.insert(name, d.clone());

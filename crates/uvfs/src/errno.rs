@@ -175,9 +175,18 @@ mod tests {
         assert_eq!(Errno::ENOENT.raw(), rustix::io::Errno::NOENT.raw_os_error());
         assert_eq!(Errno::EMFILE.raw(), rustix::io::Errno::MFILE.raw_os_error());
         assert_eq!(Errno::ELOOP.raw(), rustix::io::Errno::LOOP.raw_os_error());
-        assert_eq!(Errno::ENOTEMPTY.raw(), rustix::io::Errno::NOTEMPTY.raw_os_error());
-        assert_eq!(Errno::EOPNOTSUPP.raw(), rustix::io::Errno::OPNOTSUPP.raw_os_error());
-        assert_eq!(Errno::ENAMETOOLONG.raw(), rustix::io::Errno::NAMETOOLONG.raw_os_error());
+        assert_eq!(
+            Errno::ENOTEMPTY.raw(),
+            rustix::io::Errno::NOTEMPTY.raw_os_error()
+        );
+        assert_eq!(
+            Errno::EOPNOTSUPP.raw(),
+            rustix::io::Errno::OPNOTSUPP.raw_os_error()
+        );
+        assert_eq!(
+            Errno::ENAMETOOLONG.raw(),
+            rustix::io::Errno::NAMETOOLONG.raw_os_error()
+        );
     }
 
     #[test]

@@ -164,7 +164,10 @@ impl fmt::Debug for FdTable {
         let a = lock(&self.file_lock);
         f.debug_struct("FdTable")
             .field("max_fds", &a.max_fds)
-            .field("open", &a.open_fds.iter().map(|w| w.count_ones()).sum::<u32>())
+            .field(
+                "open",
+                &a.open_fds.iter().map(|w| w.count_ones()).sum::<u32>(),
+            )
             .finish()
     }
 }
@@ -710,7 +713,11 @@ mod tests {
         assert_eq!(t.alloc_fd(0, false).unwrap(), 70);
         assert_eq!(t.alloc_fd(0, false).unwrap(), 200);
         assert_eq!(t.alloc_fd(500, false).unwrap(), 500);
-        assert_eq!(t.alloc_fd(0, false).unwrap(), 201, "F_DUPFD above next_fd leaves the hint");
+        assert_eq!(
+            t.alloc_fd(0, false).unwrap(),
+            201,
+            "F_DUPFD above next_fd leaves the hint"
+        );
         t.set_rlimit(202).unwrap();
         assert_eq!(t.alloc_fd(0, false), Err(Errno::EMFILE));
     }

@@ -93,14 +93,7 @@ impl fmt::Debug for Inode {
 
 impl Inode {
     /// A new inode of type `mode & S_IFMT` with all three times `now`.
-    pub(crate) fn new(
-        ino: u64,
-        dev: u64,
-        mode: u32,
-        uid: u32,
-        gid: u32,
-        kind: InodeKind,
-    ) -> Inode {
+    pub(crate) fn new(ino: u64, dev: u64, mode: u32, uid: u32, gid: u32, kind: InodeKind) -> Inode {
         let now = Timespec::now();
         let (nlink, size, blocks) = match &kind {
             InodeKind::Dir(_) => (2, 2 * BOGO_DIRENT_SIZE, 0),
@@ -244,7 +237,12 @@ impl Inode {
     }
 
     /// Sets atime/mtime/ctime (each `None` = unchanged) under the attribute lock.
-    pub(crate) fn set_times(&self, atime: Option<Timespec>, mtime: Option<Timespec>, ctime: Option<Timespec>) {
+    pub(crate) fn set_times(
+        &self,
+        atime: Option<Timespec>,
+        mtime: Option<Timespec>,
+        ctime: Option<Timespec>,
+    ) {
         let _g = plock(&self.attr_lock);
         self.set_times_locked([atime, mtime, ctime]);
     }
@@ -279,7 +277,8 @@ impl Inode {
         // Relaxed: writers are serialised by `attr_lock`; readers take a snapshot.
         let n = self.i_nlink.load(Ordering::Relaxed);
         // Relaxed: as above.
-        self.i_nlink.store(n.wrapping_add_signed(delta), Ordering::Relaxed);
+        self.i_nlink
+            .store(n.wrapping_add_signed(delta), Ordering::Relaxed);
         if ctime.is_some() {
             self.set_times_locked([None, None, ctime]);
         }
@@ -290,7 +289,8 @@ impl Inode {
         // Relaxed: serialised by the directory lock the caller holds.
         let s = self.i_size.load(Ordering::Relaxed);
         // Relaxed: as above.
-        self.i_size.store(s.wrapping_add_signed(delta), Ordering::Relaxed);
+        self.i_size
+            .store(s.wrapping_add_signed(delta), Ordering::Relaxed);
     }
 
     /// `killpriv` on write: clears set-user-ID, and set-group-ID when group-executable, unless
@@ -405,8 +405,10 @@ impl Inode {
             self.i_size.store(end, Ordering::Relaxed);
         }
         // Relaxed: as above.
-        self.i_blocks
-            .store(data.pages.len() as u64 * (PAGE_SIZE as u64 / 512), Ordering::Relaxed);
+        self.i_blocks.store(
+            data.pages.len() as u64 * (PAGE_SIZE as u64 / 512),
+            Ordering::Relaxed,
+        );
         drop(data);
         self.touch_mtime_ctime();
         Ok((n, end))
@@ -436,8 +438,10 @@ impl Inode {
         // Relaxed: under the data write lock.
         self.i_size.store(len, Ordering::Relaxed);
         // Relaxed: under the data write lock.
-        self.i_blocks
-            .store(data.pages.len() as u64 * (PAGE_SIZE as u64 / 512), Ordering::Relaxed);
+        self.i_blocks.store(
+            data.pages.len() as u64 * (PAGE_SIZE as u64 / 512),
+            Ordering::Relaxed,
+        );
         drop(data);
         self.touch_mtime_ctime();
         Ok(())

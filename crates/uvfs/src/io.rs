@@ -47,7 +47,12 @@ impl Task {
     ///
     /// # Errors
     /// As [`Task::openat`].
-    pub fn open_owned(&self, path: impl AsRef<[u8]>, flags: OpenFlags, mode: u32) -> Result<OwnedFd<'_>> {
+    pub fn open_owned(
+        &self,
+        path: impl AsRef<[u8]>,
+        flags: OpenFlags,
+        mode: u32,
+    ) -> Result<OwnedFd<'_>> {
         Ok(OwnedFd::new(self, self.open(path, flags, mode)?))
     }
 }
@@ -77,7 +82,10 @@ impl io::Write for OwnedFd<'_> {
 impl io::Seek for OwnedFd<'_> {
     fn seek(&mut self, pos: io::SeekFrom) -> io::Result<u64> {
         let (off, whence) = match pos {
-            io::SeekFrom::Start(o) => (i64::try_from(o).map_err(|_| io::Error::from(crate::Errno::EINVAL))?, SEEK_SET),
+            io::SeekFrom::Start(o) => (
+                i64::try_from(o).map_err(|_| io::Error::from(crate::Errno::EINVAL))?,
+                SEEK_SET,
+            ),
             io::SeekFrom::Current(o) => (o, SEEK_CUR),
             io::SeekFrom::End(o) => (o, SEEK_END),
         };

@@ -73,7 +73,14 @@ pub struct Path {
 pub fn mount(opts: TmpfsOptions) -> Arc<Mount> {
     let sb = Arc::new(SuperBlock::new(opts));
     let mode = S_IFDIR | sb.opts.mode.unwrap_or(0o1777) & 0o7777;
-    let root_inode = Arc::new(Inode::new(1, sb.s_dev, mode, sb.opts.uid, sb.opts.gid, InodeKind::Dir(Dir::new())));
+    let root_inode = Arc::new(Inode::new(
+        1,
+        sb.s_dev,
+        mode,
+        sb.opts.uid,
+        sb.opts.gid,
+        InodeKind::Dir(Dir::new()),
+    ));
     let root = Arc::new(Dentry::new(root_inode, None, Arc::from(&b"/"[..]), 0));
     Arc::new(Mount {
         mnt_sb: sb,

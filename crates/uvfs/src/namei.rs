@@ -125,7 +125,11 @@ impl<'a> Nameidata<'a> {
     }
 
     /// `pick_link`: resolves symlink `link` found in `dir`.
-    fn follow_link(&mut self, dir: &'a Arc<Dentry>, link: &'a Arc<Dentry>) -> Result<&'a Arc<Dentry>> {
+    fn follow_link(
+        &mut self,
+        dir: &'a Arc<Dentry>,
+        link: &'a Arc<Dentry>,
+    ) -> Result<&'a Arc<Dentry>> {
         self.total_links += 1;
         if self.total_links > MAXSYMLINKS {
             return Err(Errno::ELOOP);
@@ -148,7 +152,11 @@ impl<'a> Nameidata<'a> {
     /// # Errors
     /// `ENOTDIR` if `start` or an intermediate component is not a directory; `ENOENT`,
     /// `EACCES`, `ELOOP`, `ENAMETOOLONG` from the components.
-    pub(crate) fn walk_parent<'p>(&mut self, start: &'a Arc<Dentry>, path: &'p [u8]) -> Result<Last<'a, 'p>> {
+    pub(crate) fn walk_parent<'p>(
+        &mut self,
+        start: &'a Arc<Dentry>,
+        path: &'p [u8],
+    ) -> Result<Last<'a, 'p>> {
         let (mut cur, mut rest) = match path.first() {
             Some(b'/') => (&self.root.dentry, path),
             _ => (start, path),
@@ -198,7 +206,12 @@ impl<'a> Nameidata<'a> {
     ///
     /// # Errors
     /// `ENOENT`, `ENOTDIR`, `ELOOP`, `ENAMETOOLONG` as the walk.
-    pub(crate) fn lookup_last(&mut self, last: Last<'a, '_>, follow: bool, want_dir: bool) -> Result<&'a Arc<Dentry>> {
+    pub(crate) fn lookup_last(
+        &mut self,
+        last: Last<'a, '_>,
+        follow: bool,
+        want_dir: bool,
+    ) -> Result<&'a Arc<Dentry>> {
         let follow = follow || last.trailing_slash;
         let want_dir = want_dir || last.trailing_slash;
         let d = match last.ty {
@@ -213,7 +226,13 @@ impl<'a> Nameidata<'a> {
     }
 
     /// Walks `path` from `start` to its final dentry.
-    pub(crate) fn walk(&mut self, start: &'a Arc<Dentry>, path: &[u8], follow: bool, want_dir: bool) -> Result<&'a Arc<Dentry>> {
+    pub(crate) fn walk(
+        &mut self,
+        start: &'a Arc<Dentry>,
+        path: &[u8],
+        follow: bool,
+        want_dir: bool,
+    ) -> Result<&'a Arc<Dentry>> {
         let last = self.walk_parent(start, path)?;
         self.lookup_last(last, follow, want_dir)
     }
@@ -298,7 +317,12 @@ pub(crate) fn create_locked(
     let inode = Arc::new(Inode::new(ino, sb_dev, mode, task.cred.uid, gid, kind));
     let name: Name = Arc::from(name);
     let cookie = dl.next_cookie();
-    let d = Arc::new(Dentry::new(inode, Some(parent.clone()), name.clone(), cookie));
+    let d = Arc::new(Dentry::new(
+        inode,
+        Some(parent.clone()),
+        name.clone(),
+        cookie,
+    ));
     dl.insert(name, d.clone(), cookie);
     dir.add_dir_size(BOGO_DIRENT_SIZE as i64);
     let now = Timespec::now();
@@ -380,7 +404,14 @@ impl Task {
                 return Err(Errno::EEXIST);
             }
             may_create(&self.cred, &last.dir.d_inode, dl.inner.dead)?;
-            create_locked(self, last.dir, &mut dl, last.name, mode, InodeKind::Dir(Dir::new()))?;
+            create_locked(
+                self,
+                last.dir,
+                &mut dl,
+                last.name,
+                mode,
+                InodeKind::Dir(Dir::new()),
+            )?;
             Ok(())
         })
     }
@@ -394,7 +425,12 @@ impl Task {
     ///
     /// # References
     /// symlink(2); Linux `do_symlinkat`, `shmem_symlink`.
-    pub fn symlinkat(&self, target: impl AsRef<[u8]>, dirfd: Fd, linkpath: impl AsRef<[u8]>) -> Result<()> {
+    pub fn symlinkat(
+        &self,
+        target: impl AsRef<[u8]>,
+        dirfd: Fd,
+        linkpath: impl AsRef<[u8]>,
+    ) -> Result<()> {
         let target = getname(target.as_ref(), false)?;
         let path = getname(linkpath.as_ref(), false)?;
         self.with_walk(dirfd, path, |nd, start, _| {
@@ -477,7 +513,11 @@ impl Task {
             let victim = dl.get(last.name).cloned().ok_or(Errno::ENOENT)?;
             let vi = &victim.d_inode;
             if !rmdir && last.trailing_slash {
-                return Err(if vi.is_dir() { Errno::EISDIR } else { Errno::ENOTDIR });
+                return Err(if vi.is_dir() {
+                    Errno::EISDIR
+                } else {
+                    Errno::ENOTDIR
+                });
             }
             may_delete(&self.cred, dir_inode, vi, rmdir, dl.inner.dead)?;
             let now = Timespec::now();
@@ -515,7 +555,13 @@ impl Task {
     ///
     /// # References
     /// rename(2); Linux `do_renameat2`, `lock_rename`, `vfs_rename`, `shmem_rename2`.
-    pub fn renameat(&self, olddirfd: Fd, oldpath: impl AsRef<[u8]>, newdirfd: Fd, newpath: impl AsRef<[u8]>) -> Result<()> {
+    pub fn renameat(
+        &self,
+        olddirfd: Fd,
+        oldpath: impl AsRef<[u8]>,
+        newdirfd: Fd,
+        newpath: impl AsRef<[u8]>,
+    ) -> Result<()> {
         let oldpath = getname(oldpath.as_ref(), false)?;
         let newpath = getname(newpath.as_ref(), false)?;
         let ostart = self.start(olddirfd, oldpath)?;
@@ -565,7 +611,11 @@ fn unhash(d: &Arc<Dentry>) {
 
 /// The child of `anc` on the way down to `d` (Linux `d_ancestor`), if `anc` is a proper
 /// ancestor of `d`. Context: rename lock held.
-fn child_towards<'g>(anc: &Arc<Dentry>, d: &'g Arc<Dentry>, g: &'g Guard) -> Option<&'g Arc<Dentry>> {
+fn child_towards<'g>(
+    anc: &Arc<Dentry>,
+    d: &'g Arc<Dentry>,
+    g: &'g Guard,
+) -> Option<&'g Arc<Dentry>> {
     let mut cur = d;
     loop {
         let p = cur.parent(g)?;
@@ -576,7 +626,12 @@ fn child_towards<'g>(anc: &Arc<Dentry>, d: &'g Arc<Dentry>, g: &'g Guard) -> Opt
     }
 }
 
-fn rename_locked(task: &Task, ol: &Last<'_, '_>, nl: &Last<'_, '_>, mnt: &Arc<Mount>) -> Result<()> {
+fn rename_locked(
+    task: &Task,
+    ol: &Last<'_, '_>,
+    nl: &Last<'_, '_>,
+    mnt: &Arc<Mount>,
+) -> Result<()> {
     let cred = &task.cred;
     let odir_i = &ol.dir.d_inode;
     let ndir_i = &nl.dir.d_inode;
@@ -586,7 +641,11 @@ fn rename_locked(task: &Task, ol: &Last<'_, '_>, nl: &Last<'_, '_>, mnt: &Arc<Mo
     let g = epoch::pin();
     // lock_rename: same directory -> its lock; else the super block's rename lock, then
     // ancestor first, else by address.
-    let _rename_guard = if same { None } else { Some(plock(&mnt.mnt_sb.s_rename_lock)) };
+    let _rename_guard = if same {
+        None
+    } else {
+        Some(plock(&mnt.mnt_sb.s_rename_lock))
+    };
     let (mut trap_old, mut trap_new) = (None, None);
     let (mut ol_lock, mut nl_lock): (DirLocked<'_>, Option<DirLocked<'_>>) = if same {
         (odir.lock(), None)

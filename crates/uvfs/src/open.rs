@@ -67,7 +67,13 @@ impl Task {
     /// # References
     /// open(2); Linux `do_sys_openat2`, `path_openat`, `do_open`, `may_open`.
     #[doc(alias = "open")]
-    pub fn openat(&self, dirfd: Fd, path: impl AsRef<[u8]>, flags: OpenFlags, mode: u32) -> Result<Fd> {
+    pub fn openat(
+        &self,
+        dirfd: Fd,
+        path: impl AsRef<[u8]>,
+        flags: OpenFlags,
+        mode: u32,
+    ) -> Result<Fd> {
         if flags.contains(OpenFlags::CREAT | OpenFlags::DIRECTORY) {
             return Err(Errno::EINVAL);
         }
@@ -98,7 +104,13 @@ impl Task {
     ///
     /// # Errors
     /// As [`openat`](Self::openat), without `EMFILE`.
-    pub fn filp_open(&self, dirfd: Fd, path: impl AsRef<[u8]>, flags: OpenFlags, mode: u32) -> Result<FileHandle> {
+    pub fn filp_open(
+        &self,
+        dirfd: Fd,
+        path: impl AsRef<[u8]>,
+        flags: OpenFlags,
+        mode: u32,
+    ) -> Result<FileHandle> {
         if flags.contains(OpenFlags::CREAT | OpenFlags::DIRECTORY) {
             return Err(Errno::EINVAL);
         }
@@ -109,7 +121,13 @@ impl Task {
         self.do_filp_open(dirfd, path, flags, mode)
     }
 
-    fn do_filp_open(&self, dirfd: Fd, path: &[u8], flags: OpenFlags, mode: u32) -> Result<FileHandle> {
+    fn do_filp_open(
+        &self,
+        dirfd: Fd,
+        path: &[u8],
+        flags: OpenFlags,
+        mode: u32,
+    ) -> Result<FileHandle> {
         let mode = mode & 0o7777 & !self.current_umask();
         let (p, created) = self.with_walk(dirfd, path, |nd, start, mnt| {
             let (d, created) = if flags.contains(OpenFlags::CREAT) {
@@ -137,7 +155,8 @@ impl Task {
                                     if dl.inner.dead {
                                         return Err(Errno::ENOENT);
                                     }
-                                    dir_inode.permission(nd.cred, MAY_WRITE | crate::cred::MAY_EXEC)?;
+                                    dir_inode
+                                        .permission(nd.cred, MAY_WRITE | crate::cred::MAY_EXEC)?;
                                     let d = create_locked(
                                         self,
                                         last.dir,
@@ -178,7 +197,11 @@ impl Task {
                 }
             } else {
                 let last = nd.walk_parent(start, path)?;
-                let d = nd.lookup_last(last, !flags.contains(OpenFlags::NOFOLLOW), flags.contains(OpenFlags::DIRECTORY))?;
+                let d = nd.lookup_last(
+                    last,
+                    !flags.contains(OpenFlags::NOFOLLOW),
+                    flags.contains(OpenFlags::DIRECTORY),
+                )?;
                 (Some(d.clone()), false)
             };
             let d: Arc<Dentry> = d.ok_or(Errno::ENOENT)?;
@@ -231,7 +254,12 @@ impl Task {
         if flags.contains(OpenFlags::TRUNC) && inode.is_reg() && !created {
             inode.truncate(0)?;
         }
-        let stored = flags - (OpenFlags::CREAT | OpenFlags::EXCL | OpenFlags::NOCTTY | OpenFlags::TRUNC | OpenFlags::CLOEXEC);
+        let stored = flags
+            - (OpenFlags::CREAT
+                | OpenFlags::EXCL
+                | OpenFlags::NOCTTY
+                | OpenFlags::TRUNC
+                | OpenFlags::CLOEXEC);
         Ok(File::open_handle(p, fmode, stored | OpenFlags::LARGEFILE))
     }
 
@@ -311,8 +339,15 @@ impl Task {
                 let cloexec = matches!(cmd, Fcntl::DupFdCloexec(_));
                 self.files.install(file, min, cloexec).map(|n| n as i32)
             }
-            Fcntl::GetFd => Ok(if self.files.get_cloexec(fd.0)? { FD_CLOEXEC } else { 0 }),
-            Fcntl::SetFd(arg) => self.files.set_cloexec(fd.0, arg & FD_CLOEXEC != 0).map(|_| 0),
+            Fcntl::GetFd => Ok(if self.files.get_cloexec(fd.0)? {
+                FD_CLOEXEC
+            } else {
+                0
+            }),
+            Fcntl::SetFd(arg) => self
+                .files
+                .set_cloexec(fd.0, arg & FD_CLOEXEC != 0)
+                .map(|_| 0),
             Fcntl::GetFl => {
                 let f = self.fdget(fd)?;
                 Ok(f.flags().bits() as i32)

@@ -140,7 +140,9 @@ impl Task {
         let new = match whence {
             SEEK_SET => offset,
             SEEK_CUR => cur.checked_add(offset).ok_or(Errno::EINVAL)?,
-            SEEK_END if !is_dir => (inode.size() as i64).checked_add(offset).ok_or(Errno::EINVAL)?,
+            SEEK_END if !is_dir => (inode.size() as i64)
+                .checked_add(offset)
+                .ok_or(Errno::EINVAL)?,
             SEEK_DATA | SEEK_HOLE if !is_dir => {
                 if offset < 0 {
                     return Err(Errno::ENXIO);

@@ -111,16 +111,32 @@ impl Task {
                 *pos = 1;
             }
             if *pos == 1 {
-                let parent = f.path().dentry.parent(&g).map(|p| p.d_inode.ino()).unwrap_or(inode.ino());
+                let parent = f
+                    .path()
+                    .dentry
+                    .parent(&g)
+                    .map(|p| p.d_inode.ino())
+                    .unwrap_or(inode.ino());
                 if !emit(buf, &mut used, parent, FIRST_COOKIE as i64, DT_DIR, b"..") {
-                    return if used == 0 { Err(Errno::EINVAL) } else { Ok(used) };
+                    return if used == 0 {
+                        Err(Errno::EINVAL)
+                    } else {
+                        Ok(used)
+                    };
                 }
                 *pos = FIRST_COOKIE;
             }
             for (&cookie, d) in dl.inner.by_cookie.range(*pos..) {
                 let name = &d.link(&g).name;
                 let next = cookie + 1;
-                if !emit(buf, &mut used, d.d_inode.ino(), next as i64, d_type(&d.d_inode), name) {
+                if !emit(
+                    buf,
+                    &mut used,
+                    d.d_inode.ino(),
+                    next as i64,
+                    d_type(&d.d_inode),
+                    name,
+                ) {
                     if used == 0 {
                         return Err(Errno::EINVAL);
                     }

@@ -11,7 +11,9 @@ use crate::types::*;
 use crate::{Errno, Result};
 
 fn nsec_valid(ns: i64) -> bool {
-    ns == Timespec::UTIME_NOW_NSEC || ns == Timespec::UTIME_OMIT_NSEC || (0..=999_999_999).contains(&ns)
+    ns == Timespec::UTIME_NOW_NSEC
+        || ns == Timespec::UTIME_OMIT_NSEC
+        || (0..=999_999_999).contains(&ns)
 }
 
 impl Task {
@@ -44,7 +46,9 @@ impl Task {
             return self.with_walk(dirfd, path, |_, start, _| Ok(start.d_inode.stat()));
         }
         let follow = !flags.contains(AtFlags::SYMLINK_NOFOLLOW);
-        self.with_walk(dirfd, path, |nd, start, _| Ok(nd.walk(start, path, follow, false)?.d_inode.stat()))
+        self.with_walk(dirfd, path, |nd, start, _| {
+            Ok(nd.walk(start, path, follow, false)?.d_inode.stat())
+        })
     }
 
     /// `futimens(3)`: sets atime and mtime of an open file from `times` (`None` = both now;
@@ -72,7 +76,13 @@ impl Task {
     /// # Errors
     /// `EINVAL` (flags other than those two; invalid `tv_nsec`), walk errors as `fstatat`,
     /// `EACCES`/`EPERM` as `futimens`.
-    pub fn utimensat(&self, dirfd: Fd, path: impl AsRef<[u8]>, times: Option<&[Timespec; 2]>, flags: AtFlags) -> Result<()> {
+    pub fn utimensat(
+        &self,
+        dirfd: Fd,
+        path: impl AsRef<[u8]>,
+        times: Option<&[Timespec; 2]>,
+        flags: AtFlags,
+    ) -> Result<()> {
         if !(flags - (AtFlags::SYMLINK_NOFOLLOW | AtFlags::EMPTY_PATH)).is_empty() {
             return Err(Errno::EINVAL);
         }
@@ -84,7 +94,11 @@ impl Task {
         let path = getname(path.as_ref(), flags.contains(AtFlags::EMPTY_PATH))?;
         let follow = !flags.contains(AtFlags::SYMLINK_NOFOLLOW);
         self.with_walk(dirfd, path, |nd, start, _| {
-            let d = if path.is_empty() { start } else { nd.walk(start, path, follow, false)? };
+            let d = if path.is_empty() {
+                start
+            } else {
+                nd.walk(start, path, follow, false)?
+            };
             self.utimes_inode(&d.d_inode, times)
         })
     }
@@ -100,7 +114,8 @@ impl Task {
         if a.tv_nsec == omit && m.tv_nsec == omit {
             return Ok(());
         }
-        let explicit = (a.tv_nsec != omit && a.tv_nsec != now_ns) || (m.tv_nsec != omit && m.tv_nsec != now_ns);
+        let explicit = (a.tv_nsec != omit && a.tv_nsec != now_ns)
+            || (m.tv_nsec != omit && m.tv_nsec != now_ns);
         if !self.cred.owner_or_capable(inode.uid()) {
             if explicit {
                 return Err(Errno::EPERM);

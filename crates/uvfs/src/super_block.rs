@@ -42,7 +42,9 @@ pub struct SuperBlock {
 
 impl fmt::Debug for SuperBlock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SuperBlock").field("dev", &self.s_dev).finish()
+        f.debug_struct("SuperBlock")
+            .field("dev", &self.s_dev)
+            .finish()
     }
 }
 

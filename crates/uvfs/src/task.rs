@@ -45,7 +45,10 @@ impl fmt::Debug for FsStruct {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Relaxed: diagnostic snapshot.
         f.debug_struct("FsStruct")
-            .field("umask", &format_args!("{:o}", self.umask.load(Ordering::Relaxed)))
+            .field(
+                "umask",
+                &format_args!("{:o}", self.umask.load(Ordering::Relaxed)),
+            )
             .finish()
     }
 }

@@ -1,0 +1,3 @@
+//! Loom models of the lock-free protocols in `sync/` (run with `--cfg uvfs_loom`).
+
+mod loom_file_ref;
