@@ -303,7 +303,7 @@ pub(crate) fn create_locked(
 ) -> Result<Arc<Dentry>> {
     let dir = &parent.d_inode;
     let is_dir = matches!(kind, InodeKind::Dir(_));
-    if is_dir && dir.nlink() >= LINK_MAX {
+    if is_dir && dir.nlink() == LINK_MAX {
         return Err(Errno::EMLINK);
     }
     let sb_dev = dir.i_dev;
@@ -700,7 +700,7 @@ fn rename_locked(
     }
     if is_dir && !same {
         oi.permission(cred, MAY_WRITE)?;
-        if target.is_none() && ndir_i.nlink() >= LINK_MAX {
+        if target.is_none() && ndir_i.nlink() == LINK_MAX {
             return Err(Errno::EMLINK);
         }
     }

@@ -10,7 +10,7 @@
 //! number of descriptors never overwrite each other.
 
 use crate::file::{FMode, File};
-use crate::inode::{InodeKind, MAX_LFS_FILESIZE};
+use crate::inode::InodeKind;
 use crate::sync::plock;
 use crate::task::Task;
 use crate::types::*;
@@ -151,7 +151,8 @@ impl Task {
             }
             _ => return Err(Errno::EINVAL),
         };
-        if new < 0 || new > MAX_LFS_FILESIZE {
+        // `new <= MAX_LFS_FILESIZE` always holds for an i64 (MAX_LFS_FILESIZE = i64::MAX).
+        if new < 0 {
             return Err(Errno::EINVAL);
         }
         *pos = new as u64;

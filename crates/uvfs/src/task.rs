@@ -44,11 +44,9 @@ pub struct FsStruct {
 impl fmt::Debug for FsStruct {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Relaxed: diagnostic snapshot.
+        let umask = self.umask.load(Ordering::Relaxed);
         f.debug_struct("FsStruct")
-            .field(
-                "umask",
-                &format_args!("{:o}", self.umask.load(Ordering::Relaxed)),
-            )
+            .field("umask", &format_args!("{umask:o}"))
             .finish()
     }
 }

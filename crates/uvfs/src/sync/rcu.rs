@@ -155,8 +155,8 @@ impl<T: RcuRefcounted> RcuRef<T> {
         // allocated; `file_ref` is an atomic that stays valid after the fields are dropped.
         let r = unsafe { (*ptr).file_ref() };
         if r.get() {
-            // SAFETY: non-null (it was dereferenced above); the get gave us a reference.
             Some(RcuRef {
+                // SAFETY: non-null (it was dereferenced above); the get gave us a reference.
                 ptr: unsafe { NonNull::new_unchecked(ptr) },
             })
         } else {
