@@ -1,0 +1,440 @@
+//! Runs workloads on targets and measures them: threads start together,
+//! run for a fixed time, stop on a shared flag, and count their operations
+//! in thread-local counters summed at the end.
+//!
+//! A run's rate is the sum over threads of `ops / elapsed`, each thread
+//! timing itself from the start gate to the end of its last batch, so a
+//! thread that overshoots the stop flag by part of a batch is still counted
+//! exactly. Targets are interleaved per repetition (uvfs rep 1, kernel
+//! rep 1, uvfs rep 2, ...) after one discarded warm-up run each, so slow
+//! drifts of a noisy machine hit every target alike.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::target::{Target, Worker};
+use crate::workloads::{Workload, WorkloadKind};
+
+/// What to run and for how long.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Thread counts, each run separately, in this order.
+    pub threads: Vec<usize>,
+    /// Measured repetitions per (target, workload, threads).
+    pub reps: u32,
+    /// Length of one measured run.
+    pub duration: Duration,
+    /// Length of the discarded warm-up run before the repetitions.
+    pub warmup: Duration,
+}
+
+impl Plan {
+    /// The warm-up length for runs of `duration`: a quarter of it, between
+    /// 50 ms and 500 ms (never longer than the run itself).
+    pub fn warmup_for(duration: Duration) -> Duration {
+        (duration / 4)
+            .clamp(Duration::from_millis(50), Duration::from_millis(500))
+            .min(duration)
+    }
+
+    /// How long `workloads` × this plan × `targets` take in total, warm-ups
+    /// included (setup not counted).
+    pub fn expected(&self, workloads: usize, targets: usize) -> Duration {
+        let per = u32::try_from(workloads * self.threads.len() * targets).unwrap_or(u32::MAX);
+        self.duration
+            .saturating_mul(self.reps)
+            .saturating_add(self.warmup)
+            .saturating_mul(per)
+    }
+}
+
+/// The measured rates of one (target, workload, thread count).
+#[derive(Debug, Clone, Serialize)]
+pub struct Series {
+    /// The target's name.
+    pub target: String,
+    /// The workload.
+    pub workload: WorkloadKind,
+    /// Its unit, see [`WorkloadKind::unit`].
+    pub unit: &'static str,
+    /// Worker threads.
+    pub threads: usize,
+    /// The discarded warm-up run's rate, in ops/s.
+    pub warmup: f64,
+    /// Each measured repetition's rate, in ops/s, in run order.
+    pub reps: Vec<f64>,
+}
+
+impl Series {
+    /// Median of the repetitions (mean of the middle two for an even count),
+    /// in ops/s; 0 if there are none.
+    pub fn median(&self) -> f64 {
+        let mut v = self.reps.clone();
+        v.sort_by(f64::total_cmp);
+        match v.len() {
+            0 => 0.0,
+            n if n % 2 == 1 => v[n / 2],
+            n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+        }
+    }
+
+    /// Slowest repetition, in ops/s.
+    pub fn min(&self) -> f64 {
+        self.reps.iter().copied().fold(f64::INFINITY, f64::min)
+    }
+
+    /// Fastest repetition, in ops/s.
+    pub fn max(&self) -> f64 {
+        self.reps.iter().copied().fold(0.0, f64::max)
+    }
+}
+
+/// Runs every workload × thread count × (warm-up + repetitions) × target,
+/// targets interleaved within each repetition, and returns one [`Series`]
+/// per (workload, thread count, target) in that order.
+///
+/// # Errors
+///
+/// The first failed setup, operation or teardown, with the run it happened
+/// in; nothing after it runs.
+pub fn run_all(
+    targets: &mut [Box<dyn Target>],
+    workloads: &[Workload],
+    plan: &Plan,
+    progress: &ProgressBar,
+) -> Result<Vec<Series>> {
+    let mut out = Vec::new();
+    for workload in workloads {
+        let kind = workload.kind();
+        for &threads in &plan.threads {
+            let first = out.len();
+            for target in targets.iter() {
+                out.push(Series {
+                    target: target.name().to_owned(),
+                    workload: kind,
+                    unit: kind.unit(),
+                    threads,
+                    warmup: 0.0,
+                    reps: Vec::with_capacity(plan.reps as usize),
+                });
+            }
+            for rep in 0..=plan.reps {
+                let duration = if rep == 0 { plan.warmup } else { plan.duration };
+                for (i, target) in targets.iter_mut().enumerate() {
+                    let what = if rep == 0 {
+                        format!("{} {kind} {threads}t warm-up", target.name())
+                    } else {
+                        format!(
+                            "{} {kind} {threads}t rep {rep}/{}",
+                            target.name(),
+                            plan.reps
+                        )
+                    };
+                    progress.set_message(what.clone());
+                    let rate = run_one(target.as_mut(), workload, threads, duration)
+                        .map_err(|e| Error::new(what, e))?;
+                    let series = &mut out[first + i];
+                    if rep == 0 {
+                        series.warmup = rate;
+                    } else {
+                        series.reps.push(rate);
+                    }
+                    progress.inc(duration.as_millis() as u64);
+                }
+            }
+        }
+    }
+    progress.finish_and_clear();
+    Ok(out)
+}
+
+/// Sets up, measures and tears down one run; returns its rate in ops/s.
+/// Teardown runs even when setup or the run failed; the first error wins.
+///
+/// # Errors
+///
+/// Setup, a worker, or teardown failed.
+pub fn run_one(
+    target: &mut dyn Target,
+    workload: &Workload,
+    threads: usize,
+    duration: Duration,
+) -> Result<f64> {
+    let measured = target
+        .setup(workload, threads)
+        .and_then(|workers| measure(workers, workload.kind().batch(), duration));
+    let torn_down = target.teardown();
+    let rate = measured?.rate;
+    torn_down?;
+    Ok(rate)
+}
+
+/// The outcome of one measured run.
+#[derive(Debug, Clone)]
+pub struct Measurement {
+    /// Operations per second, summed over threads.
+    pub rate: f64,
+    /// Per thread: operations done and the time they took.
+    pub per_thread: Vec<(u64, Duration)>,
+}
+
+/// The start gate and stop flag the workers of one run share.
+#[derive(Debug, Default)]
+struct Gate {
+    /// Workers that have entered (or failed to) and wait for `go`.
+    ready: AtomicUsize,
+    /// Set once by the main thread: start.
+    go: AtomicBool,
+    /// Set by the main thread when time is up, or by a failing worker.
+    stop: AtomicBool,
+}
+
+/// Runs `workers` on one thread each for `duration`: each calls
+/// [`Worker::enter`], waits at the start gate, runs batches of `batch`
+/// operations until the stop flag, then calls [`Worker::exit`].
+///
+/// # Errors
+///
+/// A thread could not be spawned, or a worker failed or panicked (the
+/// others are stopped early); the first error by thread index is returned.
+pub fn measure(
+    workers: Vec<Box<dyn Worker + '_>>,
+    batch: u32,
+    duration: Duration,
+) -> Result<Measurement> {
+    let gate = Gate::default();
+    let gate = &gate;
+    let results = std::thread::scope(|s| {
+        let mut handles = Vec::with_capacity(workers.len());
+        let mut spawn_error = None;
+        for (index, worker) in workers.into_iter().enumerate() {
+            let spawned = std::thread::Builder::new()
+                .name(format!("bench-{index}"))
+                .spawn_scoped(s, move || worker_main(worker, batch, gate));
+            match spawned {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    spawn_error = Some(Error::new("spawning a worker thread", e));
+                    break;
+                }
+            }
+        }
+        if spawn_error.is_some() {
+            // Relaxed: the workers read `stop` after the Acquire load of
+            // `go` below, which orders it.
+            gate.stop.store(true, Ordering::Relaxed);
+        }
+        // Acquire: pairs with each worker's Release increment of `ready` in
+        // `worker_main`, so everything they did in `enter` happened before
+        // the clock starts.
+        while gate.ready.load(Ordering::Acquire) < handles.len() {
+            std::thread::yield_now();
+        }
+        // Release: pairs with the workers' Acquire load of `go` in
+        // `worker_main`; publishes `stop` set above on a spawn failure.
+        gate.go.store(true, Ordering::Release);
+        let start = Instant::now();
+        loop {
+            let left = duration.saturating_sub(start.elapsed());
+            // Relaxed: only a hint to stop waiting early when a worker
+            // failed; the join below orders everything else.
+            if left.is_zero() || gate.stop.load(Ordering::Relaxed) {
+                break;
+            }
+            std::thread::sleep(left.min(Duration::from_millis(10)));
+        }
+        // Relaxed: a flag polled between batches; nothing is published
+        // with it (results come back through `join`).
+        gate.stop.store(true, Ordering::Relaxed);
+        let mut results: Vec<Result<(u64, Duration)>> = handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|p| Err(Error::msg(panic_message("worker thread", &*p))))
+            })
+            .collect();
+        if let Some(e) = spawn_error {
+            results.insert(0, Err(e));
+        }
+        results
+    });
+    let mut per_thread = Vec::with_capacity(results.len());
+    for r in results {
+        per_thread.push(r?);
+    }
+    let rate = per_thread
+        .iter()
+        .map(|&(ops, t)| {
+            if t.is_zero() {
+                0.0
+            } else {
+                ops as f64 / t.as_secs_f64()
+            }
+        })
+        .sum();
+    Ok(Measurement { rate, per_thread })
+}
+
+/// One worker thread: enter, wait at the gate, run batches until `stop`,
+/// exit. Returns its operation count and the time they took.
+fn worker_main(
+    mut worker: Box<dyn Worker + '_>,
+    batch: u32,
+    gate: &Gate,
+) -> Result<(u64, Duration)> {
+    let entered = catch(|| worker.enter());
+    if entered.is_err() {
+        // Relaxed: a hint for the others and the main thread to give up;
+        // the error itself comes back through `join`.
+        gate.stop.store(true, Ordering::Relaxed);
+    }
+    // Release: pairs with the main thread's Acquire load of `ready` in
+    // `measure`: our `enter` is done before the clock starts.
+    gate.ready.fetch_add(1, Ordering::Release);
+    // Acquire: pairs with the main thread's Release store of `go`.
+    while !gate.go.load(Ordering::Acquire) {
+        std::hint::spin_loop();
+        std::thread::yield_now();
+    }
+    entered?;
+    let start = Instant::now();
+    let ran = catch(|| {
+        let mut ops = 0u64;
+        loop {
+            worker.run(batch)?;
+            ops += u64::from(batch);
+            // Relaxed: see the store in `measure`; read once per batch so
+            // the flag's cache line is not pulled on every operation.
+            if gate.stop.load(Ordering::Relaxed) {
+                return Ok(ops);
+            }
+        }
+    });
+    let elapsed = start.elapsed();
+    if ran.is_err() {
+        // Relaxed: as for a failed `enter` above.
+        gate.stop.store(true, Ordering::Relaxed);
+    }
+    let exited = catch(|| worker.exit());
+    // Dropped here, on this thread: a kernel worker's own fds belong to this
+    // thread's private fd table.
+    drop(worker);
+    let ops = ran?;
+    exited?;
+    Ok((ops, elapsed))
+}
+
+/// Runs `f`, turning a panic into an [`Error`].
+fn catch<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
+    catch_unwind(AssertUnwindSafe(f))
+        .unwrap_or_else(|p| Err(Error::msg(panic_message("worker", &*p))))
+}
+
+/// "`who` panicked: message" from a panic payload.
+fn panic_message(who: &str, payload: &(dyn std::any::Any + Send)) -> String {
+    let msg = payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)");
+    format!("{who} panicked: {msg}")
+}
+
+/// A progress bar on stderr for benchmarks expected to take longer than a
+/// few seconds; hidden otherwise, and (by indicatif) when stderr is not a
+/// terminal. Its length is `expected` in milliseconds; [`run_all`] advances
+/// it by each run's duration, so the time left it shows is about right.
+pub fn progress_bar(expected: Duration) -> ProgressBar {
+    if expected < Duration::from_secs(4) {
+        return ProgressBar::hidden();
+    }
+    let len = u64::try_from(expected.as_millis()).unwrap_or(u64::MAX);
+    let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
+    if let Ok(style) = ProgressStyle::with_template(
+        "{elapsed_precise} [{wide_bar}] {percent:>3}% ~{eta} left  {msg}",
+    ) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Counts its operations; fails after `fail_after` if set.
+    struct Counter {
+        done: u64,
+        fail_after: Option<u64>,
+    }
+
+    impl Worker for Counter {
+        fn run(&mut self, n: u32) -> Result<()> {
+            for _ in 0..n {
+                if Some(self.done) == self.fail_after {
+                    return Err(Error::msg("boom"));
+                }
+                self.done += 1;
+                std::hint::black_box(self.done);
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn measures_and_sums_threads() {
+        let workers: Vec<Box<dyn Worker>> = (0..2)
+            .map(|_| {
+                Box::new(Counter {
+                    done: 0,
+                    fail_after: None,
+                }) as Box<dyn Worker>
+            })
+            .collect();
+        let m = measure(workers, 64, Duration::from_millis(30)).unwrap();
+        assert_eq!(m.per_thread.len(), 2);
+        assert!(m.rate > 0.0);
+        for (ops, t) in m.per_thread {
+            assert_eq!(ops % 64, 0);
+            assert!(t >= Duration::from_millis(25), "{t:?}");
+        }
+    }
+
+    #[test]
+    fn a_failing_worker_fails_the_run_early() {
+        let workers: Vec<Box<dyn Worker>> = vec![
+            Box::new(Counter {
+                done: 0,
+                fail_after: None,
+            }),
+            Box::new(Counter {
+                done: 0,
+                fail_after: Some(1000),
+            }),
+        ];
+        let start = Instant::now();
+        let e = measure(workers, 64, Duration::from_secs(10)).unwrap_err();
+        assert!(start.elapsed() < Duration::from_secs(5));
+        assert_eq!(e.to_string(), "boom");
+    }
+
+    #[test]
+    fn median_min_max() {
+        let s = Series {
+            target: "t".into(),
+            workload: WorkloadKind::Syscall,
+            unit: "lps",
+            threads: 1,
+            warmup: 0.0,
+            reps: vec![3.0, 1.0, 2.0, 10.0],
+        };
+        assert_eq!(s.median(), 2.5);
+        assert_eq!(s.min(), 1.0);
+        assert_eq!(s.max(), 10.0);
+    }
+}

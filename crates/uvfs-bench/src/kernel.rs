@@ -1,0 +1,697 @@
+//! The kernel peer: the same workloads through real Linux system calls
+//! (rustix, no libc), on a host directory, side by side with uvfs in the same
+//! run.
+//!
+//! UnixBench runs its copies as separate processes. Here each worker is a
+//! thread that first calls `unshare(CLONE_FILES | CLONE_FS)`, which gives it
+//! what `fork` would: a private copy of the fd table (the shared open file
+//! keeps its fd number and is still one `struct file`, as fd 0 is after
+//! fork) and a private umask and cwd. So `close(dup(fd))` contends only on
+//! the shared file's reference count, as in UnixBench, and not on a shared
+//! fd table.
+//!
+//! The host directory is, by default, a tmpfs mounted on a fresh temporary
+//! directory (we usually run as root), in a private mount namespace when
+//! possible so that it cannot outlive the process, else the temporary
+//! directory itself;
+//! `--host-dir DIR` uses a fresh subdirectory of DIR instead. It is unmounted
+//! and removed when the [`HostDir`] is closed or dropped, also on error. The
+//! `tree` workload's files are copied into it once, so both sides read
+//! files from memory.
+
+use std::ffi::CString;
+use std::hint::black_box;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::Path;
+use std::sync::Arc;
+
+use rustix::fs::{AtFlags, Mode, OFlags, Timespec, Timestamps};
+use rustix::thread::UnshareFlags;
+
+use crate::error::{Context, Error, Result};
+use crate::target::{Target, Worker};
+use crate::workloads::{
+    thread_order, HostTree, NameBuf, ReadBuf, SinkResult, TreeSink, Workload, DIR_MODE, FILE_MODE,
+    FUTIMES_TIMES, S_IFMT, S_IFREG,
+};
+
+/// The host directory the kernel peer works in: a fresh temporary directory,
+/// with a tmpfs mounted on it when possible, removed (and unmounted) on
+/// [`HostDir::close`] or drop.
+#[derive(Debug)]
+pub struct HostDir {
+    /// The directory; `None` once closed.
+    dir: Option<tempfile::TempDir>,
+    /// Whether we mounted a tmpfs on `dir` (and so must unmount it).
+    mounted: bool,
+    /// What it is, for the output, e.g. "tmpfs mounted at /tmp/uvfs-bench-x".
+    description: String,
+}
+
+impl HostDir {
+    /// Creates the kernel peer's directory.
+    ///
+    /// - `Some(parent)`: a fresh `uvfs-bench-*` directory inside `parent`
+    ///   (its file system is named in the description).
+    /// - `None`: a fresh temporary directory with a tmpfs mounted on it; if
+    ///   the mount fails (not root, no `CAP_SYS_ADMIN`), the temporary
+    ///   directory itself, and the description says so and why.
+    ///
+    /// # Errors
+    ///
+    /// The directory cannot be created.
+    pub fn create(parent: Option<&Path>) -> Result<HostDir> {
+        let builder = {
+            let mut b = tempfile::Builder::new();
+            b.prefix("uvfs-bench-");
+            b
+        };
+        if let Some(parent) = parent {
+            let dir = builder.tempdir_in(parent).with_context(|| {
+                format!("--host-dir {}: creating a directory", parent.display())
+            })?;
+            let description = format!(
+                "directory {} ({})",
+                dir.path().display(),
+                fs_name(dir.path())
+            );
+            return Ok(HostDir {
+                dir: Some(dir),
+                mounted: false,
+                description,
+            });
+        }
+        let dir = builder
+            .tempdir()
+            .with_context(|| "creating a temporary directory for the kernel peer")?;
+        // In a private mount namespace the tmpfs vanishes with the process
+        // even when it is killed (Ctrl-C) before it can unmount.
+        let private = enter_private_mount_namespace();
+        let mounted = rustix::mount::mount(
+            "uvfs-bench",
+            dir.path(),
+            "tmpfs",
+            rustix::mount::MountFlags::NOSUID | rustix::mount::MountFlags::NODEV,
+            Some(c"mode=0700"),
+        );
+        let description = match (mounted, private) {
+            (Ok(()), Ok(())) => format!(
+                "tmpfs mounted at {} (in a private mount namespace)",
+                dir.path().display()
+            ),
+            (Ok(()), Err(e)) => format!(
+                "tmpfs mounted at {} (no private mount namespace: {e})",
+                dir.path().display()
+            ),
+            (Err(e), _) => format!(
+                "temporary directory {} ({}; mounting a tmpfs failed: {e})",
+                dir.path().display(),
+                fs_name(dir.path())
+            ),
+        };
+        Ok(HostDir {
+            dir: Some(dir),
+            mounted: mounted.is_ok(),
+            description,
+        })
+    }
+
+    /// The directory's path.
+    pub fn path(&self) -> &Path {
+        self.dir.as_ref().map_or(Path::new(""), |d| d.path())
+    }
+
+    /// What the directory is, for the output.
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+
+    /// Unmounts (if mounted) and removes the directory, reporting failures.
+    /// All fds into it should be closed first.
+    ///
+    /// # Errors
+    ///
+    /// The tmpfs cannot be unmounted even lazily, or the directory cannot be
+    /// removed.
+    pub fn close(mut self) -> Result<()> {
+        self.release()
+    }
+
+    /// Unmounts and removes; idempotent (the second call does nothing).
+    fn release(&mut self) -> Result<()> {
+        let Some(dir) = self.dir.take() else {
+            return Ok(());
+        };
+        if std::mem::take(&mut self.mounted) {
+            // EBUSY: a worker thread that just exited may still hold its
+            // unshared fd table for a moment (the kernel wakes joiners before
+            // it drops the thread's files); detach lazily then.
+            if rustix::mount::unmount(dir.path(), rustix::mount::UnmountFlags::empty()).is_err() {
+                rustix::mount::unmount(dir.path(), rustix::mount::UnmountFlags::DETACH)
+                    .with_context(|| format!("unmounting the tmpfs at {}", dir.path().display()))?;
+            }
+        }
+        let path = dir.path().to_path_buf();
+        dir.close()
+            .with_context(|| format!("removing {}", path.display()))
+    }
+}
+
+impl Drop for HostDir {
+    fn drop(&mut self) {
+        // Best effort on the error path; `close` reports failures.
+        let _ = self.release();
+    }
+}
+
+/// Moves the calling thread (the main thread, before any worker exists)
+/// into a new mount namespace whose mounts do not propagate back, so a
+/// tmpfs mounted afterwards is seen only by this process and its later
+/// threads, and is gone when the process exits, however it exits.
+fn enter_private_mount_namespace() -> rustix::io::Result<()> {
+    // SAFETY: the hazard of `unshare_unsafe` is CLONE_FILES (fds that other
+    // threads cannot see); CLONE_NEWNS and the CLONE_FS it implies change
+    // only this thread's mount namespace, cwd, root and umask, which other
+    // threads do not rely on. Paths stay valid: the new namespace starts as
+    // a copy of the old one.
+    unsafe { rustix::thread::unshare_unsafe(UnshareFlags::NEWNS) }?;
+    rustix::mount::mount_change(
+        "/",
+        rustix::mount::MountPropagationFlags::PRIVATE | rustix::mount::MountPropagationFlags::REC,
+    )
+}
+
+/// The file system type of `path`, by `statfs` magic, for the output.
+fn fs_name(path: &Path) -> String {
+    let Ok(st) = rustix::fs::statfs(path) else {
+        return "file system unknown".to_owned();
+    };
+    #[allow(clippy::unnecessary_cast)] // f_type's width differs by arch.
+    let magic = st.f_type as u64 & 0xffff_ffff;
+    let name = match magic {
+        0x0102_1994 => "tmpfs",
+        0xef53 => "ext4",
+        0x9123_683e => "btrfs",
+        0x5846_5342 => "xfs",
+        0x794c_7630 => "overlayfs",
+        0x2fc1_2fc1 => "zfs",
+        0x6573_5546 => "fuse",
+        0x0102_1997 => "9p",
+        _ => return format!("file system magic {magic:#x}"),
+    };
+    name.to_owned()
+}
+
+/// The kernel peer as a [`Target`]: Linux system calls on a [`HostDir`].
+#[derive(Debug)]
+pub struct KernelTarget {
+    /// The current run's shared state; `None` between runs.
+    run: Option<KernelRun>,
+    /// The imported tree, once a `tree` run has needed it.
+    tree: Option<KernelTree>,
+    /// The host directory, opened; dropped before `host`.
+    root: OwnedFd,
+    /// Runs set up so far, to name each run's directory.
+    runs: u64,
+    /// Trees imported so far, to name each tree's directory.
+    trees: u64,
+    /// The host directory; last so the fds above close before it goes.
+    host: HostDir,
+}
+
+/// One run's shared state, opened by the main thread before the workers
+/// unshare their fd tables (so the fd numbers are valid in every copy).
+#[derive(Debug)]
+struct KernelRun {
+    /// Name of the run's directory under the host directory, e.g. `run3`.
+    name: CString,
+    /// The run's directory.
+    dir: OwnedFd,
+    /// The shared open file (`syscall`, `futimes`), named `shared` in `dir`.
+    shared: Option<OwnedFd>,
+}
+
+/// The tree imported into the host directory.
+#[derive(Debug)]
+struct KernelTree {
+    /// What was imported (compared by pointer to know if a run's tree is it).
+    source: Arc<HostTree>,
+    /// The tree's directory.
+    dir: OwnedFd,
+    /// The regular files' paths relative to `dir`, in `source.files` order.
+    paths: Vec<CString>,
+    /// Their sizes, same order.
+    sizes: Vec<u64>,
+}
+
+impl KernelTarget {
+    /// Opens the kernel peer on `host`.
+    ///
+    /// # Errors
+    ///
+    /// The directory cannot be opened.
+    pub fn new(host: HostDir) -> Result<KernelTarget> {
+        let root = rustix::fs::open(
+            host.path(),
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .with_context(|| format!("kernel: opening {}", host.path().display()))?;
+        Ok(KernelTarget {
+            run: None,
+            tree: None,
+            root,
+            runs: 0,
+            trees: 0,
+            host,
+        })
+    }
+
+    /// Copies `source` into a new directory `treeN` under the host directory
+    /// and checks every file reads back as on the host.
+    fn import_tree(&mut self, source: &Arc<HostTree>) -> Result<()> {
+        self.trees += 1;
+        let name = format!("tree{}", self.trees);
+        rustix::fs::mkdirat(&self.root, name.as_str(), Mode::from_raw_mode(DIR_MODE))
+            .with_context(|| format!("kernel: mkdirat({name})"))?;
+        let dir = rustix::fs::openat(
+            &self.root,
+            name.as_str(),
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .with_context(|| format!("kernel: open({name})"))?;
+        source.import(
+            &mut KernelSink { dir: dir.as_fd() },
+            &format!("kernel {name}"),
+        )?;
+        let paths = source
+            .file_paths()
+            .map(|p| CString::new(p).map_err(|e| Error::new("kernel: tree path", e)))
+            .collect::<Result<Vec<_>>>()?;
+        let sizes = source.file_sizes().collect();
+        self.tree = Some(KernelTree {
+            source: Arc::clone(source),
+            dir,
+            paths,
+            sizes,
+        });
+        Ok(())
+    }
+}
+
+/// The kernel's calls for [`HostTree::import`], relative to the tree's
+/// directory.
+#[derive(Debug)]
+struct KernelSink<'a> {
+    /// The tree's directory.
+    dir: BorrowedFd<'a>,
+}
+
+impl TreeSink for KernelSink<'_> {
+    type File = OwnedFd;
+
+    fn mkdir(&mut self, rel: &[u8], mode: u32) -> SinkResult<()> {
+        Ok(rustix::fs::mkdirat(
+            self.dir,
+            rel,
+            Mode::from_raw_mode(mode),
+        )?)
+    }
+
+    fn create(&mut self, rel: &[u8], mode: u32) -> SinkResult<OwnedFd> {
+        let flags = OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::CLOEXEC;
+        Ok(rustix::fs::openat(
+            self.dir,
+            rel,
+            flags,
+            Mode::from_raw_mode(mode),
+        )?)
+    }
+
+    fn open(&mut self, rel: &[u8]) -> SinkResult<OwnedFd> {
+        let flags = OFlags::RDONLY | OFlags::CLOEXEC;
+        Ok(rustix::fs::openat(self.dir, rel, flags, Mode::empty())?)
+    }
+
+    fn write(&mut self, file: &OwnedFd, data: &[u8]) -> SinkResult<usize> {
+        Ok(rustix::io::write(file, data)?)
+    }
+
+    fn read(&mut self, file: &OwnedFd, buf: &mut [u8]) -> SinkResult<usize> {
+        Ok(rustix::io::read(file, buf)?)
+    }
+
+    fn close(&mut self, file: OwnedFd) -> SinkResult<()> {
+        drop(file);
+        Ok(())
+    }
+
+    fn symlink(&mut self, target: &[u8], rel: &[u8]) -> SinkResult<()> {
+        Ok(rustix::fs::symlinkat(target, self.dir, rel)?)
+    }
+}
+
+impl Target for KernelTarget {
+    fn name(&self) -> &str {
+        "kernel"
+    }
+
+    fn description(&self) -> String {
+        format!(
+            "Linux syscalls via rustix on {}; each thread unshare(CLONE_FILES|CLONE_FS) like a forked process; tree files copied there",
+            self.host.description()
+        )
+    }
+
+    fn setup(&mut self, workload: &Workload, threads: usize) -> Result<Vec<Box<dyn Worker + '_>>> {
+        if let Workload::Tree(source) = workload {
+            if !self
+                .tree
+                .as_ref()
+                .is_some_and(|t| Arc::ptr_eq(&t.source, source))
+            {
+                self.import_tree(source)?;
+            }
+        }
+        self.runs += 1;
+        let name = CString::new(format!("run{}", self.runs))
+            .map_err(|e| Error::new("kernel: run directory name", e))?;
+        rustix::fs::mkdirat(&self.root, &name, Mode::from_raw_mode(DIR_MODE))
+            .with_context(|| format!("kernel: mkdirat({name:?})"))?;
+        let dir = rustix::fs::openat(
+            &self.root,
+            &name,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .with_context(|| format!("kernel: open({name:?})"))?;
+        let run = self.run.insert(KernelRun {
+            name,
+            dir,
+            shared: None,
+        });
+        if matches!(workload, Workload::Syscall | Workload::Futimes) {
+            let f = rustix::fs::openat(
+                &run.dir,
+                c"shared",
+                OFlags::CREATE | OFlags::RDWR | OFlags::CLOEXEC,
+                Mode::from_raw_mode(FILE_MODE),
+            )
+            .with_context(|| "kernel: open(shared)")?;
+            run.shared = Some(f);
+        }
+        let run: &KernelRun = run;
+        let tree = self.tree.as_ref();
+        let mut workers: Vec<Box<dyn Worker + '_>> = Vec::with_capacity(threads);
+        for index in 0..threads {
+            let shared = || {
+                run.shared
+                    .as_ref()
+                    .map(|f| f.as_fd())
+                    .ok_or_else(|| Error::msg("kernel: shared file not open"))
+            };
+            workers.push(match workload {
+                Workload::Syscall => Box::new(SyscallWorker { fd: shared()? }),
+                Workload::CreatClo => Box::new(CreatCloWorker {
+                    dir: run.dir.as_fd(),
+                    names: NameBuf::new(index),
+                }),
+                Workload::Futimes => Box::new(FutimesWorker {
+                    fd: shared()?,
+                    times: FUTIMES_TIMES.map(|(tv_sec, tv_nsec)| Timestamps {
+                        last_access: Timespec { tv_sec, tv_nsec },
+                        last_modification: Timespec { tv_sec, tv_nsec },
+                    }),
+                }),
+                Workload::Tree(_) => {
+                    let tree = tree.ok_or_else(|| Error::msg("kernel: tree not imported"))?;
+                    Box::new(TreeWorker {
+                        dir: tree.dir.as_fd(),
+                        paths: &tree.paths,
+                        sizes: &tree.sizes,
+                        order: thread_order(tree.paths.len(), index),
+                        pos: 0,
+                        buf: ReadBuf::boxed(),
+                    })
+                }
+            });
+        }
+        Ok(workers)
+    }
+
+    fn teardown(&mut self) -> Result<()> {
+        let Some(run) = self.run.take() else {
+            return Ok(());
+        };
+        let KernelRun { name, dir, shared } = run;
+        if shared.is_some() {
+            drop(shared);
+            rustix::fs::unlinkat(&dir, c"shared", AtFlags::empty())
+                .with_context(|| format!("kernel: unlink({name:?}/shared)"))?;
+        }
+        drop(dir);
+        // ENOTEMPTY here means a workload left files behind (creat-clo must
+        // unlink every file it creates).
+        rustix::fs::unlinkat(&self.root, &name, AtFlags::REMOVEDIR)
+            .with_context(|| format!("kernel: rmdir({name:?}) after the run"))
+    }
+
+    fn close(self: Box<Self>) -> Result<()> {
+        let KernelTarget {
+            run,
+            tree,
+            root,
+            host,
+            ..
+        } = *self;
+        // Every fd into the host directory goes before it is unmounted.
+        drop(run);
+        drop(tree);
+        drop(root);
+        host.close()
+    }
+}
+
+/// Gives the calling worker thread what `fork` gives a process: a private
+/// copy of the fd table and of the fs context (umask, cwd).
+fn enter_private() -> Result<()> {
+    // SAFETY: `unshare(CLONE_FILES)` requires that no thread observe a file
+    // descriptor from another thread's table. This worker uses only (a) fds
+    // the main thread opened before spawning it, which are in the copied
+    // table under the same numbers and which the target keeps open in the
+    // main table until every worker is dropped, and (b) fds it creates
+    // itself, which it closes on this thread before returning from `run`.
+    // It never passes an fd to another thread.
+    unsafe { rustix::thread::unshare_unsafe(UnshareFlags::FILES | UnshareFlags::FS) }
+        .with_context(|| "kernel: unshare(CLONE_FILES | CLONE_FS)")
+}
+
+/// `syscall` on the kernel: `close(dup(fd)); getpid(); getuid(); umask(022)`.
+#[derive(Debug)]
+#[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
+struct SyscallWorker<'a> {
+    /// The shared open file, valid under this number in the unshared table.
+    fd: BorrowedFd<'a>,
+}
+
+impl Worker for SyscallWorker<'_> {
+    fn enter(&mut self) -> Result<()> {
+        enter_private()
+    }
+
+    fn run(&mut self, n: u32) -> Result<()> {
+        for _ in 0..n {
+            let dup = rustix::io::dup(self.fd).with_context(|| "kernel syscall: dup")?;
+            // close(2); UnixBench ignores its result too, and it cannot fail
+            // on an fd we just got.
+            drop(dup);
+            black_box(rustix::process::getpid());
+            black_box(rustix::process::getuid());
+            black_box(rustix::process::umask(Mode::from_raw_mode(0o022)));
+        }
+        Ok(())
+    }
+}
+
+/// `creat-clo` on the kernel: create, close, unlink a fresh name.
+#[derive(Debug)]
+#[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
+struct CreatCloWorker<'a> {
+    /// The run's shared directory.
+    dir: BorrowedFd<'a>,
+    /// This thread's file names.
+    names: NameBuf,
+}
+
+impl Worker for CreatCloWorker<'_> {
+    fn enter(&mut self) -> Result<()> {
+        enter_private()
+    }
+
+    fn run(&mut self, n: u32) -> Result<()> {
+        for _ in 0..n {
+            self.names.advance();
+            let f = rustix::fs::openat(
+                self.dir,
+                self.names.c_name(),
+                OFlags::CREATE | OFlags::WRONLY | OFlags::TRUNC,
+                Mode::from_raw_mode(FILE_MODE),
+            )
+            .with_context(|| format!("kernel creat-clo: open({:?})", self.names.c_name()))?;
+            drop(f);
+            rustix::fs::unlinkat(self.dir, self.names.c_name(), AtFlags::empty())
+                .with_context(|| format!("kernel creat-clo: unlink({:?})", self.names.c_name()))?;
+        }
+        Ok(())
+    }
+}
+
+/// `futimes` on the kernel: two `futimens` on the shared file per loop.
+#[derive(Debug)]
+#[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
+struct FutimesWorker<'a> {
+    /// The shared open file.
+    fd: BorrowedFd<'a>,
+    /// The two times set alternately.
+    times: [Timestamps; 2],
+}
+
+impl Worker for FutimesWorker<'_> {
+    fn enter(&mut self) -> Result<()> {
+        enter_private()
+    }
+
+    fn run(&mut self, n: u32) -> Result<()> {
+        for _ in 0..n {
+            rustix::fs::futimens(self.fd, &self.times[0])
+                .with_context(|| "kernel futimes: futimens(t1)")?;
+            rustix::fs::futimens(self.fd, &self.times[1])
+                .with_context(|| "kernel futimes: futimens(t2)")?;
+        }
+        Ok(())
+    }
+}
+
+/// `tree` on the kernel: fstatat, open, read all, close, file after file in
+/// this thread's order.
+#[derive(Debug)]
+#[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
+struct TreeWorker<'a> {
+    /// The imported tree's directory.
+    dir: BorrowedFd<'a>,
+    /// Regular files, relative to `dir`.
+    paths: &'a [CString],
+    /// Their sizes on the host.
+    sizes: &'a [u64],
+    /// This thread's order over `paths`.
+    order: Vec<u32>,
+    /// Next index into `order`.
+    pos: usize,
+    /// The read buffer.
+    buf: Box<ReadBuf>,
+}
+
+impl Worker for TreeWorker<'_> {
+    fn enter(&mut self) -> Result<()> {
+        enter_private()
+    }
+
+    fn run(&mut self, n: u32) -> Result<()> {
+        for _ in 0..n {
+            let i = self.order[self.pos] as usize;
+            self.pos = (self.pos + 1) % self.order.len();
+            let path = &self.paths[i];
+            let st = rustix::fs::statat(self.dir, path, AtFlags::empty())
+                .with_context(|| format!("kernel tree: fstatat({path:?})"))?;
+            if st.st_mode & S_IFMT != S_IFREG {
+                return Err(Error::msg(format!(
+                    "kernel tree: {path:?} is not a regular file (mode {:o})",
+                    st.st_mode
+                )));
+            }
+            let f = rustix::fs::openat(self.dir, path, OFlags::RDONLY, Mode::empty())
+                .with_context(|| format!("kernel tree: open({path:?})"))?;
+            let mut total = 0u64;
+            loop {
+                let got = rustix::io::read(&f, &mut self.buf.0[..])
+                    .with_context(|| format!("kernel tree: read({path:?})"))?;
+                if got == 0 {
+                    break;
+                }
+                total += got as u64;
+            }
+            drop(f);
+            if total != self.sizes[i] || total as i64 != st.st_size {
+                return Err(Error::msg(format!(
+                    "kernel tree: {path:?}: read {total} bytes, st_size {}, host size {}",
+                    st.st_size, self.sizes[i]
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::harness::run_one;
+    use std::time::Duration;
+
+    /// Every workload runs on the kernel peer with 1 and 2 threads, its
+    /// teardown checks pass, and the host directory is removed at the end.
+    #[test]
+    fn runs_every_workload_and_cleans_up() {
+        let parent = tempfile::tempdir().unwrap();
+        let src = tempfile::tempdir().unwrap();
+        std::fs::create_dir(src.path().join("sub")).unwrap();
+        std::fs::write(src.path().join("sub/a.h"), vec![7u8; 100_000]).unwrap();
+        std::fs::write(src.path().join("b.h"), b"int b;").unwrap();
+        std::fs::write(src.path().join("empty.h"), b"").unwrap();
+        std::os::unix::fs::symlink("b.h", src.path().join("c.h")).unwrap();
+        let tree = Arc::new(HostTree::read(src.path()).unwrap());
+
+        let host = HostDir::create(Some(parent.path())).unwrap();
+        let host_path = host.path().to_path_buf();
+        let mut target: Box<dyn Target> = Box::new(KernelTarget::new(host).unwrap());
+        for workload in [
+            Workload::Syscall,
+            Workload::CreatClo,
+            Workload::Futimes,
+            Workload::Tree(tree),
+        ] {
+            for threads in [1, 2] {
+                let rate = run_one(
+                    target.as_mut(),
+                    &workload,
+                    threads,
+                    Duration::from_millis(20),
+                )
+                .unwrap();
+                assert!(rate > 0.0, "{workload:?} {threads}");
+            }
+        }
+        // Only the imported tree is left between runs.
+        let left: Vec<_> = std::fs::read_dir(&host_path)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, ["tree1"]);
+        target.close().unwrap();
+        assert!(!host_path.exists());
+    }
+
+    /// Leftover files fail the teardown (the creat-clo check).
+    #[test]
+    fn teardown_fails_on_leftovers() {
+        let parent = tempfile::tempdir().unwrap();
+        let host = HostDir::create(Some(parent.path())).unwrap();
+        let host_path = host.path().to_path_buf();
+        let mut target = KernelTarget::new(host).unwrap();
+        drop(target.setup(&Workload::CreatClo, 1).unwrap());
+        std::fs::write(host_path.join("run1/stray"), b"").unwrap();
+        let e = target.teardown().unwrap_err().to_string();
+        assert!(e.contains("rmdir"), "{e}");
+    }
+}

@@ -1,0 +1,301 @@
+//! `uvfs bench`: the workloads of the patches uvfs learns from, run on uvfs
+//! and, side by side in the same run, on the Linux kernel.
+//!
+//! Map of the crate:
+//!
+//! | module | what |
+//! |---|---|
+//! | [`workloads`] | the workloads (`syscall`, `creat-clo`, `futimes`, `tree`), their units, the host tree |
+//! | [`target`] | [`Target`] and [`Worker`](target::Worker): what a workload runs on |
+//! | [`uvfs_target`] | uvfs's embedded tmpfs through `uvfs::Task` |
+//! | [`kernel`] | the kernel peer: real syscalls (rustix) on a host tmpfs |
+//! | [`harness`] | start gate, stop flag, interleaved repetitions, rates |
+//! | [`report`] | the table and the `--json` document |
+//!
+//! New peers (other crates) and ablation variants of uvfs are new
+//! [`Target`]s; [`bench_targets`] runs any list of them.
+
+#![warn(
+    missing_docs,
+    missing_debug_implementations,
+    unsafe_op_in_unsafe_fn,
+    clippy::undocumented_unsafe_blocks
+)]
+
+pub mod error;
+pub mod harness;
+pub mod kernel;
+pub mod report;
+pub mod target;
+pub mod uvfs_target;
+pub mod workloads;
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use error::{Error, Result};
+
+use error::Context as _;
+use harness::Plan;
+use report::{Machine, Report, Settings, TargetInfo, TreeInfo};
+use target::Target;
+use workloads::{HostTree, Workload, WorkloadKind};
+
+/// Arguments of `uvfs bench`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BenchArgs {
+    /// Workloads to run, repeatable or comma-separated [default: all].
+    #[arg(
+        long = "workload",
+        value_name = "NAME",
+        value_enum,
+        value_delimiter = ','
+    )]
+    pub workloads: Vec<WorkloadKind>,
+
+    /// Targets to run, repeatable or comma-separated; the first is the
+    /// subject of the ratios [default: uvfs,kernel].
+    #[arg(
+        long = "target",
+        value_name = "NAME",
+        value_enum,
+        value_delimiter = ','
+    )]
+    pub targets: Vec<TargetKind>,
+
+    /// Thread counts, comma-separated, e.g. 1,2 [default: 1 and all cores].
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_threads)]
+    pub threads: Vec<usize>,
+
+    /// Seconds per measured run (fractions allowed, e.g. 0.2).
+    #[arg(long, value_name = "SECS", default_value = "2", value_parser = parse_duration)]
+    pub duration: Duration,
+
+    /// Measured repetitions per workload, thread count and target (the
+    /// median is reported).
+    #[arg(long, value_name = "N", default_value_t = 3,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub reps: u32,
+
+    /// Host directory tree the `tree` workload imports and reads.
+    #[arg(long, value_name = "DIR", default_value = "/usr/include")]
+    pub tree: PathBuf,
+
+    /// Directory for the kernel peer (a fresh subdirectory is made and
+    /// removed) [default: a temporary tmpfs if it can be mounted, else a
+    /// temporary directory].
+    #[arg(long, value_name = "DIR")]
+    pub host_dir: Option<PathBuf>,
+
+    /// Also write every result, with each repetition's raw value, as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+/// The targets `uvfs bench` knows, as given to `--target`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TargetKind {
+    /// uvfs on its embedded tmpfs (see `uvfs_target::UvfsTarget`).
+    Uvfs,
+    /// The Linux kernel through system calls (see `kernel::KernelTarget`).
+    Kernel,
+}
+
+impl TargetKind {
+    /// All targets, in default order (uvfs first: the ratios' subject).
+    pub const ALL: [TargetKind; 2] = [TargetKind::Uvfs, TargetKind::Kernel];
+}
+
+/// Parses a thread count: an integer from 1 to 4096.
+fn parse_threads(s: &str) -> std::result::Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=4096).contains(&n) => Ok(n),
+        _ => Err(format!("`{s}` is not a thread count from 1 to 4096")),
+    }
+}
+
+/// Parses a duration in seconds: a finite number above 0 and at most one
+/// hour.
+fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
+    match s.trim().parse::<f64>() {
+        Ok(secs) if secs > 0.0 && secs <= 3600.0 => Ok(Duration::from_secs_f64(secs)),
+        _ => Err(format!(
+            "`{s}` is not a number of seconds above 0 and at most 3600"
+        )),
+    }
+}
+
+/// Runs `uvfs bench` with `args`: uvfs and the kernel peer, every selected
+/// workload and thread count. Prints the header before running and the
+/// table after to stdout, a progress bar to stderr on long runs, and writes
+/// `--json`.
+///
+/// # Errors
+///
+/// Any failure (reading the tree, a workload's call, cleaning up, writing
+/// the JSON) ends the benchmark with an error saying where it happened.
+pub fn bench(args: &BenchArgs) -> Result<Report> {
+    let kinds = dedup(if args.workloads.is_empty() {
+        WorkloadKind::ALL.to_vec()
+    } else {
+        args.workloads.clone()
+    });
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = dedup(if args.threads.is_empty() {
+        vec![1, cores]
+    } else {
+        args.threads.clone()
+    });
+    let plan = Plan {
+        threads,
+        reps: args.reps,
+        duration: args.duration,
+        warmup: Plan::warmup_for(args.duration),
+    };
+    let mut tree: Option<Arc<HostTree>> = None;
+    let mut workloads = Vec::with_capacity(kinds.len());
+    for kind in &kinds {
+        workloads.push(match kind {
+            WorkloadKind::Syscall => Workload::Syscall,
+            WorkloadKind::CreatClo => Workload::CreatClo,
+            WorkloadKind::Futimes => Workload::Futimes,
+            WorkloadKind::Tree => {
+                let t = Arc::new(HostTree::read(&args.tree)?);
+                tree = Some(Arc::clone(&t));
+                Workload::Tree(t)
+            }
+        });
+    }
+    let target_kinds = dedup(if args.targets.is_empty() {
+        TargetKind::ALL.to_vec()
+    } else {
+        args.targets.clone()
+    });
+    let mut targets: Vec<Box<dyn Target>> = Vec::with_capacity(target_kinds.len());
+    for kind in target_kinds {
+        targets.push(match kind {
+            TargetKind::Uvfs => Box::new(uvfs_target::UvfsTarget::new()?),
+            TargetKind::Kernel => {
+                let host = kernel::HostDir::create(args.host_dir.as_deref())?;
+                Box::new(kernel::KernelTarget::new(host)?)
+            }
+        });
+    }
+    let settings = Settings {
+        workloads: kinds,
+        threads: plan.threads.clone(),
+        reps: plan.reps,
+        duration_s: plan.duration.as_secs_f64(),
+        warmup_s: plan.warmup.as_secs_f64(),
+    };
+    let tree_info = tree.as_ref().map(|t| TreeInfo {
+        root: t.root.display().to_string(),
+        stats: t.stats,
+    });
+    let report = bench_targets(targets, &workloads, &plan, settings, tree_info)?;
+    if let Some(path) = &args.json {
+        write_json(&report, path)?;
+    }
+    Ok(report)
+}
+
+/// Runs `workloads` under `plan` on `targets` (the first is the subject of
+/// the ratios), printing the header first and the table last, then closes
+/// every target (also on error).
+///
+/// # Errors
+///
+/// The first failed run or close.
+pub fn bench_targets(
+    mut targets: Vec<Box<dyn Target>>,
+    workloads: &[Workload],
+    plan: &Plan,
+    settings: Settings,
+    tree: Option<TreeInfo>,
+) -> Result<Report> {
+    let infos: Vec<TargetInfo> = targets
+        .iter()
+        .map(|t| TargetInfo {
+            name: t.name().to_owned(),
+            description: t.description(),
+        })
+        .collect();
+    let mut report = Report::new(Machine::detect(), settings, infos, tree, Vec::new());
+    print_flush(&report.header());
+    let progress = harness::progress_bar(plan.expected(workloads.len(), targets.len()));
+    let series = harness::run_all(&mut targets, workloads, plan, &progress);
+    progress.finish_and_clear();
+    let mut closed = Ok(());
+    for t in targets {
+        let name = t.name().to_owned();
+        let r = t
+            .close()
+            .map_err(|e| Error::new(format!("closing {name}"), e));
+        closed = closed.and(r);
+    }
+    let series = series?;
+    closed?;
+    report = Report::new(
+        report.machine,
+        report.settings,
+        report.targets,
+        report.tree,
+        series,
+    );
+    print_flush(&format!("\n{}", report.table()));
+    Ok(report)
+}
+
+/// Writes `report` as pretty JSON to `path`.
+///
+/// # Errors
+///
+/// The file cannot be created or written.
+pub fn write_json(report: &Report, path: &std::path::Path) -> Result<()> {
+    let file = std::fs::File::create(path)
+        .with_context(|| format!("--json: creating {}", path.display()))?;
+    let mut w = std::io::BufWriter::new(file);
+    serde_json::to_writer_pretty(&mut w, report)
+        .with_context(|| format!("--json: writing {}", path.display()))?;
+    w.write_all(b"\n")
+        .and_then(|()| w.flush())
+        .with_context(|| format!("--json: writing {}", path.display()))
+}
+
+/// Prints `s` to stdout now (before a long run starts).
+fn print_flush(s: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(s.as_bytes());
+    let _ = out.flush();
+}
+
+/// `v` without repeated elements, first occurrences kept in order.
+fn dedup<T: PartialEq + Copy>(v: Vec<T>) -> Vec<T> {
+    let mut out = Vec::with_capacity(v.len());
+    for x in v {
+        if !out.contains(&x) {
+            out.push(x);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_durations_and_threads() {
+        assert_eq!(parse_duration("0.2"), Ok(Duration::from_millis(200)));
+        assert!(parse_duration("0").is_err());
+        assert!(parse_duration("-1").is_err());
+        assert!(parse_duration("nan").is_err());
+        assert!(parse_duration("inf").is_err());
+        assert_eq!(parse_threads("2"), Ok(2));
+        assert!(parse_threads("0").is_err());
+        assert!(parse_threads("x").is_err());
+        assert_eq!(dedup(vec![1, 2, 1, 3]), vec![1, 2, 3]);
+    }
+}

@@ -1,0 +1,432 @@
+//! uvfs as a [`Target`]: the workloads on the embedded tmpfs, through
+//! `uvfs::Task`'s syscall-shaped methods.
+//!
+//! Every run forks a parent task from `init`; the parent opens the shared
+//! file or directory as fd 0, then forks one task per worker, so every
+//! worker's fd 0 is the same shared `File` (as after fork in UnixBench).
+//! Each worker thread owns its task (a `Task` is `Send` but not `Sync`).
+//!
+//! Layout in the mount: `/bench/runN` per run, `/treeN` per imported tree.
+
+use std::hint::black_box;
+use std::sync::Arc;
+
+use ::uvfs::{AtFlags, Fd, Mount, OpenFlags, Task, Timespec};
+
+use crate::error::{Context, Error, Result};
+use crate::target::{Target, Worker};
+use crate::workloads::{
+    thread_order, HostTree, NameBuf, ReadBuf, SinkResult, TreeSink, Workload, DIR_MODE, FILE_MODE,
+    FUTIMES_TIMES, S_IFMT, S_IFREG,
+};
+
+/// uvfs on an embedded tmpfs, as a [`Target`].
+#[derive(Debug)]
+pub struct UvfsTarget {
+    /// The current run's parent task and names; `None` between runs.
+    run: Option<UvfsRun>,
+    /// The imported tree, once a `tree` run has needed it.
+    tree: Option<UvfsTree>,
+    /// pid 1: creates the directories, imports trees, forks run parents.
+    init: Task,
+    /// Runs set up so far, to name each run's directory.
+    runs: u64,
+    /// Trees imported so far, to name each tree's directory.
+    trees: u64,
+    /// The tmpfs everything lives on.
+    _mount: Arc<Mount>,
+}
+
+/// One run's shared state.
+#[derive(Debug)]
+struct UvfsRun {
+    /// The run's directory, e.g. `/bench/run3`.
+    dir: String,
+    /// The task the workers were forked from; holds the shared fd 0.
+    parent: Task,
+    /// Whether `dir/shared` was created (`syscall`, `futimes`).
+    shared: bool,
+    /// The parent's first fd (0 when all went well), once opened.
+    fd0: Option<Fd>,
+}
+
+/// The tree imported into the mount.
+#[derive(Debug)]
+struct UvfsTree {
+    /// What was imported (compared by pointer to know if a run's tree is it).
+    source: Arc<HostTree>,
+    /// The tree's directory, e.g. `/tree1`.
+    dir: String,
+    /// The regular files' paths relative to `dir`, in `source.files` order.
+    paths: Vec<Vec<u8>>,
+    /// Their sizes, same order.
+    sizes: Vec<u64>,
+}
+
+impl UvfsTarget {
+    /// Mounts a fresh tmpfs with default options and creates `/bench`.
+    ///
+    /// # Errors
+    ///
+    /// `mkdir("/bench")` fails.
+    pub fn new() -> Result<UvfsTarget> {
+        let mount = ::uvfs::tmpfs::mount(::uvfs::tmpfs::TmpfsOptions::default());
+        let init = Task::init(&mount);
+        init.mkdirat(Fd::AT_FDCWD, "/bench", DIR_MODE)
+            .with_context(|| "uvfs: mkdir(/bench)")?;
+        Ok(UvfsTarget {
+            run: None,
+            tree: None,
+            init,
+            runs: 0,
+            trees: 0,
+            _mount: mount,
+        })
+    }
+
+    /// Copies `source` into `/treeN` and checks every file reads back as on
+    /// the host.
+    fn import_tree(&mut self, source: &Arc<HostTree>) -> Result<()> {
+        self.trees += 1;
+        let dir = format!("/tree{}", self.trees);
+        self.init
+            .mkdirat(Fd::AT_FDCWD, &dir, DIR_MODE)
+            .with_context(|| format!("uvfs: mkdir({dir})"))?;
+        let fd = self
+            .init
+            .open(&dir, OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0)
+            .with_context(|| format!("uvfs: open({dir})"))?;
+        let mut sink = UvfsSink {
+            task: &self.init,
+            dir: fd,
+        };
+        let imported = source.import(&mut sink, &format!("uvfs {dir}"));
+        let closed = self
+            .init
+            .close(fd)
+            .with_context(|| format!("uvfs: close({dir})"));
+        imported?;
+        closed?;
+        self.tree = Some(UvfsTree {
+            source: Arc::clone(source),
+            dir,
+            paths: source.file_paths().map(<[u8]>::to_vec).collect(),
+            sizes: source.file_sizes().collect(),
+        });
+        Ok(())
+    }
+}
+
+/// uvfs's calls for [`HostTree::import`], relative to the tree's directory.
+#[derive(Debug)]
+struct UvfsSink<'a> {
+    /// The importing task (`init`).
+    task: &'a Task,
+    /// The tree's directory, open in `task`.
+    dir: Fd,
+}
+
+impl TreeSink for UvfsSink<'_> {
+    type File = Fd;
+
+    fn mkdir(&mut self, rel: &[u8], mode: u32) -> SinkResult<()> {
+        Ok(self.task.mkdirat(self.dir, rel, mode)?)
+    }
+
+    fn create(&mut self, rel: &[u8], mode: u32) -> SinkResult<Fd> {
+        let flags = OpenFlags::CREAT | OpenFlags::EXCL | OpenFlags::WRONLY;
+        Ok(self.task.openat(self.dir, rel, flags, mode)?)
+    }
+
+    fn open(&mut self, rel: &[u8]) -> SinkResult<Fd> {
+        Ok(self.task.openat(self.dir, rel, OpenFlags::RDONLY, 0)?)
+    }
+
+    fn write(&mut self, file: &Fd, data: &[u8]) -> SinkResult<usize> {
+        Ok(self.task.write(*file, data)?)
+    }
+
+    fn read(&mut self, file: &Fd, buf: &mut [u8]) -> SinkResult<usize> {
+        Ok(self.task.read(*file, buf)?)
+    }
+
+    fn close(&mut self, file: Fd) -> SinkResult<()> {
+        Ok(self.task.close(file)?)
+    }
+
+    fn symlink(&mut self, target: &[u8], rel: &[u8]) -> SinkResult<()> {
+        Ok(self.task.symlinkat(target, self.dir, rel)?)
+    }
+}
+
+impl Target for UvfsTarget {
+    fn name(&self) -> &str {
+        "uvfs"
+    }
+
+    fn description(&self) -> String {
+        "uvfs embedded tmpfs; each thread its own Task, forked from one parent (fd 0 shared)"
+            .to_owned()
+    }
+
+    fn setup(&mut self, workload: &Workload, threads: usize) -> Result<Vec<Box<dyn Worker + '_>>> {
+        if let Workload::Tree(source) = workload {
+            if !self
+                .tree
+                .as_ref()
+                .is_some_and(|t| Arc::ptr_eq(&t.source, source))
+            {
+                self.import_tree(source)?;
+            }
+        }
+        self.runs += 1;
+        let dir = format!("/bench/run{}", self.runs);
+        self.init
+            .mkdirat(Fd::AT_FDCWD, &dir, DIR_MODE)
+            .with_context(|| format!("uvfs: mkdir({dir})"))?;
+        let parent = self.init.fork();
+        let run = self.run.insert(UvfsRun {
+            dir,
+            parent,
+            shared: false,
+            fd0: None,
+        });
+        // fd 0 of the parent, hence of every worker: the shared file, the
+        // shared directory, or the tree's directory.
+        let fd0 = match workload {
+            Workload::Syscall | Workload::Futimes => {
+                run.shared = true;
+                let path = format!("{}/shared", run.dir);
+                run.parent
+                    .open(&path, OpenFlags::CREAT | OpenFlags::RDWR, FILE_MODE)
+                    .with_context(|| format!("uvfs: open({path})"))?
+            }
+            Workload::CreatClo => run
+                .parent
+                .open(&run.dir, OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0)
+                .with_context(|| format!("uvfs: open({})", run.dir))?,
+            Workload::Tree(_) => {
+                let tree = self
+                    .tree
+                    .as_ref()
+                    .ok_or_else(|| Error::msg("uvfs: tree not imported"))?;
+                run.parent
+                    .open(&tree.dir, OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0)
+                    .with_context(|| format!("uvfs: open({})", tree.dir))?
+            }
+        };
+        run.fd0 = Some(fd0);
+        if fd0.0 != 0 {
+            return Err(Error::msg(format!(
+                "uvfs: the parent's first open returned fd {}, not 0",
+                fd0.0
+            )));
+        }
+        let tree = self.tree.as_ref();
+        let mut workers: Vec<Box<dyn Worker + '_>> = Vec::with_capacity(threads);
+        for index in 0..threads {
+            let task = run.parent.fork();
+            workers.push(match workload {
+                Workload::Syscall => Box::new(SyscallWorker { task }),
+                Workload::CreatClo => Box::new(CreatCloWorker {
+                    task,
+                    names: NameBuf::new(index),
+                }),
+                Workload::Futimes => Box::new(FutimesWorker {
+                    task,
+                    times: FUTIMES_TIMES.map(|(tv_sec, tv_nsec)| [Timespec { tv_sec, tv_nsec }; 2]),
+                }),
+                Workload::Tree(_) => {
+                    let tree = tree.ok_or_else(|| Error::msg("uvfs: tree not imported"))?;
+                    Box::new(TreeWorker {
+                        task,
+                        paths: &tree.paths,
+                        sizes: &tree.sizes,
+                        order: thread_order(tree.paths.len(), index),
+                        pos: 0,
+                        buf: ReadBuf::boxed(),
+                    })
+                }
+            });
+        }
+        Ok(workers)
+    }
+
+    fn teardown(&mut self) -> Result<()> {
+        let Some(run) = self.run.take() else {
+            return Ok(());
+        };
+        let UvfsRun {
+            dir,
+            parent,
+            shared,
+            fd0,
+        } = run;
+        if let Some(fd) = fd0 {
+            parent
+                .close(fd)
+                .with_context(|| format!("uvfs: parent close({})", fd.0))?;
+        }
+        drop(parent);
+        if shared {
+            self.init
+                .unlinkat(Fd::AT_FDCWD, format!("{dir}/shared"), AtFlags::empty())
+                .with_context(|| format!("uvfs: unlink({dir}/shared)"))?;
+        }
+        // ENOTEMPTY here means a workload left files behind (creat-clo must
+        // unlink every file it creates).
+        self.init
+            .unlinkat(Fd::AT_FDCWD, &dir, AtFlags::REMOVEDIR)
+            .with_context(|| format!("uvfs: rmdir({dir}) after the run"))
+    }
+}
+
+/// `syscall` on uvfs: `close(dup(0)); getpid(); getuid(); umask(022)`.
+#[derive(Debug)]
+#[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
+struct SyscallWorker {
+    /// This worker's task; its fd 0 is the shared file.
+    task: Task,
+}
+
+impl Worker for SyscallWorker {
+    fn run(&mut self, n: u32) -> Result<()> {
+        let task = &self.task;
+        for _ in 0..n {
+            let fd = task.dup(Fd(0)).with_context(|| "uvfs syscall: dup(0)")?;
+            task.close(fd)
+                .with_context(|| format!("uvfs syscall: close({})", fd.0))?;
+            black_box(task.getpid());
+            black_box(task.getuid());
+            black_box(task.umask(0o022));
+        }
+        Ok(())
+    }
+}
+
+/// `creat-clo` on uvfs: create, close, unlink a fresh name in the shared
+/// directory (fd 0).
+#[derive(Debug)]
+#[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
+struct CreatCloWorker {
+    /// This worker's task; its fd 0 is the run's directory.
+    task: Task,
+    /// This thread's file names.
+    names: NameBuf,
+}
+
+impl Worker for CreatCloWorker {
+    fn run(&mut self, n: u32) -> Result<()> {
+        let task = &self.task;
+        for _ in 0..n {
+            self.names.advance();
+            let name = self.names.name();
+            let fd = task
+                .openat(
+                    Fd(0),
+                    name,
+                    OpenFlags::CREAT | OpenFlags::WRONLY | OpenFlags::TRUNC,
+                    FILE_MODE,
+                )
+                .with_context(|| {
+                    format!("uvfs creat-clo: open({})", String::from_utf8_lossy(name))
+                })?;
+            task.close(fd).with_context(|| {
+                format!("uvfs creat-clo: close({})", String::from_utf8_lossy(name))
+            })?;
+            task.unlinkat(Fd(0), name, AtFlags::empty())
+                .with_context(|| {
+                    format!("uvfs creat-clo: unlink({})", String::from_utf8_lossy(name))
+                })?;
+        }
+        Ok(())
+    }
+}
+
+/// `futimes` on uvfs: two `futimens` on the shared fd 0 per loop.
+#[derive(Debug)]
+#[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
+struct FutimesWorker {
+    /// This worker's task; its fd 0 is the shared file.
+    task: Task,
+    /// The two (atime, mtime) pairs set alternately.
+    times: [[Timespec; 2]; 2],
+}
+
+impl Worker for FutimesWorker {
+    fn run(&mut self, n: u32) -> Result<()> {
+        let task = &self.task;
+        for _ in 0..n {
+            task.futimens(Fd(0), Some(&self.times[0]))
+                .with_context(|| "uvfs futimes: futimens(t1)")?;
+            task.futimens(Fd(0), Some(&self.times[1]))
+                .with_context(|| "uvfs futimes: futimens(t2)")?;
+        }
+        Ok(())
+    }
+}
+
+/// `tree` on uvfs: fstatat, open, read all, close, file after file in this
+/// thread's order, relative to the tree's directory (fd 0).
+#[derive(Debug)]
+#[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
+struct TreeWorker<'a> {
+    /// This worker's task; its fd 0 is the tree's directory.
+    task: Task,
+    /// Regular files, relative to the tree's directory.
+    paths: &'a [Vec<u8>],
+    /// Their sizes on the host.
+    sizes: &'a [u64],
+    /// This thread's order over `paths`.
+    order: Vec<u32>,
+    /// Next index into `order`.
+    pos: usize,
+    /// The read buffer.
+    buf: Box<ReadBuf>,
+}
+
+impl Worker for TreeWorker<'_> {
+    fn run(&mut self, n: u32) -> Result<()> {
+        let task = &self.task;
+        for _ in 0..n {
+            let i = self.order[self.pos] as usize;
+            self.pos = (self.pos + 1) % self.order.len();
+            let path = self.paths[i].as_slice();
+            let show = || String::from_utf8_lossy(path).into_owned();
+            let st = task
+                .fstatat(Fd(0), path, AtFlags::empty())
+                .with_context(|| format!("uvfs tree: fstatat({})", show()))?;
+            if st.st_mode & S_IFMT != S_IFREG {
+                return Err(Error::msg(format!(
+                    "uvfs tree: {} is not a regular file (mode {:o})",
+                    show(),
+                    st.st_mode
+                )));
+            }
+            let fd = task
+                .openat(Fd(0), path, OpenFlags::RDONLY, 0)
+                .with_context(|| format!("uvfs tree: open({})", show()))?;
+            let mut total = 0u64;
+            loop {
+                let got = task
+                    .read(fd, &mut self.buf.0)
+                    .with_context(|| format!("uvfs tree: read({})", show()))?;
+                if got == 0 {
+                    break;
+                }
+                total += got as u64;
+            }
+            task.close(fd)
+                .with_context(|| format!("uvfs tree: close({})", show()))?;
+            if total != self.sizes[i] || total as i64 != st.st_size {
+                return Err(Error::msg(format!(
+                    "uvfs tree: {}: read {total} bytes, st_size {}, host size {}",
+                    show(),
+                    st.st_size,
+                    self.sizes[i]
+                )));
+            }
+        }
+        Ok(())
+    }
+}

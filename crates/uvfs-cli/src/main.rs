@@ -1,0 +1,41 @@
+//! The `uvfs` command: `uvfs bench` runs the benchmark workloads on uvfs and,
+//! side by side, on the Linux kernel. (`uvfs mount` will serve uvfs over
+//! FUSE.)
+
+#![warn(missing_docs, missing_debug_implementations)]
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// A userspace file layer that scales with cores.
+#[derive(Debug, Parser)]
+#[command(name = "uvfs", version, about)]
+struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the benchmark workloads on uvfs and on the kernel, side by side.
+    ///
+    /// With no options: every workload, 1 thread and all cores, 3 repetitions
+    /// of 2 s each, medians reported.
+    Bench(uvfs_bench::BenchArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Bench(args) => match uvfs_bench::bench(&args) {
+            Ok(_) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("uvfs bench: error: {e}");
+                ExitCode::FAILURE
+            }
+        },
+    }
+}
