@@ -3,42 +3,51 @@
 //! Linux analogue: the dcache hash + RCU-walk for lookup (fs/dcache.c `__d_lookup_rcu`), and
 //! the tmpfs offset map for `getdents` (fs/libfs.c `simple_offset_*`, 6.6+).
 //!
-//! Lookups load the published children map under an epoch guard and write nothing. Writers
-//! (create, unlink, rename) hold `inner`, edit the authoritative persistent map (`imbl`,
-//! O(log n) path copy per change, O(1) clone) and publish a clone of it; the previous
-//! version is retired through the epoch.
+//! The entries live in a lock-free skip list (`crossbeam_skiplist::base::SkipList`, reclaimed
+//! through the same crossbeam-epoch collector as the rest of uvfs): lookups search it under
+//! an epoch guard and write nothing (no reference count on the node, unlike `SkipMap`'s
+//! entries). Writers (create, unlink, rename) hold `inner`, so that the cookie index and the
+//! skip list change together; a mutation allocates one node and copies no other entry, so
+//! creating a file in a shared directory does not touch the cache lines of its neighbours.
 //!
 //! # Invariants
-//! - `children` (published) equals `inner.map` whenever `inner` is unlocked.
-//! - `inner.by_cookie` holds exactly the entries of `inner.map`, keyed by their `DLink::cookie`;
+//! - `inner.by_cookie` holds exactly the entries of `children`, keyed by their `DLink::cookie`;
 //!   cookies are never reused within a directory, so a `getdents` cursor (a cookie) never
 //!   sees an entry twice or skips one that stayed linked.
 //!
 //! Lock order: see inode.rs.
 
 use crate::dentry::{Dentry, Name};
-use crate::sync::epoch::Guard;
-use crate::sync::plain::Mutex;
-use crate::sync::plock;
-use crate::sync::rcu::RcuCell;
+use crate::sync::epoch::{self, Guard};
+use crossbeam_skiplist::base::SkipList;
+use parking_lot::{Mutex, MutexGuard};
 use std::collections::BTreeMap;
-use std::sync::{Arc, MutexGuard};
+use std::fmt;
+use std::sync::Arc;
 
-/// The published name -> dentry map.
-pub(crate) type Children = imbl::HashMap<Name, Arc<Dentry>>;
+/// The name -> dentry index, searched without locks.
+type Children = SkipList<Name, Arc<Dentry>>;
 
 /// The first `getdents` cookie of a real entry (0 is `.`, 1 is `..`).
 pub(crate) const FIRST_COOKIE: u64 = 2;
 
 /// A directory's contents.
 pub(crate) struct Dir {
-    children: RcuCell<Children>,
+    /// Written only under `inner`; read by anyone pinned.
+    children: Children,
     inner: Mutex<DirInner>,
+}
+
+impl fmt::Debug for Dir {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Dir")
+            .field("entries", &self.children.len())
+            .finish()
+    }
 }
 
 /// Writer-side state. Protected by `Dir::inner`.
 pub(crate) struct DirInner {
-    map: Children,
     pub(crate) by_cookie: BTreeMap<u64, Arc<Dentry>>,
     next_cookie: u64,
     /// Set by `rmdir`: no entry may be created any more (`IS_DEADDIR`, `S_DEAD`).
@@ -48,9 +57,8 @@ pub(crate) struct DirInner {
 impl Dir {
     pub(crate) fn new() -> Dir {
         Dir {
-            children: RcuCell::new(Children::new()),
+            children: SkipList::new(epoch::default_collector().clone()),
             inner: Mutex::new(DirInner {
-                map: Children::new(),
                 by_cookie: BTreeMap::new(),
                 next_cookie: FIRST_COOKIE,
                 dead: false,
@@ -60,36 +68,37 @@ impl Dir {
 
     /// Lockless lookup: the dentry named `name`, valid while `guard` is pinned.
     #[inline]
-    pub(crate) fn lookup<'g>(&self, name: &[u8], guard: &'g Guard) -> Option<&'g Arc<Dentry>> {
-        self.children.load(guard).get(name)
+    pub(crate) fn lookup<'g>(&'g self, name: &[u8], guard: &'g Guard) -> Option<&'g Arc<Dentry>> {
+        self.children.get(name, guard).map(|e| e.value())
     }
 
     /// Locks the writer side.
     pub(crate) fn lock(&self) -> DirLocked<'_> {
+        let inner = self.inner.lock();
         DirLocked {
             dir: self,
-            inner: plock(&self.inner),
-            dirty: false,
+            inner,
+            guard: epoch::pin(),
         }
     }
 }
 
-/// A locked directory; changes are published when it is dropped.
+/// A locked directory.
 pub(crate) struct DirLocked<'a> {
     dir: &'a Dir,
     pub(crate) inner: MutexGuard<'a, DirInner>,
-    dirty: bool,
+    guard: Guard,
 }
 
 impl DirLocked<'_> {
-    /// The entry named `name` (authoritative, under the lock).
+    /// The entry named `name` (stable while locked).
     pub(crate) fn get(&self, name: &[u8]) -> Option<&Arc<Dentry>> {
-        self.inner.map.get(name)
+        self.dir.lookup(name, &self.guard)
     }
 
     /// Whether the directory has no entries.
     pub(crate) fn is_empty(&self) -> bool {
-        self.inner.map.is_empty()
+        self.inner.by_cookie.is_empty()
     }
 
     /// Reserves the next cookie for a new entry.
@@ -99,55 +108,43 @@ impl DirLocked<'_> {
         c
     }
 
-    /// Inserts `d` (whose link already names `name` and holds a fresh cookie), replacing and
-    /// returning any entry of the same name.
+    /// Inserts `d` (whose link already names `name` and holds `cookie`), atomically
+    /// replacing and returning any entry of the same name (a lookup sees the old or the new
+    /// entry, never neither).
     pub(crate) fn insert(
         &mut self,
         name: Name,
         d: Arc<Dentry>,
         cookie: u64,
     ) -> Option<Arc<Dentry>> {
-        self.dirty = true;
-        let inner = &mut *self.inner;
-        let old = inner.map.insert(name, d.clone());
+        let old = self.get(&name).cloned();
         if let Some(o) = &old {
-            let g = crate::sync::epoch::pin();
-            inner.by_cookie.remove(&o.link(&g).cookie);
+            let c = o.link(&self.guard).cookie;
+            self.inner.by_cookie.remove(&c);
         }
-        inner.by_cookie.insert(cookie, d);
+        self.inner.by_cookie.insert(cookie, d.clone());
+        self.dir
+            .children
+            .insert(name, d, &self.guard)
+            .release(&self.guard);
         old
     }
 
     /// Removes and returns the entry named `name`.
     pub(crate) fn remove(&mut self, name: &[u8]) -> Option<Arc<Dentry>> {
-        let inner = &mut *self.inner;
-        let old = inner.map.remove(name)?;
-        self.dirty = true;
-        let g = crate::sync::epoch::pin();
-        inner.by_cookie.remove(&old.link(&g).cookie);
-        Some(old)
+        let e = self.dir.children.remove(name, &self.guard)?;
+        let d = e.value().clone();
+        e.release(&self.guard);
+        let c = d.link(&self.guard).cookie;
+        self.inner.by_cookie.remove(&c);
+        Some(d)
     }
 
     /// Removes every entry (namespace teardown); returns them.
     pub(crate) fn clear(&mut self) -> Vec<Arc<Dentry>> {
-        self.dirty = true;
-        let inner = &mut *self.inner;
-        inner.map = Children::new();
-        std::mem::take(&mut inner.by_cookie).into_values().collect()
-    }
-
-    /// Publishes pending changes now (also done on drop).
-    pub(crate) fn publish(&mut self) {
-        if self.dirty {
-            self.dirty = false;
-            let g = crate::sync::epoch::pin();
-            self.dir.children.replace(self.inner.map.clone(), &g);
-        }
-    }
-}
-
-impl Drop for DirLocked<'_> {
-    fn drop(&mut self) {
-        self.publish();
+        self.dir.children.clear(&mut self.guard);
+        std::mem::take(&mut self.inner.by_cookie)
+            .into_values()
+            .collect()
     }
 }

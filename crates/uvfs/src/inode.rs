@@ -39,7 +39,7 @@ pub(crate) enum InodeKind {
     /// Regular file: sparse pages.
     Reg(RwLock<RegData>),
     /// Directory.
-    Dir(Dir),
+    Dir(Box<Dir>),
     /// Symbolic link: its target, immutable.
     Symlink(Box<[u8]>),
 }
@@ -293,16 +293,21 @@ impl Inode {
             .store(s.wrapping_add_signed(delta), Ordering::Relaxed);
     }
 
-    /// `killpriv` on write: clears set-user-ID, and set-group-ID when group-executable, unless
-    /// the writer has `CAP_FSETID` (root). Tests before writing (lesson 3).
+    /// `killpriv` on write and truncate (`setattr_should_drop_suidgid`): clears set-user-ID,
+    /// and set-group-ID when group-executable or when the writer is not in the file's group,
+    /// unless the writer has `CAP_FSETID` (root). Tests before writing (lesson 3).
     pub(crate) fn kill_suid(&self, cred: &Cred) {
+        // setattr_should_drop_sgid: set-group-ID goes when group-executable, or, without
+        // group execute, when the writer is not in the file's group.
+        let drop_sgid =
+            |mode: u32| mode & S_ISGID != 0 && (mode & S_IXGRP != 0 || !cred.in_group(self.gid()));
         let mode = self.mode();
-        let kill = (mode & S_ISUID != 0) || (mode & (S_ISGID | S_IXGRP) == S_ISGID | S_IXGRP);
+        let kill = mode & S_ISUID != 0 || drop_sgid(mode);
         if kill && !cred.is_root() {
             let _g = plock(&self.attr_lock);
             let mode = self.mode();
             let mut new = mode & !S_ISUID;
-            if mode & S_IXGRP != 0 {
+            if drop_sgid(mode) {
                 new &= !S_ISGID;
             }
             // Relaxed: serialised by `attr_lock`.

@@ -79,7 +79,7 @@ pub fn mount(opts: TmpfsOptions) -> Arc<Mount> {
         mode,
         sb.opts.uid,
         sb.opts.gid,
-        InodeKind::Dir(Dir::new()),
+        InodeKind::Dir(Box::new(Dir::new())),
     ));
     let root = Arc::new(Dentry::new(root_inode, None, Arc::from(&b"/"[..]), 0));
     Arc::new(Mount {

@@ -410,7 +410,7 @@ impl Task {
                 &mut dl,
                 last.name,
                 mode,
-                InodeKind::Dir(Dir::new()),
+                InodeKind::Dir(Box::new(Dir::new())),
             )?;
             Ok(())
         })
