@@ -8,6 +8,13 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// mimalloc: uvfs frees through epoch reclamation, often on another thread than the one
+/// that allocated; glibc's arenas serialise those cross-thread frees (seen as `_int_free`
+/// and `malloc_consolidate` at the top of a 2-thread creat-clo profile). A Linux kernel
+/// would use its slab allocator; an embedding application chooses its own allocator.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// A userspace file layer that scales with cores.
 #[derive(Debug, Parser)]
 #[command(name = "uvfs", version, about)]
