@@ -10,6 +10,14 @@
 //! skip list change together; a mutation allocates one node and copies no other entry, so
 //! creating a file in a shared directory does not touch the cache lines of its neighbours.
 //!
+//! Replacing an entry (`rename` over an existing name) is not one skip-list operation: the
+//! old node is unlinked (or, in the skip list's own replacing insert, marked removed) before
+//! the new one is linked, and a lookup in between would miss a name that rename(2) says is
+//! never missing. Such writers bracket the change with `replace_seq` (odd while it runs); a
+//! lockless lookup that misses re-checks the count and retries if it moved (Linux:
+//! `d_lookup`'s retry on `rename_lock`). A lookup reads the count once more than before, from
+//! a line only replacing renames write; a miss reads it twice.
+//!
 //! # Invariants
 //! - `inner.by_cookie` holds exactly the entries of `children`, keyed by their `DLink::cookie`;
 //!   cookies are never reused within a directory, so a `getdents` cursor (a cookie) never
@@ -19,6 +27,8 @@
 
 use crate::dentry::{Dentry, Name};
 use crate::sync::epoch::{self, Guard};
+use crate::sync::padded::CacheLine;
+use crate::sync::seqcount::SeqCount;
 use crossbeam_skiplist::base::SkipList;
 use parking_lot::{Mutex, MutexGuard};
 use std::collections::BTreeMap;
@@ -35,6 +45,10 @@ pub(crate) const FIRST_COOKIE: u64 = 2;
 pub(crate) struct Dir {
     /// Written only under `inner`; read by anyone pinned.
     children: Children,
+    /// Odd while a writer replaces an entry of `children` (see the module doc). Written only
+    /// under `inner`, by `DirLocked::replace_begin`/`replace_end`; on its own cache line so
+    /// that lookups do not share one with the lock.
+    replace_seq: CacheLine<SeqCount>,
     inner: Mutex<DirInner>,
 }
 
@@ -58,6 +72,7 @@ impl Dir {
     pub(crate) fn new() -> Dir {
         Dir {
             children: SkipList::new(epoch::default_collector().clone()),
+            replace_seq: CacheLine(SeqCount::new()),
             inner: Mutex::new(DirInner {
                 by_cookie: BTreeMap::new(),
                 next_cookie: FIRST_COOKIE,
@@ -66,10 +81,23 @@ impl Dir {
         }
     }
 
-    /// Lockless lookup: the dentry named `name`, valid while `guard` is pinned.
+    /// Lockless lookup: the dentry named `name`, valid while `guard` is pinned. Never misses
+    /// a name that is being replaced (it waits for the replacement instead).
+    ///
+    /// Context: the caller does not hold this directory's lock (a replacement it is making
+    /// would make a miss spin forever); under the lock use `DirLocked::get`.
     #[inline]
     pub(crate) fn lookup<'g>(&'g self, name: &[u8], guard: &'g Guard) -> Option<&'g Arc<Dentry>> {
-        self.children.get(name, guard).map(|e| e.value())
+        loop {
+            let seq = self.replace_seq.read_begin();
+            if let Some(e) = self.children.get(name, guard) {
+                // A hit is a valid answer: the entry was linked during the search.
+                return Some(e.value());
+            }
+            if !self.replace_seq.read_retry(seq) {
+                return None;
+            }
+        }
     }
 
     /// Locks the writer side.
@@ -79,6 +107,7 @@ impl Dir {
             dir: self,
             inner,
             guard: epoch::pin(),
+            replacing: false,
         }
     }
 }
@@ -88,12 +117,33 @@ pub(crate) struct DirLocked<'a> {
     dir: &'a Dir,
     pub(crate) inner: MutexGuard<'a, DirInner>,
     guard: Guard,
+    /// Inside `replace_begin` .. `replace_end` (`replace_seq` is odd).
+    replacing: bool,
 }
 
 impl DirLocked<'_> {
     /// The entry named `name` (stable while locked).
     pub(crate) fn get(&self, name: &[u8]) -> Option<&Arc<Dentry>> {
-        self.dir.lookup(name, &self.guard)
+        // Not `Dir::lookup`: no replacement but our own can be in progress, and a miss
+        // during it must not wait for ourselves.
+        self.dir.children.get(name, &self.guard).map(|e| e.value())
+    }
+
+    /// Starts replacing an entry: until `replace_end` (or the unlock), lockless lookups that
+    /// miss wait and retry, so the name being replaced is never seen missing.
+    pub(crate) fn replace_begin(&mut self) {
+        if !self.replacing {
+            self.replacing = true;
+            self.dir.replace_seq.write_begin();
+        }
+    }
+
+    /// Ends a replacement started by `replace_begin`.
+    pub(crate) fn replace_end(&mut self) {
+        if self.replacing {
+            self.replacing = false;
+            self.dir.replace_seq.write_end();
+        }
     }
 
     /// Whether the directory has no entries.
@@ -108,9 +158,10 @@ impl DirLocked<'_> {
         c
     }
 
-    /// Inserts `d` (whose link already names `name` and holds `cookie`), atomically
-    /// replacing and returning any entry of the same name (a lookup sees the old or the new
-    /// entry, never neither).
+    /// Inserts `d` (whose link already names `name` and holds `cookie`), replacing and
+    /// returning any entry of the same name; a lockless lookup sees the old or the new
+    /// entry, never neither (the skip list's replacing insert marks the old node removed
+    /// before linking the new one, so the replacement is bracketed by `replace_seq`).
     pub(crate) fn insert(
         &mut self,
         name: Name,
@@ -118,7 +169,9 @@ impl DirLocked<'_> {
         cookie: u64,
     ) -> Option<Arc<Dentry>> {
         let old = self.get(&name).cloned();
+        let outer = self.replacing;
         if let Some(o) = &old {
+            self.replace_begin();
             let c = o.link(&self.guard).cookie;
             self.inner.by_cookie.remove(&c);
         }
@@ -127,6 +180,9 @@ impl DirLocked<'_> {
             .children
             .insert(name, d, &self.guard)
             .release(&self.guard);
+        if !outer {
+            self.replace_end();
+        }
         old
     }
 
@@ -146,5 +202,13 @@ impl DirLocked<'_> {
         std::mem::take(&mut self.inner.by_cookie)
             .into_values()
             .collect()
+    }
+}
+
+impl Drop for DirLocked<'_> {
+    fn drop(&mut self) {
+        // An early return (an error found after `replace_begin`) or a panic must not leave
+        // the count odd: missing lookups would spin forever.
+        self.replace_end();
     }
 }

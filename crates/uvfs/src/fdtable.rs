@@ -31,7 +31,7 @@
 //! puts of replaced or closed files run after it is released).
 
 use crate::file::{File, FileHandle};
-use crate::sync::epoch::{self, Atomic, Guard, Owned, Shared};
+use crate::sync::epoch::{self, Guard, Shared};
 use crate::sync::padded::CacheLine;
 use crate::sync::rcu::RcuRef;
 use crate::sync::{fence, lock, AtomicPtr, Mutex, MutexGuard, Ordering};
@@ -155,7 +155,13 @@ impl FdAlloc {
 /// # References
 /// Linux fs/file.c; `dup(2)`, `close(2)`, `close_range(2)`, `fcntl(2)` F_DUPFD.
 pub struct FdTable {
-    fdt: CacheLine<Atomic<Fdt>>,
+    /// The published slot array (Linux `files->fdt`): never null, owned (a `Box`) by the
+    /// table; replaced only by `expand_locked` under `file_lock`, the old one retired through
+    /// the epoch. A `sync::AtomicPtr` rather than crossbeam's `Atomic` so that under
+    /// `--cfg uvfs_loom` its publication is a loom atomic: loom then sees that a new array's
+    /// slots are created before `fget` loads them (with crossbeam's `Atomic`, a real atomic
+    /// loom cannot see, it reports a causality violation) and models the re-check of race 3.
+    fdt: CacheLine<AtomicPtr<Fdt>>,
     file_lock: CacheLine<Mutex<FdAlloc>>,
 }
 
@@ -203,7 +209,10 @@ impl FdTable {
     /// An empty table with 64 slots and the default limit of 1024 descriptors.
     pub fn new() -> FdTable {
         FdTable {
-            fdt: CacheLine(Atomic::new(Fdt::with_capacity(NR_OPEN_DEFAULT))),
+            // INVARIANT: the array pointer is never null.
+            fdt: CacheLine(AtomicPtr::new(Box::into_raw(Box::new(Fdt::with_capacity(
+                NR_OPEN_DEFAULT,
+            ))))),
             file_lock: CacheLine(Mutex::new(FdAlloc::new(NR_OPEN_DEFAULT))),
         }
     }
@@ -212,13 +221,20 @@ impl FdTable {
         lock(&self.file_lock)
     }
 
-    /// The published array. Context: caller holds `file_lock` (so it cannot change) or is
-    /// pinned by `guard`.
+    /// The published array, for as long as `_guard` lives.
+    ///
+    /// # Safety
+    /// - `_guard` is pinned, or the caller holds `file_lock` for all of `'g` (then the array
+    ///   cannot be replaced or retired, and `_guard` may be `epoch::unprotected()`).
     #[inline]
-    fn fdt<'g>(&self, guard: &'g Guard) -> Shared<'g, Fdt> {
-        // Acquire: pairs with the AcqRel swap in `expand_locked`: the new array's slots
-        // (copied before the swap) are visible.
-        self.fdt.load(Ordering::Acquire, guard)
+    unsafe fn fdt<'g>(&self, _guard: &'g Guard) -> &'g Fdt {
+        // Acquire: pairs with the Release swap in `expand_locked`: the new array's slots
+        // (created and copied before the swap) are visible.
+        let p = self.fdt.load(Ordering::Acquire);
+        // SAFETY: never null (INVARIANT of `new`/`dup_fd`/`expand_locked`); an array is
+        // retired only through the epoch after being replaced under `file_lock`, so it
+        // outlives `'g` (caller's contract).
+        unsafe { &*p }
     }
 
     /// `fget`: a counted reference to the file at `fd`.
@@ -231,10 +247,12 @@ impl FdTable {
         }
         let guard = epoch::pin();
         loop {
-            let fdt_sh = self.fdt(&guard);
-            // SAFETY: never null (INVARIANT of `new`/`expand_locked`), retired only through
-            // the epoch after being replaced, and we are pinned.
-            let fdt = unsafe { fdt_sh.deref() };
+            // Acquire: pairs with the Release swap in `expand_locked`: the new array's slots
+            // (created and copied before the swap) are visible.
+            let fdt_p = self.fdt.load(Ordering::Acquire);
+            // SAFETY: never null (INVARIANT of `new`/`dup_fd`/`expand_locked`), retired only
+            // through the epoch after being replaced, and we are pinned.
+            let fdt = unsafe { &*fdt_p };
             let Some(slot) = fdt.fd.get(fd as usize) else {
                 return Err(Errno::EBADF);
             };
@@ -253,7 +271,7 @@ impl FdTable {
                     // a `close` that dropped the reference we revived stored NULL before its
                     // Release put, which our get read from (races 1-3 in the module doc).
                     if slot.load(Ordering::Relaxed) != p
-                        || self.fdt.load(Ordering::Relaxed, &guard) != fdt_sh
+                        || self.fdt.load(Ordering::Relaxed) != fdt_p
                     {
                         drop(f);
                         continue;
@@ -289,8 +307,8 @@ impl FdTable {
         // SAFETY: no concurrent writer exists (caller's contract), so nothing is retired
         // while we read; `unprotected` only skips pinning.
         let guard = unsafe { epoch::unprotected() };
-        // SAFETY: never null (INVARIANT of `new`/`expand_locked`); single user.
-        let fdt = unsafe { self.fdt(guard).deref() };
+        // SAFETY: single user: nothing replaces or retires the array meanwhile.
+        let fdt = unsafe { self.fdt(guard) };
         let Some(slot) = fdt.fd.get(fd as usize) else {
             return Err(Errno::EBADF);
         };
@@ -319,11 +337,11 @@ impl FdTable {
         }
         // SAFETY: we hold `file_lock`, so the array cannot be replaced or retired under us.
         let guard = unsafe { epoch::unprotected() };
-        // SAFETY: never null; stable under the lock.
-        let old = unsafe { self.fdt(guard).deref() };
-        let new = Fdt::with_capacity(n);
+        // SAFETY: we hold `file_lock` while `old` is used.
+        let old = unsafe { self.fdt(guard) };
+        let new = Box::new(Fdt::with_capacity(n));
         for (o, s) in old.fd.iter().zip(new.fd.iter()) {
-            // Relaxed: under `file_lock`, the only writer; the AcqRel swap below publishes.
+            // Relaxed: under `file_lock`, the only writer; the Release swap below publishes.
             s.store(o.load(Ordering::Relaxed), Ordering::Relaxed);
         }
         let words = (n / 64) as usize;
@@ -331,13 +349,16 @@ impl FdTable {
         a.close_on_exec.resize(words, 0);
         a.full_fds_bits.resize(words.div_ceil(64), 0);
         a.max_fds = n;
+        // Release: publishes the new array's slots (created and copied above) to the Acquire
+        // loads of the array in `fget` and `fdt`. No Acquire: the old array was published to
+        // us by `file_lock`. INVARIANT: the new pointer is not null.
+        let old_p = self.fdt.swap(Box::into_raw(new), Ordering::Release);
         let pinned = epoch::pin();
-        // AcqRel: Release publishes the copied slots to `fget`'s Acquire load of the array.
-        let old_sh = self.fdt.swap(Owned::new(new), Ordering::AcqRel, &pinned);
-        // SAFETY: the old array is unreachable from `self.fdt` now and retired once; its
-        // slots do not own references (the new array does), and `Fdt` has no `Drop` that
+        // SAFETY: `old_p` came from `Box::into_raw` (the layout crossbeam's `Owned` uses), is
+        // unreachable from `self.fdt` now and is retired once, by this writer under the lock;
+        // its slots do not own references (the new array does), and `Fdt` has no `Drop` that
         // touches files.
-        unsafe { pinned.defer_destroy(old_sh) };
+        unsafe { pinned.defer_destroy(Shared::from(old_p as *const Fdt)) };
         Ok(())
     }
 
@@ -345,8 +366,8 @@ impl FdTable {
     fn slot_store_locked(&self, fd: u32, file: *mut File) -> *mut File {
         // SAFETY: we hold `file_lock`: the array is stable.
         let guard = unsafe { epoch::unprotected() };
-        // SAFETY: never null; stable under the lock.
-        let fdt = unsafe { self.fdt(guard).deref() };
+        // SAFETY: we hold `file_lock` while `fdt` is used.
+        let fdt = unsafe { self.fdt(guard) };
         // AcqRel: Release publishes the File's fields to `fget`'s Acquire slot load; Acquire
         // is not needed for the old pointer (its reference is ours and was published to us by
         // the lock) but costs nothing on the swap.
@@ -423,8 +444,8 @@ impl FdTable {
             }
             // SAFETY: we hold `file_lock`: the array is stable.
             let guard = unsafe { epoch::unprotected() };
-            // SAFETY: never null; stable under the lock.
-            let fdt = unsafe { self.fdt(guard).deref() };
+            // SAFETY: we hold `file_lock` while `fdt` is used.
+            let fdt = unsafe { self.fdt(guard) };
             let slot = &fdt.fd[fd as usize];
             // Relaxed: fine to test under the lock (we are the only writer).
             if slot.load(Ordering::Relaxed).is_null() {
@@ -463,8 +484,8 @@ impl FdTable {
             }
             // SAFETY: we hold `file_lock`: the array is stable.
             let guard = unsafe { epoch::unprotected() };
-            // SAFETY: never null; stable under the lock.
-            let fdt = unsafe { self.fdt(guard).deref() };
+            // SAFETY: we hold `file_lock` while `fdt` is used.
+            let fdt = unsafe { self.fdt(guard) };
             // Relaxed: under the lock, the only writer.
             let file = match fdt.fd.get(old as usize) {
                 Some(s) => s.load(Ordering::Relaxed),
@@ -525,8 +546,8 @@ impl FdTable {
         }
         // SAFETY: we hold `file_lock`: the array is stable.
         let guard = unsafe { epoch::unprotected() };
-        // SAFETY: never null; stable under the lock.
-        let fdt = unsafe { self.fdt(guard).deref() };
+        // SAFETY: we hold `file_lock` while `fdt` is used.
+        let fdt = unsafe { self.fdt(guard) };
         // Relaxed: under the lock.
         !fdt.fd[fd as usize].load(Ordering::Relaxed).is_null()
     }
@@ -542,8 +563,8 @@ impl FdTable {
         let last = last.min(a.max_fds - 1);
         // SAFETY: we hold `file_lock`: the array is stable.
         let guard = unsafe { epoch::unprotected() };
-        // SAFETY: never null; stable under the lock.
-        let fdt = unsafe { self.fdt(guard).deref() };
+        // SAFETY: we hold `file_lock` while `fdt` is used.
+        let fdt = unsafe { self.fdt(guard) };
         let mut fd = first;
         while fd <= last {
             if !test_bit(&a.open_fds, fd) {
@@ -603,11 +624,11 @@ impl FdTable {
         let mut na = FdAlloc::new(a.max_fds);
         na.rlimit = a.rlimit;
         na.close_on_exec.clone_from(&a.close_on_exec);
-        let new = Fdt::with_capacity(a.max_fds);
+        let new = Box::new(Fdt::with_capacity(a.max_fds));
         // SAFETY: we hold `file_lock`: the array is stable.
         let guard = unsafe { epoch::unprotected() };
-        // SAFETY: never null; stable under the lock.
-        let fdt = unsafe { self.fdt(guard).deref() };
+        // SAFETY: we hold `file_lock` while `fdt` is used.
+        let fdt = unsafe { self.fdt(guard) };
         for (fd, (o, s)) in fdt.fd.iter().zip(new.fd.iter()).enumerate() {
             // Relaxed: under the lock.
             let p = o.load(Ordering::Relaxed);
@@ -623,7 +644,8 @@ impl FdTable {
             }
         }
         FdTable {
-            fdt: CacheLine(Atomic::new(new)),
+            // INVARIANT: the array pointer is never null.
+            fdt: CacheLine(AtomicPtr::new(Box::into_raw(new))),
             file_lock: CacheLine(Mutex::new(na)),
         }
     }
@@ -669,17 +691,17 @@ impl Drop for FdTable {
     fn drop(&mut self) {
         // SAFETY: `&mut self`: no reader can hold this table any more; every slot that is
         // non-null owns one reference.
+        // The array came from `Box::into_raw` (`new`/`dup_fd`/`expand_locked`).
         unsafe {
-            let guard = epoch::unprotected();
-            let fdt = self.fdt.load(Ordering::Relaxed, guard);
-            for s in fdt.deref().fd.iter() {
+            // Relaxed: exclusive access.
+            let fdt = Box::from_raw(self.fdt.load(Ordering::Relaxed));
+            for s in fdt.fd.iter() {
                 // Relaxed: exclusive access.
                 let p = s.load(Ordering::Relaxed);
                 if !p.is_null() {
                     drop(RcuRef::from_raw(p));
                 }
             }
-            drop(fdt.into_owned());
         }
     }
 }

@@ -47,6 +47,9 @@ pub mod sync;
 pub mod task;
 pub mod types;
 
+#[cfg(all(test, uvfs_loom))]
+mod tests;
+
 pub use cred::Cred;
 pub use dentry::Dentry;
 pub use errno::{Errno, Result};

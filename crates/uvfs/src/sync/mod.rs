@@ -4,7 +4,10 @@
 //! `sync/tests/` and `tests/` explore every interleaving of the protocols built on them; in
 //! normal builds they are `std`'s. Memory reclamation is crossbeam-epoch in both builds
 //! (loom cannot model it; under loom all model threads share one epoch participant, which only
-//! delays frees).
+//! delays frees). crossbeam's `Atomic` is a real atomic that loom does not see, so a pointer
+//! whose publication a loom model must check (`FdTable`'s slot array) is a `sync::AtomicPtr`
+//! and only its retirement goes through the epoch (`Guard::defer_destroy`); otherwise loom
+//! reports the objects behind it as loaded before they were created.
 //!
 //! Linux analogue: `include/linux/atomic.h`, `include/linux/rcupdate.h`.
 

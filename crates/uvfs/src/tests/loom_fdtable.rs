@@ -1,0 +1,246 @@
+//! Loom models of `FdTable` (fdtable.rs): `fget` against `close` against `dup2` on one
+//! descriptor, against a descriptor's reuse, and against table growth.
+//!
+//! What loom sees: under `--cfg uvfs_loom` the slot atomics, the published array pointer
+//! (`FdTable::fdt`), the `FileRef` counts and `file_lock` are loom's, so every interleaving of
+//! their operations (up to `LOOM_MAX_PREEMPTIONS`) and every value a load may read under the
+//! C++ memory model is explored, and loom checks that each atomic (a new array's slots, a new
+//! `File`'s count) is created before another thread loads it. The epoch itself is
+//! crossbeam-epoch's real one: loom runs all model threads as coroutines on one OS thread, so
+//! they share one epoch participant, and a pin in any model thread keeps it pinned. That only
+//! delays frees (garbage retired while it is pinned is not collected before the last guard
+//! goes), so memory stays valid at least as long as with real threads. The array pointer was
+//! a crossbeam `Atomic` at first; loom could not see its Release/Acquire pair and reported the
+//! new array's slots as loaded before they were created, hence `sync::AtomicPtr` there.
+//!
+//! What the models cannot see: the `Inode`/`Dentry`/directory locks and atomics are `std`'s
+//! and `parking_lot`'s, unseen by loom; at most one model thread at a time does tmpfs work
+//! (open, create), because a model thread blocked on a real lock held by a preempted
+//! coroutine would hang the model.
+//!
+//! How "released" is observed, with no test hook: every model pins the epoch for its whole
+//! run, so a released `File`'s memory stays allocated and its `f_ref` can be read (0 once
+//! released: the dead zone is never left); and each live `File` holds one `Arc<Mount>` (its
+//! `f_path`), dropped at release, so the mount's strong count counts releases exactly (a
+//! double release shows as a deficit, a leak as a surplus).
+
+use crate::file::File;
+use crate::mount::Mount;
+use crate::sync::epoch;
+use crate::sync::rcu::RcuRef;
+use crate::{tmpfs, Errno, Fd, FileHandle, OpenFlags, Task};
+use loom::thread;
+use std::sync::Arc;
+
+/// A tmpfs, a task on it and the mount's reference count with no file open.
+struct Setup {
+    mnt: Arc<Mount>,
+    task: Task,
+    /// `Arc::strong_count(&mnt)` before any file is opened; each unreleased `File` adds one.
+    base: usize,
+}
+
+impl Setup {
+    /// Must run inside `loom::model`: the fd table's atomics and lock are loom objects.
+    fn new() -> Setup {
+        let mnt = tmpfs::mount(Default::default());
+        let task = Task::init(&mnt);
+        let base = Arc::strong_count(&mnt);
+        Setup { mnt, task, base }
+    }
+
+    /// Creates `/name` and opens it, returning a handle (not installed).
+    fn filp(&self, name: &str) -> FileHandle {
+        self.task
+            .filp_open(
+                Fd::AT_FDCWD,
+                format!("/{name}"),
+                OpenFlags::CREAT | OpenFlags::RDWR,
+                0o644,
+            )
+            .unwrap()
+    }
+
+    /// Creates and opens `/name` at the lowest free descriptor; returns the descriptor and
+    /// the file's address (as `usize`, to move into model threads).
+    fn open(&self, name: &str) -> (i32, usize) {
+        let h = self.filp(name);
+        let p = RcuRef::as_ptr(&h) as usize;
+        let fd = self.task.install_file(h, false).unwrap();
+        (fd.0, p)
+    }
+
+    /// Asserts that each of `files` has exactly as many references as descriptors among
+    /// `fds` refer to it (the models hold no other handle by then), that a file with none was
+    /// released, and that each was released at most once and none leaked (the mount count).
+    fn assert_counts(&self, fds: &[i32], files: &[usize]) {
+        let table = self.task.files();
+        let mut live = 0;
+        for &f in files {
+            let held = fds
+                .iter()
+                .filter(|&&fd| {
+                    table
+                        .fget(fd)
+                        .is_ok_and(|h| RcuRef::as_ptr(&h) as usize == f)
+                })
+                .count() as u64;
+            let f = f as *const File;
+            // SAFETY: every model pins the epoch for its whole run, so the memory of a file
+            // opened in it is not freed yet even if the file was released; reading its count
+            // is what `fget` does to a released file (`RcuRef::try_get_raw`).
+            let count = unsafe { (*f).f_ref.read() };
+            assert_eq!(
+                count, held,
+                "references != descriptors (leak or double put)"
+            );
+            if count > 0 {
+                live += 1;
+            }
+        }
+        assert_eq!(
+            Arc::strong_count(&self.mnt),
+            self.base + live,
+            "each released file dropped its fields exactly once"
+        );
+    }
+
+    /// Closes every descriptor and checks that all of `files` were released exactly once.
+    fn close_all(&self, fds: &[i32], files: &[usize]) {
+        self.task.files().close_range(0, u32::MAX);
+        self.assert_counts(fds, files);
+        assert_eq!(Arc::strong_count(&self.mnt), self.base, "a file leaked");
+    }
+}
+
+/// Asserts that `r`, an `fget` result, is `EBADF` or a live file among `allowed`.
+fn check_fget(r: crate::Result<FileHandle>, allowed: &[usize]) {
+    match r {
+        Ok(h) => {
+            // A released count reads 0 forever: a get that "succeeded" on it would show here.
+            assert!(h.count() >= 1, "fget returned a released file");
+            assert!(
+                allowed.contains(&(RcuRef::as_ptr(&h) as usize)),
+                "fget returned a file never installed at that descriptor"
+            );
+            // `h` is dropped here; if the descriptor was closed meanwhile this put releases.
+        }
+        Err(e) => assert_eq!(e, Errno::EBADF),
+    }
+}
+
+/// `fget(0)` against `close(0)` against `dup2(1, 0)`: fget sees A, B or EBADF, never a
+/// released file; afterwards A (held only by fd 0) is released exactly once and B's count is
+/// the number of descriptors naming it, whichever of close and dup2 ran first.
+#[test]
+fn fget_close_dup2_same_fd() {
+    loom::model(|| {
+        let _pin = epoch::pin();
+        let s = Setup::new();
+        let (fa, a) = s.open("a");
+        let (fb, b) = s.open("b");
+        assert_eq!((fa, fb), (0, 1));
+
+        let t = s.task.clone_thread();
+        let getter = thread::spawn(move || check_fget(t.files().fget(0), &[a, b]));
+        let t = s.task.clone_thread();
+        let closer = thread::spawn(move || t.close(Fd(0)).unwrap());
+        let t = s.task.clone_thread();
+        let duper = thread::spawn(move || assert_eq!(t.dup2(Fd(1), Fd(0)), Ok(Fd(0))));
+        getter.join().unwrap();
+        closer.join().unwrap();
+        duper.join().unwrap();
+
+        s.assert_counts(&[0, 1], &[a, b]);
+        s.close_all(&[0, 1], &[a, b]);
+    });
+}
+
+/// `fget(0)` (twice) against `close(0)` then `open` reusing fd 0 for a new file C (race 2 of
+/// fdtable.rs: the descriptor is reused while fget holds the old pointer). C is created in
+/// the reusing thread, so loom checks that `fd_install`'s Release store and `fget`'s Acquire
+/// slot load publish C's fields (its `f_ref`) before `fget` touches them. Each fget sees A,
+/// EBADF or C, never a released file, and never goes back to A once it has seen the close.
+#[test]
+fn fget_close_reuse() {
+    loom::model(|| {
+        let _pin = epoch::pin();
+        let s = Setup::new();
+        let (_, a) = s.open("a");
+
+        let t = s.task.clone_thread();
+        let getter = thread::spawn(move || {
+            let ptr = |r: crate::Result<FileHandle>| {
+                r.map(|h| {
+                    assert!(h.count() >= 1, "fget returned a released file");
+                    RcuRef::as_ptr(&h) as usize
+                })
+            };
+            let first = ptr(t.files().fget(0));
+            let second = ptr(t.files().fget(0));
+            (first, second)
+        });
+        let t = s.task.clone_thread();
+        let reuser = thread::spawn(move || {
+            t.close(Fd(0)).unwrap();
+            let fd = t.open("/c", OpenFlags::CREAT | OpenFlags::RDWR, 0o644);
+            assert_eq!(fd, Ok(Fd(0)));
+        });
+        let (first, second) = getter.join().unwrap();
+        reuser.join().unwrap();
+
+        let c = RcuRef::as_ptr(&s.task.files().fget(0).unwrap()) as usize;
+        for r in [first, second] {
+            assert!(r == Ok(a) || r == Ok(c) || r == Err(Errno::EBADF), "{r:?}");
+        }
+        // Coherence of the slot: A, then NULL, then C; a later fget never reads back.
+        if first != Ok(a) {
+            assert_ne!(
+                second,
+                Ok(a),
+                "fget went back to a closed descriptor's file"
+            );
+        }
+        if first == Ok(c) {
+            assert_eq!(second, Ok(c));
+        }
+        s.assert_counts(&[0], &[a, c]);
+        s.close_all(&[0], &[a, c]);
+    });
+}
+
+/// `fget` against growth: `dup2(1, 100)` copies the 64 slots into a 128-slot array and
+/// publishes it, then `close(0)` clears fd 0 in the new array only (race 3 of fdtable.rs:
+/// the old array still holds A), while a third thread closes fd 1, the source of the dup2.
+/// fget(0) sees A or EBADF, fget(1) and fget(100) B or EBADF; the dup2 either copies B (one
+/// more reference) or fails with EBADF; afterwards the counts match the table.
+#[test]
+fn fget_races_growth() {
+    loom::model(|| {
+        let _pin = epoch::pin();
+        let s = Setup::new();
+        let (_, a) = s.open("a");
+        let (_, b) = s.open("b");
+
+        let t = s.task.clone_thread();
+        let getter = thread::spawn(move || {
+            check_fget(t.files().fget(0), &[a]);
+            check_fget(t.files().fget(1), &[b]);
+            check_fget(t.files().fget(100), &[b]);
+        });
+        let t = s.task.clone_thread();
+        let grower = thread::spawn(move || {
+            let r = t.dup2(Fd(1), Fd(100));
+            assert!(r == Ok(Fd(100)) || r == Err(Errno::EBADF), "{r:?}");
+            t.close(Fd(0)).unwrap();
+        });
+        let t = s.task.clone_thread();
+        let closer = thread::spawn(move || t.close(Fd(1)).unwrap());
+        getter.join().unwrap();
+        grower.join().unwrap();
+        closer.join().unwrap();
+
+        s.assert_counts(&[0, 1, 100], &[a, b]);
+        s.close_all(&[0, 1, 100], &[a, b]);
+    });
+}

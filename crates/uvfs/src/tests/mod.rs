@@ -1,0 +1,4 @@
+//! Crate-level loom models (run with `--cfg uvfs_loom`); the `sync/` primitives have their own
+//! in `sync/tests/`.
+
+mod loom_fdtable;
