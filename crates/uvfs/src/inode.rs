@@ -98,7 +98,9 @@ impl Inode {
         let (nlink, size, blocks) = match &kind {
             InodeKind::Dir(_) => (2, 2 * BOGO_DIRENT_SIZE, 0),
             InodeKind::Reg(_) => (1, 0, 0),
-            InodeKind::Symlink(t) => (1, t.len() as u64, if t.len() > 128 { 8 } else { 0 }),
+            // shmem_symlink: a target of 128 bytes or more (129 with its NUL, past
+            // SHORT_SYMLINK_LEN) takes a page; shorter ones live in the inode.
+            InodeKind::Symlink(t) => (1, t.len() as u64, if t.len() >= 128 { 8 } else { 0 }),
         };
         let s = now.tv_sec as u64;
         let n = now.tv_nsec as u32;

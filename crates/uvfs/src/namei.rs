@@ -310,7 +310,19 @@ pub(crate) fn create_locked(
     let ino = task.fs.root_mnt_next_ino(dir);
     // setgid directories pass their group (and, for subdirectories, the bit) on.
     let (gid, mode) = if dir.mode() & S_ISGID != 0 {
-        (dir.gid(), if is_dir { mode | S_ISGID } else { mode })
+        let mode = if is_dir {
+            mode | S_ISGID
+        } else if mode & (S_ISGID | S_IXGRP) == S_ISGID | S_IXGRP
+            && !task.cred.in_group(dir.gid())
+            && !task.cred.is_root()
+        {
+            // mode_strip_sgid: a creator outside the directory's group may not make a
+            // group-executable setgid file of that group.
+            mode & !S_ISGID
+        } else {
+            mode
+        };
+        (dir.gid(), mode)
     } else {
         (task.cred.gid, mode)
     };
@@ -378,8 +390,8 @@ impl Task {
         f(&mut nd, &sp.dentry, &sp.mnt)
     }
 
-    /// `mkdirat(2)`: creates directory `path` with `mode & ~umask & 0o7777` (plus setgid from
-    /// a setgid parent).
+    /// `mkdirat(2)`: creates directory `path` with `mode & ~umask & 0o1777` (set-user-ID and
+    /// set-group-ID in `mode` are ignored; setgid comes only from a setgid parent).
     ///
     /// # Errors
     /// `EEXIST` (exists, or `.`/`..`/`/`), `ENOENT` (missing parent, removed parent),
@@ -389,7 +401,9 @@ impl Task {
     /// mkdir(2); Linux `do_mkdirat`, `filename_create`, `shmem_mkdir`.
     pub fn mkdirat(&self, dirfd: Fd, path: impl AsRef<[u8]>, mode: u32) -> Result<()> {
         let path = getname(path.as_ref(), false)?;
-        let mode = S_IFDIR | (mode & 0o7777 & !self.current_umask());
+        // vfs_mkdir keeps only S_IRWXUGO | S_ISVTX of `mode`: set-user-ID and set-group-ID
+        // are dropped (a subdirectory gets S_ISGID only from a setgid parent).
+        let mode = S_IFDIR | (mode & 0o1777 & !self.current_umask());
         self.with_walk(dirfd, path, |nd, start, _| {
             let last = nd.walk_parent(start, path)?;
             if last.ty != LastType::Norm {
@@ -714,8 +728,9 @@ fn rename_locked(
             tl.inner.dead = true;
         }
     }
-    // Commit: nothing below can fail. Each directory's changes are published together when
-    // its lock is dropped, so a lookup sees the old or the new state of each directory.
+    // Commit: nothing below can fail. Each skip-list change is seen by lookups as it is made;
+    // a replaced target is bracketed by `replace_begin`/`replace_end` (dir.rs), so a lookup
+    // of the new name sees the old or the new entry, never neither (rename(2)).
     let now = Timespec::now();
     ol_lock.remove(ol.name);
     odir_i.add_dir_size(-(BOGO_DIRENT_SIZE as i64));
@@ -724,6 +739,7 @@ fn rename_locked(
         None => &mut ol_lock,
     };
     if let Some(t) = &target {
+        nlock.replace_begin();
         nlock.remove(nl.name);
         unhash(t);
         ndir_i.add_dir_size(-(BOGO_DIRENT_SIZE as i64));
@@ -747,6 +763,7 @@ fn rename_locked(
         &g,
     );
     nlock.insert(name, old, cookie);
+    nlock.replace_end();
     ndir_i.add_dir_size(BOGO_DIRENT_SIZE as i64);
     oi.touch_ctime();
     odir_i.set_times(None, Some(now), Some(now));

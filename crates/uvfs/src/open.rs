@@ -47,6 +47,27 @@ const SETFL_MASK: u32 = OpenFlags::APPEND.bits()
     | OpenFlags::DIRECT.bits()
     | OpenFlags::NOATIME.bits();
 
+/// The flags `open` knows (`VALID_OPEN_FLAGS`, include/linux/fcntl.h); other bits are
+/// ignored and not kept in the file's flags (so `F_GETFL` never shows them).
+const VALID_OPEN_FLAGS: OpenFlags = OpenFlags::ACCMODE
+    .union(OpenFlags::CREAT)
+    .union(OpenFlags::EXCL)
+    .union(OpenFlags::NOCTTY)
+    .union(OpenFlags::TRUNC)
+    .union(OpenFlags::APPEND)
+    .union(OpenFlags::NONBLOCK)
+    .union(OpenFlags::DSYNC)
+    .union(OpenFlags::ASYNC)
+    .union(OpenFlags::DIRECT)
+    .union(OpenFlags::LARGEFILE)
+    .union(OpenFlags::DIRECTORY)
+    .union(OpenFlags::NOFOLLOW)
+    .union(OpenFlags::NOATIME)
+    .union(OpenFlags::CLOEXEC)
+    .union(OpenFlags::SYNC)
+    .union(OpenFlags::PATH)
+    .union(OpenFlags::TMPFILE);
+
 impl Task {
     /// `openat(2)`: opens (and with `O_CREAT` maybe creates) `path`, returns the lowest free
     /// descriptor.
@@ -62,7 +83,8 @@ impl Task {
     /// so nothing is created), `EBADF` (dirfd), `ENOTDIR`, `EISDIR` (directory opened for
     /// writing or with `O_TRUNC`, `O_CREAT` on a directory or a trailing slash), `EEXIST`
     /// (`O_CREAT|O_EXCL` on an existing name, symlinks included), `ELOOP` (`O_NOFOLLOW` on a
-    /// symlink; too many symlinks), `EACCES`.
+    /// symlink; too many symlinks), `EACCES`, `EPERM` (`O_NOATIME` on a file the caller
+    /// neither owns nor is root for).
     ///
     /// # References
     /// open(2); Linux `do_sys_openat2`, `path_openat`, `do_open`, `may_open`.
@@ -240,6 +262,11 @@ impl Task {
         if !created {
             inode.permission(&self.cred, acc_mode)?;
         }
+        // may_open: O_NOATIME only for the owner or CAP_FOWNER (a file just created is the
+        // caller's own).
+        if flags.contains(OpenFlags::NOATIME) && !self.cred.owner_or_capable(inode.uid()) {
+            return Err(Errno::EPERM);
+        }
         // OPEN_FMODE: access mode 3 grants neither read nor write.
         let mut fmode = FMode::LSEEK | FMode::PREAD | FMode::PWRITE;
         if acc == 0 || acc == 2 {
@@ -254,7 +281,9 @@ impl Task {
         if flags.contains(OpenFlags::TRUNC) && inode.is_reg() && !created {
             inode.truncate(0)?;
         }
-        let stored = flags
+        // build_open_flags drops unknown bits and O_CLOEXEC; do_dentry_open drops the
+        // open-time-only flags.
+        let stored = (flags & VALID_OPEN_FLAGS)
             - (OpenFlags::CREAT
                 | OpenFlags::EXCL
                 | OpenFlags::NOCTTY
@@ -324,7 +353,8 @@ impl Task {
     ///
     /// # Errors
     /// `EBADF` (`fd` not open), `EINVAL` (`F_DUPFD` argument negative or at/above the
-    /// limit), `EMFILE` (no free descriptor).
+    /// limit), `EMFILE` (no free descriptor), `EPERM` (`F_SETFL` turning `O_NOATIME` on for
+    /// a file the caller neither owns nor is root for).
     ///
     /// # References
     /// fcntl(2); Linux `do_fcntl`, `f_dupfd`, `setfl`.
@@ -355,6 +385,14 @@ impl Task {
             Fcntl::SetFl(arg) => {
                 let f = self.fdget(fd)?;
                 let old = f.flags().bits();
+                // setfl: turning O_NOATIME on is for the owner or CAP_FOWNER only.
+                let noatime = OpenFlags::NOATIME.bits();
+                if arg & noatime != 0
+                    && old & noatime == 0
+                    && !self.cred.owner_or_capable(f.inode().uid())
+                {
+                    return Err(Errno::EPERM);
+                }
                 let new = (arg & SETFL_MASK) | (old & !SETFL_MASK);
                 if new != old {
                     f.set_flags(OpenFlags::from_bits_retain(new));

@@ -19,61 +19,79 @@ use crate::{Errno, Result};
 /// Largest single transfer (`MAX_RW_COUNT` = `INT_MAX & PAGE_MASK`).
 pub const MAX_RW_COUNT: usize = (i32::MAX as usize) & !4095;
 
-fn check_read(f: &File) -> Result<()> {
+/// `rw_verify_area`: a transfer of `count` bytes at `pos` must not run past `i64::MAX`
+/// (checked with the caller's full count, before it is clamped to `MAX_RW_COUNT`).
+///
+/// # Errors
+/// `EINVAL` when `pos + count` overflows a signed 64-bit offset.
+fn rw_verify_area(pos: u64, count: usize) -> Result<()> {
+    match i64::try_from(pos)
+        .ok()
+        .and_then(|p| p.checked_add(i64::try_from(count).ok()?))
+    {
+        Some(_) => Ok(()),
+        None => Err(Errno::EINVAL),
+    }
+}
+
+/// `vfs_read`'s checks, in Linux's order: open for reading (`EBADF`), the range
+/// (`EINVAL`), then the file type (`EISDIR`, from `generic_read_dir`).
+fn check_read(f: &File, pos: u64, count: usize) -> Result<()> {
     if !f.mode().contains(FMode::READ) {
         return Err(Errno::EBADF);
     }
+    rw_verify_area(pos, count)?;
     if f.inode().is_dir() {
         return Err(Errno::EISDIR);
     }
     Ok(())
 }
 
-fn check_write(f: &File) -> Result<()> {
+/// `vfs_write`'s checks: open for writing (`EBADF`), then the range (`EINVAL`).
+fn check_write(f: &File, pos: u64, count: usize) -> Result<()> {
     if !f.mode().contains(FMode::WRITE) {
         return Err(Errno::EBADF);
     }
-    Ok(())
+    rw_verify_area(pos, count)
 }
 
 impl Task {
     /// `read(2)`: reads up to `buf.len()` bytes at the file position and advances it.
-    /// Returns 0 at end of file.
+    /// Returns 0 at end of file. Every successful read, of 0 bytes too, is an access
+    /// (atime, under relatime rules), as `shmem_file_read_iter`'s `file_accessed`.
     ///
     /// # Errors
-    /// `EBADF` (not open, or not open for reading), `EISDIR` (a directory).
+    /// `EBADF` (not open, or not open for reading), `EINVAL` (position + length past
+    /// `i64::MAX`), `EISDIR` (a directory).
     ///
     /// # References
-    /// read(2); Linux `ksys_read`, `shmem_file_read_iter`.
+    /// read(2); Linux `ksys_read`, `vfs_read`, `rw_verify_area`, `shmem_file_read_iter`.
     pub fn read(&self, fd: Fd, buf: &mut [u8]) -> Result<usize> {
         let f = self.fdget(fd)?;
-        check_read(&f)?;
-        let len = buf.len().min(MAX_RW_COUNT);
         let mut pos = plock(&f.f_pos);
+        check_read(&f, *pos, buf.len())?;
+        let len = buf.len().min(MAX_RW_COUNT);
         let n = f.inode().read_at(&mut buf[..len], *pos)?;
         *pos += n as u64;
         drop(pos);
-        if len > 0 {
-            f.inode().touch_atime();
-        }
+        f.inode().touch_atime();
         Ok(n)
     }
 
     /// `pread(2)`: reads at `offset` without using or changing the file position.
     ///
     /// # Errors
-    /// `EBADF`, `EISDIR` as `read`; `EINVAL` for a negative offset.
+    /// `EINVAL` for a negative offset (checked first, before the descriptor), then as
+    /// `read`.
     pub fn pread(&self, fd: Fd, buf: &mut [u8], offset: i64) -> Result<usize> {
-        let f = self.fdget(fd)?;
         if offset < 0 {
             return Err(Errno::EINVAL);
         }
-        check_read(&f)?;
+        let f = self.fdget(fd)?;
+        check_read(&f, offset as u64, buf.len())?;
         let len = buf.len().min(MAX_RW_COUNT);
         let n = f.inode().read_at(&mut buf[..len], offset as u64)?;
-        if len > 0 {
-            f.inode().touch_atime();
-        }
+        f.inode().touch_atime();
         Ok(n)
     }
 
@@ -82,16 +100,18 @@ impl Task {
     /// writers.
     ///
     /// # Errors
-    /// `EBADF` (not open for writing), `EFBIG` (position at or past the maximum file size).
+    /// `EBADF` (not open for writing), `EINVAL` (position + length past `i64::MAX`),
+    /// `EFBIG` (position at or past the maximum file size).
     ///
     /// # References
-    /// write(2); Linux `ksys_write`, `generic_write_checks`, `file_remove_privs`.
+    /// write(2); Linux `ksys_write`, `vfs_write`, `rw_verify_area`, `generic_write_checks`,
+    /// `file_remove_privs`.
     pub fn write(&self, fd: Fd, buf: &[u8]) -> Result<usize> {
         let f = self.fdget(fd)?;
-        check_write(&f)?;
+        let mut pos = plock(&f.f_pos);
+        check_write(&f, *pos, buf.len())?;
         let len = buf.len().min(MAX_RW_COUNT);
         let append = f.flags().contains(OpenFlags::APPEND);
-        let mut pos = plock(&f.f_pos);
         if len > 0 {
             f.inode().kill_suid(&self.cred);
         }
@@ -104,13 +124,14 @@ impl Task {
     /// Linux, with `O_APPEND` the data goes to the end of file regardless of `offset`.
     ///
     /// # Errors
-    /// `EBADF`, `EFBIG` as `write`; `EINVAL` for a negative offset.
+    /// `EINVAL` for a negative offset (checked first, before the descriptor), then as
+    /// `write`.
     pub fn pwrite(&self, fd: Fd, buf: &[u8], offset: i64) -> Result<usize> {
-        let f = self.fdget(fd)?;
         if offset < 0 {
             return Err(Errno::EINVAL);
         }
-        check_write(&f)?;
+        let f = self.fdget(fd)?;
+        check_write(&f, offset as u64, buf.len())?;
         let len = buf.len().min(MAX_RW_COUNT);
         let append = f.flags().contains(OpenFlags::APPEND);
         if len > 0 {

@@ -16,6 +16,14 @@ fn nsec_valid(ns: i64) -> bool {
         || (0..=999_999_999).contains(&ns)
 }
 
+/// Both times `UTIME_OMIT`: the `utimensat` syscall returns 0 at once, checking neither the
+/// descriptor, the flags nor the path ("Nothing to do, we must not even check the path").
+fn both_omit(times: Option<&[Timespec; 2]>) -> bool {
+    times.is_some_and(|t| {
+        t[0].tv_nsec == Timespec::UTIME_OMIT_NSEC && t[1].tv_nsec == Timespec::UTIME_OMIT_NSEC
+    })
+}
+
 impl Task {
     /// `fstat(2)`.
     ///
@@ -31,13 +39,18 @@ impl Task {
     /// `dirfd` itself (or the cwd for `AT_FDCWD`).
     ///
     /// # Errors
-    /// `EINVAL` (flags other than `AT_SYMLINK_NOFOLLOW`, `AT_NO_AUTOMOUNT`, `AT_EMPTY_PATH`),
+    /// `EINVAL` (flags other than `AT_SYMLINK_NOFOLLOW`, `AT_NO_AUTOMOUNT`, `AT_EMPTY_PATH`
+    /// and the `AT_STATX_*_SYNC` bits, which are accepted and ignored as `vfs_statx` does),
     /// `EBADF`, `ENOENT`, `ENOTDIR`, `EACCES`, `ELOOP`, `ENAMETOOLONG`.
     ///
     /// # References
-    /// stat(2); Linux `vfs_fstatat`.
+    /// stat(2); Linux `vfs_fstatat`, `vfs_statx`.
     pub fn fstatat(&self, dirfd: Fd, path: impl AsRef<[u8]>, flags: AtFlags) -> Result<Stat> {
-        let allowed = AtFlags::SYMLINK_NOFOLLOW | AtFlags::NO_AUTOMOUNT | AtFlags::EMPTY_PATH;
+        let allowed = AtFlags::SYMLINK_NOFOLLOW
+            | AtFlags::NO_AUTOMOUNT
+            | AtFlags::EMPTY_PATH
+            | AtFlags::STATX_FORCE_SYNC
+            | AtFlags::STATX_DONT_SYNC;
         if !(flags - allowed).is_empty() {
             return Err(Errno::EINVAL);
         }
@@ -52,30 +65,33 @@ impl Task {
     }
 
     /// `futimens(3)`: sets atime and mtime of an open file from `times` (`None` = both now;
-    /// `UTIME_NOW`, `UTIME_OMIT` per entry); ctime becomes now unless both are omitted.
+    /// `UTIME_NOW`, `UTIME_OMIT` per entry); ctime becomes now. Both `UTIME_OMIT` is a
+    /// no-op that succeeds without looking at `fd`.
     ///
     /// # Errors
-    /// `EINVAL` (an invalid `tv_nsec`), `EBADF`, `EACCES` (both "now" and the caller
-    /// neither owns nor may write the file), `EPERM` (explicit times and not the owner).
+    /// In Linux's order: `EBADF`, then `EINVAL` (an invalid `tv_nsec`), then `EPERM`
+    /// (`times` given and not both `UTIME_NOW`, and the caller neither owns the file nor is
+    /// root) or `EACCES` (`None` or both `UTIME_NOW`, and the caller neither owns nor may
+    /// write the file).
     ///
     /// # References
-    /// utimensat(2); Linux `do_futimes`, `vfs_utimes`.
+    /// utimensat(2); Linux `utimensat` syscall, `do_utimes_fd`, `vfs_utimes`,
+    /// `setattr_prepare`.
     pub fn futimens(&self, fd: Fd, times: Option<&[Timespec; 2]>) -> Result<()> {
-        if let Some(t) = times {
-            if !nsec_valid(t[0].tv_nsec) || !nsec_valid(t[1].tv_nsec) {
-                return Err(Errno::EINVAL);
-            }
+        if both_omit(times) {
+            return Ok(());
         }
         let f = self.fdget(fd)?;
         self.utimes_inode(f.inode(), times)
     }
 
     /// `utimensat(2)`: as `futimens` on `path` (follows a final symlink unless
-    /// `AT_SYMLINK_NOFOLLOW`; `AT_EMPTY_PATH` with an empty path means `dirfd`).
+    /// `AT_SYMLINK_NOFOLLOW`; `AT_EMPTY_PATH` with an empty path means `dirfd`). Both
+    /// `UTIME_OMIT` succeeds at once, checking neither flags nor path.
     ///
     /// # Errors
-    /// `EINVAL` (flags other than those two; invalid `tv_nsec`), walk errors as `fstatat`,
-    /// `EACCES`/`EPERM` as `futimens`.
+    /// In Linux's order: `EINVAL` (flags other than those two), walk errors as `fstatat`,
+    /// then `EINVAL` (invalid `tv_nsec`), `EACCES`/`EPERM` as `futimens`.
     pub fn utimensat(
         &self,
         dirfd: Fd,
@@ -83,13 +99,11 @@ impl Task {
         times: Option<&[Timespec; 2]>,
         flags: AtFlags,
     ) -> Result<()> {
+        if both_omit(times) {
+            return Ok(());
+        }
         if !(flags - (AtFlags::SYMLINK_NOFOLLOW | AtFlags::EMPTY_PATH)).is_empty() {
             return Err(Errno::EINVAL);
-        }
-        if let Some(t) = times {
-            if !nsec_valid(t[0].tv_nsec) || !nsec_valid(t[1].tv_nsec) {
-                return Err(Errno::EINVAL);
-            }
         }
         let path = getname(path.as_ref(), flags.contains(AtFlags::EMPTY_PATH))?;
         let follow = !flags.contains(AtFlags::SYMLINK_NOFOLLOW);
@@ -103,8 +117,14 @@ impl Task {
         })
     }
 
-    /// `vfs_utimes` + `setattr_prepare` on one inode.
+    /// `vfs_utimes` + `setattr_prepare` on one inode: validates the nanoseconds (after the
+    /// lookup, as Linux), then the caller's right to set the times.
     fn utimes_inode(&self, inode: &Inode, times: Option<&[Timespec; 2]>) -> Result<()> {
+        if let Some(t) = times {
+            if !nsec_valid(t[0].tv_nsec) || !nsec_valid(t[1].tv_nsec) {
+                return Err(Errno::EINVAL);
+            }
+        }
         let (a, m) = match times {
             None => (Timespec::UTIME_NOW, Timespec::UTIME_NOW),
             Some(t) => (t[0], t[1]),
@@ -114,8 +134,9 @@ impl Task {
         if a.tv_nsec == omit && m.tv_nsec == omit {
             return Ok(());
         }
-        let explicit = (a.tv_nsec != omit && a.tv_nsec != now_ns)
-            || (m.tv_nsec != omit && m.tv_nsec != now_ns);
+        // ATTR_TIMES_SET: any `times` but "both now" (which vfs_utimes turns into NULL, i.e.
+        // ATTR_TOUCH) needs ownership; `UTIME_OMIT` next to `UTIME_NOW` counts as explicit.
+        let explicit = !(a.tv_nsec == now_ns && m.tv_nsec == now_ns);
         if !self.cred.owner_or_capable(inode.uid()) {
             if explicit {
                 return Err(Errno::EPERM);

@@ -33,7 +33,8 @@ bitflags! {
     /// `open(2)` flags, with Linux's (x86_64/generic) values.
     ///
     /// The access mode is the low two bits: `RDONLY` (0), `WRONLY` (1), `RDWR` (2); use
-    /// [`OpenFlags::access_mode`]. Unknown bits are ignored by `openat` as Linux does.
+    /// [`OpenFlags::access_mode`]. Unknown bits are ignored by `openat` (and not kept for
+    /// `F_GETFL`) as Linux does.
     #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
     pub struct OpenFlags: u32 {
         /// Open for reading only (value 0: test with `access_mode()`).
@@ -68,7 +69,8 @@ bitflags! {
         const DIRECTORY = 0o200000;
         /// Fail with `ELOOP` if the last component is a symlink.
         const NOFOLLOW = 0o400000;
-        /// Accepted and ignored.
+        /// Do not update atime on reads (accepted and ignored), allowed only for the file's
+        /// owner or root (`EPERM`).
         const NOATIME = 0o1000000;
         /// Set close-on-exec on the new descriptor.
         const CLOEXEC = 0o2000000;
@@ -104,6 +106,10 @@ bitflags! {
         const NO_AUTOMOUNT = 0x800;
         /// An empty path means the `dirfd` itself.
         const EMPTY_PATH = 0x1000;
+        /// `fstatat`: accepted and ignored (`AT_STATX_FORCE_SYNC`; nothing to sync).
+        const STATX_FORCE_SYNC = 0x2000;
+        /// `fstatat`: accepted and ignored (`AT_STATX_DONT_SYNC`).
+        const STATX_DONT_SYNC = 0x4000;
         const _ = !0;
     }
 }

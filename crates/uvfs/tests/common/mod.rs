@@ -1,0 +1,922 @@
+//! Differential harness for the `posix_*` tests: one operation, written once against the
+//! [`Sys`] trait, runs on a fresh uvfs task and on the host Linux kernel, and the two
+//! results must be equal.
+//!
+//! # The host side
+//! Each run gets a fresh tmpfs mounted under a temporary directory (a plain temporary
+//! directory if mounting fails) and a fresh thread that behaves like a new process over it:
+//! `unshare(CLONE_FS | CLONE_FILES)`, `chroot` into the directory, close every descriptor
+//! (so descriptors are numbered from 0, as in a fresh uvfs `FdTable`), `umask(022)`. All of
+//! that is per thread, so tests keep running in parallel. Credentials are changed with the
+//! raw `setres[ug]id`/`setgroups` system calls, which (unlike glibc's wrappers) change only
+//! the calling thread. Calls are raw `syscall(2)`s so arbitrary (also invalid) descriptors
+//! and flag bits reach the kernel unchanged.
+//!
+//! The host side needs root (`chroot`, `mount`). Without it, or with `UVFS_NO_HOST=1`,
+//! only uvfs runs and is checked against the expected value written in the test.
+//!
+//! # Patterns
+//! - [`same`]: uvfs and Linux give equal results; returns the result.
+//! - [`expect`]: both give `want` (the expected value documents Linux's answer and is
+//!   checked against the kernel on every run).
+//! - Stats are compared through [`Shape`] (no inode numbers, devices or times); times only
+//!   by order relations, made deterministic by first setting explicit times in the past.
+
+#![allow(dead_code)]
+
+use std::ffi::CString;
+use std::fmt::Debug;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::{Arc, OnceLock};
+use uvfs::open::Fcntl;
+use uvfs::{AtFlags, Cred, Errno, Fd, Mount, OpenFlags, Result, Stat, Task, Timespec};
+
+/// `AT_FDCWD`.
+pub const CWD: Fd = Fd::AT_FDCWD;
+/// No `AT_*` flags.
+pub const NOAT: AtFlags = AtFlags::empty();
+/// `O_RDONLY`.
+pub const RO: OpenFlags = OpenFlags::RDONLY;
+/// `O_WRONLY`.
+pub const WO: OpenFlags = OpenFlags::WRONLY;
+/// `O_RDWR`.
+pub const RW: OpenFlags = OpenFlags::RDWR;
+/// `O_CREAT`.
+pub const CREAT: OpenFlags = OpenFlags::CREAT;
+
+/// The system-call surface the tests use, implemented by uvfs ([`Uvfs`]) and the host
+/// kernel ([`Host`]). Methods mirror `uvfs::Task`'s.
+pub trait Sys {
+    /// `"uvfs"` or `"linux"`, for messages.
+    fn kind(&self) -> &'static str;
+    fn openat(&self, dirfd: Fd, path: &[u8], flags: OpenFlags, mode: u32) -> Result<Fd>;
+    fn close(&self, fd: Fd) -> Result<()>;
+    fn dup(&self, fd: Fd) -> Result<Fd>;
+    fn dup2(&self, old: Fd, new: Fd) -> Result<Fd>;
+    fn dup3(&self, old: Fd, new: Fd, flags: OpenFlags) -> Result<Fd>;
+    fn fcntl(&self, fd: Fd, cmd: Fcntl) -> Result<i32>;
+    fn close_range(&mut self, first: u32, last: u32, flags: u32) -> Result<()>;
+    fn read(&self, fd: Fd, buf: &mut [u8]) -> Result<usize>;
+    fn write(&self, fd: Fd, buf: &[u8]) -> Result<usize>;
+    fn pread(&self, fd: Fd, buf: &mut [u8], off: i64) -> Result<usize>;
+    fn pwrite(&self, fd: Fd, buf: &[u8], off: i64) -> Result<usize>;
+    fn lseek(&self, fd: Fd, off: i64, whence: i32) -> Result<i64>;
+    fn fstat(&self, fd: Fd) -> Result<Stat>;
+    fn fstatat(&self, dirfd: Fd, path: &[u8], flags: AtFlags) -> Result<Stat>;
+    fn mkdirat(&self, dirfd: Fd, path: &[u8], mode: u32) -> Result<()>;
+    fn unlinkat(&self, dirfd: Fd, path: &[u8], flags: AtFlags) -> Result<()>;
+    fn renameat(&self, od: Fd, old: &[u8], nd: Fd, new: &[u8]) -> Result<()>;
+    fn symlinkat(&self, target: &[u8], dirfd: Fd, path: &[u8]) -> Result<()>;
+    fn readlinkat(&self, dirfd: Fd, path: &[u8], buf: &mut [u8]) -> Result<usize>;
+    fn ftruncate(&self, fd: Fd, len: i64) -> Result<()>;
+    fn futimens(&self, fd: Fd, times: Option<&[Timespec; 2]>) -> Result<()>;
+    fn utimensat(
+        &self,
+        dirfd: Fd,
+        path: &[u8],
+        times: Option<&[Timespec; 2]>,
+        flags: AtFlags,
+    ) -> Result<()>;
+    fn getdents64(&self, fd: Fd, buf: &mut [u8]) -> Result<usize>;
+    fn chdir(&self, path: &[u8]) -> Result<()>;
+    fn fchdir(&self, fd: Fd) -> Result<()>;
+    fn getcwd(&self) -> Result<Vec<u8>>;
+    fn umask(&self, mask: u32) -> u32;
+    fn getuid(&self) -> u32;
+    /// Becomes `uid`/`gid` with supplementary `groups` (back to root with `(0, 0, &[])`).
+    fn set_cred(&mut self, uid: u32, gid: u32, groups: &[u32]);
+    /// Runs `f` in a forked child (a copy of the fd table and fs context), waits for it.
+    fn fork(&self, f: &mut (dyn FnMut(&mut dyn Sys) + Send));
+    /// Runs `f` in a new thread sharing the fd table and fs context, waits for it.
+    fn thread(&self, f: &mut (dyn FnMut(&mut dyn Sys) + Send));
+}
+
+// ---------------------------------------------------------------------------------------
+// uvfs side
+
+/// A fresh uvfs tmpfs and its init task.
+pub struct Uvfs {
+    pub task: Task,
+    pub mnt: Arc<Mount>,
+}
+
+impl Uvfs {
+    pub fn new() -> Uvfs {
+        Self::with_root_mode(None)
+    }
+
+    /// A tmpfs whose root directory has permission bits `mode` (default `0o1777`).
+    pub fn with_root_mode(mode: Option<u32>) -> Uvfs {
+        let mnt = uvfs::tmpfs::mount(uvfs::TmpfsOptions {
+            mode,
+            ..Default::default()
+        });
+        Uvfs {
+            task: Task::init(&mnt),
+            mnt,
+        }
+    }
+}
+
+impl Default for Uvfs {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Sys for Uvfs {
+    fn kind(&self) -> &'static str {
+        "uvfs"
+    }
+    fn openat(&self, dirfd: Fd, path: &[u8], flags: OpenFlags, mode: u32) -> Result<Fd> {
+        self.task.openat(dirfd, path, flags, mode)
+    }
+    fn close(&self, fd: Fd) -> Result<()> {
+        self.task.close(fd)
+    }
+    fn dup(&self, fd: Fd) -> Result<Fd> {
+        self.task.dup(fd)
+    }
+    fn dup2(&self, old: Fd, new: Fd) -> Result<Fd> {
+        self.task.dup2(old, new)
+    }
+    fn dup3(&self, old: Fd, new: Fd, flags: OpenFlags) -> Result<Fd> {
+        self.task.dup3(old, new, flags)
+    }
+    fn fcntl(&self, fd: Fd, cmd: Fcntl) -> Result<i32> {
+        self.task.fcntl(fd, cmd)
+    }
+    fn close_range(&mut self, first: u32, last: u32, flags: u32) -> Result<()> {
+        self.task.close_range(first, last, flags)
+    }
+    fn read(&self, fd: Fd, buf: &mut [u8]) -> Result<usize> {
+        self.task.read(fd, buf)
+    }
+    fn write(&self, fd: Fd, buf: &[u8]) -> Result<usize> {
+        self.task.write(fd, buf)
+    }
+    fn pread(&self, fd: Fd, buf: &mut [u8], off: i64) -> Result<usize> {
+        self.task.pread(fd, buf, off)
+    }
+    fn pwrite(&self, fd: Fd, buf: &[u8], off: i64) -> Result<usize> {
+        self.task.pwrite(fd, buf, off)
+    }
+    fn lseek(&self, fd: Fd, off: i64, whence: i32) -> Result<i64> {
+        self.task.lseek(fd, off, whence)
+    }
+    fn fstat(&self, fd: Fd) -> Result<Stat> {
+        self.task.fstat(fd)
+    }
+    fn fstatat(&self, dirfd: Fd, path: &[u8], flags: AtFlags) -> Result<Stat> {
+        self.task.fstatat(dirfd, path, flags)
+    }
+    fn mkdirat(&self, dirfd: Fd, path: &[u8], mode: u32) -> Result<()> {
+        self.task.mkdirat(dirfd, path, mode)
+    }
+    fn unlinkat(&self, dirfd: Fd, path: &[u8], flags: AtFlags) -> Result<()> {
+        self.task.unlinkat(dirfd, path, flags)
+    }
+    fn renameat(&self, od: Fd, old: &[u8], nd: Fd, new: &[u8]) -> Result<()> {
+        self.task.renameat(od, old, nd, new)
+    }
+    fn symlinkat(&self, target: &[u8], dirfd: Fd, path: &[u8]) -> Result<()> {
+        self.task.symlinkat(target, dirfd, path)
+    }
+    fn readlinkat(&self, dirfd: Fd, path: &[u8], buf: &mut [u8]) -> Result<usize> {
+        self.task.readlinkat(dirfd, path, buf)
+    }
+    fn ftruncate(&self, fd: Fd, len: i64) -> Result<()> {
+        self.task.ftruncate(fd, len)
+    }
+    fn futimens(&self, fd: Fd, times: Option<&[Timespec; 2]>) -> Result<()> {
+        self.task.futimens(fd, times)
+    }
+    fn utimensat(
+        &self,
+        dirfd: Fd,
+        path: &[u8],
+        times: Option<&[Timespec; 2]>,
+        flags: AtFlags,
+    ) -> Result<()> {
+        self.task.utimensat(dirfd, path, times, flags)
+    }
+    fn getdents64(&self, fd: Fd, buf: &mut [u8]) -> Result<usize> {
+        self.task.getdents64(fd, buf)
+    }
+    fn chdir(&self, path: &[u8]) -> Result<()> {
+        self.task.chdir(path)
+    }
+    fn fchdir(&self, fd: Fd) -> Result<()> {
+        self.task.fchdir(fd)
+    }
+    fn getcwd(&self) -> Result<Vec<u8>> {
+        self.task.getcwd()
+    }
+    fn umask(&self, mask: u32) -> u32 {
+        self.task.umask(mask)
+    }
+    fn getuid(&self) -> u32 {
+        self.task.getuid()
+    }
+    fn set_cred(&mut self, uid: u32, gid: u32, groups: &[u32]) {
+        self.task.set_cred(Cred {
+            uid,
+            gid,
+            groups: Arc::from(groups),
+        });
+    }
+    fn fork(&self, f: &mut (dyn FnMut(&mut dyn Sys) + Send)) {
+        let mut child = Uvfs {
+            task: self.task.fork(),
+            mnt: self.mnt.clone(),
+        };
+        f(&mut child);
+    }
+    fn thread(&self, f: &mut (dyn FnMut(&mut dyn Sys) + Send)) {
+        let mut t = Uvfs {
+            task: self.task.clone_thread(),
+            mnt: self.mnt.clone(),
+        };
+        f(&mut t);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// host side
+
+/// The host kernel, seen from a sandbox thread (see the module doc).
+#[derive(Debug, Default)]
+pub struct Host;
+
+fn errno() -> Errno {
+    let e = std::io::Error::last_os_error();
+    Errno::from_io_error(&e)
+}
+
+/// Checks a raw `syscall` return value.
+fn sc(r: libc::c_long) -> Result<libc::c_long> {
+    if r < 0 {
+        Err(errno())
+    } else {
+        Ok(r)
+    }
+}
+
+fn cpath(p: &[u8]) -> CString {
+    CString::new(p).expect("a path with an interior NUL cannot be passed to the kernel")
+}
+
+fn ts(t: &Timespec) -> libc::timespec {
+    libc::timespec {
+        tv_sec: t.tv_sec,
+        tv_nsec: t.tv_nsec,
+    }
+}
+
+fn from_libc_stat(s: &libc::stat) -> Stat {
+    Stat {
+        st_dev: s.st_dev,
+        st_ino: s.st_ino,
+        st_nlink: s.st_nlink,
+        st_mode: s.st_mode,
+        st_uid: s.st_uid,
+        st_gid: s.st_gid,
+        st_rdev: s.st_rdev,
+        st_size: s.st_size,
+        st_blksize: s.st_blksize,
+        st_blocks: s.st_blocks,
+        st_atime: Timespec::new(s.st_atime, s.st_atime_nsec),
+        st_mtime: Timespec::new(s.st_mtime, s.st_mtime_nsec),
+        st_ctime: Timespec::new(s.st_ctime, s.st_ctime_nsec),
+    }
+}
+
+fn fcntl_raw(cmd: Fcntl) -> (libc::c_int, libc::c_long) {
+    match cmd {
+        Fcntl::DupFd(a) => (libc::F_DUPFD, a as libc::c_long),
+        Fcntl::DupFdCloexec(a) => (libc::F_DUPFD_CLOEXEC, a as libc::c_long),
+        Fcntl::GetFd => (libc::F_GETFD, 0),
+        Fcntl::SetFd(a) => (libc::F_SETFD, a as libc::c_long),
+        Fcntl::GetFl => (libc::F_GETFL, 0),
+        Fcntl::SetFl(a) => (libc::F_SETFL, a as libc::c_long),
+    }
+}
+
+/// Makes the calling thread a fresh "process" rooted at `root` (see the module doc).
+fn enter_sandbox(root: &std::path::Path) {
+    // SAFETY: plain system calls on this thread's own context; the fd table is this
+    // thread's private copy from here on, so closing its descriptors affects no one else.
+    unsafe {
+        assert_eq!(libc::unshare(libc::CLONE_FS | libc::CLONE_FILES), 0);
+        let r = cpath(root.as_os_str().as_encoded_bytes());
+        assert_eq!(libc::chroot(r.as_ptr()), 0, "chroot: {}", errno());
+        assert_eq!(libc::chdir(c"/".as_ptr()), 0);
+        sc(libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32)).unwrap();
+        libc::syscall(libc::SYS_umask, 0o022);
+    }
+}
+
+fn unshare_like_fork() {
+    // SAFETY: as in `enter_sandbox`: the copies belong to this thread only.
+    unsafe {
+        assert_eq!(libc::unshare(libc::CLONE_FS | libc::CLONE_FILES), 0);
+    }
+}
+
+impl Sys for Host {
+    fn kind(&self) -> &'static str {
+        "linux"
+    }
+    fn openat(&self, dirfd: Fd, path: &[u8], flags: OpenFlags, mode: u32) -> Result<Fd> {
+        let p = cpath(path);
+        // SAFETY: valid NUL-terminated path.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_openat,
+                dirfd.0,
+                p.as_ptr(),
+                flags.bits() as libc::c_int,
+                mode,
+            )
+        };
+        sc(r).map(|fd| Fd(fd as i32))
+    }
+    fn close(&self, fd: Fd) -> Result<()> {
+        // SAFETY: closes a descriptor of this sandbox thread's private table.
+        sc(unsafe { libc::syscall(libc::SYS_close, fd.0) }).map(drop)
+    }
+    fn dup(&self, fd: Fd) -> Result<Fd> {
+        // SAFETY: descriptor-number arguments only.
+        sc(unsafe { libc::syscall(libc::SYS_dup, fd.0) }).map(|r| Fd(r as i32))
+    }
+    fn dup2(&self, old: Fd, new: Fd) -> Result<Fd> {
+        // SAFETY: descriptor-number arguments only.
+        sc(unsafe { libc::syscall(libc::SYS_dup2, old.0, new.0) }).map(|r| Fd(r as i32))
+    }
+    fn dup3(&self, old: Fd, new: Fd, flags: OpenFlags) -> Result<Fd> {
+        // SAFETY: descriptor-number arguments only.
+        sc(unsafe { libc::syscall(libc::SYS_dup3, old.0, new.0, flags.bits() as libc::c_int) })
+            .map(|r| Fd(r as i32))
+    }
+    fn fcntl(&self, fd: Fd, cmd: Fcntl) -> Result<i32> {
+        let (c, a) = fcntl_raw(cmd);
+        // SAFETY: these commands take integer arguments.
+        sc(unsafe { libc::syscall(libc::SYS_fcntl, fd.0, c, a) }).map(|r| r as i32)
+    }
+    fn close_range(&mut self, first: u32, last: u32, flags: u32) -> Result<()> {
+        // SAFETY: integer arguments; affects only this thread's table.
+        sc(unsafe { libc::syscall(libc::SYS_close_range, first, last, flags) }).map(drop)
+    }
+    fn read(&self, fd: Fd, buf: &mut [u8]) -> Result<usize> {
+        // SAFETY: `buf` is valid for `buf.len()` bytes.
+        sc(unsafe { libc::syscall(libc::SYS_read, fd.0, buf.as_mut_ptr(), buf.len()) })
+            .map(|r| r as usize)
+    }
+    fn write(&self, fd: Fd, buf: &[u8]) -> Result<usize> {
+        // SAFETY: `buf` is valid for `buf.len()` bytes.
+        sc(unsafe { libc::syscall(libc::SYS_write, fd.0, buf.as_ptr(), buf.len()) })
+            .map(|r| r as usize)
+    }
+    fn pread(&self, fd: Fd, buf: &mut [u8], off: i64) -> Result<usize> {
+        // SAFETY: `buf` is valid for `buf.len()` bytes.
+        sc(unsafe { libc::syscall(libc::SYS_pread64, fd.0, buf.as_mut_ptr(), buf.len(), off) })
+            .map(|r| r as usize)
+    }
+    fn pwrite(&self, fd: Fd, buf: &[u8], off: i64) -> Result<usize> {
+        // SAFETY: `buf` is valid for `buf.len()` bytes.
+        sc(unsafe { libc::syscall(libc::SYS_pwrite64, fd.0, buf.as_ptr(), buf.len(), off) })
+            .map(|r| r as usize)
+    }
+    fn lseek(&self, fd: Fd, off: i64, whence: i32) -> Result<i64> {
+        // SAFETY: integer arguments.
+        sc(unsafe { libc::syscall(libc::SYS_lseek, fd.0, off, whence) })
+    }
+    fn fstat(&self, fd: Fd) -> Result<Stat> {
+        // SAFETY: all-zero is a valid `stat`; the kernel fills it.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: `st` is a writable `struct stat`.
+        sc(unsafe { libc::syscall(libc::SYS_fstat, fd.0, &mut st) })?;
+        Ok(from_libc_stat(&st))
+    }
+    fn fstatat(&self, dirfd: Fd, path: &[u8], flags: AtFlags) -> Result<Stat> {
+        let p = cpath(path);
+        // SAFETY: all-zero is a valid `stat`.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: valid path and writable `stat`.
+        sc(unsafe {
+            libc::syscall(
+                libc::SYS_newfstatat,
+                dirfd.0,
+                p.as_ptr(),
+                &mut st,
+                flags.bits() as libc::c_int,
+            )
+        })?;
+        Ok(from_libc_stat(&st))
+    }
+    fn mkdirat(&self, dirfd: Fd, path: &[u8], mode: u32) -> Result<()> {
+        let p = cpath(path);
+        // SAFETY: valid path.
+        sc(unsafe { libc::syscall(libc::SYS_mkdirat, dirfd.0, p.as_ptr(), mode) }).map(drop)
+    }
+    fn unlinkat(&self, dirfd: Fd, path: &[u8], flags: AtFlags) -> Result<()> {
+        let p = cpath(path);
+        // SAFETY: valid path.
+        sc(unsafe {
+            libc::syscall(
+                libc::SYS_unlinkat,
+                dirfd.0,
+                p.as_ptr(),
+                flags.bits() as libc::c_int,
+            )
+        })
+        .map(drop)
+    }
+    fn renameat(&self, od: Fd, old: &[u8], nd: Fd, new: &[u8]) -> Result<()> {
+        let (o, n) = (cpath(old), cpath(new));
+        // SAFETY: valid paths.
+        sc(unsafe { libc::syscall(libc::SYS_renameat, od.0, o.as_ptr(), nd.0, n.as_ptr()) })
+            .map(drop)
+    }
+    fn symlinkat(&self, target: &[u8], dirfd: Fd, path: &[u8]) -> Result<()> {
+        let (t, p) = (cpath(target), cpath(path));
+        // SAFETY: valid paths.
+        sc(unsafe { libc::syscall(libc::SYS_symlinkat, t.as_ptr(), dirfd.0, p.as_ptr()) }).map(drop)
+    }
+    fn readlinkat(&self, dirfd: Fd, path: &[u8], buf: &mut [u8]) -> Result<usize> {
+        let p = cpath(path);
+        // SAFETY: valid path; `buf` valid for `buf.len()` bytes (dangling but non-null and
+        // never written when empty).
+        sc(unsafe {
+            libc::syscall(
+                libc::SYS_readlinkat,
+                dirfd.0,
+                p.as_ptr(),
+                buf.as_mut_ptr(),
+                buf.len(),
+            )
+        })
+        .map(|r| r as usize)
+    }
+    fn ftruncate(&self, fd: Fd, len: i64) -> Result<()> {
+        // SAFETY: integer arguments.
+        sc(unsafe { libc::syscall(libc::SYS_ftruncate, fd.0, len) }).map(drop)
+    }
+    fn futimens(&self, fd: Fd, times: Option<&[Timespec; 2]>) -> Result<()> {
+        let t = times.map(|t| [ts(&t[0]), ts(&t[1])]);
+        let tp = t.as_ref().map_or(std::ptr::null(), |t| t.as_ptr());
+        // SAFETY: NULL path (futimens) and NULL or two valid timespecs.
+        sc(unsafe {
+            libc::syscall(
+                libc::SYS_utimensat,
+                fd.0,
+                std::ptr::null::<libc::c_char>(),
+                tp,
+                0,
+            )
+        })
+        .map(drop)
+    }
+    fn utimensat(
+        &self,
+        dirfd: Fd,
+        path: &[u8],
+        times: Option<&[Timespec; 2]>,
+        flags: AtFlags,
+    ) -> Result<()> {
+        let p = cpath(path);
+        let t = times.map(|t| [ts(&t[0]), ts(&t[1])]);
+        let tp = t.as_ref().map_or(std::ptr::null(), |t| t.as_ptr());
+        // SAFETY: valid path and NULL or two valid timespecs.
+        sc(unsafe {
+            libc::syscall(
+                libc::SYS_utimensat,
+                dirfd.0,
+                p.as_ptr(),
+                tp,
+                flags.bits() as libc::c_int,
+            )
+        })
+        .map(drop)
+    }
+    fn getdents64(&self, fd: Fd, buf: &mut [u8]) -> Result<usize> {
+        // SAFETY: `buf` is valid for `buf.len()` bytes.
+        sc(unsafe { libc::syscall(libc::SYS_getdents64, fd.0, buf.as_mut_ptr(), buf.len()) })
+            .map(|r| r as usize)
+    }
+    fn chdir(&self, path: &[u8]) -> Result<()> {
+        let p = cpath(path);
+        // SAFETY: valid path; changes this thread's private fs context.
+        sc(unsafe { libc::syscall(libc::SYS_chdir, p.as_ptr()) }).map(drop)
+    }
+    fn fchdir(&self, fd: Fd) -> Result<()> {
+        // SAFETY: integer argument; changes this thread's private fs context.
+        sc(unsafe { libc::syscall(libc::SYS_fchdir, fd.0) }).map(drop)
+    }
+    fn getcwd(&self) -> Result<Vec<u8>> {
+        let mut buf = vec![0u8; 4096];
+        // SAFETY: `buf` is valid for its length.
+        let n = sc(unsafe { libc::syscall(libc::SYS_getcwd, buf.as_mut_ptr(), buf.len()) })?;
+        buf.truncate(n as usize - 1); // the kernel counts the NUL
+        Ok(buf)
+    }
+    fn umask(&self, mask: u32) -> u32 {
+        // SAFETY: integer argument; this thread's private fs context.
+        unsafe { libc::syscall(libc::SYS_umask, mask) as u32 }
+    }
+    fn getuid(&self) -> u32 {
+        // SAFETY: no arguments.
+        unsafe { libc::syscall(libc::SYS_getuid) as u32 }
+    }
+    fn set_cred(&mut self, uid: u32, gid: u32, groups: &[u32]) {
+        // Raw system calls: each changes only this thread's credentials. The saved uid stays
+        // 0 so the thread can become root again.
+        // SAFETY: integer arguments and a valid group array.
+        unsafe {
+            sc(libc::syscall(libc::SYS_setresuid, 0, 0, 0)).unwrap();
+            sc(libc::syscall(
+                libc::SYS_setgroups,
+                groups.len(),
+                groups.as_ptr(),
+            ))
+            .unwrap();
+            sc(libc::syscall(libc::SYS_setresgid, gid, gid, gid)).unwrap();
+            sc(libc::syscall(libc::SYS_setresuid, uid, uid, 0)).unwrap();
+        }
+    }
+    fn fork(&self, f: &mut (dyn FnMut(&mut dyn Sys) + Send)) {
+        std::thread::scope(|s| {
+            let h = s.spawn(|| {
+                unshare_like_fork();
+                f(&mut Host)
+            });
+            if let Err(p) = h.join() {
+                resume_unwind(p)
+            }
+        });
+    }
+    fn thread(&self, f: &mut (dyn FnMut(&mut dyn Sys) + Send)) {
+        std::thread::scope(|s| {
+            let h = s.spawn(|| f(&mut Host));
+            if let Err(p) = h.join() {
+                resume_unwind(p)
+            }
+        });
+    }
+}
+
+/// A host directory for one run: a fresh tmpfs mounted on a temporary directory, or the
+/// bare temporary directory if mounting fails. Unmounted (lazily) and removed on drop.
+struct Sandbox {
+    dir: tempfile::TempDir,
+    mounted: bool,
+}
+
+impl Sandbox {
+    /// `root_mode`: the tmpfs `mode=` option (the root directory's permission bits).
+    fn new(root_mode: Option<u32>) -> Sandbox {
+        let dir = tempfile::Builder::new()
+            .prefix("uvfs-posix-")
+            .tempdir()
+            .expect("tempdir");
+        let p = cpath(dir.path().as_os_str().as_encoded_bytes());
+        let data = cpath(format!("mode={:o}", root_mode.unwrap_or(0o1777)).as_bytes());
+        // SAFETY: valid NUL-terminated strings; mounting needs CAP_SYS_ADMIN, else fails.
+        let mounted = unsafe {
+            libc::mount(
+                c"uvfs-posix".as_ptr(),
+                p.as_ptr(),
+                c"tmpfs".as_ptr(),
+                0,
+                data.as_ptr().cast(),
+            ) == 0
+        };
+        assert!(
+            mounted || root_mode.is_none(),
+            "a root mode needs a tmpfs mount: {}",
+            errno()
+        );
+        if !mounted {
+            static ONCE: OnceLock<()> = OnceLock::new();
+            ONCE.get_or_init(|| {
+                eprintln!(
+                    "note: cannot mount tmpfs ({}); host side uses a plain directory",
+                    errno()
+                )
+            });
+        }
+        Sandbox { dir, mounted }
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        if self.mounted {
+            let p = cpath(self.dir.path().as_os_str().as_encoded_bytes());
+            // SAFETY: valid path.
+            unsafe { libc::umount2(p.as_ptr(), libc::MNT_DETACH) };
+        }
+    }
+}
+
+/// Whether the host side can run: root (for chroot and mount) and not disabled.
+pub fn host_available() -> bool {
+    static AVAIL: OnceLock<bool> = OnceLock::new();
+    *AVAIL.get_or_init(|| {
+        // SAFETY: no arguments.
+        let root = unsafe { libc::geteuid() } == 0;
+        let off = std::env::var_os("UVFS_NO_HOST").is_some_and(|v| v != "0");
+        if !root && !off {
+            eprintln!("note: not root: posix tests check uvfs against written expectations only");
+        }
+        root && !off
+    })
+}
+
+fn panic_msg(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "non-string panic".into())
+}
+
+/// Runs `f` on a fresh uvfs tmpfs and init task.
+pub fn on_uvfs<T>(f: &dyn Fn(&mut dyn Sys) -> T) -> T {
+    f(&mut Uvfs::new())
+}
+
+/// Runs `f` on a fresh host sandbox; `None` when the host side is unavailable.
+pub fn on_host<T: Send>(f: &(dyn Fn(&mut dyn Sys) -> T + Sync)) -> Option<T> {
+    on_host_with(None, f)
+}
+
+/// As [`on_host`] on a tmpfs whose root has permission bits `root_mode`.
+pub fn on_host_with<T: Send>(
+    root_mode: Option<u32>,
+    f: &(dyn Fn(&mut dyn Sys) -> T + Sync),
+) -> Option<T> {
+    if !host_available() {
+        return None;
+    }
+    let sb = Sandbox::new(root_mode);
+    let root = sb.dir.path().to_path_buf();
+    let r = std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .name("linux".into())
+            .spawn_scoped(s, || {
+                enter_sandbox(&root);
+                // Caught here: this thread has no stderr (descriptor 2 is closed).
+                catch_unwind(AssertUnwindSafe(|| f(&mut Host)))
+                    .map_err(|p| format!("on Linux: {}", panic_msg(&*p)))
+            })
+            .expect("spawn")
+            .join()
+            .expect("join")
+    });
+    drop(sb);
+    match r {
+        Ok(v) => Some(v),
+        Err(m) => panic!("{m}"),
+    }
+}
+
+/// Runs `f` on uvfs and on Linux and asserts the results are equal; returns uvfs's.
+#[track_caller]
+pub fn same<T, F>(f: F) -> T
+where
+    T: PartialEq + Debug + Send,
+    F: Fn(&mut dyn Sys) -> T + Sync,
+{
+    let u = on_uvfs(&f);
+    if let Some(h) = on_host(&f) {
+        assert_eq!(u, h, "uvfs (left) differs from Linux (right)");
+    }
+    u
+}
+
+/// Runs `f` on uvfs and on Linux and asserts both return `want`.
+#[track_caller]
+pub fn expect<T, F>(want: T, f: F)
+where
+    T: PartialEq + Debug + Send,
+    F: Fn(&mut dyn Sys) -> T + Sync,
+{
+    let u = on_uvfs(&f);
+    if let Some(h) = on_host(&f) {
+        assert_eq!(
+            h, want,
+            "the test's expectation (right) is not what Linux returns (left); uvfs gave {u:?}"
+        );
+    }
+    assert_eq!(u, want, "uvfs (left) differs from Linux (right)");
+}
+
+/// As [`expect`], on file systems whose root directory has permission bits `root_mode`
+/// (e.g. `0o2777` for a set-group-ID root).
+#[track_caller]
+pub fn expect_root_mode<T, F>(root_mode: u32, want: T, f: F)
+where
+    T: PartialEq + Debug + Send,
+    F: Fn(&mut dyn Sys) -> T + Sync,
+{
+    let u = f(&mut Uvfs::with_root_mode(Some(root_mode)));
+    if let Some(h) = on_host_with(Some(root_mode), &f) {
+        assert_eq!(
+            h, want,
+            "the test's expectation (right) is not what Linux returns (left); uvfs gave {u:?}"
+        );
+    }
+    assert_eq!(u, want, "uvfs (left) differs from Linux (right)");
+}
+
+/// One row of a [`table`]: a name, the expected (Linux) result, the operation.
+pub type Case<'a, T> = (&'a str, T, fn(&mut dyn Sys) -> T);
+
+/// A table of named cases, each expected to give `want` on both sides.
+#[track_caller]
+pub fn table<T>(cases: &[Case<'_, T>])
+where
+    T: PartialEq + Debug + Send + Sync + Clone,
+{
+    let mut failures = Vec::new();
+    for (name, want, f) in cases {
+        let u = on_uvfs(f);
+        let h = on_host(f);
+        if let Some(h) = &h {
+            if h != want {
+                failures.push(format!(
+                    "{name}: expectation {want:?} but Linux gives {h:?}"
+                ));
+                continue;
+            }
+        }
+        if &u != want {
+            failures.push(format!("{name}: uvfs gives {u:?}, Linux {want:?}"));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} case(s) failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// helpers over `dyn Sys`
+
+/// The comparable part of a `Stat`: no inode or device numbers, no times.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Shape {
+    pub mode: u32,
+    pub nlink: u64,
+    pub uid: u32,
+    pub gid: u32,
+    pub size: i64,
+    pub blocks: i64,
+}
+
+pub fn shape(s: Stat) -> Shape {
+    Shape {
+        mode: s.st_mode,
+        nlink: s.st_nlink,
+        uid: s.st_uid,
+        gid: s.st_gid,
+        size: s.st_size,
+        blocks: s.st_blocks,
+    }
+}
+
+/// A time in 2001, before anything a test creates.
+pub const T2001: Timespec = Timespec::new(1_000_000_000, 123_456_789);
+/// A time in 2002.
+pub const T2002: Timespec = Timespec::new(1_030_000_000, 5);
+/// A time in 2100, after anything a test creates.
+pub const T2100: Timespec = Timespec::new(4_102_444_800, 999_999_999);
+
+impl dyn Sys + '_ {
+    /// `open(path, flags, mode)`.
+    pub fn open(&self, path: &[u8], flags: OpenFlags, mode: u32) -> Result<Fd> {
+        self.openat(CWD, path, flags, mode)
+    }
+
+    /// Creates (or truncates) regular file `path` holding `data`.
+    pub fn mkfile(&self, path: &[u8], data: &[u8]) {
+        let fd = self
+            .open(path, CREAT | WO | OpenFlags::TRUNC, 0o644)
+            .unwrap_or_else(|e| panic!("{}: create {:?}: {e:?}", self.kind(), show(path)));
+        assert_eq!(self.write(fd, data).unwrap(), data.len());
+        self.close(fd).unwrap();
+    }
+
+    /// `mkdir(path, 0o755)`, panicking on failure.
+    pub fn mkdir(&self, path: &[u8]) {
+        self.mkdirat(CWD, path, 0o755)
+            .unwrap_or_else(|e| panic!("{}: mkdir {:?}: {e:?}", self.kind(), show(path)));
+    }
+
+    /// `symlink(target, path)`, panicking on failure.
+    pub fn symlink(&self, target: &[u8], path: &[u8]) {
+        self.symlinkat(target, CWD, path)
+            .unwrap_or_else(|e| panic!("{}: symlink {:?}: {e:?}", self.kind(), show(path)));
+    }
+
+    /// `stat(path)`.
+    pub fn stat(&self, path: &[u8]) -> Result<Stat> {
+        self.fstatat(CWD, path, NOAT)
+    }
+
+    /// `lstat(path)`.
+    pub fn lstat(&self, path: &[u8]) -> Result<Stat> {
+        self.fstatat(CWD, path, AtFlags::SYMLINK_NOFOLLOW)
+    }
+
+    /// The shape of `stat(path)`.
+    pub fn shape_of(&self, path: &[u8]) -> Result<Shape> {
+        self.stat(path).map(shape)
+    }
+
+    /// Whether `path` exists (without following a final symlink).
+    pub fn exists(&self, path: &[u8]) -> bool {
+        self.lstat(path).is_ok()
+    }
+
+    /// The whole contents of `path`.
+    pub fn read_file(&self, path: &[u8]) -> Result<Vec<u8>> {
+        let fd = self.open(path, RO, 0)?;
+        let out = self.read_to_end(fd);
+        self.close(fd).unwrap();
+        out
+    }
+
+    /// Reads `fd` to end of file.
+    pub fn read_to_end(&self, fd: Fd) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        let mut buf = [0u8; 1000];
+        loop {
+            let n = self.read(fd, &mut buf)?;
+            if n == 0 {
+                return Ok(out);
+            }
+            out.extend_from_slice(&buf[..n]);
+        }
+    }
+
+    /// The target of symlink `path`.
+    pub fn readlink(&self, path: &[u8]) -> Result<Vec<u8>> {
+        let mut buf = [0u8; 5000];
+        let n = self.readlinkat(CWD, path, &mut buf)?;
+        Ok(buf[..n].to_vec())
+    }
+
+    /// Names in directory `fd` from its position on (`.` and `..` included), each with its
+    /// `d_type`, read with a buffer of `bufsize` bytes.
+    pub fn list_fd(&self, fd: Fd, bufsize: usize) -> Result<Vec<(String, u8)>> {
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; bufsize];
+        loop {
+            let n = self.getdents64(fd, &mut buf)?;
+            if n == 0 {
+                return Ok(out);
+            }
+            for e in uvfs::parse_dirents(&buf[..n]) {
+                out.push((String::from_utf8(e.name).unwrap(), e.d_type));
+            }
+        }
+    }
+
+    /// Sorted names in directory `path`, without `.` and `..`.
+    pub fn ls(&self, path: &[u8]) -> Result<Vec<String>> {
+        let fd = self.open(path, RO | OpenFlags::DIRECTORY, 0)?;
+        let l = self.list_fd(fd, 4096);
+        self.close(fd).unwrap();
+        let mut v: Vec<String> = l?
+            .into_iter()
+            .map(|(n, _)| n)
+            .filter(|n| n != "." && n != "..")
+            .collect();
+        v.sort();
+        Ok(v)
+    }
+
+    /// Sets atime and mtime of `path` explicitly.
+    pub fn set_times(&self, path: &[u8], atime: Timespec, mtime: Timespec) {
+        self.utimensat(CWD, path, Some(&[atime, mtime]), NOAT)
+            .unwrap_or_else(|e| panic!("{}: utimensat {:?}: {e:?}", self.kind(), show(path)));
+    }
+}
+
+/// `Ok(v)` as a `uvfs::Result` (for expectations whose error type is otherwise unknown).
+pub fn ok<T>(v: T) -> Result<T> {
+    Ok(v)
+}
+
+/// A path for messages.
+pub fn show(p: &[u8]) -> String {
+    String::from_utf8_lossy(p).into_owned()
+}
+
+/// `n` bytes of `c` (for long names and paths).
+pub fn name(c: u8, n: usize) -> Vec<u8> {
+    vec![c; n]
+}

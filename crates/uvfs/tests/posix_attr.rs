@@ -1,0 +1,863 @@
+//! `fstat`, `fstatat`, `futimens`/`utimensat`, `ftruncate`, `umask`, `getuid`, `getpid`,
+//! asserted against Linux (see `common`). Times are compared by order relations against
+//! explicit times set in the past, never with the wall clock.
+
+mod common;
+use common::*;
+use uvfs::types::*;
+use uvfs::{AtFlags, Errno, Fd, OpenFlags, Stat, Timespec};
+
+const NOFOLLOW: AtFlags = AtFlags::SYMLINK_NOFOLLOW;
+const EMPTY: AtFlags = AtFlags::EMPTY_PATH;
+const NOW: Timespec = Timespec::UTIME_NOW;
+const OMIT: Timespec = Timespec::UTIME_OMIT;
+
+type RS = Result<Shape, Errno>;
+type R = Result<(), Errno>;
+
+/// `/d/` (with `f`), `/f` = "hello", `/l -> f`, `/ld -> d`, `/dangling -> nowhere`.
+fn tree(s: &dyn Sys) {
+    s.mkdir(b"/d");
+    s.mkfile(b"/d/f", b"");
+    s.mkfile(b"/f", b"hello");
+    s.symlink(b"f", b"/l");
+    s.symlink(b"d", b"/ld");
+    s.symlink(b"nowhere", b"/dangling");
+}
+
+const FILE: Shape = Shape {
+    mode: S_IFREG | 0o644,
+    nlink: 1,
+    uid: 0,
+    gid: 0,
+    size: 5,
+    blocks: 8,
+};
+const DIR: Shape = Shape {
+    mode: S_IFDIR | 0o755,
+    nlink: 2,
+    uid: 0,
+    gid: 0,
+    size: 60,
+    blocks: 0,
+};
+const LINK: Shape = Shape {
+    mode: S_IFLNK | 0o777,
+    nlink: 1,
+    uid: 0,
+    gid: 0,
+    size: 1,
+    blocks: 0,
+};
+const ROOT: Shape = Shape {
+    mode: S_IFDIR | 0o1777,
+    nlink: 3,
+    uid: 0,
+    gid: 0,
+    size: 40 + 5 * 20,
+    blocks: 0,
+};
+
+fn st(s: &dyn Sys, dirfd: Fd, p: &[u8], f: AtFlags) -> RS {
+    s.fstatat(dirfd, p, f).map(shape)
+}
+
+#[test]
+fn fstatat_cases() {
+    table::<RS>(&[
+        ("file", Ok(FILE), |s| {
+            tree(s);
+            st(s, CWD, b"/f", NOAT)
+        }),
+        ("dir", Ok(DIR), |s| {
+            tree(s);
+            st(s, CWD, b"/d", NOAT)
+        }),
+        ("root", Ok(ROOT), |s| {
+            tree(s);
+            st(s, CWD, b"/", NOAT)
+        }),
+        ("symlink followed", Ok(FILE), |s| {
+            tree(s);
+            st(s, CWD, b"/l", NOAT)
+        }),
+        ("symlink not followed", Ok(LINK), |s| {
+            tree(s);
+            st(s, CWD, b"/l", NOFOLLOW)
+        }),
+        ("file with AT_SYMLINK_NOFOLLOW", Ok(FILE), |s| {
+            tree(s);
+            st(s, CWD, b"/f", NOFOLLOW)
+        }),
+        (
+            "intermediate symlink followed with NOFOLLOW",
+            Ok(DIR),
+            |s| {
+                tree(s);
+                st(s, CWD, b"/ld/.", NOFOLLOW)
+            },
+        ),
+        ("trailing slash follows with NOFOLLOW", Ok(DIR), |s| {
+            tree(s);
+            st(s, CWD, b"/ld/", NOFOLLOW)
+        }),
+        (
+            "trailing slash on a symlink to a file",
+            Err(Errno::ENOTDIR),
+            |s| {
+                tree(s);
+                st(s, CWD, b"/l/", NOFOLLOW)
+            },
+        ),
+        ("dangling followed", Err(Errno::ENOENT), |s| {
+            tree(s);
+            st(s, CWD, b"/dangling", NOAT)
+        }),
+        (
+            "dangling not followed",
+            Ok(Shape { size: 7, ..LINK }),
+            |s| {
+                tree(s);
+                st(s, CWD, b"/dangling", NOFOLLOW)
+            },
+        ),
+        ("missing", Err(Errno::ENOENT), |s| st(s, CWD, b"/x", NOAT)),
+        ("file as a dir", Err(Errno::ENOTDIR), |s| {
+            tree(s);
+            st(s, CWD, b"/f/x", NOAT)
+        }),
+        ("empty path", Err(Errno::ENOENT), |s| st(s, CWD, b"", NOAT)),
+        ("empty path, AT_EMPTY_PATH, cwd", Ok(DIR), |s| {
+            tree(s);
+            s.chdir(b"/d").unwrap();
+            st(s, CWD, b"", EMPTY)
+        }),
+        ("empty path, AT_EMPTY_PATH, file fd", Ok(FILE), |s| {
+            tree(s);
+            let fd = s.open(b"/f", RO, 0).unwrap();
+            st(s, fd, b"", EMPTY)
+        }),
+        ("empty path, AT_EMPTY_PATH, write-only fd", Ok(FILE), |s| {
+            tree(s);
+            let fd = s.open(b"/f", WO, 0).unwrap();
+            st(s, fd, b"", EMPTY)
+        }),
+        (
+            "empty path, AT_EMPTY_PATH, unlinked file",
+            Ok(Shape { nlink: 0, ..FILE }),
+            |s| {
+                tree(s);
+                let fd = s.open(b"/f", RO, 0).unwrap();
+                s.unlinkat(CWD, b"/f", NOAT).unwrap();
+                st(s, fd, b"", EMPTY)
+            },
+        ),
+        (
+            "empty path, AT_EMPTY_PATH, bad fd",
+            Err(Errno::EBADF),
+            |s| st(s, Fd(5), b"", EMPTY),
+        ),
+        (
+            "empty path without AT_EMPTY_PATH, file fd",
+            Err(Errno::ENOENT),
+            |s| {
+                tree(s);
+                let fd = s.open(b"/f", RO, 0).unwrap();
+                st(s, fd, b"", NOAT)
+            },
+        ),
+        ("AT_EMPTY_PATH with a path", Ok(FILE), |s| {
+            tree(s);
+            st(s, CWD, b"/f", EMPTY)
+        }),
+        (
+            "relative to a dir fd",
+            Ok(Shape {
+                size: 0,
+                blocks: 0,
+                ..FILE
+            }),
+            |s| {
+                tree(s);
+                let d = s.open(b"/d", RO, 0).unwrap();
+                st(s, d, b"f", NOAT)
+            },
+        ),
+        ("relative to a file fd", Err(Errno::ENOTDIR), |s| {
+            tree(s);
+            let fd = s.open(b"/f", RO, 0).unwrap();
+            st(s, fd, b"x", NOAT)
+        }),
+        ("relative to a bad fd", Err(Errno::EBADF), |s| {
+            tree(s);
+            st(s, Fd(9), b"f", NOAT)
+        }),
+        ("absolute path, bad fd", Ok(FILE), |s| {
+            tree(s);
+            st(s, Fd(9), b"/f", NOAT)
+        }),
+        ("AT_NO_AUTOMOUNT is accepted", Ok(FILE), |s| {
+            tree(s);
+            st(s, CWD, b"/f", AtFlags::NO_AUTOMOUNT)
+        }),
+        ("AT_REMOVEDIR is EINVAL", Err(Errno::EINVAL), |s| {
+            tree(s);
+            st(s, CWD, b"/f", AtFlags::REMOVEDIR)
+        }),
+        ("unknown flag is EINVAL", Err(Errno::EINVAL), |s| {
+            tree(s);
+            st(s, CWD, b"/f", AtFlags::from_bits_retain(0x8000))
+        }),
+        (
+            "unknown flag is EINVAL before a bad fd",
+            Err(Errno::EINVAL),
+            |s| st(s, Fd(9), b"f", AtFlags::from_bits_retain(0x8000)),
+        ),
+        ("name of 256 bytes", Err(Errno::ENAMETOOLONG), |s| {
+            let mut p = b"/".to_vec();
+            p.extend(name(b'n', 256));
+            st(s, CWD, &p, NOAT)
+        }),
+        ("no search permission", Err(Errno::EACCES), |s| {
+            s.mkdirat(CWD, b"/p", 0o700).unwrap();
+            s.mkfile(b"/p/f", b"hello");
+            s.set_cred(1000, 1000, &[]);
+            st(s, CWD, b"/p/f", NOAT)
+        }),
+        (
+            "stat needs no read permission",
+            Ok(Shape {
+                mode: S_IFREG | 0o600,
+                ..FILE
+            }),
+            |s| {
+                s.umask(0);
+                let fd = s.open(b"/f", CREAT | WO, 0o600).unwrap();
+                s.write(fd, b"hello").unwrap();
+                s.set_cred(1000, 1000, &[]);
+                st(s, CWD, b"/f", NOAT)
+            },
+        ),
+    ]);
+}
+
+/// Bug: `fstatat` refused `AT_STATX_FORCE_SYNC` (0x2000) and `AT_STATX_DONT_SYNC`
+/// (0x4000) with EINVAL; Linux's `vfs_statx` accepts the `AT_STATX_SYNC_TYPE` bits for
+/// `newfstatat` too (they are no-ops for local file systems). Cause: the allowed-flags
+/// mask lacked them. Fix: accept `AT_STATX_SYNC_TYPE` (stat.rs, types.rs).
+#[test]
+fn regression_fstatat_accepts_statx_sync_flags() {
+    table::<RS>(&[
+        ("AT_STATX_FORCE_SYNC", Ok(FILE), |s| {
+            tree(s);
+            st(s, CWD, b"/f", AtFlags::from_bits_retain(0x2000))
+        }),
+        ("AT_STATX_DONT_SYNC", Ok(FILE), |s| {
+            tree(s);
+            st(s, CWD, b"/f", AtFlags::from_bits_retain(0x4000))
+        }),
+        ("both", Ok(FILE), |s| {
+            tree(s);
+            st(s, CWD, b"/f", AtFlags::from_bits_retain(0x6000))
+        }),
+    ]);
+}
+
+#[test]
+fn fstat_cases() {
+    table::<RS>(&[
+        ("file", Ok(FILE), |s| {
+            tree(s);
+            let fd = s.open(b"/f", RO, 0).unwrap();
+            s.fstat(fd).map(shape)
+        }),
+        ("dir", Ok(DIR), |s| {
+            tree(s);
+            let fd = s.open(b"/d", RO, 0).unwrap();
+            s.fstat(fd).map(shape)
+        }),
+        ("through a symlink", Ok(FILE), |s| {
+            tree(s);
+            let fd = s.open(b"/l", RO, 0).unwrap();
+            s.fstat(fd).map(shape)
+        }),
+        ("dup", Ok(FILE), |s| {
+            tree(s);
+            let fd = s.open(b"/f", RO, 0).unwrap();
+            let d = s.dup(fd).unwrap();
+            s.close(fd).unwrap();
+            s.fstat(d).map(shape)
+        }),
+        ("unlinked", Ok(Shape { nlink: 0, ..FILE }), |s| {
+            tree(s);
+            let fd = s.open(b"/f", RO, 0).unwrap();
+            s.unlinkat(CWD, b"/f", NOAT).unwrap();
+            s.fstat(fd).map(shape)
+        }),
+        (
+            "removed dir",
+            Ok(Shape {
+                nlink: 0,
+                size: 40,
+                ..DIR
+            }),
+            |s| {
+                s.mkdir(b"/e");
+                let fd = s.open(b"/e", RO, 0).unwrap();
+                s.unlinkat(CWD, b"/e", AtFlags::REMOVEDIR).unwrap();
+                s.fstat(fd).map(shape)
+            },
+        ),
+        ("bad fd", Err(Errno::EBADF), |s| s.fstat(Fd(3)).map(shape)),
+        ("negative fd", Err(Errno::EBADF), |s| {
+            s.fstat(Fd(-1)).map(shape)
+        }),
+        ("AT_FDCWD", Err(Errno::EBADF), |s| s.fstat(CWD).map(shape)),
+        ("closed fd", Err(Errno::EBADF), |s| {
+            tree(s);
+            let fd = s.open(b"/f", RO, 0).unwrap();
+            s.close(fd).unwrap();
+            s.fstat(fd).map(shape)
+        }),
+    ]);
+}
+
+#[test]
+fn stat_identity() {
+    // Same device everywhere; distinct inode numbers; a symlink's stat is its target's;
+    // the block size is a page; no device numbers.
+    expect((true, true, true, true, true), |s| {
+        tree(s);
+        let all: Vec<Stat> = [&b"/"[..], b"/d", b"/d/f", b"/f"]
+            .iter()
+            .map(|p| s.stat(p).unwrap())
+            .collect();
+        let link = s.lstat(b"/l").unwrap();
+        let mut inos: Vec<u64> = all.iter().map(|x| x.st_ino).collect();
+        inos.push(link.st_ino);
+        inos.sort();
+        inos.dedup();
+        (
+            all.iter().all(|x| x.st_dev == all[0].st_dev) && link.st_dev == all[0].st_dev,
+            inos.len() == 5,
+            s.stat(b"/l").unwrap().st_ino == all[3].st_ino,
+            all.iter().all(|x| x.st_blksize == 4096),
+            all.iter().all(|x| x.st_rdev == 0),
+        )
+    });
+}
+
+#[test]
+fn link_counts_and_dir_sizes() {
+    // Directory nlink = 2 + subdirectories; size = 40 + 20 per entry (tmpfs).
+    expect(vec![(3, 80), (4, 100), (3, 80), (2, 40), (2, 40)], |s| {
+        s.mkdir(b"/a");
+        s.mkdir(b"/a/b");
+        s.mkfile(b"/a/f", b"");
+        let mut v = Vec::new();
+        let mut look = |s: &dyn Sys| {
+            let x = s.stat(b"/a").unwrap();
+            v.push((x.st_nlink, x.st_size));
+        };
+        look(s);
+        s.mkdir(b"/a/c");
+        look(s);
+        s.renameat(CWD, b"/a/c", CWD, b"/c").unwrap();
+        look(s);
+        s.unlinkat(CWD, b"/a/b", AtFlags::REMOVEDIR).unwrap();
+        s.unlinkat(CWD, b"/a/f", NOAT).unwrap();
+        look(s);
+        s.symlink(b"x", b"/a/s");
+        s.unlinkat(CWD, b"/a/s", NOAT).unwrap();
+        look(s);
+        v
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// utimensat / futimens
+
+fn times(st: &Stat) -> (Timespec, Timespec) {
+    (st.st_atime, st.st_mtime)
+}
+
+#[test]
+fn utimens_explicit_now_omit() {
+    // Explicit times are stored to the nanosecond; negative seconds are fine.
+    expect(Ok((Timespec::new(-1, 5), T2002)), |s| {
+        s.mkfile(b"/f", b"");
+        s.utimensat(CWD, b"/f", Some(&[Timespec::new(-1, 5), T2002]), NOAT)?;
+        s.stat(b"/f").map(|st| times(&st))
+    });
+    // UTIME_OMIT keeps one time; UTIME_NOW sets it to now; ctime always moves.
+    expect((T2001, true, true, true, T2002), |s| {
+        s.mkfile(b"/f", b"");
+        s.set_times(b"/f", T2001, T2002);
+        let fd = s.open(b"/f", RO, 0).unwrap();
+        s.futimens(fd, Some(&[OMIT, NOW])).unwrap();
+        let a = s.fstat(fd).unwrap();
+        s.set_times(b"/f", T2001, T2002);
+        s.futimens(fd, Some(&[NOW, OMIT])).unwrap();
+        let b = s.fstat(fd).unwrap();
+        (
+            a.st_atime,
+            a.st_mtime > T2002,
+            a.st_ctime >= a.st_mtime,
+            b.st_atime > T2002,
+            b.st_mtime,
+        )
+    });
+    // `None` is "both now": atime, mtime and ctime get one timestamp.
+    expect((true, true, true), |s| {
+        s.mkfile(b"/f", b"");
+        s.set_times(b"/f", T2001, T2001);
+        s.utimensat(CWD, b"/f", None, NOAT).unwrap();
+        let x = s.stat(b"/f").unwrap();
+        (
+            x.st_atime > T2001,
+            x.st_atime == x.st_mtime,
+            x.st_ctime == x.st_mtime,
+        )
+    });
+    // Setting times moves ctime to now, ahead of the explicit times.
+    expect(true, |s| {
+        s.mkfile(b"/f", b"");
+        let fd = s.open(b"/f", RO, 0).unwrap();
+        s.futimens(fd, Some(&[T2001, T2001])).unwrap();
+        s.fstat(fd).unwrap().st_ctime > T2001
+    });
+    // UTIME_NOW / UTIME_OMIT ignore tv_sec.
+    expect(Ok(T2001), |s| {
+        s.mkfile(b"/f", b"");
+        s.set_times(b"/f", T2001, T2001);
+        let omit = Timespec::new(-77, Timespec::UTIME_OMIT_NSEC);
+        let now = Timespec::new(12345, Timespec::UTIME_NOW_NSEC);
+        s.utimensat(CWD, b"/f", Some(&[omit, now]), NOAT)?;
+        s.stat(b"/f").map(|x| x.st_atime)
+    });
+}
+
+#[test]
+fn utimens_both_omit_changes_nothing() {
+    // Not even ctime.
+    expect(true, |s| {
+        s.mkfile(b"/f", b"");
+        s.set_times(b"/f", T2001, T2001);
+        let before = s.stat(b"/f").unwrap();
+        s.utimensat(CWD, b"/f", Some(&[OMIT, OMIT]), NOAT).unwrap();
+        let fd = s.open(b"/f", RO, 0).unwrap();
+        s.futimens(fd, Some(&[OMIT, OMIT])).unwrap();
+        let after = s.stat(b"/f").unwrap();
+        before.st_ctime == after.st_ctime && times(&before) == times(&after)
+    });
+}
+
+/// Bug: `utimensat`/`futimens` with both times `UTIME_OMIT` checked the descriptor, the
+/// flags and the path; Linux's `utimensat` returns 0 before looking at any of them ("Nothing
+/// to do, we must not even check the path"). Cause: the early return sat in
+/// `utimes_inode`, after the walk. Fix: return right after validating the nanoseconds
+/// (stat.rs).
+#[test]
+fn regression_utimens_both_omit_checks_nothing() {
+    table::<R>(&[
+        ("futimens, bad fd", Ok(()), |s| {
+            s.futimens(Fd(7), Some(&[OMIT, OMIT]))
+        }),
+        ("utimensat, missing path", Ok(()), |s| {
+            s.utimensat(CWD, b"/missing", Some(&[OMIT, OMIT]), NOAT)
+        }),
+        ("utimensat, bad dirfd", Ok(()), |s| {
+            s.utimensat(Fd(7), b"x", Some(&[OMIT, OMIT]), NOAT)
+        }),
+        ("utimensat, unknown flags", Ok(()), |s| {
+            s.utimensat(CWD, b"/x", Some(&[OMIT, OMIT]), AtFlags::REMOVEDIR)
+        }),
+        ("utimensat, not the owner", Ok(()), |s| {
+            s.mkfile(b"/f", b"");
+            s.set_cred(1000, 1000, &[]);
+            s.utimensat(CWD, b"/f", Some(&[OMIT, OMIT]), NOAT)
+        }),
+        ("utimensat, empty path", Ok(()), |s| {
+            s.utimensat(CWD, b"", Some(&[OMIT, OMIT]), NOAT)
+        }),
+    ]);
+}
+
+#[test]
+fn utimens_errors() {
+    const BAD_NEG: Timespec = Timespec::new(0, -1);
+    const BAD_BIG: Timespec = Timespec::new(0, 1_000_000_000);
+    table::<R>(&[
+        ("negative nsec", Err(Errno::EINVAL), |s| {
+            tree(s);
+            s.utimensat(CWD, b"/f", Some(&[BAD_NEG, T2001]), NOAT)
+        }),
+        ("nsec of one second", Err(Errno::EINVAL), |s| {
+            tree(s);
+            s.utimensat(CWD, b"/f", Some(&[T2001, BAD_BIG]), NOAT)
+        }),
+        ("bad nsec next to UTIME_OMIT", Err(Errno::EINVAL), |s| {
+            tree(s);
+            s.utimensat(CWD, b"/f", Some(&[OMIT, BAD_BIG]), NOAT)
+        }),
+        ("futimens, bad fd", Err(Errno::EBADF), |s| {
+            s.futimens(Fd(8), None)
+        }),
+        ("futimens, negative fd", Err(Errno::EBADF), |s| {
+            s.futimens(Fd(-2), Some(&[T2001, T2001]))
+        }),
+        ("unknown flag", Err(Errno::EINVAL), |s| {
+            tree(s);
+            s.utimensat(CWD, b"/f", None, AtFlags::REMOVEDIR)
+        }),
+        ("missing", Err(Errno::ENOENT), |s| {
+            s.utimensat(CWD, b"/x", None, NOAT)
+        }),
+        ("empty path", Err(Errno::ENOENT), |s| {
+            s.utimensat(CWD, b"", None, NOAT)
+        }),
+        ("empty path with AT_EMPTY_PATH", Ok(()), |s| {
+            tree(s);
+            let fd = s.open(b"/f", RO, 0).unwrap();
+            s.utimensat(fd, b"", Some(&[T2001, T2001]), EMPTY)?;
+            assert_eq!(s.fstat(fd).unwrap().st_mtime, T2001);
+            Ok(())
+        }),
+        ("empty path with AT_EMPTY_PATH, cwd", Ok(()), |s| {
+            tree(s);
+            s.chdir(b"/d").unwrap();
+            s.utimensat(CWD, b"", Some(&[T2001, T2001]), EMPTY)?;
+            assert_eq!(s.stat(b"/d").unwrap().st_mtime, T2001);
+            Ok(())
+        }),
+        ("dangling symlink followed", Err(Errno::ENOENT), |s| {
+            tree(s);
+            s.utimensat(CWD, b"/dangling", None, NOAT)
+        }),
+        ("dangling symlink, AT_SYMLINK_NOFOLLOW", Ok(()), |s| {
+            tree(s);
+            s.utimensat(CWD, b"/dangling", None, NOFOLLOW)
+        }),
+        ("relative to a bad fd", Err(Errno::EBADF), |s| {
+            s.utimensat(Fd(5), b"f", None, NOAT)
+        }),
+        ("file as a dir", Err(Errno::ENOTDIR), |s| {
+            tree(s);
+            s.utimensat(CWD, b"/f/", None, NOAT)
+        }),
+    ]);
+}
+
+/// Bug: `utimensat`/`futimens` validated the nanoseconds before the descriptor and path,
+/// and let a non-owner with write permission pass `[UTIME_NOW, UTIME_OMIT]`. Linux (5.9+)
+/// checks `tv_nsec` in `vfs_utimes`, after the lookup, and any `times` other than "both
+/// now" is `ATTR_TIMES_SET`, which needs ownership (EPERM). Cause: the checks mirrored the
+/// older `do_utimes`. Fix: validate in `utimes_inode`, and treat everything but
+/// `None`/both-`UTIME_NOW` as explicit (stat.rs).
+#[test]
+fn regression_utimens_check_order_and_now_omit() {
+    const BAD: Timespec = Timespec::new(0, -1);
+    fn setup(s: &mut dyn Sys) {
+        s.umask(0);
+        let fd = s.open(b"/666", CREAT | WO, 0o666).unwrap();
+        s.close(fd).unwrap();
+        s.set_cred(1000, 1000, &[]);
+    }
+    table::<R>(&[
+        ("missing path before bad nsec", Err(Errno::ENOENT), |s| {
+            s.utimensat(CWD, b"/x", Some(&[BAD, T2001]), NOAT)
+        }),
+        ("bad dirfd before bad nsec", Err(Errno::EBADF), |s| {
+            s.utimensat(Fd(8), b"x", Some(&[BAD, T2001]), NOAT)
+        }),
+        ("bad flags before a missing path", Err(Errno::EINVAL), |s| {
+            s.utimensat(CWD, b"/x", None, AtFlags::REMOVEDIR)
+        }),
+        ("futimens, bad fd before bad nsec", Err(Errno::EBADF), |s| {
+            s.futimens(Fd(8), Some(&[BAD, T2001]))
+        }),
+        ("bad nsec before permissions", Err(Errno::EINVAL), |s| {
+            setup(s);
+            s.utimensat(CWD, b"/666", Some(&[BAD, T2001]), NOAT)
+        }),
+        (
+            "not owner, writable, NOW and OMIT",
+            Err(Errno::EPERM),
+            |s| {
+                setup(s);
+                s.utimensat(CWD, b"/666", Some(&[NOW, OMIT]), NOAT)
+            },
+        ),
+        (
+            "not owner, writable, OMIT and NOW",
+            Err(Errno::EPERM),
+            |s| {
+                setup(s);
+                let fd = s.open(b"/666", WO, 0).unwrap();
+                s.futimens(fd, Some(&[OMIT, NOW]))
+            },
+        ),
+        ("not owner, writable, NOW and NOW", Ok(()), |s| {
+            setup(s);
+            let fd = s.open(b"/666", WO, 0).unwrap();
+            s.futimens(fd, Some(&[NOW, NOW]))
+        }),
+    ]);
+}
+
+#[test]
+fn utimens_symlinks() {
+    // Without the flag the target changes; with it, the link itself.
+    expect((T2001, T2002, T2002, T2001), |s| {
+        tree(s);
+        s.set_times(b"/f", T2001, T2001);
+        s.utimensat(CWD, b"/l", Some(&[T2001, T2001]), NOFOLLOW)
+            .unwrap();
+        s.utimensat(CWD, b"/l", Some(&[T2002, T2002]), NOAT)
+            .unwrap();
+        let f1 = s.stat(b"/f").unwrap().st_mtime;
+        s.utimensat(CWD, b"/l", Some(&[T2002, T2002]), NOFOLLOW)
+            .unwrap();
+        s.set_times(b"/f", T2001, T2001);
+        (
+            s.lstat(b"/f").unwrap().st_mtime,
+            f1,
+            s.lstat(b"/l").unwrap().st_mtime,
+            s.stat(b"/l").unwrap().st_mtime,
+        )
+    });
+}
+
+#[test]
+fn utimens_permissions() {
+    fn setup(s: &mut dyn Sys) {
+        s.umask(0);
+        for (p, m) in [(&b"/666"[..], 0o666), (b"/644", 0o644)] {
+            let fd = s.open(p, CREAT | WO, m).unwrap();
+            s.close(fd).unwrap();
+        }
+        s.mkdirat(CWD, b"/w", 0o777).unwrap();
+        s.set_cred(1000, 1000, &[]);
+        s.mkfile(b"/w/mine", b"");
+    }
+    table::<R>(&[
+        ("not owner, writable, now", Ok(()), |s| {
+            setup(s);
+            s.utimensat(CWD, b"/666", None, NOAT)
+        }),
+        ("not owner, writable, UTIME_NOW pair", Ok(()), |s| {
+            setup(s);
+            s.utimensat(CWD, b"/666", Some(&[NOW, NOW]), NOAT)
+        }),
+        ("not owner, writable, explicit", Err(Errno::EPERM), |s| {
+            setup(s);
+            s.utimensat(CWD, b"/666", Some(&[T2001, T2001]), NOAT)
+        }),
+        (
+            "not owner, writable, explicit and OMIT",
+            Err(Errno::EPERM),
+            |s| {
+                setup(s);
+                s.utimensat(CWD, b"/666", Some(&[OMIT, T2001]), NOAT)
+            },
+        ),
+        ("not owner, read-only, now", Err(Errno::EACCES), |s| {
+            setup(s);
+            s.utimensat(CWD, b"/644", None, NOAT)
+        }),
+        ("not owner, read-only, explicit", Err(Errno::EPERM), |s| {
+            setup(s);
+            s.utimensat(CWD, b"/644", Some(&[T2001, T2001]), NOAT)
+        }),
+        ("not owner, read-only fd, now", Err(Errno::EACCES), |s| {
+            setup(s);
+            let fd = s.open(b"/644", RO, 0).unwrap();
+            s.futimens(fd, None)
+        }),
+        ("not owner, write fd on a writable file, now", Ok(()), |s| {
+            setup(s);
+            let fd = s.open(b"/666", WO, 0).unwrap();
+            s.futimens(fd, None)
+        }),
+        ("owner, explicit", Ok(()), |s| {
+            setup(s);
+            s.utimensat(CWD, b"/w/mine", Some(&[T2001, T2001]), NOAT)
+        }),
+        ("root, explicit on another's file", Ok(()), |s| {
+            setup(s);
+            s.set_cred(0, 0, &[]);
+            s.utimensat(CWD, b"/w/mine", Some(&[T2001, T2001]), NOAT)
+        }),
+    ]);
+}
+
+// ---------------------------------------------------------------------------------------
+// ftruncate
+
+#[test]
+fn ftruncate_cases() {
+    type RT = Result<(i64, i64, Vec<u8>), Errno>;
+    fn tr(s: &dyn Sys, flags: OpenFlags, len: i64) -> RT {
+        s.mkfile(b"/f", b"hello world");
+        let fd = s.open(b"/f", flags, 0)?;
+        s.ftruncate(fd, len)?;
+        let st = s.fstat(fd)?;
+        Ok((st.st_size, st.st_blocks, s.read_file(b"/f")?))
+    }
+    table::<RT>(&[
+        ("shrink", Ok((5, 8, b"hello".to_vec())), |s| tr(s, WO, 5)),
+        ("to zero", Ok((0, 0, vec![])), |s| tr(s, WO, 0)),
+        ("same size", Ok((11, 8, b"hello world".to_vec())), |s| {
+            tr(s, WO, 11)
+        }),
+        (
+            "grow with zeros",
+            Ok((13, 8, b"hello world\0\0".to_vec())),
+            |s| tr(s, RW, 13),
+        ),
+        (
+            "grow far: a hole, no blocks",
+            Ok((1 << 20, 8, {
+                let mut v = b"hello world".to_vec();
+                v.resize(1 << 20, 0);
+                v
+            })),
+            |s| tr(s, RW, 1 << 20),
+        ),
+        ("O_APPEND fd", Ok((3, 8, b"hel".to_vec())), |s| {
+            tr(s, WO | OpenFlags::APPEND, 3)
+        }),
+        ("read-only fd", Err(Errno::EINVAL), |s| tr(s, RO, 3)),
+        ("access mode 3", Err(Errno::EINVAL), |s| {
+            tr(s, OpenFlags::ACCMODE, 3)
+        }),
+        ("negative", Err(Errno::EINVAL), |s| tr(s, WO, -1)),
+        ("directory", Err(Errno::EINVAL), |s| {
+            s.mkdir(b"/d");
+            let fd = s.open(b"/d", RO, 0)?;
+            s.ftruncate(fd, 0)?;
+            Ok((0, 0, vec![]))
+        }),
+        ("bad fd", Err(Errno::EBADF), |s| {
+            s.ftruncate(Fd(6), 0)?;
+            Ok((0, 0, vec![]))
+        }),
+        ("negative length, bad fd", Err(Errno::EINVAL), |s| {
+            s.ftruncate(Fd(6), -1)?;
+            Ok((0, 0, vec![]))
+        }),
+    ]);
+    // Shrinking then growing reads zeros where the data was, in the partial page too.
+    expect(Ok(b"hel\0\0\0\0\0".to_vec()), |s| {
+        s.mkfile(b"/f", b"hello wo");
+        let fd = s.open(b"/f", RW, 0).unwrap();
+        s.ftruncate(fd, 3).unwrap();
+        s.ftruncate(fd, 8).unwrap();
+        s.read_file(b"/f")
+    });
+    // The size limit: i64::MAX is allowed on tmpfs.
+    expect(Ok(i64::MAX), |s| {
+        let fd = s.open(b"/f", CREAT | RW, 0o644).unwrap();
+        s.ftruncate(fd, i64::MAX)?;
+        s.fstat(fd).map(|x| x.st_size)
+    });
+    // The position is left alone.
+    expect(Ok(11), |s| {
+        s.mkfile(b"/f", b"hello world");
+        let fd = s.open(b"/f", RW, 0).unwrap();
+        s.lseek(fd, 0, SEEK_END).unwrap();
+        s.ftruncate(fd, 2).unwrap();
+        s.lseek(fd, 0, SEEK_CUR)
+    });
+}
+
+#[test]
+fn ftruncate_times() {
+    // mtime and ctime move on a size change and (ftruncate always passes ATTR_MTIME |
+    // ATTR_CTIME) on the same size too; atime stays.
+    expect(((true, true), (true, true)), |s| {
+        let run = |len: i64| {
+            s.mkfile(b"/f", b"hello");
+            s.set_times(b"/f", T2001, T2001);
+            let fd = s.open(b"/f", WO, 0).unwrap();
+            s.ftruncate(fd, len).unwrap();
+            let x = s.fstat(fd).unwrap();
+            s.close(fd).unwrap();
+            (x.st_mtime > T2001, x.st_atime == T2001)
+        };
+        (run(2), run(5))
+    });
+}
+
+#[test]
+fn ftruncate_by_non_root_clears_setuid() {
+    expect((0o100777, 0o106777), |s| {
+        s.umask(0);
+        for p in [&b"/a"[..], b"/b"] {
+            let fd = s.open(p, CREAT | WO, 0o6777).unwrap();
+            s.close(fd).unwrap();
+        }
+        let fd = s.open(b"/b", WO, 0).unwrap();
+        s.ftruncate(fd, 1).unwrap();
+        s.set_cred(1000, 1000, &[]);
+        let fd = s.open(b"/a", WO, 0).unwrap();
+        s.ftruncate(fd, 1).unwrap();
+        (
+            s.stat(b"/a").unwrap().st_mode,
+            s.stat(b"/b").unwrap().st_mode,
+        )
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// umask, getuid, getpid
+
+#[test]
+fn umask_calls() {
+    // umask returns the previous mask; only the permission bits are kept.
+    expect((0o022, 0o077, 0o777, 0o000, 0o7), |s| {
+        let a = s.umask(0o077);
+        let b = s.umask(0o7777);
+        let c = s.umask(0);
+        let d = s.umask(0o7);
+        (a, b, c, d, s.umask(0o022))
+    });
+    // It applies to open(O_CREAT) and mkdir, not to symlinks.
+    expect((0o100600, 0o40700, 0o120777), |s| {
+        s.umask(0o077);
+        let fd = s.open(b"/f", CREAT | WO, 0o666).unwrap();
+        s.mkdirat(CWD, b"/d", 0o777).unwrap();
+        s.symlink(b"f", b"/l");
+        (
+            s.fstat(fd).unwrap().st_mode,
+            s.stat(b"/d").unwrap().st_mode,
+            s.lstat(b"/l").unwrap().st_mode,
+        )
+    });
+}
+
+#[test]
+fn getuid_follows_credentials() {
+    expect((0, 1000, 0), |s| {
+        let a = s.getuid();
+        s.set_cred(1000, 1000, &[]);
+        let b = s.getuid();
+        s.set_cred(0, 0, &[]);
+        (a, b, s.getuid())
+    });
+}
+
+#[test]
+fn getpid_of_forks_and_threads() {
+    // uvfs only: pids are uvfs's own. A thread shares its process's pid; a fork gets a
+    // new, unique one.
+    let u = Uvfs::new();
+    let t = &u.task;
+    assert_eq!(t.getpid(), 1);
+    assert_eq!(t.clone_thread().getpid(), 1);
+    let a = t.fork();
+    let b = t.fork();
+    assert!(a.getpid() > 1 && b.getpid() > 1 && a.getpid() != b.getpid());
+    assert_eq!(a.clone_thread().getpid(), a.getpid());
+    assert_eq!(a.getuid(), 0);
+}
