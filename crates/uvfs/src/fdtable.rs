@@ -17,8 +17,18 @@
 //!   Close-on-exec bits are written only when they change.
 //! - Growth copies the slots into a bigger array and publishes it; readers of the old array
 //!   see stale slots only until their re-check of the array pointer.
+//! - References are per table, not per slot (a sloppy counter, after Boyd-Wickizer et al.,
+//!   OSDI 2010, and Refcache): a table that names a file in any number of slots holds ONE
+//!   reference on its `FileRef`, and counts its slots per file privately, under `file_lock`.
+//!   `dup`, `F_DUPFD`, `dup2` and `close` of a file the table keeps naming write only the
+//!   table's own lines, so `close(dup(0))` in forked tasks sharing one `File` (UnixBench's
+//!   syscall loop) writes no shared cache line; Linux bumps `f_count` there. Only the first
+//!   slot of a file in a table takes a reference and only the last one drops it.
 //!
-//! # Races `fget` survives (each re-check exists for one of them)
+//! # Races `fget` survives
+//! The re-checks make `fget` linearizable with `close`/`dup2` (it never returns a file the
+//! descriptor stopped naming before the get); memory safety rests on the epoch pin and on a
+//! released count never coming back.
 //! 1. `close(fd)` between the slot load and the get: the get fails if the close released the
 //!    last reference (dead zone); otherwise the slot re-check sees NULL and puts back.
 //! 2. `close(fd)` then `open` reusing the fd (or `dup2` onto it): the re-check sees another
@@ -36,7 +46,10 @@ use crate::sync::padded::CacheLine;
 use crate::sync::rcu::RcuRef;
 use crate::sync::{fence, lock, AtomicPtr, Mutex, MutexGuard, Ordering};
 use crate::{Errno, Result};
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
 use std::fmt;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Deref;
 use std::ptr;
 
@@ -60,8 +73,30 @@ impl Fdt {
     }
 }
 
+/// Hashes a `File` address (`usize`): they are unique and 64-byte aligned, so a multiply
+/// spreads them well; no SipHash on the `dup`/`close` path.
+#[derive(Default)]
+struct PtrHasher(u64);
+
+impl Hasher for PtrHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ b as u64).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.0 = ((n as u64) >> 6).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
 /// Allocation state. Protected by `FdTable::file_lock`.
 struct FdAlloc {
+    /// Per file named by a slot of this table: how many slots name it. The table holds one
+    /// `FileRef` reference per key (INVARIANT), whatever the count.
+    files: HashMap<usize, u32, BuildHasherDefault<PtrHasher>>,
     /// Lowest fd that may be free (`next_fd`).
     next_fd: u32,
     /// One bit per fd: allocated (installed or reserved).
@@ -99,12 +134,49 @@ impl FdAlloc {
     fn new(max_fds: u32) -> FdAlloc {
         let words = (max_fds / 64) as usize;
         FdAlloc {
+            files: HashMap::default(),
             next_fd: 0,
             open_fds: vec![0; words],
             full_fds_bits: vec![0; words.div_ceil(64)],
             close_on_exec: vec![0; words],
             max_fds,
             rlimit: RLIMIT_NOFILE_DEFAULT,
+        }
+    }
+
+    /// One more slot names `p`. Returns `true` when the table did not name `p` yet: the
+    /// caller's reference on `p` becomes the table's; otherwise the caller keeps (and must
+    /// drop) its own.
+    fn slot_get(&mut self, p: *mut File) -> bool {
+        match self.files.entry(p as usize) {
+            Entry::Occupied(mut e) => {
+                *e.get_mut() += 1;
+                false
+            }
+            Entry::Vacant(v) => {
+                v.insert(1);
+                true
+            }
+        }
+    }
+
+    /// One slot fewer names `p`. Returns `true` when it was the last one: the caller now owns
+    /// the table's reference on `p` and must drop it (after releasing `file_lock`).
+    fn slot_put(&mut self, p: *mut File) -> bool {
+        match self.files.entry(p as usize) {
+            Entry::Occupied(mut e) => {
+                if *e.get() > 1 {
+                    *e.get_mut() -= 1;
+                    false
+                } else {
+                    e.remove();
+                    true
+                }
+            }
+            Entry::Vacant(_) => {
+                debug_assert!(false, "slot_put of a file the table does not name");
+                false
+            }
         }
     }
 
@@ -413,9 +485,23 @@ impl FdTable {
 
     /// `fd_install`: publishes `file` at descriptor `fd`, reserved by `alloc_fd`.
     pub fn fd_install(&self, fd: u32, file: FileHandle) {
-        let _a = self.alloc_locked();
-        let old = self.slot_store_locked(fd, RcuRef::into_raw(file));
+        let mut a = self.alloc_locked();
+        let extra = Self::adopt_locked(&mut a, file);
+        let old = self.slot_store_locked(fd, extra.0);
         debug_assert!(old.is_null(), "fd_install over an installed slot");
+        drop(a);
+        drop(extra.1);
+    }
+
+    /// Counts a new slot for `file`: returns its pointer, and the caller's reference when the
+    /// table already holds one (to be dropped after `file_lock` is released).
+    fn adopt_locked(a: &mut FdAlloc, file: FileHandle) -> (*mut File, Option<FileHandle>) {
+        let p = RcuRef::as_ptr(&file);
+        if a.slot_get(p) {
+            (RcuRef::into_raw(file), None)
+        } else {
+            (p, Some(file))
+        }
     }
 
     /// Allocates the lowest descriptor `>= start` and installs `file` there in one step
@@ -426,8 +512,44 @@ impl FdTable {
     pub fn install(&self, file: FileHandle, start: u32, cloexec: bool) -> Result<u32> {
         let mut a = self.alloc_locked();
         let fd = self.alloc_fd_locked(&mut a, start, cloexec)?;
-        self.slot_store_locked(fd, RcuRef::into_raw(file));
+        let (p, extra) = Self::adopt_locked(&mut a, file);
+        self.slot_store_locked(fd, p);
+        drop(a);
+        drop(extra);
         Ok(fd)
+    }
+
+    /// `dup`/`F_DUPFD`: the lowest free descriptor `>= start`, naming the file at `oldfd`.
+    /// Takes no reference on the file (the table already holds one): writes only this
+    /// table's lines.
+    ///
+    /// # Errors
+    /// `EBADF` if `oldfd` is not open; `EMFILE` if no descriptor is free below the limit.
+    pub fn dup_from(&self, oldfd: i32, start: u32, cloexec: bool) -> Result<u32> {
+        let mut a = self.alloc_locked();
+        let old = u32::try_from(oldfd).map_err(|_| Errno::EBADF)?;
+        let p = self.slot_load_locked(&a, old);
+        if p.is_null() {
+            return Err(Errno::EBADF);
+        }
+        let fd = self.alloc_fd_locked(&mut a, start, cloexec)?;
+        let first = a.slot_get(p);
+        debug_assert!(!first, "an installed file is already counted");
+        self.slot_store_locked(fd, p);
+        Ok(fd)
+    }
+
+    /// The file in slot `fd`, NULL if none or out of range. Context: caller holds `file_lock`.
+    fn slot_load_locked(&self, a: &FdAlloc, fd: u32) -> *mut File {
+        if fd >= a.max_fds {
+            return ptr::null_mut();
+        }
+        // SAFETY: we hold `file_lock`: the array is stable.
+        let guard = unsafe { epoch::unprotected() };
+        // SAFETY: we hold `file_lock` while `fdt` is used.
+        let fdt = unsafe { self.fdt(guard) };
+        // Relaxed: under the lock, the only writer.
+        fdt.fd[fd as usize].load(Ordering::Relaxed)
     }
 
     /// `close(fd)`: removes the descriptor and drops its reference (`file_close_fd` +
@@ -457,9 +579,13 @@ impl FdTable {
             a.clear_open(fd);
             a.set_cloexec(fd, false);
             a.next_fd = a.next_fd.min(fd);
+            if !a.slot_put(p) {
+                // Other slots still name the file: no shared write at all.
+                return Ok(());
+            }
             p
         };
-        // SAFETY: the slot owned one reference, now ours.
+        // SAFETY: that was the table's last slot naming the file: its reference is ours.
         RcuRef::put_close(unsafe { RcuRef::from_raw(file) });
         Ok(())
     }
@@ -499,15 +625,19 @@ impl FdTable {
             if cur.is_null() && a.is_open(new) {
                 return Err(Errno::EBUSY);
             }
-            // SAFETY: `file` is installed, so its slot holds a reference: alive.
-            unsafe { &*file }.f_ref.inc();
+            // `file` is installed: the table already holds its reference.
+            a.slot_get(file);
             let prev = self.slot_store_locked(new, file);
             a.set_open(new);
             a.set_cloexec(new, cloexec);
-            prev
+            if !prev.is_null() && a.slot_put(prev) {
+                prev
+            } else {
+                ptr::null_mut()
+            }
         };
         if !tofree.is_null() {
-            // SAFETY: the slot owned one reference, now ours.
+            // SAFETY: that was the table's last slot naming it: its reference is ours.
             RcuRef::put_close(unsafe { RcuRef::from_raw(tofree) });
         }
         Ok(newfd)
@@ -579,8 +709,10 @@ impl FdTable {
                 a.clear_open(fd);
                 a.set_cloexec(fd, false);
                 a.next_fd = a.next_fd.min(fd);
-                // SAFETY: the slot owned one reference, now ours.
-                out.push(unsafe { RcuRef::from_raw(p) });
+                if a.slot_put(p) {
+                    // SAFETY: the table's last slot naming it: its reference is ours.
+                    out.push(unsafe { RcuRef::from_raw(p) });
+                }
             }
             fd += 1;
         }
@@ -617,13 +749,18 @@ impl FdTable {
     }
 
     /// `dup_fd`: a copy of this table for `fork` (or `CLOSE_RANGE_UNSHARE`): the same files,
-    /// one more reference each, the same close-on-exec bits and limit. Descriptors reserved
+    /// one more reference each (one per file, not per slot), the same close-on-exec bits and limit. Descriptors reserved
     /// by an `open` in progress are not copied.
     pub fn dup_fd(&self) -> FdTable {
         let a = self.alloc_locked();
         let mut na = FdAlloc::new(a.max_fds);
         na.rlimit = a.rlimit;
         na.close_on_exec.clone_from(&a.close_on_exec);
+        na.files.clone_from(&a.files);
+        for &p in a.files.keys() {
+            // SAFETY: a key of `files` is a file this table holds a reference on: alive.
+            unsafe { &*(p as *const File) }.f_ref.inc();
+        }
         let new = Box::new(Fdt::with_capacity(a.max_fds));
         // SAFETY: we hold `file_lock`: the array is stable.
         let guard = unsafe { epoch::unprotected() };
@@ -633,8 +770,6 @@ impl FdTable {
             // Relaxed: under the lock.
             let p = o.load(Ordering::Relaxed);
             if !p.is_null() {
-                // SAFETY: installed: the slot holds a reference, so the file is alive.
-                unsafe { &*p }.f_ref.inc();
                 // Relaxed: the new table is not shared yet; moving it to another thread
                 // (spawn, channel) publishes it.
                 s.store(p, Ordering::Relaxed);
@@ -689,18 +824,19 @@ fn find_next_set(map: &[u64], size: u32, start: u32) -> u32 {
 
 impl Drop for FdTable {
     fn drop(&mut self) {
-        // SAFETY: `&mut self`: no reader can hold this table any more; every slot that is
-        // non-null owns one reference.
-        // The array came from `Box::into_raw` (`new`/`dup_fd`/`expand_locked`).
+        // SAFETY: `&mut self`: no reader can hold this table any more. The array came from
+        // `Box::into_raw` (`new`/`dup_fd`/`expand_locked`); the table holds one reference per
+        // key of `files` (FdAlloc INVARIANT).
         unsafe {
             // Relaxed: exclusive access.
-            let fdt = Box::from_raw(self.fdt.load(Ordering::Relaxed));
-            for s in fdt.fd.iter() {
-                // Relaxed: exclusive access.
-                let p = s.load(Ordering::Relaxed);
-                if !p.is_null() {
-                    drop(RcuRef::from_raw(p));
-                }
+            drop(Box::from_raw(self.fdt.load(Ordering::Relaxed)));
+            let a = self.file_lock.get_mut();
+            let a = match a {
+                Ok(a) => a,
+                Err(p) => p.into_inner(),
+            };
+            for (&p, _) in a.files.iter() {
+                drop(RcuRef::from_raw(p as *mut File));
             }
         }
     }

@@ -60,8 +60,8 @@ pub(crate) struct FileHot {
 /// An open file description.
 ///
 /// # Refcounting
-/// Counted by `f_ref` ([`FileRef`]); handles are [`FileHandle`]s. Each fd-table slot holds
-/// one reference. The last put drops the inode and path references at once (Linux `__fput`)
+/// Counted by `f_ref` ([`FileRef`]); handles are [`FileHandle`]s. Each fd table that names
+/// the file holds one reference, however many of its descriptors name it (fdtable.rs). The last put drops the inode and path references at once (Linux `__fput`)
 /// and frees the memory after an epoch grace period, because `fget` may still be reading
 /// `f_ref` of a file that a concurrent `close` released.
 #[repr(C)]
@@ -154,7 +154,8 @@ impl File {
         &self.hot.f_path
     }
 
-    /// Number of references (descriptors + handles); a snapshot (`file_count`).
+    /// Number of references: one per fd table naming the file, plus handles; a snapshot
+    /// (Linux's `file_count` counts descriptors instead).
     pub fn count(&self) -> u64 {
         self.f_ref.read()
     }

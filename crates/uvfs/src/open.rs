@@ -317,8 +317,7 @@ impl Task {
     /// # Errors
     /// `EBADF` if `fd` is not open; `EMFILE` if no descriptor is free below the limit.
     pub fn dup(&self, fd: Fd) -> Result<Fd> {
-        let file = self.files.fget(fd.0)?;
-        self.files.install(file, 0, false).map(|fd| Fd(fd as i32))
+        self.files.dup_from(fd.0, 0, false).map(|fd| Fd(fd as i32))
     }
 
     /// `dup2(2)`: makes `newfd` refer to `oldfd`'s open file, closing `newfd` first;
@@ -361,13 +360,14 @@ impl Task {
     pub fn fcntl(&self, fd: Fd, cmd: Fcntl) -> Result<i32> {
         match cmd {
             Fcntl::DupFd(min) | Fcntl::DupFdCloexec(min) => {
-                let file = self.files.fget(fd.0)?;
+                // EBADF before EINVAL, as Linux (`fdget_raw` before `f_dupfd`).
+                drop(self.fdget(fd)?);
                 let min = u32::try_from(min).map_err(|_| Errno::EINVAL)?;
                 if min >= self.files.rlimit() {
                     return Err(Errno::EINVAL);
                 }
                 let cloexec = matches!(cmd, Fcntl::DupFdCloexec(_));
-                self.files.install(file, min, cloexec).map(|n| n as i32)
+                self.files.dup_from(fd.0, min, cloexec).map(|n| n as i32)
             }
             Fcntl::GetFd => Ok(if self.files.get_cloexec(fd.0)? {
                 FD_CLOEXEC

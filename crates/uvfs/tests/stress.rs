@@ -220,7 +220,8 @@ fn fd_table_storm() {
         },
     );
 
-    // Exact counts: each File's references are the fds naming it plus our one handle.
+    // Exact counts: a table holds one reference per file it names (however many fds name
+    // it: fdtable.rs, per-table references), plus our one handle.
     let mut by_file: HashMap<usize, (FileHandle, u64)> = HashMap::new();
     for fd in 0..1024 {
         if let Ok(h) = t.files().fget(fd) {
@@ -233,7 +234,8 @@ fn fd_table_storm() {
     );
     let mut per_inode = [0, 0];
     for (h, fds) in by_file.values() {
-        assert_eq!(h.count(), fds + 1, "references != descriptors + handles");
+        assert!(*fds >= 1);
+        assert_eq!(h.count(), 2, "references != one for the table + one handle");
         let k = inodes
             .iter()
             .position(|i| Arc::ptr_eq(i, h.inode()))
