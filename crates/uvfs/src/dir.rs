@@ -100,6 +100,17 @@ impl Dir {
         }
     }
 
+    /// The number of entries (without `.` and `..`).
+    ///
+    /// Exact whenever no writer is inside a change: every writer holds `inner`, and the
+    /// skip list counts an entry in (out) within the `insert` (`remove`) call that links
+    /// (unlinks) it; a replacing insert counts the old node out and the new one in. A reader
+    /// racing a writer sees the count before or after that change (one atomic word, which
+    /// the skip list writes anyway, so deriving the size from it adds no write).
+    pub(crate) fn len(&self) -> usize {
+        self.children.len()
+    }
+
     /// Locks the writer side.
     pub(crate) fn lock(&self) -> DirLocked<'_> {
         let inner = self.inner.lock();

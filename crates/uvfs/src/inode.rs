@@ -2,14 +2,42 @@
 //!
 //! Linux analogue: `struct inode` (include/linux/fs.h), `mm/shmem.c` (tmpfs inodes,
 //! `BOGO_DIRENT_SIZE`), `fs/inode.c` (`touch_atime`, `relatime_need_update`,
-//! `file_update_time`).
+//! `file_update_time`, `current_time`, `inode_set_ctime_current`), fs/stat.c
+//! (`fill_mg_cmtime`), kernel/time/timekeeping.c (`ktime_get_coarse_real_ts64_mg`,
+//! `ktime_get_real_ts64_mg`), Documentation/filesystems/multigrain-ts.rst.
+//!
+//! # Timestamps (multigrain, as tmpfs since Linux 6.13)
+//! Changes are stamped with the coarse realtime clock (one clock tick, a few milliseconds),
+//! read once per syscall ([`coarse_now`]). A change in the same tick as the last one then
+//! stores the value already there, so it writes nothing: no lock, no seqcount, no store
+//! (test before set, lesson 3); the directory of a file created and unlinked by many
+//! threads is only read. That alone would hide changes from anyone comparing timestamps, so,
+//! as Linux, a `stat` marks the ctime "queried" (`I_CTIME_QUERIED`, bit 31 of the ctime's
+//! nanoseconds word; set only if clear), and the next change of a queried inode whose coarse
+//! time would not move the ctime takes a fine-grained time instead ([`Inode::stat`],
+//! `next_ctime`), which also clears the mark. Fine-grained times raise a global floor that
+//! later coarse times never go below (`MG_FLOOR`), so a file changed after another never
+//! shows an earlier time. Timestamps never go backwards except when the realtime clock is
+//! stepped back by a second or more (then the new clock is taken, as Linux does).
+//!
+//! The queried mark and the ctime are one word, as in Linux, but uvfs writers are serialised
+//! by `attr_lock` and publish through the times' seqcount, so a change stores the new ctime
+//! plainly instead of Linux's `cmpxchg` loop: a concurrent `stat` either marks the old value
+//! (which the store then overwrites together with its mark: the new value is unseen) or
+//! reads inside the writer's section and retries (its `fetch_or` is a read of the section).
+//! The one race left is Linux's own: a change that found the mark clear and its coarse time
+//! equal to the stored one skips, while a `stat` racing with it marks and returns that
+//! same value; both calls overlap, so neither order is promised (multigrain-ts.rst,
+//! "Inode Timestamp Ordering").
 //!
 //! # Invariants and locks
 //! - `i_ino`, `i_dev` and the file type bits of `i_mode`: immutable after creation.
 //! - Attributes (`i_mode` permission bits, `i_uid`, `i_gid`, `i_nlink`, times): atomics, read
 //!   without locks (as `generic_fillattr` does); written under `attr_lock` (Linux: `i_rwsem`).
-//!   The times are read through a `SeqCount` so a reader never sees a torn timestamp.
+//!   The times are read through a `SeqCount` so a reader never sees a torn timestamp. The
+//!   one write without `attr_lock` is `stat` setting `I_CTIME_QUERIED` (a `fetch_or`).
 //! - `i_size`, `i_blocks`: atomics, written only under the regular file's data write lock.
+//!   A directory's size is not stored: `size` derives it from the entry count (dir.rs).
 //! - Directory contents: see `Dir` (dir.rs).
 //!
 //! Lock order: `SuperBlock::s_rename_lock` -> `DirInner` (ancestor first, else by address)
@@ -17,7 +45,8 @@
 
 use crate::cred::Cred;
 use crate::dir::Dir;
-use crate::sync::plain::{AtomicU32, AtomicU64, Mutex, Ordering};
+use crate::sync::padded::CacheLine;
+use crate::sync::plain::{AtomicU32, AtomicU64, Mutex, MutexGuard, Ordering};
 use crate::sync::seqcount::SeqCount;
 use crate::sync::{plock, read, write, RwLock};
 use crate::types::*;
@@ -33,6 +62,150 @@ pub const BOGO_DIRENT_SIZE: u64 = 20;
 pub const MAX_LFS_FILESIZE: i64 = i64::MAX;
 /// Maximum number of hard links to one inode (tmpfs: `~0U`).
 pub const LINK_MAX: u32 = u32::MAX;
+
+/// `I_CTIME_QUERIED`: set in the ctime's nanoseconds word by `stat` (nanoseconds need 30
+/// bits), cleared by the next change of the ctime.
+const I_CTIME_QUERIED: u32 = 1 << 31;
+
+const NSEC_PER_SEC: u64 = 1_000_000_000;
+
+/// How far a time may trail the current ctime (or the floor) and still be taken for the
+/// same moment seen through a coarser clock; a larger gap means the realtime clock was
+/// stepped back. Linux keeps its floor in monotonic time so that a step moves it along; a
+/// process cannot read the realtime-minus-monotonic offset atomically, so uvfs bounds the
+/// lead instead: the coarse clock trails the fine one by at most a tick (at most 10 ms), and
+/// after a step back of less than this, times stay at the floor until the clock catches up.
+const MAX_LEAD_NS: u64 = NSEC_PER_SEC;
+
+/// Linux `mg_floor`: the latest fine-grained timestamp handed out, in nanoseconds since the
+/// epoch. Atomic; read by every [`coarse_now`], written (compare-and-swap) only by
+/// `fine_now`, that is only by a change to a queried inode, so it stays a read-mostly line;
+/// on a line of its own so that no hot static shares it.
+static MG_FLOOR: CacheLine<AtomicU64> = CacheLine(AtomicU64::new(0));
+
+fn clock(id: rustix::time::ClockId) -> Timespec {
+    let t = rustix::time::clock_gettime(id);
+    Timespec::new(t.tv_sec, t.tv_nsec as i64)
+}
+
+/// Nanoseconds since the epoch (times before 1970 count as the epoch: only the clock's
+/// values, never user-set times, go through here).
+fn ts_to_ns(t: Timespec) -> u64 {
+    if t.tv_sec < 0 {
+        0
+    } else {
+        t.tv_sec as u64 * NSEC_PER_SEC + t.tv_nsec as u64
+    }
+}
+
+fn ns_to_ts(ns: u64) -> Timespec {
+    Timespec::new((ns / NSEC_PER_SEC) as i64, (ns % NSEC_PER_SEC) as i64)
+}
+
+/// The next nanosecond after `t`.
+fn ts_next(t: Timespec) -> Timespec {
+    if t.tv_nsec >= NSEC_PER_SEC as i64 - 1 {
+        Timespec::new(t.tv_sec + 1, 0)
+    } else {
+        Timespec::new(t.tv_sec, t.tv_nsec + 1)
+    }
+}
+
+/// Whether `t`, earlier than `cur`, is so much earlier that the clock must have been
+/// stepped back (more than `MAX_LEAD_NS`), rather than read a little before `cur` was.
+fn stepped_back(cur: Timespec, t: Timespec) -> bool {
+    t < cur && ts_to_ns(cur).saturating_sub(ts_to_ns(t)) >= MAX_LEAD_NS
+}
+
+/// The time one syscall stamps changes with: the coarse realtime clock (the last tick), or
+/// the floor when a fine-grained stamp in this tick is later (Linux
+/// `ktime_get_coarse_real_ts64_mg`). Read once per syscall and passed to every inode it
+/// changes; an inode whose ctime was queried turns it into a fine-grained time itself.
+#[doc(alias = "ktime_get_coarse_real_ts64_mg")]
+pub(crate) fn coarse_now() -> Timespec {
+    let c = clock(rustix::time::ClockId::RealtimeCoarse);
+    // Relaxed: the floor is one word and publishes nothing else. A syscall that starts after
+    // another finished (ordered by whatever told the caller so) sees that one's floor by
+    // coherence, which is all the cross-file ordering promise needs.
+    let floor = MG_FLOOR.load(Ordering::Relaxed);
+    let cn = ts_to_ns(c);
+    if floor > cn && floor - cn < MAX_LEAD_NS {
+        ns_to_ts(floor)
+    } else {
+        c
+    }
+}
+
+/// A fine-grained time that also becomes the floor (Linux `ktime_get_real_ts64_mg`): the
+/// realtime clock, or a later floor another thread installed meanwhile (which is later than
+/// anything this thread has stamped, as in Linux).
+#[doc(alias = "ktime_get_real_ts64_mg")]
+fn fine_now() -> Timespec {
+    let f = clock(rustix::time::ClockId::Realtime);
+    let fns = ts_to_ns(f);
+    // Relaxed: as in `coarse_now`; the compare-and-swap below only needs the latest value.
+    let mut cur = MG_FLOOR.load(Ordering::Relaxed);
+    loop {
+        if cur >= fns && cur - fns < MAX_LEAD_NS {
+            return ns_to_ts(cur);
+        }
+        // Relaxed: the floor orders nothing but itself (see `coarse_now`). A floor more than
+        // `MAX_LEAD_NS` ahead is a clock stepped back and is replaced.
+        match MG_FLOOR.compare_exchange_weak(cur, fns, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return f,
+            Err(c) => cur = c,
+        }
+    }
+}
+
+/// The ctime a change stamps (Linux `inode_set_ctime_current`), from the syscall's coarse
+/// time `now`, the current ctime `cur`, and whether `cur` was queried; `fine` reads a
+/// fine-grained time. Never earlier than `cur` unless the clock was stepped back:
+/// - later than `cur`: `now` (a new tick);
+/// - queried and not later: a fine-grained time, or the nanosecond after `cur` should the
+///   clock not have moved past it, so that the change is visible to whoever saw `cur`;
+/// - not queried and not later: `cur` (the same tick, or `now` read just before another
+///   change stamped a later time): nothing to write.
+fn next_ctime(
+    now: Timespec,
+    cur: Timespec,
+    queried: bool,
+    fine: impl FnOnce() -> Timespec,
+) -> Timespec {
+    let t = if queried && now <= cur { fine() } else { now };
+    if t > cur || stepped_back(cur, t) {
+        t
+    } else if queried {
+        ts_next(cur)
+    } else {
+        cur
+    }
+}
+
+/// What `Inode::stamp_locked` does to atime or mtime (`ATTR_[AM]TIME`, `ATTR_[AM]TIME_SET`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum TimeUpdate {
+    /// Leave it.
+    Keep,
+    /// The new ctime (`UTIME_NOW`, or a change to contents for mtime).
+    Now,
+    /// This explicit time.
+    Set(Timespec),
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Writes to an inode's shared lines by this thread (attribute lock taken, seqcount write
+    /// section, queried mark set): the unit tests check that same-tick stamps write nothing.
+    static SHARED_WRITES: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Counts a write to an inode's shared lines (tests only).
+#[inline]
+fn count_write() {
+    #[cfg(test)]
+    SHARED_WRITES.with(|c| c.set(c.get() + 1));
+}
 
 /// What an inode is, with its type-specific contents.
 pub(crate) enum InodeKind {
@@ -50,7 +223,8 @@ pub(crate) struct RegData {
     pages: BTreeMap<u64, Box<[u8; PAGE_SIZE]>>,
 }
 
-/// Timestamps under a sequence counter (seconds stored as `i64` bits).
+/// Timestamps `[atime, mtime, ctime]` under a sequence counter (seconds stored as `i64`
+/// bits). The ctime's nanoseconds word also holds `I_CTIME_QUERIED`.
 struct Times {
     seq: SeqCount,
     sec: [AtomicU64; 3],
@@ -71,8 +245,9 @@ pub struct Inode {
     i_uid: AtomicU32,
     i_gid: AtomicU32,
     i_nlink: AtomicU32,
-    /// Size in bytes; written under the data write lock (regular) or the dir lock (dirs).
-    pub(crate) i_size: AtomicU64,
+    /// Size in bytes of a regular file (written under its data write lock) or symlink
+    /// (immutable); unused for directories, whose size `size` derives from the entry count.
+    i_size: AtomicU64,
     i_blocks: AtomicU64,
     times: Times,
     /// Serialises attribute writers (Linux: `i_rwsem` for `notify_change`).
@@ -92,11 +267,20 @@ impl fmt::Debug for Inode {
 }
 
 impl Inode {
-    /// A new inode of type `mode & S_IFMT` with all three times `now`.
-    pub(crate) fn new(ino: u64, dev: u64, mode: u32, uid: u32, gid: u32, kind: InodeKind) -> Inode {
-        let now = Timespec::now();
+    /// A new inode of type `mode & S_IFMT` with all three times `now` (a [`coarse_now`]:
+    /// `simple_inode_init_ts` on a fresh inode, never queried).
+    pub(crate) fn new(
+        ino: u64,
+        dev: u64,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+        kind: InodeKind,
+        now: Timespec,
+    ) -> Inode {
         let (nlink, size, blocks) = match &kind {
-            InodeKind::Dir(_) => (2, 2 * BOGO_DIRENT_SIZE, 0),
+            // The size is derived from the entry count (`size`).
+            InodeKind::Dir(_) => (2, 0, 0),
             InodeKind::Reg(_) => (1, 0, 0),
             // shmem_symlink: a target of 128 bytes or more (129 with its NUL, past
             // SHORT_SYMLINK_LEN) takes a page; shorter ones live in the inode.
@@ -156,12 +340,17 @@ impl Inode {
         self.i_nlink.load(Ordering::Relaxed)
     }
 
-    /// Size in bytes.
+    /// Size in bytes. A directory's is tmpfs's: 40 (`.` and `..`) plus `BOGO_DIRENT_SIZE`
+    /// per entry, derived from the entry count rather than stored, so that creating and
+    /// removing entries writes no size (Linux stores `i_size` and adds or subtracts 20).
     #[inline]
     pub fn size(&self) -> u64 {
-        // Relaxed: single-word snapshot; readers of data take the data lock, which orders
-        // the size with the pages.
-        self.i_size.load(Ordering::Relaxed)
+        match &self.kind {
+            InodeKind::Dir(d) => (2 + d.len() as u64) * BOGO_DIRENT_SIZE,
+            // Relaxed: single-word snapshot; readers of data take the data lock, which
+            // orders the size with the pages.
+            _ => self.i_size.load(Ordering::Relaxed),
+        }
     }
 
     /// Whether this is a directory.
@@ -209,96 +398,183 @@ impl Inode {
 
     /// The three timestamps `[atime, mtime, ctime]`, consistent with each other.
     pub fn times(&self) -> [Timespec; 3] {
+        self.times_raw(false).0
+    }
+
+    /// The three timestamps and whether the ctime was queried; with `query`, marks it
+    /// queried (`fill_mg_cmtime`), writing only when the mark is clear.
+    fn times_raw(&self, query: bool) -> ([Timespec; 3], bool) {
         loop {
             let s = self.times.seq.read_begin();
             let mut out = [Timespec::default(); 3];
+            let mut cns = 0;
             for (i, t) in out.iter_mut().enumerate() {
                 // Relaxed: inside a seqcount read section; `read_retry` orders them.
                 t.tv_sec = self.times.sec[i].load(Ordering::Relaxed) as i64;
                 // Relaxed: as above.
-                t.tv_nsec = self.times.nsec[i].load(Ordering::Relaxed) as i64;
+                cns = self.times.nsec[i].load(Ordering::Relaxed);
+                t.tv_nsec = (cns & !I_CTIME_QUERIED) as i64;
+            }
+            let queried = cns & I_CTIME_QUERIED != 0;
+            if query && !queried {
+                count_write();
+                // Relaxed: the mark needs no ordering of its own. The next change (a syscall
+                // that starts after this one returns) loads the word under `attr_lock` and
+                // sees the mark by coherence. Inside this read section the `fetch_or` is one
+                // more read: if it found a value a writer stored, `read_retry` (its Acquire
+                // fence, paired with the Release fence in `SeqCount::write_begin`) sees the
+                // count moved and this retries, so the value returned is the value marked.
+                // A mark set on a value a writer then overwrites goes with it: that writer
+                // stores a time nobody has seen yet.
+                self.times.nsec[2].fetch_or(I_CTIME_QUERIED, Ordering::Relaxed);
             }
             if !self.times.seq.read_retry(s) {
-                return out;
+                return (out, queried || query);
             }
         }
     }
 
-    /// Sets the chosen timestamps. Context: caller holds `attr_lock`.
-    fn set_times_locked(&self, t: [Option<Timespec>; 3]) {
+    /// Takes `attr_lock`.
+    fn lock_attr(&self) -> MutexGuard<'_, ()> {
+        count_write();
+        plock(&self.attr_lock)
+    }
+
+    /// Stores the chosen timestamps (`None` = unchanged); storing a ctime clears
+    /// `I_CTIME_QUERIED`. Context: caller holds `attr_lock`.
+    fn store_times_locked(&self, t: [Option<Timespec>; 3]) {
+        debug_assert!(self.attr_lock.try_lock().is_err(), "caller holds attr_lock");
+        count_write();
         self.times.seq.write_begin();
         for (i, v) in t.iter().enumerate() {
             if let Some(v) = v {
                 // Relaxed: inside a seqcount write section, which orders them for readers.
                 self.times.sec[i].store(v.tv_sec as u64, Ordering::Relaxed);
-                // Relaxed: as above.
+                // Relaxed: as above. For the ctime this overwrites a mark a racing `stat`
+                // set on the old value: see `times_raw`.
                 self.times.nsec[i].store(v.tv_nsec as u32, Ordering::Relaxed);
             }
         }
         self.times.seq.write_end();
     }
 
-    /// Sets atime/mtime/ctime (each `None` = unchanged) under the attribute lock.
-    pub(crate) fn set_times(
-        &self,
-        atime: Option<Timespec>,
-        mtime: Option<Timespec>,
-        ctime: Option<Timespec>,
-    ) {
-        let _g = plock(&self.attr_lock);
-        self.set_times_locked([atime, mtime, ctime]);
+    /// Stamps the ctime with the current time (`inode_set_ctime_current`, see `next_ctime`)
+    /// and sets atime and mtime as asked, `TimeUpdate::Now` being the new ctime (as
+    /// `setattr_copy_mgtime`). Stores only the fields that change, and enters no write
+    /// section when none does. Returns the ctime. `now` is the syscall's [`coarse_now`] (or
+    /// a later time another inode of the same syscall was stamped with).
+    ///
+    /// Context: caller holds `attr_lock`.
+    fn stamp_locked(&self, now: Timespec, atime: TimeUpdate, mtime: TimeUpdate) -> Timespec {
+        debug_assert!(self.attr_lock.try_lock().is_err(), "caller holds attr_lock");
+        // Under `attr_lock` only the queried mark can change under us.
+        let ([a, m, c], queried) = self.times_raw(false);
+        let t = next_ctime(now, c, queried, fine_now);
+        let pick = |u: TimeUpdate, cur: Timespec| {
+            match u {
+                TimeUpdate::Keep => None,
+                TimeUpdate::Now => Some(t),
+                TimeUpdate::Set(v) => Some(v),
+            }
+            .filter(|v| *v != cur)
+        };
+        let new = [pick(atime, a), pick(mtime, m), (t != c).then_some(t)];
+        if new.iter().any(Option::is_some) {
+            self.store_times_locked(new);
+        }
+        t
     }
 
-    /// mtime = ctime = now (a change to contents: `inode_set_mtime_to_ts(.., inode_set_ctime_current)`).
-    pub(crate) fn touch_mtime_ctime(&self) {
-        let now = Timespec::now();
-        self.set_times(None, Some(now), Some(now));
+    /// `futimens`/`utimensat` (`setattr_copy_mgtime`): ctime becomes the current time, atime
+    /// and mtime as asked.
+    pub(crate) fn set_times(&self, now: Timespec, atime: TimeUpdate, mtime: TimeUpdate) {
+        let _g = self.lock_attr();
+        self.stamp_locked(now, atime, mtime);
     }
 
-    /// ctime = now (a change to attributes or links).
-    pub(crate) fn touch_ctime(&self) {
-        self.set_times(None, None, Some(Timespec::now()));
+    /// mtime = ctime = the current time: a change to contents (`file_update_time`,
+    /// `inode_set_mtime_to_ts(inode, inode_set_ctime_current(inode))`). Returns the ctime.
+    ///
+    /// Test before set: when neither would change (the same coarse tick, not queried), it
+    /// takes no lock and writes nothing, so that creating files in a shared directory does
+    /// not bounce the directory inode's lines (`inode_needs_update_time`).
+    pub(crate) fn touch_mtime_ctime(&self, now: Timespec) -> Timespec {
+        let ([_, m, c], queried) = self.times_raw(false);
+        if !queried && m == c && next_ctime(now, c, false, fine_now) == c {
+            return c;
+        }
+        let _g = self.lock_attr();
+        self.stamp_locked(now, TimeUpdate::Keep, TimeUpdate::Now)
+    }
+
+    /// ctime = the current time (a change to attributes or links); as `touch_mtime_ctime`,
+    /// writes nothing when the ctime would not change. Returns the ctime.
+    pub(crate) fn touch_ctime(&self, now: Timespec) -> Timespec {
+        let ([_, _, c], queried) = self.times_raw(false);
+        if !queried && next_ctime(now, c, false, fine_now) == c {
+            return c;
+        }
+        let _g = self.lock_attr();
+        self.stamp_locked(now, TimeUpdate::Keep, TimeUpdate::Keep)
+    }
+
+    /// The time a change of this inode would be stamped with now, without stamping it:
+    /// `now`, or a fine-grained time (raising the floor) if the ctime was queried and `now`
+    /// would not move it. For a syscall that stamps another inode first and then gives this
+    /// one the same time (unlink: the victim, then its directory, as `simple_unlink`), so
+    /// that this one's change shows too.
+    pub(crate) fn current_time(&self, now: Timespec) -> Timespec {
+        let ([_, _, c], queried) = self.times_raw(false);
+        if queried && now <= c {
+            next_ctime(now, c, true, fine_now)
+        } else {
+            now
+        }
     }
 
     /// `touch_atime` under `relatime` (tmpfs's default): atime is written only when it is not
     /// newer than mtime or ctime, or is a day old. Test before set: most reads write nothing,
-    /// so readers of a shared file do not steal its cache line (lesson 3).
+    /// so readers of a shared file do not steal its cache line (lesson 3). The time is the
+    /// coarse one, or a fine-grained one (not raising the floor) when the ctime was queried
+    /// in this tick, as Linux `current_time`.
     pub(crate) fn touch_atime(&self) {
-        let [a, m, c] = self.times();
-        let now = Timespec::now();
+        let ([a, m, c], queried) = self.times_raw(false);
+        let now = coarse_now();
         let need = m >= a || c >= a || now.tv_sec - a.tv_sec >= 24 * 60 * 60;
-        if need && a != now {
-            self.set_times(Some(now), None, None);
+        if !need {
+            return;
+        }
+        let now = if queried && now <= c {
+            now.max(clock(rustix::time::ClockId::Realtime))
+        } else {
+            now
+        };
+        if a != now {
+            let _g = self.lock_attr();
+            self.store_times_locked([Some(now), None, None]);
         }
     }
 
-    /// Changes the link count by `delta` and stamps ctime. Context: the caller holds the lock
-    /// of a directory naming this inode.
-    pub(crate) fn add_nlink(&self, delta: i32, ctime: Option<Timespec>) {
-        let _g = plock(&self.attr_lock);
+    /// Changes the link count by `delta` and, with `now`, stamps the ctime (see
+    /// `stamp_locked`). Returns the ctime. Context: the caller holds the lock of a directory
+    /// naming this inode.
+    pub(crate) fn add_nlink(&self, delta: i32, now: Option<Timespec>) -> Timespec {
+        let _g = self.lock_attr();
         // Relaxed: writers are serialised by `attr_lock`; readers take a snapshot.
         let n = self.i_nlink.load(Ordering::Relaxed);
         // Relaxed: as above.
         self.i_nlink
             .store(n.wrapping_add_signed(delta), Ordering::Relaxed);
-        if ctime.is_some() {
-            self.set_times_locked([None, None, ctime]);
+        match now {
+            Some(now) => self.stamp_locked(now, TimeUpdate::Keep, TimeUpdate::Keep),
+            None => self.times()[2],
         }
-    }
-
-    /// Adjusts a directory's tmpfs size by `delta` bytes. Context: caller holds its `DirInner`.
-    pub(crate) fn add_dir_size(&self, delta: i64) {
-        // Relaxed: serialised by the directory lock the caller holds.
-        let s = self.i_size.load(Ordering::Relaxed);
-        // Relaxed: as above.
-        self.i_size
-            .store(s.wrapping_add_signed(delta), Ordering::Relaxed);
     }
 
     /// `killpriv` on write and truncate (`setattr_should_drop_suidgid`): clears set-user-ID,
     /// and set-group-ID when group-executable or when the writer is not in the file's group,
     /// unless the writer has `CAP_FSETID` (root). Tests before writing (lesson 3).
-    pub(crate) fn kill_suid(&self, cred: &Cred) {
+    pub(crate) fn kill_suid(&self, cred: &Cred, now: Timespec) {
         // setattr_should_drop_sgid: set-group-ID goes when group-executable, or, without
         // group execute, when the writer is not in the file's group.
         let drop_sgid =
@@ -306,7 +582,7 @@ impl Inode {
         let mode = self.mode();
         let kill = mode & S_ISUID != 0 || drop_sgid(mode);
         if kill && !cred.is_root() {
-            let _g = plock(&self.attr_lock);
+            let _g = self.lock_attr();
             let mode = self.mode();
             let mut new = mode & !S_ISUID;
             if drop_sgid(mode) {
@@ -314,13 +590,15 @@ impl Inode {
             }
             // Relaxed: serialised by `attr_lock`.
             self.i_mode.store(new, Ordering::Relaxed);
-            self.set_times_locked([None, None, Some(Timespec::now())]);
+            self.stamp_locked(now, TimeUpdate::Keep, TimeUpdate::Keep);
         }
     }
 
-    /// `generic_fillattr`: the inode's attributes as a `Stat`.
+    /// `generic_fillattr` + `fill_mg_cmtime`: the inode's attributes as a `Stat`. Marks the
+    /// ctime queried (a write only when not already marked), so that the next change gets
+    /// a timestamp different from the one returned here.
     pub fn stat(&self) -> Stat {
-        let [a, m, c] = self.times();
+        let ([a, m, c], _) = self.times_raw(true);
         Stat {
             st_dev: self.i_dev,
             st_ino: self.i_ino,
@@ -381,7 +659,13 @@ impl Inode {
     /// # Errors
     /// `EFBIG` when the offset is at or past `MAX_LFS_FILESIZE`; writes that would cross it
     /// are shortened (`generic_write_check_limits`). `EISDIR`/`EINVAL` as `read_at`.
-    pub(crate) fn write_at(&self, buf: &[u8], off: u64, append: bool) -> Result<(usize, u64)> {
+    pub(crate) fn write_at(
+        &self,
+        buf: &[u8],
+        off: u64,
+        append: bool,
+        now: Timespec,
+    ) -> Result<(usize, u64)> {
         let mut data = write(self.reg()?);
         let size = self.size();
         let off = if append { size } else { off };
@@ -417,7 +701,7 @@ impl Inode {
             Ordering::Relaxed,
         );
         drop(data);
-        self.touch_mtime_ctime();
+        self.touch_mtime_ctime(now);
         Ok((n, end))
     }
 
@@ -427,6 +711,11 @@ impl Inode {
     /// # Errors
     /// `EFBIG` when `len > MAX_LFS_FILESIZE`; `EISDIR`/`EINVAL` on non-regular files.
     pub(crate) fn truncate(&self, len: u64) -> Result<()> {
+        self.truncate_at(len, coarse_now())
+    }
+
+    /// `truncate` with the syscall's [`coarse_now`].
+    pub(crate) fn truncate_at(&self, len: u64, now: Timespec) -> Result<()> {
         if len > MAX_LFS_FILESIZE as u64 {
             return Err(Errno::EFBIG);
         }
@@ -450,7 +739,7 @@ impl Inode {
             Ordering::Relaxed,
         );
         drop(data);
-        self.touch_mtime_ctime();
+        self.touch_mtime_ctime(now);
         Ok(())
     }
 
@@ -478,5 +767,94 @@ impl Inode {
             }
             Ok((idx * ps).max(off).min(size))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn writes() -> u32 {
+        SHARED_WRITES.with(|c| c.get())
+    }
+
+    fn reg(now: Timespec) -> Inode {
+        let kind = InodeKind::Reg(RwLock::default());
+        Inode::new(2, 0, S_IFREG | 0o644, 0, 0, kind, now)
+    }
+
+    fn seq(i: &Inode) -> u32 {
+        i.times.seq.read_begin()
+    }
+
+    #[test]
+    fn same_tick_stamps_write_nothing() {
+        let t = coarse_now();
+        let i = reg(t);
+        let (s, w) = (seq(&i), writes());
+        assert_eq!(i.touch_mtime_ctime(t), t);
+        assert_eq!(i.touch_ctime(t), t);
+        // A time read just before another change stamped a later one is not stored either.
+        let earlier = ns_to_ts(ts_to_ns(t) - 4_000_000);
+        assert_eq!(i.touch_mtime_ctime(earlier), t);
+        assert_eq!((seq(&i), writes()), (s, w), "no lock, no write section");
+        assert_eq!(i.times(), [t; 3]);
+        // A new tick writes once.
+        let next = ts_next(t);
+        assert_eq!(i.touch_mtime_ctime(next), next);
+        assert_eq!(i.times(), [t, next, next]);
+        assert_ne!(seq(&i), s);
+    }
+
+    #[test]
+    fn stat_marks_once_and_the_next_change_is_later() {
+        let t = coarse_now();
+        let i = reg(t);
+        let w = writes();
+        let st = i.stat();
+        assert_eq!(writes(), w + 1, "the first stat sets the mark");
+        assert_eq!(i.stat(), st);
+        assert_eq!(writes(), w + 1, "a marked inode: stat writes nothing");
+        // The same coarse tick after a stat: a fine-grained time, later than what was seen.
+        let c = i.touch_mtime_ctime(t);
+        assert!(c > st.st_ctime);
+        assert_eq!(i.times(), [t, c, c]);
+        // That cleared the mark: the same tick again writes nothing.
+        let (s, w) = (seq(&i), writes());
+        assert_eq!(i.touch_mtime_ctime(t), c);
+        assert_eq!(i.touch_ctime(t), c);
+        assert_eq!((seq(&i), writes()), (s, w));
+        // ... and a later coarse time never goes below the fine one (the floor).
+        assert!(coarse_now() >= c);
+    }
+
+    #[test]
+    fn ctime_choice() {
+        let cur = Timespec::new(1_700_000_000, 500_000_000);
+        let ms = |n: i64| Timespec::new(cur.tv_sec, cur.tv_nsec + n * 1_000_000);
+        let s2 = Timespec::new(cur.tv_sec - 2, cur.tv_nsec);
+        let no_fine = || -> Timespec { panic!("no fine-grained time needed") };
+        // Not queried: a later tick is taken; the same or a slightly older one keeps `cur`;
+        // a clock stepped back by seconds is followed.
+        assert_eq!(next_ctime(ms(4), cur, false, no_fine), ms(4));
+        assert_eq!(next_ctime(cur, cur, false, no_fine), cur);
+        assert_eq!(next_ctime(ms(-4), cur, false, no_fine), cur);
+        assert_eq!(next_ctime(s2, cur, false, no_fine), s2);
+        // Queried: a later tick needs no fine time; otherwise the fine time, or the next
+        // nanosecond if the clock has not moved past `cur`.
+        assert_eq!(next_ctime(ms(4), cur, true, no_fine), ms(4));
+        assert_eq!(next_ctime(cur, cur, true, || ms(1)), ms(1));
+        assert_eq!(next_ctime(cur, cur, true, || cur), ts_next(cur));
+        assert_eq!(next_ctime(ms(-4), cur, true, || ms(-3)), ts_next(cur));
+        assert_eq!(next_ctime(s2, cur, true, || s2), s2);
+        let end = Timespec::new(5, 999_999_999);
+        assert_eq!(ts_next(end), Timespec::new(6, 0));
+    }
+
+    #[test]
+    fn fine_times_raise_the_floor() {
+        let f = fine_now();
+        assert!(coarse_now() >= f);
+        assert!(fine_now() >= f);
     }
 }

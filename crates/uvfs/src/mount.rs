@@ -80,6 +80,7 @@ pub fn mount(opts: TmpfsOptions) -> Arc<Mount> {
         sb.opts.uid,
         sb.opts.gid,
         InodeKind::Dir(Box::new(Dir::new())),
+        crate::inode::coarse_now(),
     ));
     let root = Arc::new(Dentry::new(root_inode, None, Arc::from(&b"/"[..]), 0));
     Arc::new(Mount {

@@ -20,7 +20,7 @@ use crate::cred::{Cred, MAY_EXEC, MAY_WRITE};
 use crate::dentry::{DLink, Dentry, Name};
 use crate::dir::{Dir, DirLocked};
 use crate::fdtable::FdRef;
-use crate::inode::{Inode, InodeKind, BOGO_DIRENT_SIZE, LINK_MAX};
+use crate::inode::{coarse_now, Inode, InodeKind, LINK_MAX};
 use crate::mount::{Mount, Path};
 use crate::sync::epoch::{self, Guard};
 use crate::sync::plock;
@@ -326,7 +326,10 @@ pub(crate) fn create_locked(
     } else {
         (task.cred.gid, mode)
     };
-    let inode = Arc::new(Inode::new(ino, sb_dev, mode, task.cred.uid, gid, kind));
+    // shmem_mknod: the new inode gets the coarse time, the directory its own current time
+    // (a fine-grained one if its ctime was queried in this tick).
+    let now = coarse_now();
+    let inode = Arc::new(Inode::new(ino, sb_dev, mode, task.cred.uid, gid, kind, now));
     let name: Name = Arc::from(name);
     let cookie = dl.next_cookie();
     let d = Arc::new(Dentry::new(
@@ -336,12 +339,10 @@ pub(crate) fn create_locked(
         cookie,
     ));
     dl.insert(name, d.clone(), cookie);
-    dir.add_dir_size(BOGO_DIRENT_SIZE as i64);
-    let now = Timespec::now();
     if is_dir {
         dir.add_nlink(1, None);
     }
-    dir.set_times(None, Some(now), Some(now));
+    dir.touch_mtime_ctime(now);
     Ok(d)
 }
 
@@ -534,8 +535,7 @@ impl Task {
                 });
             }
             may_delete(&self.cred, dir_inode, vi, rmdir, dl.inner.dead)?;
-            let now = Timespec::now();
-            if rmdir {
+            let links = if rmdir {
                 let sub = vi.dir().ok_or(Errno::ENOTDIR)?;
                 let mut sl = sub.lock();
                 if !sl.is_empty() {
@@ -543,15 +543,20 @@ impl Task {
                 }
                 sl.inner.dead = true;
                 drop(sl);
-                vi.add_nlink(-2, Some(now));
                 dir_inode.add_nlink(-1, None);
+                2
             } else {
-                vi.add_nlink(-1, Some(now));
-            }
+                1
+            };
+            // simple_unlink: the directory's mtime and ctime become the victim's new ctime.
+            // Linux takes that time from the victim alone, so a directory queried in this
+            // tick would keep its time; uvfs starts from the directory's own current time,
+            // so that its change shows too (the two still get one time).
+            let now = dir_inode.current_time(coarse_now());
+            let t = vi.add_nlink(-links, Some(now));
             dl.remove(last.name);
             unhash(&victim);
-            dir_inode.add_dir_size(-(BOGO_DIRENT_SIZE as i64));
-            dir_inode.set_times(None, Some(now), Some(now));
+            dir_inode.touch_mtime_ctime(t);
             Ok(())
         })
     }
@@ -731,19 +736,23 @@ fn rename_locked(
     // Commit: nothing below can fail. Each skip-list change is seen by lookups as it is made;
     // a replaced target is bracketed by `replace_begin`/`replace_end` (dir.rs), so a lookup
     // of the new name sees the old or the new entry, never neither (rename(2)).
-    let now = Timespec::now();
+    let now = coarse_now();
     ol_lock.remove(ol.name);
-    odir_i.add_dir_size(-(BOGO_DIRENT_SIZE as i64));
     let nlock: &mut DirLocked<'_> = match &mut nl_lock {
         Some(l) => l,
         None => &mut ol_lock,
     };
+    let mut target_time = None;
     if let Some(t) = &target {
         nlock.replace_begin();
         nlock.remove(nl.name);
         unhash(t);
-        ndir_i.add_dir_size(-(BOGO_DIRENT_SIZE as i64));
-        t.d_inode.add_nlink(if is_dir { -2 } else { -1 }, Some(now));
+        // shmem_rename2 unlinks the target first (see `unlinkat`).
+        let tnow = ndir_i.current_time(now);
+        target_time = Some(
+            t.d_inode
+                .add_nlink(if is_dir { -2 } else { -1 }, Some(tnow)),
+        );
         if is_dir {
             odir_i.add_nlink(-1, None);
         }
@@ -764,12 +773,16 @@ fn rename_locked(
     );
     nlock.insert(name, old, cookie);
     nlock.replace_end();
-    ndir_i.add_dir_size(BOGO_DIRENT_SIZE as i64);
-    oi.touch_ctime();
-    odir_i.set_times(None, Some(now), Some(now));
-    if !same {
-        ndir_i.set_times(None, Some(now), Some(now));
+    if let Some(t) = target_time {
+        ndir_i.touch_mtime_ctime(t);
     }
+    // simple_rename_timestamp: each inode its own current time from the one coarse `now`
+    // (Linux stamps the target's ctime once more here, a no-op after its unlink).
+    odir_i.touch_mtime_ctime(now);
+    if !same {
+        ndir_i.touch_mtime_ctime(now);
+    }
+    oi.touch_ctime(now);
     Ok(())
 }
 

@@ -10,7 +10,7 @@
 //! number of descriptors never overwrite each other.
 
 use crate::file::{FMode, File};
-use crate::inode::InodeKind;
+use crate::inode::{coarse_now, InodeKind};
 use crate::sync::plock;
 use crate::task::Task;
 use crate::types::*;
@@ -112,10 +112,12 @@ impl Task {
         check_write(&f, *pos, buf.len())?;
         let len = buf.len().min(MAX_RW_COUNT);
         let append = f.flags().contains(OpenFlags::APPEND);
+        // One clock read for the syscall's timestamps.
+        let now = coarse_now();
         if len > 0 {
-            f.inode().kill_suid(&self.cred);
+            f.inode().kill_suid(&self.cred, now);
         }
-        let (n, end) = f.inode().write_at(&buf[..len], *pos, append)?;
+        let (n, end) = f.inode().write_at(&buf[..len], *pos, append, now)?;
         *pos = end;
         Ok(n)
     }
@@ -134,10 +136,13 @@ impl Task {
         check_write(&f, offset as u64, buf.len())?;
         let len = buf.len().min(MAX_RW_COUNT);
         let append = f.flags().contains(OpenFlags::APPEND);
+        let now = coarse_now();
         if len > 0 {
-            f.inode().kill_suid(&self.cred);
+            f.inode().kill_suid(&self.cred, now);
         }
-        let (n, _) = f.inode().write_at(&buf[..len], offset as u64, append)?;
+        let (n, _) = f
+            .inode()
+            .write_at(&buf[..len], offset as u64, append, now)?;
         Ok(n)
     }
 
@@ -196,7 +201,8 @@ impl Task {
         if !matches!(f.inode().kind, InodeKind::Reg(_)) || !f.mode().contains(FMode::WRITE) {
             return Err(Errno::EINVAL);
         }
-        f.inode().kill_suid(&self.cred);
-        f.inode().truncate(length as u64)
+        let now = coarse_now();
+        f.inode().kill_suid(&self.cred, now);
+        f.inode().truncate_at(length as u64, now)
     }
 }

@@ -4,7 +4,7 @@
 //! (`do_utimes`, `vfs_utimes`), fs/attr.c (`setattr_prepare`).
 
 use crate::cred::MAY_WRITE;
-use crate::inode::Inode;
+use crate::inode::{coarse_now, Inode, TimeUpdate};
 use crate::namei::getname;
 use crate::task::Task;
 use crate::types::*;
@@ -143,13 +143,13 @@ impl Task {
             }
             inode.permission(&self.cred, MAY_WRITE)?;
         }
-        let now = Timespec::now();
+        // setattr_copy_mgtime: ctime becomes the current time, `UTIME_NOW` that same time.
         let pick = |t: Timespec| match t.tv_nsec {
-            n if n == omit => None,
-            n if n == now_ns => Some(now),
-            _ => Some(t),
+            n if n == omit => TimeUpdate::Keep,
+            n if n == now_ns => TimeUpdate::Now,
+            _ => TimeUpdate::Set(t),
         };
-        inode.set_times(pick(a), pick(m), Some(now));
+        inode.set_times(coarse_now(), pick(a), pick(m));
         Ok(())
     }
 }

@@ -1804,3 +1804,88 @@ fn cwd_calls() {
         ),
     ]);
 }
+
+#[test]
+fn dir_change_after_stat_shows_a_later_time() {
+    // Multigrain timestamps: a directory stat'ed before an entry is created, renamed or
+    // removed shows a later mtime/ctime afterwards, even within one clock tick.
+    fn later(s: &dyn Sys, op: &dyn Fn(&dyn Sys)) -> bool {
+        let a = s.stat(b"/d").unwrap();
+        op(s);
+        let b = s.stat(b"/d").unwrap();
+        b.st_mtime > a.st_mtime && b.st_ctime == b.st_mtime
+    }
+    expect((true, true, true, true), |s| {
+        s.mkdir(b"/d");
+        (
+            later(s, &|s| s.mkfile(b"/d/f", b"")),
+            later(s, &|s| s.mkdir(b"/d/s")),
+            later(s, &|s| s.renameat(CWD, b"/d/f", CWD, b"/d/g").unwrap()),
+            // Linux stamps an unlink's directory with the victim's new ctime
+            // (`simple_unlink`), fine-grained only if the victim was queried.
+            later(s, &|s| {
+                s.stat(b"/d/g").unwrap();
+                s.unlinkat(CWD, b"/d/g", NOAT).unwrap()
+            }),
+        )
+    });
+    // Not asserted against Linux: there, unlinking or removing an entry nobody stat'ed keeps
+    // a stat'ed directory's time when the victim's coarse time equals it (same tick), so
+    // the directory's change does not show. uvfs starts from the directory's own current
+    // time (`unlinkat`), so it always shows; the directory and the victim still get one
+    // time, as in Linux.
+    let uvfs = on_uvfs(&|s| {
+        s.mkdir(b"/d");
+        s.mkfile(b"/d/f", b"");
+        s.mkdir(b"/d/s");
+        let fd = s.open(b"/d/f", RO, 0).unwrap();
+        (
+            later(s, &|s| s.unlinkat(CWD, b"/d/f", NOAT).unwrap()),
+            s.fstat(fd).unwrap().st_ctime == s.stat(b"/d").unwrap().st_mtime,
+            later(s, &|s| s.unlinkat(CWD, b"/d/s", RMDIR).unwrap()),
+        )
+    });
+    assert_eq!(uvfs, (true, true, true));
+}
+
+#[test]
+fn dir_size_counts_entries() {
+    // tmpfs: a directory's size is 40 plus 20 (BOGO_DIRENT_SIZE) per entry, whatever the
+    // entry (file, directory, symlink); uvfs derives it from the entry count.
+    let size = |s: &dyn Sys, p: &[u8]| s.stat(p).unwrap().st_size;
+    expect(
+        (
+            [40, 40],
+            [120, 40],
+            [100, 60],
+            [100, 60],
+            [80, 60],
+            [60, 40],
+            [40, 40],
+        ),
+        |s| {
+            s.mkdir(b"/d");
+            s.mkdir(b"/e");
+            let sizes = |s: &dyn Sys| [size(s, b"/d"), size(s, b"/e")];
+            let empty = sizes(s);
+            s.mkfile(b"/d/a", b"");
+            s.mkfile(b"/d/b", b"x");
+            s.mkdir(b"/d/s");
+            s.symlink(b"a", b"/d/l");
+            let created = sizes(s);
+            // Across directories: one entry moves.
+            s.renameat(CWD, b"/d/a", CWD, b"/e/a").unwrap();
+            let moved = sizes(s);
+            // Within a directory and over an existing name: one entry fewer in /d.
+            s.renameat(CWD, b"/d/b", CWD, b"/d/c").unwrap();
+            let renamed = sizes(s);
+            s.renameat(CWD, b"/d/c", CWD, b"/d/l").unwrap();
+            let replaced = sizes(s);
+            s.unlinkat(CWD, b"/d/l", NOAT).unwrap();
+            s.unlinkat(CWD, b"/e/a", NOAT).unwrap();
+            let unlinked = sizes(s);
+            s.unlinkat(CWD, b"/d/s", RMDIR).unwrap();
+            (empty, created, moved, renamed, replaced, unlinked, sizes(s))
+        },
+    );
+}

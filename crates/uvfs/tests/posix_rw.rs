@@ -770,3 +770,34 @@ fn owned_fd_read_write_seek() {
         assert_eq!(host, want);
     }
 }
+
+#[test]
+fn change_after_stat_shows_a_later_time() {
+    // Multigrain timestamps (tmpfs since Linux 6.13): changes are stamped with the coarse
+    // clock, but a change after a stat of the file gets a time later than the one that stat
+    // saw, even within one clock tick. Each pair below runs well within one tick.
+    expect((true, true, true, true, true), |s| {
+        s.mkfile(b"/f", b"");
+        let fd = s.open(b"/f", RW, 0).unwrap();
+        s.write(fd, b"a").unwrap();
+        let a = s.fstat(fd).unwrap();
+        s.write(fd, b"b").unwrap();
+        let b = s.fstat(fd).unwrap();
+        s.pwrite(fd, b"c", 0).unwrap();
+        let c = s.stat(b"/f").unwrap();
+        s.ftruncate(fd, 1).unwrap();
+        let d = s.fstat(fd).unwrap();
+        // futimens sets explicit times; the ctime still moves past what was seen.
+        s.futimens(fd, Some(&[T2001, T2001])).unwrap();
+        let e = s.fstat(fd).unwrap();
+        s.close(fd).unwrap();
+        (
+            b.st_mtime > a.st_mtime && b.st_ctime == b.st_mtime,
+            c.st_mtime > b.st_mtime && c.st_ctime == c.st_mtime,
+            d.st_mtime > c.st_mtime && d.st_ctime == d.st_mtime,
+            e.st_ctime > d.st_ctime && e.st_mtime == T2001,
+            // Never backwards: every later ctime is at least the earlier one.
+            a.st_ctime <= b.st_ctime && d.st_ctime <= e.st_ctime,
+        )
+    });
+}

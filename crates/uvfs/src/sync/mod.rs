@@ -35,7 +35,7 @@ pub(crate) use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 /// dentries, directories): keeping them out of loom keeps the models' state space small.
 pub(crate) mod plain {
     pub(crate) use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-    pub(crate) use std::sync::Mutex;
+    pub(crate) use std::sync::{Mutex, MutexGuard};
 }
 
 /// Locks a `plain::Mutex`, ignoring poisoning (see [`lock`]).
