@@ -6,7 +6,7 @@
 //!
 //! # Layout (three 64-byte lines, 192 bytes)
 //! ```text
-//! line 0  FileHot: f_mode, f_flags, f_inode, f_path     read by every syscall, written never
+//! line 0  FileHot: f_mode, f_flags, f_dentry            read by every syscall, written never
 //!                                                       (f_flags: only by F_SETFL)
 //! line 1  f_ref (FileRef)                               written by every fget/fput/dup/close
 //! line 2  f_pos_lock + f_pos                            written by read/write/lseek
@@ -14,11 +14,11 @@
 //! Readers of line 0 on other cores keep their copy while `dup`/`close` bounce line 1.
 //!
 //! # Invariants
-//! - `f_mode` and `f_inode`/`f_path` are immutable after `open`.
+//! - `f_mode` and `f_dentry` are immutable after `open`.
 //! - `f_pos` is protected by `f_pos_lock`; `pread`/`pwrite` never touch it.
 
+use crate::dentry::Dentry;
 use crate::inode::Inode;
-use crate::mount::Path;
 use crate::sync::file_ref::FileRef;
 use crate::sync::padded::CacheLine;
 use crate::sync::plain::{AtomicU32, Mutex, Ordering};
@@ -51,10 +51,11 @@ pub(crate) struct FileHot {
     pub(crate) f_mode: FMode,
     /// Open flags; `O_APPEND`/`O_NONBLOCK` change under F_SETFL (atomic; written rarely).
     pub(crate) f_flags: AtomicU32,
-    /// Immutable after open (Linux: `f_inode`).
-    pub(crate) f_inode: Arc<Inode>,
-    /// Immutable after open (Linux: `f_path`).
-    pub(crate) f_path: Path,
+    /// The dentry opened (Linux: `f_path.dentry`; `f_inode` is its inode). Immutable after
+    /// open. The only reference an open takes: no `Arc<Mount>` (Linux keeps `f_path.mnt`
+    /// with a per-CPU count; a plain shared count would be a namespace-wide line written by
+    /// every open and close) and no second count on the inode, which the dentry holds.
+    pub(crate) f_dentry: Arc<Dentry>,
 }
 
 /// An open file description.
@@ -101,22 +102,21 @@ impl fmt::Debug for File {
         f.debug_struct("File")
             .field("mode", &self.hot.f_mode)
             .field("flags", &self.flags())
-            .field("inode", &self.hot.f_inode)
+            .field("inode", &self.hot.f_dentry.d_inode)
             .field("count", &self.f_ref.read())
             .finish()
     }
 }
 
 impl File {
-    /// Opens `path` with `mode` and `flags` (already validated): a new file with one reference.
-    pub(crate) fn open_handle(path: Path, mode: FMode, flags: OpenFlags) -> FileHandle {
-        let inode = path.dentry.d_inode.clone();
+    /// Opens `dentry` with `mode` and `flags` (already validated): a new file with one
+    /// reference.
+    pub(crate) fn open_handle(dentry: Arc<Dentry>, mode: FMode, flags: OpenFlags) -> FileHandle {
         RcuRef::new(File {
             hot: CacheLine(FileHot {
                 f_mode: mode,
                 f_flags: AtomicU32::new(flags.bits()),
-                f_inode: inode,
-                f_path: path,
+                f_dentry: dentry,
             }),
             f_ref: CacheLine(FileRef::new(1)),
             f_pos: CacheLine(Mutex::new(0)),
@@ -146,12 +146,12 @@ impl File {
     /// The inode.
     #[inline]
     pub fn inode(&self) -> &Arc<Inode> {
-        &self.hot.f_inode
+        &self.hot.f_dentry.d_inode
     }
 
-    /// The path the file was opened at.
-    pub fn path(&self) -> &Path {
-        &self.hot.f_path
+    /// The dentry the file was opened at (its name may have changed since, by rename).
+    pub fn dentry(&self) -> &Arc<Dentry> {
+        &self.hot.f_dentry
     }
 
     /// Number of references: one per fd table naming the file, plus handles; a snapshot

@@ -369,11 +369,19 @@ impl Task {
         if path.first() == Some(&b'/') || dirfd == Fd::AT_FDCWD {
             return Ok(Start::Cwd);
         }
-        Ok(Start::File(self.fdget(dirfd)?))
+        let f = self.fdget(dirfd)?;
+        let guard = epoch::pin();
+        if f.inode().i_dev != self.fs.root.load(&guard).mnt.mnt_sb.s_dev {
+            // A descriptor of another namespace (installed with `install_file`): its tree has
+            // its own super block (inode numbers, rename lock), which this task cannot reach.
+            return Err(Errno::EXDEV);
+        }
+        Ok(Start::File(f))
     }
 
     /// Runs `f` with a path walk set up for `dirfd`/`path`: the walk state, the start dentry
-    /// and its mount.
+    /// and the mount (a uvfs namespace has one mount, the task's root's; `start` refuses
+    /// descriptors of other namespaces).
     pub(crate) fn with_walk<R>(
         &self,
         dirfd: Fd,
@@ -383,12 +391,12 @@ impl Task {
         let start = self.start(dirfd, path)?;
         let guard = epoch::pin();
         let root = self.fs.root.load(&guard);
-        let sp: &Path = match &start {
-            Start::Cwd => self.fs.cwd.load(&guard),
-            Start::File(file) => file.path(),
+        let sd: &Arc<Dentry> = match &start {
+            Start::Cwd => &self.fs.cwd.load(&guard).dentry,
+            Start::File(file) => file.dentry(),
         };
         let mut nd = Nameidata::new(&guard, &self.cred, root);
-        f(&mut nd, &sp.dentry, &sp.mnt)
+        f(&mut nd, sd, &root.mnt)
     }
 
     /// `mkdirat(2)`: creates directory `path` with `mode & ~umask & 0o1777` (set-user-ID and
@@ -588,19 +596,19 @@ impl Task {
         let guard = epoch::pin();
         let root = self.fs.root.load(&guard);
         let cwd = self.fs.cwd.load(&guard);
-        let osp = match &ostart {
-            Start::Cwd => cwd,
-            Start::File(f) => f.path(),
+        let osd = match &ostart {
+            Start::Cwd => &cwd.dentry,
+            Start::File(f) => f.dentry(),
         };
-        let nsp = match &nstart {
-            Start::Cwd => cwd,
-            Start::File(f) => f.path(),
+        let nsd = match &nstart {
+            Start::Cwd => &cwd.dentry,
+            Start::File(f) => f.dentry(),
         };
         let mut nd = Nameidata::new(&guard, &self.cred, root);
-        let ol = nd.walk_parent(&osp.dentry, oldpath)?;
+        let ol = nd.walk_parent(osd, oldpath)?;
         let mut nd2 = Nameidata::new(&guard, &self.cred, root);
-        let nl = nd2.walk_parent(&nsp.dentry, newpath)?;
-        if !Arc::ptr_eq(&osp.mnt, &nsp.mnt) && !Arc::ptr_eq(&osp.mnt.mnt_sb, &nsp.mnt.mnt_sb) {
+        let nl = nd2.walk_parent(nsd, newpath)?;
+        if ol.dir.d_inode.i_dev != nl.dir.d_inode.i_dev {
             return Err(Errno::EXDEV);
         }
         if ol.ty != LastType::Norm || nl.ty != LastType::Norm {
@@ -609,7 +617,7 @@ impl Task {
         if ol.name.len() > NAME_MAX || nl.name.len() > NAME_MAX {
             return Err(Errno::ENAMETOOLONG);
         }
-        rename_locked(self, &ol, &nl, &osp.mnt)
+        rename_locked(self, &ol, &nl, &root.mnt)
     }
 }
 
@@ -816,7 +824,12 @@ impl Task {
             return Err(Errno::ENOTDIR);
         }
         f.inode().permission(&self.cred, MAY_EXEC)?;
-        self.fs.set_cwd(f.path().clone());
+        let guard = epoch::pin();
+        let mnt = self.fs.root.load(&guard).mnt.clone();
+        self.fs.set_cwd(Path {
+            mnt,
+            dentry: f.dentry().clone(),
+        });
         Ok(())
     }
 

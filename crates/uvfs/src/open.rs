@@ -8,7 +8,6 @@ use crate::cred::{MAY_READ, MAY_WRITE};
 use crate::dentry::Dentry;
 use crate::file::{FMode, File, FileHandle};
 use crate::inode::InodeKind;
-use crate::mount::Path;
 use crate::namei::{create_locked, getname, LastType, NAME_MAX};
 use crate::task::Task;
 use crate::types::*;
@@ -151,7 +150,7 @@ impl Task {
         mode: u32,
     ) -> Result<FileHandle> {
         let mode = mode & 0o7777 & !self.current_umask();
-        let (p, created) = self.with_walk(dirfd, path, |nd, start, mnt| {
+        let (p, created) = self.with_walk(dirfd, path, |nd, start, _| {
             let (d, created) = if flags.contains(OpenFlags::CREAT) {
                 let mut start = start;
                 let mut path: &[u8] = path;
@@ -227,21 +226,15 @@ impl Task {
                 (Some(d.clone()), false)
             };
             let d: Arc<Dentry> = d.ok_or(Errno::ENOENT)?;
-            Ok((
-                Path {
-                    mnt: mnt.clone(),
-                    dentry: d,
-                },
-                created,
-            ))
+            Ok((d, created))
         })?;
         self.do_open(p, flags, created)
     }
 
     /// `do_open` + `may_open` + `vfs_open`: checks access to the looked-up file and builds
     /// the `File`.
-    fn do_open(&self, p: Path, flags: OpenFlags, created: bool) -> Result<FileHandle> {
-        let inode = p.dentry.d_inode.clone();
+    fn do_open(&self, p: Arc<Dentry>, flags: OpenFlags, created: bool) -> Result<FileHandle> {
+        let inode = &p.d_inode;
         let acc = flags.access_mode();
         let mut acc_mode = match acc {
             0 => MAY_READ,

@@ -112,8 +112,7 @@ impl Task {
             }
             if *pos == 1 {
                 let parent = f
-                    .path()
-                    .dentry
+                    .dentry()
                     .parent(&g)
                     .map(|p| p.d_inode.ino())
                     .unwrap_or(inode.ino());

@@ -125,21 +125,20 @@ fn check_tree(t: &Task, path: &str) -> usize {
 /// on a hot fd is closed at once (another thread may already have replaced or closed it).
 /// At the end every `File`'s count is exactly the number of fds naming it plus the one
 /// handle used to read it, and once the table is closed every `File` is released exactly
-/// once: the mount's reference count (one per live `File`) returns to its base, and each
-/// inode is referenced only by its dentry and the test.
+/// once: each dentry's reference count (one per live `File` opened at it) returns to its
+/// base.
 #[test]
 fn fd_table_storm() {
     const THREADS: usize = 4;
     const ITERS: usize = 40_000;
     let mnt = tmpfs::mount(TmpfsOptions::default());
     let t = Task::init(&mnt);
-    let base = Arc::strong_count(&mnt);
     assert_eq!(t.open("/f0", RDWR_CREAT, 0o644), Ok(Fd(0)));
     assert_eq!(t.open("/f1", RDWR_CREAT, 0o644), Ok(Fd(1)));
     let (f0, f1) = (t.files().fget(0).unwrap(), t.files().fget(1).unwrap());
-    let inodes = [f0.inode().clone(), f1.inode().clone()];
-    // Each inode: its dentry's reference, ours, and one per File opened on it.
-    assert_eq!(Arc::strong_count(&inodes[0]), 3);
+    let dentries = [f0.dentry().clone(), f1.dentry().clone()];
+    // Each dentry: the tree's references, ours, and one per File opened at it (one now).
+    let base = dentries.clone().map(|d| Arc::strong_count(&d) - 2);
     drop((f0, f1));
 
     let ptr = |h: &FileHandle| FileHandle::as_ptr(h) as usize;
@@ -236,31 +235,25 @@ fn fd_table_storm() {
     for (h, fds) in by_file.values() {
         assert!(*fds >= 1);
         assert_eq!(h.count(), 2, "references != one for the table + one handle");
-        let k = inodes
+        let k = dentries
             .iter()
-            .position(|i| Arc::ptr_eq(i, h.inode()))
+            .position(|d| Arc::ptr_eq(d, h.dentry()))
             .unwrap();
         per_inode[k] += 1;
     }
     for k in 0..2 {
-        assert_eq!(Arc::strong_count(&inodes[k]), 2 + per_inode[k]);
+        assert_eq!(Arc::strong_count(&dentries[k]), base[k] + per_inode[k]);
     }
-    assert_eq!(Arc::strong_count(&mnt), base + by_file.len());
     drop(by_file);
 
     // Closing everything releases every File exactly once.
     t.files().close_range(0, u32::MAX);
     assert_eq!(t.files().open_count(), 0);
-    assert_eq!(
-        Arc::strong_count(&mnt),
-        base,
-        "a File leaked or was released twice"
-    );
-    for i in &inodes {
+    for k in 0..2 {
         assert_eq!(
-            Arc::strong_count(i),
-            2,
-            "only the dentry and we hold the inode"
+            Arc::strong_count(&dentries[k]),
+            base[k],
+            "a File leaked or was released twice"
         );
     }
 }
@@ -273,7 +266,11 @@ fn fget_vs_close_last_reference() {
     const ROUNDS: usize = 20_000;
     let mnt = tmpfs::mount(TmpfsOptions::default());
     let t = Task::init(&mnt);
-    let base = Arc::strong_count(&mnt);
+    // The dentry of /f and its reference count with no File open at it.
+    let f = t.open("/f", RDWR_CREAT, 0o644).unwrap();
+    let dentry = t.files().fget(f.0).unwrap().dentry().clone();
+    t.close(f).unwrap();
+    let base = Arc::strong_count(&dentry);
     let barrier = Arc::new(Barrier::new(2));
     let t2 = t.clone_thread();
     let b2 = barrier.clone();
@@ -300,7 +297,7 @@ fn fget_vs_close_last_reference() {
         t.close(Fd(0)).unwrap();
         barrier.wait();
         assert_eq!(
-            Arc::strong_count(&mnt),
+            Arc::strong_count(&dentry),
             base,
             "the file was released exactly once"
         );

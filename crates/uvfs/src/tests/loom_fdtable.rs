@@ -20,24 +20,26 @@
 //!
 //! How "released" is observed, with no test hook: every model pins the epoch for its whole
 //! run, so a released `File`'s memory stays allocated and its `f_ref` can be read (0 once
-//! released: the dead zone is never left); and each live `File` holds one `Arc<Mount>` (its
-//! `f_path`), dropped at release, so the mount's strong count counts releases exactly (a
+//! released: the dead zone is never left); and each live `File` holds one `Arc<Dentry>` (its
+//! `f_dentry`), dropped at release, so the dentries' strong counts count releases exactly (a
 //! double release shows as a deficit, a leak as a surplus).
 
+use crate::dentry::Dentry;
 use crate::file::File;
 use crate::mount::Mount;
 use crate::sync::epoch;
 use crate::sync::rcu::RcuRef;
 use crate::{tmpfs, Errno, Fd, FileHandle, OpenFlags, Task};
 use loom::thread;
+use std::cell::RefCell;
 use std::sync::Arc;
 
-/// A tmpfs, a task on it and the mount's reference count with no file open.
+/// A tmpfs, a task on it, and the dentries of the files opened, each with its reference
+/// count when no `File` is open on it (each unreleased `File` holds one dentry reference).
 struct Setup {
-    mnt: Arc<Mount>,
+    _mnt: Arc<Mount>,
     task: Task,
-    /// `Arc::strong_count(&mnt)` before any file is opened; each unreleased `File` adds one.
-    base: usize,
+    dentries: RefCell<Vec<(Arc<Dentry>, usize)>>,
 }
 
 impl Setup {
@@ -45,20 +47,45 @@ impl Setup {
     fn new() -> Setup {
         let mnt = tmpfs::mount(Default::default());
         let task = Task::init(&mnt);
-        let base = Arc::strong_count(&mnt);
-        Setup { mnt, task, base }
+        Setup {
+            _mnt: mnt,
+            task,
+            dentries: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// Unreleased `File`s among those opened by `filp`: each holds one reference on the
+    /// dentry it was opened at, dropped exactly once at release (a double release shows as
+    /// a deficit, a leak as a surplus).
+    fn live(&self) -> usize {
+        self.dentries
+            .borrow()
+            .iter()
+            .map(|(d, base)| Arc::strong_count(d) - base)
+            .sum()
     }
 
     /// Creates `/name` and opens it, returning a handle (not installed).
     fn filp(&self, name: &str) -> FileHandle {
-        self.task
+        let h = self
+            .task
             .filp_open(
                 Fd::AT_FDCWD,
                 format!("/{name}"),
                 OpenFlags::CREAT | OpenFlags::RDWR,
                 0o644,
             )
-            .unwrap()
+            .unwrap();
+        self.track(&h);
+        h
+    }
+
+    /// Records the dentry of `h`'s file, which has exactly one `File` open on it now.
+    fn track(&self, h: &FileHandle) {
+        let d = h.dentry().clone();
+        // Now held by the tree, by `h`'s File and by `d`: the base excludes the File's.
+        let base = Arc::strong_count(&d) - 1;
+        self.dentries.borrow_mut().push((d, base));
     }
 
     /// Creates and opens `/name` at the lowest free descriptor; returns the descriptor and
@@ -101,8 +128,8 @@ impl Setup {
             }
         }
         assert_eq!(
-            Arc::strong_count(&self.mnt),
-            self.base + live,
+            self.live(),
+            live,
             "each released file dropped its fields exactly once"
         );
     }
@@ -111,7 +138,7 @@ impl Setup {
     fn close_all(&self, fds: &[i32], files: &[usize]) {
         self.task.files().close_range(0, u32::MAX);
         self.assert_counts(fds, files);
-        assert_eq!(Arc::strong_count(&self.mnt), self.base, "a file leaked");
+        assert_eq!(self.live(), 0, "a file leaked");
     }
 }
 
@@ -191,7 +218,10 @@ fn fget_close_reuse() {
         let (first, second) = getter.join().unwrap();
         reuser.join().unwrap();
 
-        let c = RcuRef::as_ptr(&s.task.files().fget(0).unwrap()) as usize;
+        let hc = s.task.files().fget(0).unwrap();
+        s.track(&hc);
+        let c = RcuRef::as_ptr(&hc) as usize;
+        drop(hc);
         for r in [first, second] {
             assert!(r == Ok(a) || r == Ok(c) || r == Err(Errno::EBADF), "{r:?}");
         }
@@ -283,10 +313,6 @@ fn fork_dup_close_shared_file() {
         p.join().unwrap();
 
         assert_eq!(count(a), 0, "A released once both tables closed it");
-        assert_eq!(
-            Arc::strong_count(&s.mnt),
-            s.base,
-            "A leaked or released twice"
-        );
+        assert_eq!(s.live(), 0, "A leaked or released twice");
     });
 }
