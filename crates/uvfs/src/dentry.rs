@@ -46,6 +46,12 @@ pub(crate) struct DLink {
 ///
 /// # Invariants
 /// `d_inode` never changes (tmpfs keeps no negative dentries).
+///
+/// # Layout
+/// Aligned to a cache line so that the `Arc` counts, written by every open and close of the
+/// file, sit on the line before the fields path walks read (`d_inode`, `d_link`). Linux 6.10
+/// moved the dentry's lockref off the line RCU-walk reads: +55% on 20-way stat of one file.
+#[repr(C, align(64))]
 pub struct Dentry {
     pub(crate) d_inode: Arc<Inode>,
     pub(crate) d_link: RcuCell<DLink>,

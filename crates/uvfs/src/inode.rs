@@ -236,6 +236,15 @@ struct Times {
 /// # Refcounting
 /// Held by `Arc`: by each `Dentry` naming it and by each open `File`. An unlinked inode
 /// keeps its data until the last `Arc` goes (Linux: `iput` of an inode with `i_nlink == 0`).
+///
+/// # Layout
+/// Aligned to a cache line, so the `Arc` counts (written when dentries come and go) sit on
+/// the line before it. Line 0: what every path walk and permission check reads (`i_ino`,
+/// `i_dev`, mode, owner), written only by chmod/chown. Line 1: what changes write (the
+/// attribute lock, times, link count). Line 2: the contents (sizes and `kind`: a regular
+/// file's data lock is written by every read). Readers of line 0 keep their copy while
+/// other cores change or read the file (lesson 1, applied to the inode).
+#[repr(C, align(64))]
 pub struct Inode {
     /// Inode number (immutable).
     pub(crate) i_ino: u64,
@@ -244,15 +253,29 @@ pub struct Inode {
     i_mode: AtomicU32,
     i_uid: AtomicU32,
     i_gid: AtomicU32,
+    _line1: CacheLine<()>,
     i_nlink: AtomicU32,
+    times: Times,
+    /// Serialises attribute writers (Linux: `i_rwsem` for `notify_change`).
+    attr_lock: Mutex<()>,
+    _line2: CacheLine<()>,
     /// Size in bytes of a regular file (written under its data write lock) or symlink
     /// (immutable); unused for directories, whose size `size` derives from the entry count.
     i_size: AtomicU64,
     i_blocks: AtomicU64,
-    times: Times,
-    /// Serialises attribute writers (Linux: `i_rwsem` for `notify_change`).
-    attr_lock: Mutex<()>,
     pub(crate) kind: InodeKind,
+}
+
+#[cfg(not(uvfs_loom))]
+mod layout {
+    use super::*;
+    use crate::sync::padded::CACHE_LINE;
+    use std::mem::{align_of, offset_of};
+    crate::const_assert!(align_of::<Inode>() == CACHE_LINE);
+    crate::const_assert!(offset_of!(Inode, i_gid) < CACHE_LINE);
+    crate::const_assert!(offset_of!(Inode, i_nlink) == CACHE_LINE);
+    crate::const_assert!(offset_of!(Inode, attr_lock) < 2 * CACHE_LINE);
+    crate::const_assert!(offset_of!(Inode, i_size) == 2 * CACHE_LINE);
 }
 
 impl fmt::Debug for Inode {
@@ -294,6 +317,7 @@ impl Inode {
             i_mode: AtomicU32::new(mode),
             i_uid: AtomicU32::new(uid),
             i_gid: AtomicU32::new(gid),
+            _line1: CacheLine(()),
             i_nlink: AtomicU32::new(nlink),
             i_size: AtomicU64::new(size),
             i_blocks: AtomicU64::new(blocks),
@@ -303,6 +327,7 @@ impl Inode {
                 nsec: [AtomicU32::new(n), AtomicU32::new(n), AtomicU32::new(n)],
             },
             attr_lock: Mutex::new(()),
+            _line2: CacheLine(()),
             kind,
         }
     }
