@@ -400,8 +400,11 @@ mod tests {
         assert_eq!(m.per_thread.len(), 2);
         assert!(m.rate > 0.0);
         for (ops, t) in m.per_thread {
+            // Whole batches only, at least one each; no wall-clock bound (a thread can start
+            // late on a loaded machine, and timing belongs in benchmarks, not tests).
             assert_eq!(ops % 64, 0);
-            assert!(t >= Duration::from_millis(25), "{t:?}");
+            assert!(ops >= 64);
+            assert!(t > Duration::ZERO);
         }
     }
 
