@@ -5,14 +5,14 @@
 //!
 //! # Reference graph and release order
 //! ```text
-//! Mount --Arc--> root Dentry --Arc--> Inode --Dir--> children map --Arc--> child Dentry
+//! Mount --Arc--> root Dentry --Arc--> Inode --Dir--> skip list + cookie map --Arc--> child Dentry
 //! child Dentry --d_link (RcuCell)--> DLink --Arc--> parent Dentry
-//! File --Arc--> Dentry, Inode, Mount;   FsStruct (root, cwd) --Arc--> Mount, Dentry
+//! File --Arc--> Dentry;   FsStruct (root, cwd) --Arc--> Mount, Dentry
 //! ```
 //! Parent and child point at each other while the child is linked; `unlink`/`rmdir`/`rename`
 //! remove the downward edge, and dropping the `Mount` clears every directory
 //! (`Mount::drop`), so no cycle outlives the namespace. A dentry read under an epoch `Guard`
-//! stays valid until the guard unpins, because the map versions and links that hold it are
+//! stays valid until the guard unpins, because the skip-list nodes and links that hold it are
 //! retired through the epoch too (the RCU-walk rule: a path walk takes no reference).
 
 use crate::inode::Inode;
@@ -41,7 +41,7 @@ pub(crate) struct DLink {
 /// A name bound to an inode.
 ///
 /// # Refcounting
-/// `Arc<Dentry>`: held by the parent's children map while linked, by open `File`s, by task
+/// `Arc<Dentry>`: held by the parent's directory index while linked, by open `File`s, by task
 /// cwd/root, and by child dentries (their parent link). Path walks hold none (see module doc).
 ///
 /// # Invariants

@@ -44,7 +44,7 @@ use crate::file::{File, FileHandle};
 use crate::sync::epoch::{self, Guard, Shared};
 use crate::sync::padded::CacheLine;
 use crate::sync::rcu::RcuRef;
-use crate::sync::{fence, lock, AtomicPtr, Mutex, MutexGuard, Ordering};
+use crate::sync::{fence, lock, plain, AtomicPtr, Mutex, MutexGuard, Ordering};
 use crate::{Errno, Result};
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
@@ -235,6 +235,11 @@ pub struct FdTable {
     /// loom cannot see, it reports a causality violation) and models the re-check of race 3.
     fdt: CacheLine<AtomicPtr<Fdt>>,
     file_lock: CacheLine<Mutex<FdAlloc>>,
+    /// Set (once, sticky) when a reference to this table left its tasks' hands
+    /// (`Task::files`): from then on `fdget` always takes references, because some other
+    /// thread may hold the table without holding a `Task` (read on every `fdget`, written
+    /// once).
+    exposed: plain::AtomicBool,
 }
 
 impl fmt::Debug for FdTable {
@@ -286,6 +291,7 @@ impl FdTable {
                 NR_OPEN_DEFAULT,
             ))))),
             file_lock: CacheLine(Mutex::new(FdAlloc::new(NR_OPEN_DEFAULT))),
+            exposed: plain::AtomicBool::new(false),
         }
     }
 
@@ -450,7 +456,7 @@ impl FdTable {
     ///
     /// # Errors
     /// `EMFILE` if none is free below the limit.
-    pub fn alloc_fd(&self, start: u32, cloexec: bool) -> Result<u32> {
+    pub(crate) fn alloc_fd(&self, start: u32, cloexec: bool) -> Result<u32> {
         let mut a = self.alloc_locked();
         self.alloc_fd_locked(&mut a, start, cloexec)
     }
@@ -475,7 +481,7 @@ impl FdTable {
     }
 
     /// `put_unused_fd`: gives back a descriptor reserved by `alloc_fd` and never installed.
-    pub fn put_unused_fd(&self, fd: u32) {
+    pub(crate) fn put_unused_fd(&self, fd: u32) {
         let mut a = self.alloc_locked();
         if a.is_open(fd) {
             a.clear_open(fd);
@@ -484,7 +490,7 @@ impl FdTable {
     }
 
     /// `fd_install`: publishes `file` at descriptor `fd`, reserved by `alloc_fd`.
-    pub fn fd_install(&self, fd: u32, file: FileHandle) {
+    pub(crate) fn fd_install(&self, fd: u32, file: FileHandle) {
         let mut a = self.alloc_locked();
         let extra = Self::adopt_locked(&mut a, file);
         let old = self.slot_store_locked(fd, extra.0);
@@ -782,7 +788,27 @@ impl FdTable {
             // INVARIANT: the array pointer is never null.
             fdt: CacheLine(AtomicPtr::new(Box::into_raw(new))),
             file_lock: CacheLine(Mutex::new(na)),
+            exposed: plain::AtomicBool::new(false),
         }
+    }
+
+    /// Marks the table as reachable outside its tasks (see `exposed`); writes only the
+    /// first time.
+    pub(crate) fn expose(&self) {
+        // Relaxed: read back only by `is_exposed` on the thread that exposed the table (its
+        // own program order) or by threads that received the reference afterwards through
+        // a synchronising hand-off (spawn, channel, scope).
+        if !self.exposed.load(plain::Ordering::Relaxed) {
+            // Relaxed: as above.
+            self.exposed.store(true, plain::Ordering::Relaxed);
+        }
+    }
+
+    /// Whether [`expose`](Self::expose) was called.
+    #[inline]
+    pub(crate) fn is_exposed(&self) -> bool {
+        // Relaxed: see `expose`.
+        self.exposed.load(plain::Ordering::Relaxed)
     }
 
     /// The descriptor limit (`RLIMIT_NOFILE`).

@@ -62,9 +62,10 @@ pub(crate) struct FileHot {
 ///
 /// # Refcounting
 /// Counted by `f_ref` ([`FileRef`]); handles are [`FileHandle`]s. Each fd table that names
-/// the file holds one reference, however many of its descriptors name it (fdtable.rs). The last put drops the inode and path references at once (Linux `__fput`)
-/// and frees the memory after an epoch grace period, because `fget` may still be reading
-/// `f_ref` of a file that a concurrent `close` released.
+/// the file holds one reference, however many of its descriptors name it (fdtable.rs).
+/// The last put drops the dentry reference at once (Linux `__fput`) and frees the memory
+/// after an epoch grace period, because `fget` may still be reading `f_ref` of a file that
+/// a concurrent `close` released.
 #[repr(C)]
 pub struct File {
     pub(crate) hot: CacheLine<FileHot>,
@@ -76,12 +77,30 @@ pub struct File {
 /// A counted reference to a [`File`] (Linux: a `struct file *` holding an `f_ref`).
 pub type FileHandle = RcuRef<File>;
 
-// SAFETY: `file_ref` always returns the `f_ref` field of `self`; `File`s are created only by
-// `File::open_handle`, which boxes them in an `RcuRef`.
+// SAFETY: `file_ref` and `file_ref_raw` always give the `f_ref` field; `drop_payload` drops
+// every other field and never `f_ref`; `File`s are created only by `File::open_handle`,
+// which boxes them in an `RcuRef`.
 unsafe impl RcuRefcounted for File {
     #[inline]
     fn file_ref(&self) -> &FileRef {
         &self.f_ref
+    }
+
+    #[inline]
+    unsafe fn file_ref_raw(this: *const Self) -> *const FileRef {
+        // SAFETY: `this` points to an allocated `File` (caller's contract); `addr_of!`
+        // projects to the field without creating a reference.
+        unsafe { std::ptr::addr_of!((*this).f_ref.0) }
+    }
+
+    unsafe fn drop_payload(this: *mut Self) {
+        // SAFETY: the caller owns the object and calls this once; each field but `f_ref`
+        // (plain atomics, no drop glue) is dropped exactly once, through raw projections
+        // that never cover `f_ref`.
+        unsafe {
+            std::ptr::drop_in_place(std::ptr::addr_of_mut!((*this).hot));
+            std::ptr::drop_in_place(std::ptr::addr_of_mut!((*this).f_pos));
+        }
     }
 }
 
@@ -121,6 +140,14 @@ impl File {
             f_ref: CacheLine(FileRef::new(1)),
             f_pos: CacheLine(Mutex::new(0)),
         })
+    }
+
+    /// `file_accessed`: stamps the inode's atime (under relatime) unless the file was
+    /// opened with `O_NOATIME`.
+    pub(crate) fn file_accessed(&self) {
+        if !self.flags().contains(OpenFlags::NOATIME) {
+            self.inode().touch_atime();
+        }
     }
 
     /// `f_mode`.

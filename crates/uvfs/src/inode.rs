@@ -234,7 +234,7 @@ struct Times {
 /// An inode: identity, attributes and contents of one file.
 ///
 /// # Refcounting
-/// Held by `Arc`: by each `Dentry` naming it and by each open `File`. An unlinked inode
+/// Held by `Arc`: by each `Dentry` naming it (open `File`s hold the dentry). An unlinked inode
 /// keeps its data until the last `Arc` goes (Linux: `iput` of an inode with `i_nlink == 0`).
 ///
 /// # Layout
@@ -690,17 +690,23 @@ impl Inode {
         off: u64,
         append: bool,
         now: Timespec,
+        cred: &Cred,
     ) -> Result<(usize, u64)> {
         let mut data = write(self.reg()?);
-        let size = self.size();
-        let off = if append { size } else { off };
+        // A zero-length write changes nothing, not even an O_APPEND position
+        // (`generic_write_checks_count` returns before repositioning).
         if buf.is_empty() {
             return Ok((0, off));
         }
+        let size = self.size();
+        let off = if append { size } else { off };
         let max = MAX_LFS_FILESIZE as u64;
         if off >= max {
             return Err(Errno::EFBIG);
         }
+        // After the limit checks, under the data lock (Linux: `file_remove_privs` after
+        // `generic_write_checks`, under `inode_lock`): a refused write changes nothing.
+        self.kill_suid(cred, now);
         let n = (buf.len() as u64).min(max - off) as usize;
         let mut done = 0;
         while done < n {

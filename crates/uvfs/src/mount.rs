@@ -2,9 +2,12 @@
 //!
 //! Linux analogue: `struct vfsmount`/`struct mount` (fs/mount.h), `struct path`.
 //!
-//! uvfs has one mount per namespace for now (no mount points inside it; `EXDEV` across
-//! namespaces is future work). Dropping the last `Arc<Mount>` tears the tree down: every
-//! directory is emptied, which breaks the parent/child reference cycles (dentry.rs).
+//! uvfs has one mount per namespace for now (no mount points inside it; a descriptor of
+//! another namespace is `EXDEV` as a `dirfd`). Dropping the last `Arc<Mount>` (every task of
+//! the namespace and the embedder's own) tears the tree down like a forced unmount: every
+//! directory is emptied and marked removed, and its entries unhashed, which breaks the
+//! parent/child reference cycles (dentry.rs). Files still open keep their data and can be
+//! read and written; their directories read as removed (`getdents`: `ENOENT`).
 
 use crate::dentry::Dentry;
 use crate::dir::Dir;
@@ -17,7 +20,9 @@ use std::sync::Arc;
 /// A mounted file system tree.
 ///
 /// # Refcounting
-/// `Arc<Mount>`: held by every `Path` (open files, task root and cwd).
+/// `Arc<Mount>`: held by every `Path` (task root and cwd) and by the embedder. Open files do
+/// not hold it (a shared count written by every open and close would be a global line on
+/// the open/close path); see the module doc for what dropping the last reference does.
 pub struct Mount {
     pub(crate) mnt_sb: Arc<SuperBlock>,
     pub(crate) mnt_root: Arc<Dentry>,
@@ -48,7 +53,13 @@ impl Drop for Mount {
         while let Some(d) = stack.pop() {
             if let Some(dir) = d.d_inode.dir() {
                 let mut l = dir.lock();
-                stack.extend(l.clear());
+                l.inner.dead = true;
+                let children = l.clear();
+                drop(l);
+                for c in &children {
+                    crate::namei::unhash(c);
+                }
+                stack.extend(children);
             }
         }
     }

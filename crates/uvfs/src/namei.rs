@@ -622,7 +622,7 @@ impl Task {
 }
 
 /// Marks a removed dentry unhashed (its link keeps parent and name for `..` and getcwd).
-fn unhash(d: &Arc<Dentry>) {
+pub(crate) fn unhash(d: &Arc<Dentry>) {
     let g = epoch::pin();
     let l = d.link(&g);
     d.d_link.replace(

@@ -156,7 +156,17 @@ impl Task {
                 let mut path: &[u8] = path;
                 loop {
                     let last = nd.walk_parent(start, path)?;
-                    if last.ty != LastType::Norm || last.trailing_slash {
+                    if last.ty != LastType::Norm {
+                        // `.`, `..`, `/` exist and are directories (Linux `do_open`:
+                        // O_EXCL's EEXIST is checked before EISDIR).
+                        return Err(if flags.contains(OpenFlags::EXCL) {
+                            Errno::EEXIST
+                        } else {
+                            Errno::EISDIR
+                        });
+                    }
+                    if last.trailing_slash {
+                        // `open_last_lookups`: O_CREAT with a trailing slash.
                         return Err(Errno::EISDIR);
                     }
                     if last.name.len() > NAME_MAX {
@@ -321,7 +331,8 @@ impl Task {
     /// reserved by a concurrent open).
     pub fn dup2(&self, oldfd: Fd, newfd: Fd) -> Result<Fd> {
         if oldfd == newfd {
-            self.files.fget(oldfd.0)?;
+            // Validity only: `fdget` takes no reference on a private table.
+            drop(self.fdget(oldfd)?);
             return Ok(newfd);
         }
         self.files.dup2(oldfd.0, newfd.0, false).map(Fd)

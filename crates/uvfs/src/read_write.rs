@@ -74,7 +74,7 @@ impl Task {
         let n = f.inode().read_at(&mut buf[..len], *pos)?;
         *pos += n as u64;
         drop(pos);
-        f.inode().touch_atime();
+        f.file_accessed();
         Ok(n)
     }
 
@@ -91,7 +91,7 @@ impl Task {
         check_read(&f, offset as u64, buf.len())?;
         let len = buf.len().min(MAX_RW_COUNT);
         let n = f.inode().read_at(&mut buf[..len], offset as u64)?;
-        f.inode().touch_atime();
+        f.file_accessed();
         Ok(n)
     }
 
@@ -114,10 +114,9 @@ impl Task {
         let append = f.flags().contains(OpenFlags::APPEND);
         // One clock read for the syscall's timestamps.
         let now = coarse_now();
-        if len > 0 {
-            f.inode().kill_suid(&self.cred, now);
-        }
-        let (n, end) = f.inode().write_at(&buf[..len], *pos, append, now)?;
+        let (n, end) = f
+            .inode()
+            .write_at(&buf[..len], *pos, append, now, &self.cred)?;
         *pos = end;
         Ok(n)
     }
@@ -137,12 +136,9 @@ impl Task {
         let len = buf.len().min(MAX_RW_COUNT);
         let append = f.flags().contains(OpenFlags::APPEND);
         let now = coarse_now();
-        if len > 0 {
-            f.inode().kill_suid(&self.cred, now);
-        }
         let (n, _) = f
             .inode()
-            .write_at(&buf[..len], offset as u64, append, now)?;
+            .write_at(&buf[..len], offset as u64, append, now, &self.cred)?;
         Ok(n)
     }
 

@@ -145,7 +145,7 @@ impl Task {
             }
         }
         drop(pos);
-        inode.touch_atime();
+        f.file_accessed();
         Ok(used)
     }
 }

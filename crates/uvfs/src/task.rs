@@ -155,7 +155,12 @@ impl Task {
     }
 
     /// The fd table.
-    pub fn files(&self) -> &Arc<FdTable> {
+    ///
+    /// From the first call on, the table counts as shared (the reference may reach other
+    /// threads without a `Task`): `read`, `write` and the other calls take a reference on
+    /// the file for each call instead of borrowing it (Linux `fdget` vs `fget`).
+    pub fn files(&self) -> &FdTable {
+        self.files.expose();
         &self.files
     }
 
@@ -206,6 +211,8 @@ impl Task {
     #[inline]
     pub(crate) fn files_shared(&self) -> bool {
         Arc::strong_count(&self.files) > 1
+            || Arc::weak_count(&self.files) > 0
+            || self.files.is_exposed()
     }
 
     /// `fdget`: the file at `fd` for one call; no reference taken if the table is private.
@@ -214,8 +221,12 @@ impl Task {
     /// `EBADF` if `fd` is not open.
     #[inline]
     pub(crate) fn fdget(&self, fd: Fd) -> Result<FdRef<'_>> {
-        // SAFETY: `Task` is `!Sync` and owns `files`; when `files_shared()` is false no other
-        // task holds the table, and no method of `Task` closes `fd` while it holds the result.
+        // SAFETY: `Task` is `!Sync` and owns `files`, whose `Arc` it never lends out
+        // (`files()` lends `&FdTable` and marks it exposed). When `files_shared()` is false,
+        // no other task holds the table (strong count 1), no `Weak` can revive a holder (weak
+        // count 0), and no bare reference escaped (not exposed); so only this thread can
+        // close, replace or grow it, and no method of `Task` closes `fd` while it holds the
+        // result.
         unsafe { self.files.fdget(fd.0, self.files_shared()) }
     }
 }

@@ -94,6 +94,20 @@ impl<T: Send + Sync + 'static + fmt::Debug> fmt::Debug for RcuCell<T> {
 pub unsafe trait RcuRefcounted: Send + Sync + 'static {
     /// The object's reference count.
     fn file_ref(&self) -> &FileRef;
+
+    /// The count of the object at `this`, without forming a reference to the whole object
+    /// (a lockless reader may reach an object whose other fields are being dropped).
+    ///
+    /// # Safety
+    /// - `this` points to an allocated `Self` (possibly with its payload dropped).
+    unsafe fn file_ref_raw(this: *const Self) -> *const FileRef;
+
+    /// Drops every field but the count, in place (the count stays readable until the
+    /// memory is freed).
+    ///
+    /// # Safety
+    /// - The caller owns the object (its last reference was released) and calls this once.
+    unsafe fn drop_payload(this: *mut Self);
 }
 
 /// A counted reference to a `T` (Linux: a `struct file *` holding one `f_ref`).
@@ -151,9 +165,10 @@ impl<T: RcuRefcounted> RcuRef<T> {
     #[inline]
     pub unsafe fn try_get_raw(ptr: *mut T, _guard: &Guard) -> Option<RcuRef<T>> {
         // SAFETY: the memory of an object reachable from a slot while we were pinned is freed
-        // only through `defer_free` after our pin ends (module invariant), so it is
-        // allocated; `file_ref` is an atomic that stays valid after the fields are dropped.
-        let r = unsafe { (*ptr).file_ref() };
+        // only through `defer_destroy` after our pin ends (module invariant), so it is
+        // allocated; its count is never dropped (`drop_payload` leaves it), and no reference
+        // to the rest of the object is formed.
+        let r = unsafe { &*T::file_ref_raw(ptr) };
         if r.get() {
             Some(RcuRef {
                 // SAFETY: non-null (it was dereferenced above); the get gave us a reference.
@@ -191,10 +206,10 @@ impl<T: RcuRefcounted> RcuRef<T> {
     /// - The caller's put released the last reference of the object at `ptr`.
     #[cold]
     unsafe fn release(ptr: NonNull<T>) {
-        // SAFETY: we own the object (last reference). Dropping the fields in place now frees
-        // what they hold; concurrent `try_get_raw` callers only touch `file_ref()`, an atomic
-        // with no drop glue whose memory stays allocated until `defer_destroy` runs.
-        unsafe { std::ptr::drop_in_place(ptr.as_ptr()) };
+        // SAFETY: we own the object (last reference). Dropping the other fields in place now
+        // frees what they hold; concurrent `try_get_raw` callers only touch the count (through
+        // `file_ref_raw`), which is not dropped and stays allocated until `defer_destroy`.
+        unsafe { T::drop_payload(ptr.as_ptr()) };
         let guard = epoch::pin();
         let raw = ptr.as_ptr() as *const ManuallyDrop<T>;
         // SAFETY: `ManuallyDrop<T>` is `repr(transparent)` over `T`, and the allocation came

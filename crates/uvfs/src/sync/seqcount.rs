@@ -25,6 +25,7 @@ impl SeqCount {
     /// Spins while a write is in progress.
     #[inline]
     pub fn read_begin(&self) -> u32 {
+        let mut spins = 0u32;
         loop {
             // Acquire: pairs with the Release fence in `write_end`: data loads after this
             // see at least the writes of the write section that produced `s`.
@@ -32,7 +33,14 @@ impl SeqCount {
             if s & 1 == 0 {
                 return s;
             }
-            std::hint::spin_loop();
+            // Spin briefly, then yield: a writer preempted mid-section (2 vCPUs) must get to
+            // run rather than watch readers burn their time slices.
+            spins += 1;
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
         }
     }
 
