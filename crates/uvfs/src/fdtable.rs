@@ -315,6 +315,16 @@ impl FdTable {
         unsafe { &*p }
     }
 
+    /// The published array. Context: the caller holds `file_lock` for as long as it uses
+    /// the result (under the lock the array can be neither replaced nor retired).
+    #[inline]
+    fn fdt_locked(&self) -> &Fdt {
+        debug_assert!(self.file_lock.try_lock().is_err(), "caller holds file_lock");
+        // SAFETY: only `expand_locked`, under `file_lock`, replaces and retires the array;
+        // the caller holds the lock while it uses the result (Context above).
+        unsafe { self.fdt(epoch::unprotected()) }
+    }
+
     /// `fget`: a counted reference to the file at `fd`.
     ///
     /// # Errors
@@ -413,10 +423,7 @@ impl FdTable {
         if n <= a.max_fds {
             return Ok(());
         }
-        // SAFETY: we hold `file_lock`, so the array cannot be replaced or retired under us.
-        let guard = unsafe { epoch::unprotected() };
-        // SAFETY: we hold `file_lock` while `old` is used.
-        let old = unsafe { self.fdt(guard) };
+        let old = self.fdt_locked();
         let new = Box::new(Fdt::with_capacity(n));
         for (o, s) in old.fd.iter().zip(new.fd.iter()) {
             // Relaxed: under `file_lock`, the only writer; the Release swap below publishes.
@@ -442,10 +449,7 @@ impl FdTable {
 
     /// Stores `file` into slot `fd` of the current array. Context: caller holds `file_lock`.
     fn slot_store_locked(&self, fd: u32, file: *mut File) -> *mut File {
-        // SAFETY: we hold `file_lock`: the array is stable.
-        let guard = unsafe { epoch::unprotected() };
-        // SAFETY: we hold `file_lock` while `fdt` is used.
-        let fdt = unsafe { self.fdt(guard) };
+        let fdt = self.fdt_locked();
         // AcqRel: Release publishes the File's fields to `fget`'s Acquire slot load; Acquire
         // is not needed for the old pointer (its reference is ours and was published to us by
         // the lock) but costs nothing on the swap.
@@ -550,10 +554,7 @@ impl FdTable {
         if fd >= a.max_fds {
             return ptr::null_mut();
         }
-        // SAFETY: we hold `file_lock`: the array is stable.
-        let guard = unsafe { epoch::unprotected() };
-        // SAFETY: we hold `file_lock` while `fdt` is used.
-        let fdt = unsafe { self.fdt(guard) };
+        let fdt = self.fdt_locked();
         // Relaxed: under the lock, the only writer.
         fdt.fd[fd as usize].load(Ordering::Relaxed)
     }
@@ -570,10 +571,7 @@ impl FdTable {
             if fd >= a.max_fds {
                 return Err(Errno::EBADF);
             }
-            // SAFETY: we hold `file_lock`: the array is stable.
-            let guard = unsafe { epoch::unprotected() };
-            // SAFETY: we hold `file_lock` while `fdt` is used.
-            let fdt = unsafe { self.fdt(guard) };
+            let fdt = self.fdt_locked();
             let slot = &fdt.fd[fd as usize];
             // Relaxed: fine to test under the lock (we are the only writer).
             if slot.load(Ordering::Relaxed).is_null() {
@@ -614,10 +612,7 @@ impl FdTable {
             if new >= a.max_fds {
                 self.expand_locked(&mut a, new)?;
             }
-            // SAFETY: we hold `file_lock`: the array is stable.
-            let guard = unsafe { epoch::unprotected() };
-            // SAFETY: we hold `file_lock` while `fdt` is used.
-            let fdt = unsafe { self.fdt(guard) };
+            let fdt = self.fdt_locked();
             // Relaxed: under the lock, the only writer.
             let file = match fdt.fd.get(old as usize) {
                 Some(s) => s.load(Ordering::Relaxed),
@@ -680,10 +675,7 @@ impl FdTable {
         if fd >= a.max_fds {
             return false;
         }
-        // SAFETY: we hold `file_lock`: the array is stable.
-        let guard = unsafe { epoch::unprotected() };
-        // SAFETY: we hold `file_lock` while `fdt` is used.
-        let fdt = unsafe { self.fdt(guard) };
+        let fdt = self.fdt_locked();
         // Relaxed: under the lock.
         !fdt.fd[fd as usize].load(Ordering::Relaxed).is_null()
     }
@@ -697,10 +689,7 @@ impl FdTable {
             return out;
         }
         let last = last.min(a.max_fds - 1);
-        // SAFETY: we hold `file_lock`: the array is stable.
-        let guard = unsafe { epoch::unprotected() };
-        // SAFETY: we hold `file_lock` while `fdt` is used.
-        let fdt = unsafe { self.fdt(guard) };
+        let fdt = self.fdt_locked();
         let mut fd = first;
         while fd <= last {
             if !test_bit(&a.open_fds, fd) {
@@ -768,10 +757,7 @@ impl FdTable {
             unsafe { &*(p as *const File) }.f_ref.inc();
         }
         let new = Box::new(Fdt::with_capacity(a.max_fds));
-        // SAFETY: we hold `file_lock`: the array is stable.
-        let guard = unsafe { epoch::unprotected() };
-        // SAFETY: we hold `file_lock` while `fdt` is used.
-        let fdt = unsafe { self.fdt(guard) };
+        let fdt = self.fdt_locked();
         for (fd, (o, s)) in fdt.fd.iter().zip(new.fd.iter()).enumerate() {
             // Relaxed: under the lock.
             let p = o.load(Ordering::Relaxed);

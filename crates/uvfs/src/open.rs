@@ -67,6 +67,21 @@ const VALID_OPEN_FLAGS: OpenFlags = OpenFlags::ACCMODE
     .union(OpenFlags::PATH)
     .union(OpenFlags::TMPFILE);
 
+/// `build_open_flags`: the flag checks done before anything else.
+///
+/// # Errors
+/// `EINVAL` for `O_CREAT|O_DIRECTORY` (Linux 6.4+); `EOPNOTSUPP` for `O_PATH` and
+/// `O_TMPFILE` (not supported yet).
+fn build_open_flags(flags: OpenFlags) -> Result<()> {
+    if flags.contains(OpenFlags::CREAT | OpenFlags::DIRECTORY) {
+        return Err(Errno::EINVAL);
+    }
+    if flags.intersects(OpenFlags::PATH) || flags.contains(OpenFlags::TMPFILE) {
+        return Err(Errno::EOPNOTSUPP);
+    }
+    Ok(())
+}
+
 impl Task {
     /// `openat(2)`: opens (and with `O_CREAT` maybe creates) `path`, returns the lowest free
     /// descriptor.
@@ -95,12 +110,7 @@ impl Task {
         flags: OpenFlags,
         mode: u32,
     ) -> Result<Fd> {
-        if flags.contains(OpenFlags::CREAT | OpenFlags::DIRECTORY) {
-            return Err(Errno::EINVAL);
-        }
-        if flags.intersects(OpenFlags::PATH) || flags.contains(OpenFlags::TMPFILE) {
-            return Err(Errno::EOPNOTSUPP);
-        }
+        build_open_flags(flags)?;
         let path = getname(path.as_ref(), false)?;
         let cloexec = flags.contains(OpenFlags::CLOEXEC);
         let fd = self.files.alloc_fd(0, cloexec)?;
@@ -132,12 +142,7 @@ impl Task {
         flags: OpenFlags,
         mode: u32,
     ) -> Result<FileHandle> {
-        if flags.contains(OpenFlags::CREAT | OpenFlags::DIRECTORY) {
-            return Err(Errno::EINVAL);
-        }
-        if flags.intersects(OpenFlags::PATH) || flags.contains(OpenFlags::TMPFILE) {
-            return Err(Errno::EOPNOTSUPP);
-        }
+        build_open_flags(flags)?;
         let path = getname(path.as_ref(), false)?;
         self.do_filp_open(dirfd, path, flags, mode)
     }
