@@ -2,12 +2,17 @@
 //! run for a fixed time, stop on a shared flag, and count their operations
 //! in thread-local counters summed at the end.
 //!
-//! A run's rate is the sum over threads of `ops / elapsed`, each thread
-//! timing itself from the start gate to the end of its last batch, so a
-//! thread that overshoots the stop flag by part of a batch is still counted
-//! exactly. Targets are interleaved per repetition (uvfs rep 1, kernel
+//! A run's rate is its total operations over one window common to all
+//! threads: from the moment the start gate opens to the moment the last
+//! thread, having finished the batch it was in, sees the stop flag. Every
+//! counted operation falls inside it, and a thread scheduled late (more
+//! threads than cores) adds only the operations it did, not a rate over a
+//! shorter window of its own. Targets are interleaved per repetition (uvfs rep 1, kernel
 //! rep 1, uvfs rep 2, ...) after one discarded warm-up run each, so slow
 //! drifts of a noisy machine hit every target alike.
+//!
+//! SIGINT and SIGTERM (see [`crate::interrupt`]) raise the stop flag too, and
+//! fail the run, so that its teardown and the targets' cleanup still run.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -17,6 +22,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::interrupt;
 use crate::target::{Target, Worker};
 use crate::workloads::{Workload, WorkloadKind};
 
@@ -177,9 +183,13 @@ pub fn run_one(
 /// The outcome of one measured run.
 #[derive(Debug, Clone)]
 pub struct Measurement {
-    /// Operations per second, summed over threads.
+    /// Operations per second: all threads' operations over `window`.
     pub rate: f64,
-    /// Per thread: operations done and the time they took.
+    /// From the start gate opening to the last thread seeing the stop flag
+    /// (the longest of the per-thread times).
+    pub window: Duration,
+    /// Per thread: operations done, and the time from the start gate
+    /// opening to this thread seeing the stop flag after its last batch.
     pub per_thread: Vec<(u64, Duration)>,
 }
 
@@ -190,18 +200,22 @@ struct Gate {
     ready: AtomicUsize,
     /// Set once by the main thread: start.
     go: AtomicBool,
-    /// Set by the main thread when time is up, or by a failing worker.
+    /// Set by the main thread when time is up or on a signal, or by a
+    /// failing worker.
     stop: AtomicBool,
 }
 
 /// Runs `workers` on one thread each for `duration`: each calls
 /// [`Worker::enter`], waits at the start gate, runs batches of `batch`
-/// operations until the stop flag, then calls [`Worker::exit`].
+/// operations until the stop flag, then calls [`Worker::exit`]. The stop
+/// flag is raised when `duration` is up, or early by a failing worker or a
+/// signal.
 ///
 /// # Errors
 ///
 /// A thread could not be spawned, or a worker failed or panicked (the
 /// others are stopped early); the first error by thread index is returned.
+/// Else "interrupted by SIGINT" (or SIGTERM) if a signal stopped the run.
 pub fn measure(
     workers: Vec<Box<dyn Worker + '_>>,
     batch: u32,
@@ -209,7 +223,7 @@ pub fn measure(
 ) -> Result<Measurement> {
     let gate = Gate::default();
     let gate = &gate;
-    let results = std::thread::scope(|s| {
+    let (start, results) = std::thread::scope(|s| {
         let mut handles = Vec::with_capacity(workers.len());
         let mut spawn_error = None;
         for (index, worker) in workers.into_iter().enumerate() {
@@ -235,15 +249,19 @@ pub fn measure(
         while gate.ready.load(Ordering::Acquire) < handles.len() {
             std::thread::yield_now();
         }
+        // Before opening the gate: no worker's operation precedes it.
+        let start = Instant::now();
         // Release: pairs with the workers' Acquire load of `go` in
         // `worker_main`; publishes `stop` set above on a spawn failure.
         gate.go.store(true, Ordering::Release);
-        let start = Instant::now();
         loop {
             let left = duration.saturating_sub(start.elapsed());
             // Relaxed: only a hint to stop waiting early when a worker
             // failed; the join below orders everything else.
-            if left.is_zero() || gate.stop.load(Ordering::Relaxed) {
+            if left.is_zero()
+                || gate.stop.load(Ordering::Relaxed)
+                || interrupt::received().is_some()
+            {
                 break;
             }
             std::thread::sleep(left.min(Duration::from_millis(10)));
@@ -251,7 +269,7 @@ pub fn measure(
         // Relaxed: a flag polled between batches; nothing is published
         // with it (results come back through `join`).
         gate.stop.store(true, Ordering::Relaxed);
-        let mut results: Vec<Result<(u64, Duration)>> = handles
+        let mut results: Vec<Result<(u64, Instant)>> = handles
             .into_iter()
             .map(|h| {
                 h.join()
@@ -261,32 +279,35 @@ pub fn measure(
         if let Some(e) = spawn_error {
             results.insert(0, Err(e));
         }
-        results
+        (start, results)
     });
     let mut per_thread = Vec::with_capacity(results.len());
     for r in results {
-        per_thread.push(r?);
+        let (ops, stopped) = r?;
+        per_thread.push((ops, stopped.saturating_duration_since(start)));
     }
-    let rate = per_thread
-        .iter()
-        .map(|&(ops, t)| {
-            if t.is_zero() {
-                0.0
-            } else {
-                ops as f64 / t.as_secs_f64()
-            }
-        })
-        .sum();
-    Ok(Measurement { rate, per_thread })
+    interrupt::check()?;
+    let window = per_thread.iter().map(|&(_, t)| t).max().unwrap_or_default();
+    let ops: u64 = per_thread.iter().map(|&(ops, _)| ops).sum();
+    let rate = if window.is_zero() {
+        0.0
+    } else {
+        ops as f64 / window.as_secs_f64()
+    };
+    Ok(Measurement {
+        rate,
+        window,
+        per_thread,
+    })
 }
 
 /// One worker thread: enter, wait at the gate, run batches until `stop`,
-/// exit. Returns its operation count and the time they took.
+/// exit. Returns its operation count and when it saw the stop flag.
 fn worker_main(
     mut worker: Box<dyn Worker + '_>,
     batch: u32,
     gate: &Gate,
-) -> Result<(u64, Duration)> {
+) -> Result<(u64, Instant)> {
     let entered = catch(|| worker.enter());
     if entered.is_err() {
         // Relaxed: a hint for the others and the main thread to give up;
@@ -302,7 +323,6 @@ fn worker_main(
         std::thread::yield_now();
     }
     entered?;
-    let start = Instant::now();
     let ran = catch(|| {
         let mut ops = 0u64;
         loop {
@@ -315,7 +335,7 @@ fn worker_main(
             }
         }
     });
-    let elapsed = start.elapsed();
+    let stopped = Instant::now();
     if ran.is_err() {
         // Relaxed: as for a failed `enter` above.
         gate.stop.store(true, Ordering::Relaxed);
@@ -326,7 +346,7 @@ fn worker_main(
     drop(worker);
     let ops = ran?;
     exited?;
-    Ok((ops, elapsed))
+    Ok((ops, stopped))
 }
 
 /// Runs `f`, turning a panic into an [`Error`].
@@ -366,6 +386,8 @@ pub fn progress_bar(expected: Duration) -> ProgressBar {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::AtomicU64;
+    use std::sync::Arc;
 
     /// Counts its operations; fails after `fail_after` if set.
     struct Counter {
@@ -406,6 +428,58 @@ mod tests {
             assert!(ops >= 64);
             assert!(t > Duration::ZERO);
         }
+    }
+
+    /// Counts its operations into `done`; its first batch first waits until
+    /// `wait_for` (another worker's count) is nonzero, as a thread scheduled
+    /// late would.
+    struct Late {
+        done: Arc<AtomicU64>,
+        wait_for: Option<Arc<AtomicU64>>,
+    }
+
+    impl Worker for Late {
+        fn run(&mut self, n: u32) -> Result<()> {
+            if let Some(other) = self.wait_for.take() {
+                // Relaxed: only the count matters, nothing is published.
+                while other.load(Ordering::Relaxed) == 0 {
+                    std::thread::yield_now();
+                }
+            }
+            // Relaxed: as above.
+            self.done.fetch_add(u64::from(n), Ordering::Relaxed);
+            Ok(())
+        }
+    }
+
+    /// Bug: rates were the sum of per-thread `ops / elapsed`, each thread
+    /// timing its own window, so a thread that started late (more threads
+    /// than cores) added a rate over a shorter window and inflated the
+    /// total. Fix: total operations over one window common to all threads.
+    #[test]
+    fn rate_is_total_ops_over_the_common_window() {
+        let early = Arc::new(AtomicU64::new(0));
+        let late = Arc::new(AtomicU64::new(0));
+        let workers: Vec<Box<dyn Worker>> = vec![
+            Box::new(Late {
+                done: Arc::clone(&early),
+                wait_for: None,
+            }),
+            Box::new(Late {
+                done: Arc::clone(&late),
+                wait_for: Some(Arc::clone(&early)),
+            }),
+        ];
+        let m = measure(workers, 64, Duration::from_millis(20)).unwrap();
+        // Relaxed: the workers were joined, which orders their writes.
+        let counts = [early.load(Ordering::Relaxed), late.load(Ordering::Relaxed)];
+        let ops: Vec<u64> = m.per_thread.iter().map(|&(ops, _)| ops).collect();
+        assert_eq!(ops, counts);
+        let longest = m.per_thread.iter().map(|&(_, t)| t).max().unwrap();
+        assert_eq!(m.window, longest);
+        assert!(m.window > Duration::ZERO);
+        let total = (counts[0] + counts[1]) as f64;
+        assert_eq!(m.rate, total / m.window.as_secs_f64());
     }
 
     #[test]

@@ -12,12 +12,13 @@
 //!
 //! The host directory is, by default, a tmpfs mounted on a fresh temporary
 //! directory (we usually run as root), in a private mount namespace when
-//! possible so that it cannot outlive the process, else the temporary
-//! directory itself;
-//! `--host-dir DIR` uses a fresh subdirectory of DIR instead. It is unmounted
-//! and removed when the [`HostDir`] is closed or dropped, also on error. The
-//! `tree` workload's files are copied into it once, so both sides read
-//! files from memory.
+//! possible so that it cannot outlive the process; else (not root) a fresh
+//! directory in `/dev/shm`, itself a tmpfs; else the temporary directory
+//! itself. `--host-dir DIR` uses a fresh subdirectory of DIR instead. It is
+//! unmounted and removed when the [`HostDir`] is closed or dropped, also on
+//! error or interruption (see [`crate::interrupt`]). The `tree` workload's
+//! files are copied into it once, so (on a tmpfs) both sides read files
+//! from memory.
 
 use std::ffi::CString;
 use std::hint::black_box;
@@ -54,8 +55,9 @@ impl HostDir {
     /// - `Some(parent)`: a fresh `uvfs-bench-*` directory inside `parent`
     ///   (its file system is named in the description).
     /// - `None`: a fresh temporary directory with a tmpfs mounted on it; if
-    ///   the mount fails (not root, no `CAP_SYS_ADMIN`), the temporary
-    ///   directory itself, and the description says so and why.
+    ///   the mount fails (not root, no `CAP_SYS_ADMIN`), a fresh directory in
+    ///   `/dev/shm` (a tmpfs anyone may usually write to), else the temporary
+    ///   directory itself; the description says which and why.
     ///
     /// # Errors
     ///
@@ -81,7 +83,7 @@ impl HostDir {
                 description,
             });
         }
-        let dir = builder
+        let mut dir = builder
             .tempdir()
             .with_context(|| "creating a temporary directory for the kernel peer")?;
         // In a private mount namespace the tmpfs vanishes with the process
@@ -103,11 +105,22 @@ impl HostDir {
                 "tmpfs mounted at {} (no private mount namespace: {e})",
                 dir.path().display()
             ),
-            (Err(e), _) => format!(
-                "temporary directory {} ({}; mounting a tmpfs failed: {e})",
-                dir.path().display(),
-                fs_name(dir.path())
-            ),
+            (Err(e), _) => match builder.tempdir_in("/dev/shm") {
+                Ok(shm) => {
+                    // The first directory is removed as it drops.
+                    dir = shm;
+                    format!(
+                        "directory {} ({}; mounting a tmpfs failed: {e})",
+                        dir.path().display(),
+                        fs_name(dir.path())
+                    )
+                }
+                Err(shm) => format!(
+                    "temporary directory {} ({}; mounting a tmpfs failed: {e}; /dev/shm: {shm})",
+                    dir.path().display(),
+                    fs_name(dir.path())
+                ),
+            },
         };
         Ok(HostDir {
             dir: Some(dir),
@@ -359,7 +372,7 @@ impl Target for KernelTarget {
 
     fn description(&self) -> String {
         format!(
-            "Linux syscalls via rustix on {}; each thread unshare(CLONE_FILES|CLONE_FS) like a forked process; tree files copied there",
+            "Linux syscalls via rustix on {}; each thread unshare(CLONE_FILES|CLONE_FS) like a forked process",
             self.host.description()
         )
     }

@@ -10,6 +10,7 @@
 //! | [`uvfs_target`] | uvfs's embedded tmpfs through `uvfs::Task` |
 //! | [`kernel`] | the kernel peer: real syscalls (rustix) on a host tmpfs |
 //! | [`harness`] | start gate, stop flag, interleaved repetitions, rates |
+//! | [`interrupt`] | SIGINT/SIGTERM as a polled flag: stop, clean up, exit `128 + signal` |
 //! | [`report`] | the table and the `--json` document |
 //!
 //! New peers (other crates) and ablation variants of uvfs are new
@@ -24,6 +25,7 @@
 
 pub mod error;
 pub mod harness;
+pub mod interrupt;
 pub mod kernel;
 pub mod report;
 pub mod target;
@@ -31,7 +33,7 @@ pub mod uvfs_target;
 pub mod workloads;
 
 use std::io::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -69,7 +71,8 @@ pub struct BenchArgs {
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_threads)]
     pub threads: Vec<usize>,
 
-    /// Seconds per measured run (fractions allowed, e.g. 0.2).
+    /// Seconds per measured run (fractions allowed, e.g. 0.2; at least
+    /// 0.01).
     #[arg(long, value_name = "SECS", default_value = "2", value_parser = parse_duration)]
     pub duration: Duration,
 
@@ -85,7 +88,7 @@ pub struct BenchArgs {
 
     /// Directory for the kernel peer (a fresh subdirectory is made and
     /// removed) [default: a temporary tmpfs if it can be mounted, else a
-    /// temporary directory].
+    /// directory in /dev/shm, else a temporary directory].
     #[arg(long, value_name = "DIR")]
     pub host_dir: Option<PathBuf>,
 
@@ -116,13 +119,13 @@ fn parse_threads(s: &str) -> std::result::Result<usize, String> {
     }
 }
 
-/// Parses a duration in seconds: a finite number above 0 and at most one
-/// hour.
+/// Parses a duration in seconds: a number from 0.01 (shorter runs measure
+/// little but the start and stop) to 3600 (one hour).
 fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
     match s.trim().parse::<f64>() {
-        Ok(secs) if secs > 0.0 && secs <= 3600.0 => Ok(Duration::from_secs_f64(secs)),
+        Ok(secs) if (0.01..=3600.0).contains(&secs) => Ok(Duration::from_secs_f64(secs)),
         _ => Err(format!(
-            "`{s}` is not a number of seconds above 0 and at most 3600"
+            "`{s}` is not a number of seconds from 0.01 to 3600"
         )),
     }
 }
@@ -130,13 +133,33 @@ fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
 /// Runs `uvfs bench` with `args`: uvfs and the kernel peer, every selected
 /// workload and thread count. Prints the header before running and the
 /// table after to stdout, a progress bar to stderr on long runs, and writes
-/// `--json`.
+/// `--json` (opened before the run, so a bad path fails at once).
+///
+/// Stops early, cleaning up, once [`interrupt::install`]'s handlers have
+/// seen SIGINT or SIGTERM.
 ///
 /// # Errors
 ///
-/// Any failure (reading the tree, a workload's call, cleaning up, writing
-/// the JSON) ends the benchmark with an error saying where it happened.
+/// Any failure (opening the JSON file, reading the tree, a workload's call,
+/// an interruption, cleaning up, writing the JSON) ends the benchmark with
+/// an error saying where it happened.
 pub fn bench(args: &BenchArgs) -> Result<Report> {
+    let json = args.json.as_deref().map(JsonFile::open).transpose()?;
+    let report = bench_with(args);
+    match (report, json) {
+        (Ok(report), Some(json)) => json.write(&report).map(|()| report),
+        (Ok(report), None) => Ok(report),
+        (Err(e), json) => {
+            if let Some(json) = json {
+                json.discard();
+            }
+            Err(e)
+        }
+    }
+}
+
+/// [`bench`] without the JSON file.
+fn bench_with(args: &BenchArgs) -> Result<Report> {
     let kinds = dedup(if args.workloads.is_empty() {
         WorkloadKind::ALL.to_vec()
     } else {
@@ -194,11 +217,7 @@ pub fn bench(args: &BenchArgs) -> Result<Report> {
         root: t.root.display().to_string(),
         stats: t.stats,
     });
-    let report = bench_targets(targets, &workloads, &plan, settings, tree_info)?;
-    if let Some(path) = &args.json {
-        write_json(&report, path)?;
-    }
-    Ok(report)
+    bench_targets(targets, &workloads, &plan, settings, tree_info)
 }
 
 /// Runs `workloads` under `plan` on `targets` (the first is the subject of
@@ -235,8 +254,12 @@ pub fn bench_targets(
             .map_err(|e| Error::new(format!("closing {name}"), e));
         closed = closed.and(r);
     }
-    let series = series?;
-    closed?;
+    let series = match (series, closed) {
+        (Ok(series), Ok(())) => series,
+        (Err(e), Ok(())) | (Ok(_), Err(e)) => return Err(e),
+        // Say both: the cleanup's failure may have left files behind.
+        (Err(e), Err(c)) => return Err(Error::msg(format!("{e}; then {c}"))),
+    };
     report = Report::new(
         report.machine,
         report.settings,
@@ -253,15 +276,66 @@ pub fn bench_targets(
 /// # Errors
 ///
 /// The file cannot be created or written.
-pub fn write_json(report: &Report, path: &std::path::Path) -> Result<()> {
-    let file = std::fs::File::create(path)
-        .with_context(|| format!("--json: creating {}", path.display()))?;
-    let mut w = std::io::BufWriter::new(file);
-    serde_json::to_writer_pretty(&mut w, report)
-        .with_context(|| format!("--json: writing {}", path.display()))?;
-    w.write_all(b"\n")
-        .and_then(|()| w.flush())
-        .with_context(|| format!("--json: writing {}", path.display()))
+pub fn write_json(report: &Report, path: &Path) -> Result<()> {
+    JsonFile::open(path)?.write(report)
+}
+
+/// The `--json` file, opened before the run so that a bad path fails at
+/// once, written after it.
+#[derive(Debug)]
+struct JsonFile {
+    /// The open file, not yet truncated (an old report stays until the new
+    /// one is written).
+    file: std::fs::File,
+    /// Its path, for messages.
+    path: PathBuf,
+    /// Whether `open` created it (so `discard` removes it).
+    created: bool,
+}
+
+impl JsonFile {
+    /// Opens `path` for writing, creating it if needed.
+    fn open(path: &Path) -> Result<JsonFile> {
+        let creating = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path);
+        let (file, created) = match creating {
+            Ok(file) => (Ok(file), true),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                (std::fs::OpenOptions::new().write(true).open(path), false)
+            }
+            Err(e) => (Err(e), false),
+        };
+        let file = file.with_context(|| format!("--json: creating {}", path.display()))?;
+        Ok(JsonFile {
+            file,
+            path: path.to_path_buf(),
+            created,
+        })
+    }
+
+    /// Replaces the file's contents with `report` as pretty JSON.
+    fn write(self, report: &Report) -> Result<()> {
+        let path = self.path.display();
+        self.file
+            .set_len(0)
+            .with_context(|| format!("--json: truncating {path}"))?;
+        let mut w = std::io::BufWriter::new(&self.file);
+        serde_json::to_writer_pretty(&mut w, report)
+            .with_context(|| format!("--json: writing {path}"))?;
+        w.write_all(b"\n")
+            .and_then(|()| w.flush())
+            .with_context(|| format!("--json: writing {path}"))
+    }
+
+    /// Removes the file if `open` created it (the run failed: no report).
+    fn discard(self) {
+        if self.created {
+            drop(self.file);
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
 }
 
 /// Prints `s` to stdout now (before a long run starts).
@@ -289,6 +363,8 @@ mod tests {
     #[test]
     fn parses_durations_and_threads() {
         assert_eq!(parse_duration("0.2"), Ok(Duration::from_millis(200)));
+        assert_eq!(parse_duration("0.01"), Ok(Duration::from_millis(10)));
+        assert!(parse_duration("1e-9").is_err());
         assert!(parse_duration("0").is_err());
         assert!(parse_duration("-1").is_err());
         assert!(parse_duration("nan").is_err());
@@ -297,5 +373,57 @@ mod tests {
         assert!(parse_threads("0").is_err());
         assert!(parse_threads("x").is_err());
         assert_eq!(dedup(vec![1, 2, 1, 3]), vec![1, 2, 3]);
+    }
+
+    /// `uvfs bench` with `argv` (after `bench`).
+    fn args(argv: &[&str]) -> BenchArgs {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: BenchArgs,
+        }
+        <Cli as clap::Parser>::parse_from(std::iter::once("bench").chain(argv.iter().copied())).args
+    }
+
+    /// Bug: a bad `--json` path failed only after the whole run. Fix: the
+    /// file is opened before anything runs (here, before the missing tree
+    /// is read), written at the end.
+    #[test]
+    fn json_file_is_opened_first_and_written_last() {
+        let dir = tempfile::tempdir().unwrap();
+        let bad = dir.path().join("no/such/dir/r.json");
+        let e = bench(&args(&[
+            "--json",
+            bad.to_str().unwrap(),
+            "--tree",
+            dir.path().join("missing").to_str().unwrap(),
+            "--workload",
+            "tree",
+        ]))
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("--json: creating"), "{e}");
+
+        // A file it created is removed when the run fails.
+        let path = dir.path().join("r.json");
+        JsonFile::open(&path).unwrap().discard();
+        assert!(!path.exists());
+        // An old report stays until the new one replaces it whole.
+        std::fs::write(&path, "x".repeat(100_000)).unwrap();
+        let json = JsonFile::open(&path).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 100_000);
+        let settings = Settings {
+            workloads: vec![WorkloadKind::Syscall],
+            threads: vec![1],
+            reps: 7,
+            duration_s: 1.0,
+            warmup_s: 0.25,
+        };
+        let report = Report::new(Machine::detect(), settings, Vec::new(), None, Vec::new());
+        json.write(&report).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(v["settings"]["reps"], 7);
+        JsonFile::open(&path).unwrap().discard();
+        assert!(path.exists(), "an existing file is kept");
     }
 }

@@ -222,7 +222,8 @@ impl Report {
             let st = &tree.stats;
             let _ = writeln!(
                 out,
-                "tree: {}: {} files ({:.1} MiB), {} dirs, {} symlinks, {} skipped (other types or unreadable)",
+                "tree: {}: {} files ({:.1} MiB), {} dirs, {} symlinks, {} skipped (other types, \
+                 unreadable or pseudo files); copied into each target",
                 tree.root,
                 st.files,
                 st.bytes as f64 / (1024.0 * 1024.0),

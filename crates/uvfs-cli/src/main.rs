@@ -37,12 +37,28 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Bench(args) => match uvfs_bench::bench(&args) {
-            Ok(_) => ExitCode::SUCCESS,
-            Err(e) => {
+        Command::Bench(args) => {
+            // SIGINT/SIGTERM stop the run and let it clean up (temporary
+            // directories, the kernel peer's tmpfs) before we exit.
+            if let Err(e) = uvfs_bench::interrupt::install() {
                 eprintln!("uvfs bench: error: {e}");
-                ExitCode::FAILURE
+                return ExitCode::FAILURE;
             }
-        },
+            match uvfs_bench::bench(&args) {
+                Ok(_) => ExitCode::SUCCESS,
+                Err(e) => match uvfs_bench::interrupt::received() {
+                    // 128 + signal, as a shell reports a process the signal
+                    // killed.
+                    Some(sig) => {
+                        eprintln!("uvfs bench: {e}");
+                        ExitCode::from(u8::try_from(128 + sig).unwrap_or(u8::MAX))
+                    }
+                    None => {
+                        eprintln!("uvfs bench: error: {e}");
+                        ExitCode::FAILURE
+                    }
+                },
+            }
+        }
     }
 }

@@ -4,15 +4,22 @@
 //!
 //! Kept: directories, regular files (their contents), symlinks (their targets
 //! as-is, not followed). Skipped and counted: other file types (devices,
-//! fifos, sockets) and anything that cannot be read.
+//! fifos, sockets), anything that cannot be read, and files that are not
+//! plain data: on a pseudo file system (`/proc`, `/sys`, ...), holding more
+//! than their `st_size` (growing, or generated with size 0), or whose read
+//! would block (tracefs's `trace_pipe`).
 
+use std::io::Read as _;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
+use rustix::fs::{FileType, Mode, OFlags};
+
 use serde::Serialize;
 
 use crate::error::{Context, Error, Result};
+use crate::interrupt;
 use crate::workloads::{DIR_MODE, FILE_MODE, READ_BUF};
 
 /// One entry of a [`HostTree`], below its root.
@@ -47,7 +54,8 @@ pub struct TreeStats {
     pub bytes: u64,
     /// Symbolic links.
     pub symlinks: u64,
-    /// Entries left out: other file types, or unreadable.
+    /// Entries left out: other file types, unreadable, or not plain data
+    /// (pseudo file systems, growing or blocking files).
     pub skipped: u64,
 }
 
@@ -76,8 +84,9 @@ impl HostTree {
     ///
     /// # Errors
     ///
-    /// `root` cannot be listed, or holds no regular file. Entries below it
-    /// that cannot be read are skipped and counted, not errors.
+    /// `root` cannot be listed, or holds no regular file to read, or a
+    /// signal interrupted the benchmark ([`interrupt::check`]). Entries below
+    /// it that cannot be read are skipped and counted, not errors.
     pub fn read(root: &Path) -> Result<HostTree> {
         let mut tree = HostTree {
             root: root.to_path_buf(),
@@ -90,6 +99,7 @@ impl HostTree {
         // sorted names still to visit, reversed so pop() yields them in order).
         let mut stack: Vec<(Vec<u8>, Vec<std::ffi::OsString>)> = vec![(Vec::new(), top)];
         while let Some((dir_rel, names)) = stack.last_mut() {
+            interrupt::check().with_context(|| format!("reading tree {}", root.display()))?;
             let Some(name) = names.pop() else {
                 stack.pop();
                 continue;
@@ -118,8 +128,8 @@ impl HostTree {
                     Err(_) => tree.stats.skipped += 1,
                 }
             } else if ft.is_file() {
-                match std::fs::read(&host) {
-                    Ok(data) => {
+                match read_file(&host) {
+                    Some(data) => {
                         tree.stats.files += 1;
                         tree.stats.bytes += data.len() as u64;
                         tree.files.push(tree.entries.len());
@@ -128,7 +138,7 @@ impl HostTree {
                             kind: TreeEntryKind::File(data),
                         });
                     }
-                    Err(_) => tree.stats.skipped += 1,
+                    None => tree.stats.skipped += 1,
                 }
             } else if ft.is_symlink() {
                 match std::fs::read_link(&host) {
@@ -151,8 +161,9 @@ impl HostTree {
         }
         if tree.files.is_empty() {
             return Err(Error::msg(format!(
-                "tree {}: no regular file to read",
-                root.display()
+                "tree {}: no regular file to read ({} entries skipped)",
+                root.display(),
+                tree.stats.skipped
             )));
         }
         Ok(tree)
@@ -213,7 +224,8 @@ impl HostTree {
     ///
     /// # Errors
     ///
-    /// A failed call, a short write, or a file that reads back different.
+    /// A failed call, a short write, a file that reads back different, or a
+    /// signal interrupting the benchmark ([`interrupt::check`]).
     pub fn import<S: TreeSink>(&self, sink: &mut S, what: &str) -> Result<()> {
         let ctx = |call: &str, rel: &[u8]| {
             format!(
@@ -224,7 +236,9 @@ impl HostTree {
         let fail = |call: &str, rel: &[u8], e: Box<dyn std::error::Error + Send + Sync>| {
             Error::msg(format!("{}: {e}", ctx(call, rel)))
         };
+        let interrupted = |e: Error| Error::new(format!("{what} tree import"), e);
         for entry in &self.entries {
+            interrupt::check().map_err(interrupted)?;
             let rel = entry.rel.as_slice();
             match &entry.kind {
                 TreeEntryKind::Dir => {
@@ -255,6 +269,7 @@ impl HostTree {
         }
         let mut buf = vec![0u8; READ_BUF];
         for &i in &self.files {
+            interrupt::check().map_err(interrupted)?;
             let entry = &self.entries[i];
             let rel = entry.rel.as_slice();
             let TreeEntryKind::File(data) = &entry.kind else {
@@ -282,6 +297,60 @@ impl HostTree {
         }
         Ok(())
     }
+}
+
+/// The contents of the regular file at `path`, or `None` to skip it: it
+/// cannot be opened or read, its read would block (`EAGAIN`), it lives on a
+/// pseudo file system, or it holds more than its `st_size` (it grew, or it
+/// is generated, like `/proc` files of size 0). Reads at most `st_size + 1`
+/// bytes, so no file is read without bound (`/proc/self/pagemap`).
+fn read_file(path: &Path) -> Option<Vec<u8>> {
+    // O_NONBLOCK: a file that would block fails with EAGAIN instead of
+    // hanging; O_NOFOLLOW: a symlink put there since the walk's lstat is not
+    // followed.
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOFOLLOW | OFlags::NOCTTY;
+    let fd = rustix::fs::open(path, flags | OFlags::CLOEXEC, Mode::empty()).ok()?;
+    let st = rustix::fs::fstat(&fd).ok()?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile || is_pseudo_fs(&fd) {
+        return None;
+    }
+    let size = u64::try_from(st.st_size).ok()?;
+    read_at_most(std::fs::File::from(fd), size)
+}
+
+/// All of `reader` if it holds at most `size` bytes, else (or on any error)
+/// `None`. Reads at most `size + 1` bytes.
+fn read_at_most(reader: impl std::io::Read, size: u64) -> Option<Vec<u8>> {
+    let limit = size.checked_add(1)?;
+    let mut data = Vec::new();
+    data.try_reserve_exact(usize::try_from(limit).ok()?).ok()?;
+    reader.take(limit).read_to_end(&mut data).ok()?;
+    (data.len() as u64 <= size).then_some(data)
+}
+
+/// Whether `fd` is on a pseudo file system, whose files are generated on
+/// read (sizes that lie, reads with side effects or without end, e.g.
+/// `/proc/kcore`), by `fstatfs` magic (linux:include/uapi/linux/magic.h).
+fn is_pseudo_fs(fd: &std::os::fd::OwnedFd) -> bool {
+    let Ok(st) = rustix::fs::fstatfs(fd) else {
+        return true;
+    };
+    #[allow(clippy::unnecessary_cast)] // f_type's width differs by arch.
+    let magic = st.f_type as u64 & 0xffff_ffff;
+    matches!(
+        magic,
+        0x9fa0 // proc
+            | 0x6265_6572 // sysfs
+            | 0x6462_6720 // debugfs
+            | 0x7472_6163 // tracefs
+            | 0x7363_6673 // securityfs
+            | 0x0027_e0eb // cgroup
+            | 0x6367_7270 // cgroup2
+            | 0x6265_6570 // configfs
+            | 0xcafe_4a11 // bpf
+            | 0x6165_676c // pstore
+            | 0xde5e_81e4 // efivarfs
+    )
 }
 
 /// The names in directory `dir`, sorted in reverse (so `pop` yields them in
@@ -407,6 +476,33 @@ mod tests {
         };
         let e = tree.import(&mut bad, "mem").unwrap_err().to_string();
         assert!(e.contains("contents differ"), "{e}");
+    }
+
+    /// Bug: `--tree /proc/self` read `/proc/self/pagemap` without bound (out
+    /// of memory) and `--tree /sys/kernel` hung reading tracefs's
+    /// `trace_pipe`. Cause: files read whole with blocking reads. Fix: open
+    /// with O_NONBLOCK|O_NOFOLLOW, read at most `st_size + 1` bytes, skip
+    /// pseudo file systems and files that hold more than `st_size`.
+    #[test]
+    fn pseudo_files_are_skipped_not_read_whole() {
+        assert_eq!(read_at_most(&b"abcd"[..], 4).as_deref(), Some(&b"abcd"[..]));
+        assert_eq!(read_at_most(&b"abc"[..], 4).as_deref(), Some(&b"abc"[..]));
+        assert_eq!(read_at_most(&b"abcd"[..], 3), None, "grew past st_size");
+        assert_eq!(read_at_most(&b"x"[..], 0), None, "size 0 but data");
+        assert_eq!(read_at_most(&b""[..], 0), Some(Vec::new()));
+
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("f"), b"data").unwrap();
+        std::fs::write(dir.path().join("empty"), b"").unwrap();
+        std::os::unix::fs::symlink("f", dir.path().join("l")).unwrap();
+        assert_eq!(read_file(&dir.path().join("f")), Some(b"data".to_vec()));
+        assert_eq!(read_file(&dir.path().join("empty")), Some(Vec::new()));
+        assert_eq!(read_file(&dir.path().join("l")), None, "O_NOFOLLOW");
+        assert_eq!(read_file(Path::new("/proc/self/status")), None);
+        assert_eq!(read_file(Path::new("/proc/self/pagemap")), None);
+
+        let e = HostTree::read(Path::new("/proc/self")).unwrap_err();
+        assert!(e.to_string().contains("no regular file"), "{e}");
     }
 
     #[test]
