@@ -1622,12 +1622,13 @@ fn symlink_limit_in_walks() {
             s.symlink(t.as_bytes(), format!("/l{i}").as_bytes());
         }
     }
-    // 39, not 40, against the host: Linux 6.18 itself returned ELOOP for 40-link chains
-    // now and then in parallel test runs; exactly 40 is checked on uvfs alone below.
+    // 19, not 40, against the host: Linux counts links across its RCU-walk -> ref-walk
+    // retry, and parallel tests mounting tmpfs make RCU walks retry, so chains of 20 to 40
+    // links give ELOOP now and then on the host. Exactly 40 is checked on uvfs alone below.
     table::<R>(&[
-        ("39 links: stat", Ok(()), |s| {
-            chain(s, 39);
-            s.stat(b"/l38").map(drop)
+        ("19 links: stat", Ok(()), |s| {
+            chain(s, 19);
+            s.stat(b"/l18").map(drop)
         }),
         ("41 links: stat", Err(Errno::ELOOP), |s| {
             chain(s, 41);
@@ -1637,9 +1638,9 @@ fn symlink_limit_in_walks() {
             chain(s, 41);
             s.lstat(b"/l40").map(drop)
         }),
-        ("39 links: intermediate", Ok(()), |s| {
-            chain(s, 39);
-            s.mkdirat(CWD, b"/l38/x", 0o755)
+        ("19 links: intermediate", Ok(()), |s| {
+            chain(s, 19);
+            s.mkdirat(CWD, b"/l18/x", 0o755)
         }),
         ("41 links: intermediate", Err(Errno::ELOOP), |s| {
             chain(s, 41);
@@ -1649,9 +1650,9 @@ fn symlink_limit_in_walks() {
             chain(s, 41);
             s.chdir(b"/l40")
         }),
-        ("39 links: chdir", Ok(()), |s| {
-            chain(s, 39);
-            s.chdir(b"/l38")
+        ("19 links: chdir", Ok(()), |s| {
+            chain(s, 19);
+            s.chdir(b"/l18")
         }),
     ]);
 }

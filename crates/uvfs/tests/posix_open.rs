@@ -716,11 +716,13 @@ fn open_symlink_limit() {
         }
     }
     table::<R>(&[
-        // 39, not 40: Linux 6.18 itself gave ELOOP for a 40-link chain once in a parallel
-        // test run (its RCU-walk to ref-walk fallback); 40 is checked on uvfs alone below.
-        ("39 links", Ok(Fd(0)), |s| {
-            chain(s, 39);
-            s.open(b"/l38", RO, 0)
+        // 19, not 40: Linux counts links across its RCU-walk -> ref-walk retry
+        // (`total_link_count` is not reset), and parallel tests mounting tmpfs make RCU walks
+        // retry, so a chain of 20 to 40 links gives ELOOP now and then on the host. The
+        // exact limit of 40 is checked on uvfs alone.
+        ("19 links", Ok(Fd(0)), |s| {
+            chain(s, 19);
+            s.open(b"/l18", RO, 0)
         }),
         ("41 links", Err(Errno::ELOOP), |s| {
             chain(s, 41);
@@ -730,9 +732,9 @@ fn open_symlink_limit() {
             chain(s, 41);
             s.open(b"/l40", RO | CREAT, 0o644)
         }),
-        ("39 links with O_CREAT", Ok(Fd(0)), |s| {
-            chain(s, 39);
-            s.open(b"/l38", RO | CREAT, 0o644)
+        ("19 links with O_CREAT", Ok(Fd(0)), |s| {
+            chain(s, 19);
+            s.open(b"/l18", RO | CREAT, 0o644)
         }),
         (
             "41 links counted across components",
