@@ -8,6 +8,23 @@
 //! ([`sync::file_ref::FileRef`]), path walks take no references, and there is no global
 //! lock or list on open/close.
 //!
+//! # Example
+//! ```
+//! use uvfs::{tmpfs, AtFlags, Errno, Fd, OpenFlags, Task};
+//!
+//! fn main() -> Result<(), Errno> {
+//!     let mnt = tmpfs::mount(Default::default());
+//!     let task = Task::init(&mnt); // pid 1, root, cwd "/", umask 022
+//!     let fd = task.open("/hello", OpenFlags::CREAT | OpenFlags::RDWR, 0o644)?;
+//!     task.write(fd, b"hi")?;
+//!     assert_eq!(task.fstatat(Fd::AT_FDCWD, "/hello", AtFlags::empty())?.st_size, 2);
+//!     assert_eq!(task.open("/missing", OpenFlags::RDONLY, 0), Err(Errno::ENOENT));
+//!     let child = task.fork(); // copies the fd table: same open file, shared offset
+//!     assert_eq!(child.lseek(fd, 0, uvfs::types::SEEK_CUR)?, 2);
+//!     Ok(())
+//! }
+//! ```
+//!
 //! # Crate map (uvfs type -> Linux name)
 //! | uvfs | Linux |
 //! |---|---|
