@@ -318,9 +318,13 @@ impl JsonFile {
     /// Replaces the file's contents with `report` as pretty JSON.
     fn write(self, report: &Report) -> Result<()> {
         let path = self.path.display();
-        self.file
-            .set_len(0)
-            .with_context(|| format!("--json: truncating {path}"))?;
+        // Only regular files can (and need to) be truncated: /dev/null or a pipe cannot.
+        let regular = self.file.metadata().map(|m| m.is_file()).unwrap_or(false);
+        if regular {
+            self.file
+                .set_len(0)
+                .with_context(|| format!("--json: truncating {path}"))?;
+        }
         let mut w = std::io::BufWriter::new(&self.file);
         serde_json::to_writer_pretty(&mut w, report)
             .with_context(|| format!("--json: writing {path}"))?;

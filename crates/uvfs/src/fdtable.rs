@@ -315,10 +315,11 @@ impl FdTable {
         unsafe { &*p }
     }
 
-    /// The published array. Context: the caller holds `file_lock` for as long as it uses
-    /// the result (under the lock the array can be neither replaced nor retired).
+    /// The published array. Context: the caller holds `file_lock` (`_a` is the state it
+    /// guards: only a holder has one) for as long as it uses the result; under the lock the
+    /// array can be neither replaced nor retired.
     #[inline]
-    fn fdt_locked(&self) -> &Fdt {
+    fn fdt_locked(&self, _a: &FdAlloc) -> &Fdt {
         debug_assert!(self.file_lock.try_lock().is_err(), "caller holds file_lock");
         // SAFETY: only `expand_locked`, under `file_lock`, replaces and retires the array;
         // the caller holds the lock while it uses the result (Context above).
@@ -423,7 +424,7 @@ impl FdTable {
         if n <= a.max_fds {
             return Ok(());
         }
-        let old = self.fdt_locked();
+        let old = self.fdt_locked(a);
         let new = Box::new(Fdt::with_capacity(n));
         for (o, s) in old.fd.iter().zip(new.fd.iter()) {
             // Relaxed: under `file_lock`, the only writer; the Release swap below publishes.
@@ -448,8 +449,8 @@ impl FdTable {
     }
 
     /// Stores `file` into slot `fd` of the current array. Context: caller holds `file_lock`.
-    fn slot_store_locked(&self, fd: u32, file: *mut File) -> *mut File {
-        let fdt = self.fdt_locked();
+    fn slot_store_locked(&self, a: &FdAlloc, fd: u32, file: *mut File) -> *mut File {
+        let fdt = self.fdt_locked(a);
         // AcqRel: Release publishes the File's fields to `fget`'s Acquire slot load; Acquire
         // is not needed for the old pointer (its reference is ours and was published to us by
         // the lock) but costs nothing on the swap.
@@ -497,7 +498,7 @@ impl FdTable {
     pub(crate) fn fd_install(&self, fd: u32, file: FileHandle) {
         let mut a = self.alloc_locked();
         let extra = Self::adopt_locked(&mut a, file);
-        let old = self.slot_store_locked(fd, extra.0);
+        let old = self.slot_store_locked(&a, fd, extra.0);
         debug_assert!(old.is_null(), "fd_install over an installed slot");
         drop(a);
         drop(extra.1);
@@ -523,7 +524,7 @@ impl FdTable {
         let mut a = self.alloc_locked();
         let fd = self.alloc_fd_locked(&mut a, start, cloexec)?;
         let (p, extra) = Self::adopt_locked(&mut a, file);
-        self.slot_store_locked(fd, p);
+        self.slot_store_locked(&a, fd, p);
         drop(a);
         drop(extra);
         Ok(fd)
@@ -545,7 +546,7 @@ impl FdTable {
         let fd = self.alloc_fd_locked(&mut a, start, cloexec)?;
         let first = a.slot_get(p);
         debug_assert!(!first, "an installed file is already counted");
-        self.slot_store_locked(fd, p);
+        self.slot_store_locked(&a, fd, p);
         Ok(fd)
     }
 
@@ -554,7 +555,7 @@ impl FdTable {
         if fd >= a.max_fds {
             return ptr::null_mut();
         }
-        let fdt = self.fdt_locked();
+        let fdt = self.fdt_locked(a);
         // Relaxed: under the lock, the only writer.
         fdt.fd[fd as usize].load(Ordering::Relaxed)
     }
@@ -571,7 +572,7 @@ impl FdTable {
             if fd >= a.max_fds {
                 return Err(Errno::EBADF);
             }
-            let fdt = self.fdt_locked();
+            let fdt = self.fdt_locked(&a);
             let slot = &fdt.fd[fd as usize];
             // Relaxed: fine to test under the lock (we are the only writer).
             if slot.load(Ordering::Relaxed).is_null() {
@@ -612,7 +613,7 @@ impl FdTable {
             if new >= a.max_fds {
                 self.expand_locked(&mut a, new)?;
             }
-            let fdt = self.fdt_locked();
+            let fdt = self.fdt_locked(&a);
             // Relaxed: under the lock, the only writer.
             let file = match fdt.fd.get(old as usize) {
                 Some(s) => s.load(Ordering::Relaxed),
@@ -628,7 +629,7 @@ impl FdTable {
             }
             // `file` is installed: the table already holds its reference.
             a.slot_get(file);
-            let prev = self.slot_store_locked(new, file);
+            let prev = self.slot_store_locked(&a, new, file);
             a.set_open(new);
             a.set_cloexec(new, cloexec);
             if !prev.is_null() && a.slot_put(prev) {
@@ -675,7 +676,7 @@ impl FdTable {
         if fd >= a.max_fds {
             return false;
         }
-        let fdt = self.fdt_locked();
+        let fdt = self.fdt_locked(a);
         // Relaxed: under the lock.
         !fdt.fd[fd as usize].load(Ordering::Relaxed).is_null()
     }
@@ -689,7 +690,7 @@ impl FdTable {
             return out;
         }
         let last = last.min(a.max_fds - 1);
-        let fdt = self.fdt_locked();
+        let fdt = self.fdt_locked(&a);
         let mut fd = first;
         while fd <= last {
             if !test_bit(&a.open_fds, fd) {
@@ -757,7 +758,7 @@ impl FdTable {
             unsafe { &*(p as *const File) }.f_ref.inc();
         }
         let new = Box::new(Fdt::with_capacity(a.max_fds));
-        let fdt = self.fdt_locked();
+        let fdt = self.fdt_locked(&a);
         for (fd, (o, s)) in fdt.fd.iter().zip(new.fd.iter()).enumerate() {
             // Relaxed: under the lock.
             let p = o.load(Ordering::Relaxed);

@@ -94,6 +94,17 @@ unsafe impl RcuRefcounted for File {
     }
 
     unsafe fn drop_payload(this: *mut Self) {
+        // Every field but `f_ref` is listed below; this destructuring stops compiling when a
+        // field is added, so it cannot be forgotten here. (`File` must not implement `Drop`:
+        // its fields are dropped only here.)
+        #[allow(dead_code)]
+        fn all_fields(f: File) {
+            let File {
+                hot: _,
+                f_ref: _,
+                f_pos: _,
+            } = f;
+        }
         // SAFETY: the caller owns the object and calls this once; each field but `f_ref`
         // (plain atomics, no drop glue) is dropped exactly once, through raw projections
         // that never cover `f_ref`.

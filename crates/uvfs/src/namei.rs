@@ -817,7 +817,7 @@ impl Task {
     /// `fchdir(2)`: makes the directory open at `fd` the current directory.
     ///
     /// # Errors
-    /// `EBADF`, `ENOTDIR`, `EACCES`.
+    /// `EBADF`, `ENOTDIR`, `EACCES`; `EXDEV` for a directory of another namespace.
     pub fn fchdir(&self, fd: Fd) -> Result<()> {
         let f = self.fdget(fd)?;
         if !f.inode().is_dir() {
@@ -826,6 +826,10 @@ impl Task {
         f.inode().permission(&self.cred, MAY_EXEC)?;
         let guard = epoch::pin();
         let mnt = self.fs.root.load(&guard).mnt.clone();
+        if f.inode().i_dev != mnt.mnt_sb.s_dev {
+            // As for a dirfd (`start`): another namespace's tree is out of reach.
+            return Err(Errno::EXDEV);
+        }
         self.fs.set_cwd(Path {
             mnt,
             dentry: f.dentry().clone(),

@@ -164,6 +164,20 @@ impl Task {
         &self.files
     }
 
+    /// `getrlimit(RLIMIT_NOFILE)`: the descriptor limit of this task's table.
+    pub fn getrlimit_nofile(&self) -> u32 {
+        self.files.rlimit()
+    }
+
+    /// `setrlimit(RLIMIT_NOFILE)`: sets the descriptor limit of this task's table (shared
+    /// with its threads). Unlike `files().set_rlimit`, this does not expose the table.
+    ///
+    /// # Errors
+    /// `EPERM` above 2^20 (`nr_open`).
+    pub fn setrlimit_nofile(&self, n: u32) -> Result<()> {
+        self.files.set_rlimit(n)
+    }
+
     /// `unshare(CLONE_FILES)`: gives this task a private copy of a shared fd table.
     pub fn unshare_files(&mut self) {
         if Arc::strong_count(&self.files) > 1 {
@@ -210,9 +224,7 @@ impl Task {
     /// Whether other tasks share the fd table.
     #[inline]
     pub(crate) fn files_shared(&self) -> bool {
-        Arc::strong_count(&self.files) > 1
-            || Arc::weak_count(&self.files) > 0
-            || self.files.is_exposed()
+        Arc::strong_count(&self.files) > 1 || self.files.is_exposed()
     }
 
     /// `fdget`: the file at `fd` for one call; no reference taken if the table is private.
@@ -221,10 +233,10 @@ impl Task {
     /// `EBADF` if `fd` is not open.
     #[inline]
     pub(crate) fn fdget(&self, fd: Fd) -> Result<FdRef<'_>> {
-        // SAFETY: `Task` is `!Sync` and owns `files`, whose `Arc` it never lends out
-        // (`files()` lends `&FdTable` and marks it exposed). When `files_shared()` is false,
-        // no other task holds the table (strong count 1), no `Weak` can revive a holder (weak
-        // count 0), and no bare reference escaped (not exposed); so only this thread can
+        // SAFETY: `Task` is `!Sync` and owns `files`, whose `Arc` it never lends out (so no
+        // `Weak` exists; `files()` lends `&FdTable` and marks it exposed). When
+        // `files_shared()` is false, no other task holds the table (strong count 1) and no
+        // bare reference escaped (not exposed); so only this thread can
         // close, replace or grow it, and no method of `Task` closes `fd` while it holds the
         // result.
         unsafe { self.files.fdget(fd.0, self.files_shared()) }

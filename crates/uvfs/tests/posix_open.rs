@@ -723,7 +723,7 @@ fn open_symlink_limit() {
     table::<R>(&[
         // 19, not 40: Linux counts links across its RCU-walk -> ref-walk retry
         // (`total_link_count` is not reset), and parallel tests mounting tmpfs make RCU walks
-        // retry, so a chain of 20 to 40 links gives ELOOP now and then on the host. The
+        // retry, so a chain of 21 to 40 links gives ELOOP now and then on the host. The
         // exact limit of 40 is checked on uvfs alone.
         ("19 links", Ok(Fd(0)), |s| {
             chain(s, 19);
