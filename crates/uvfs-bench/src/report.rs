@@ -311,7 +311,14 @@ impl Report {
             "\nmedian ops/s over {} reps [min-max]; scaling = N-thread median / 1-thread median; {}",
             self.settings.reps,
             match (subject, peers.is_empty()) {
-                (Some(s), false) => format!("{s}/peer = ratio of medians in this run"),
+                (Some(s), false) => format!(
+                    "{} = ratio of medians in this run",
+                    peers
+                        .iter()
+                        .map(|p| format!("{s}/{p}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
                 _ => "no peer to compare".to_owned(),
             }
         );
