@@ -613,17 +613,11 @@ impl FdTable {
             if new >= a.max_fds {
                 self.expand_locked(&mut a, new)?;
             }
-            let fdt = self.fdt_locked(&a);
-            // Relaxed: under the lock, the only writer.
-            let file = match fdt.fd.get(old as usize) {
-                Some(s) => s.load(Ordering::Relaxed),
-                None => ptr::null_mut(),
-            };
+            let file = self.slot_load_locked(&a, old);
             if file.is_null() {
                 return Err(Errno::EBADF);
             }
-            // Relaxed: under the lock.
-            let cur = fdt.fd[new as usize].load(Ordering::Relaxed);
+            let cur = self.slot_load_locked(&a, new);
             if cur.is_null() && a.is_open(new) {
                 return Err(Errno::EBUSY);
             }
@@ -673,12 +667,7 @@ impl FdTable {
     }
 
     fn installed_locked(&self, a: &FdAlloc, fd: u32) -> bool {
-        if fd >= a.max_fds {
-            return false;
-        }
-        let fdt = self.fdt_locked(a);
-        // Relaxed: under the lock.
-        !fdt.fd[fd as usize].load(Ordering::Relaxed).is_null()
+        !self.slot_load_locked(a, fd).is_null()
     }
 
     /// Removes the installed descriptors in `first ..= last` for which `pick(fd, cloexec)`

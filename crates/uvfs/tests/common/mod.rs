@@ -920,3 +920,16 @@ pub fn show(p: &[u8]) -> String {
 pub fn name(c: u8, n: usize) -> Vec<u8> {
     vec![c; n]
 }
+
+/// Makes `/l0 -> first`, `/l1 -> l0`, ... `/l{n-1}`: a chain of `n` symlinks ending at
+/// `first` (which the caller creates).
+pub fn symlink_chain(s: &dyn Sys, first: &str, n: usize) {
+    for i in 0..n {
+        let t = if i == 0 {
+            first.to_string()
+        } else {
+            format!("l{}", i - 1)
+        };
+        s.symlink(t.as_bytes(), format!("/l{i}").as_bytes());
+    }
+}
