@@ -48,10 +48,12 @@ impl Plan {
             .min(duration)
     }
 
-    /// How long `workloads` × this plan × `targets` take in total, warm-ups
-    /// included (setup not counted).
-    pub fn expected(&self, workloads: usize, targets: usize) -> Duration {
-        let per = u32::try_from(workloads * self.threads.len() * targets).unwrap_or(u32::MAX);
+    /// How long this plan takes in total for `pairs` (workload, target)
+    /// pairs, warm-ups included (setup not counted). Count only the pairs
+    /// that run, see [`supported_pairs`]: [`run_all`] skips a target for a
+    /// workload it does not support.
+    pub fn expected(&self, pairs: usize) -> Duration {
+        let per = u32::try_from(pairs * self.threads.len()).unwrap_or(u32::MAX);
         self.duration
             .saturating_mul(self.reps)
             .saturating_add(self.warmup)
@@ -100,9 +102,20 @@ impl Series {
     }
 }
 
+/// The (workload, target) pairs [`run_all`] runs: those where
+/// [`Target::supports`] the workload.
+pub fn supported_pairs(targets: &[Box<dyn Target>], workloads: &[Workload]) -> usize {
+    workloads
+        .iter()
+        .map(|w| targets.iter().filter(|t| t.supports(w.kind())).count())
+        .sum()
+}
+
 /// Runs every workload × thread count × (warm-up + repetitions) × target,
 /// targets interleaved within each repetition, and returns one [`Series`]
-/// per (workload, thread count, target) in that order.
+/// per (workload, thread count, target) in that order. A target that does
+/// not [support](Target::supports) a workload is skipped for it: no run, no
+/// series, no progress.
 ///
 /// # Errors
 ///
@@ -117,9 +130,14 @@ pub fn run_all(
     let mut out = Vec::new();
     for workload in workloads {
         let kind = workload.kind();
+        // The targets that run this workload, by index.
+        let running: Vec<usize> = (0..targets.len())
+            .filter(|&t| targets[t].supports(kind))
+            .collect();
         for &threads in &plan.threads {
             let first = out.len();
-            for target in targets.iter() {
+            for &t in &running {
+                let target = &targets[t];
                 out.push(Series {
                     target: target.name().to_owned(),
                     workload: kind,
@@ -131,7 +149,8 @@ pub fn run_all(
             }
             for rep in 0..=plan.reps {
                 let duration = if rep == 0 { plan.warmup } else { plan.duration };
-                for (i, target) in targets.iter_mut().enumerate() {
+                for (i, &t) in running.iter().enumerate() {
+                    let target = &mut targets[t];
                     let what = if rep == 0 {
                         format!("{} {kind} {threads}t warm-up", target.name())
                     } else {
@@ -498,6 +517,69 @@ mod tests {
         let e = measure(workers, 64, Duration::from_secs(10)).unwrap_err();
         assert!(start.elapsed() < Duration::from_secs(5));
         assert_eq!(e.to_string(), "boom");
+    }
+
+    /// A target of `Counter` workers that supports only `syscall`.
+    struct OnlySyscall;
+
+    impl Target for OnlySyscall {
+        fn name(&self) -> &str {
+            "only-syscall"
+        }
+
+        fn description(&self) -> String {
+            "counts".to_owned()
+        }
+
+        fn supports(&self, kind: WorkloadKind) -> bool {
+            kind == WorkloadKind::Syscall
+        }
+
+        fn setup(
+            &mut self,
+            workload: &Workload,
+            threads: usize,
+        ) -> Result<Vec<Box<dyn Worker + '_>>> {
+            assert_eq!(workload.kind(), WorkloadKind::Syscall, "run unsupported");
+            Ok((0..threads)
+                .map(|_| {
+                    Box::new(Counter {
+                        done: 0,
+                        fail_after: None,
+                    }) as Box<dyn Worker>
+                })
+                .collect())
+        }
+
+        fn teardown(&mut self) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A target is skipped for workloads it does not support: no run, no
+    /// series, and the expected time counts only the pairs that run.
+    #[test]
+    fn skips_unsupported_workloads() {
+        let mut targets: Vec<Box<dyn Target>> = vec![Box::new(OnlySyscall), Box::new(OnlySyscall)];
+        let workloads = [
+            Workload::FstatShared,
+            Workload::Syscall,
+            Workload::OpenClose,
+        ];
+        let plan = Plan {
+            threads: vec![1, 2],
+            reps: 2,
+            duration: Duration::from_millis(10),
+            warmup: Duration::from_millis(5),
+        };
+        assert_eq!(supported_pairs(&targets, &workloads), 2);
+        assert_eq!(plan.expected(2), Duration::from_millis(2 * 2 * 25));
+        let series = run_all(&mut targets, &workloads, &plan, &ProgressBar::hidden()).unwrap();
+        assert_eq!(series.len(), 2 * 2);
+        for s in &series {
+            assert_eq!(s.workload, WorkloadKind::Syscall);
+            assert_eq!(s.reps.len(), 2);
+        }
     }
 
     #[test]

@@ -10,6 +10,17 @@
 //! the shared file's reference count, as in UnixBench, and not on a shared
 //! fd table.
 //!
+//! `fstat-shared` and `read-shared` measure the other case, will-it-scale's
+//! threads of one process: their workers do not unshare anything, so they
+//! share this process's fd table and every `fstat`/`pread` on the shared fd
+//! takes a reference on its file (a shared table defeats `fdget`'s
+//! single-owner shortcut). That needs no `unsafe`: the fd is opened by the
+//! main thread in setup and closed only in teardown, after `measure` has
+//! joined every worker (the workers borrow it from the run, so it cannot go
+//! earlier). `open-close` unshares as above and then `fchdir`s into the
+//! run's directory, so every worker opens its own `f<thread>` relative to
+//! its private cwd.
+//!
 //! The host directory is, by default, a tmpfs mounted on a fresh temporary
 //! directory (we usually run as root), in a private mount namespace when
 //! possible so that it cannot outlive the process; else (not root) a fresh
@@ -20,7 +31,7 @@
 //! files are copied into it once, so (on a tmpfs) both sides read files
 //! from memory.
 
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::hint::black_box;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
@@ -31,6 +42,10 @@ use rustix::thread::UnshareFlags;
 
 use crate::error::{Context, Error, Result};
 use crate::target::{Target, Worker};
+use crate::workloads::{
+    open_close_name, read_shared_offset, shared_byte, shared_contents, READ_SHARED_LEN,
+    SHARED_FILE_SIZE,
+};
 use crate::workloads::{
     thread_order, HostTree, NameBuf, ReadBuf, SinkResult, TreeSink, Workload, DIR_MODE, FILE_MODE,
     FUTIMES_TIMES, S_IFMT, S_IFREG,
@@ -157,8 +172,9 @@ impl HostDir {
         };
         if std::mem::take(&mut self.mounted) {
             // EBUSY: a worker thread that just exited may still hold its
-            // unshared fd table for a moment (the kernel wakes joiners before
-            // it drops the thread's files); detach lazily then.
+            // unshared fd table (or, in open-close, its private cwd) for a
+            // moment (the kernel wakes joiners before it drops the thread's
+            // files and fs); detach lazily then.
             if rustix::mount::unmount(dir.path(), rustix::mount::UnmountFlags::empty()).is_err() {
                 rustix::mount::unmount(dir.path(), rustix::mount::UnmountFlags::DETACH)
                     .with_context(|| format!("unmounting the tmpfs at {}", dir.path().display()))?;
@@ -240,8 +256,13 @@ struct KernelRun {
     name: CString,
     /// The run's directory.
     dir: OwnedFd,
-    /// The shared open file (`syscall`, `futimes`), named `shared` in `dir`.
+    /// The shared open file (`syscall`, `futimes`, `fstat-shared`,
+    /// `read-shared`), named `shared` in `dir`.
     shared: Option<OwnedFd>,
+    /// Whether `dir/shared` was (being) created, so teardown unlinks it.
+    shared_created: bool,
+    /// `open-close`'s files `f0`, `f1`, ... created in `dir` so far.
+    own_files: usize,
 }
 
 /// The tree imported into the host directory.
@@ -372,7 +393,8 @@ impl Target for KernelTarget {
 
     fn description(&self) -> String {
         format!(
-            "Linux syscalls via rustix on {}; each thread unshare(CLONE_FILES|CLONE_FS) like a forked process",
+            "Linux syscalls via rustix on {}; each thread unshare(CLONE_FILES|CLONE_FS) like a forked \
+             process; fstat-shared, read-shared: threads sharing this process's fd table",
             self.host.description()
         )
     }
@@ -403,8 +425,31 @@ impl Target for KernelTarget {
             name,
             dir,
             shared: None,
+            shared_created: false,
+            own_files: 0,
         });
+        if matches!(workload, Workload::FstatShared | Workload::ReadShared) {
+            run.shared_created = true;
+            create_file(run.dir.as_fd(), c"shared", &shared_contents())?;
+            let f = rustix::fs::openat(
+                &run.dir,
+                c"shared",
+                OFlags::RDONLY | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+            .with_context(|| "kernel: open(shared)")?;
+            run.shared = Some(f);
+        }
+        if matches!(workload, Workload::OpenClose) {
+            for index in 0..threads {
+                let name = CString::new(open_close_name(index))
+                    .map_err(|e| Error::new("kernel: open-close file name", e))?;
+                create_file(run.dir.as_fd(), &name, &[])?;
+                run.own_files += 1;
+            }
+        }
         if matches!(workload, Workload::Syscall | Workload::Futimes) {
+            run.shared_created = true;
             let f = rustix::fs::openat(
                 &run.dir,
                 c"shared",
@@ -448,6 +493,17 @@ impl Target for KernelTarget {
                         buf: ReadBuf::boxed(),
                     })
                 }
+                Workload::FstatShared => Box::new(FstatSharedWorker { fd: shared()? }),
+                Workload::ReadShared => Box::new(ReadSharedWorker {
+                    fd: shared()?,
+                    k: 0,
+                    buf: ReadBuf::boxed(),
+                }),
+                Workload::OpenClose => Box::new(OpenCloseWorker {
+                    dir: run.dir.as_fd(),
+                    name: CString::new(open_close_name(index))
+                        .map_err(|e| Error::new("kernel: open-close file name", e))?,
+                }),
             });
         }
         Ok(workers)
@@ -457,11 +513,24 @@ impl Target for KernelTarget {
         let Some(run) = self.run.take() else {
             return Ok(());
         };
-        let KernelRun { name, dir, shared } = run;
-        if shared.is_some() {
-            drop(shared);
+        let KernelRun {
+            name,
+            dir,
+            shared,
+            shared_created,
+            own_files,
+        } = run;
+        // Closed only now: every worker that used it has exited (see the
+        // module doc).
+        drop(shared);
+        if shared_created {
             rustix::fs::unlinkat(&dir, c"shared", AtFlags::empty())
                 .with_context(|| format!("kernel: unlink({name:?}/shared)"))?;
+        }
+        for index in 0..own_files {
+            let file = open_close_name(index);
+            rustix::fs::unlinkat(&dir, file.as_str(), AtFlags::empty())
+                .with_context(|| format!("kernel: unlink({name:?}/{file})"))?;
         }
         drop(dir);
         // ENOTEMPTY here means a workload left files behind (creat-clo must
@@ -484,6 +553,24 @@ impl Target for KernelTarget {
         drop(root);
         host.close()
     }
+}
+
+/// Creates the file `name` in `dir` (it must not exist) and writes `data`
+/// into it.
+fn create_file(dir: BorrowedFd<'_>, name: &CStr, data: &[u8]) -> Result<()> {
+    let flags = OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::CLOEXEC;
+    let f = rustix::fs::openat(dir, name, flags, Mode::from_raw_mode(FILE_MODE))
+        .with_context(|| format!("kernel: create({name:?})"))?;
+    let mut written = 0;
+    while written < data.len() {
+        let n = rustix::io::write(&f, &data[written..])
+            .with_context(|| format!("kernel: write({name:?})"))?;
+        if n == 0 {
+            return Err(Error::msg(format!("kernel: write({name:?}) wrote nothing")));
+        }
+        written += n;
+    }
+    Ok(())
 }
 
 /// Gives the calling worker thread what `fork` gives a process: a private
@@ -646,6 +733,97 @@ impl Worker for TreeWorker<'_> {
     }
 }
 
+/// `fstat-shared` on the kernel: `fstat(fd)` on the shared file from a
+/// thread sharing this process's fd table (no unshare, see the module doc).
+#[derive(Debug)]
+#[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
+struct FstatSharedWorker<'a> {
+    /// The shared open file, in the process's (shared) fd table; closed
+    /// only by teardown, after this worker has exited.
+    fd: BorrowedFd<'a>,
+}
+
+impl Worker for FstatSharedWorker<'_> {
+    fn run(&mut self, n: u32) -> Result<()> {
+        for _ in 0..n {
+            let st = rustix::fs::fstat(self.fd).with_context(|| "kernel fstat-shared: fstat")?;
+            if st.st_mode & S_IFMT != S_IFREG || st.st_size != SHARED_FILE_SIZE as i64 {
+                return Err(Error::msg(format!(
+                    "kernel fstat-shared: fstat: mode {:o}, size {}, expected a regular file \
+                     of {SHARED_FILE_SIZE} bytes",
+                    st.st_mode, st.st_size
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `read-shared` on the kernel: `pread(fd, buf, 4096, off)` on the shared
+/// file, page after page, from a thread sharing this process's fd table.
+#[derive(Debug)]
+#[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
+struct ReadSharedWorker<'a> {
+    /// The shared open file, as for [`FstatSharedWorker`].
+    fd: BorrowedFd<'a>,
+    /// This thread's reads so far (the next one's `k`).
+    k: u64,
+    /// The read buffer (only its first [`READ_SHARED_LEN`] bytes are used).
+    buf: Box<ReadBuf>,
+}
+
+impl Worker for ReadSharedWorker<'_> {
+    fn run(&mut self, n: u32) -> Result<()> {
+        for _ in 0..n {
+            let off = read_shared_offset(self.k);
+            self.k += 1;
+            let buf = &mut self.buf.0[..READ_SHARED_LEN];
+            let got = rustix::io::pread(self.fd, &mut *buf, off)
+                .with_context(|| format!("kernel read-shared: pread({off})"))?;
+            if got != READ_SHARED_LEN || buf[0] != shared_byte(off) {
+                return Err(Error::msg(format!(
+                    "kernel read-shared: pread({off}): {got} bytes, first {}, expected \
+                     {READ_SHARED_LEN} bytes, first {}",
+                    buf[0],
+                    shared_byte(off)
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `open-close` on the kernel: `close(openat(AT_FDCWD, "f<thread>",
+/// O_RDONLY))` with this thread's private cwd in the run's directory.
+#[derive(Debug)]
+#[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
+struct OpenCloseWorker<'a> {
+    /// The run's directory, made this thread's cwd by `enter`.
+    dir: BorrowedFd<'a>,
+    /// This thread's own file, relative to the cwd: `f<thread>`.
+    name: CString,
+}
+
+impl Worker for OpenCloseWorker<'_> {
+    fn enter(&mut self) -> Result<()> {
+        // Private fs context first: the `fchdir` must not move the
+        // process's (the main thread's) cwd.
+        enter_private()?;
+        rustix::process::fchdir(self.dir).with_context(|| "kernel open-close: fchdir(run dir)")
+    }
+
+    fn run(&mut self, n: u32) -> Result<()> {
+        for _ in 0..n {
+            let f = rustix::fs::openat(rustix::fs::CWD, &self.name, OFlags::RDONLY, Mode::empty())
+                .with_context(|| format!("kernel open-close: open({:?})", self.name))?;
+            // close(2), as for `dup` in `SyscallWorker`: it cannot fail on
+            // an fd we just got.
+            drop(f);
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -673,6 +851,9 @@ mod tests {
             Workload::CreatClo,
             Workload::Futimes,
             Workload::Tree(tree),
+            Workload::FstatShared,
+            Workload::ReadShared,
+            Workload::OpenClose,
         ] {
             for threads in [1, 2] {
                 let rate = run_one(

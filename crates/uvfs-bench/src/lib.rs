@@ -5,7 +5,7 @@
 //!
 //! | module | what |
 //! |---|---|
-//! | [`workloads`] | the workloads (`syscall`, `creat-clo`, `futimes`, `tree`), their units, the host tree |
+//! | [`workloads`] | the workloads (`syscall`, `creat-clo`, `futimes`, `tree`, `fstat-shared`, `read-shared`, `open-close`), their units, the host tree |
 //! | [`target`] | [`Target`] and [`Worker`](target::Worker): what a workload runs on |
 //! | [`uvfs_target`] | uvfs's embedded tmpfs through `uvfs::Task` |
 //! | [`kernel`] | the kernel peer: real syscalls (rustix) on a host tmpfs |
@@ -184,6 +184,9 @@ fn bench_with(args: &BenchArgs) -> Result<Report> {
             WorkloadKind::Syscall => Workload::Syscall,
             WorkloadKind::CreatClo => Workload::CreatClo,
             WorkloadKind::Futimes => Workload::Futimes,
+            WorkloadKind::FstatShared => Workload::FstatShared,
+            WorkloadKind::ReadShared => Workload::ReadShared,
+            WorkloadKind::OpenClose => Workload::OpenClose,
             WorkloadKind::Tree => {
                 let t = Arc::new(HostTree::read(&args.tree)?);
                 tree = Some(Arc::clone(&t));
@@ -243,7 +246,8 @@ pub fn bench_targets(
         .collect();
     let mut report = Report::new(Machine::detect(), settings, infos, tree, Vec::new());
     print_flush(&report.header());
-    let progress = harness::progress_bar(plan.expected(workloads.len(), targets.len()));
+    let pairs = harness::supported_pairs(&targets, workloads);
+    let progress = harness::progress_bar(plan.expected(pairs));
     let series = harness::run_all(&mut targets, workloads, plan, &progress);
     progress.finish_and_clear();
     let mut closed = Ok(());

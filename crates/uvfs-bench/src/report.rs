@@ -481,4 +481,68 @@ mod tests {
         assert!(table.contains("20.00x"), "{table}");
         serde_json::to_string(&r).unwrap();
     }
+
+    /// A target that skipped a workload (see `Target::supports`) has no
+    /// series for it: its cells and the ratio show `-`, no ratio is
+    /// computed, and the JSON holds only what ran.
+    #[test]
+    fn report_handles_a_target_missing_for_a_workload() {
+        let targets = vec![
+            TargetInfo {
+                name: "uvfs".into(),
+                description: "u".into(),
+            },
+            TargetInfo {
+                name: "kernel".into(),
+                description: "k".into(),
+            },
+        ];
+        let with = |mut s: Series, workload: WorkloadKind| {
+            s.workload = workload;
+            s.unit = workload.unit();
+            s
+        };
+        let r = Report::new(
+            Machine {
+                cores: 2,
+                cpu: String::new(),
+                kernel: String::new(),
+            },
+            Settings {
+                workloads: vec![WorkloadKind::ReadShared, WorkloadKind::OpenClose],
+                threads: vec![1],
+                reps: 3,
+                duration_s: 1.0,
+                warmup_s: 0.25,
+            },
+            targets,
+            None,
+            vec![
+                with(series("kernel", 1, &[10.0; 3]), WorkloadKind::ReadShared),
+                with(series("uvfs", 1, &[30.0; 3]), WorkloadKind::OpenClose),
+                with(series("kernel", 1, &[10.0; 3]), WorkloadKind::OpenClose),
+            ],
+        );
+        assert_eq!(r.ratios.len(), 1);
+        assert_eq!(r.ratios[0].workload, WorkloadKind::OpenClose);
+        assert_eq!(r.ratios[0].ratio, 3.0);
+        let table = r.table();
+        let row = |name: &str| {
+            table
+                .lines()
+                .find(|l| l.starts_with(name))
+                .unwrap_or_else(|| panic!("no {name} row in {table}"))
+                .split_whitespace()
+                .collect::<Vec<_>>()
+        };
+        let read = row("read-shared");
+        assert_eq!(read[1], "reads/s", "{table}");
+        assert_eq!(read[3], "-", "uvfs missing: {table}");
+        assert_eq!(read.last(), Some(&"-"), "no ratio: {table}");
+        assert_eq!(row("open-close").last(), Some(&"3.00x"), "{table}");
+        let json: serde_json::Value = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["results"].as_array().unwrap().len(), 3);
+        assert_eq!(json["results"][0]["workload"], "read-shared");
+        assert_eq!(json["ratios"].as_array().unwrap().len(), 1);
+    }
 }

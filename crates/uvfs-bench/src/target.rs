@@ -9,7 +9,7 @@
 //! left and checks it.
 
 use crate::error::Result;
-use crate::workloads::Workload;
+use crate::workloads::{Workload, WorkloadKind};
 
 /// One system under test: something that implements the workloads' calls.
 ///
@@ -22,6 +22,16 @@ pub trait Target {
     /// One line saying what is measured, e.g. where the kernel's directory
     /// lives and which file system it is.
     fn description(&self) -> String;
+
+    /// Whether this target implements `kind`. A peer that lacks one of the
+    /// workload's operations (say, another crate without `pread`) returns
+    /// false: the harness then skips it for that workload, running and
+    /// reporting nothing for it (no series, no ratio). uvfs and the kernel
+    /// support every workload.
+    fn supports(&self, kind: WorkloadKind) -> bool {
+        let _ = kind;
+        true
+    }
 
     /// Prepares one run of `workload` with `threads` workers: the shared
     /// state (parent task, shared open file, shared directory) and one worker

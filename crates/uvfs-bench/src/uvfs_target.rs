@@ -6,6 +6,13 @@
 //! worker's fd 0 is the same shared `File` (as after fork in UnixBench).
 //! Each worker thread owns its task (a `Task` is `Send` but not `Sync`).
 //!
+//! `fstat-shared` and `read-shared` instead make each worker a
+//! `clone_thread` of the parent: threads of one process sharing its fd
+//! table, so every call takes a reference on the shared `File` (the
+//! contended path they measure). `open-close` forks as above, with the
+//! parent's cwd set to the run's directory first, so every worker opens its
+//! own `f<thread>` relative to the cwd.
+//!
 //! Layout in the mount: `/bench/runN` per run, `/treeN` per imported tree.
 
 use std::hint::black_box;
@@ -15,6 +22,10 @@ use ::uvfs::{AtFlags, Fd, Mount, OpenFlags, Task, Timespec};
 
 use crate::error::{Context, Error, Result};
 use crate::target::{Target, Worker};
+use crate::workloads::{
+    open_close_name, read_shared_offset, shared_byte, shared_contents, READ_SHARED_LEN,
+    SHARED_FILE_SIZE,
+};
 use crate::workloads::{
     thread_order, HostTree, NameBuf, ReadBuf, SinkResult, TreeSink, Workload, DIR_MODE, FILE_MODE,
     FUTIMES_TIMES, S_IFMT, S_IFREG,
@@ -44,8 +55,11 @@ struct UvfsRun {
     dir: String,
     /// The task the workers were forked from; holds the shared fd 0.
     parent: Task,
-    /// Whether `dir/shared` was created (`syscall`, `futimes`).
+    /// Whether `dir/shared` was created (`syscall`, `futimes`,
+    /// `fstat-shared`, `read-shared`).
     shared: bool,
+    /// `open-close`'s files `dir/f0`, `dir/f1`, ... created so far.
+    own_files: usize,
     /// The parent's first fd (0 when all went well), once opened.
     fd0: Option<Fd>,
 }
@@ -126,6 +140,30 @@ struct UvfsSink<'a> {
     dir: Fd,
 }
 
+/// Creates the file `path` (it must not exist) as `task` and writes `data`
+/// into it.
+fn create_file(task: &Task, path: &str, data: &[u8]) -> Result<()> {
+    let flags = OpenFlags::CREAT | OpenFlags::EXCL | OpenFlags::WRONLY;
+    let fd = task
+        .open(path, flags, FILE_MODE)
+        .with_context(|| format!("uvfs: create({path})"))?;
+    let mut written = 0;
+    let result = loop {
+        if written == data.len() {
+            break Ok(());
+        }
+        match task.write(fd, &data[written..]) {
+            Ok(0) => break Err(Error::msg(format!("uvfs: write({path}) wrote nothing"))),
+            Ok(n) => written += n,
+            Err(e) => break Err(Error::new(format!("uvfs: write({path})"), e)),
+        }
+    };
+    let closed = task
+        .close(fd)
+        .with_context(|| format!("uvfs: close({path})"));
+    result.and(closed)
+}
+
 impl TreeSink for UvfsSink<'_> {
     type File = Fd;
 
@@ -165,7 +203,8 @@ impl Target for UvfsTarget {
     }
 
     fn description(&self) -> String {
-        "uvfs embedded tmpfs; each thread its own Task, forked from one parent (fd 0 shared)"
+        "uvfs embedded tmpfs; each thread its own Task, forked from one parent (fd 0 shared); \
+         fstat-shared, read-shared: each thread a clone_thread of the parent (one fd table)"
             .to_owned()
     }
 
@@ -189,6 +228,7 @@ impl Target for UvfsTarget {
             dir,
             parent,
             shared: false,
+            own_files: 0,
             fd0: None,
         });
         // fd 0 of the parent, hence of every worker: the shared file, the
@@ -200,6 +240,29 @@ impl Target for UvfsTarget {
                 run.parent
                     .open(&path, OpenFlags::CREAT | OpenFlags::RDWR, FILE_MODE)
                     .with_context(|| format!("uvfs: open({path})"))?
+            }
+            Workload::FstatShared | Workload::ReadShared => {
+                run.shared = true;
+                let path = format!("{}/shared", run.dir);
+                create_file(&self.init, &path, &shared_contents())?;
+                run.parent
+                    .open(&path, OpenFlags::RDONLY, 0)
+                    .with_context(|| format!("uvfs: open({path})"))?
+            }
+            Workload::OpenClose => {
+                for index in 0..threads {
+                    let path = format!("{}/{}", run.dir, open_close_name(index));
+                    create_file(&self.init, &path, &[])?;
+                    run.own_files += 1;
+                }
+                // Inherited by the forked workers: they open `f<thread>`
+                // relative to it.
+                run.parent
+                    .chdir(&run.dir)
+                    .with_context(|| format!("uvfs: chdir({})", run.dir))?;
+                run.parent
+                    .open(&run.dir, OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0)
+                    .with_context(|| format!("uvfs: open({})", run.dir))?
             }
             Workload::CreatClo => run
                 .parent
@@ -225,7 +288,13 @@ impl Target for UvfsTarget {
         let tree = self.tree.as_ref();
         let mut workers: Vec<Box<dyn Worker + '_>> = Vec::with_capacity(threads);
         for index in 0..threads {
-            let task = run.parent.fork();
+            // Threads of the parent's process (its fd table), or processes
+            // of their own (a copy of it).
+            let task = if workload.kind().shares_fd_table() {
+                run.parent.clone_thread()
+            } else {
+                run.parent.fork()
+            };
             workers.push(match workload {
                 Workload::Syscall => Box::new(SyscallWorker { task }),
                 Workload::CreatClo => Box::new(CreatCloWorker {
@@ -247,6 +316,16 @@ impl Target for UvfsTarget {
                         buf: ReadBuf::boxed(),
                     })
                 }
+                Workload::FstatShared => Box::new(FstatSharedWorker { task }),
+                Workload::ReadShared => Box::new(ReadSharedWorker {
+                    task,
+                    k: 0,
+                    buf: ReadBuf::boxed(),
+                }),
+                Workload::OpenClose => Box::new(OpenCloseWorker {
+                    task,
+                    name: open_close_name(index),
+                }),
             });
         }
         Ok(workers)
@@ -260,6 +339,7 @@ impl Target for UvfsTarget {
             dir,
             parent,
             shared,
+            own_files,
             fd0,
         } = run;
         if let Some(fd) = fd0 {
@@ -272,6 +352,12 @@ impl Target for UvfsTarget {
             self.init
                 .unlinkat(Fd::AT_FDCWD, format!("{dir}/shared"), AtFlags::empty())
                 .with_context(|| format!("uvfs: unlink({dir}/shared)"))?;
+        }
+        for index in 0..own_files {
+            let path = format!("{dir}/{}", open_close_name(index));
+            self.init
+                .unlinkat(Fd::AT_FDCWD, &path, AtFlags::empty())
+                .with_context(|| format!("uvfs: unlink({path})"))?;
         }
         // ENOTEMPTY here means a workload left files behind (creat-clo must
         // unlink every file it creates).
@@ -428,5 +514,145 @@ impl Worker for TreeWorker<'_> {
             }
         }
         Ok(())
+    }
+}
+
+/// `fstat-shared` on uvfs: `fstat(0)` on the shared file, from a thread of
+/// the parent's process (one fd table, so each call takes a reference).
+#[derive(Debug)]
+#[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
+struct FstatSharedWorker {
+    /// A `clone_thread` of the run's parent; fd 0 is the shared file.
+    task: Task,
+}
+
+impl Worker for FstatSharedWorker {
+    fn run(&mut self, n: u32) -> Result<()> {
+        let task = &self.task;
+        for _ in 0..n {
+            let st = task
+                .fstat(Fd(0))
+                .with_context(|| "uvfs fstat-shared: fstat(0)")?;
+            if st.st_mode & S_IFMT != S_IFREG || st.st_size != SHARED_FILE_SIZE as i64 {
+                return Err(Error::msg(format!(
+                    "uvfs fstat-shared: fstat(0): mode {:o}, size {}, expected a regular file of \
+                     {SHARED_FILE_SIZE} bytes",
+                    st.st_mode, st.st_size
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `read-shared` on uvfs: `pread(0, buf, 4096, off)` on the shared file,
+/// page after page, from a thread of the parent's process.
+#[derive(Debug)]
+#[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
+struct ReadSharedWorker {
+    /// A `clone_thread` of the run's parent; fd 0 is the shared file.
+    task: Task,
+    /// This thread's reads so far (the next one's `k`).
+    k: u64,
+    /// The read buffer (only its first [`READ_SHARED_LEN`] bytes are used).
+    buf: Box<ReadBuf>,
+}
+
+impl Worker for ReadSharedWorker {
+    fn run(&mut self, n: u32) -> Result<()> {
+        let task = &self.task;
+        for _ in 0..n {
+            let off = read_shared_offset(self.k);
+            self.k += 1;
+            let buf = &mut self.buf.0[..READ_SHARED_LEN];
+            let got = task
+                .pread(Fd(0), buf, off as i64)
+                .with_context(|| format!("uvfs read-shared: pread(0, {off})"))?;
+            if got != READ_SHARED_LEN || buf[0] != shared_byte(off) {
+                return Err(Error::msg(format!(
+                    "uvfs read-shared: pread(0, {off}): {got} bytes, first {}, expected \
+                     {READ_SHARED_LEN} bytes, first {}",
+                    buf[0],
+                    shared_byte(off)
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `open-close` on uvfs: `close(openat(AT_FDCWD, "f<thread>", O_RDONLY))`
+/// in this worker's own process, whose cwd is the run's directory.
+#[derive(Debug)]
+#[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
+struct OpenCloseWorker {
+    /// This worker's task (forked); its cwd is the run's directory.
+    task: Task,
+    /// This thread's own file, relative to the cwd: `f<thread>`.
+    name: String,
+}
+
+impl Worker for OpenCloseWorker {
+    fn run(&mut self, n: u32) -> Result<()> {
+        let task = &self.task;
+        for _ in 0..n {
+            let fd = task
+                .openat(Fd::AT_FDCWD, &self.name, OpenFlags::RDONLY, 0)
+                .with_context(|| format!("uvfs open-close: open({})", self.name))?;
+            task.close(fd)
+                .with_context(|| format!("uvfs open-close: close({})", self.name))?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::harness::run_one;
+    use std::time::Duration;
+
+    /// Every workload runs on uvfs with 1 and 2 threads, its teardown
+    /// checks pass, and nothing is left under `/bench`.
+    #[test]
+    fn runs_every_workload_and_cleans_up() {
+        let src = tempfile::tempdir().unwrap();
+        std::fs::create_dir(src.path().join("sub")).unwrap();
+        std::fs::write(src.path().join("sub/a.h"), vec![7u8; 100_000]).unwrap();
+        std::fs::write(src.path().join("b.h"), b"int b;").unwrap();
+        let tree = Arc::new(HostTree::read(src.path()).unwrap());
+
+        let mut target = UvfsTarget::new().unwrap();
+        for workload in [
+            Workload::Syscall,
+            Workload::CreatClo,
+            Workload::Futimes,
+            Workload::Tree(tree),
+            Workload::FstatShared,
+            Workload::ReadShared,
+            Workload::OpenClose,
+        ] {
+            for threads in [1, 2] {
+                let rate =
+                    run_one(&mut target, &workload, threads, Duration::from_millis(20)).unwrap();
+                assert!(rate > 0.0, "{workload:?} {threads}");
+            }
+        }
+        // rmdir succeeds only if every run's directory was removed.
+        target
+            .init
+            .unlinkat(Fd::AT_FDCWD, "/bench", AtFlags::REMOVEDIR)
+            .unwrap();
+    }
+
+    /// Leftover files fail the teardown (the open-close files are unlinked
+    /// by teardown itself; anything else is a leftover).
+    #[test]
+    fn teardown_fails_on_leftovers() {
+        let mut target = UvfsTarget::new().unwrap();
+        drop(target.setup(&Workload::OpenClose, 2).unwrap());
+        create_file(&target.init, "/bench/run1/stray", b"").unwrap();
+        let e = target.teardown().unwrap_err().to_string();
+        assert!(e.contains("rmdir"), "{e}");
     }
 }

@@ -30,15 +30,31 @@ pub enum WorkloadKind {
     /// `open`, `read` to the end (64 KiB buffer), `close`; each thread in its
     /// own order.
     Tree,
+    /// will-it-scale-style `fstat(fd)` on one shared fd: every thread is a
+    /// thread of ONE process (one fd table, like `clone(CLONE_FILES)`), so
+    /// each call takes and drops a reference on the one shared `File` (Linux
+    /// `fdget` on a shared table; the `file_ref_t` patch's test).
+    FstatShared,
+    /// `pread(fd, buf, 4096, off)` on one shared fd of a 64 KiB file,
+    /// threads of one process as in [`WorkloadKind::FstatShared`]; `off`
+    /// walks the file page by page.
+    ReadShared,
+    /// `close(openat(AT_FDCWD, "f<thread>", O_RDONLY))`: every thread its
+    /// own process (task) whose cwd is the run's directory, each opening its
+    /// own file, so threads share no file, only the directory they look up.
+    OpenClose,
 }
 
 impl WorkloadKind {
     /// All workloads, in the order `uvfs bench` runs them by default.
-    pub const ALL: [WorkloadKind; 4] = [
+    pub const ALL: [WorkloadKind; 7] = [
         WorkloadKind::Syscall,
         WorkloadKind::CreatClo,
         WorkloadKind::Futimes,
         WorkloadKind::Tree,
+        WorkloadKind::FstatShared,
+        WorkloadKind::ReadShared,
+        WorkloadKind::OpenClose,
     ];
 
     /// The name used on the command line and in reports.
@@ -48,6 +64,9 @@ impl WorkloadKind {
             WorkloadKind::CreatClo => "creat-clo",
             WorkloadKind::Futimes => "futimes",
             WorkloadKind::Tree => "tree",
+            WorkloadKind::FstatShared => "fstat-shared",
+            WorkloadKind::ReadShared => "read-shared",
+            WorkloadKind::OpenClose => "open-close",
         }
     }
 
@@ -58,12 +77,18 @@ impl WorkloadKind {
     /// - `creat-clo`: files per second, one file = open(O_CREAT), close, unlink.
     /// - `futimes`: loops per second, one loop = two `futimens`.
     /// - `tree`: files per second, one file = fstatat, open, read all, close.
+    /// - `fstat-shared`: `fstat` calls per second.
+    /// - `read-shared`: 4 KiB `pread` calls per second.
+    /// - `open-close`: opens per second, one open = openat, close.
     pub fn unit(self) -> &'static str {
         match self {
             WorkloadKind::Syscall => "lps",
             WorkloadKind::CreatClo => "files/s",
             WorkloadKind::Futimes => "loops/s",
             WorkloadKind::Tree => "files/s",
+            WorkloadKind::FstatShared => "stats/s",
+            WorkloadKind::ReadShared => "reads/s",
+            WorkloadKind::OpenClose => "opens/s",
         }
     }
 
@@ -72,10 +97,20 @@ impl WorkloadKind {
     /// worker stops well within a millisecond of the flag.
     pub fn batch(self) -> u32 {
         match self {
-            WorkloadKind::Syscall | WorkloadKind::Futimes => 256,
-            WorkloadKind::CreatClo => 64,
+            WorkloadKind::Syscall
+            | WorkloadKind::Futimes
+            | WorkloadKind::FstatShared
+            | WorkloadKind::ReadShared => 256,
+            WorkloadKind::CreatClo | WorkloadKind::OpenClose => 64,
             WorkloadKind::Tree => 4,
         }
+    }
+
+    /// Whether the workers are threads of one process sharing one fd table
+    /// (`fstat-shared`, `read-shared`) rather than each its own process
+    /// with a private copy of it, as after `fork`.
+    pub fn shares_fd_table(self) -> bool {
+        matches!(self, WorkloadKind::FstatShared | WorkloadKind::ReadShared)
     }
 }
 
@@ -97,6 +132,12 @@ pub enum Workload {
     /// See [`WorkloadKind::Tree`]; the tree read from the host, imported by
     /// each target once (targets compare the `Arc` to know it is the same).
     Tree(Arc<HostTree>),
+    /// See [`WorkloadKind::FstatShared`].
+    FstatShared,
+    /// See [`WorkloadKind::ReadShared`].
+    ReadShared,
+    /// See [`WorkloadKind::OpenClose`].
+    OpenClose,
 }
 
 impl Workload {
@@ -107,6 +148,9 @@ impl Workload {
             Workload::CreatClo => WorkloadKind::CreatClo,
             Workload::Futimes => WorkloadKind::Futimes,
             Workload::Tree(_) => WorkloadKind::Tree,
+            Workload::FstatShared => WorkloadKind::FstatShared,
+            Workload::ReadShared => WorkloadKind::ReadShared,
+            Workload::OpenClose => WorkloadKind::OpenClose,
         }
     }
 }
@@ -131,6 +175,38 @@ pub const FUTIMES_TIMES: [(i64, i64); 2] = [(1_000_000_000, 0), (1_000_000_000, 
 pub const S_IFMT: u32 = 0o170_000;
 /// See [`S_IFMT`].
 pub const S_IFREG: u32 = 0o100_000;
+
+/// Size of the shared file `dir/shared` of `fstat-shared` and `read-shared`
+/// (64 KiB), filled with [`shared_byte`]; `fstat` checks `st_size` is this.
+pub const SHARED_FILE_SIZE: u64 = 64 * 1024;
+
+/// Bytes one `read-shared` `pread` asks for (and must get): one page.
+pub const READ_SHARED_LEN: usize = 4096;
+
+/// The byte at `offset` of the shared file: `offset % 251` (a prime, so
+/// every page of the file starts with a different byte).
+#[inline]
+pub fn shared_byte(offset: u64) -> u8 {
+    (offset % 251) as u8
+}
+
+/// The shared file's [`SHARED_FILE_SIZE`] bytes, [`shared_byte`] each.
+pub fn shared_contents() -> Vec<u8> {
+    (0..SHARED_FILE_SIZE).map(shared_byte).collect()
+}
+
+/// The offset of a thread's `k`th `read-shared` `pread` (from 0):
+/// `(k * 4096) % 65536`, page after page, around the file.
+#[inline]
+pub fn read_shared_offset(k: u64) -> u64 {
+    (k % (SHARED_FILE_SIZE / READ_SHARED_LEN as u64)) * READ_SHARED_LEN as u64
+}
+
+/// The name of thread `thread`'s own `open-close` file in the run's
+/// directory: `f<thread>`, created by setup, opened relative to the cwd.
+pub fn open_close_name(thread: usize) -> String {
+    format!("f{thread}")
+}
 
 /// Size of the buffer `tree` reads files with.
 pub const READ_BUF: usize = 64 * 1024;
@@ -280,5 +356,36 @@ mod tests {
         assert_eq!(s, (0..100).collect::<Vec<u32>>());
         assert_eq!(a, thread_order(100, 0));
         assert!(thread_order(0, 3).is_empty());
+    }
+
+    #[test]
+    fn shared_file_offsets_and_pattern() {
+        let offsets: Vec<u64> = (0..18).map(read_shared_offset).collect();
+        for (k, &off) in offsets.iter().enumerate() {
+            assert_eq!(off, (k as u64 * 4096) % 65536);
+            assert!(off + READ_SHARED_LEN as u64 <= SHARED_FILE_SIZE);
+        }
+        let data = shared_contents();
+        assert_eq!(data.len() as u64, SHARED_FILE_SIZE);
+        assert_eq!(data[250], 250);
+        assert_eq!(data[251], 0);
+        // Every page starts differently, so a read of the wrong page is seen.
+        let mut firsts: Vec<u8> = (0..16).map(|k| data[k * READ_SHARED_LEN]).collect();
+        firsts.sort_unstable();
+        firsts.dedup();
+        assert_eq!(firsts.len(), 16);
+        assert_eq!(open_close_name(3), "f3");
+    }
+
+    #[test]
+    fn every_workload_is_listed_once() {
+        let mut names: Vec<&str> = WorkloadKind::ALL.iter().map(|k| k.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), WorkloadKind::ALL.len());
+        assert!(WorkloadKind::FstatShared.shares_fd_table());
+        assert!(WorkloadKind::ReadShared.shares_fd_table());
+        assert!(!WorkloadKind::OpenClose.shares_fd_table());
+        assert!(!WorkloadKind::Syscall.shares_fd_table());
     }
 }
