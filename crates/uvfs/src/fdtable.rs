@@ -44,7 +44,10 @@ use crate::file::{File, FileHandle};
 use crate::sync::epoch::{self, Guard, Shared};
 use crate::sync::padded::CacheLine;
 use crate::sync::rcu::RcuRef;
+use crate::sync::rcu::RcuRefcounted as _;
+use crate::sync::refcount::RefCount;
 use crate::sync::{fence, lock, plain, AtomicPtr, Mutex, MutexGuard, Ordering};
+use crate::variant::{Uvfs, Variant};
 use crate::{Errno, Result};
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
@@ -61,12 +64,12 @@ pub const NR_OPEN: u32 = 1 << 20;
 pub const RLIMIT_NOFILE_DEFAULT: u32 = 1024;
 
 /// The published slot array.
-struct Fdt {
-    fd: Box<[AtomicPtr<File>]>,
+struct Fdt<V: Variant> {
+    fd: Box<[AtomicPtr<File<V>>]>,
 }
 
-impl Fdt {
-    fn with_capacity(n: u32) -> Fdt {
+impl<V: Variant> Fdt<V> {
+    fn with_capacity(n: u32) -> Fdt<V> {
         Fdt {
             fd: (0..n).map(|_| AtomicPtr::new(ptr::null_mut())).collect(),
         }
@@ -147,7 +150,7 @@ impl FdAlloc {
     /// One more slot names `p`. Returns `true` when the table did not name `p` yet: the
     /// caller's reference on `p` becomes the table's; otherwise the caller keeps (and must
     /// drop) its own.
-    fn slot_get(&mut self, p: *mut File) -> bool {
+    fn slot_get<V: Variant>(&mut self, p: *mut File<V>) -> bool {
         match self.files.entry(p as usize) {
             Entry::Occupied(mut e) => {
                 *e.get_mut() += 1;
@@ -162,7 +165,7 @@ impl FdAlloc {
 
     /// One slot fewer names `p`. Returns `true` when it was the last one: the caller now owns
     /// the table's reference on `p` and must drop it (after releasing `file_lock`).
-    fn slot_put(&mut self, p: *mut File) -> bool {
+    fn slot_put<V: Variant>(&mut self, p: *mut File<V>) -> bool {
         match self.files.entry(p as usize) {
             Entry::Occupied(mut e) => {
                 if *e.get() > 1 {
@@ -226,14 +229,14 @@ impl FdAlloc {
 ///
 /// # References
 /// Linux fs/file.c; `dup(2)`, `close(2)`, `close_range(2)`, `fcntl(2)` F_DUPFD.
-pub struct FdTable {
+pub struct FdTable<V: Variant = Uvfs> {
     /// The published slot array (Linux `files->fdt`): never null, owned (a `Box`) by the
     /// table; replaced only by `expand_locked` under `file_lock`, the old one retired through
     /// the epoch. A `sync::AtomicPtr` rather than crossbeam's `Atomic` so that under
     /// `--cfg uvfs_loom` its publication is a loom atomic: loom then sees that a new array's
     /// slots are created before `fget` loads them (with crossbeam's `Atomic`, a real atomic
     /// loom cannot see, it reports a causality violation) and models the re-check of race 3.
-    fdt: CacheLine<AtomicPtr<Fdt>>,
+    fdt: CacheLine<AtomicPtr<Fdt<V>>>,
     file_lock: CacheLine<Mutex<FdAlloc>>,
     /// Set (once, sticky) when a reference to this table left its tasks' hands
     /// (`Task::files`): from then on `fdget` always takes references, because some other
@@ -242,7 +245,7 @@ pub struct FdTable {
     exposed: plain::AtomicBool,
 }
 
-impl fmt::Debug for FdTable {
+impl<V: Variant> fmt::Debug for FdTable<V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let a = lock(&self.file_lock);
         f.debug_struct("FdTable")
@@ -258,17 +261,17 @@ impl fmt::Debug for FdTable {
 /// A file borrowed for one call (`struct fd`): by reference when the table is not shared,
 /// else by a counted handle.
 #[derive(Debug)]
-pub enum FdRef<'a> {
+pub enum FdRef<'a, V: Variant = Uvfs> {
     /// No reference taken: the table has one user, which is the caller.
-    Borrowed(&'a File),
+    Borrowed(&'a File<V>),
     /// A counted reference from `fget`.
-    Owned(FileHandle),
+    Owned(FileHandle<V>),
 }
 
-impl Deref for FdRef<'_> {
-    type Target = File;
+impl<V: Variant> Deref for FdRef<'_, V> {
+    type Target = File<V>;
     #[inline]
-    fn deref(&self) -> &File {
+    fn deref(&self) -> &File<V> {
         match self {
             FdRef::Borrowed(f) => f,
             FdRef::Owned(h) => h,
@@ -276,15 +279,22 @@ impl Deref for FdRef<'_> {
     }
 }
 
-impl Default for FdTable {
+impl<V: Variant> Default for FdTable<V> {
     fn default() -> Self {
-        Self::new()
+        Self::new_variant()
     }
 }
 
 impl FdTable {
     /// An empty table with 64 slots and the default limit of 1024 descriptors.
     pub fn new() -> FdTable {
+        FdTable::new_variant()
+    }
+}
+
+impl<V: Variant> FdTable<V> {
+    /// [`new`](FdTable::new) for the variant `V` ([`crate::variant`]).
+    pub fn new_variant() -> FdTable<V> {
         FdTable {
             // INVARIANT: the array pointer is never null.
             fdt: CacheLine(AtomicPtr::new(Box::into_raw(Box::new(Fdt::with_capacity(
@@ -305,7 +315,7 @@ impl FdTable {
     /// - `_guard` is pinned, or the caller holds `file_lock` for all of `'g` (then the array
     ///   cannot be replaced or retired, and `_guard` may be `epoch::unprotected()`).
     #[inline]
-    unsafe fn fdt<'g>(&self, _guard: &'g Guard) -> &'g Fdt {
+    unsafe fn fdt<'g>(&self, _guard: &'g Guard) -> &'g Fdt<V> {
         // Acquire: pairs with the Release swap in `expand_locked`: the new array's slots
         // (created and copied before the swap) are visible.
         let p = self.fdt.load(Ordering::Acquire);
@@ -319,7 +329,7 @@ impl FdTable {
     /// guards: only a holder has one) for as long as it uses the result; under the lock the
     /// array can be neither replaced nor retired.
     #[inline]
-    fn fdt_locked(&self, _a: &FdAlloc) -> &Fdt {
+    fn fdt_locked(&self, _a: &FdAlloc) -> &Fdt<V> {
         debug_assert!(self.file_lock.try_lock().is_err(), "caller holds file_lock");
         // SAFETY: only `expand_locked`, under `file_lock`, replaces and retires the array;
         // the caller holds the lock while it uses the result (Context above).
@@ -330,7 +340,7 @@ impl FdTable {
     ///
     /// # Errors
     /// `EBADF` if `fd` is negative, out of range, or not open (or only reserved).
-    pub fn fget(&self, fd: i32) -> Result<FileHandle> {
+    pub fn fget(&self, fd: i32) -> Result<FileHandle<V>> {
         if fd < 0 {
             return Err(Errno::EBADF);
         }
@@ -383,7 +393,7 @@ impl FdTable {
     /// # Errors
     /// As [`fget`](Self::fget).
     #[inline]
-    pub(crate) unsafe fn fdget(&self, fd: i32, shared: bool) -> Result<FdRef<'_>> {
+    pub(crate) unsafe fn fdget(&self, fd: i32, shared: bool) -> Result<FdRef<'_, V>> {
         if shared {
             return self.fget(fd).map(FdRef::Owned);
         }
@@ -444,12 +454,12 @@ impl FdTable {
         // unreachable from `self.fdt` now and is retired once, by this writer under the lock;
         // its slots do not own references (the new array does), and `Fdt` has no `Drop` that
         // touches files.
-        unsafe { pinned.defer_destroy(Shared::from(old_p as *const Fdt)) };
+        unsafe { pinned.defer_destroy(Shared::from(old_p as *const Fdt<V>)) };
         Ok(())
     }
 
     /// Stores `file` into slot `fd` of the current array. Context: caller holds `file_lock`.
-    fn slot_store_locked(&self, a: &FdAlloc, fd: u32, file: *mut File) -> *mut File {
+    fn slot_store_locked(&self, a: &FdAlloc, fd: u32, file: *mut File<V>) -> *mut File<V> {
         let fdt = self.fdt_locked(a);
         // AcqRel: Release publishes the File's fields to `fget`'s Acquire slot load; Acquire
         // is not needed for the old pointer (its reference is ours and was published to us by
@@ -495,7 +505,7 @@ impl FdTable {
     }
 
     /// `fd_install`: publishes `file` at descriptor `fd`, reserved by `alloc_fd`.
-    pub(crate) fn fd_install(&self, fd: u32, file: FileHandle) {
+    pub(crate) fn fd_install(&self, fd: u32, file: FileHandle<V>) {
         let mut a = self.alloc_locked();
         let extra = Self::adopt_locked(&mut a, file);
         let old = self.slot_store_locked(&a, fd, extra.0);
@@ -506,7 +516,7 @@ impl FdTable {
 
     /// Counts a new slot for `file`: returns its pointer, and the caller's reference when the
     /// table already holds one (to be dropped after `file_lock` is released).
-    fn adopt_locked(a: &mut FdAlloc, file: FileHandle) -> (*mut File, Option<FileHandle>) {
+    fn adopt_locked(a: &mut FdAlloc, file: FileHandle<V>) -> (*mut File<V>, Option<FileHandle<V>>) {
         let p = RcuRef::as_ptr(&file);
         if a.slot_get(p) {
             (RcuRef::into_raw(file), None)
@@ -520,7 +530,7 @@ impl FdTable {
     ///
     /// # Errors
     /// `EMFILE` if none is free below the limit (then `file` is dropped).
-    pub fn install(&self, file: FileHandle, start: u32, cloexec: bool) -> Result<u32> {
+    pub fn install(&self, file: FileHandle<V>, start: u32, cloexec: bool) -> Result<u32> {
         let mut a = self.alloc_locked();
         let fd = self.alloc_fd_locked(&mut a, start, cloexec)?;
         let (p, extra) = Self::adopt_locked(&mut a, file);
@@ -551,7 +561,7 @@ impl FdTable {
     }
 
     /// The file in slot `fd`, NULL if none or out of range. Context: caller holds `file_lock`.
-    fn slot_load_locked(&self, a: &FdAlloc, fd: u32) -> *mut File {
+    fn slot_load_locked(&self, a: &FdAlloc, fd: u32) -> *mut File<V> {
         if fd >= a.max_fds {
             return ptr::null_mut();
         }
@@ -672,7 +682,7 @@ impl FdTable {
 
     /// Removes the installed descriptors in `first ..= last` for which `pick(fd, cloexec)`
     /// holds and returns their files. Context: none (takes `file_lock`).
-    fn take_range(&self, first: u32, last: u32, pick: impl Fn(bool) -> bool) -> Vec<FileHandle> {
+    fn take_range(&self, first: u32, last: u32, pick: impl Fn(bool) -> bool) -> Vec<FileHandle<V>> {
         let mut a = self.alloc_locked();
         let mut out = Vec::new();
         if first >= a.max_fds {
@@ -736,7 +746,7 @@ impl FdTable {
     /// `dup_fd`: a copy of this table for `fork` (or `CLOSE_RANGE_UNSHARE`): the same files,
     /// one more reference each (one per file, not per slot), the same close-on-exec bits and limit. Descriptors reserved
     /// by an `open` in progress are not copied.
-    pub fn dup_fd(&self) -> FdTable {
+    pub fn dup_fd(&self) -> FdTable<V> {
         let a = self.alloc_locked();
         let mut na = FdAlloc::new(a.max_fds);
         na.rlimit = a.rlimit;
@@ -744,7 +754,7 @@ impl FdTable {
         na.files.clone_from(&a.files);
         for &p in a.files.keys() {
             // SAFETY: a key of `files` is a file this table holds a reference on: alive.
-            unsafe { &*(p as *const File) }.f_ref.inc();
+            unsafe { &*(p as *const File<V>) }.file_ref().inc();
         }
         let new = Box::new(Fdt::with_capacity(a.max_fds));
         let fdt = self.fdt_locked(&a);
@@ -824,7 +834,7 @@ fn find_next_set(map: &[u64], size: u32, start: u32) -> u32 {
     size
 }
 
-impl Drop for FdTable {
+impl<V: Variant> Drop for FdTable<V> {
     fn drop(&mut self) {
         // SAFETY: `&mut self`: no reader can hold this table any more. The array came from
         // `Box::into_raw` (`new`/`dup_fd`/`expand_locked`); the table holds one reference per
@@ -838,7 +848,7 @@ impl Drop for FdTable {
                 Err(p) => p.into_inner(),
             };
             for (&p, _) in a.files.iter() {
-                drop(RcuRef::from_raw(p as *mut File));
+                drop(RcuRef::from_raw(p as *mut File<V>));
             }
         }
     }

@@ -12,18 +12,22 @@
 //! line 2  f_pos_lock + f_pos                            written by read/write/lseek
 //! ```
 //! Readers of line 0 on other cores keep their copy while `dup`/`close` bounce line 1.
+//! Lines 0 and 1 are `V::Lines` and the count is `V::Ref` (see [`crate::variant`]): the
+//! default [`Uvfs`] variant is the layout above; ablation variants swap one of them.
 //!
 //! # Invariants
 //! - `f_mode` and `f_dentry` are immutable after `open`.
 //! - `f_pos` is protected by `f_pos_lock`; `pread`/`pwrite` never touch it.
 
 use crate::dentry::Dentry;
+use crate::errno::Result;
 use crate::inode::Inode;
-use crate::sync::file_ref::FileRef;
 use crate::sync::padded::CacheLine;
 use crate::sync::plain::{AtomicU32, Mutex, Ordering};
 use crate::sync::rcu::{RcuRef, RcuRefcounted};
+use crate::sync::refcount::RefCount;
 use crate::types::OpenFlags;
+use crate::variant::{FileLines, OpenFiles, Uvfs, Variant};
 use bitflags::bitflags;
 use std::fmt;
 use std::sync::Arc;
@@ -45,8 +49,9 @@ bitflags! {
     }
 }
 
-/// The read-mostly first cache line of a `File`.
-pub(crate) struct FileHot {
+/// The read-mostly first cache line of a `File`: `f_mode`, `f_flags`, the dentry (16 bytes).
+#[derive(Debug)]
+pub struct FileHot {
     /// Immutable after open.
     pub(crate) f_mode: FMode,
     /// Open flags; `O_APPEND`/`O_NONBLOCK` change under F_SETFL (atomic; written rarely).
@@ -61,36 +66,44 @@ pub(crate) struct FileHot {
 /// An open file description.
 ///
 /// # Refcounting
-/// Counted by `f_ref` ([`FileRef`]); handles are [`FileHandle`]s. Each fd table that names
+/// Counted by `f_ref` (`V::Ref`, for uvfs [`FileRef`](crate::sync::file_ref::FileRef));
+/// handles are [`FileHandle`]s. Each fd table that names
 /// the file holds one reference, however many of its descriptors name it (fdtable.rs).
 /// The last put drops the dentry reference at once (Linux `__fput`) and frees the memory
 /// after an epoch grace period, because `fget` may still be reading `f_ref` of a file that
 /// a concurrent `close` released.
+///
+/// `V` chooses the lessons' mechanisms ([`crate::variant`]); only ablation benchmarks name
+/// another than [`Uvfs`].
 #[repr(C)]
-pub struct File {
-    pub(crate) hot: CacheLine<FileHot>,
-    pub(crate) f_ref: CacheLine<FileRef>,
+pub struct File<V: Variant = Uvfs> {
+    /// `FileHot` and `f_ref`, laid out by the variant (uvfs: one line each).
+    pub(crate) lines: V::Lines,
     /// `f_pos_lock` + `f_pos` (bytes for regular files, a cookie for directories).
     pub(crate) f_pos: CacheLine<Mutex<u64>>,
+    /// The open-file tracker's entry (uvfs: none, zero bytes).
+    pub(crate) f_list: <V::Files as OpenFiles>::Node,
 }
 
 /// A counted reference to a [`File`] (Linux: a `struct file *` holding an `f_ref`).
-pub type FileHandle = RcuRef<File>;
+pub type FileHandle<V = Uvfs> = RcuRef<File<V>>;
 
-// SAFETY: `file_ref` and `file_ref_raw` always give the `f_ref` field; `drop_payload` drops
-// every other field and never `f_ref`; `File`s are created only by `File::open_handle`,
-// which boxes them in an `RcuRef`.
-unsafe impl RcuRefcounted for File {
+// SAFETY: `file_ref` and `file_ref_raw` always give the count inside `lines` (FileLines'
+// contract); `drop_payload` drops every other field and never the count; `File`s are created
+// only by `File::open_handle`, which boxes them in an `RcuRef`.
+unsafe impl<V: Variant> RcuRefcounted for File<V> {
+    type Ref = V::Ref;
+
     #[inline]
-    fn file_ref(&self) -> &FileRef {
-        &self.f_ref
+    fn file_ref(&self) -> &V::Ref {
+        self.lines.f_ref()
     }
 
     #[inline]
-    unsafe fn file_ref_raw(this: *const Self) -> *const FileRef {
+    unsafe fn file_ref_raw(this: *const Self) -> *const V::Ref {
         // SAFETY: `this` points to an allocated `File` (caller's contract); `addr_of!`
-        // projects to the field without creating a reference.
-        unsafe { std::ptr::addr_of!((*this).f_ref.0) }
+        // projects to the field without creating a reference, and `f_ref_raw` likewise.
+        unsafe { V::Lines::f_ref_raw(std::ptr::addr_of!((*this).lines)) }
     }
 
     unsafe fn drop_payload(this: *mut Self) {
@@ -98,19 +111,21 @@ unsafe impl RcuRefcounted for File {
         // field is added, so it cannot be forgotten here. (`File` must not implement `Drop`:
         // its fields are dropped only here.)
         #[allow(dead_code)]
-        fn all_fields(f: File) {
+        fn all_fields<V: Variant>(f: File<V>) {
             let File {
-                hot: _,
-                f_ref: _,
+                lines: _,
                 f_pos: _,
+                f_list: _,
             } = f;
         }
-        // SAFETY: the caller owns the object and calls this once; each field but `f_ref`
+        // SAFETY: the caller owns the object and calls this once; each field but the count
         // (plain atomics, no drop glue) is dropped exactly once, through raw projections
-        // that never cover `f_ref`.
+        // that never cover it (`drop_hot` leaves it, FileLines' contract).
         unsafe {
-            std::ptr::drop_in_place(std::ptr::addr_of_mut!((*this).hot));
+            V::Files::del(&*std::ptr::addr_of!((*this).f_list));
+            V::Lines::drop_hot(std::ptr::addr_of_mut!((*this).lines));
             std::ptr::drop_in_place(std::ptr::addr_of_mut!((*this).f_pos));
+            std::ptr::drop_in_place(std::ptr::addr_of_mut!((*this).f_list));
         }
     }
 }
@@ -118,39 +133,59 @@ unsafe impl RcuRefcounted for File {
 #[cfg(not(uvfs_loom))]
 mod layout {
     use super::*;
+    use crate::sync::file_ref::FileRef;
     use crate::sync::padded::CACHE_LINE;
+    use crate::variant::SplitLines;
     use std::mem::{offset_of, size_of};
     crate::const_assert!(size_of::<FileHot>() <= CACHE_LINE);
     crate::const_assert!(size_of::<File>() <= 192);
-    crate::const_assert!(offset_of!(File, hot) == 0);
-    crate::const_assert!(offset_of!(File, f_ref) == CACHE_LINE);
+    crate::const_assert!(offset_of!(File, lines) == 0);
+    // The count is on line 1 (`SplitLines` asserts its own offset).
+    crate::const_assert!(size_of::<SplitLines<FileRef>>() == 2 * CACHE_LINE);
     crate::const_assert!(offset_of!(File, f_pos) == 2 * CACHE_LINE);
 }
 
-impl fmt::Debug for File {
+impl<V: Variant> fmt::Debug for File<V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("File")
-            .field("mode", &self.hot.f_mode)
+            .field("mode", &self.hot().f_mode)
             .field("flags", &self.flags())
-            .field("inode", &self.hot.f_dentry.d_inode)
-            .field("count", &self.f_ref.read())
+            .field("inode", &self.hot().f_dentry.d_inode)
+            .field("count", &self.file_ref().read())
             .finish()
     }
 }
 
-impl File {
+impl<V: Variant> File<V> {
     /// Opens `dentry` with `mode` and `flags` (already validated): a new file with one
     /// reference.
-    pub(crate) fn open_handle(dentry: Arc<Dentry>, mode: FMode, flags: OpenFlags) -> FileHandle {
-        RcuRef::new(File {
-            hot: CacheLine(FileHot {
-                f_mode: mode,
-                f_flags: AtomicU32::new(flags.bits()),
-                f_dentry: dentry,
-            }),
-            f_ref: CacheLine(FileRef::new(1)),
+    ///
+    /// # Errors
+    /// `ENFILE` from the variant's open-file list (never for [`Uvfs`]).
+    pub(crate) fn open_handle(
+        dentry: Arc<Dentry>,
+        mode: FMode,
+        flags: OpenFlags,
+    ) -> Result<FileHandle<V>> {
+        let f_list = V::Files::add()?;
+        Ok(RcuRef::new(File {
+            lines: V::Lines::new(
+                FileHot {
+                    f_mode: mode,
+                    f_flags: AtomicU32::new(flags.bits()),
+                    f_dentry: dentry,
+                },
+                V::Ref::new(1),
+            ),
             f_pos: CacheLine(Mutex::new(0)),
-        })
+            f_list,
+        }))
+    }
+
+    /// The read-mostly fields.
+    #[inline]
+    pub(crate) fn hot(&self) -> &FileHot {
+        self.lines.hot()
     }
 
     /// `file_accessed`: stamps the inode's atime (under relatime) unless the file was
@@ -164,7 +199,7 @@ impl File {
     /// `f_mode`.
     #[inline]
     pub fn mode(&self) -> FMode {
-        self.hot.f_mode
+        self.hot().f_mode
     }
 
     /// `f_flags` (the flags given to `open`, as changed by `F_SETFL`).
@@ -172,29 +207,29 @@ impl File {
     pub fn flags(&self) -> OpenFlags {
         // Relaxed: an independent word; F_SETFL has no ordering duties (Linux: plain store
         // under f_lock, plain loads).
-        OpenFlags::from_bits_retain(self.hot.f_flags.load(Ordering::Relaxed))
+        OpenFlags::from_bits_retain(self.hot().f_flags.load(Ordering::Relaxed))
     }
 
     /// Replaces `f_flags` (F_SETFL).
     pub(crate) fn set_flags(&self, flags: OpenFlags) {
         // Relaxed: see `flags`.
-        self.hot.f_flags.store(flags.bits(), Ordering::Relaxed);
+        self.hot().f_flags.store(flags.bits(), Ordering::Relaxed);
     }
 
     /// The inode.
     #[inline]
     pub fn inode(&self) -> &Arc<Inode> {
-        &self.hot.f_dentry.d_inode
+        &self.hot().f_dentry.d_inode
     }
 
     /// The dentry the file was opened at (its name may have changed since, by rename).
     pub fn dentry(&self) -> &Arc<Dentry> {
-        &self.hot.f_dentry
+        &self.hot().f_dentry
     }
 
     /// Number of references: one per fd table naming the file, plus handles; a snapshot
     /// (Linux's `file_count` counts descriptors instead).
     pub fn count(&self) -> u64 {
-        self.f_ref.read()
+        self.file_ref().read()
     }
 }

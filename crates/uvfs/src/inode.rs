@@ -423,12 +423,13 @@ impl Inode {
 
     /// The three timestamps `[atime, mtime, ctime]`, consistent with each other.
     pub fn times(&self) -> [Timespec; 3] {
-        self.times_raw(false).0
+        self.times_raw(false, true).0
     }
 
     /// The three timestamps and whether the ctime was queried; with `query`, marks it
-    /// queried (`fill_mg_cmtime`), writing only when the mark is clear.
-    fn times_raw(&self, query: bool) -> ([Timespec; 3], bool) {
+    /// queried (`fill_mg_cmtime`), writing only when the mark is clear (or, when not
+    /// `test_first`, always: the lesson-3 baseline).
+    fn times_raw(&self, query: bool, test_first: bool) -> ([Timespec; 3], bool) {
         loop {
             let s = self.times.seq.read_begin();
             let mut out = [Timespec::default(); 3];
@@ -441,7 +442,7 @@ impl Inode {
                 t.tv_nsec = (cns & !I_CTIME_QUERIED) as i64;
             }
             let queried = cns & I_CTIME_QUERIED != 0;
-            if query && !queried {
+            if query && (!queried || !test_first) {
                 count_write();
                 // Relaxed: the mark needs no ordering of its own. The next change (a syscall
                 // that starts after this one returns) loads the word under `attr_lock` and
@@ -493,7 +494,7 @@ impl Inode {
     fn stamp_locked(&self, now: Timespec, atime: TimeUpdate, mtime: TimeUpdate) -> Timespec {
         debug_assert!(self.attr_lock.try_lock().is_err(), "caller holds attr_lock");
         // Under `attr_lock` only the queried mark can change under us.
-        let ([a, m, c], queried) = self.times_raw(false);
+        let ([a, m, c], queried) = self.times_raw(false, true);
         let t = next_ctime(now, c, queried, fine_now);
         let pick = |u: TimeUpdate, cur: Timespec| {
             match u {
@@ -524,7 +525,7 @@ impl Inode {
     /// takes no lock and writes nothing, so that creating files in a shared directory does
     /// not bounce the directory inode's lines (`inode_needs_update_time`).
     pub(crate) fn touch_mtime_ctime(&self, now: Timespec) -> Timespec {
-        let ([_, m, c], queried) = self.times_raw(false);
+        let ([_, m, c], queried) = self.times_raw(false, true);
         if !queried && m == c && next_ctime(now, c, false, fine_now) == c {
             return c;
         }
@@ -535,7 +536,7 @@ impl Inode {
     /// ctime = the current time (a change to attributes or links); as `touch_mtime_ctime`,
     /// writes nothing when the ctime would not change. Returns the ctime.
     pub(crate) fn touch_ctime(&self, now: Timespec) -> Timespec {
-        let ([_, _, c], queried) = self.times_raw(false);
+        let ([_, _, c], queried) = self.times_raw(false, true);
         if !queried && next_ctime(now, c, false, fine_now) == c {
             return c;
         }
@@ -549,7 +550,7 @@ impl Inode {
     /// one the same time (unlink: the victim, then its directory, as `simple_unlink`), so
     /// that this one's change shows too.
     pub(crate) fn current_time(&self, now: Timespec) -> Timespec {
-        let ([_, _, c], queried) = self.times_raw(false);
+        let ([_, _, c], queried) = self.times_raw(false, true);
         if queried && now <= c {
             next_ctime(now, c, true, fine_now)
         } else {
@@ -563,7 +564,7 @@ impl Inode {
     /// coarse one, or a fine-grained one (not raising the floor) when the ctime was queried
     /// in this tick, as Linux `current_time`.
     pub(crate) fn touch_atime(&self) {
-        let ([a, m, c], queried) = self.times_raw(false);
+        let ([a, m, c], queried) = self.times_raw(false, true);
         let now = coarse_now();
         let need = m >= a || c >= a || now.tv_sec - a.tv_sec >= 24 * 60 * 60;
         if !need {
@@ -623,7 +624,14 @@ impl Inode {
     /// ctime queried (a write only when not already marked), so that the next change gets
     /// a timestamp different from the one returned here.
     pub fn stat(&self) -> Stat {
-        let ([a, m, c], _) = self.times_raw(true);
+        self.stat_marking(true)
+    }
+
+    /// [`stat`](Self::stat), with the queried mark set test-before-set (`test_first`, uvfs)
+    /// or by an unconditional `fetch_or` (`false`: lesson 3's "before", for ablation
+    /// benchmarks; see [`crate::variant`]).
+    pub(crate) fn stat_marking(&self, test_first: bool) -> Stat {
+        let ([a, m, c], _) = self.times_raw(true, test_first);
         Stat {
             st_dev: self.i_dev,
             st_ino: self.i_ino,

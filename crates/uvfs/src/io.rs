@@ -4,20 +4,21 @@
 
 use crate::task::Task;
 use crate::types::*;
+use crate::variant::{Uvfs, Variant};
 use crate::Result;
 use std::io;
 
 /// A descriptor of `task` that is closed when dropped; `Read`/`Write`/`Seek` go through the
 /// task's `read`/`write`/`lseek`, so the position is shared with every `dup` of it.
 #[derive(Debug)]
-pub struct OwnedFd<'t> {
-    task: &'t Task,
+pub struct OwnedFd<'t, V: Variant = Uvfs> {
+    task: &'t Task<V>,
     fd: Fd,
 }
 
-impl<'t> OwnedFd<'t> {
+impl<'t, V: Variant> OwnedFd<'t, V> {
     /// Takes ownership of `fd` (it will be closed on drop).
-    pub fn new(task: &'t Task, fd: Fd) -> OwnedFd<'t> {
+    pub fn new(task: &'t Task<V>, fd: Fd) -> OwnedFd<'t, V> {
         OwnedFd { task, fd }
     }
 
@@ -42,7 +43,7 @@ impl<'t> OwnedFd<'t> {
     }
 }
 
-impl Task {
+impl<V: Variant> Task<V> {
     /// Opens `path` (as [`Task::open`]) and returns an owning handle.
     ///
     /// # Errors
@@ -52,24 +53,24 @@ impl Task {
         path: impl AsRef<[u8]>,
         flags: OpenFlags,
         mode: u32,
-    ) -> Result<OwnedFd<'_>> {
+    ) -> Result<OwnedFd<'_, V>> {
         Ok(OwnedFd::new(self, self.open(path, flags, mode)?))
     }
 }
 
-impl Drop for OwnedFd<'_> {
+impl<V: Variant> Drop for OwnedFd<'_, V> {
     fn drop(&mut self) {
         let _ = self.task.close(self.fd);
     }
 }
 
-impl io::Read for OwnedFd<'_> {
+impl<V: Variant> io::Read for OwnedFd<'_, V> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         Ok(self.task.read(self.fd, buf)?)
     }
 }
 
-impl io::Write for OwnedFd<'_> {
+impl<V: Variant> io::Write for OwnedFd<'_, V> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         Ok(self.task.write(self.fd, buf)?)
     }
@@ -79,7 +80,7 @@ impl io::Write for OwnedFd<'_> {
     }
 }
 
-impl io::Seek for OwnedFd<'_> {
+impl<V: Variant> io::Seek for OwnedFd<'_, V> {
     fn seek(&mut self, pos: io::SeekFrom) -> io::Result<u64> {
         let (off, whence) = match pos {
             io::SeekFrom::Start(o) => (

@@ -63,6 +63,7 @@ pub mod super_block;
 pub mod sync;
 pub mod task;
 pub mod types;
+pub mod variant;
 
 #[cfg(all(test, uvfs_loom))]
 mod tests;

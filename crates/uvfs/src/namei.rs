@@ -26,6 +26,7 @@ use crate::sync::epoch::{self, Guard};
 use crate::sync::plock;
 use crate::task::Task;
 use crate::types::*;
+use crate::variant::Variant;
 use crate::{Errno, Result};
 use std::sync::Arc;
 
@@ -293,8 +294,8 @@ fn may_create(cred: &Cred, dir: &Inode, dead: bool) -> Result<()> {
 
 /// Creates a new inode named `name` in the locked directory `dl` of `parent`
 /// (`shmem_mknod`/`shmem_symlink` + `d_instantiate`). Checks nothing but the link count.
-pub(crate) fn create_locked(
-    task: &Task,
+pub(crate) fn create_locked<V: Variant>(
+    task: &Task<V>,
     parent: &Arc<Dentry>,
     dl: &mut DirLocked<'_>,
     name: &[u8],
@@ -355,17 +356,17 @@ impl crate::task::FsStruct {
 }
 
 /// Where a walk starts: the dirfd's file (kept alive for the walk) or the cwd.
-pub(crate) enum Start<'t> {
+pub(crate) enum Start<'t, V: Variant> {
     Cwd,
-    File(FdRef<'t>),
+    File(FdRef<'t, V>),
 }
 
-impl Task {
+impl<V: Variant> Task<V> {
     /// Resolves `dirfd` for a relative `path` (absolute paths ignore it, even if invalid).
     ///
     /// # Errors
     /// `EBADF` if `dirfd` is neither `AT_FDCWD` nor open (only for relative paths).
-    pub(crate) fn start(&self, dirfd: Fd, path: &[u8]) -> Result<Start<'_>> {
+    pub(crate) fn start(&self, dirfd: Fd, path: &[u8]) -> Result<Start<'_, V>> {
         if path.first() == Some(&b'/') || dirfd == Fd::AT_FDCWD {
             return Ok(Start::Cwd);
         }
@@ -653,8 +654,8 @@ fn child_towards<'g>(
     }
 }
 
-fn rename_locked(
-    task: &Task,
+fn rename_locked<V: Variant>(
+    task: &Task<V>,
     ol: &Last<'_, '_>,
     nl: &Last<'_, '_>,
     mnt: &Arc<Mount>,
@@ -794,7 +795,7 @@ fn rename_locked(
     Ok(())
 }
 
-impl Task {
+impl<V: Variant> Task<V> {
     /// `chdir(2)`: makes `path` the current directory.
     ///
     /// # Errors

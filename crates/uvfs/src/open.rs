@@ -11,6 +11,7 @@ use crate::inode::InodeKind;
 use crate::namei::{create_locked, getname, LastType, NAME_MAX};
 use crate::task::Task;
 use crate::types::*;
+use crate::variant::Variant;
 use crate::{Errno, Result};
 use std::sync::Arc;
 
@@ -82,7 +83,7 @@ fn build_open_flags(flags: OpenFlags) -> Result<()> {
     Ok(())
 }
 
-impl Task {
+impl<V: Variant> Task<V> {
     /// `openat(2)`: opens (and with `O_CREAT` maybe creates) `path`, returns the lowest free
     /// descriptor.
     ///
@@ -141,7 +142,7 @@ impl Task {
         path: impl AsRef<[u8]>,
         flags: OpenFlags,
         mode: u32,
-    ) -> Result<FileHandle> {
+    ) -> Result<FileHandle<V>> {
         build_open_flags(flags)?;
         let path = getname(path.as_ref(), false)?;
         self.do_filp_open(dirfd, path, flags, mode)
@@ -153,7 +154,7 @@ impl Task {
         path: &[u8],
         flags: OpenFlags,
         mode: u32,
-    ) -> Result<FileHandle> {
+    ) -> Result<FileHandle<V>> {
         let mode = mode & 0o7777 & !self.current_umask();
         let (p, created) = self.with_walk(dirfd, path, |nd, start, _| {
             let (d, created) = if flags.contains(OpenFlags::CREAT) {
@@ -248,7 +249,7 @@ impl Task {
 
     /// `do_open` + `may_open` + `vfs_open`: checks access to the looked-up file and builds
     /// the `File`.
-    fn do_open(&self, p: Arc<Dentry>, flags: OpenFlags, created: bool) -> Result<FileHandle> {
+    fn do_open(&self, p: Arc<Dentry>, flags: OpenFlags, created: bool) -> Result<FileHandle<V>> {
         let inode = &p.d_inode;
         let acc = flags.access_mode();
         let mut acc_mode = match acc {
@@ -286,9 +287,7 @@ impl Task {
         if inode.is_dir() {
             fmode -= FMode::PWRITE;
         }
-        if flags.contains(OpenFlags::TRUNC) && inode.is_reg() && !created {
-            inode.truncate(0)?;
-        }
+        let truncate = flags.contains(OpenFlags::TRUNC) && inode.is_reg() && !created;
         // build_open_flags drops unknown bits and O_CLOEXEC; do_dentry_open drops the
         // open-time-only flags.
         let stored = (flags & VALID_OPEN_FLAGS)
@@ -297,7 +296,13 @@ impl Task {
                 | OpenFlags::NOCTTY
                 | OpenFlags::TRUNC
                 | OpenFlags::CLOEXEC);
-        Ok(File::open_handle(p, fmode, stored | OpenFlags::LARGEFILE))
+        // The file first (it can fail only with an ablation variant's ENFILE), then the
+        // truncation, so that a failed open leaves the data alone.
+        let file = File::open_handle(p, fmode, stored | OpenFlags::LARGEFILE)?;
+        if truncate {
+            file.inode().truncate(0)?;
+        }
+        Ok(file)
     }
 
     /// Installs `file` at the lowest free descriptor (for handles from
@@ -305,7 +310,7 @@ impl Task {
     ///
     /// # Errors
     /// `EMFILE`.
-    pub fn install_file(&self, file: FileHandle, cloexec: bool) -> Result<Fd> {
+    pub fn install_file(&self, file: FileHandle<V>, cloexec: bool) -> Result<Fd> {
         self.files.install(file, 0, cloexec).map(|fd| Fd(fd as i32))
     }
 

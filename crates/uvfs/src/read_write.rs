@@ -14,6 +14,7 @@ use crate::inode::{coarse_now, InodeKind};
 use crate::sync::plock;
 use crate::task::Task;
 use crate::types::*;
+use crate::variant::Variant;
 use crate::{Errno, Result};
 
 /// Largest single transfer (`MAX_RW_COUNT` = `INT_MAX & PAGE_MASK`).
@@ -36,7 +37,7 @@ fn rw_verify_area(pos: u64, count: usize) -> Result<()> {
 
 /// `vfs_read`'s checks, in Linux's order: open for reading (`EBADF`), the range
 /// (`EINVAL`), then the file type (`EISDIR`, from `generic_read_dir`).
-fn check_read(f: &File, pos: u64, count: usize) -> Result<()> {
+fn check_read<V: Variant>(f: &File<V>, pos: u64, count: usize) -> Result<()> {
     if !f.mode().contains(FMode::READ) {
         return Err(Errno::EBADF);
     }
@@ -48,14 +49,14 @@ fn check_read(f: &File, pos: u64, count: usize) -> Result<()> {
 }
 
 /// `vfs_write`'s checks: open for writing (`EBADF`), then the range (`EINVAL`).
-fn check_write(f: &File, pos: u64, count: usize) -> Result<()> {
+fn check_write<V: Variant>(f: &File<V>, pos: u64, count: usize) -> Result<()> {
     if !f.mode().contains(FMode::WRITE) {
         return Err(Errno::EBADF);
     }
     rw_verify_area(pos, count)
 }
 
-impl Task {
+impl<V: Variant> Task<V> {
     /// `read(2)`: reads up to `buf.len()` bytes at the file position and advances it.
     /// Returns 0 at end of file. Every successful read, of 0 bytes too, is an access
     /// (atime, under relatime rules), as `shmem_file_read_iter`'s `file_accessed`.

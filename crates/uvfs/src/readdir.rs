@@ -14,6 +14,7 @@ use crate::inode::Inode;
 use crate::sync::{epoch, plock};
 use crate::task::Task;
 use crate::types::*;
+use crate::variant::Variant;
 use crate::{Errno, Result};
 
 /// One parsed `linux_dirent64` record.
@@ -79,7 +80,7 @@ pub fn parse_dirents(buf: &[u8]) -> Vec<DirEntry> {
     out
 }
 
-impl Task {
+impl<V: Variant> Task<V> {
     /// `getdents64(2)`: fills `buf` with `linux_dirent64` records from the directory position
     /// and advances it; returns bytes written, 0 at the end. Parse with [`parse_dirents`].
     ///

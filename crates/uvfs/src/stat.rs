@@ -8,6 +8,7 @@ use crate::inode::{coarse_now, Inode, TimeUpdate};
 use crate::namei::getname;
 use crate::task::Task;
 use crate::types::*;
+use crate::variant::Variant;
 use crate::{Errno, Result};
 
 fn nsec_valid(ns: i64) -> bool {
@@ -24,14 +25,14 @@ fn both_omit(times: Option<&[Timespec; 2]>) -> bool {
     })
 }
 
-impl Task {
+impl<V: Variant> Task<V> {
     /// `fstat(2)`.
     ///
     /// # Errors
     /// `EBADF` if `fd` is not open.
     pub fn fstat(&self, fd: Fd) -> Result<Stat> {
         let f = self.fdget(fd)?;
-        Ok(f.inode().stat())
+        Ok(f.inode().stat_marking(V::TEST_BEFORE_SET))
     }
 
     /// `fstatat(2)` / `newfstatat`: status of `path` relative to `dirfd`; follows a final
@@ -56,11 +57,16 @@ impl Task {
         }
         let path = getname(path.as_ref(), flags.contains(AtFlags::EMPTY_PATH))?;
         if path.is_empty() {
-            return self.with_walk(dirfd, path, |_, start, _| Ok(start.d_inode.stat()));
+            return self.with_walk(dirfd, path, |_, start, _| {
+                Ok(start.d_inode.stat_marking(V::TEST_BEFORE_SET))
+            });
         }
         let follow = !flags.contains(AtFlags::SYMLINK_NOFOLLOW);
         self.with_walk(dirfd, path, |nd, start, _| {
-            Ok(nd.walk(start, path, follow, false)?.d_inode.stat())
+            Ok(nd
+                .walk(start, path, follow, false)?
+                .d_inode
+                .stat_marking(V::TEST_BEFORE_SET))
         })
     }
 

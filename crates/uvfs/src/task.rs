@@ -19,6 +19,7 @@ use crate::sync::plain::{AtomicU32, Mutex, Ordering};
 use crate::sync::plock;
 use crate::sync::rcu::RcuCell;
 use crate::types::Fd;
+use crate::variant::{Uvfs, Variant};
 use crate::Result;
 use std::cell::Cell;
 use std::fmt;
@@ -73,15 +74,15 @@ impl FsStruct {
 ///
 /// # References
 /// Linux `struct task_struct`; `fork(2)`, `clone(2)` (`CLONE_FILES`, `CLONE_FS`).
-pub struct Task {
-    pub(crate) files: Arc<FdTable>,
+pub struct Task<V: Variant = Uvfs> {
+    pub(crate) files: Arc<FdTable<V>>,
     pub(crate) fs: Arc<FsStruct>,
     pub(crate) cred: Cred,
     pid: i32,
     _not_sync: PhantomData<Cell<()>>,
 }
 
-impl fmt::Debug for Task {
+impl<V: Variant> fmt::Debug for Task<V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Task")
             .field("pid", &self.pid)
@@ -100,12 +101,26 @@ impl Task {
 
     /// Like [`init`](Self::init) with the given credentials.
     pub fn with_cred(mnt: &Arc<Mount>, cred: Cred) -> Task {
+        Task::with_cred_variant(mnt, cred)
+    }
+}
+
+impl<V: Variant> Task<V> {
+    /// Like [`init`](Task::init) for a task whose files use the lessons' mechanisms of `V`
+    /// (ablation benchmarks; see [`crate::variant`]). Its tasks and files are separate from
+    /// those of other variants: descriptors do not pass between them.
+    pub fn init_variant(mnt: &Arc<Mount>) -> Task<V> {
+        Self::with_cred_variant(mnt, Cred::root())
+    }
+
+    /// Like [`with_cred`](Task::with_cred) for the variant `V`.
+    pub fn with_cred_variant(mnt: &Arc<Mount>, cred: Cred) -> Task<V> {
         let root = Path {
             mnt: mnt.clone(),
             dentry: mnt.mnt_root.clone(),
         };
         Task {
-            files: Arc::new(FdTable::new()),
+            files: Arc::new(FdTable::new_variant()),
             fs: Arc::new(FsStruct {
                 root: RcuCell::new(root.clone()),
                 cwd: RcuCell::new(root),
@@ -120,7 +135,7 @@ impl Task {
 
     /// `fork()`: a new process with a copy of this task's fd table (the same open files, one
     /// more reference each) and file-system context, the same credentials, a new pid.
-    pub fn fork(&self) -> Task {
+    pub fn fork(&self) -> Task<V> {
         let guard = crate::sync::epoch::pin();
         Task {
             files: Arc::new(self.files.dup_fd()),
@@ -134,7 +149,7 @@ impl Task {
 
     /// `clone(CLONE_THREAD | CLONE_FILES | CLONE_FS)`: a new thread of this process sharing
     /// its fd table and file-system context (and pid, as `getpid` returns the thread group).
-    pub fn clone_thread(&self) -> Task {
+    pub fn clone_thread(&self) -> Task<V> {
         Task {
             files: self.files.clone(),
             fs: self.fs.clone(),
@@ -159,7 +174,7 @@ impl Task {
     /// From the first call on, the table counts as shared (the reference may reach other
     /// threads without a `Task`): `read`, `write` and the other calls take a reference on
     /// the file for each call instead of borrowing it (Linux `fdget` vs `fget`).
-    pub fn files(&self) -> &FdTable {
+    pub fn files(&self) -> &FdTable<V> {
         self.files.expose();
         &self.files
     }
@@ -232,7 +247,7 @@ impl Task {
     /// # Errors
     /// `EBADF` if `fd` is not open.
     #[inline]
-    pub(crate) fn fdget(&self, fd: Fd) -> Result<FdRef<'_>> {
+    pub(crate) fn fdget(&self, fd: Fd) -> Result<FdRef<'_, V>> {
         // SAFETY: `Task` is `!Sync` and owns `files`, whose `Arc` it never lends out (so no
         // `Weak` exists; `files()` lends `&FdTable` and marks it exposed). When
         // `files_shared()` is false, no other task holds the table (strong count 1) and no

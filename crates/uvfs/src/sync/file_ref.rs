@@ -27,6 +27,7 @@
 //! - Exactly one `put`/`put_close` returns `true` per object, after every successful `get`
 //!   has been matched by a `put`.
 
+use super::refcount::RefCount;
 use super::{AtomicU64, Ordering};
 
 const ONEREF: u64 = 0x0000_0000_0000_0000;
@@ -188,6 +189,33 @@ impl FileRef {
         } else {
             c.wrapping_add(1)
         }
+    }
+}
+
+impl RefCount for FileRef {
+    #[inline]
+    fn new(cnt: u64) -> Self {
+        FileRef::new(cnt)
+    }
+    #[inline]
+    fn get(&self) -> bool {
+        FileRef::get(self)
+    }
+    #[inline]
+    fn inc(&self) {
+        FileRef::inc(self)
+    }
+    #[inline]
+    fn put(&self) -> bool {
+        FileRef::put(self)
+    }
+    #[inline]
+    fn put_close(&self) -> bool {
+        FileRef::put_close(self)
+    }
+    #[inline]
+    fn read(&self) -> u64 {
+        FileRef::read(self)
     }
 }
 

@@ -14,6 +14,7 @@
 pub mod file_ref;
 pub mod padded;
 pub mod rcu;
+pub mod refcount;
 pub mod seqcount;
 
 #[cfg(all(test, uvfs_loom))]
@@ -34,7 +35,7 @@ pub(crate) use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 /// `std` atomics and locks for the parts of uvfs the loom models do not explore (inodes,
 /// dentries, directories): keeping them out of loom keeps the models' state space small.
 pub(crate) mod plain {
-    pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+    pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
     pub(crate) use std::sync::{Mutex, MutexGuard};
 }
 

@@ -16,7 +16,7 @@
 //!   `file_ref().get()` on it, which then fails.
 
 use super::epoch::{self, Atomic, Guard, Owned, Shared};
-use super::file_ref::FileRef;
+use super::refcount::RefCount;
 use super::Ordering;
 use std::fmt;
 use std::mem::ManuallyDrop;
@@ -86,21 +86,25 @@ impl<T: Send + Sync + 'static + fmt::Debug> fmt::Debug for RcuCell<T> {
     }
 }
 
-/// An object counted by a [`FileRef`] and found by lockless lookups.
+/// An object counted by a [`RefCount`] (uvfs: [`FileRef`](super::file_ref::FileRef)) and
+/// found by lockless lookups.
 ///
 /// # Safety
-/// `file_ref` must always return the same `FileRef`, stored inside `self`, and the object
+/// `file_ref` must always return the same count, stored inside `self`, and the object
 /// must not be freed other than through [`RcuRef`].
 pub unsafe trait RcuRefcounted: Send + Sync + 'static {
+    /// The type of the count.
+    type Ref: RefCount;
+
     /// The object's reference count.
-    fn file_ref(&self) -> &FileRef;
+    fn file_ref(&self) -> &Self::Ref;
 
     /// The count of the object at `this`, without forming a reference to the whole object
     /// (a lockless reader may reach an object whose other fields are being dropped).
     ///
     /// # Safety
     /// - `this` points to an allocated `Self` (possibly with its payload dropped).
-    unsafe fn file_ref_raw(this: *const Self) -> *const FileRef;
+    unsafe fn file_ref_raw(this: *const Self) -> *const Self::Ref;
 
     /// Drops every field but the count, in place (the count stays readable until the
     /// memory is freed).
@@ -113,8 +117,8 @@ pub unsafe trait RcuRefcounted: Send + Sync + 'static {
 /// A counted reference to a `T` (Linux: a `struct file *` holding one `f_ref`).
 ///
 /// # Refcounting
-/// `new` creates the object with one reference; `clone` adds one (`FileRef::inc`); `drop`
-/// puts one (`FileRef::put`) and the last put drops the fields and retires the memory.
+/// `new` creates the object with one reference; `clone` adds one (`RefCount::inc`); `drop`
+/// puts one (`RefCount::put`) and the last put drops the fields and retires the memory.
 /// `into_raw`/`from_raw` move a reference into and out of a raw slot (the fd table).
 pub struct RcuRef<T: RcuRefcounted> {
     ptr: NonNull<T>,
@@ -157,7 +161,7 @@ impl<T: RcuRefcounted> RcuRef<T> {
     /// Tries to take a new reference on the object at `ptr`, loaded from a slot while
     /// `_guard` was pinned. `None` when the object is already released (dying).
     ///
-    /// Ordering: as `FileRef::get` (Acquire).
+    /// Ordering: as `RefCount::get` (Acquire).
     ///
     /// # Safety
     /// - `ptr` was loaded, while `_guard` was (and still is) pinned, from a slot that held an
@@ -179,13 +183,13 @@ impl<T: RcuRefcounted> RcuRef<T> {
         }
     }
 
-    /// Drops this reference as `close()` does, with `FileRef::put_close`.
+    /// Drops this reference as `close()` does, with `RefCount::put_close`.
     pub fn put_close(this: RcuRef<T>) {
         let ptr = this.ptr;
         std::mem::forget(this);
         // SAFETY: we own one reference on a live object.
         if unsafe { ptr.as_ref() }.file_ref().put_close() {
-            // SAFETY: this put released the last reference (FileRef invariant: exactly once).
+            // SAFETY: this put released the last reference (RefCount invariant: exactly once).
             unsafe { Self::release(ptr) };
         }
     }
@@ -241,7 +245,7 @@ impl<T: RcuRefcounted> Drop for RcuRef<T> {
     #[inline]
     fn drop(&mut self) {
         if self.file_ref().put() {
-            // SAFETY: this put released the last reference (FileRef invariant: exactly once).
+            // SAFETY: this put released the last reference (RefCount invariant: exactly once).
             unsafe { Self::release(self.ptr) };
         }
     }

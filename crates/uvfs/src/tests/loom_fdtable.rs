@@ -28,7 +28,8 @@ use crate::dentry::Dentry;
 use crate::file::File;
 use crate::mount::Mount;
 use crate::sync::epoch;
-use crate::sync::rcu::RcuRef;
+use crate::sync::rcu::{RcuRef, RcuRefcounted};
+use crate::sync::refcount::RefCount as _;
 use crate::{tmpfs, Errno, Fd, FileHandle, OpenFlags, Task};
 use loom::thread;
 use std::cell::RefCell;
@@ -118,7 +119,7 @@ impl Setup {
             // SAFETY: every model pins the epoch for its whole run, so the memory of a file
             // opened in it is not freed yet even if the file was released; reading its count
             // is what `fget` does to a released file (`RcuRef::try_get_raw`).
-            let count = unsafe { (*f).f_ref.read() };
+            let count = unsafe { (*<File as RcuRefcounted>::file_ref_raw(f)).read() };
             assert_eq!(
                 count, held,
                 "references != table holds it (leak or double put)"
@@ -294,7 +295,7 @@ fn fork_dup_close_shared_file() {
         let count = |p: usize| {
             // SAFETY: pinned for the whole model: A's memory stays allocated (see
             // `assert_counts`).
-            unsafe { (*(p as *const File)).f_ref.read() }
+            unsafe { (*<File as RcuRefcounted>::file_ref_raw(p as *const File)).read() }
         };
         assert_eq!(count(a), 2);
 

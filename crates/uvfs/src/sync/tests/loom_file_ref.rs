@@ -1,6 +1,7 @@
 //! Loom models of `FileRef`: concurrent get, put and last put.
 
 use crate::sync::file_ref::FileRef;
+use crate::sync::refcount::{CasRef, RefCount};
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::sync::Arc;
 use loom::thread;
@@ -10,8 +11,19 @@ use loom::thread;
 /// successful get follows the release.
 #[test]
 fn get_races_last_put() {
+    get_races_last_put_with::<FileRef>();
+}
+
+/// The same race for the lesson-2 baseline `CasRef` ("add unless zero" loop), which the
+/// ablation benchmark runs on the real fd table.
+#[test]
+fn cas_ref_get_races_last_put() {
+    get_races_last_put_with::<CasRef>();
+}
+
+fn get_races_last_put_with<R: RefCount>() {
     loom::model(|| {
-        let r = Arc::new(FileRef::new(2));
+        let r = Arc::new(<R as RefCount>::new(2));
         let released = Arc::new(AtomicUsize::new(0));
         let mut hs = Vec::new();
         for _ in 0..2 {
