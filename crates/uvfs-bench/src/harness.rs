@@ -8,8 +8,8 @@
 //! counted operation falls inside it, and a thread scheduled late (more
 //! threads than cores) adds only the operations it did, not a rate over a
 //! shorter window of its own. Targets are interleaved per repetition (uvfs rep 1, kernel
-//! rep 1, uvfs rep 2, ...) after one discarded warm-up run each, so slow
-//! drifts of a noisy machine hit every target alike.
+//! rep 1, kernel rep 2, uvfs rep 2, ...: each repetition starts one target later) after
+//! one discarded warm-up run each, so slow drifts of a noisy machine hit every target alike.
 //!
 //! SIGINT and SIGTERM (see [`crate::interrupt`]) raise the stop flag too, and
 //! fail the run, so that its teardown and the targets' cleanup still run.
@@ -149,7 +149,13 @@ pub fn run_all(
             }
             for rep in 0..=plan.reps {
                 let duration = if rep == 0 { plan.warmup } else { plan.duration };
-                for (i, &t) in running.iter().enumerate() {
+                // Repetition r starts with the r-th target (A B C, B C A, C A B, ...): every
+                // target runs in every position equally often, so a drift within a repetition
+                // (a neighbour's load, the clock) does not always favour the same one.
+                let n = running.len();
+                for k in 0..n {
+                    let i = (k + rep as usize) % n;
+                    let t = running[i];
                     let target = &mut targets[t];
                     let what = if rep == 0 {
                         format!("{} {kind} {threads}t warm-up", target.name())

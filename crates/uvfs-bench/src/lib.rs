@@ -23,6 +23,7 @@
     clippy::undocumented_unsafe_blocks
 )]
 
+pub mod ablation;
 pub mod error;
 pub mod harness;
 pub mod interrupt;
@@ -73,14 +74,15 @@ pub struct BenchArgs {
 
     /// Seconds per measured run (fractions allowed, e.g. 0.2; at least
     /// 0.01).
-    #[arg(long, value_name = "SECS", default_value = "2", value_parser = parse_duration)]
-    pub duration: Duration,
+    /// [default: 2, or 1 with --ablation]
+    #[arg(long, value_name = "SECS", value_parser = parse_duration)]
+    pub duration: Option<Duration>,
 
     /// Measured repetitions per workload, thread count and target (the
-    /// median is reported).
-    #[arg(long, value_name = "N", default_value_t = 3,
+    /// median is reported) [default: 3, or 5 with --ablation].
+    #[arg(long, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=1000))]
-    pub reps: u32,
+    pub reps: Option<u32>,
 
     /// Host directory tree the `tree` workload imports and reads.
     #[arg(long, value_name = "DIR", default_value = "/usr/include")]
@@ -95,6 +97,13 @@ pub struct BenchArgs {
     /// Also write every result, with each repetition's raw value, as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+
+    /// Measure each lesson: its "before" variant against uvfs on the same code paths,
+    /// interleaved, per-repetition ratios, the patch's figure beside (workloads
+    /// fstat-shared, read-shared, open-close, creat-clo unless --workload; kernel and
+    /// peers as context unless --target leaves them out).
+    #[arg(long)]
+    pub ablation: bool,
 }
 
 /// The targets `uvfs bench` knows, as given to `--target`.
@@ -160,10 +169,12 @@ pub fn bench(args: &BenchArgs) -> Result<Report> {
 
 /// [`bench`] without the JSON file.
 fn bench_with(args: &BenchArgs) -> Result<Report> {
-    let kinds = dedup(if args.workloads.is_empty() {
-        WorkloadKind::ALL.to_vec()
-    } else {
+    let kinds = dedup(if !args.workloads.is_empty() {
         args.workloads.clone()
+    } else if args.ablation {
+        ablation::WORKLOADS.to_vec()
+    } else {
+        WorkloadKind::ALL.to_vec()
     });
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let threads = dedup(if args.threads.is_empty() {
@@ -171,11 +182,20 @@ fn bench_with(args: &BenchArgs) -> Result<Report> {
     } else {
         args.threads.clone()
     });
+    let (reps, duration) = if args.ablation {
+        (
+            ablation::DEFAULT_REPS,
+            Duration::from_secs_f64(ablation::DEFAULT_DURATION_S),
+        )
+    } else {
+        (3, Duration::from_secs(2))
+    };
+    let duration = args.duration.unwrap_or(duration);
     let plan = Plan {
         threads,
-        reps: args.reps,
-        duration: args.duration,
-        warmup: Plan::warmup_for(args.duration),
+        reps: args.reps.unwrap_or(reps),
+        duration,
+        warmup: Plan::warmup_for(duration),
     };
     let mut tree: Option<Arc<HostTree>> = None;
     let mut workloads = Vec::with_capacity(kinds.len());
@@ -200,7 +220,15 @@ fn bench_with(args: &BenchArgs) -> Result<Report> {
         args.targets.clone()
     });
     let mut targets: Vec<Box<dyn Target>> = Vec::with_capacity(target_kinds.len());
+    if args.ablation {
+        // uvfs first (the subject), then the variants, then the context targets.
+        targets.push(Box::new(uvfs_target::UvfsTarget::new()?));
+        targets.extend(ablation::variant_targets()?);
+    }
     for kind in target_kinds {
+        if args.ablation && kind == TargetKind::Uvfs {
+            continue;
+        }
         targets.push(match kind {
             TargetKind::Uvfs => Box::new(uvfs_target::UvfsTarget::new()?),
             TargetKind::Kernel => {
@@ -220,6 +248,19 @@ fn bench_with(args: &BenchArgs) -> Result<Report> {
         root: t.root.display().to_string(),
         stats: t.stats,
     });
+    if args.ablation {
+        let mut report = run_targets(targets, &workloads, &plan, settings, tree_info)?;
+        report.ablation = ablation::rows(
+            &report
+                .results
+                .iter()
+                .map(|r| r.series.clone())
+                .collect::<Vec<_>>(),
+            &plan.threads,
+        );
+        print_flush(&format!("\n{}", ablation::table(&report)));
+        return Ok(report);
+    }
     bench_targets(targets, &workloads, &plan, settings, tree_info)
 }
 
@@ -231,6 +272,24 @@ fn bench_with(args: &BenchArgs) -> Result<Report> {
 ///
 /// The first failed run or close.
 pub fn bench_targets(
+    targets: Vec<Box<dyn Target>>,
+    workloads: &[Workload],
+    plan: &Plan,
+    settings: Settings,
+    tree: Option<TreeInfo>,
+) -> Result<Report> {
+    let report = run_targets(targets, workloads, plan, settings, tree)?;
+    print_flush(&format!("\n{}", report.table()));
+    Ok(report)
+}
+
+/// Like [`bench_targets`] without printing the table (the caller prints its own, as
+/// `--ablation` does).
+///
+/// # Errors
+///
+/// The first failed run or close.
+pub fn run_targets(
     mut targets: Vec<Box<dyn Target>>,
     workloads: &[Workload],
     plan: &Plan,
@@ -271,7 +330,6 @@ pub fn bench_targets(
         report.tree,
         series,
     );
-    print_flush(&format!("\n{}", report.table()));
     Ok(report)
 }
 

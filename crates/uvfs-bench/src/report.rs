@@ -125,6 +125,9 @@ pub struct Report {
     pub results: Vec<SeriesReport>,
     /// First target over each other target, per (workload, threads).
     pub ratios: Vec<Ratio>,
+    /// `--ablation`: each lesson's before/after rows (empty otherwise, and then left out).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ablation: Vec<crate::ablation::AblationRow>,
 }
 
 impl Report {
@@ -188,6 +191,7 @@ impl Report {
             tree,
             results,
             ratios,
+            ablation: Vec::new(),
         }
     }
 
@@ -381,7 +385,7 @@ fn join(items: impl Iterator<Item = String>, sep: &str) -> String {
 
 /// Renders rows as aligned columns: the first two left-aligned, the rest
 /// right-aligned, two spaces apart.
-fn render(rows: &[Vec<String>]) -> String {
+pub(crate) fn render(rows: &[Vec<String>]) -> String {
     let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..cols)
         .map(|c| {

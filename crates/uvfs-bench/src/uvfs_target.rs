@@ -18,6 +18,7 @@
 use std::hint::black_box;
 use std::sync::Arc;
 
+use ::uvfs::variant::{Uvfs, Variant};
 use ::uvfs::{AtFlags, Fd, Mount, OpenFlags, Task, Timespec};
 
 use crate::error::{Context, Error, Result};
@@ -33,28 +34,30 @@ use crate::workloads::{
 
 /// uvfs on an embedded tmpfs, as a [`Target`].
 #[derive(Debug)]
-pub struct UvfsTarget {
+pub struct UvfsTarget<V: Variant = Uvfs> {
     /// The current run's parent task and names; `None` between runs.
-    run: Option<UvfsRun>,
+    run: Option<UvfsRun<V>>,
     /// The imported tree, once a `tree` run has needed it.
     tree: Option<UvfsTree>,
     /// pid 1: creates the directories, imports trees, forks run parents.
-    init: Task,
+    init: Task<V>,
     /// Runs set up so far, to name each run's directory.
     runs: u64,
     /// Trees imported so far, to name each tree's directory.
     trees: u64,
+    /// `uvfs`, or `uvfs[<variant>]` for an ablation variant.
+    name: String,
     /// The tmpfs everything lives on.
     _mount: Arc<Mount>,
 }
 
 /// One run's shared state.
 #[derive(Debug)]
-struct UvfsRun {
+struct UvfsRun<V: Variant> {
     /// The run's directory, e.g. `/bench/run3`.
     dir: String,
     /// The task the workers were forked from; holds the shared fd 0.
-    parent: Task,
+    parent: Task<V>,
     /// Whether `dir/shared` was created (`syscall`, `futimes`,
     /// `fstat-shared`, `read-shared`).
     shared: bool,
@@ -84,16 +87,34 @@ impl UvfsTarget {
     ///
     /// `mkdir("/bench")` fails.
     pub fn new() -> Result<UvfsTarget> {
+        UvfsTarget::new_variant()
+    }
+}
+
+impl<V: Variant> UvfsTarget<V> {
+    /// [`new`](UvfsTarget::new) with the lessons' mechanisms of `V` (`uvfs::variant`); named
+    /// `uvfs` for [`Uvfs`] and `uvfs[<variant>]` otherwise, e.g. `uvfs[cas-loop-get]`.
+    ///
+    /// # Errors
+    ///
+    /// `mkdir("/bench")` fails.
+    pub fn new_variant() -> Result<UvfsTarget<V>> {
         let mount = ::uvfs::tmpfs::mount(::uvfs::tmpfs::TmpfsOptions::default());
-        let init = Task::init(&mount);
+        let init = Task::<V>::init_variant(&mount);
         init.mkdirat(Fd::AT_FDCWD, "/bench", DIR_MODE)
-            .with_context(|| "uvfs: mkdir(/bench)")?;
+            .with_context(|| format!("{}: mkdir(/bench)", V::NAME))?;
+        let name = if std::any::TypeId::of::<V>() == std::any::TypeId::of::<Uvfs>() {
+            "uvfs".to_owned()
+        } else {
+            format!("uvfs[{}]", V::NAME)
+        };
         Ok(UvfsTarget {
             run: None,
             tree: None,
             init,
             runs: 0,
             trees: 0,
+            name,
             _mount: mount,
         })
     }
@@ -133,16 +154,16 @@ impl UvfsTarget {
 
 /// uvfs's calls for [`HostTree::import`], relative to the tree's directory.
 #[derive(Debug)]
-struct UvfsSink<'a> {
+struct UvfsSink<'a, V: Variant> {
     /// The importing task (`init`).
-    task: &'a Task,
+    task: &'a Task<V>,
     /// The tree's directory, open in `task`.
     dir: Fd,
 }
 
 /// Creates the file `path` (it must not exist) as `task` and writes `data`
 /// into it.
-fn create_file(task: &Task, path: &str, data: &[u8]) -> Result<()> {
+fn create_file<V: Variant>(task: &Task<V>, path: &str, data: &[u8]) -> Result<()> {
     let flags = OpenFlags::CREAT | OpenFlags::EXCL | OpenFlags::WRONLY;
     let fd = task
         .open(path, flags, FILE_MODE)
@@ -164,7 +185,7 @@ fn create_file(task: &Task, path: &str, data: &[u8]) -> Result<()> {
     result.and(closed)
 }
 
-impl TreeSink for UvfsSink<'_> {
+impl<V: Variant> TreeSink for UvfsSink<'_, V> {
     type File = Fd;
 
     fn mkdir(&mut self, rel: &[u8], mode: u32) -> SinkResult<()> {
@@ -197,12 +218,16 @@ impl TreeSink for UvfsSink<'_> {
     }
 }
 
-impl Target for UvfsTarget {
+impl<V: Variant> Target for UvfsTarget<V> {
     fn name(&self) -> &str {
-        "uvfs"
+        &self.name
     }
 
     fn description(&self) -> String {
+        if self.name != "uvfs" {
+            // The variants run the same workloads the same way; say only what differs.
+            return format!("as uvfs, {}", V::DESCRIPTION);
+        }
         "uvfs embedded tmpfs; each thread its own Task, forked from one parent (fd 0 shared); \
          fstat-shared, read-shared: each thread a clone_thread of the parent (one fd table)"
             .to_owned()
@@ -370,12 +395,12 @@ impl Target for UvfsTarget {
 /// `syscall` on uvfs: `close(dup(0)); getpid(); getuid(); umask(022)`.
 #[derive(Debug)]
 #[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
-struct SyscallWorker {
+struct SyscallWorker<V: Variant> {
     /// This worker's task; its fd 0 is the shared file.
-    task: Task,
+    task: Task<V>,
 }
 
-impl Worker for SyscallWorker {
+impl<V: Variant> Worker for SyscallWorker<V> {
     fn run(&mut self, n: u32) -> Result<()> {
         let task = &self.task;
         for _ in 0..n {
@@ -394,14 +419,14 @@ impl Worker for SyscallWorker {
 /// directory (fd 0).
 #[derive(Debug)]
 #[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
-struct CreatCloWorker {
+struct CreatCloWorker<V: Variant> {
     /// This worker's task; its fd 0 is the run's directory.
-    task: Task,
+    task: Task<V>,
     /// This thread's file names.
     names: NameBuf,
 }
 
-impl Worker for CreatCloWorker {
+impl<V: Variant> Worker for CreatCloWorker<V> {
     fn run(&mut self, n: u32) -> Result<()> {
         let task = &self.task;
         for _ in 0..n {
@@ -432,14 +457,14 @@ impl Worker for CreatCloWorker {
 /// `futimes` on uvfs: two `futimens` on the shared fd 0 per loop.
 #[derive(Debug)]
 #[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
-struct FutimesWorker {
+struct FutimesWorker<V: Variant> {
     /// This worker's task; its fd 0 is the shared file.
-    task: Task,
+    task: Task<V>,
     /// The two (atime, mtime) pairs set alternately.
     times: [[Timespec; 2]; 2],
 }
 
-impl Worker for FutimesWorker {
+impl<V: Variant> Worker for FutimesWorker<V> {
     fn run(&mut self, n: u32) -> Result<()> {
         let task = &self.task;
         for _ in 0..n {
@@ -456,9 +481,9 @@ impl Worker for FutimesWorker {
 /// thread's order, relative to the tree's directory (fd 0).
 #[derive(Debug)]
 #[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
-struct TreeWorker<'a> {
+struct TreeWorker<'a, V: Variant> {
     /// This worker's task; its fd 0 is the tree's directory.
-    task: Task,
+    task: Task<V>,
     /// Regular files, relative to the tree's directory.
     paths: &'a [Vec<u8>],
     /// Their sizes on the host.
@@ -471,7 +496,7 @@ struct TreeWorker<'a> {
     buf: Box<ReadBuf>,
 }
 
-impl Worker for TreeWorker<'_> {
+impl<V: Variant> Worker for TreeWorker<'_, V> {
     fn run(&mut self, n: u32) -> Result<()> {
         let task = &self.task;
         for _ in 0..n {
@@ -521,12 +546,12 @@ impl Worker for TreeWorker<'_> {
 /// the parent's process (one fd table, so each call takes a reference).
 #[derive(Debug)]
 #[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
-struct FstatSharedWorker {
+struct FstatSharedWorker<V: Variant> {
     /// A `clone_thread` of the run's parent; fd 0 is the shared file.
-    task: Task,
+    task: Task<V>,
 }
 
-impl Worker for FstatSharedWorker {
+impl<V: Variant> Worker for FstatSharedWorker<V> {
     fn run(&mut self, n: u32) -> Result<()> {
         let task = &self.task;
         for _ in 0..n {
@@ -549,16 +574,16 @@ impl Worker for FstatSharedWorker {
 /// page after page, from a thread of the parent's process.
 #[derive(Debug)]
 #[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
-struct ReadSharedWorker {
+struct ReadSharedWorker<V: Variant> {
     /// A `clone_thread` of the run's parent; fd 0 is the shared file.
-    task: Task,
+    task: Task<V>,
     /// This thread's reads so far (the next one's `k`).
     k: u64,
     /// The read buffer (only its first [`READ_SHARED_LEN`] bytes are used).
     buf: Box<ReadBuf>,
 }
 
-impl Worker for ReadSharedWorker {
+impl<V: Variant> Worker for ReadSharedWorker<V> {
     fn run(&mut self, n: u32) -> Result<()> {
         let task = &self.task;
         for _ in 0..n {
@@ -585,14 +610,14 @@ impl Worker for ReadSharedWorker {
 /// in this worker's own process, whose cwd is the run's directory.
 #[derive(Debug)]
 #[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
-struct OpenCloseWorker {
+struct OpenCloseWorker<V: Variant> {
     /// This worker's task (forked); its cwd is the run's directory.
-    task: Task,
+    task: Task<V>,
     /// This thread's own file, relative to the cwd: `f<thread>`.
     name: String,
 }
 
-impl Worker for OpenCloseWorker {
+impl<V: Variant> Worker for OpenCloseWorker<V> {
     fn run(&mut self, n: u32) -> Result<()> {
         let task = &self.task;
         for _ in 0..n {

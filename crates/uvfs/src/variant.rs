@@ -41,8 +41,10 @@ use std::fmt;
 
 /// A choice of the lessons' mechanisms (see the module doc); [`Uvfs`] is the product.
 pub trait Variant: Send + Sync + 'static {
-    /// Short name for reports, e.g. `"uvfs"` or `"cas-ref"`.
+    /// Short name for reports, e.g. `"uvfs"` or `"cas-loop-get"`.
     const NAME: &'static str;
+    /// One line saying what differs from uvfs.
+    const DESCRIPTION: &'static str;
     /// Lesson 2: the open file's reference count.
     type Ref: RefCount;
     /// Lesson 1: where that count sits relative to the read-mostly fields.
@@ -59,6 +61,7 @@ pub trait Variant: Send + Sync + 'static {
 pub struct Uvfs;
 impl Variant for Uvfs {
     const NAME: &'static str = "uvfs";
+    const DESCRIPTION: &'static str = "the product: every lesson applied";
     type Ref = FileRef;
     type Lines = SplitLines<FileRef>;
     const TEST_BEFORE_SET: bool = true;
@@ -71,6 +74,8 @@ impl Variant for Uvfs {
 pub struct SharedLineVariant;
 impl Variant for SharedLineVariant {
     const NAME: &'static str = "count-on-mode-line";
+    const DESCRIPTION: &'static str =
+        "lesson 1 before: f_ref on the line of f_mode, f_flags and the dentry";
     type Ref = FileRef;
     type Lines = SharedLine<FileRef>;
     const TEST_BEFORE_SET: bool = true;
@@ -82,6 +87,8 @@ impl Variant for SharedLineVariant {
 pub struct CasRefVariant;
 impl Variant for CasRefVariant {
     const NAME: &'static str = "cas-loop-get";
+    const DESCRIPTION: &'static str =
+        "lesson 2 before: fget takes references with a compare-and-swap inc-not-zero loop";
     type Ref = CasRef;
     type Lines = SplitLines<CasRef>;
     const TEST_BEFORE_SET: bool = true;
@@ -93,6 +100,8 @@ impl Variant for CasRefVariant {
 pub struct BlindSetVariant;
 impl Variant for BlindSetVariant {
     const NAME: &'static str = "blind-set-bit";
+    const DESCRIPTION: &'static str =
+        "lesson 3 before: stat sets I_CTIME_QUERIED with an unconditional fetch_or";
     type Ref = FileRef;
     type Lines = SplitLines<FileRef>;
     const TEST_BEFORE_SET: bool = false;
@@ -105,6 +114,8 @@ impl Variant for BlindSetVariant {
 pub struct GlobalFileListVariant;
 impl Variant for GlobalFileListVariant {
     const NAME: &'static str = "files-lock-unaligned";
+    const DESCRIPTION: &'static str =
+        "lesson 4, 2003: every open file on a global list under files_lock, on max_files' line";
     type Ref = FileRef;
     type Lines = SplitLines<FileRef>;
     const TEST_BEFORE_SET: bool = true;
@@ -116,6 +127,8 @@ impl Variant for GlobalFileListVariant {
 pub struct AlignedFileListVariant;
 impl Variant for AlignedFileListVariant {
     const NAME: &'static str = "files-lock-aligned";
+    const DESCRIPTION: &'static str =
+        "lesson 4, the patch: the same global list, files_lock on its own cache line";
     type Ref = FileRef;
     type Lines = SplitLines<FileRef>;
     const TEST_BEFORE_SET: bool = true;
