@@ -66,17 +66,20 @@ impl RefCount for CasRef {
 
     #[inline]
     fn get(&self) -> bool {
-        // Relaxed: the first read only seeds the loop; the CAS below validates it.
-        let mut cur = self.count.load(Ordering::Relaxed);
+        // Acquire, here and on a failed compare-and-swap: a get that finds 0 pairs with the
+        // Release of the put that released the count, so the fd table's retry then sees the
+        // slot that `close` cleared before that put (as `FileRef::get`'s Acquire
+        // fetch_add; with Relaxed, `fget` could spin on a stale slot; the loom model
+        // `cas_ref_fget_close_dup2_same_fd` finds that).
+        let mut cur = self.count.load(Ordering::Acquire);
         loop {
             if cur == 0 {
                 return false;
             }
             // Acquire on success: pairs with the Release of the put that a later re-check
-            // must see (as `FileRef::get`). Relaxed on failure: we only retry with the
-            // value read.
-            let (acq, rlx) = (Ordering::Acquire, Ordering::Relaxed);
-            match self.count.compare_exchange_weak(cur, cur + 1, acq, rlx) {
+            // must see (as `FileRef::get`). Acquire on failure: see above.
+            let acq = Ordering::Acquire;
+            match self.count.compare_exchange(cur, cur + 1, acq, acq) {
                 Ok(_) => return true,
                 Err(v) => cur = v,
             }

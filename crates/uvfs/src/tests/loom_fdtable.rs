@@ -30,6 +30,7 @@ use crate::mount::Mount;
 use crate::sync::epoch;
 use crate::sync::rcu::{RcuRef, RcuRefcounted};
 use crate::sync::refcount::RefCount as _;
+use crate::variant::{CasRefVariant, Uvfs, Variant};
 use crate::{tmpfs, Errno, Fd, FileHandle, OpenFlags, Task};
 use loom::thread;
 use std::cell::RefCell;
@@ -37,17 +38,17 @@ use std::sync::Arc;
 
 /// A tmpfs, a task on it, and the dentries of the files opened, each with its reference
 /// count when no `File` is open on it (each unreleased `File` holds one dentry reference).
-struct Setup {
+struct Setup<V: Variant = Uvfs> {
     _mnt: Arc<Mount>,
-    task: Task,
+    task: Task<V>,
     dentries: RefCell<Vec<(Arc<Dentry>, usize)>>,
 }
 
-impl Setup {
+impl<V: Variant> Setup<V> {
     /// Must run inside `loom::model`: the fd table's atomics and lock are loom objects.
-    fn new() -> Setup {
+    fn new() -> Setup<V> {
         let mnt = tmpfs::mount(Default::default());
-        let task = Task::init(&mnt);
+        let task = Task::init_variant(&mnt);
         Setup {
             _mnt: mnt,
             task,
@@ -67,7 +68,7 @@ impl Setup {
     }
 
     /// Creates `/name` and opens it, returning a handle (not installed).
-    fn filp(&self, name: &str) -> FileHandle {
+    fn filp(&self, name: &str) -> FileHandle<V> {
         let h = self
             .task
             .filp_open(
@@ -82,7 +83,7 @@ impl Setup {
     }
 
     /// Records the dentry of `h`'s file, which has exactly one `File` open on it now.
-    fn track(&self, h: &FileHandle) {
+    fn track(&self, h: &FileHandle<V>) {
         let d = h.dentry().clone();
         // Now held by the tree, by `h`'s File and by `d`: the base excludes the File's.
         let base = Arc::strong_count(&d) - 1;
@@ -115,11 +116,11 @@ impl Setup {
                 })
                 .count() as u64;
             let held = held.min(1);
-            let f = f as *const File;
+            let f = f as *const File<V>;
             // SAFETY: every model pins the epoch for its whole run, so the memory of a file
             // opened in it is not freed yet even if the file was released; reading its count
             // is what `fget` does to a released file (`RcuRef::try_get_raw`).
-            let count = unsafe { (*<File as RcuRefcounted>::file_ref_raw(f)).read() };
+            let count = unsafe { (*<File<V> as RcuRefcounted>::file_ref_raw(f)).read() };
             assert_eq!(
                 count, held,
                 "references != table holds it (leak or double put)"
@@ -144,7 +145,7 @@ impl Setup {
 }
 
 /// Asserts that `r`, an `fget` result, is `EBADF` or a live file among `allowed`.
-fn check_fget(r: crate::Result<FileHandle>, allowed: &[usize]) {
+fn check_fget<V: Variant>(r: crate::Result<FileHandle<V>>, allowed: &[usize]) {
     match r {
         Ok(h) => {
             // A released count reads 0 forever: a get that "succeeded" on it would show here.
@@ -164,9 +165,20 @@ fn check_fget(r: crate::Result<FileHandle>, allowed: &[usize]) {
 /// the number of descriptors naming it, whichever of close and dup2 ran first.
 #[test]
 fn fget_close_dup2_same_fd() {
+    fget_close_dup2_same_fd_with::<Uvfs>();
+}
+
+/// The same race with the lesson-2 baseline (`CasRef`, an inc-not-zero loop) in the fd
+/// table, as `uvfs bench --ablation` runs it: the fget protocol must hold for it too.
+#[test]
+fn cas_ref_fget_close_dup2_same_fd() {
+    fget_close_dup2_same_fd_with::<CasRefVariant>();
+}
+
+fn fget_close_dup2_same_fd_with<V: Variant>() {
     loom::model(|| {
         let _pin = epoch::pin();
-        let s = Setup::new();
+        let s = Setup::<V>::new();
         let (fa, a) = s.open("a");
         let (fb, b) = s.open("b");
         assert_eq!((fa, fb), (0, 1));
@@ -195,7 +207,7 @@ fn fget_close_dup2_same_fd() {
 fn fget_close_reuse() {
     loom::model(|| {
         let _pin = epoch::pin();
-        let s = Setup::new();
+        let s = Setup::<Uvfs>::new();
         let (_, a) = s.open("a");
 
         let t = s.task.clone_thread();
@@ -251,7 +263,7 @@ fn fget_close_reuse() {
 fn fget_races_growth() {
     loom::model(|| {
         let _pin = epoch::pin();
-        let s = Setup::new();
+        let s = Setup::<Uvfs>::new();
         let (_, a) = s.open("a");
         let (_, b) = s.open("b");
 
@@ -287,7 +299,7 @@ fn fget_races_growth() {
 fn fork_dup_close_shared_file() {
     loom::model(|| {
         let _pin = epoch::pin();
-        let s = Setup::new();
+        let s = Setup::<Uvfs>::new();
         let (fa, a) = s.open("a");
         assert_eq!(fa, 0);
         let child = s.task.fork();
