@@ -12,6 +12,7 @@
 //! | [`harness`] | start gate, stop flag, interleaved repetitions, rates |
 //! | [`interrupt`] | SIGINT/SIGTERM as a polled flag: stop, clean up, exit `128 + signal` |
 //! | [`report`] | the table and the `--json` document |
+//! | [`plot`] | the `--json` report's SVG plots, one per workload: rate vs threads per target |
 //!
 //! New peers (other crates) and ablation variants of uvfs are new
 //! [`Target`]s; [`bench_targets`] runs any list of them.
@@ -27,6 +28,7 @@ pub mod error;
 pub mod harness;
 pub mod interrupt;
 pub mod kernel;
+pub mod plot;
 pub mod report;
 pub mod target;
 pub mod uvfs_target;
