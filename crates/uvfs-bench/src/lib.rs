@@ -12,6 +12,7 @@
 //! | [`harness`] | start gate, stop flag, interleaved repetitions, rates |
 //! | [`interrupt`] | SIGINT/SIGTERM as a polled flag: stop, clean up, exit `128 + signal` |
 //! | [`report`] | the table and the `--json` document |
+//! | [`plot`] | the `--json` report's SVG plots, one per workload: rate vs threads per target |
 //!
 //! New peers (other crates) and ablation variants of uvfs are new
 //! [`Target`]s; [`bench_targets`] runs any list of them.
@@ -28,6 +29,7 @@ pub mod error;
 pub mod harness;
 pub mod interrupt;
 pub mod kernel;
+pub mod plot;
 pub mod report;
 pub mod target;
 pub mod uvfs_target;
@@ -94,7 +96,9 @@ pub struct BenchArgs {
     #[arg(long, value_name = "DIR")]
     pub host_dir: Option<PathBuf>,
 
-    /// Also write every result, with each repetition's raw value, as JSON.
+    /// Also write every result, with each repetition's raw value, as JSON,
+    /// and next to it one SVG plot per workload (`r.json` ->
+    /// `r-syscall.svg`, ...; none if FILE is not a regular file).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
 
@@ -142,7 +146,10 @@ fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
 /// Runs `uvfs bench` with `args`: uvfs and the kernel peer, every selected
 /// workload and thread count. Prints the header before running and the
 /// table after to stdout, a progress bar to stderr on long runs, and writes
-/// `--json` (opened before the run, so a bad path fails at once).
+/// `--json` (opened before the run, so a bad path fails at once) and, when
+/// it is a regular file, one SVG plot per workload next to it (see
+/// [`plot::write_svgs`]), printing their paths after the table. A failed run
+/// writes neither.
 ///
 /// Stops early, cleaning up, once [`interrupt::install`]'s handlers have
 /// seen SIGINT or SIGTERM.
@@ -150,13 +157,27 @@ fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
 /// # Errors
 ///
 /// Any failure (opening the JSON file, reading the tree, a workload's call,
-/// an interruption, cleaning up, writing the JSON) ends the benchmark with
-/// an error saying where it happened.
+/// an interruption, cleaning up, writing the JSON or a plot) ends the
+/// benchmark with an error saying where it happened.
 pub fn bench(args: &BenchArgs) -> Result<Report> {
     let json = args.json.as_deref().map(JsonFile::open).transpose()?;
     let report = bench_with(args);
     match (report, json) {
-        (Ok(report), Some(json)) => json.write(&report).map(|()| report),
+        (Ok(report), Some(json)) => {
+            let path = json.path.clone();
+            let regular = json.is_regular();
+            json.write(&report)?;
+            // The plots go next to a real file, not next to /dev/null or a pipe.
+            if regular {
+                let plots = plot::write_svgs(&report, &path)?;
+                if !plots.is_empty() {
+                    let names: Vec<String> =
+                        plots.iter().map(|p| p.display().to_string()).collect();
+                    print_flush(&format!("plots: {}\n", names.join(", ")));
+                }
+            }
+            Ok(report)
+        }
         (Ok(report), None) => Ok(report),
         (Err(e), json) => {
             if let Some(json) = json {
@@ -377,12 +398,16 @@ impl JsonFile {
         })
     }
 
+    /// Whether it is a regular file (not /dev/null, a pipe or a terminal).
+    fn is_regular(&self) -> bool {
+        self.file.metadata().map(|m| m.is_file()).unwrap_or(false)
+    }
+
     /// Replaces the file's contents with `report` as pretty JSON.
     fn write(self, report: &Report) -> Result<()> {
         let path = self.path.display();
         // Only regular files can (and need to) be truncated: /dev/null or a pipe cannot.
-        let regular = self.file.metadata().map(|m| m.is_file()).unwrap_or(false);
-        if regular {
+        if self.is_regular() {
             self.file
                 .set_len(0)
                 .with_context(|| format!("--json: truncating {path}"))?;
@@ -491,5 +516,45 @@ mod tests {
         assert_eq!(v["settings"]["reps"], 7);
         JsonFile::open(&path).unwrap().discard();
         assert!(path.exists(), "an existing file is kept");
+    }
+
+    /// A run writes the JSON and one plot per workload next to it; a failed
+    /// run writes neither; `--json /dev/null` gets no plots.
+    #[test]
+    fn plots_are_written_next_to_the_json_after_a_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("r.json");
+        let quick = |json: &Path, workload: &str| {
+            bench(&args(&[
+                "--json",
+                json.to_str().unwrap(),
+                "--target",
+                "uvfs",
+                "--workload",
+                workload,
+                "--threads",
+                "1",
+                "--duration",
+                "0.01",
+                "--reps",
+                "1",
+                "--tree",
+                dir.path().join("missing").to_str().unwrap(),
+            ]))
+        };
+        let listing = || {
+            let mut names: Vec<String> = std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            names.sort();
+            names
+        };
+        quick(&json, "tree").unwrap_err();
+        assert!(listing().is_empty(), "{:?}", listing());
+        quick(&json, "syscall").unwrap();
+        assert_eq!(listing(), ["r-syscall.svg", "r.json"]);
+        quick(Path::new("/dev/null"), "syscall").unwrap();
+        assert!(!Path::new("/dev/null-syscall.svg").exists());
     }
 }
