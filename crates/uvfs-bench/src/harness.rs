@@ -251,10 +251,15 @@ pub fn measure(
     let (start, results) = std::thread::scope(|s| {
         let mut handles = Vec::with_capacity(workers.len());
         let mut spawn_error = None;
+        let cpus = allowed_cpus();
         for (index, worker) in workers.into_iter().enumerate() {
+            let cpu = (!cpus.is_empty()).then(|| cpus[index % cpus.len()]);
             let spawned = std::thread::Builder::new()
                 .name(format!("bench-{index}"))
-                .spawn_scoped(s, move || worker_main(worker, batch, gate));
+                .spawn_scoped(s, move || {
+                    pin_to(cpu);
+                    worker_main(worker, batch, gate)
+                });
             match spawned {
                 Ok(h) => handles.push(h),
                 Err(e) => {
@@ -328,6 +333,28 @@ pub fn measure(
 
 /// One worker thread: enter, wait at the gate, run batches until `stop`,
 /// exit. Returns its operation count and when it saw the stop flag.
+/// The CPUs this process may run on, in order (empty if unknown).
+fn allowed_cpus() -> Vec<usize> {
+    match rustix::thread::sched_getaffinity(None) {
+        Ok(set) => (0..rustix::thread::CpuSet::MAX_CPU)
+            .filter(|&c| set.is_set(c))
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// Pins the calling worker thread to `cpu` (worker i to the i-th allowed CPU, round robin).
+/// Without it the scheduler often runs two busy workers of a 2-thread run in turns on one
+/// CPU, and the run then measures no contention at all (the divan microbenchmarks showed
+/// this). Best effort: where affinity cannot be set the worker runs unpinned.
+fn pin_to(cpu: Option<usize>) {
+    if let Some(cpu) = cpu {
+        let mut set = rustix::thread::CpuSet::new();
+        set.set(cpu);
+        let _ = rustix::thread::sched_setaffinity(None, &set);
+    }
+}
+
 fn worker_main(
     mut worker: Box<dyn Worker + '_>,
     batch: u32,
