@@ -484,7 +484,9 @@ impl<V: Variant> Task<V> {
     /// returns the number of bytes copied.
     ///
     /// # Errors
-    /// `EINVAL` if `buf` is empty or `path` is not a symlink; walk errors as `fstatat`.
+    /// `EINVAL` if `buf` is empty or `path` is not a symlink; an empty `path` means `dirfd`
+    /// itself: `EBADF` if it is not open, `ENOENT` if it is not a symlink; walk errors as
+    /// `fstatat`.
     ///
     /// # References
     /// readlink(2); Linux `do_readlinkat`.
@@ -492,10 +494,21 @@ impl<V: Variant> Task<V> {
         if buf.is_empty() {
             return Err(Errno::EINVAL);
         }
-        let path = getname(path.as_ref(), false)?;
+        // An empty path means `dirfd` itself (Linux's `do_readlinkat` passes `LOOKUP_EMPTY`),
+        // so a bad `dirfd` gives EBADF and a non-symlink ENOENT rather than EINVAL.
+        let path = getname(path.as_ref(), true)?;
         self.with_walk(dirfd, path, |nd, start, _| {
-            let d = nd.walk(start, path, false, false)?;
-            let t = d.d_inode.symlink_target().ok_or(Errno::EINVAL)?;
+            let d = if path.is_empty() {
+                start
+            } else {
+                nd.walk(start, path, false, false)?
+            };
+            let not_link = if path.is_empty() {
+                Errno::ENOENT
+            } else {
+                Errno::EINVAL
+            };
+            let t = d.d_inode.symlink_target().ok_or(not_link)?;
             let n = t.len().min(buf.len());
             buf[..n].copy_from_slice(&t[..n]);
             d.d_inode.touch_atime();
@@ -590,10 +603,10 @@ impl<V: Variant> Task<V> {
         newdirfd: Fd,
         newpath: impl AsRef<[u8]>,
     ) -> Result<()> {
+        // As Linux's `do_renameat2`: the old path is resolved in full (name, dirfd, walk)
+        // before the new one is looked at, so its errors come first.
         let oldpath = getname(oldpath.as_ref(), false)?;
-        let newpath = getname(newpath.as_ref(), false)?;
         let ostart = self.start(olddirfd, oldpath)?;
-        let nstart = self.start(newdirfd, newpath)?;
         let guard = epoch::pin();
         let root = self.fs.root.load(&guard);
         let cwd = self.fs.cwd.load(&guard);
@@ -601,12 +614,14 @@ impl<V: Variant> Task<V> {
             Start::Cwd => &cwd.dentry,
             Start::File(f) => f.dentry(),
         };
+        let mut nd = Nameidata::new(&guard, &self.cred, root);
+        let ol = nd.walk_parent(osd, oldpath)?;
+        let newpath = getname(newpath.as_ref(), false)?;
+        let nstart = self.start(newdirfd, newpath)?;
         let nsd = match &nstart {
             Start::Cwd => &cwd.dentry,
             Start::File(f) => f.dentry(),
         };
-        let mut nd = Nameidata::new(&guard, &self.cred, root);
-        let ol = nd.walk_parent(osd, oldpath)?;
         let mut nd2 = Nameidata::new(&guard, &self.cred, root);
         let nl = nd2.walk_parent(nsd, newpath)?;
         if ol.dir.d_inode.i_dev != nl.dir.d_inode.i_dev {

@@ -9,7 +9,6 @@
 //! entries are created or removed meanwhile (a renamed entry gets a new cookie, as in Linux).
 
 use crate::dir::FIRST_COOKIE;
-use crate::file::FMode;
 use crate::inode::Inode;
 use crate::sync::{epoch, plock};
 use crate::task::Task;
@@ -80,21 +79,25 @@ pub fn parse_dirents(buf: &[u8]) -> Vec<DirEntry> {
     out
 }
 
+/// The directory position after a listing reached its end (Linux `DIR_OFFSET_EOD`,
+/// `S32_MAX`: small enough that `read` reaches its EISDIR, not the EINVAL of an offset
+/// overflow). An entry's cookie reaches it only after 2^31 creations in one directory.
+const EOD_COOKIE: u64 = i32::MAX as u64;
+
 impl<V: Variant> Task<V> {
     /// `getdents64(2)`: fills `buf` with `linux_dirent64` records from the directory position
     /// and advances it; returns bytes written, 0 at the end. Parse with [`parse_dirents`].
     ///
     /// # Errors
-    /// `EBADF` (not open, or not open for reading), `ENOTDIR` (not a directory), `EINVAL`
+    /// `EBADF` (not open), `ENOTDIR` (not a directory, whatever the open mode), `EINVAL`
     /// (`buf` too small for the next record), `ENOENT` (the directory was removed).
     ///
     /// # References
     /// getdents64(2); Linux `iterate_dir`, `offset_readdir`.
     pub fn getdents64(&self, fd: Fd, buf: &mut [u8]) -> Result<usize> {
         let f = self.fdget(fd)?;
-        if !f.mode().contains(FMode::READ) {
-            return Err(Errno::EBADF);
-        }
+        // Linux's `iterate_dir` does not look at the open mode: a write-only regular file
+        // gives ENOTDIR, as any non-directory (directories open read-only).
         let inode = f.inode();
         let dir = inode.dir().ok_or(Errno::ENOTDIR)?;
         let mut pos = plock(&f.f_pos);
@@ -126,7 +129,16 @@ impl<V: Variant> Task<V> {
                 }
                 *pos = FIRST_COOKIE;
             }
-            for (&cookie, d) in dl.inner.by_cookie.range(*pos..) {
+            // Once a listing reaches the end, the position stays there (Linux's
+            // `DIR_OFFSET_EOD` in `offset_iterate_dir`): entries created afterwards are not
+            // listed until the directory is rewound.
+            let range = if *pos == EOD_COOKIE {
+                dl.inner.by_cookie.range(0..0)
+            } else {
+                dl.inner.by_cookie.range(*pos..)
+            };
+            let mut full = false;
+            for (&cookie, d) in range {
                 let name = &d.link(&g).name;
                 let next = cookie + 1;
                 if !emit(
@@ -140,9 +152,23 @@ impl<V: Variant> Task<V> {
                     if used == 0 {
                         return Err(Errno::EINVAL);
                     }
+                    full = true;
                     break;
                 }
                 *pos = next;
+            }
+            if !full {
+                *pos = EOD_COOKIE;
+                // As Linux's `getdents64`: the last record's d_off is the final position.
+                let mut last = None;
+                let mut i = 0;
+                while i < used {
+                    last = Some(i);
+                    i += u16::from_ne_bytes([buf[i + 16], buf[i + 17]]) as usize;
+                }
+                if let Some(i) = last {
+                    buf[i + 8..i + 16].copy_from_slice(&(EOD_COOKIE as i64).to_ne_bytes());
+                }
             }
         }
         drop(pos);

@@ -75,7 +75,8 @@ impl<V: Variant> Task<V> {
     /// no-op that succeeds without looking at `fd`.
     ///
     /// # Errors
-    /// In Linux's order: `EBADF`, then `EINVAL` (an invalid `tv_nsec`), then `EPERM`
+    /// In Linux's order: `EFAULT` (`fd` is `AT_FDCWD`), `EBADF`, then `EINVAL` (an invalid
+    /// `tv_nsec`), then `EPERM`
     /// (`times` given and not both `UTIME_NOW`, and the caller neither owns the file nor is
     /// root) or `EACCES` (`None` or both `UTIME_NOW`, and the caller neither owns nor may
     /// write the file).
@@ -86,6 +87,11 @@ impl<V: Variant> Task<V> {
     pub fn futimens(&self, fd: Fd, times: Option<&[Timespec; 2]>) -> Result<()> {
         if both_omit(times) {
             return Ok(());
+        }
+        if fd == Fd::AT_FDCWD {
+            // `futimens(AT_FDCWD)` is `utimensat(AT_FDCWD, NULL, ..)`, which Linux's
+            // `do_utimes` treats as a path walk of a NULL name.
+            return Err(Errno::EFAULT);
         }
         let f = self.fdget(fd)?;
         self.utimes_inode(f.inode(), times)

@@ -861,3 +861,18 @@ fn getpid_of_forks_and_threads() {
     assert_eq!(a.clone_thread().getpid(), a.getpid());
     assert_eq!(a.getuid(), 0);
 }
+
+/// Bug (found by tests/differential.rs): `futimens(AT_FDCWD, times)` gave EBADF; Linux
+/// gives EFAULT.
+/// Cause: `futimens` is `utimensat(fd, NULL, ..)`, and Linux's `do_utimes` treats a NULL
+/// path with `AT_FDCWD` as a path walk of a NULL name; uvfs looked the descriptor up.
+/// Fix: `futimens` answers EFAULT for `AT_FDCWD` (after the both-`UTIME_OMIT` no-op).
+#[test]
+fn futimens_at_fdcwd_is_efault() {
+    expect((Err(Errno::EFAULT), Ok(())), |s| {
+        (
+            s.futimens(CWD, Some(&[T2001, T2002])),
+            s.futimens(CWD, Some(&[OMIT, OMIT])),
+        )
+    });
+}

@@ -1910,3 +1910,75 @@ fn dir_size_counts_entries() {
         },
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// Regressions found by the differential property test (tests/differential.rs)
+
+/// Bug: `renameat(badfd, "a", AT_FDCWD, "")` gave ENOENT; Linux gives EBADF.
+/// Cause: both names were checked (`getname`) before either path was walked; Linux's
+/// `do_renameat2` resolves the old path in full (name, dirfd, walk) before the new one.
+/// Fix: `renameat` takes the old path's steps first.
+#[test]
+fn rename_resolves_old_path_before_checking_new_name() {
+    expect((Err(Errno::EBADF), Err(Errno::ENOENT)), |s| {
+        s.mkfile(b"/a", b"");
+        (
+            s.renameat(Fd(9), b"a", CWD, b""),
+            s.renameat(CWD, b"nowhere/x", CWD, b""),
+        )
+    });
+}
+
+/// Bug: getdents64 on a write-only regular file gave EBADF; Linux gives ENOTDIR.
+/// Cause: uvfs checked the open mode; Linux's `iterate_dir` never does.
+/// Fix: only the file type is checked.
+#[test]
+fn getdents_on_write_only_file_is_enotdir() {
+    expect(Err(Errno::ENOTDIR), |s| {
+        let fd = s.open(b"/a", CREAT | WO, 0o644).unwrap();
+        s.getdents64(fd, &mut [0u8; 4096])
+    });
+}
+
+/// Bug: `readlinkat(fd, "")` gave ENOENT whatever `fd`; Linux gives EBADF for a bad `fd`
+/// and ENOENT for a non-symlink.
+/// Cause: the empty name was refused before `dirfd` was looked at; Linux's
+/// `do_readlinkat` walks with `LOOKUP_EMPTY` (the empty path is `dirfd` itself).
+/// Fix: `readlinkat` accepts the empty path and resolves it to `dirfd`.
+#[test]
+fn readlink_empty_path_means_dirfd() {
+    expect(
+        (Err(Errno::EBADF), Err(Errno::ENOENT), Err(Errno::ENOENT)),
+        |s| {
+            s.mkfile(b"/a", b"");
+            let fd = s.open(b"/a", RO, 0).unwrap();
+            let mut b = [0u8; 10];
+            (
+                s.readlinkat(Fd(9), b"", &mut b),
+                s.readlinkat(fd, b"", &mut b),
+                s.readlinkat(CWD, b"", &mut b),
+            )
+        },
+    );
+}
+
+/// Bug: a getdents64 after the end of a listing returned entries created since; Linux
+/// (6.18 tmpfs) returns nothing until the directory is rewound.
+/// Cause: the position stayed at the next cookie, so new (higher) cookies were listed.
+/// Fix: reaching the end parks the position at `EOD_COOKIE` (Linux `DIR_OFFSET_EOD`,
+/// also the last record's d_off); `lseek(fd, 0, SEEK_SET)` rewinds.
+#[test]
+fn getdents_after_end_does_not_list_new_entries() {
+    expect((vec![], true, true), |s| {
+        s.mkdir(b"/d");
+        let fd = s.open(b"/d", RO | OpenFlags::DIRECTORY, 0).unwrap();
+        let first = s.list_fd(fd, 4096).unwrap();
+        s.mkfile(b"/d/new", b"");
+        let after = s.list_fd(fd, 4096).unwrap();
+        s.lseek(fd, 0, SEEK_SET).unwrap();
+        let again = s.list_fd(fd, 4096).unwrap();
+        // read(2) on the parked directory still says EISDIR (not an offset overflow).
+        let eisdir = s.read(fd, &mut [0u8; 1]) == Err(Errno::EISDIR);
+        (after, first.len() == 2 && again.len() == 3, eisdir)
+    });
+}
