@@ -214,6 +214,19 @@ impl<V: Variant> Task<V> {
                     }
                     if d.d_inode.is_symlink() {
                         if flags.contains(OpenFlags::NOFOLLOW) {
+                            // Linux's `do_open` runs `may_create_in_sticky` first: in a
+                            // sticky world-writable directory, an existing entry that is
+                            // neither a regular file nor a FIFO (protected_regular and
+                            // protected_fifos at their default 0), owned by neither the
+                            // directory's owner nor the caller, is EACCES, even for root.
+                            let (dm, du) = (last.dir.d_inode.mode(), last.dir.d_inode.uid());
+                            let lu = d.d_inode.uid();
+                            if dm & (S_ISVTX | 0o002) == S_ISVTX | 0o002
+                                && lu != du
+                                && lu != nd.cred.uid
+                            {
+                                return Err(Errno::EACCES);
+                            }
                             return Err(Errno::ELOOP);
                         }
                         nd.count_link()?;

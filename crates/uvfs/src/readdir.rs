@@ -103,14 +103,16 @@ impl<V: Variant> Task<V> {
         let mut pos = plock(&f.f_pos);
         let mut used = 0;
         let g = epoch::pin();
-        {
-            let dl = dir.lock();
-            if dl.inner.dead {
-                return Err(Errno::ENOENT);
-            }
+        let dl = dir.lock();
+        if dl.inner.dead {
+            return Err(Errno::ENOENT);
+        }
+        // Linux's `iterate_dir` stamps atime once the directory is live, whether or not a
+        // record fit (the EINVAL of a too small buffer comes after).
+        let r = 'done: {
             if *pos == 0 {
                 if !emit(buf, &mut used, inode.ino(), 1, DT_DIR, b".") {
-                    return Err(Errno::EINVAL);
+                    break 'done Err(Errno::EINVAL);
                 }
                 *pos = 1;
             }
@@ -121,7 +123,7 @@ impl<V: Variant> Task<V> {
                     .map(|p| p.d_inode.ino())
                     .unwrap_or(inode.ino());
                 if !emit(buf, &mut used, parent, FIRST_COOKIE as i64, DT_DIR, b"..") {
-                    return if used == 0 {
+                    break 'done if used == 0 {
                         Err(Errno::EINVAL)
                     } else {
                         Ok(used)
@@ -150,7 +152,7 @@ impl<V: Variant> Task<V> {
                     name,
                 ) {
                     if used == 0 {
-                        return Err(Errno::EINVAL);
+                        break 'done Err(Errno::EINVAL);
                     }
                     full = true;
                     break;
@@ -170,9 +172,11 @@ impl<V: Variant> Task<V> {
                     buf[i + 8..i + 16].copy_from_slice(&(EOD_COOKIE as i64).to_ne_bytes());
                 }
             }
-        }
+            Ok(used)
+        };
+        drop(dl);
         drop(pos);
         f.file_accessed();
-        Ok(used)
+        r
     }
 }

@@ -1982,3 +1982,19 @@ fn getdents_after_end_does_not_list_new_entries() {
         (after, first.len() == 2 && again.len() == 3, eisdir)
     });
 }
+
+/// Bug: a getdents64 whose buffer was too small for one record (EINVAL), or that returned
+/// only `.`, left the directory's atime alone; Linux stamps it.
+/// Cause: those paths returned before `file_accessed`; Linux's `iterate_dir` stamps atime
+/// for any live directory, and getdents64's EINVAL comes after.
+/// Fix: every path past the dead-directory check ends in `file_accessed`.
+#[test]
+fn getdents_too_small_buffer_still_stamps_atime() {
+    expect((Err(Errno::EINVAL), true), |s| {
+        s.mkdir(b"/d");
+        s.set_times(b"/d", T2001, T2002);
+        let fd = s.open(b"/d", RO, 0).unwrap();
+        let r = s.getdents64(fd, &mut [0u8; 10]);
+        (r, s.stat(b"/d").unwrap().st_atime != T2001)
+    });
+}
