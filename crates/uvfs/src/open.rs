@@ -230,6 +230,8 @@ impl<V: Variant> Task<V> {
                             return Err(Errno::ELOOP);
                         }
                         nd.count_link()?;
+                        // Following it stamps its atime, as any walk does (`pick_link`).
+                        d.d_inode.touch_atime();
                         let InodeKind::Symlink(body) = &d.d_inode.kind else {
                             unreachable!("is_symlink")
                         };
