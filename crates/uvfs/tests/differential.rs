@@ -60,10 +60,12 @@ const MAX_TASKS: usize = 4;
 // ---------------------------------------------------------------------------------------
 // the program
 
-/// Path arguments. Relative ones resolve against the task's cwd (or a directory fd).
-const PATHS: &[&str] = &[
-    "a", "b", "d", "d/a", "d/b", "l", "d/l", ".", "..", "a/", "d/", "l/", "d/a/", "/", "/d/b", "",
-    "d/../a", "x/a",
+/// Path arguments, the common ones first. Relative ones resolve against the task's cwd (or
+/// a directory fd).
+const PATHS: &[&str] = &["a", "b", "d", "d/a", "d/b", "l", "d/l", "e"];
+/// Rarer path arguments: dots, trailing slashes, absolute, empty, through a file.
+const ODD_PATHS: &[&str] = &[
+    ".", "..", "a/", "d/", "l/", "d/a/", "/", "/d/b", "", "d/../a", "a/x", "d/d/a",
 ];
 
 /// Symlink targets.
@@ -225,7 +227,7 @@ impl fmt::Debug for Program {
 
 fn fd() -> impl Strategy<Value = F> {
     prop_oneof![
-        6 => (0..6u8).prop_map(F::Slot),
+        12 => (0..6u8).prop_map(F::Slot),
         1 => select(vec![-1, 9, -100]).prop_map(F::Raw),
     ]
 }
@@ -235,7 +237,7 @@ fn dirfd() -> impl Strategy<Value = D> {
 }
 
 fn path() -> impl Strategy<Value = &'static str> {
-    select(PATHS)
+    prop_oneof![4 => select(PATHS), 1 => select(ODD_PATHS)]
 }
 
 fn mode() -> impl Strategy<Value = Oct> {
@@ -255,12 +257,14 @@ fn open_flags() -> impl Strategy<Value = OpenFlags> {
         OpenFlags::DIRECTORY,
         OpenFlags::NOFOLLOW,
     ];
-    (access, proptest::bits::u8::between(0, extra.len())).prop_map(move |(a, bits)| {
+    // How likely each extra flag is.
+    let bits = [0.5, 0.15, 0.2, 0.2, 0.1, 0.1].map(proptest::bool::weighted);
+    (access, bits).prop_map(move |(a, bits)| {
         extra
             .iter()
-            .enumerate()
-            .filter(|(i, _)| bits & (1 << i) != 0)
-            .fold(a, |f, (_, x)| f | *x)
+            .zip(bits)
+            .filter(|(_, on)| *on)
+            .fold(a, |f, (x, _)| f | *x)
     })
 }
 
@@ -402,9 +406,36 @@ fn op_strategy() -> impl Strategy<Value = Op> {
     ])
 }
 
+/// The steps every program starts with (so that descriptors and names exist):
+/// `/a` ("abcde"), `/d/`, `/d/b` (empty), `/l -> a`; task 0 holds fd 0 = `/a` read-write
+/// and fd 1 = `/d`.
+fn setup() -> Vec<Step> {
+    let t0 = |op| Step { task: 0, op };
+    let rw = OpenFlags::RDWR | OpenFlags::CREAT;
+    vec![
+        t0(Op::Open(D::Cwd, "a", rw, Oct(0o644))),
+        t0(Op::Write(
+            F::Slot(0),
+            Chunk {
+                first: b'a',
+                len: 5,
+            },
+        )),
+        t0(Op::Mkdirat(D::Cwd, "d", Oct(0o755))),
+        t0(Op::Open(D::Cwd, "d", OpenFlags::RDONLY, Oct(0))),
+        t0(Op::Open(D::Cwd, "d/b", rw, Oct(0o644))),
+        t0(Op::Close(F::Raw(2))),
+        t0(Op::Symlinkat("a", D::Cwd, "l")),
+    ]
+}
+
 fn program() -> impl Strategy<Value = Program> {
     let step = (0..MAX_TASKS as u8, op_strategy()).prop_map(|(task, op)| Step { task, op });
-    proptest::collection::vec(step, 1..=MAX_STEPS).prop_map(Program)
+    proptest::collection::vec(step, 1..=MAX_STEPS).prop_map(|steps| {
+        let mut all = setup();
+        all.extend(steps);
+        Program(all)
+    })
 }
 
 // ---------------------------------------------------------------------------------------
@@ -890,8 +921,51 @@ fn check_tree_invariants(tree: &Tree) -> Result<(), String> {
     Ok(())
 }
 
+/// With `UVFS_PROPTEST_STATS=1`: how often each operation gave each kind of result, to see
+/// what the generator reaches (printed at the end).
+static STATS: std::sync::Mutex<BTreeMap<(String, String), u32>> =
+    std::sync::Mutex::new(BTreeMap::new());
+
+fn stats_wanted() -> bool {
+    std::env::var_os("UVFS_PROPTEST_STATS").is_some_and(|v| v != "0")
+}
+
+fn record_stats(prog: &Program, outs: &[Out]) {
+    let mut st = STATS.lock().unwrap();
+    for (step, o) in prog.0.iter().zip(outs) {
+        let op = format!("{:?}", step.op);
+        let op = op.split(['(', ' ']).next().unwrap_or("").to_string();
+        let res = match o {
+            Out::Err(e) => format!("{e:?}"),
+            Out::Skip(_) => "skip".into(),
+            _ => "ok".into(),
+        };
+        *st.entry((op, res)).or_default() += 1;
+    }
+}
+
+fn print_stats() {
+    let st = STATS.lock().unwrap();
+    let mut last = "";
+    let mut line = String::new();
+    for ((op, res), n) in st.iter() {
+        if op != last {
+            if !line.is_empty() {
+                eprintln!("{line}");
+            }
+            line = format!("{op:>10}:");
+            last = op;
+        }
+        line += &format!(" {res} {n}");
+    }
+    eprintln!("{line}");
+}
+
 fn check(prog: &Program) -> Result<(), TestCaseError> {
     let u = run(&mut UvfsRunner::new(), prog);
+    if stats_wanted() {
+        record_stats(prog, &u.outs);
+    }
     match run_host(prog) {
         Some(h) => {
             if u.outs != h.outs || u.tree != h.tree {
@@ -948,7 +1022,11 @@ fn differential() {
         );
     }
     let mut runner = TestRunner::new(c);
-    match runner.run(&program(), |p| check(&p)) {
+    let r = runner.run(&program(), |p| check(&p));
+    if stats_wanted() {
+        print_stats();
+    }
+    match r {
         Ok(()) => {}
         Err(TestError::Fail(why, prog)) => {
             panic!("minimal failing program:\n{prog:?}\n{why}")
