@@ -745,15 +745,11 @@ impl Inode {
     }
 
     /// Sets the size to `len` bytes, dropping pages past it and zeroing the tail of the last
-    /// partial page; stamps mtime and ctime (as `do_truncate` always does).
+    /// partial page; stamps mtime and ctime with `now`, the syscall's [`coarse_now`] (as
+    /// `do_truncate` always does).
     ///
     /// # Errors
     /// `EFBIG` when `len > MAX_LFS_FILESIZE`; `EISDIR`/`EINVAL` on non-regular files.
-    pub(crate) fn truncate(&self, len: u64) -> Result<()> {
-        self.truncate_at(len, coarse_now())
-    }
-
-    /// `truncate` with the syscall's [`coarse_now`].
     pub(crate) fn truncate_at(&self, len: u64, now: Timespec) -> Result<()> {
         if len > MAX_LFS_FILESIZE as u64 {
             return Err(Errno::EFBIG);

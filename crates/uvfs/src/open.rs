@@ -315,7 +315,10 @@ impl<V: Variant> Task<V> {
         // truncation, so that a failed open leaves the data alone.
         let file = File::open_handle(p, fmode, stored | OpenFlags::LARGEFILE)?;
         if truncate {
-            file.inode().truncate(0)?;
+            // `handle_truncate` -> `do_truncate`: as ftruncate, the set-ID bits go first.
+            let now = crate::inode::coarse_now();
+            file.inode().kill_suid(&self.cred, now);
+            file.inode().truncate_at(0, now)?;
         }
         Ok(file)
     }

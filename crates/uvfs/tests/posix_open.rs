@@ -977,3 +977,30 @@ fn creat_through_symlink_stamps_link_atime() {
         s.lstat(b"/l").unwrap().st_atime != T2001
     });
 }
+
+/// Bug (found by tests/differential.rs): `open(O_TRUNC)` by a non-root owner kept the
+/// set-group-ID bit of a group-executable file; Linux clears it (and set-user-ID).
+/// Cause: open's truncation skipped `kill_suid`, which ftruncate and write do; Linux's
+/// `handle_truncate` -> `do_truncate` adds the `dentry_needs_remove_privs` attributes.
+/// Fix: open's truncation runs `kill_suid` first.
+#[test]
+fn open_trunc_clears_setid_bits() {
+    expect(ok((0o100755, 0o104755)), |s| {
+        let mut modes = (0, 0);
+        s.thread(&mut |t| {
+            t.set_cred(1000, 1000, &[]);
+            t.umask(0);
+            let fd = t.open(b"/b", CREAT | WO, 0o6755).unwrap();
+            t.close(fd).unwrap();
+            t.close(t.open(b"/b", WO | OpenFlags::TRUNC, 0).unwrap())
+                .unwrap();
+            modes.0 = t.stat(b"/b").unwrap().st_mode;
+        });
+        let fd = s.open(b"/r", CREAT | WO, 0o4755).unwrap();
+        s.close(fd).unwrap();
+        s.close(s.open(b"/r", WO | OpenFlags::TRUNC, 0).unwrap())
+            .unwrap();
+        modes.1 = s.stat(b"/r").unwrap().st_mode;
+        Ok(modes)
+    });
+}
