@@ -46,7 +46,7 @@ use std::fmt;
 use std::sync::mpsc::{channel, Sender};
 use uvfs::types::S_IFREG;
 use uvfs::types::{SEEK_CUR, SEEK_DATA, SEEK_END, SEEK_HOLE, SEEK_SET, S_IFDIR, S_IFLNK, S_IFMT};
-use uvfs::{AtFlags, Errno, Fd, OpenFlags, Stat, Timespec};
+use uvfs::{AtFlags, Errno, Fcntl, Fd, OpenFlags, Stat, Timespec};
 
 /// Programs per `cargo test` run (CI); `UVFS_PROPTEST_CASES` overrides.
 const DEFAULT_CASES: u32 = 512;
@@ -173,6 +173,8 @@ enum Op {
     Close(F),
     Dup(F),
     Dup2(F, F),
+    Dup3(F, F, OpenFlags),
+    Fcntl(F, Fcntl),
     Read(F, usize),
     Write(F, Chunk),
     Pread(F, usize, i64),
@@ -256,9 +258,11 @@ fn open_flags() -> impl Strategy<Value = OpenFlags> {
         OpenFlags::APPEND,
         OpenFlags::DIRECTORY,
         OpenFlags::NOFOLLOW,
+        OpenFlags::CLOEXEC,
+        OpenFlags::NOATIME,
     ];
     // How likely each extra flag is.
-    let bits = [0.5, 0.15, 0.2, 0.2, 0.1, 0.1].map(proptest::bool::weighted);
+    let bits = [0.5, 0.15, 0.2, 0.2, 0.1, 0.1, 0.1, 0.05].map(proptest::bool::weighted);
     (access, bits).prop_map(move |(a, bits)| {
         extra
             .iter()
@@ -266,6 +270,36 @@ fn open_flags() -> impl Strategy<Value = OpenFlags> {
             .filter(|(_, on)| *on)
             .fold(a, |f, (x, _)| f | *x)
     })
+}
+
+fn dup3_flags() -> impl Strategy<Value = OpenFlags> {
+    select(vec![
+        OpenFlags::empty(),
+        OpenFlags::CLOEXEC,
+        OpenFlags::APPEND,
+    ])
+}
+
+fn fcntl_cmd() -> impl Strategy<Value = Fcntl> {
+    let fl = [
+        OpenFlags::APPEND,
+        OpenFlags::NONBLOCK,
+        OpenFlags::NOATIME,
+        OpenFlags::RDWR,
+    ];
+    prop_oneof![
+        Just(Fcntl::GetFl),
+        Just(Fcntl::GetFd),
+        select(vec![0, 1, 3]).prop_map(Fcntl::SetFd),
+        (0..16u32).prop_map(move |bits| Fcntl::SetFl(
+            fl.iter()
+                .enumerate()
+                .filter(|(i, _)| bits & (1 << i) != 0)
+                .fold(0, |a, (_, f)| a | f.bits())
+        )),
+        select(vec![0, 5, -1]).prop_map(Fcntl::DupFd),
+        select(vec![0, 5]).prop_map(Fcntl::DupFdCloexec),
+    ]
 }
 
 fn chunk() -> impl Strategy<Value = Chunk> {
@@ -312,6 +346,18 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         (4, fd().prop_map(Op::Close).boxed()),
         (2, fd().prop_map(Op::Dup).boxed()),
         (2, (fd(), fd()).prop_map(|(a, b)| Op::Dup2(a, b)).boxed()),
+        (
+            1,
+            (fd(), fd(), dup3_flags())
+                .prop_map(|(a, b, f)| Op::Dup3(a, b, f))
+                .boxed(),
+        ),
+        (
+            3,
+            (fd(), fcntl_cmd())
+                .prop_map(|(f, c)| Op::Fcntl(f, c))
+                .boxed(),
+        ),
         (4, (fd(), len()).prop_map(|(f, n)| Op::Read(f, n)).boxed()),
         (
             5,
@@ -553,6 +599,11 @@ fn exec(s: &mut dyn Sys, op: &Op, fds: &[i32]) -> Out {
         Op::Close(x) => out(s.close(f(x)), |()| Out::Closed(f(x).0)),
         Op::Dup(x) => out(s.dup(f(x)), |fd| Out::Fd(fd.0)),
         Op::Dup2(a, b) => out(s.dup2(f(a), f(b)), |fd| Out::Fd(fd.0)),
+        Op::Dup3(a, b, fl) => out(s.dup3(f(a), f(b), fl), |fd| Out::Fd(fd.0)),
+        Op::Fcntl(x, cmd @ (Fcntl::DupFd(_) | Fcntl::DupFdCloexec(_))) => {
+            out(s.fcntl(f(x), cmd), Out::Fd)
+        }
+        Op::Fcntl(x, cmd) => out(s.fcntl(f(x), cmd), |n| Out::N(n as i64)),
         Op::Read(x, n) => {
             let mut buf = vec![0; n];
             out(s.read(f(x), &mut buf), |n| {
