@@ -244,7 +244,7 @@ fn path() -> impl Strategy<Value = &'static str> {
 
 fn mode() -> impl Strategy<Value = Oct> {
     select(vec![
-        0o644, 0o755, 0o600, 0o777, 0o000, 0o1777, 0o2755, 0o4755,
+        0o644, 0o755, 0o600, 0o777, 0o000, 0o1777, 0o2755, 0o4755, 0o2745, 0o17777,
     ])
     .prop_map(Oct)
 }
@@ -318,8 +318,13 @@ fn whence() -> impl Strategy<Value = i32> {
     select(vec![SEEK_SET, SEEK_CUR, SEEK_END, SEEK_DATA, SEEK_HOLE, 7])
 }
 
-fn nofollow() -> impl Strategy<Value = AtFlags> {
-    select(vec![AtFlags::empty(), AtFlags::SYMLINK_NOFOLLOW])
+/// `fstatat`/`utimensat` flags: none, `AT_SYMLINK_NOFOLLOW`, `AT_EMPTY_PATH`, an unknown
+/// bit (EINVAL).
+fn at_flags() -> impl Strategy<Value = AtFlags> {
+    prop_oneof![
+        6 => select(vec![AtFlags::empty(), AtFlags::SYMLINK_NOFOLLOW]),
+        1 => select(vec![AtFlags::EMPTY_PATH, AtFlags::from_bits_retain(0x8000)]),
+    ]
 }
 
 fn times() -> impl Strategy<Value = Times> {
@@ -329,7 +334,10 @@ fn times() -> impl Strategy<Value = Times> {
 /// Every operation with its weight.
 fn op_strategy() -> impl Strategy<Value = Op> {
     let who = select(vec![Who::U1000, Who::Root, Who::U1001]);
-    let rmdir = select(vec![AtFlags::empty(), AtFlags::REMOVEDIR]);
+    let rmdir = prop_oneof![
+        8 => select(vec![AtFlags::empty(), AtFlags::REMOVEDIR]),
+        1 => Just(AtFlags::SYMLINK_NOFOLLOW),
+    ];
     Union::new_weighted(vec![
         (
             2,
@@ -388,7 +396,7 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         (3, fd().prop_map(Op::Fstat).boxed()),
         (
             4,
-            (dirfd(), path(), nofollow())
+            (dirfd(), path(), at_flags())
                 .prop_map(|(d, p, n)| Op::Fstatat(d, p, n))
                 .boxed(),
         ),
@@ -433,7 +441,7 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         (1, Just(Op::Getcwd).boxed()),
         (
             3,
-            (dirfd(), path(), times(), nofollow())
+            (dirfd(), path(), times(), at_flags())
                 .prop_map(|(d, p, t, n)| Op::Utimensat(d, p, t, n))
                 .boxed(),
         ),
