@@ -62,7 +62,7 @@ const MAX_TASKS: usize = 4;
 
 /// Path arguments, the common ones first. Relative ones resolve against the task's cwd (or
 /// a directory fd).
-const PATHS: &[&str] = &["a", "b", "d", "d/a", "d/b", "l", "d/l", "e"];
+const PATHS: &[&str] = &["a", "b", "d", "d/a", "d/b", "l", "d/l", "e", "e/a"];
 /// Rarer path arguments: dots, trailing slashes, absolute, empty, through a file.
 const ODD_PATHS: &[&str] = &[
     ".", "..", "a/", "d/", "l/", "d/a/", "/", "/d/b", "", "d/../a", "a/x", "d/d/a",
@@ -462,9 +462,11 @@ fn op_strategy() -> impl Strategy<Value = Op> {
 
 /// The steps every program starts with (so that descriptors and names exist):
 /// `/a` ("abcde"), `/d/`, `/d/b` (empty), `/l -> a`; task 0 holds fd 0 = `/a` read-write
-/// and fd 1 = `/d`.
+/// and fd 1 = `/d`. Task 1, a thread of task 0 as uid 1000, owns `/e/` (0o750) and
+/// `/e/a` (0o640, "ab").
 fn setup() -> Vec<Step> {
     let t0 = |op| Step { task: 0, op };
+    let t1 = |op| Step { task: 1, op };
     let rw = OpenFlags::RDWR | OpenFlags::CREAT;
     vec![
         t0(Op::Open(D::Cwd, "a", rw, Oct(0o644))),
@@ -480,6 +482,20 @@ fn setup() -> Vec<Step> {
         t0(Op::Open(D::Cwd, "d/b", rw, Oct(0o644))),
         t0(Op::Close(F::Raw(2))),
         t0(Op::Symlinkat("a", D::Cwd, "l")),
+        t0(Op::Spawn {
+            fork: false,
+            who: Who::U1000,
+        }),
+        t1(Op::Mkdirat(D::Cwd, "e", Oct(0o750))),
+        t1(Op::Open(D::Cwd, "e/a", rw, Oct(0o640))),
+        t1(Op::Write(
+            F::Raw(2),
+            Chunk {
+                first: b'a',
+                len: 2,
+            },
+        )),
+        t1(Op::Close(F::Raw(2))),
     ]
 }
 
