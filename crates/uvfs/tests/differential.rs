@@ -3,7 +3,9 @@
 //! must be equal. Linux is the reference.
 //!
 //! # A program
-//! A `Vec<Step>`: each step is one [`Op`] by one task. Task 0 is root; `Spawn` makes a new
+//! A `Vec<Step>` after a fixed [`setup`] (a few files, two open descriptors, a uid-1000
+//! thread owning a directory): each step is one [`Op`] by one task (its index modulo the
+//! number of tasks so far). Task 0 is root; `Spawn` makes a new
 //! task from the step's task, either a thread sharing its fd table and fs context
 //! (`clone_thread`; on the host a thread spawned by the parent's thread) or a process with a
 //! copy of both (`fork`; on the host a thread that then `unshare(CLONE_FILES | CLONE_FS)`s),
@@ -12,7 +14,8 @@
 //! are symbolic ([`F`]): the n-th descriptor open in the task's table, or a raw number (to
 //! reach `EBADF`). Results are compared as [`Out`]: stats through [`Attr`] (no inode or
 //! device numbers; times only as "the explicit past value" or "now"), directory listings as
-//! sets (getdents order differs from Linux by design).
+//! sets (getdents order differs from Linux by design; a `Getdents` step reads to the end,
+//! so partial listings, whose content depends on the order, are never compared).
 //!
 //! # Running
 //! `cargo test -p uvfs --test differential` runs [`DEFAULT_CASES`] programs from a fixed
@@ -20,6 +23,8 @@
 //! --release -p uvfs --test differential -- --nocapture` (the seed is printed; the same seed
 //! and case count replay a run). On a divergence proptest shrinks the program, and the
 //! panic shows the minimal program with both sides' results, the first divergence marked.
+//! `UVFS_PROPTEST_STATS=1` prints how often each operation gave each result (is a new
+//! operation reaching success, and which errnos?).
 //!
 //! Without root, or with `UVFS_NO_HOST=1`, the host side is unavailable: the test says so
 //! and checks uvfs-only invariants instead (each program gives the same results on two
