@@ -256,4 +256,14 @@ impl<V: Variant> Task<V> {
         // result.
         unsafe { self.files.fdget(fd.0, self.files_shared()) }
     }
+
+    /// `fdget_raw`: as [`fdget`](Self::fdget), `O_PATH` descriptors included (for `fstat`,
+    /// `fstatfs`, a `dirfd`, `fchdir`, `dup`, `fcntl`).
+    ///
+    /// # Errors
+    /// `EBADF` if `fd` is not open.
+    #[inline]
+    pub(crate) fn fdget_raw(&self, fd: Fd) -> Result<FdRef<'_, V>> {
+        self.fdget(fd)
+    }
 }

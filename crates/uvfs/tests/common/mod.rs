@@ -29,7 +29,11 @@ use std::fmt::Debug;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::{Arc, OnceLock};
 use uvfs::open::Fcntl;
-use uvfs::{AtFlags, Cred, Errno, Fd, Mount, OpenFlags, Result, Stat, Task, Timespec};
+use uvfs::{AtFlags, Cred, Errno, Fd, Mount, OpenFlags, Result, Stat, StatFs, Task, Timespec};
+
+mod openfam;
+#[allow(unused_imports)]
+pub use openfam::*;
 
 /// `AT_FDCWD`.
 pub const CWD: Fd = Fd::AT_FDCWD;
@@ -89,6 +93,11 @@ pub trait Sys {
     fn fork(&self, f: &mut (dyn FnMut(&mut dyn Sys) + Send));
     /// Runs `f` in a new thread sharing the fd table and fs context, waits for it.
     fn thread(&self, f: &mut (dyn FnMut(&mut dyn Sys) + Send));
+    // O_PATH/O_TMPFILE/statx/openat2/chroot/mknodat/statfs family (openfam.rs).
+    fn fsync(&self, fd: Fd) -> Result<()>;
+    fn fdatasync(&self, fd: Fd) -> Result<()>;
+    fn statfs(&self, path: &[u8]) -> Result<StatFs>;
+    fn fstatfs(&self, fd: Fd) -> Result<StatFs>;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -239,6 +248,18 @@ impl Sys for Uvfs {
         };
         f(&mut t);
     }
+    fn fsync(&self, fd: Fd) -> Result<()> {
+        self.task.fsync(fd)
+    }
+    fn fdatasync(&self, fd: Fd) -> Result<()> {
+        self.task.fdatasync(fd)
+    }
+    fn statfs(&self, path: &[u8]) -> Result<StatFs> {
+        self.task.statfs(path)
+    }
+    fn fstatfs(&self, fd: Fd) -> Result<StatFs> {
+        self.task.fstatfs(fd)
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -248,13 +269,13 @@ impl Sys for Uvfs {
 #[derive(Debug, Default)]
 pub struct Host;
 
-fn errno() -> Errno {
+pub(crate) fn errno() -> Errno {
     let e = std::io::Error::last_os_error();
     Errno::from_io_error(&e)
 }
 
 /// Checks a raw `syscall` return value.
-fn sc(r: libc::c_long) -> Result<libc::c_long> {
+pub(crate) fn sc(r: libc::c_long) -> Result<libc::c_long> {
     if r < 0 {
         Err(errno())
     } else {
@@ -262,7 +283,7 @@ fn sc(r: libc::c_long) -> Result<libc::c_long> {
     }
 }
 
-fn cpath(p: &[u8]) -> CString {
+pub(crate) fn cpath(p: &[u8]) -> CString {
     CString::new(p).expect("a path with an interior NUL cannot be passed to the kernel")
 }
 
@@ -562,6 +583,20 @@ impl Sys for Host {
                 resume_unwind(p)
             }
         });
+    }
+    fn fsync(&self, fd: Fd) -> Result<()> {
+        // SAFETY: integer argument.
+        sc(unsafe { libc::syscall(libc::SYS_fsync, fd.0) }).map(drop)
+    }
+    fn fdatasync(&self, fd: Fd) -> Result<()> {
+        // SAFETY: integer argument.
+        sc(unsafe { libc::syscall(libc::SYS_fdatasync, fd.0) }).map(drop)
+    }
+    fn statfs(&self, path: &[u8]) -> Result<StatFs> {
+        openfam::host_statfs(path)
+    }
+    fn fstatfs(&self, fd: Fd) -> Result<StatFs> {
+        openfam::host_fstatfs(fd)
     }
 }
 
