@@ -46,6 +46,11 @@ bitflags! {
         const PREAD = 0x8;
         /// `pwrite` allowed.
         const PWRITE = 0x10;
+        /// `FMODE_PATH`: opened with `O_PATH`. The file only names its dentry: `fstat`,
+        /// `fstatfs`, use as a `dirfd` (with `AT_EMPTY_PATH` too), `fchdir`, `close`, `dup*`
+        /// and `fcntl` (`F_DUPFD*`, `F_GETFD`, `F_SETFD`, `F_GETFL`) work; every other call
+        /// on the descriptor is `EBADF` (Linux: `empty_fops`, `fdget` vs `fdget_raw`).
+        const PATH = 0x4000;
     }
 }
 

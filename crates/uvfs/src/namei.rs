@@ -370,7 +370,7 @@ impl<V: Variant> Task<V> {
         if path.first() == Some(&b'/') || dirfd == Fd::AT_FDCWD {
             return Ok(Start::Cwd);
         }
-        let f = self.fdget(dirfd)?;
+        let f = self.fdget_raw(dirfd)?;
         let guard = epoch::pin();
         if f.inode().i_dev != self.fs.root.load(&guard).mnt.mnt_sb.s_dev {
             // A descriptor of another namespace (installed with `install_file`): its tree has
@@ -484,7 +484,9 @@ impl<V: Variant> Task<V> {
     /// returns the number of bytes copied.
     ///
     /// # Errors
-    /// `EINVAL` if `buf` is empty or `path` is not a symlink; walk errors as `fstatat`.
+    /// `EINVAL` if `buf` is empty or `path` is not a symlink; `ENOENT` for an empty `path`
+    /// when `dirfd` is not a symlink (an empty path means `dirfd` itself, as Linux); walk
+    /// errors as `fstatat`.
     ///
     /// # References
     /// readlink(2); Linux `do_readlinkat`.
@@ -492,10 +494,21 @@ impl<V: Variant> Task<V> {
         if buf.is_empty() {
             return Err(Errno::EINVAL);
         }
-        let path = getname(path.as_ref(), false)?;
+        // LOOKUP_EMPTY: an empty path reads the symlink `dirfd` names (an `O_PATH|O_NOFOLLOW`
+        // descriptor); anything else is then ENOENT rather than EINVAL.
+        let path = getname(path.as_ref(), true)?;
         self.with_walk(dirfd, path, |nd, start, _| {
-            let d = nd.walk(start, path, false, false)?;
-            let t = d.d_inode.symlink_target().ok_or(Errno::EINVAL)?;
+            let d = if path.is_empty() {
+                start
+            } else {
+                nd.walk(start, path, false, false)?
+            };
+            let not_link = if path.is_empty() {
+                Errno::ENOENT
+            } else {
+                Errno::EINVAL
+            };
+            let t = d.d_inode.symlink_target().ok_or(not_link)?;
             let n = t.len().min(buf.len());
             buf[..n].copy_from_slice(&t[..n]);
             d.d_inode.touch_atime();
@@ -815,12 +828,13 @@ impl<V: Variant> Task<V> {
         Ok(())
     }
 
-    /// `fchdir(2)`: makes the directory open at `fd` the current directory.
+    /// `fchdir(2)`: makes the directory open at `fd` (an `O_PATH` descriptor too) the current
+    /// directory.
     ///
     /// # Errors
     /// `EBADF`, `ENOTDIR`, `EACCES`; `EXDEV` for a directory of another namespace.
     pub fn fchdir(&self, fd: Fd) -> Result<()> {
-        let f = self.fdget(fd)?;
+        let f = self.fdget_raw(fd)?;
         if !f.inode().is_dir() {
             return Err(Errno::ENOTDIR);
         }

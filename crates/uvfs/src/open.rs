@@ -68,16 +68,34 @@ const VALID_OPEN_FLAGS: OpenFlags = OpenFlags::ACCMODE
     .union(OpenFlags::PATH)
     .union(OpenFlags::TMPFILE);
 
+/// The flags `O_PATH` keeps (`O_PATH_FLAGS`): the others are dropped by `open` and refused
+/// by `openat2`.
+pub(crate) const O_PATH_FLAGS: OpenFlags = OpenFlags::DIRECTORY
+    .union(OpenFlags::NOFOLLOW)
+    .union(OpenFlags::PATH)
+    .union(OpenFlags::CLOEXEC);
+
+/// `build_open_how` for `open`/`openat`: drops unknown bits, and with `O_PATH` every flag
+/// but `O_PATH_FLAGS` ("O_PATH beats everything else").
+pub(crate) fn build_open_how(flags: OpenFlags) -> OpenFlags {
+    let flags = flags & VALID_OPEN_FLAGS;
+    if flags.contains(OpenFlags::PATH) {
+        flags & O_PATH_FLAGS
+    } else {
+        flags
+    }
+}
+
 /// `build_open_flags`: the flag checks done before anything else.
 ///
 /// # Errors
-/// `EINVAL` for `O_CREAT|O_DIRECTORY` (Linux 6.4+); `EOPNOTSUPP` for `O_PATH` and
-/// `O_TMPFILE` (not supported yet).
+/// `EINVAL` for `O_CREAT|O_DIRECTORY` (Linux 6.4+); `EOPNOTSUPP` for `O_TMPFILE` (not
+/// supported yet).
 fn build_open_flags(flags: OpenFlags) -> Result<()> {
     if flags.contains(OpenFlags::CREAT | OpenFlags::DIRECTORY) {
         return Err(Errno::EINVAL);
     }
-    if flags.intersects(OpenFlags::PATH) || flags.contains(OpenFlags::TMPFILE) {
+    if flags.contains(OpenFlags::TMPFILE) {
         return Err(Errno::EOPNOTSUPP);
     }
     Ok(())
@@ -88,12 +106,19 @@ impl<V: Variant> Task<V> {
     /// descriptor.
     ///
     /// Supported: access modes, `O_CREAT`, `O_EXCL`, `O_TRUNC`, `O_APPEND`, `O_DIRECTORY`,
-    /// `O_NOFOLLOW`, `O_CLOEXEC`, `O_NONBLOCK`; `mode & ~umask & 0o7777` for new files. Other
-    /// known flags are accepted and ignored, unknown bits ignored, as Linux `open` does.
+    /// `O_NOFOLLOW`, `O_CLOEXEC`, `O_NONBLOCK`, `O_PATH`; `mode & ~umask & 0o7777` for new
+    /// files. Other known flags are accepted and ignored, unknown bits ignored, as Linux
+    /// `open` does.
+    ///
+    /// `O_PATH` keeps only `O_DIRECTORY`, `O_NOFOLLOW` and `O_CLOEXEC` of the other flags
+    /// (so `O_PATH|O_CREAT` creates nothing) and gives a descriptor that only names the file
+    /// ([`FMode::PATH`]): no permission is checked on the file itself (search permission
+    /// on the path still is), its atime is not touched, and with `O_NOFOLLOW` a final
+    /// symlink is opened itself. `F_GETFL` shows `O_PATH` and the kept flags.
     ///
     /// # Errors
-    /// `EINVAL` (`O_CREAT|O_DIRECTORY`, interior NUL), `EOPNOTSUPP` (`O_PATH`, `O_TMPFILE`:
-    /// not supported yet), `ENAMETOOLONG`, `ENOENT` (missing; empty path; dangling symlink
+    /// `EINVAL` (`O_CREAT|O_DIRECTORY` without `O_PATH`, interior NUL), `EOPNOTSUPP`
+    /// (`O_TMPFILE`: not supported yet), `ENAMETOOLONG`, `ENOENT` (missing; empty path; dangling symlink
     /// without `O_CREAT`), `EMFILE` (no descriptor below the limit; checked before the walk,
     /// so nothing is created), `EBADF` (dirfd), `ENOTDIR`, `EISDIR` (directory opened for
     /// writing or with `O_TRUNC`, `O_CREAT` on a directory or a trailing slash), `EEXIST`
@@ -111,6 +136,7 @@ impl<V: Variant> Task<V> {
         flags: OpenFlags,
         mode: u32,
     ) -> Result<Fd> {
+        let flags = build_open_how(flags);
         build_open_flags(flags)?;
         let path = getname(path.as_ref(), false)?;
         let cloexec = flags.contains(OpenFlags::CLOEXEC);
@@ -143,6 +169,7 @@ impl<V: Variant> Task<V> {
         flags: OpenFlags,
         mode: u32,
     ) -> Result<FileHandle<V>> {
+        let flags = build_open_how(flags);
         build_open_flags(flags)?;
         let path = getname(path.as_ref(), false)?;
         self.do_filp_open(dirfd, path, flags, mode)
@@ -155,6 +182,9 @@ impl<V: Variant> Task<V> {
         flags: OpenFlags,
         mode: u32,
     ) -> Result<FileHandle<V>> {
+        if flags.contains(OpenFlags::PATH) {
+            return self.do_o_path(dirfd, path, flags);
+        }
         let mode = mode & 0o7777 & !self.current_umask();
         let (p, created) = self.with_walk(dirfd, path, |nd, start, _| {
             let (d, created) = if flags.contains(OpenFlags::CREAT) {
@@ -245,6 +275,18 @@ impl<V: Variant> Task<V> {
             Ok((d, created))
         })?;
         self.do_open(p, flags, created)
+    }
+
+    /// `do_o_path`: `O_PATH` opens the walked dentry as is (a symlink too with
+    /// `O_NOFOLLOW`), checking no permission on it (`do_dentry_open`'s `O_PATH` case).
+    /// `flags` went through `build_open_how`.
+    fn do_o_path(&self, dirfd: Fd, path: &[u8], flags: OpenFlags) -> Result<FileHandle<V>> {
+        let d = self.with_walk(dirfd, path, |nd, start, _| {
+            let follow = !flags.contains(OpenFlags::NOFOLLOW);
+            let d = nd.walk(start, path, follow, flags.contains(OpenFlags::DIRECTORY))?;
+            Ok(d.clone())
+        })?;
+        File::open_handle(d, FMode::PATH, flags - OpenFlags::CLOEXEC)
     }
 
     /// `do_open` + `may_open` + `vfs_open`: checks access to the looked-up file and builds
@@ -342,7 +384,7 @@ impl<V: Variant> Task<V> {
     pub fn dup2(&self, oldfd: Fd, newfd: Fd) -> Result<Fd> {
         if oldfd == newfd {
             // Validity only: `fdget` takes no reference on a private table.
-            drop(self.fdget(oldfd)?);
+            drop(self.fdget_raw(oldfd)?);
             return Ok(newfd);
         }
         self.files.dup2(oldfd.0, newfd.0, false).map(Fd)
@@ -365,7 +407,7 @@ impl<V: Variant> Task<V> {
     /// (new fd, flags, or 0).
     ///
     /// # Errors
-    /// `EBADF` (`fd` not open), `EINVAL` (`F_DUPFD` argument negative or at/above the
+    /// `EBADF` (`fd` not open; `F_SETFL` on an `O_PATH` descriptor), `EINVAL` (`F_DUPFD` argument negative or at/above the
     /// limit), `EMFILE` (no free descriptor), `EPERM` (`F_SETFL` turning `O_NOATIME` on for
     /// a file the caller neither owns nor is root for).
     ///
@@ -375,7 +417,7 @@ impl<V: Variant> Task<V> {
         match cmd {
             Fcntl::DupFd(min) | Fcntl::DupFdCloexec(min) => {
                 // EBADF before EINVAL, as Linux (`fdget_raw` before `f_dupfd`).
-                drop(self.fdget(fd)?);
+                drop(self.fdget_raw(fd)?);
                 let min = u32::try_from(min).map_err(|_| Errno::EINVAL)?;
                 if min >= self.files.rlimit() {
                     return Err(Errno::EINVAL);
@@ -393,7 +435,7 @@ impl<V: Variant> Task<V> {
                 .set_cloexec(fd.0, arg & FD_CLOEXEC != 0)
                 .map(|_| 0),
             Fcntl::GetFl => {
-                let f = self.fdget(fd)?;
+                let f = self.fdget_raw(fd)?;
                 Ok(f.flags().bits() as i32)
             }
             Fcntl::SetFl(arg) => {

@@ -26,12 +26,12 @@ fn both_omit(times: Option<&[Timespec; 2]>) -> bool {
 }
 
 impl<V: Variant> Task<V> {
-    /// `fstat(2)`.
+    /// `fstat(2)` (an `O_PATH` descriptor too).
     ///
     /// # Errors
     /// `EBADF` if `fd` is not open.
     pub fn fstat(&self, fd: Fd) -> Result<Stat> {
-        let f = self.fdget(fd)?;
+        let f = self.fdget_raw(fd)?;
         Ok(f.inode().stat_marking(V::TEST_BEFORE_SET))
     }
 
@@ -75,7 +75,7 @@ impl<V: Variant> Task<V> {
     /// no-op that succeeds without looking at `fd`.
     ///
     /// # Errors
-    /// In Linux's order: `EBADF`, then `EINVAL` (an invalid `tv_nsec`), then `EPERM`
+    /// In Linux's order: `EBADF` (also for an `O_PATH` descriptor), then `EINVAL` (an invalid `tv_nsec`), then `EPERM`
     /// (`times` given and not both `UTIME_NOW`, and the caller neither owns the file nor is
     /// root) or `EACCES` (`None` or both `UTIME_NOW`, and the caller neither owns nor may
     /// write the file).

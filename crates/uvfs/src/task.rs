@@ -13,6 +13,7 @@
 
 use crate::cred::Cred;
 use crate::fdtable::{FdRef, FdTable};
+use crate::file::FMode;
 use crate::mount::{Mount, Path};
 use crate::sync::epoch::Guard;
 use crate::sync::plain::{AtomicU32, Mutex, Ordering};
@@ -243,11 +244,28 @@ impl<V: Variant> Task<V> {
     }
 
     /// `fdget`: the file at `fd` for one call; no reference taken if the table is private.
+    /// `O_PATH` descriptors are refused: they only name a file (see
+    /// [`fdget_raw`](Self::fdget_raw)).
+    ///
+    /// # Errors
+    /// `EBADF` if `fd` is not open or is an `O_PATH` descriptor.
+    #[inline]
+    pub(crate) fn fdget(&self, fd: Fd) -> Result<FdRef<'_, V>> {
+        let f = self.fdget_raw(fd)?;
+        // FMODE_PATH files have `empty_fops`: every call through `fdget` is EBADF.
+        if f.mode().contains(FMode::PATH) {
+            return Err(crate::Errno::EBADF);
+        }
+        Ok(f)
+    }
+
+    /// `fdget_raw`: as [`fdget`](Self::fdget), `O_PATH` descriptors included (for `fstat`,
+    /// `fstatfs`, a `dirfd`, `fchdir`, `dup2`, `fcntl`).
     ///
     /// # Errors
     /// `EBADF` if `fd` is not open.
     #[inline]
-    pub(crate) fn fdget(&self, fd: Fd) -> Result<FdRef<'_, V>> {
+    pub(crate) fn fdget_raw(&self, fd: Fd) -> Result<FdRef<'_, V>> {
         // SAFETY: `Task` is `!Sync` and owns `files`, whose `Arc` it never lends out (so no
         // `Weak` exists; `files()` lends `&FdTable` and marks it exposed). When
         // `files_shared()` is false, no other task holds the table (strong count 1) and no
@@ -255,15 +273,5 @@ impl<V: Variant> Task<V> {
         // close, replace or grow it, and no method of `Task` closes `fd` while it holds the
         // result.
         unsafe { self.files.fdget(fd.0, self.files_shared()) }
-    }
-
-    /// `fdget_raw`: as [`fdget`](Self::fdget), `O_PATH` descriptors included (for `fstat`,
-    /// `fstatfs`, a `dirfd`, `fchdir`, `dup`, `fcntl`).
-    ///
-    /// # Errors
-    /// `EBADF` if `fd` is not open.
-    #[inline]
-    pub(crate) fn fdget_raw(&self, fd: Fd) -> Result<FdRef<'_, V>> {
-        self.fdget(fd)
     }
 }

@@ -76,7 +76,7 @@ bitflags! {
         const CLOEXEC = 0o2000000;
         /// Accepted and ignored (with `DSYNC`).
         const SYNC = 0o4010000;
-        /// `O_PATH`: not supported yet (`EOPNOTSUPP`).
+        /// `O_PATH`: a descriptor that only names the file (see `Task::openat`).
         const PATH = 0o10000000;
         /// `O_TMPFILE` (with `DIRECTORY`): not supported yet (`EOPNOTSUPP`).
         const TMPFILE = 0o20200000;
