@@ -63,6 +63,10 @@ pub const MAX_LFS_FILESIZE: i64 = i64::MAX;
 /// Maximum number of hard links to one inode (tmpfs: `~0U`).
 pub const LINK_MAX: u32 = u32::MAX;
 
+/// `I_LINKABLE` (`i_state`): an `O_TMPFILE` inode opened without `O_EXCL`, which `linkat`
+/// may give a name although its link count is 0.
+const I_LINKABLE: u32 = 1 << 0;
+
 /// `I_CTIME_QUERIED`: set in the ctime's nanoseconds word by `stat` (nanoseconds need 30
 /// bits), cleared by the next change of the ctime.
 const I_CTIME_QUERIED: u32 = 1 << 31;
@@ -253,6 +257,9 @@ pub struct Inode {
     i_mode: AtomicU32,
     i_uid: AtomicU32,
     i_gid: AtomicU32,
+    /// `i_state` bits (`I_LINKABLE`). Atomic; set at creation, cleared once by `linkat`:
+    /// read-mostly, so it sits on line 0.
+    i_state: AtomicU32,
     _line1: CacheLine<()>,
     i_nlink: AtomicU32,
     times: Times,
@@ -273,6 +280,7 @@ mod layout {
     use std::mem::{align_of, offset_of};
     crate::const_assert!(align_of::<Inode>() == CACHE_LINE);
     crate::const_assert!(offset_of!(Inode, i_gid) < CACHE_LINE);
+    crate::const_assert!(offset_of!(Inode, i_state) < CACHE_LINE);
     crate::const_assert!(offset_of!(Inode, i_nlink) == CACHE_LINE);
     crate::const_assert!(offset_of!(Inode, attr_lock) < 2 * CACHE_LINE);
     crate::const_assert!(offset_of!(Inode, i_size) == 2 * CACHE_LINE);
@@ -317,6 +325,7 @@ impl Inode {
             i_mode: AtomicU32::new(mode),
             i_uid: AtomicU32::new(uid),
             i_gid: AtomicU32::new(gid),
+            i_state: AtomicU32::new(0),
             _line1: CacheLine(()),
             i_nlink: AtomicU32::new(nlink),
             i_size: AtomicU64::new(size),
@@ -329,6 +338,41 @@ impl Inode {
             attr_lock: Mutex::new(()),
             _line2: CacheLine(()),
             kind,
+        }
+    }
+
+    /// Turns a new, unnamed regular file into an `O_TMPFILE` one (`d_tmpfile`): link count 0
+    /// and, when `linkable` (no `O_EXCL`), `I_LINKABLE`. Context: the inode is not yet
+    /// reachable by anyone else.
+    pub(crate) fn init_tmpfile(&self, linkable: bool) {
+        // Relaxed (both): the inode is not published yet; the `Arc`/`File` that publishes it
+        // orders these stores for whoever receives it.
+        self.i_nlink.store(0, Ordering::Relaxed);
+        // Relaxed: as above.
+        self.i_state
+            .store(if linkable { I_LINKABLE } else { 0 }, Ordering::Relaxed);
+    }
+
+    /// Whether `linkat` may link this inode back although its link count is 0 (`I_LINKABLE`:
+    /// an `O_TMPFILE` file opened without `O_EXCL` and not linked since).
+    ///
+    /// For `linkat` (Linux `vfs_link`): an inode with `nlink() == 0` and `!is_linkable()` is
+    /// `ENOENT`; after linking one that was linkable, call [`clear_linkable`](Self::clear_linkable)
+    /// (so that once unlinked again it stays unlinkable, as Linux).
+    #[allow(dead_code)] // for `linkat` (AT_EMPTY_PATH), on its way
+    pub(crate) fn is_linkable(&self) -> bool {
+        // Relaxed: one flag word, ordered by the directory lock `linkat` holds around its
+        // check and `clear_linkable`.
+        self.i_state.load(Ordering::Relaxed) & I_LINKABLE != 0
+    }
+
+    /// Clears `I_LINKABLE` after `linkat` gave the inode a name (test before set: a no-op,
+    /// writing nothing, on every other inode).
+    #[allow(dead_code)] // for `linkat`, as `is_linkable`
+    pub(crate) fn clear_linkable(&self) {
+        if self.is_linkable() {
+            // Relaxed: see `is_linkable`.
+            self.i_state.fetch_and(!I_LINKABLE, Ordering::Relaxed);
         }
     }
 

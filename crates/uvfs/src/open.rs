@@ -86,17 +86,23 @@ pub(crate) fn build_open_how(flags: OpenFlags) -> OpenFlags {
     }
 }
 
+/// `__O_TMPFILE`: the bit of `O_TMPFILE` besides `O_DIRECTORY`.
+pub(crate) const O_TMPFILE_BIT: OpenFlags = OpenFlags::from_bits_retain(0o20000000);
+
 /// `build_open_flags`: the flag checks done before anything else.
 ///
 /// # Errors
-/// `EINVAL` for `O_CREAT|O_DIRECTORY` (Linux 6.4+); `EOPNOTSUPP` for `O_TMPFILE` (not
-/// supported yet).
+/// `EINVAL` for `O_CREAT|O_DIRECTORY` (Linux 6.4+), for `__O_TMPFILE` without
+/// `O_DIRECTORY`, and for `O_TMPFILE` without write access (`O_WRONLY`, `O_RDWR` or
+/// access mode 3).
 fn build_open_flags(flags: OpenFlags) -> Result<()> {
     if flags.contains(OpenFlags::CREAT | OpenFlags::DIRECTORY) {
         return Err(Errno::EINVAL);
     }
-    if flags.contains(OpenFlags::TMPFILE) {
-        return Err(Errno::EOPNOTSUPP);
+    if flags.intersects(O_TMPFILE_BIT)
+        && (!flags.contains(OpenFlags::DIRECTORY) || flags.access_mode() == 0)
+    {
+        return Err(Errno::EINVAL);
     }
     Ok(())
 }
@@ -117,8 +123,14 @@ impl<V: Variant> Task<V> {
     /// symlink is opened itself. `F_GETFL` shows `O_PATH` and the kept flags.
     ///
     /// # Errors
-    /// `EINVAL` (`O_CREAT|O_DIRECTORY` without `O_PATH`, interior NUL), `EOPNOTSUPP`
-    /// (`O_TMPFILE`: not supported yet), `ENAMETOOLONG`, `ENOENT` (missing; empty path; dangling symlink
+    /// `O_TMPFILE` (`__O_TMPFILE|O_DIRECTORY`) creates an unnamed regular file in directory
+    /// `path` (mode as for `O_CREAT`), with link count 0, usable through the descriptor and
+    /// freed at its last close; `O_TMPFILE|O_EXCL` makes it unlinkable for good.
+    ///
+    /// # Errors
+    /// `EINVAL` (`O_CREAT|O_DIRECTORY` without `O_PATH`; `__O_TMPFILE` without
+    /// `O_DIRECTORY`; `O_TMPFILE` with `O_RDONLY`; interior NUL), `ENOTDIR` (`O_TMPFILE` on a
+    /// non-directory), `ENAMETOOLONG`, `ENOENT` (missing; empty path; dangling symlink
     /// without `O_CREAT`), `EMFILE` (no descriptor below the limit; checked before the walk,
     /// so nothing is created), `EBADF` (dirfd), `ENOTDIR`, `EISDIR` (directory opened for
     /// writing or with `O_TRUNC`, `O_CREAT` on a directory or a trailing slash), `EEXIST`
@@ -186,6 +198,9 @@ impl<V: Variant> Task<V> {
             return self.do_o_path(dirfd, path, flags);
         }
         let mode = mode & 0o7777 & !self.current_umask();
+        if flags.intersects(O_TMPFILE_BIT) {
+            return self.do_tmpfile(dirfd, path, flags, mode);
+        }
         let (p, created) = self.with_walk(dirfd, path, |nd, start, _| {
             let (d, created) = if flags.contains(OpenFlags::CREAT) {
                 let mut start = start;
@@ -289,6 +304,58 @@ impl<V: Variant> Task<V> {
         File::open_handle(d, FMode::PATH, flags - OpenFlags::CLOEXEC)
     }
 
+    /// `do_tmpfile` + `vfs_tmpfile` + `shmem_tmpfile`: an unnamed regular file in directory
+    /// `path` (followed unless `O_NOFOLLOW`), link count 0, freed when its last open file
+    /// goes; linkable by `linkat` unless `O_EXCL` ([`Inode::is_linkable`]). `mode` is
+    /// already masked with the umask. The directory is not changed (no entry, no times).
+    ///
+    /// [`Inode::is_linkable`]: crate::inode::Inode::is_linkable
+    fn do_tmpfile(
+        &self,
+        dirfd: Fd,
+        path: &[u8],
+        flags: OpenFlags,
+        mode: u32,
+    ) -> Result<FileHandle<V>> {
+        let dir = self.with_walk(dirfd, path, |nd, start, _| {
+            let follow = !flags.contains(OpenFlags::NOFOLLOW);
+            Ok(nd.walk(start, path, follow, true)?.clone())
+        })?;
+        let di = &dir.d_inode;
+        di.permission(&self.cred, MAY_WRITE | crate::cred::MAY_EXEC)?;
+        // inode_init_owner + mode_strip_sgid, as `create_locked` does for a named file.
+        let (gid, mode) = if di.mode() & S_ISGID != 0 {
+            let strip = mode & (S_ISGID | S_IXGRP) == S_ISGID | S_IXGRP
+                && !self.cred.in_group(di.gid())
+                && !self.cred.is_root();
+            (di.gid(), if strip { mode & !S_ISGID } else { mode })
+        } else {
+            (self.cred.gid, mode)
+        };
+        let ino = self.fs.root_mnt_next_ino(di);
+        let now = crate::inode::coarse_now();
+        let inode = crate::inode::Inode::new(
+            ino,
+            di.i_dev,
+            S_IFREG | mode,
+            self.cred.uid,
+            gid,
+            InodeKind::Reg(Default::default()),
+            now,
+        );
+        inode.init_tmpfile(!flags.contains(OpenFlags::EXCL));
+        // d_tmpfile: a dentry under the directory, never hashed (no lookup finds it).
+        let d = Arc::new(Dentry::new(
+            Arc::new(inode),
+            Some(dir.clone()),
+            Arc::from(&b"/"[..]),
+            0,
+        ));
+        crate::namei::unhash(&d);
+        // may_open with no access to check: O_NOATIME is the creator's own file.
+        self.do_open(d, flags, true)
+    }
+
     /// `do_open` + `may_open` + `vfs_open`: checks access to the looked-up file and builds
     /// the `File`.
     fn do_open(&self, p: Arc<Dentry>, flags: OpenFlags, created: bool) -> Result<FileHandle<V>> {
@@ -302,7 +369,11 @@ impl<V: Variant> Task<V> {
         if flags.contains(OpenFlags::TRUNC) {
             acc_mode |= MAY_WRITE;
         }
-        if flags.contains(OpenFlags::DIRECTORY) && !inode.is_dir() {
+        // O_TMPFILE carries O_DIRECTORY for the directory it was created in.
+        if flags.contains(OpenFlags::DIRECTORY)
+            && !inode.is_dir()
+            && !flags.intersects(O_TMPFILE_BIT)
+        {
             return Err(Errno::ENOTDIR);
         }
         match &inode.kind {

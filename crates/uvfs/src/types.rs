@@ -78,7 +78,8 @@ bitflags! {
         const SYNC = 0o4010000;
         /// `O_PATH`: a descriptor that only names the file (see `Task::openat`).
         const PATH = 0o10000000;
-        /// `O_TMPFILE` (with `DIRECTORY`): not supported yet (`EOPNOTSUPP`).
+        /// `O_TMPFILE` (`__O_TMPFILE | O_DIRECTORY`): an unnamed regular file in the given
+        /// directory (see `Task::openat`).
         const TMPFILE = 0o20200000;
         const _ = !0;
     }

@@ -304,3 +304,188 @@ fn o_path_permissions() {
         }),
     ]);
 }
+
+const TMPFILE: OpenFlags = OpenFlags::TMPFILE;
+/// `__O_TMPFILE` alone.
+const TMPFILE_BIT: OpenFlags = OpenFlags::from_bits_retain(0o20000000);
+
+type T = Result<(Shape, i32), Errno>;
+
+/// Opens an `O_TMPFILE` in `dir` with `flags` and `mode`; returns its shape and `F_GETFL`.
+fn tmpfile(s: &dyn Sys, dir: &[u8], flags: OpenFlags, mode: u32) -> T {
+    tree(s);
+    let fd = s.open(dir, flags, mode)?;
+    let st = s.fstat(fd).unwrap();
+    Ok((shape(st), s.fcntl(fd, Fcntl::GetFl).unwrap()))
+}
+
+fn reg(mode: u32, uid: u32, gid: u32) -> Shape {
+    Shape {
+        mode: S_IFREG | mode,
+        nlink: 0,
+        uid,
+        gid,
+        size: 0,
+        blocks: 0,
+    }
+}
+
+const FL_TMP_RW: i32 = (OpenFlags::TMPFILE.bits() | RW.bits() | 0o100000) as i32;
+
+#[test]
+fn o_tmpfile_open() {
+    table::<T>(&[
+        ("O_RDWR", Ok((reg(0o600, 0, 0), FL_TMP_RW)), |s| {
+            tmpfile(s, b"/d", TMPFILE | RW, 0o600)
+        }),
+        ("umask applies", Ok((reg(0o644, 0, 0), FL_TMP_RW)), |s| {
+            tmpfile(s, b"/d", TMPFILE | RW, 0o666)
+        }),
+        (
+            "O_WRONLY|O_EXCL",
+            Ok((
+                reg(0o600, 0, 0),
+                (OpenFlags::TMPFILE.bits() | WO.bits() | OpenFlags::EXCL.bits() | 0o100000) as i32
+                    & !(OpenFlags::EXCL.bits() as i32),
+            )),
+            |s| tmpfile(s, b"/d", TMPFILE | WO | OpenFlags::EXCL, 0o600),
+        ),
+        (
+            "through a symlink to a dir",
+            Ok((reg(0o600, 0, 0), FL_TMP_RW)),
+            |s| tmpfile(s, b"/ld", TMPFILE | RW, 0o600),
+        ),
+        (
+            "symlink to a dir with O_NOFOLLOW",
+            Err(Errno::ENOTDIR),
+            |s| tmpfile(s, b"/ld", TMPFILE | RW | NOFOLLOW, 0o600),
+        ),
+        ("O_RDONLY", Err(Errno::EINVAL), |s| {
+            tmpfile(s, b"/d", TMPFILE | RO, 0o600)
+        }),
+        ("__O_TMPFILE without O_DIRECTORY", Err(Errno::EINVAL), |s| {
+            tmpfile(s, b"/d", TMPFILE_BIT | RW, 0o600)
+        }),
+        ("with O_CREAT", Err(Errno::EINVAL), |s| {
+            tmpfile(s, b"/d", TMPFILE | RW | CREAT, 0o600)
+        }),
+        ("on a file", Err(Errno::ENOTDIR), |s| {
+            tmpfile(s, b"/f", TMPFILE | RW, 0o600)
+        }),
+        ("on a missing dir", Err(Errno::ENOENT), |s| {
+            tmpfile(s, b"/x", TMPFILE | RW, 0o600)
+        }),
+        ("on a dangling symlink", Err(Errno::ENOENT), |s| {
+            tmpfile(s, b"/dangling", TMPFILE | RW, 0o600)
+        }),
+        (
+            "in a dir without write permission",
+            Err(Errno::EACCES),
+            |s| {
+                tree(s);
+                s.mkdirat(CWD, b"/ro", 0o555).unwrap();
+                s.set_cred(1000, 1000, &[]);
+                s.open(b"/ro", TMPFILE | RW, 0o600)
+                    .map(|fd| (shape(s.fstat(fd).unwrap()), 0))
+            },
+        ),
+        (
+            "as another user",
+            Ok((reg(0o640, 1000, 1000), FL_TMP_RW)),
+            |s| {
+                tree(s);
+                s.set_cred(1000, 1000, &[]);
+                let fd = s.open(b"/", TMPFILE | RW, 0o640)?;
+                Ok((shape(s.fstat(fd)?), s.fcntl(fd, Fcntl::GetFl)?))
+            },
+        ),
+        (
+            "O_PATH wins over O_TMPFILE",
+            Ok((
+                Shape {
+                    mode: S_IFDIR | 0o755,
+                    nlink: 3,
+                    uid: 0,
+                    gid: 0,
+                    size: 80,
+                    blocks: 0,
+                },
+                FL_PATH | FL_DIR,
+            )),
+            |s| tmpfile(s, b"/d", TMPFILE | RW | PATH, 0o600),
+        ),
+    ]);
+}
+
+#[test]
+fn o_tmpfile_in_setgid_dir() {
+    expect_root_mode(0o2777, ok((0o2755 | S_IFREG, 0, 0)), |s| {
+        let fd = s.open(b"/", TMPFILE | RW, 0o2755)?;
+        let st = s.fstat(fd)?;
+        Ok((st.st_mode, st.st_gid, st.st_nlink))
+    });
+    // Not in the group: the set-group-ID bit of a group-executable file goes.
+    expect_root_mode(0o2777, ok((0o755 | S_IFREG, 0)), |s| {
+        s.set_cred(1000, 1000, &[]);
+        let fd = s.open(b"/", TMPFILE | RW, 0o2755)?;
+        let st = s.fstat(fd)?;
+        Ok((st.st_mode, st.st_gid))
+    });
+}
+
+#[test]
+fn o_tmpfile_data_and_directory() {
+    // Data goes through the descriptor; the directory shows nothing and keeps its times.
+    expect(
+        ok((
+            b"tmp data".to_vec(),
+            8,
+            vec!["f".to_string(), "sub".to_string()],
+            T2002,
+        )),
+        |s| {
+            tree(s);
+            s.set_times(b"/d", T2001, T2002);
+            let fd = s.open(b"/d", TMPFILE | RW, 0o600)?;
+            s.write(fd, b"tmp data")?;
+            s.lseek(fd, 0, SEEK_SET)?;
+            let data = s.read_to_end(fd)?;
+            let size = s.fstat(fd)?.st_size;
+            let ls = s.ls(b"/d")?;
+            Ok((data, size, ls, s.stat(b"/d")?.st_mtime))
+        },
+    );
+    // Two tmpfiles are distinct inodes; each keeps its own data.
+    same(|s| {
+        tree(s);
+        let a = s.open(b"/d", TMPFILE | RW, 0o600).unwrap();
+        let b = s.open(b"/d", TMPFILE | RW, 0o600).unwrap();
+        s.write(a, b"a").unwrap();
+        s.write(b, b"bb").unwrap();
+        let (sa, sb) = (s.fstat(a).unwrap(), s.fstat(b).unwrap());
+        (sa.st_ino != sb.st_ino, sa.st_size, sb.st_size)
+    });
+    // A tmpfile in a removed directory: Linux's shmem_tmpfile does not check for it.
+    expect(ok(()), |s| {
+        tree(s);
+        let d = s.open(b"/d/sub", RO, 0).unwrap();
+        s.unlinkat(CWD, b"/d/sub", AtFlags::REMOVEDIR).unwrap();
+        s.openat(d, b".", TMPFILE | RW, 0o600).map(|_| ())
+    });
+}
+
+/// uvfs only: the data of a tmpfile is freed at its last close (no size limits to observe
+/// it through `statfs`, so through the inode's reference count).
+#[test]
+fn o_tmpfile_freed_at_last_close() {
+    let mnt = uvfs::tmpfs::mount(Default::default());
+    let t = uvfs::Task::init(&mnt);
+    let fd = t.open("/", TMPFILE | RW, 0o600).unwrap();
+    t.write(fd, &[7u8; 10000]).unwrap();
+    let dup = t.dup(fd).unwrap();
+    let inode = std::sync::Arc::downgrade(t.files().fget(fd.0).unwrap().inode());
+    t.close(fd).unwrap();
+    assert!(inode.upgrade().is_some(), "still open through the dup");
+    t.close(dup).unwrap();
+    assert!(inode.upgrade().is_none(), "freed at the last close");
+}
