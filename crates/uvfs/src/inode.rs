@@ -260,6 +260,8 @@ pub struct Inode {
     /// `i_state` bits (`I_LINKABLE`). Atomic; set at creation, cleared once by `linkat`:
     /// read-mostly, so it sits on line 0.
     i_state: AtomicU32,
+    /// Creation time (`statx`'s `stx_btime`; tmpfs: `i_crtime`). Immutable after creation.
+    i_btime: Timespec,
     _line1: CacheLine<()>,
     i_nlink: AtomicU32,
     times: Times,
@@ -277,10 +279,12 @@ pub struct Inode {
 mod layout {
     use super::*;
     use crate::sync::padded::CACHE_LINE;
-    use std::mem::{align_of, offset_of};
+    use std::mem::{align_of, offset_of, size_of};
     crate::const_assert!(align_of::<Inode>() == CACHE_LINE);
     crate::const_assert!(offset_of!(Inode, i_gid) < CACHE_LINE);
     crate::const_assert!(offset_of!(Inode, i_state) < CACHE_LINE);
+    // Read-mostly identity and attributes, the creation time included, fill line 0 only.
+    crate::const_assert!(offset_of!(Inode, i_btime) + size_of::<Timespec>() <= CACHE_LINE);
     crate::const_assert!(offset_of!(Inode, i_nlink) == CACHE_LINE);
     crate::const_assert!(offset_of!(Inode, attr_lock) < 2 * CACHE_LINE);
     crate::const_assert!(offset_of!(Inode, i_size) == 2 * CACHE_LINE);
@@ -326,6 +330,7 @@ impl Inode {
             i_uid: AtomicU32::new(uid),
             i_gid: AtomicU32::new(gid),
             i_state: AtomicU32::new(0),
+            i_btime: now,
             _line1: CacheLine(()),
             i_nlink: AtomicU32::new(nlink),
             i_size: AtomicU64::new(size),
@@ -374,6 +379,11 @@ impl Inode {
             // Relaxed: see `is_linkable`.
             self.i_state.fetch_and(!I_LINKABLE, Ordering::Relaxed);
         }
+    }
+
+    /// Creation time (`stx_btime`), set once when the inode is made.
+    pub fn btime(&self) -> Timespec {
+        self.i_btime
     }
 
     /// Inode number.
@@ -675,7 +685,14 @@ impl Inode {
     /// or by an unconditional `fetch_or` (`false`: lesson 3's "before", for ablation
     /// benchmarks; see [`crate::variant`]).
     pub(crate) fn stat_marking(&self, test_first: bool) -> Stat {
-        let ([a, m, c], _) = self.times_raw(true, test_first);
+        self.stat_query(true, test_first)
+    }
+
+    /// [`stat_marking`](Self::stat_marking), marking the ctime queried only when `query`
+    /// (`statx` asking for neither mtime nor ctime leaves the mark alone, as
+    /// `fill_mg_cmtime`).
+    pub(crate) fn stat_query(&self, query: bool, test_first: bool) -> Stat {
+        let ([a, m, c], _) = self.times_raw(query, test_first);
         Stat {
             st_dev: self.i_dev,
             st_ino: self.i_ino,

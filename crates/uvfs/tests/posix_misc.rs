@@ -3,8 +3,10 @@
 
 mod common;
 use common::*;
+use uvfs::stat::*;
 use uvfs::statfs::{ST_RELATIME, ST_VALID, TMPFS_MAGIC};
-use uvfs::{Errno, Fd};
+use uvfs::types::*;
+use uvfs::{AtFlags, Errno, Fd, OpenFlags};
 
 #[test]
 fn fsync_and_fdatasync() {
@@ -91,6 +93,182 @@ fn statfs_errors() {
             s.mkfile(b"/d/f", b"");
             s.set_cred(1000, 1000, &[]);
             s.statfs(b"/d/f").map(statfs_fixed)
+        }),
+    ]);
+}
+
+/// `/d/` (`f` = "data"), `/l -> d/f`.
+fn xtree(s: &dyn Sys) {
+    s.mkdir(b"/d");
+    s.mkfile(b"/d/f", b"data");
+    s.symlink(b"d/f", b"/l");
+}
+
+const STATX_ALL: u32 = 0xfff;
+
+fn xs(s: &dyn Sys, path: &[u8], flags: AtFlags, mask: u32) -> Result<XShape, Errno> {
+    xtree(s);
+    s.statx(CWD, path, flags, mask).map(xshape)
+}
+
+#[test]
+fn statx_masks_and_fields() {
+    // Each case compares everything but ids and times with Linux.
+    let cases: &[(&[u8], AtFlags, u32)] = &[
+        (b"/d/f", NOAT, STATX_ALL),
+        (b"/d/f", NOAT, 0),
+        (b"/d/f", NOAT, STATX_BASIC_STATS),
+        (b"/d/f", NOAT, STATX_CTIME),
+        (b"/d/f", NOAT, STATX_MTIME | STATX_BTIME),
+        (b"/d/f", NOAT, STATX_SIZE),
+        (b"/d/f", NOAT, 0x7fff_ffff),
+        (b"/d/f", NOAT, STATX_MNT_ID_UNIQUE),
+        (b"/d", NOAT, STATX_ALL),
+        (b"/", NOAT, STATX_ALL),
+        (b"/l", NOAT, STATX_ALL),
+        (b"/l", AtFlags::SYMLINK_NOFOLLOW, STATX_ALL),
+        (b"/d/f", AtFlags::NO_AUTOMOUNT, STATX_ALL),
+        (b"/d/f", AtFlags::STATX_FORCE_SYNC, STATX_ALL),
+        (b"/d/f", AtFlags::STATX_DONT_SYNC, STATX_ALL),
+    ];
+    for &(path, flags, mask) in cases {
+        let u = same(|s| xs(s, path, flags, mask));
+        assert!(u.is_ok(), "{} {flags:?} {mask:#x}: {u:?}", show(path));
+    }
+    // The numbers agree with fstatat's.
+    same(|s| {
+        xtree(s);
+        let x = s.statx(CWD, b"/d/f", NOAT, STATX_ALL).unwrap();
+        let st = s.stat(b"/d/f").unwrap();
+        (
+            x.stx_ino == st.st_ino,
+            (x.stx_dev_major, x.stx_dev_minor) == (major(st.st_dev), minor(st.st_dev)),
+            x.stx_mtime.tv_sec == st.st_mtime.tv_sec,
+            x.stx_mtime.tv_nsec as i64 == st.st_mtime.tv_nsec,
+            x.stx_atime.tv_nsec as i64 == st.st_atime.tv_nsec,
+        )
+    });
+}
+
+fn major(dev: u64) -> u32 {
+    (((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff)) as u32
+}
+fn minor(dev: u64) -> u32 {
+    ((dev & 0xff) | ((dev >> 12) & !0xff)) as u32
+}
+
+#[test]
+fn statx_times() {
+    // Neither mtime nor ctime asked for: both left 0 (multigrain tmpfs).
+    expect(
+        ok((StatxTimestamp::default(), StatxTimestamp::default())),
+        |s| {
+            xtree(s);
+            let x = s.statx(CWD, b"/d/f", NOAT, STATX_ATIME)?;
+            Ok((x.stx_mtime, x.stx_ctime))
+        },
+    );
+    // btime only when asked; it is the creation time: explicit times move atime and
+    // mtime, not btime.
+    expect(ok((StatxTimestamp::default(), true, true)), |s| {
+        xtree(s);
+        let no = s.statx(CWD, b"/d/f", NOAT, STATX_BASIC_STATS)?.stx_btime;
+        let before = s.statx(CWD, b"/d/f", NOAT, STATX_ALL)?;
+        s.set_times(b"/d/f", T2001, T2002);
+        let after = s.statx(CWD, b"/d/f", NOAT, STATX_ALL)?;
+        Ok((
+            no,
+            after.stx_btime == before.stx_btime && after.stx_btime <= after.stx_ctime,
+            after.stx_mtime == T2002.into() && after.stx_btime > after.stx_mtime,
+        ))
+    });
+    // Asking for the ctime marks it queried: a change right after is always visible.
+    same(|s| {
+        xtree(s);
+        let fd = s.open(b"/d/f", WO, 0).unwrap();
+        (0..50).all(|_| {
+            let a = s.statx(CWD, b"/d/f", NOAT, STATX_CTIME).unwrap().stx_ctime;
+            s.write(fd, b"x").unwrap();
+            s.statx(CWD, b"/d/f", NOAT, STATX_CTIME).unwrap().stx_ctime > a
+        })
+    });
+}
+
+type X = Result<u16, Errno>;
+
+#[test]
+fn statx_flags_and_errors() {
+    table::<X>(&[
+        ("reserved mask bit", Err(Errno::EINVAL), |s| {
+            xtree(s);
+            s.statx(CWD, b"/d/f", NOAT, 0x8000_0000).map(|x| x.stx_mode)
+        }),
+        ("reserved mask bit before ENOENT", Err(Errno::EINVAL), |s| {
+            s.statx(CWD, b"/x", NOAT, 0xffff_ffff).map(|x| x.stx_mode)
+        }),
+        ("both sync flags", Err(Errno::EINVAL), |s| {
+            xtree(s);
+            let f = AtFlags::STATX_FORCE_SYNC | AtFlags::STATX_DONT_SYNC;
+            s.statx(CWD, b"/d/f", f, STATX_ALL).map(|x| x.stx_mode)
+        }),
+        ("unknown flag", Err(Errno::EINVAL), |s| {
+            xtree(s);
+            s.statx(CWD, b"/d/f", AtFlags::REMOVEDIR, STATX_ALL)
+                .map(|x| x.stx_mode)
+        }),
+        ("unknown flag before ENOENT", Err(Errno::EINVAL), |s| {
+            s.statx(CWD, b"", AtFlags::SYMLINK_FOLLOW, STATX_ALL)
+                .map(|x| x.stx_mode)
+        }),
+        ("empty path", Err(Errno::ENOENT), |s| {
+            s.statx(CWD, b"", NOAT, STATX_ALL).map(|x| x.stx_mode)
+        }),
+        (
+            "empty path, AT_EMPTY_PATH, cwd",
+            Ok((S_IFDIR | 0o1777) as u16),
+            |s| {
+                s.statx(CWD, b"", AtFlags::EMPTY_PATH, STATX_ALL)
+                    .map(|x| x.stx_mode)
+            },
+        ),
+        (
+            "AT_EMPTY_PATH on a descriptor",
+            Ok((S_IFREG | 0o644) as u16),
+            |s| {
+                xtree(s);
+                let fd = s.open(b"/d/f", RO, 0).unwrap();
+                s.statx(fd, b"", AtFlags::EMPTY_PATH, STATX_ALL)
+                    .map(|x| x.stx_mode)
+            },
+        ),
+        (
+            "AT_EMPTY_PATH on an O_PATH symlink",
+            Ok((S_IFLNK | 0o777) as u16),
+            |s| {
+                xtree(s);
+                let fd = s
+                    .open(b"/l", OpenFlags::PATH | OpenFlags::NOFOLLOW, 0)
+                    .unwrap();
+                s.statx(fd, b"", AtFlags::EMPTY_PATH, STATX_ALL)
+                    .map(|x| x.stx_mode)
+            },
+        ),
+        ("bad dirfd", Err(Errno::EBADF), |s| {
+            s.statx(Fd(9), b"x", NOAT, STATX_ALL).map(|x| x.stx_mode)
+        }),
+        ("dirfd is a file", Err(Errno::ENOTDIR), |s| {
+            xtree(s);
+            let fd = s.open(b"/d/f", RO, 0).unwrap();
+            s.statx(fd, b"x", NOAT, STATX_ALL).map(|x| x.stx_mode)
+        }),
+        ("missing", Err(Errno::ENOENT), |s| {
+            s.statx(CWD, b"/x", NOAT, STATX_ALL).map(|x| x.stx_mode)
+        }),
+        ("no search permission", Err(Errno::EACCES), |s| {
+            xtree(s);
+            s.mkdirat(CWD, b"/n", 0o700).unwrap();
+            s.set_cred(1000, 1000, &[]);
+            s.statx(CWD, b"/n/x", NOAT, STATX_ALL).map(|x| x.stx_mode)
         }),
     ]);
 }

@@ -29,6 +29,7 @@ use std::fmt::Debug;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::{Arc, OnceLock};
 use uvfs::open::Fcntl;
+use uvfs::stat::Statx;
 use uvfs::{AtFlags, Cred, Errno, Fd, Mount, OpenFlags, Result, Stat, StatFs, Task, Timespec};
 
 mod openfam;
@@ -98,6 +99,7 @@ pub trait Sys {
     fn fdatasync(&self, fd: Fd) -> Result<()>;
     fn statfs(&self, path: &[u8]) -> Result<StatFs>;
     fn fstatfs(&self, fd: Fd) -> Result<StatFs>;
+    fn statx(&self, dirfd: Fd, path: &[u8], flags: AtFlags, mask: u32) -> Result<Statx>;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -259,6 +261,9 @@ impl Sys for Uvfs {
     }
     fn fstatfs(&self, fd: Fd) -> Result<StatFs> {
         self.task.fstatfs(fd)
+    }
+    fn statx(&self, dirfd: Fd, path: &[u8], flags: AtFlags, mask: u32) -> Result<Statx> {
+        self.task.statx(dirfd, path, flags, mask)
     }
 }
 
@@ -597,6 +602,9 @@ impl Sys for Host {
     }
     fn fstatfs(&self, fd: Fd) -> Result<StatFs> {
         openfam::host_fstatfs(fd)
+    }
+    fn statx(&self, dirfd: Fd, path: &[u8], flags: AtFlags, mask: u32) -> Result<Statx> {
+        openfam::host_statx(dirfd, path, flags, mask)
     }
 }
 

@@ -2,7 +2,8 @@
 //! `statfs` family of [`Sys`](super::Sys) methods: raw system calls and conversions.
 
 use super::{cpath, sc};
-use uvfs::{Fd, Result, StatFs};
+use uvfs::stat::{Statx, StatxTimestamp};
+use uvfs::{AtFlags, Fd, Result, StatFs};
 
 /// The kernel's `struct statfs` on 64-bit (libc's lacks `f_flags` on some targets).
 #[repr(C)]
@@ -59,4 +60,83 @@ pub(crate) fn host_fstatfs(fd: Fd) -> Result<StatFs> {
 /// sizes, name length, flags.
 pub fn statfs_fixed(s: StatFs) -> (i64, i64, i64, i64, i64) {
     (s.f_type, s.f_bsize, s.f_namelen, s.f_frsize, s.f_flags)
+}
+
+fn from_libc_ts(t: &libc::statx_timestamp) -> StatxTimestamp {
+    StatxTimestamp {
+        tv_sec: t.tv_sec,
+        tv_nsec: t.tv_nsec,
+    }
+}
+
+/// `statx(2)` on the host.
+pub(crate) fn host_statx(dirfd: Fd, path: &[u8], flags: AtFlags, mask: u32) -> Result<Statx> {
+    let p = cpath(path);
+    // SAFETY: all-zero is a valid `statx`; the kernel fills it.
+    let mut s: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: valid path and a writable `struct statx`.
+    sc(unsafe {
+        libc::syscall(
+            libc::SYS_statx,
+            dirfd.0,
+            p.as_ptr(),
+            flags.bits() as libc::c_int,
+            mask,
+            &mut s,
+        )
+    })?;
+    Ok(Statx {
+        stx_mask: s.stx_mask,
+        stx_blksize: s.stx_blksize,
+        stx_attributes: s.stx_attributes,
+        stx_nlink: s.stx_nlink,
+        stx_uid: s.stx_uid,
+        stx_gid: s.stx_gid,
+        stx_mode: s.stx_mode,
+        stx_ino: s.stx_ino,
+        stx_size: s.stx_size,
+        stx_blocks: s.stx_blocks,
+        stx_attributes_mask: s.stx_attributes_mask,
+        stx_atime: from_libc_ts(&s.stx_atime),
+        stx_btime: from_libc_ts(&s.stx_btime),
+        stx_ctime: from_libc_ts(&s.stx_ctime),
+        stx_mtime: from_libc_ts(&s.stx_mtime),
+        stx_rdev_major: s.stx_rdev_major,
+        stx_rdev_minor: s.stx_rdev_minor,
+        stx_dev_major: s.stx_dev_major,
+        stx_dev_minor: s.stx_dev_minor,
+        stx_mnt_id: s.stx_mnt_id,
+    })
+}
+
+/// The comparable part of a [`Statx`]: no inode, device or mount numbers, no times.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct XShape {
+    pub mask: u32,
+    pub blksize: u32,
+    pub attributes: u64,
+    pub attributes_mask: u64,
+    pub nlink: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub mode: u16,
+    pub size: u64,
+    pub blocks: u64,
+    pub rdev: (u32, u32),
+}
+
+pub fn xshape(s: Statx) -> XShape {
+    XShape {
+        mask: s.stx_mask,
+        blksize: s.stx_blksize,
+        attributes: s.stx_attributes,
+        attributes_mask: s.stx_attributes_mask,
+        nlink: s.stx_nlink,
+        uid: s.stx_uid,
+        gid: s.stx_gid,
+        mode: s.stx_mode,
+        size: s.stx_size,
+        blocks: s.stx_blocks,
+        rdev: (s.stx_rdev_major, s.stx_rdev_minor),
+    }
 }
