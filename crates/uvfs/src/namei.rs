@@ -54,12 +54,25 @@ pub(crate) struct Last<'a, 'p> {
     pub(crate) trailing_slash: bool,
 }
 
+/// `LOOKUP_NO_SYMLINKS` (`RESOLVE_NO_SYMLINKS`): following any symlink is `ELOOP`.
+pub(crate) const LOOKUP_NO_SYMLINKS: u32 = 1 << 0;
+/// `LOOKUP_BENEATH` (`RESOLVE_BENEATH`): the walk's root is the start; leaving it (an
+/// absolute path or symlink, `..` at it) is `EXDEV`.
+pub(crate) const LOOKUP_BENEATH: u32 = 1 << 1;
+/// `LOOKUP_IN_ROOT` (`RESOLVE_IN_ROOT`): the walk's root is the start, as after `chroot`.
+pub(crate) const LOOKUP_IN_ROOT: u32 = 1 << 2;
+/// `LOOKUP_IS_SCOPED`: either scoping flag.
+pub(crate) const LOOKUP_IS_SCOPED: u32 = LOOKUP_BENEATH | LOOKUP_IN_ROOT;
+
 /// State of one path walk (`struct nameidata`).
 pub(crate) struct Nameidata<'a> {
     pub(crate) guard: &'a Guard,
     pub(crate) cred: &'a Cred,
     pub(crate) root: &'a Path,
     total_links: u32,
+    /// `LOOKUP_*` restrictions (openat2's `resolve`); 0 for every other call, so the checks
+    /// cost one branch on a word already in cache.
+    pub(crate) flags: u32,
 }
 
 /// `getname`: checks a user path's length and contents.
@@ -88,6 +101,7 @@ impl<'a> Nameidata<'a> {
             cred,
             root,
             total_links: 0,
+            flags: 0,
         }
     }
 
@@ -98,11 +112,36 @@ impl<'a> Nameidata<'a> {
     }
 
     /// `..` of `cur`, clamped at the task's root and at the file system root.
-    fn dotdot(&self, cur: &'a Arc<Dentry>) -> &'a Arc<Dentry> {
-        if Arc::ptr_eq(cur, &self.root.dentry) {
-            return cur;
+    ///
+    /// # Errors
+    /// Scoped walks only: `EXDEV` at the root with `LOOKUP_BENEATH`; `EAGAIN` when the
+    /// parent is no longer under the walk's root (a concurrent rename moved a directory out
+    /// from under the walk; Linux: the `rename_lock` seqcount retry in `handle_dots`).
+    fn dotdot(&self, cur: &'a Arc<Dentry>) -> Result<&'a Arc<Dentry>> {
+        if self.flags & LOOKUP_IS_SCOPED != 0 {
+            return self.dotdot_scoped(cur);
         }
-        cur.parent(self.guard).unwrap_or(cur)
+        if Arc::ptr_eq(cur, &self.root.dentry) {
+            return Ok(cur);
+        }
+        Ok(cur.parent(self.guard).unwrap_or(cur))
+    }
+
+    /// `follow_dotdot` for `RESOLVE_BENEATH`/`RESOLVE_IN_ROOT` (see `dotdot`).
+    #[cold]
+    fn dotdot_scoped(&self, cur: &'a Arc<Dentry>) -> Result<&'a Arc<Dentry>> {
+        let root = &self.root.dentry;
+        let parent = match cur.parent(self.guard) {
+            Some(p) if !Arc::ptr_eq(cur, root) => p,
+            // At the walk's root (or the file system's): `in_root`.
+            _ if self.flags & LOOKUP_BENEATH != 0 => return Err(Errno::EXDEV),
+            _ => return Ok(cur),
+        };
+        let mut a = parent;
+        while !Arc::ptr_eq(a, root) {
+            a = a.parent(self.guard).ok_or(Errno::EAGAIN)?;
+        }
+        Ok(parent)
     }
 
     /// Looks `name` up in directory `dir` (search permission already checked); follows a
@@ -110,7 +149,7 @@ impl<'a> Nameidata<'a> {
     fn step(&mut self, dir: &'a Arc<Dentry>, name: &[u8], follow: bool) -> Result<&'a Arc<Dentry>> {
         let next = match name {
             b"." => dir,
-            b".." => self.dotdot(dir),
+            b".." => self.dotdot(dir)?,
             _ => {
                 if name.len() > NAME_MAX {
                     return Err(Errno::ENAMETOOLONG);
@@ -131,10 +170,7 @@ impl<'a> Nameidata<'a> {
         dir: &'a Arc<Dentry>,
         link: &'a Arc<Dentry>,
     ) -> Result<&'a Arc<Dentry>> {
-        self.total_links += 1;
-        if self.total_links > MAXSYMLINKS {
-            return Err(Errno::ELOOP);
-        }
+        self.count_link()?;
         link.d_inode.touch_atime();
         let body: &'a [u8] = match &link.d_inode.kind {
             InodeKind::Symlink(t) => t,
@@ -159,6 +195,8 @@ impl<'a> Nameidata<'a> {
         path: &'p [u8],
     ) -> Result<Last<'a, 'p>> {
         let (mut cur, mut rest) = match path.first() {
+            // nd_jump_root: RESOLVE_BENEATH refuses absolute paths and symlinks.
+            Some(b'/') if self.flags & LOOKUP_BENEATH != 0 => return Err(Errno::EXDEV),
             Some(b'/') => (&self.root.dentry, path),
             _ => (start, path),
         };
@@ -217,7 +255,7 @@ impl<'a> Nameidata<'a> {
         let want_dir = want_dir || last.trailing_slash;
         let d = match last.ty {
             LastType::Root | LastType::Dot => last.dir,
-            LastType::DotDot => self.dotdot(last.dir),
+            LastType::DotDot => self.dotdot(last.dir)?,
             LastType::Norm => self.step(last.dir, last.name, follow)?,
         };
         if want_dir && !d.d_inode.is_dir() {
@@ -242,8 +280,11 @@ impl<'a> Nameidata<'a> {
     /// (open with `O_CREAT`).
     ///
     /// # Errors
-    /// `ELOOP` past 40.
+    /// `ELOOP` past 40, or at once under `LOOKUP_NO_SYMLINKS`.
     pub(crate) fn count_link(&mut self) -> Result<()> {
+        if self.flags & LOOKUP_NO_SYMLINKS != 0 {
+            return Err(Errno::ELOOP);
+        }
         self.total_links += 1;
         if self.total_links > MAXSYMLINKS {
             return Err(Errno::ELOOP);
@@ -397,6 +438,53 @@ impl<V: Variant> Task<V> {
             Start::File(file) => file.dentry(),
         };
         let mut nd = Nameidata::new(&guard, &self.cred, root);
+        f(&mut nd, sd, &root.mnt)
+    }
+
+    /// As [`with_walk`](Self::with_walk), under `LOOKUP_*` restrictions `lookup` (openat2's
+    /// `resolve`): with `LOOKUP_BENEATH` or `LOOKUP_IN_ROOT` the walk's root is `dirfd`
+    /// (the cwd for `AT_FDCWD`), and with `LOOKUP_IN_ROOT` an absolute `path` starts there
+    /// too (`path_init` with `LOOKUP_IS_SCOPED`).
+    ///
+    /// # Errors
+    /// `EXDEV` for an absolute `path` with `LOOKUP_BENEATH`; `EBADF` (dirfd); and `f`'s.
+    pub(crate) fn with_walk_flags<R>(
+        &self,
+        dirfd: Fd,
+        path: &[u8],
+        lookup: u32,
+        f: impl for<'a> FnOnce(&mut Nameidata<'a>, &'a Arc<Dentry>, &'a Arc<Mount>) -> Result<R>,
+    ) -> Result<R> {
+        if lookup == 0 {
+            return self.with_walk(dirfd, path, f);
+        }
+        if lookup & LOOKUP_BENEATH != 0 && path.first() == Some(&b'/') {
+            return Err(Errno::EXDEV);
+        }
+        // IN_ROOT: `dirfd` is the start of absolute paths too.
+        let start = if lookup & LOOKUP_IN_ROOT != 0 {
+            self.start(dirfd, b".")?
+        } else {
+            self.start(dirfd, path)?
+        };
+        let guard = epoch::pin();
+        let root = self.fs.root.load(&guard);
+        let sd: &Arc<Dentry> = match &start {
+            Start::Cwd => &self.fs.cwd.load(&guard).dentry,
+            Start::File(file) => file.dentry(),
+        };
+        let scoped;
+        let nd_root = if lookup & LOOKUP_IS_SCOPED != 0 {
+            scoped = Path {
+                mnt: root.mnt.clone(),
+                dentry: sd.clone(),
+            };
+            &scoped
+        } else {
+            root
+        };
+        let mut nd = Nameidata::new(&guard, &self.cred, nd_root);
+        nd.flags = lookup;
         f(&mut nd, sd, &root.mnt)
     }
 

@@ -194,14 +194,26 @@ impl<V: Variant> Task<V> {
         flags: OpenFlags,
         mode: u32,
     ) -> Result<FileHandle<V>> {
+        self.do_filp_open_lookup(dirfd, path, flags, mode, 0)
+    }
+
+    /// `do_filp_open` with `LOOKUP_*` restrictions `lookup` (openat2's `resolve`).
+    fn do_filp_open_lookup(
+        &self,
+        dirfd: Fd,
+        path: &[u8],
+        flags: OpenFlags,
+        mode: u32,
+        lookup: u32,
+    ) -> Result<FileHandle<V>> {
         if flags.contains(OpenFlags::PATH) {
-            return self.do_o_path(dirfd, path, flags);
+            return self.do_o_path(dirfd, path, flags, lookup);
         }
         let mode = mode & 0o7777 & !self.current_umask();
         if flags.intersects(O_TMPFILE_BIT) {
-            return self.do_tmpfile(dirfd, path, flags, mode);
+            return self.do_tmpfile(dirfd, path, flags, mode, lookup);
         }
-        let (p, created) = self.with_walk(dirfd, path, |nd, start, _| {
+        let (p, created) = self.with_walk_flags(dirfd, path, lookup, |nd, start, _| {
             let (d, created) = if flags.contains(OpenFlags::CREAT) {
                 let mut start = start;
                 let mut path: &[u8] = path;
@@ -295,8 +307,14 @@ impl<V: Variant> Task<V> {
     /// `do_o_path`: `O_PATH` opens the walked dentry as is (a symlink too with
     /// `O_NOFOLLOW`), checking no permission on it (`do_dentry_open`'s `O_PATH` case).
     /// `flags` went through `build_open_how`.
-    fn do_o_path(&self, dirfd: Fd, path: &[u8], flags: OpenFlags) -> Result<FileHandle<V>> {
-        let d = self.with_walk(dirfd, path, |nd, start, _| {
+    fn do_o_path(
+        &self,
+        dirfd: Fd,
+        path: &[u8],
+        flags: OpenFlags,
+        lookup: u32,
+    ) -> Result<FileHandle<V>> {
+        let d = self.with_walk_flags(dirfd, path, lookup, |nd, start, _| {
             let follow = !flags.contains(OpenFlags::NOFOLLOW);
             let d = nd.walk(start, path, follow, flags.contains(OpenFlags::DIRECTORY))?;
             Ok(d.clone())
@@ -316,8 +334,9 @@ impl<V: Variant> Task<V> {
         path: &[u8],
         flags: OpenFlags,
         mode: u32,
+        lookup: u32,
     ) -> Result<FileHandle<V>> {
-        let dir = self.with_walk(dirfd, path, |nd, start, _| {
+        let dir = self.with_walk_flags(dirfd, path, lookup, |nd, start, _| {
             let follow = !flags.contains(OpenFlags::NOFOLLOW);
             Ok(nd.walk(start, path, follow, true)?.clone())
         })?;
@@ -555,5 +574,128 @@ impl<V: Variant> Task<V> {
     pub fn exec(&mut self) {
         self.unshare_files();
         self.files.close_on_exec();
+    }
+}
+
+/// `openat2` `resolve` flag: no mount-point crossing (uvfs has one mount per namespace:
+/// nothing to refuse).
+pub const RESOLVE_NO_XDEV: u64 = 0x01;
+/// `openat2` `resolve` flag: no magic links (`/proc/self/fd/N`); uvfs has none: accepted.
+pub const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+/// `openat2` `resolve` flag: following any symlink is `ELOOP` (a final one not followed
+/// because of `O_NOFOLLOW` is no error: `O_PATH|O_NOFOLLOW` opens it).
+pub const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+/// `openat2` `resolve` flag: the walk must stay under `dirfd`: an absolute path or
+/// symlink, or `..` at `dirfd`, is `EXDEV`.
+pub const RESOLVE_BENEATH: u64 = 0x08;
+/// `openat2` `resolve` flag: `dirfd` is the root of the walk: `..` stops there, absolute
+/// paths and symlinks start there.
+pub const RESOLVE_IN_ROOT: u64 = 0x10;
+/// `openat2` `resolve` flag: only from the dentry cache; everything of a tmpfs is cached,
+/// so only opens that would change something (`O_CREAT`, `O_TRUNC`, `O_TMPFILE`) are
+/// `EAGAIN`.
+pub const RESOLVE_CACHED: u64 = 0x20;
+const VALID_RESOLVE_FLAGS: u64 = 0x3f;
+
+/// The `openat2(2)` argument (`struct open_how`): open flags, creation mode, `RESOLVE_*`.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct OpenHow {
+    /// `O_*` flags (`OpenFlags` bits); unknown bits are `EINVAL`, unlike `openat`.
+    pub flags: u64,
+    /// Mode for `O_CREAT`/`O_TMPFILE` (at most `0o7777`); must be 0 otherwise.
+    pub mode: u64,
+    /// `RESOLVE_*` flags.
+    pub resolve: u64,
+}
+
+/// `build_open_flags` for `openat2`: every argument checked, in Linux's order. Returns the
+/// open flags (with `O_LARGEFILE` unless `O_PATH`, as the syscall adds it) and the
+/// `LOOKUP_*` restrictions.
+///
+/// # Errors
+/// `EINVAL`, `EAGAIN` as [`Task::openat2`].
+fn build_open_how2(how: &OpenHow) -> Result<(OpenFlags, u32)> {
+    let mut raw = how.flags;
+    if raw & OpenFlags::PATH.bits() as u64 == 0 {
+        raw |= OpenFlags::LARGEFILE.bits() as u64;
+    }
+    raw &= !(OpenFlags::CLOEXEC.bits() as u64);
+    if raw & !(VALID_OPEN_FLAGS.bits() as u64) != 0 {
+        return Err(Errno::EINVAL);
+    }
+    if how.resolve & !VALID_RESOLVE_FLAGS != 0 {
+        return Err(Errno::EINVAL);
+    }
+    if how.resolve & RESOLVE_BENEATH != 0 && how.resolve & RESOLVE_IN_ROOT != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let flags = OpenFlags::from_bits_retain(raw as u32);
+    let will_create = flags.contains(OpenFlags::CREAT) || flags.intersects(O_TMPFILE_BIT);
+    if will_create && how.mode & !0o7777 != 0 || !will_create && how.mode != 0 {
+        return Err(Errno::EINVAL);
+    }
+    build_open_flags(flags)?;
+    if flags.contains(OpenFlags::PATH) && !(flags - O_PATH_FLAGS).is_empty() {
+        return Err(Errno::EINVAL);
+    }
+    if how.resolve & RESOLVE_CACHED != 0
+        && (flags.intersects(OpenFlags::TRUNC | OpenFlags::CREAT)
+            || flags.intersects(O_TMPFILE_BIT))
+    {
+        return Err(Errno::EAGAIN);
+    }
+    let mut lookup = 0;
+    if how.resolve & RESOLVE_NO_SYMLINKS != 0 {
+        lookup |= crate::namei::LOOKUP_NO_SYMLINKS;
+    }
+    if how.resolve & RESOLVE_BENEATH != 0 {
+        lookup |= crate::namei::LOOKUP_BENEATH;
+    }
+    if how.resolve & RESOLVE_IN_ROOT != 0 {
+        lookup |= crate::namei::LOOKUP_IN_ROOT;
+    }
+    Ok((flags, lookup))
+}
+
+impl<V: Variant> Task<V> {
+    /// `openat2(2)`: `openat` with every argument checked and the walk restricted by
+    /// `how.resolve` (`RESOLVE_*`, see the constants). The descriptor's `O_CLOEXEC` comes
+    /// from `how.flags`.
+    ///
+    /// Stricter than `openat`: unknown flag bits, flags besides `O_PATH_FLAGS` with `O_PATH`,
+    /// and a mode without `O_CREAT`/`O_TMPFILE` are errors instead of being dropped.
+    ///
+    /// A scoped walk (`RESOLVE_BENEATH`, `RESOLVE_IN_ROOT`) that goes up with `..` while a
+    /// concurrent rename moves a directory out from under it fails with `EAGAIN` rather than
+    /// escape (Linux: any rename during such a walk is `EAGAIN`).
+    ///
+    /// # Errors
+    /// In Linux's order: `EINVAL` (unknown flag bits; unknown `resolve` bits;
+    /// `RESOLVE_BENEATH` with `RESOLVE_IN_ROOT`; a mode above `0o7777`, or any mode without
+    /// `O_CREAT`/`O_TMPFILE`; `O_CREAT|O_DIRECTORY`; a bad `O_TMPFILE`; `O_PATH` with other
+    /// flags than `O_DIRECTORY`, `O_NOFOLLOW`, `O_CLOEXEC`), `EAGAIN` (`RESOLVE_CACHED` with
+    /// `O_CREAT`, `O_TRUNC` or `O_TMPFILE`; a scoped walk raced by a rename), then
+    /// `EMFILE`, `EXDEV` (`RESOLVE_BENEATH`: an absolute path or symlink, `..` at `dirfd`),
+    /// `ELOOP` (`RESOLVE_NO_SYMLINKS`: a symlink to follow), and the errors of
+    /// [`openat`](Self::openat).
+    ///
+    /// # References
+    /// openat2(2); Linux `do_sys_openat2`, `build_open_flags`, `path_init`,
+    /// `follow_dotdot`, `pick_link`, `nd_jump_root`.
+    pub fn openat2(&self, dirfd: Fd, path: impl AsRef<[u8]>, how: &OpenHow) -> Result<Fd> {
+        let (flags, lookup) = build_open_how2(how)?;
+        let path = getname(path.as_ref(), false)?;
+        let cloexec = how.flags & OpenFlags::CLOEXEC.bits() as u64 != 0;
+        let fd = self.files.alloc_fd(0, cloexec)?;
+        match self.do_filp_open_lookup(dirfd, path, flags, how.mode as u32, lookup) {
+            Ok(file) => {
+                self.files.fd_install(fd, file);
+                Ok(Fd(fd as i32))
+            }
+            Err(e) => {
+                self.files.put_unused_fd(fd);
+                Err(e)
+            }
+        }
     }
 }

@@ -489,3 +489,295 @@ fn o_tmpfile_freed_at_last_close() {
     t.close(dup).unwrap();
     assert!(inode.upgrade().is_none(), "freed at the last close");
 }
+
+use uvfs::open::{
+    OpenHow, RESOLVE_BENEATH, RESOLVE_CACHED, RESOLVE_IN_ROOT, RESOLVE_NO_MAGICLINKS,
+    RESOLVE_NO_SYMLINKS, RESOLVE_NO_XDEV,
+};
+
+/// The tree plus, in `/d`: `abs -> /f`, `up -> ../f`, `in -> sub`, `sub/up -> ../f`,
+/// `sub/g` = "g", `dl -> nowhere`. Returns `/d` opened `O_PATH|O_DIRECTORY` (descriptor 0).
+fn tree2(s: &dyn Sys) -> Fd {
+    tree(s);
+    s.symlink(b"/f", b"/d/abs");
+    s.symlink(b"../f", b"/d/up");
+    s.symlink(b"sub", b"/d/in");
+    s.symlink(b"../f", b"/d/sub/up");
+    s.mkfile(b"/d/sub/g", b"g");
+    s.symlink(b"nowhere", b"/d/dl");
+    s.open(b"/d", PATH | DIRECTORY, 0).unwrap()
+}
+
+/// `openat2(/d, path, how)` in `tree2`; the file type and size of what was opened.
+fn o2(s: &dyn Sys, path: &[u8], flags: OpenFlags, mode: u64, resolve: u64) -> P2 {
+    let d = tree2(s);
+    let how = OpenHow {
+        flags: flags.bits() as u64,
+        mode,
+        resolve,
+    };
+    let fd = s.openat2(d, path, &how)?;
+    let st = s.fstat(fd).unwrap();
+    Ok((st.st_mode & S_IFMT, st.st_size))
+}
+
+type P2 = Result<(u32, i64), Errno>;
+const IN_D: P2 = Ok((S_IFREG, 4)); // /d/f
+const TOP: P2 = Ok((S_IFREG, 5)); // /f
+const G: P2 = Ok((S_IFREG, 1)); // /d/sub/g
+const DIR_D: P2 = Ok((S_IFDIR, 40 + 20 * 6)); // /d itself
+
+#[test]
+fn openat2_argument_checks() {
+    table::<P2>(&[
+        ("plain", IN_D, |s| o2(s, b"f", RO, 0, 0)),
+        ("unknown flag bit", Err(Errno::EINVAL), |s| {
+            o2(s, b"f", OpenFlags::from_bits_retain(1 << 30), 0, 0)
+        }),
+        ("flag bit above 32", Err(Errno::EINVAL), |s| {
+            let d = tree2(s);
+            let how = OpenHow {
+                flags: 1 << 40,
+                ..Default::default()
+            };
+            s.openat2(d, b"f", &how).map(|_| (0, 0))
+        }),
+        ("unknown resolve bit", Err(Errno::EINVAL), |s| {
+            o2(s, b"f", RO, 0, 0x40)
+        }),
+        ("RESOLVE_BENEATH|RESOLVE_IN_ROOT", Err(Errno::EINVAL), |s| {
+            o2(s, b"f", RO, 0, RESOLVE_BENEATH | RESOLVE_IN_ROOT)
+        }),
+        ("mode without O_CREAT", Err(Errno::EINVAL), |s| {
+            o2(s, b"f", RO, 0o644, 0)
+        }),
+        ("mode above 0o7777", Err(Errno::EINVAL), |s| {
+            o2(s, b"new", CREAT | WO, 0o10644, 0)
+        }),
+        ("mode with O_CREAT", Ok((S_IFREG, 0)), |s| {
+            o2(s, b"new", CREAT | WO, 0o7644, 0)
+        }),
+        ("mode with O_TMPFILE", Ok((S_IFREG, 0)), |s| {
+            o2(s, b"sub", TMPFILE | RW, 0o600, 0)
+        }),
+        ("O_CREAT|O_DIRECTORY", Err(Errno::EINVAL), |s| {
+            o2(s, b"new", CREAT | DIRECTORY, 0o644, 0)
+        }),
+        ("O_TMPFILE, O_RDONLY", Err(Errno::EINVAL), |s| {
+            o2(s, b"sub", TMPFILE, 0o600, 0)
+        }),
+        ("O_PATH|O_RDWR", Err(Errno::EINVAL), |s| {
+            o2(s, b"f", PATH | RW, 0, 0)
+        }),
+        ("O_PATH|O_CREAT", Err(Errno::EINVAL), |s| {
+            o2(s, b"f", PATH | CREAT, 0o644, 0)
+        }),
+        ("O_PATH|O_CLOEXEC|O_NOFOLLOW", Ok((S_IFLNK, 4)), |s| {
+            o2(s, b"up", PATH | OpenFlags::CLOEXEC | NOFOLLOW, 0, 0)
+        }),
+        ("RESOLVE_CACHED", IN_D, |s| {
+            o2(s, b"f", RO, 0, RESOLVE_CACHED)
+        }),
+        ("RESOLVE_CACHED with O_CREAT", Err(Errno::EAGAIN), |s| {
+            o2(s, b"f", CREAT | RW, 0o644, RESOLVE_CACHED)
+        }),
+        ("RESOLVE_CACHED with O_TRUNC", Err(Errno::EAGAIN), |s| {
+            o2(s, b"f", OpenFlags::TRUNC | RW, 0, RESOLVE_CACHED)
+        }),
+        ("RESOLVE_NO_XDEV", TOP, |s| {
+            o2(s, b"/f", RO, 0, RESOLVE_NO_XDEV)
+        }),
+        ("RESOLVE_NO_MAGICLINKS", TOP, |s| {
+            o2(s, b"up", RO, 0, RESOLVE_NO_MAGICLINKS)
+        }),
+        ("bad dirfd", Err(Errno::EBADF), |s| {
+            s.openat2(Fd(7), b"f", &OpenHow::default()).map(|_| (0, 0))
+        }),
+    ]);
+    // Flags and close-on-exec of the result, as openat's (with O_LARGEFILE).
+    same(|s| {
+        let d = tree2(s);
+        let how = OpenHow {
+            flags: (RW | OpenFlags::CLOEXEC | OpenFlags::APPEND).bits() as u64,
+            ..Default::default()
+        };
+        let fd = s.openat2(d, b"f", &how).unwrap();
+        (
+            s.fcntl(fd, Fcntl::GetFl).unwrap(),
+            s.fcntl(fd, Fcntl::GetFd).unwrap(),
+        )
+    });
+}
+
+#[test]
+fn openat2_no_symlinks() {
+    const R: u64 = RESOLVE_NO_SYMLINKS;
+    table::<P2>(&[
+        ("no symlink", IN_D, |s| o2(s, b"f", RO, 0, R)),
+        ("symlink in the middle", Err(Errno::ELOOP), |s| {
+            o2(s, b"in/g", RO, 0, R)
+        }),
+        ("final symlink", Err(Errno::ELOOP), |s| {
+            o2(s, b"abs", RO, 0, R)
+        }),
+        ("final symlink, O_NOFOLLOW", Err(Errno::ELOOP), |s| {
+            o2(s, b"abs", NOFOLLOW, 0, R)
+        }),
+        ("final symlink, O_PATH|O_NOFOLLOW", Ok((S_IFLNK, 2)), |s| {
+            o2(s, b"abs", PATH | NOFOLLOW, 0, R)
+        }),
+        (
+            "final symlink with a trailing slash",
+            Err(Errno::ELOOP),
+            |s| o2(s, b"in/", PATH | NOFOLLOW, 0, R),
+        ),
+        (
+            "O_CREAT through a dangling symlink",
+            Err(Errno::ELOOP),
+            |s| o2(s, b"dl", CREAT | WO, 0o644, R),
+        ),
+        ("O_CREAT|O_EXCL on a symlink", Err(Errno::EEXIST), |s| {
+            o2(s, b"dl", CREAT | OpenFlags::EXCL | WO, 0o644, R)
+        }),
+        (
+            "dirfd itself may be reached by a symlink before",
+            IN_D,
+            |s| {
+                tree2(s);
+                let d = s.open(b"/ld", PATH, 0).unwrap();
+                let how = OpenHow {
+                    resolve: R,
+                    ..Default::default()
+                };
+                let fd = s.openat2(d, b"f", &how)?;
+                let st = s.fstat(fd).unwrap();
+                Ok((st.st_mode & S_IFMT, st.st_size))
+            },
+        ),
+    ]);
+}
+
+#[test]
+fn openat2_beneath() {
+    const R: u64 = RESOLVE_BENEATH;
+    table::<P2>(&[
+        ("child", IN_D, |s| o2(s, b"f", RO, 0, R)),
+        ("down and up", IN_D, |s| o2(s, b"sub/../f", RO, 0, R)),
+        ("dot", DIR_D, |s| o2(s, b".", RO, 0, R)),
+        ("dot-dot at dirfd", Err(Errno::EXDEV), |s| {
+            o2(s, b"..", RO, 0, R)
+        }),
+        ("dot-dot above dirfd", Err(Errno::EXDEV), |s| {
+            o2(s, b"sub/../../f", RO, 0, R)
+        }),
+        ("absolute path", Err(Errno::EXDEV), |s| {
+            o2(s, b"/d/f", RO, 0, R)
+        }),
+        ("absolute symlink", Err(Errno::EXDEV), |s| {
+            o2(s, b"abs", RO, 0, R)
+        }),
+        ("relative symlink escaping", Err(Errno::EXDEV), |s| {
+            o2(s, b"up", RO, 0, R)
+        }),
+        ("relative symlink staying inside", IN_D, |s| {
+            o2(s, b"sub/up", RO, 0, R)
+        }),
+        ("symlink to a subdir", G, |s| o2(s, b"in/g", RO, 0, R)),
+        ("O_CREAT inside", Ok((S_IFREG, 0)), |s| {
+            o2(s, b"sub/new", CREAT | WO, 0o644, R)
+        }),
+        (
+            "O_CREAT through an escaping symlink",
+            Err(Errno::EXDEV),
+            |s| {
+                tree2(s);
+                s.symlink(b"/newtop", b"/d/esc");
+                let how = OpenHow {
+                    flags: (CREAT | WO).bits() as u64,
+                    mode: 0o644,
+                    resolve: R,
+                };
+                let r = s.openat2(Fd(0), b"esc", &how).map(|_| (0, 0));
+                assert!(!s.exists(b"/newtop"));
+                r
+            },
+        ),
+        (
+            "absolute path checked before the dirfd",
+            Err(Errno::EXDEV),
+            |s| {
+                let how = OpenHow {
+                    resolve: R,
+                    ..Default::default()
+                };
+                s.openat2(Fd(9), b"/x", &how).map(|_| (0, 0))
+            },
+        ),
+        ("AT_FDCWD at the root: dot-dot", Err(Errno::EXDEV), |s| {
+            tree2(s);
+            let how = OpenHow {
+                resolve: R,
+                ..Default::default()
+            };
+            s.openat2(CWD, b"..", &how).map(|_| (0, 0))
+        }),
+        ("AT_FDCWD, a child", TOP, |s| {
+            tree2(s);
+            let how = OpenHow {
+                resolve: R,
+                ..Default::default()
+            };
+            let fd = s.openat2(CWD, b"f", &how)?;
+            let st = s.fstat(fd).unwrap();
+            Ok((st.st_mode & S_IFMT, st.st_size))
+        }),
+    ]);
+}
+
+#[test]
+fn openat2_in_root() {
+    const R: u64 = RESOLVE_IN_ROOT;
+    table::<P2>(&[
+        ("child", IN_D, |s| o2(s, b"f", RO, 0, R)),
+        ("absolute path starts at dirfd", IN_D, |s| {
+            o2(s, b"/f", RO, 0, R)
+        }),
+        ("root is dirfd", DIR_D, |s| o2(s, b"/", RO, 0, R)),
+        ("dot-dot clamped", DIR_D, |s| o2(s, b"..", RO, 0, R)),
+        ("dot-dot clamped, then down", IN_D, |s| {
+            o2(s, b"../../f", RO, 0, R)
+        }),
+        ("absolute symlink", IN_D, |s| o2(s, b"abs", RO, 0, R)),
+        ("relative symlink climbing", IN_D, |s| {
+            o2(s, b"up", RO, 0, R)
+        }),
+        ("symlink in a subdir", IN_D, |s| o2(s, b"sub/up", RO, 0, R)),
+        (
+            "O_CREAT through an absolute symlink",
+            Ok((S_IFREG, 0)),
+            |s| {
+                tree2(s);
+                s.symlink(b"/newtop", b"/d/esc");
+                let how = OpenHow {
+                    flags: (CREAT | WO).bits() as u64,
+                    mode: 0o644,
+                    resolve: R,
+                };
+                s.openat2(Fd(0), b"esc", &how)?;
+                assert!(!s.exists(b"/newtop"));
+                s.stat(b"/d/newtop")
+                    .map(|st| (st.st_mode & S_IFMT, st.st_size))
+            },
+        ),
+        ("absolute path with a bad dirfd", Err(Errno::EBADF), |s| {
+            let how = OpenHow {
+                resolve: R,
+                ..Default::default()
+            };
+            s.openat2(Fd(9), b"/x", &how).map(|_| (0, 0))
+        }),
+        ("with RESOLVE_NO_SYMLINKS", Err(Errno::ELOOP), |s| {
+            o2(s, b"abs", RO, 0, R | RESOLVE_NO_SYMLINKS)
+        }),
+    ]);
+}

@@ -29,6 +29,7 @@ use std::fmt::Debug;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::{Arc, OnceLock};
 use uvfs::open::Fcntl;
+use uvfs::open::OpenHow;
 use uvfs::stat::Statx;
 use uvfs::{AtFlags, Cred, Errno, Fd, Mount, OpenFlags, Result, Stat, StatFs, Task, Timespec};
 
@@ -100,6 +101,7 @@ pub trait Sys {
     fn statfs(&self, path: &[u8]) -> Result<StatFs>;
     fn fstatfs(&self, fd: Fd) -> Result<StatFs>;
     fn statx(&self, dirfd: Fd, path: &[u8], flags: AtFlags, mask: u32) -> Result<Statx>;
+    fn openat2(&self, dirfd: Fd, path: &[u8], how: &OpenHow) -> Result<Fd>;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -264,6 +266,9 @@ impl Sys for Uvfs {
     }
     fn statx(&self, dirfd: Fd, path: &[u8], flags: AtFlags, mask: u32) -> Result<Statx> {
         self.task.statx(dirfd, path, flags, mask)
+    }
+    fn openat2(&self, dirfd: Fd, path: &[u8], how: &OpenHow) -> Result<Fd> {
+        self.task.openat2(dirfd, path, how)
     }
 }
 
@@ -605,6 +610,9 @@ impl Sys for Host {
     }
     fn statx(&self, dirfd: Fd, path: &[u8], flags: AtFlags, mask: u32) -> Result<Statx> {
         openfam::host_statx(dirfd, path, flags, mask)
+    }
+    fn openat2(&self, dirfd: Fd, path: &[u8], how: &OpenHow) -> Result<Fd> {
+        openfam::host_openat2(dirfd, path, how)
     }
 }
 

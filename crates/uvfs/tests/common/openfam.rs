@@ -2,6 +2,7 @@
 //! `statfs` family of [`Sys`](super::Sys) methods: raw system calls and conversions.
 
 use super::{cpath, sc};
+use uvfs::open::OpenHow;
 use uvfs::stat::{Statx, StatxTimestamp};
 use uvfs::{AtFlags, Fd, Result, StatFs};
 
@@ -139,4 +140,21 @@ pub fn xshape(s: Statx) -> XShape {
         blocks: s.stx_blocks,
         rdev: (s.stx_rdev_major, s.stx_rdev_minor),
     }
+}
+
+/// `openat2(2)` on the host (`struct open_how` is three `u64`s, as `OpenHow`).
+pub(crate) fn host_openat2(dirfd: Fd, path: &[u8], how: &OpenHow) -> Result<Fd> {
+    let p = cpath(path);
+    let raw: [u64; 3] = [how.flags, how.mode, how.resolve];
+    // SAFETY: valid path and a readable 24-byte `struct open_how`.
+    sc(unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dirfd.0,
+            p.as_ptr(),
+            raw.as_ptr(),
+            std::mem::size_of_val(&raw),
+        )
+    })
+    .map(|fd| Fd(fd as i32))
 }
