@@ -940,7 +940,38 @@ impl<V: Variant> Task<V> {
         Ok(())
     }
 
+    /// `chroot(2)`: makes directory `path` the root of this task and of the tasks sharing
+    /// its file-system context (`clone_thread`; not `fork`ed ones): absolute paths and
+    /// symlinks start there and `..` stops there. The current directory is left alone, so it
+    /// may be outside the new root (see [`getcwd`](Self::getcwd)).
+    ///
+    /// # Errors
+    /// In Linux's order: `ENOENT`, `ENOTDIR`, `EACCES` (search permission on the path or on
+    /// the directory itself), `ELOOP`, `ENAMETOOLONG`, then `EPERM` (the caller is not root:
+    /// no `CAP_SYS_CHROOT`).
+    ///
+    /// # References
+    /// chroot(2); Linux `ksys_chroot`, `set_fs_root`.
+    pub fn chroot(&self, path: impl AsRef<[u8]>) -> Result<()> {
+        let path = getname(path.as_ref(), false)?;
+        let p = self.with_walk(Fd::AT_FDCWD, path, |nd, start, mnt| {
+            let d = nd.walk(start, path, true, true)?;
+            d.d_inode.permission(&self.cred, MAY_EXEC)?;
+            Ok(Path {
+                mnt: mnt.clone(),
+                dentry: d.clone(),
+            })
+        })?;
+        if !self.cred.is_root() {
+            return Err(Errno::EPERM);
+        }
+        self.fs.set_root(p);
+        Ok(())
+    }
+
     /// `getcwd(2)`: the absolute path of the current directory, relative to the task's root.
+    /// A current directory outside the root (after `chroot`) is given from the file
+    /// system's root with the prefix `(unreachable)`, as Linux does.
     ///
     /// # Errors
     /// `ENOENT` if the current directory was removed.
@@ -949,6 +980,7 @@ impl<V: Variant> Task<V> {
         let root = self.fs.root.load(&g);
         let mut cur = &self.fs.cwd.load(&g).dentry;
         let mut parts: Vec<&[u8]> = Vec::new();
+        let mut unreachable = false;
         while !Arc::ptr_eq(cur, &root.dentry) {
             let l = cur.link(&g);
             if l.unhashed {
@@ -959,15 +991,21 @@ impl<V: Variant> Task<V> {
                     parts.push(&l.name);
                     cur = p;
                 }
-                None => break,
+                None => {
+                    unreachable = true;
+                    break;
+                }
             }
         }
         let mut out = Vec::new();
+        if unreachable {
+            out.extend_from_slice(b"(unreachable)");
+        }
         for p in parts.iter().rev() {
             out.push(b'/');
             out.extend_from_slice(p);
         }
-        if out.is_empty() {
+        if parts.is_empty() {
             out.push(b'/');
         }
         Ok(out)

@@ -69,6 +69,13 @@ impl FsStruct {
         let guard = crate::sync::epoch::pin();
         self.cwd.replace(p, &guard);
     }
+
+    /// Replaces the root (`set_fs_root`), for every task sharing this context.
+    pub(crate) fn set_root(&self, p: Path) {
+        let _g = plock(&self.lock);
+        let guard = crate::sync::epoch::pin();
+        self.root.replace(p, &guard);
+    }
 }
 
 /// A thread of a process, the subject of every syscall-shaped method.

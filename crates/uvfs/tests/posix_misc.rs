@@ -272,3 +272,146 @@ fn statx_flags_and_errors() {
         }),
     ]);
 }
+
+/// `/d/` (`f` = "in d", `sub/`, `abs -> /f`), `/f` = "top", `/ld -> d`, `/loop -> loop`,
+/// `/n/` (mode 0o700, `x/`).
+fn ctree(s: &dyn Sys) {
+    s.mkdir(b"/d");
+    s.mkfile(b"/d/f", b"in d");
+    s.mkdir(b"/d/sub");
+    s.symlink(b"/f", b"/d/abs");
+    s.mkfile(b"/f", b"top");
+    s.symlink(b"d", b"/ld");
+    s.symlink(b"loop", b"/loop");
+    s.mkdirat(CWD, b"/n", 0o700).unwrap();
+    s.mkdir(b"/n/x");
+}
+
+type C = Result<Vec<u8>, Errno>;
+
+#[test]
+fn chroot_changes_the_root() {
+    table::<C>(&[
+        (
+            "absolute paths start at the new root",
+            Ok(b"in d".to_vec()),
+            |s| {
+                ctree(s);
+                s.chroot(b"/d")?;
+                s.read_file(b"/f")
+            },
+        ),
+        ("dot-dot stops at the new root", Ok(b"in d".to_vec()), |s| {
+            ctree(s);
+            s.chroot(b"/d")?;
+            s.read_file(b"/../../f")
+        }),
+        (
+            "absolute symlinks resolve inside",
+            Ok(b"in d".to_vec()),
+            |s| {
+                ctree(s);
+                s.chroot(b"/d")?;
+                s.read_file(b"/abs")
+            },
+        ),
+        ("through a symlink", Ok(b"in d".to_vec()), |s| {
+            ctree(s);
+            s.chroot(b"/ld")?;
+            s.read_file(b"/f")
+        }),
+        ("relative to the cwd", Ok(b"in d".to_vec()), |s| {
+            ctree(s);
+            s.chdir(b"/d/sub")?;
+            s.chroot(b"..")?;
+            s.read_file(b"/f")
+        }),
+        (
+            "the cwd stays (outside the root)",
+            Ok(b"top".to_vec()),
+            |s| {
+                ctree(s);
+                s.chroot(b"/d")?;
+                s.read_file(b"f")
+            },
+        ),
+        ("chdir / then getcwd", Ok(b"/".to_vec()), |s| {
+            ctree(s);
+            s.chroot(b"/d")?;
+            s.chdir(b"/")?;
+            s.getcwd()
+        }),
+        ("cwd inside the new root", Ok(b"/sub".to_vec()), |s| {
+            ctree(s);
+            s.chdir(b"/d/sub")?;
+            s.chroot(b"/d")?;
+            s.getcwd()
+        }),
+        ("shared with threads", Ok(b"in d".to_vec()), |s| {
+            ctree(s);
+            s.thread(&mut |t| t.chroot(b"/d").unwrap());
+            s.read_file(b"/f")
+        }),
+        ("not with forked children", Ok(b"top".to_vec()), |s| {
+            ctree(s);
+            s.fork(&mut |t| t.chroot(b"/d").unwrap());
+            s.read_file(b"/f")
+        }),
+    ]);
+    // A cwd outside the root: "(unreachable)" and the path from the file system's root
+    // (on the host that root is above the test's sandbox, so only the end is compared).
+    expect(ok((true, true)), |s| {
+        ctree(s);
+        s.chdir(b"/d")?;
+        s.chroot(b"/d/sub")?;
+        let cwd = s.getcwd()?;
+        Ok((cwd.starts_with(b"(unreachable)/"), cwd.ends_with(b"/d")))
+    });
+}
+
+#[test]
+fn chroot_errors() {
+    table::<Result<(), Errno>>(&[
+        ("missing", Err(Errno::ENOENT), |s| {
+            ctree(s);
+            s.chroot(b"/x")
+        }),
+        ("empty path", Err(Errno::ENOENT), |s| s.chroot(b"")),
+        ("a file", Err(Errno::ENOTDIR), |s| {
+            ctree(s);
+            s.chroot(b"/f")
+        }),
+        ("through a file", Err(Errno::ENOTDIR), |s| {
+            ctree(s);
+            s.chroot(b"/f/x")
+        }),
+        ("symlink loop", Err(Errno::ELOOP), |s| {
+            ctree(s);
+            s.chroot(b"/loop")
+        }),
+        ("non-root", Err(Errno::EPERM), |s| {
+            ctree(s);
+            s.set_cred(1000, 1000, &[]);
+            s.chroot(b"/d")
+        }),
+        (
+            "non-root, no search on the dir: EACCES first",
+            Err(Errno::EACCES),
+            |s| {
+                ctree(s);
+                s.set_cred(1000, 1000, &[]);
+                s.chroot(b"/n")
+            },
+        ),
+        ("non-root, no search on the path", Err(Errno::EACCES), |s| {
+            ctree(s);
+            s.set_cred(1000, 1000, &[]);
+            s.chroot(b"/n/x")
+        }),
+        ("root, no search bits", Ok(()), |s| {
+            ctree(s);
+            s.mkdirat(CWD, b"/z", 0).unwrap();
+            s.chroot(b"/z")
+        }),
+    ]);
+}

@@ -102,6 +102,7 @@ pub trait Sys {
     fn fstatfs(&self, fd: Fd) -> Result<StatFs>;
     fn statx(&self, dirfd: Fd, path: &[u8], flags: AtFlags, mask: u32) -> Result<Statx>;
     fn openat2(&self, dirfd: Fd, path: &[u8], how: &OpenHow) -> Result<Fd>;
+    fn chroot(&self, path: &[u8]) -> Result<()>;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -269,6 +270,9 @@ impl Sys for Uvfs {
     }
     fn openat2(&self, dirfd: Fd, path: &[u8], how: &OpenHow) -> Result<Fd> {
         self.task.openat2(dirfd, path, how)
+    }
+    fn chroot(&self, path: &[u8]) -> Result<()> {
+        self.task.chroot(path)
     }
 }
 
@@ -613,6 +617,11 @@ impl Sys for Host {
     }
     fn openat2(&self, dirfd: Fd, path: &[u8], how: &OpenHow) -> Result<Fd> {
         openfam::host_openat2(dirfd, path, how)
+    }
+    fn chroot(&self, path: &[u8]) -> Result<()> {
+        let p = cpath(path);
+        // SAFETY: valid path; changes this sandbox thread's private fs context.
+        sc(unsafe { libc::syscall(libc::SYS_chroot, p.as_ptr()) }).map(drop)
     }
 }
 
