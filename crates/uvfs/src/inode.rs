@@ -219,6 +219,9 @@ pub(crate) enum InodeKind {
     Dir(Box<Dir>),
     /// Symbolic link: its target, immutable.
     Symlink(Box<[u8]>),
+    /// FIFO, socket or device node (`mknodat`; the type is in the mode): its device number
+    /// (`st_rdev`, 0 for FIFOs and sockets), immutable. No contents.
+    Special(u64),
 }
 
 /// A regular file's data: present pages by index; absent pages are holes (read as zeros).
@@ -320,6 +323,7 @@ impl Inode {
             // shmem_symlink: a target of 128 bytes or more (129 with its NUL, past
             // SHORT_SYMLINK_LEN) takes a page; shorter ones live in the inode.
             InodeKind::Symlink(t) => (1, t.len() as u64, if t.len() >= 128 { 8 } else { 0 }),
+            InodeKind::Special(_) => (1, 0, 0),
         };
         let s = now.tv_sec as u64;
         let n = now.tv_nsec as u32;
@@ -700,7 +704,10 @@ impl Inode {
             st_mode: self.mode(),
             st_uid: self.uid(),
             st_gid: self.gid(),
-            st_rdev: 0,
+            st_rdev: match self.kind {
+                InodeKind::Special(rdev) => rdev,
+                _ => 0,
+            },
             st_size: self.size() as i64,
             st_blksize: PAGE_SIZE as i64,
             // Relaxed: single-word snapshot.
@@ -715,7 +722,7 @@ impl Inode {
         match &self.kind {
             InodeKind::Reg(r) => Ok(r),
             InodeKind::Dir(_) => Err(Errno::EISDIR),
-            InodeKind::Symlink(_) => Err(Errno::EINVAL),
+            InodeKind::Symlink(_) | InodeKind::Special(_) => Err(Errno::EINVAL),
         }
     }
 
@@ -723,7 +730,7 @@ impl Inode {
     /// end of file. Holes read as zeros.
     ///
     /// # Errors
-    /// `EISDIR` on a directory, `EINVAL` on a symlink.
+    /// `EISDIR` on a directory, `EINVAL` on a symlink or special file.
     pub(crate) fn read_at(&self, buf: &mut [u8], off: u64) -> Result<usize> {
         let data = read(self.reg()?);
         let size = self.size();

@@ -1011,3 +1011,77 @@ impl<V: Variant> Task<V> {
         Ok(out)
     }
 }
+
+/// `WHITEOUT_DEV`: a character device 0:0 is an overlayfs whiteout, which needs no
+/// `CAP_MKNOD`.
+const WHITEOUT_DEV: u32 = 0;
+
+impl<V: Variant> Task<V> {
+    /// `mknodat(2)`: creates a file of type `mode & S_IFMT` named `path`, with permission
+    /// bits `mode & 0o7777 & ~umask`:
+    /// - `S_IFREG` or 0: an empty regular file (as `O_CREAT|O_EXCL`, no descriptor);
+    /// - `S_IFIFO`, `S_IFSOCK`: an inode of that type (`st_rdev` 0);
+    /// - `S_IFCHR`, `S_IFBLK`: a device node with `st_rdev` = `dev`; root only, except the
+    ///   character device 0:0 (an overlayfs whiteout).
+    ///
+    /// `dev` is a `dev_t` as `makedev` makes it; the system call takes 32 bits, so a larger
+    /// value is `EINVAL` (as glibc's `mknodat` checks). uvfs has no pipes, sockets or
+    /// device drivers: opening what this creates fails (see [`openat`](Self::openat)),
+    /// except with `O_PATH`; `stat`, `chmod`, `rename`, `unlink` work as for any file.
+    ///
+    /// # Errors
+    /// In Linux's order: `EINVAL` (`dev` above 32 bits; a type that is not one of the
+    /// above, e.g. `S_IFLNK`), `EPERM` (`S_IFDIR`), `ENOENT`, `ENOTDIR`, `ENAMETOOLONG`,
+    /// `ELOOP`, `EBADF` (the walk), `EEXIST` (the name exists, or is `.`, `..`, `/`),
+    /// `ENOENT` (trailing slash on a missing name; removed directory), `EACCES` (no write
+    /// or search permission on the directory), `EPERM` (a device node by a non-root caller).
+    ///
+    /// # References
+    /// mknod(2); Linux `do_mknodat`, `may_mknod`, `vfs_mknod`, `shmem_mknod`.
+    #[doc(alias = "mknod")]
+    pub fn mknodat(&self, dirfd: Fd, path: impl AsRef<[u8]>, mode: u32, dev: u64) -> Result<()> {
+        let dev = u32::try_from(dev).map_err(|_| Errno::EINVAL)?;
+        // may_mknod
+        let ty = match mode & S_IFMT {
+            0 | S_IFREG => S_IFREG,
+            t @ (S_IFCHR | S_IFBLK | S_IFIFO | S_IFSOCK) => t,
+            S_IFDIR => return Err(Errno::EPERM),
+            _ => return Err(Errno::EINVAL),
+        };
+        let path = getname(path.as_ref(), false)?;
+        let perm = mode & 0o7777 & !self.current_umask();
+        self.with_walk(dirfd, path, |nd, start, _| {
+            // filename_create
+            let last = nd.walk_parent(start, path)?;
+            if last.ty != LastType::Norm {
+                return Err(Errno::EEXIST);
+            }
+            if last.name.len() > NAME_MAX {
+                return Err(Errno::ENAMETOOLONG);
+            }
+            let dir = last.dir.d_inode.dir().ok_or(Errno::ENOTDIR)?;
+            let mut dl = dir.lock();
+            if dl.get(last.name).is_some() {
+                return Err(Errno::EEXIST);
+            }
+            if last.trailing_slash {
+                return Err(Errno::ENOENT);
+            }
+            // vfs_create / vfs_mknod
+            may_create(&self.cred, &last.dir.d_inode, dl.inner.dead)?;
+            let kind = match ty {
+                S_IFREG => InodeKind::Reg(Default::default()),
+                S_IFCHR | S_IFBLK => {
+                    let whiteout = ty == S_IFCHR && dev == WHITEOUT_DEV;
+                    if !whiteout && !self.cred.is_root() {
+                        return Err(Errno::EPERM);
+                    }
+                    InodeKind::Special(dev as u64)
+                }
+                _ => InodeKind::Special(0),
+            };
+            create_locked(self, last.dir, &mut dl, last.name, ty | perm, kind)?;
+            Ok(())
+        })
+    }
+}

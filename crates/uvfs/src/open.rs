@@ -86,6 +86,27 @@ pub(crate) fn build_open_how(flags: OpenFlags) -> OpenFlags {
     }
 }
 
+/// What opening a FIFO, socket or device node (other than with `O_PATH`) returns, after
+/// the permission checks: uvfs has no pipes, sockets or device drivers.
+/// - socket: `ENXIO` (Linux `sock_no_open`);
+/// - character or block device: `ENXIO` (Linux: no driver registered for the number);
+/// - FIFO with `O_WRONLY|O_NONBLOCK`: `ENXIO`, as Linux when no reader has it open (no
+///   one can here);
+/// - FIFO otherwise: `EOPNOTSUPP` (Linux would block until the other end opens, or with
+///   `O_RDONLY|O_NONBLOCK` or `O_RDWR` succeed; uvfs has no pipe to give).
+fn special_open_errno(mode: u32, flags: OpenFlags) -> Errno {
+    if mode & S_IFMT == S_IFIFO {
+        let nonblock_writer = flags.access_mode() == 1 && flags.contains(OpenFlags::NONBLOCK);
+        if nonblock_writer {
+            Errno::ENXIO
+        } else {
+            Errno::EOPNOTSUPP
+        }
+    } else {
+        Errno::ENXIO
+    }
+}
+
 /// `__O_TMPFILE`: the bit of `O_TMPFILE` besides `O_DIRECTORY`.
 pub(crate) const O_TMPFILE_BIT: OpenFlags = OpenFlags::from_bits_retain(0o20000000);
 
@@ -136,7 +157,8 @@ impl<V: Variant> Task<V> {
     /// writing or with `O_TRUNC`, `O_CREAT` on a directory or a trailing slash), `EEXIST`
     /// (`O_CREAT|O_EXCL` on an existing name, symlinks included), `ELOOP` (`O_NOFOLLOW` on a
     /// symlink; too many symlinks), `EACCES`, `EPERM` (`O_NOATIME` on a file the caller
-    /// neither owns nor is root for).
+    /// neither owns nor is root for), `ENXIO`/`EOPNOTSUPP` (a FIFO, socket or device node,
+    /// see `mknodat`: uvfs has no pipes, sockets or drivers; `O_PATH` opens them).
     ///
     /// # References
     /// open(2); Linux `do_sys_openat2`, `path_openat`, `do_open`, `may_open`.
@@ -407,6 +429,10 @@ impl<V: Variant> Task<V> {
         // caller's own).
         if flags.contains(OpenFlags::NOATIME) && !self.cred.owner_or_capable(inode.uid()) {
             return Err(Errno::EPERM);
+        }
+        // vfs_open -> the file type's `open`.
+        if let InodeKind::Special(_) = inode.kind {
+            return Err(special_open_errno(inode.mode(), flags));
         }
         // OPEN_FMODE: access mode 3 grants neither read nor write.
         let mut fmode = FMode::LSEEK | FMode::PREAD | FMode::PWRITE;

@@ -157,6 +157,14 @@ pub const DT_DIR: u8 = 4;
 pub const DT_REG: u8 = 8;
 /// `getdents64` `d_type`: symbolic link.
 pub const DT_LNK: u8 = 10;
+/// `getdents64` `d_type`: FIFO.
+pub const DT_FIFO: u8 = 1;
+/// `getdents64` `d_type`: character device.
+pub const DT_CHR: u8 = 2;
+/// `getdents64` `d_type`: block device.
+pub const DT_BLK: u8 = 6;
+/// `getdents64` `d_type`: socket.
+pub const DT_SOCK: u8 = 12;
 
 /// A time in seconds and nanoseconds since the Unix epoch (`struct timespec`).
 ///

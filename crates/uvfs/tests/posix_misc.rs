@@ -415,3 +415,226 @@ fn chroot_errors() {
         }),
     ]);
 }
+
+/// `makedev(major, minor)` (glibc's encoding).
+fn makedev(major: u64, minor: u64) -> u64 {
+    ((major & 0xfff) << 8) | ((major & !0xfff) << 32) | (minor & 0xff) | ((minor & !0xff) << 12)
+}
+
+type N = Result<(Shape, u64), Errno>;
+
+/// `mknod(/n, mode, dev)`; the shape and `st_rdev` of the result.
+fn mknod(s: &dyn Sys, mode: u32, dev: u64) -> N {
+    s.mknodat(CWD, b"/n", mode, dev)?;
+    let st = s.lstat(b"/n").unwrap();
+    Ok((shape(st), st.st_rdev))
+}
+
+fn special(ty: u32, perm: u32, uid: u32) -> Shape {
+    Shape {
+        mode: ty | perm,
+        nlink: 1,
+        uid,
+        gid: uid,
+        size: 0,
+        blocks: 0,
+    }
+}
+
+#[test]
+fn mknod_types() {
+    table::<N>(&[
+        ("FIFO", Ok((special(S_IFIFO, 0o644, 0), 0)), |s| {
+            mknod(s, S_IFIFO | 0o666, 0)
+        }),
+        (
+            "FIFO ignores dev",
+            Ok((special(S_IFIFO, 0o600, 0), 0)),
+            |s| mknod(s, S_IFIFO | 0o600, makedev(1, 3)),
+        ),
+        ("socket", Ok((special(S_IFSOCK, 0o755, 0), 0)), |s| {
+            mknod(s, S_IFSOCK | 0o777, 0)
+        }),
+        (
+            "character device",
+            Ok((special(S_IFCHR, 0o600, 0), makedev(240, 7))),
+            |s| mknod(s, S_IFCHR | 0o600, makedev(240, 7)),
+        ),
+        (
+            "block device, large minor",
+            Ok((special(S_IFBLK, 0o640, 0), makedev(259, 70000))),
+            |s| mknod(s, S_IFBLK | 0o640, makedev(259, 70000)),
+        ),
+        ("regular file", Ok((special(S_IFREG, 0o644, 0), 0)), |s| {
+            mknod(s, S_IFREG | 0o644, 0)
+        }),
+        (
+            "type 0 is a regular file",
+            Ok((special(S_IFREG, 0o600, 0), 0)),
+            |s| mknod(s, 0o600, 0),
+        ),
+        (
+            "set-user-ID kept",
+            Ok((special(S_IFREG, 0o4755, 0), 0)),
+            |s| mknod(s, S_IFREG | 0o4777, 0),
+        ),
+        (
+            "FIFO by a non-root user",
+            Ok((special(S_IFIFO, 0o644, 1000), 0)),
+            |s| {
+                s.set_cred(1000, 1000, &[]);
+                mknod(s, S_IFIFO | 0o644, 0)
+            },
+        ),
+        (
+            "whiteout by a non-root user",
+            Ok((special(S_IFCHR, 0o600, 1000), 0)),
+            |s| {
+                s.set_cred(1000, 1000, &[]);
+                mknod(s, S_IFCHR | 0o600, 0)
+            },
+        ),
+    ]);
+    // getdents types, statx device numbers.
+    same(|s| {
+        s.mkdir(b"/d");
+        s.mknodat(CWD, b"/d/p", S_IFIFO | 0o644, 0).unwrap();
+        s.mknodat(CWD, b"/d/s", S_IFSOCK | 0o644, 0).unwrap();
+        s.mknodat(CWD, b"/d/c", S_IFCHR | 0o644, makedev(4095, 1 << 19))
+            .unwrap();
+        s.mknodat(CWD, b"/d/b", S_IFBLK | 0o644, makedev(8, 1))
+            .unwrap();
+        let fd = s.open(b"/d", RO, 0).unwrap();
+        let mut l = s.list_fd(fd, 4096).unwrap();
+        l.sort();
+        let x = s.statx(CWD, b"/d/c", NOAT, STATX_BASIC_STATS).unwrap();
+        (l, xshape(x))
+    });
+}
+
+#[test]
+fn mknod_errors() {
+    table::<Result<(), Errno>>(&[
+        ("exists", Err(Errno::EEXIST), |s| {
+            s.mkfile(b"/f", b"");
+            s.mknodat(CWD, b"/f", S_IFIFO | 0o644, 0)
+        }),
+        ("exists as a dangling symlink", Err(Errno::EEXIST), |s| {
+            s.symlink(b"nowhere", b"/l");
+            s.mknodat(CWD, b"/l", S_IFIFO | 0o644, 0)
+        }),
+        ("root", Err(Errno::EEXIST), |s| {
+            s.mknodat(CWD, b"/", S_IFIFO | 0o644, 0)
+        }),
+        ("directory type", Err(Errno::EPERM), |s| {
+            s.mknodat(CWD, b"/x", S_IFDIR | 0o755, 0)
+        }),
+        ("symlink type", Err(Errno::EINVAL), |s| {
+            s.mknodat(CWD, b"/x", S_IFLNK | 0o777, 0)
+        }),
+        ("bad type", Err(Errno::EINVAL), |s| {
+            s.mknodat(CWD, b"/x", 0o030000 | 0o644, 0)
+        }),
+        ("type checked before the path", Err(Errno::EINVAL), |s| {
+            s.mknodat(CWD, b"", S_IFLNK | 0o777, 0)
+        }),
+        ("device by a non-root user", Err(Errno::EPERM), |s| {
+            s.set_cred(1000, 1000, &[]);
+            s.mknodat(CWD, b"/x", S_IFCHR | 0o644, makedev(1, 3))
+        }),
+        (
+            "block device 0:0 by a non-root user",
+            Err(Errno::EPERM),
+            |s| {
+                s.set_cred(1000, 1000, &[]);
+                s.mknodat(CWD, b"/x", S_IFBLK | 0o644, 0)
+            },
+        ),
+        ("EACCES before EPERM", Err(Errno::EACCES), |s| {
+            s.mkdirat(CWD, b"/ro", 0o755).unwrap();
+            s.set_cred(1000, 1000, &[]);
+            s.mknodat(CWD, b"/ro/x", S_IFCHR | 0o644, makedev(1, 3))
+        }),
+        ("missing parent", Err(Errno::ENOENT), |s| {
+            s.mknodat(CWD, b"/x/y", S_IFIFO | 0o644, 0)
+        }),
+        ("trailing slash", Err(Errno::ENOENT), |s| {
+            s.mknodat(CWD, b"/x/", S_IFIFO | 0o644, 0)
+        }),
+        ("through a file", Err(Errno::ENOTDIR), |s| {
+            s.mkfile(b"/f", b"");
+            s.mknodat(CWD, b"/f/x", S_IFIFO | 0o644, 0)
+        }),
+        ("dev above 32 bits", Err(Errno::EINVAL), |s| {
+            s.mknodat(CWD, b"/x", S_IFCHR | 0o644, makedev(5000, 1))
+        }),
+        ("bad dirfd", Err(Errno::EBADF), |s| {
+            s.mknodat(Fd(5), b"x", S_IFIFO | 0o644, 0)
+        }),
+    ]);
+}
+
+type O = Result<u32, Errno>;
+
+/// `mknod(/n, mode, dev)` then `open(/n, flags)`; the opened file's type.
+fn open_special(s: &dyn Sys, mode: u32, dev: u64, flags: OpenFlags) -> O {
+    s.mknodat(CWD, b"/n", mode, dev).unwrap();
+    let fd = s.open(b"/n", flags, 0)?;
+    Ok(s.fstat(fd).unwrap().st_mode & S_IFMT)
+}
+
+const NONBLOCK: OpenFlags = OpenFlags::NONBLOCK;
+
+#[test]
+fn mknod_open() {
+    table::<O>(&[
+        ("socket", Err(Errno::ENXIO), |s| {
+            open_special(s, S_IFSOCK | 0o666, 0, RW)
+        }),
+        ("socket, O_PATH", Ok(S_IFSOCK), |s| {
+            open_special(s, S_IFSOCK | 0o666, 0, OpenFlags::PATH)
+        }),
+        ("FIFO, writer without readers", Err(Errno::ENXIO), |s| {
+            open_special(s, S_IFIFO | 0o666, 0, WO | NONBLOCK)
+        }),
+        ("FIFO, O_PATH", Ok(S_IFIFO), |s| {
+            open_special(s, S_IFIFO | 0o666, 0, OpenFlags::PATH)
+        }),
+        ("char device without a driver", Err(Errno::ENXIO), |s| {
+            open_special(s, S_IFCHR | 0o666, makedev(240, 77), RO)
+        }),
+        ("char device, O_PATH", Ok(S_IFCHR), |s| {
+            open_special(s, S_IFCHR | 0o666, makedev(1, 3), OpenFlags::PATH)
+        }),
+        ("permission checked first", Err(Errno::EACCES), |s| {
+            s.mknodat(CWD, b"/n", S_IFSOCK, 0).unwrap();
+            s.set_cred(1000, 1000, &[]);
+            s.open(b"/n", RO, 0).map(|_| 0)
+        }),
+        ("O_DIRECTORY on a FIFO", Err(Errno::ENOTDIR), |s| {
+            open_special(s, S_IFIFO | 0o666, 0, RO | OpenFlags::DIRECTORY)
+        }),
+        ("O_CREAT on an existing socket", Err(Errno::ENXIO), |s| {
+            open_special(s, S_IFSOCK | 0o666, 0, CREAT | RW)
+        }),
+    ]);
+    // Divergence (uvfs has no pipes): a FIFO open that Linux would complete (or block on)
+    // is EOPNOTSUPP.
+    on_uvfs(&|s| {
+        for f in [RO | NONBLOCK, RW, RO, WO] {
+            assert_eq!(
+                open_special(s, S_IFIFO | 0o666, 0, f),
+                Err(Errno::EOPNOTSUPP)
+            );
+            s.unlinkat(CWD, b"/n", NOAT).unwrap();
+        }
+    });
+    // Special files rename and unlink as any other.
+    expect((Ok(special(S_IFIFO, 0o644, 0)), false), |s| {
+        s.mknodat(CWD, b"/p", S_IFIFO | 0o644, 0).unwrap();
+        s.renameat(CWD, b"/p", CWD, b"/q").unwrap();
+        let r = s.shape_of(b"/q");
+        s.unlinkat(CWD, b"/q", NOAT).unwrap();
+        (r, s.exists(b"/q"))
+    });
+}

@@ -103,6 +103,7 @@ pub trait Sys {
     fn statx(&self, dirfd: Fd, path: &[u8], flags: AtFlags, mask: u32) -> Result<Statx>;
     fn openat2(&self, dirfd: Fd, path: &[u8], how: &OpenHow) -> Result<Fd>;
     fn chroot(&self, path: &[u8]) -> Result<()>;
+    fn mknodat(&self, dirfd: Fd, path: &[u8], mode: u32, dev: u64) -> Result<()>;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -273,6 +274,9 @@ impl Sys for Uvfs {
     }
     fn chroot(&self, path: &[u8]) -> Result<()> {
         self.task.chroot(path)
+    }
+    fn mknodat(&self, dirfd: Fd, path: &[u8], mode: u32, dev: u64) -> Result<()> {
+        self.task.mknodat(dirfd, path, mode, dev)
     }
 }
 
@@ -622,6 +626,13 @@ impl Sys for Host {
         let p = cpath(path);
         // SAFETY: valid path; changes this sandbox thread's private fs context.
         sc(unsafe { libc::syscall(libc::SYS_chroot, p.as_ptr()) }).map(drop)
+    }
+    fn mknodat(&self, dirfd: Fd, path: &[u8], mode: u32, dev: u64) -> Result<()> {
+        let p = cpath(path);
+        // As glibc's mknodat: the system call takes 32 bits of `dev`.
+        let dev = u32::try_from(dev).map_err(|_| Errno::EINVAL)?;
+        // SAFETY: valid path, integer arguments.
+        sc(unsafe { libc::syscall(libc::SYS_mknodat, dirfd.0, p.as_ptr(), mode, dev) }).map(drop)
     }
 }
 
