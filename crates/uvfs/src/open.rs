@@ -146,7 +146,8 @@ impl<V: Variant> Task<V> {
     /// # Errors
     /// `O_TMPFILE` (`__O_TMPFILE|O_DIRECTORY`) creates an unnamed regular file in directory
     /// `path` (mode as for `O_CREAT`), with link count 0, usable through the descriptor and
-    /// freed at its last close; `O_TMPFILE|O_EXCL` makes it unlinkable for good.
+    /// freed at its last close; `O_TMPFILE|O_EXCL` makes it unlinkable for good. (Never
+    /// `EISDIR`: that is what kernels without `O_TMPFILE` return.)
     ///
     /// # Errors
     /// `EINVAL` (`O_CREAT|O_DIRECTORY` without `O_PATH`; `__O_TMPFILE` without
