@@ -781,3 +781,51 @@ fn openat2_in_root() {
         }),
     ]);
 }
+
+/// uvfs only (a race): a scoped walk must not escape `dirfd` through `..` while another
+/// thread moves the directory it is in out of the subtree. Linux answers `EAGAIN` when a
+/// rename ran during such a walk; uvfs when the walk found itself outside.
+#[test]
+fn openat2_scoped_dotdot_does_not_escape_under_rename() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let mnt = uvfs::tmpfs::mount(Default::default());
+    let t = uvfs::Task::init(&mnt);
+    for d in ["/r", "/r/x", "/r/x/y", "/o"] {
+        t.mkdirat(CWD, d, 0o755).unwrap();
+    }
+    let fd = t.open("/secret", CREAT | WO, 0o644).unwrap();
+    t.close(fd).unwrap();
+    let r = t.open("/r", PATH | DIRECTORY, 0).unwrap();
+    let mover = t.clone_thread();
+    let stop = &AtomicBool::new(false);
+    // Many `.` components after `y` widen the window for the move.
+    let path = format!("x/y/{}../../../secret", "./".repeat(1000));
+    let mut bad = Vec::new();
+    let mut eagain = 0;
+    std::thread::scope(|sc| {
+        sc.spawn(move || {
+            // Relaxed: a stop flag; nothing else is published through it.
+            while !stop.load(Ordering::Relaxed) {
+                mover.renameat(CWD, "/r/x/y", CWD, "/o/y").unwrap();
+                mover.renameat(CWD, "/o/y", CWD, "/r/x/y").unwrap();
+            }
+        });
+        for resolve in [RESOLVE_BENEATH, RESOLVE_IN_ROOT] {
+            let how = OpenHow {
+                resolve,
+                ..Default::default()
+            };
+            for _ in 0..3_000 {
+                match t.openat2(r, &path, &how) {
+                    Err(Errno::EAGAIN) => eagain += 1,
+                    Err(Errno::EXDEV | Errno::ENOENT) => {}
+                    other => bad.push((resolve, other)),
+                }
+            }
+        }
+        // Relaxed: see above.
+        stop.store(true, Ordering::Relaxed);
+    });
+    assert!(bad.is_empty(), "escaped: {bad:?}");
+    eprintln!("{eagain} walks caught outside their root");
+}
