@@ -8,7 +8,7 @@
 //!
 //! # Timestamps (multigrain, as tmpfs since Linux 6.13)
 //! Changes are stamped with the coarse realtime clock (one clock tick, a few milliseconds),
-//! read once per syscall ([`coarse_now`]). A change in the same tick as the last one then
+//! read once per syscall (`coarse_now`). A change in the same tick as the last one then
 //! stores the value already there, so it writes nothing: no lock, no seqcount, no store
 //! (test before set, lesson 3); the directory of a file created and unlinked by many
 //! threads is only read. That alone would hide changes from anyone comparing timestamps, so,
