@@ -9,7 +9,7 @@
 //! | [`target`] | [`Target`] and [`Worker`](target::Worker): what a workload runs on |
 //! | [`uvfs_target`] | uvfs's embedded tmpfs through `uvfs::Task` |
 //! | [`kernel`] | the kernel peer: real syscalls (rustix) on a host tmpfs |
-//! | `peers` | feature `peers`: other crates' in-memory file systems (`vfs` MemoryFS); see [`peer_targets`] |
+//! | `peers` | feature `peers`: other crates' in-memory file systems (`vfs` MemoryFS, wasmer's `mem_fs`); see [`peer_targets`] |
 //! | [`harness`] | start gate, stop flag, interleaved repetitions, rates |
 //! | [`interrupt`] | SIGINT/SIGTERM as a polled flag: stop, clean up, exit `128 + signal` |
 //! | [`report`] | the table and the `--json` document |
@@ -65,7 +65,7 @@ pub struct BenchArgs {
 
     /// Targets to run, repeatable or comma-separated; the first is the
     /// subject of the ratios [default: uvfs,kernel]. The peers
-    /// (vfs-memoryfs) exist in builds with `--features peers`.
+    /// (vfs-memoryfs, wasmer-memfs) exist in builds with `--features peers`.
     #[arg(
         long = "target",
         value_name = "NAME",
@@ -126,6 +126,11 @@ pub enum TargetKind {
     #[cfg(feature = "peers")]
     #[value(name = "vfs-memoryfs")]
     VfsMemoryfs,
+    /// wasmer's `virtual-fs` `mem_fs` (feature `peers`; see
+    /// `peers::wasmer::WasmerTarget`).
+    #[cfg(feature = "peers")]
+    #[value(name = "wasmer-memfs")]
+    WasmerMemfs,
 }
 
 impl TargetKind {
@@ -136,7 +141,7 @@ impl TargetKind {
 }
 
 /// The peer targets (other crates' file systems), fresh, in a fixed order:
-/// `vfs-memoryfs`; empty when built without the `peers`
+/// `vfs-memoryfs`, `wasmer-memfs`; empty when built without the `peers`
 /// feature. For modes that compare uvfs with every peer there is (e.g. an
 /// ablation run), appended to their own targets.
 ///
@@ -288,6 +293,8 @@ fn bench_with(args: &BenchArgs) -> Result<Report> {
             }
             #[cfg(feature = "peers")]
             TargetKind::VfsMemoryfs => Box::new(peers::vfs_memory::VfsMemoryTarget::new()?),
+            #[cfg(feature = "peers")]
+            TargetKind::WasmerMemfs => Box::new(peers::wasmer::WasmerTarget::new()?),
         });
     }
     let settings = Settings {

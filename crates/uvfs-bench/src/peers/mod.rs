@@ -5,31 +5,37 @@
 //! | target | crate | what it is |
 //! |---|---|---|
 //! | `vfs-memoryfs` ([`vfs_memory`]) | `vfs` 0.13 | `MemoryFS`: one `RwLock<HashMap<path, file>>` |
+//! | `wasmer-memfs` ([`wasmer`]) | `virtual-fs` 0.704 | wasmer's `mem_fs::FileSystem`: one `RwLock` over an inode slab |
 //!
 //! The peers have no descriptors, processes or cwd, so a worker is a thread that
 //! calls the file system directly with absolute paths (built once, not per
 //! call), and "close" is dropping the handle. Each target's `supports` and
 //! `description` say which workloads run and what one operation is there;
-//! the module docs say why.
+//! the module docs say why. Both peers keep one lock over their whole tree,
+//! so none of their workloads is expected to scale with threads.
 //!
-//! Invariants (every peer): every run lives in `/bench/runN`, removed by teardown
+//! Invariants (both): every run lives in `/bench/runN`, removed by teardown
 //! after checking that it holds nothing but the files setup made; imported
 //! trees live in `/treeN`, one per [`HostTree`](crate::workloads::HostTree)
 //! (like uvfs's), until the target is dropped.
 
 pub mod vfs_memory;
+pub mod wasmer;
 
 use crate::error::{Error, Result};
 use crate::target::Target;
 use crate::workloads::WorkloadKind;
 
-/// The peer targets, in a fixed order: `vfs-memoryfs`.
+/// The peer targets, in a fixed order: `vfs-memoryfs`, `wasmer-memfs`.
 ///
 /// # Errors
 ///
 /// Creating a target's `/bench` directory failed.
 pub fn targets() -> Result<Vec<Box<dyn Target>>> {
-    Ok(vec![Box::new(vfs_memory::VfsMemoryTarget::new()?)])
+    Ok(vec![
+        Box::new(vfs_memory::VfsMemoryTarget::new()?),
+        Box::new(wasmer::WasmerTarget::new()?),
+    ])
 }
 
 /// The error `setup` returns for a workload the target does not support
