@@ -142,8 +142,9 @@ impl TargetKind {
 
 /// The peer targets (other crates' file systems), fresh, in a fixed order:
 /// `vfs-memoryfs`, `wasmer-memfs`; empty when built without the `peers`
-/// feature. For modes that compare uvfs with every peer there is (e.g. an
-/// ablation run), appended to their own targets.
+/// feature. For modes that compare uvfs with every peer there is:
+/// `--ablation` appends them, as context after the kernel, when `--target`
+/// is not given.
 ///
 /// # Errors
 ///
@@ -296,6 +297,11 @@ fn bench_with(args: &BenchArgs) -> Result<Report> {
             #[cfg(feature = "peers")]
             TargetKind::WasmerMemfs => Box::new(peers::wasmer::WasmerTarget::new()?),
         });
+    }
+    if args.ablation && args.targets.is_empty() {
+        // Context after the kernel: every peer this build has (none without
+        // `--features peers`); `--target` names them one by one instead.
+        targets.extend(peer_targets()?);
     }
     let settings = Settings {
         workloads: kinds,
