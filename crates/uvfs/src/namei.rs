@@ -718,9 +718,9 @@ impl<V: Variant> Task<V> {
     /// Checked in Linux's order:
     /// - `EINVAL`: flags other than `AT_SYMLINK_FOLLOW | AT_EMPTY_PATH`.
     /// - `ENOENT`: empty `oldpath` without `AT_EMPTY_PATH`, or `newpath` empty; `AT_EMPTY_PATH`
-    ///   with a relative `oldpath` and a real `olddirfd` from a caller other than root
-    ///   (Linux wants `CAP_DAC_READ_SEARCH`, or, since 6.10, the descriptor opened with the
-    ///   caller's current credentials, which uvfs files do not record: see below); a missing
+    ///   with a relative (or empty) `oldpath` and a real `olddirfd` that was opened with
+    ///   other credentials than the caller's current ones (another task's, or before a
+    ///   `set_cred` or `fork`), unless the caller is root (`CAP_DAC_READ_SEARCH`); a missing
     ///   component of either path; `newpath` with a trailing slash that does not exist; the
     ///   new parent removed; the file has no links left (unlinked, and not an `O_TMPFILE`
     ///   file opened without `O_EXCL`).
@@ -733,11 +733,11 @@ impl<V: Variant> Task<V> {
     /// - `EACCES`: no write and search permission on the new parent.
     /// - `EMLINK`: the link count would pass `u32::MAX` (tmpfs has no lower limit).
     ///
-    /// # Divergence
-    /// Linux 6.10+ lets any caller use `AT_EMPTY_PATH` on a descriptor it opened itself
-    /// with its current credentials (`f_cred == current_cred()`); uvfs allows only root
-    /// (the pre-6.10 rule, still Linux's rule for descriptors opened by someone else),
-    /// because a `File` does not record its opener's credentials.
+    /// Credentials are compared by identity as Linux compares `f_cred` with
+    /// `current_cred()` (6.10+): a task's credentials are the same object for its threads
+    /// (`clone_thread`) and a new one after `fork` and `set_cred`, even with equal ids.
+    /// (Linux's `execve` also prepares new credentials; uvfs's `exec` models only the
+    /// descriptor table and keeps them.)
     ///
     /// # References
     /// link(2); Linux `do_linkat`, `may_linkat`, `safe_hardlink_source`, `vfs_link`,
@@ -759,9 +759,12 @@ impl<V: Variant> Task<V> {
         // filename_lookup of the source, to its final dentry (its errors win over any of
         // the target's).
         let ostart = self.start(olddirfd, oldpath)?;
-        if empty_ok && matches!(ostart, Start::File(_)) && !self.cred.is_root() {
-            // path_init with LOOKUP_LINKAT_EMPTY: see the doc's divergence note.
-            return Err(Errno::ENOENT);
+        if let (true, Start::File(f)) = (empty_ok, &ostart) {
+            // path_init with LOOKUP_LINKAT_EMPTY: the descriptor was opened with the
+            // caller's current credentials, or the caller has CAP_DAC_READ_SEARCH.
+            if f.hot().f_cred_id != self.cred_id && !self.cred.is_root() {
+                return Err(Errno::ENOENT);
+            }
         }
         let follow = flags.contains(AtFlags::SYMLINK_FOLLOW);
         let old: Arc<Dentry> = {

@@ -1247,25 +1247,74 @@ impl Names for Task {
     }
 }
 
-/// Known divergence (documented on `linkat`): Linux 6.10+ lets a caller without
-/// `CAP_DAC_READ_SEARCH` use `AT_EMPTY_PATH` on a descriptor it opened with its current
-/// credentials; uvfs files do not record their opener's credentials, so uvfs allows only
-/// root. Both sides are recorded here so that closing the gap shows.
+/// `AT_EMPTY_PATH` without `CAP_DAC_READ_SEARCH` (Linux 6.10+): allowed on a descriptor
+/// opened with the caller's current credentials, by itself or by another thread sharing
+/// them; refused (`ENOENT`) after the caller changed credentials (even back to equal ids).
 #[test]
-fn link_empty_path_own_descriptor_divergence() {
-    let f = |s: &mut dyn Sys| {
-        s.umask(0);
-        s.mkdirat(CWD, b"/w", 0o777).unwrap();
-        s.set_cred(1000, 1000, &[]);
-        s.mkfile(b"/w/f", b"");
-        let f = s.open(b"/w/f", RO, 0).unwrap();
-        let a = s.linkat(f, b"", CWD, b"/w/x", EMPTY);
-        let d = s.open(b"/w", RO, 0).unwrap();
-        let b = s.linkat(d, b"f", CWD, b"/w/y", EMPTY);
-        (a, b)
-    };
-    assert_eq!(on_uvfs(&f), (Err(Errno::ENOENT), Err(Errno::ENOENT)));
-    if let Some(h) = on_host(&f) {
-        assert_eq!(h, (Ok(()), Ok(())));
-    }
+fn link_empty_path_own_descriptor() {
+    expect(
+        ((Ok(()), Ok(())), Ok(()), Err(Errno::ENOENT), Ok(())),
+        |s| {
+            s.umask(0);
+            s.mkdirat(CWD, b"/w", 0o777).unwrap();
+            s.set_cred(1000, 1000, &[]);
+            s.mkfile(b"/w/f", b"");
+            let f = s.open(b"/w/f", RO, 0).unwrap();
+            let d = s.open(b"/w", RO, 0).unwrap();
+            let own = (
+                s.linkat(f, b"", CWD, b"/w/x", EMPTY),
+                s.linkat(d, b"f", CWD, b"/w/y", EMPTY),
+            );
+            let mut thread = None;
+            s.thread(&mut |t| thread = Some(t.linkat(f, b"", CWD, b"/w/t", EMPTY)));
+            s.set_cred(1000, 1000, &[]);
+            let again = s.linkat(f, b"", CWD, b"/w/z", EMPTY);
+            // Without AT_EMPTY_PATH the descriptor's credentials do not matter.
+            let plain = s.linkat(d, b"f", CWD, b"/w/p", NOAT);
+            (own, thread.unwrap(), again, plain)
+        },
+    );
+}
+
+/// uvfs-only: a forked child has new credentials (Linux `copy_creds` prepares a new
+/// `struct cred` unless `CLONE_THREAD`), so without root it cannot `AT_EMPTY_PATH`-link an
+/// inherited descriptor; the harness's host-side "fork" is a thread, which shares the
+/// parent's credentials, so it cannot show this.
+#[test]
+fn link_empty_path_in_a_forked_child() {
+    let u = Uvfs::new();
+    u.task.umask(0);
+    u.task.mkdirat(CWD, "/w", 0o777).unwrap();
+    let mut t = u.task.fork();
+    t.set_cred(uvfs::Cred {
+        uid: 1000,
+        gid: 1000,
+        groups: std::sync::Arc::from(Vec::new()),
+    });
+    let f = t.open("/w/f", CREAT | RW, 0o600).unwrap();
+    assert_eq!(t.linkat(f, "", CWD, "/w/x", EMPTY), Ok(()));
+    let child = t.fork();
+    assert_eq!(child.linkat(f, "", CWD, "/w/c", EMPTY), Err(Errno::ENOENT));
+    assert_eq!(
+        child.clone_thread().linkat(f, "", CWD, "/w/c", EMPTY),
+        Err(Errno::ENOENT)
+    );
+    assert_eq!(t.clone_thread().linkat(f, "", CWD, "/w/t", EMPTY), Ok(()));
+    // Root (CAP_DAC_READ_SEARCH) may link any descriptor.
+    assert_eq!(
+        u.task.fork().linkat(f, "", CWD, "/w/r", EMPTY),
+        Err(Errno::EBADF)
+    );
+    let r = u
+        .task
+        .install_file(t.files().fget(f.0).unwrap(), false)
+        .unwrap();
+    assert_eq!(u.task.linkat(r, "", CWD, "/w/r", EMPTY), Ok(()));
+    assert_eq!(
+        u.task
+            .fstatat(CWD, "/w/f", AtFlags::empty())
+            .unwrap()
+            .st_nlink,
+        4
+    );
 }
