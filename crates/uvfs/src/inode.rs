@@ -943,6 +943,28 @@ mod tests {
     }
 
     #[test]
+    fn link_inc_refuses_removed_and_full() {
+        let t = coarse_now();
+        let i = reg(t);
+        assert!(i.link_inc(t).is_ok());
+        assert_eq!(i.nlink(), 2);
+        // A count at LINK_MAX (here 2 - 3, wrapped) refuses one more link, unchanged.
+        i.add_nlink(-3, None);
+        assert_eq!(i.nlink(), LINK_MAX);
+        assert_eq!(i.link_inc(t), Err(Errno::EMLINK));
+        assert_eq!(i.nlink(), LINK_MAX);
+        // No links: ENOENT, unless marked linkable (O_TMPFILE), which one link clears.
+        i.add_nlink(1, None);
+        assert_eq!(i.nlink(), 0);
+        assert_eq!(i.link_inc(t), Err(Errno::ENOENT));
+        i.set_linkable();
+        assert!(i.link_inc(t).is_ok());
+        assert_eq!(i.nlink(), 1);
+        i.add_nlink(-1, None);
+        assert_eq!(i.link_inc(t), Err(Errno::ENOENT));
+    }
+
+    #[test]
     fn fine_times_raise_the_floor() {
         let f = fine_now();
         assert!(coarse_now() >= f);

@@ -669,14 +669,6 @@ fn link_and_rename_across_namespaces() {
     );
 }
 
-/// uvfs-only: a link count at `u32::MAX` refuses one more link (`EMLINK`) rather than wrap;
-/// tmpfs has no limit, and Linux would wrap after 2^32 links.
-#[test]
-fn link_count_cannot_wrap() {
-    // Not reachable by links in a test; checked through the documented constant.
-    assert_eq!(uvfs::inode::LINK_MAX, u32::MAX);
-}
-
 // ---------------------------------------------------------------------------------------
 // renameat2
 
