@@ -1123,6 +1123,39 @@ fn rename2_exchange_permissions() {
             setup(s);
             rn2(s, b"/sticky/mine", b"/w/mine", EXCHANGE)
         }),
+        // The entries are looked up before any permission check.
+        (
+            "with a missing name in a non-writable dir",
+            Err(Errno::ENOENT),
+            |s| {
+                setup(s);
+                rn2(s, b"/w/mine", b"/ro/x", EXCHANGE)
+            },
+        ),
+        (
+            "NOREPLACE over a name in a non-writable dir",
+            Err(Errno::EEXIST),
+            |s| {
+                setup(s);
+                rn2(s, b"/w/mine", b"/ro/f", NOREPLACE)
+            },
+        ),
+        (
+            "NOREPLACE into a non-writable dir",
+            Err(Errno::EACCES),
+            |s| {
+                setup(s);
+                rn2(s, b"/w/mine", b"/ro/x", NOREPLACE)
+            },
+        ),
+        (
+            "NOREPLACE out of a non-writable dir",
+            Err(Errno::EACCES),
+            |s| {
+                setup(s);
+                rn2(s, b"/ro/f", b"/w/x", NOREPLACE)
+            },
+        ),
     ]);
 }
 
