@@ -6,7 +6,7 @@
 //!
 //! # Layout (three 64-byte lines, 192 bytes)
 //! ```text
-//! line 0  FileHot: f_mode, f_flags, f_dentry            read by every syscall, written never
+//! line 0  FileHot: f_mode, f_flags, f_dentry, f_cred_id read by every syscall, written never
 //!                                                       (f_flags: only by F_SETFL)
 //! line 1  f_ref (FileRef)                               written by every fget/fput/dup/close
 //! line 2  f_pos_lock + f_pos                            written by read/write/lseek
@@ -16,7 +16,7 @@
 //! default [`Uvfs`] variant is the layout above; ablation variants swap one of them.
 //!
 //! # Invariants
-//! - `f_mode` and `f_dentry` are immutable after `open`.
+//! - `f_mode`, `f_dentry` and `f_cred_id` are immutable after `open`.
 //! - `f_pos` is protected by `f_pos_lock`; `pread`/`pwrite` never touch it.
 
 use crate::dentry::Dentry;
@@ -49,7 +49,8 @@ bitflags! {
     }
 }
 
-/// The read-mostly first cache line of a `File`: `f_mode`, `f_flags`, the dentry (16 bytes).
+/// The read-mostly first cache line of a `File`: `f_mode`, `f_flags`, the dentry, the
+/// opener's credential identity (24 bytes).
 #[derive(Debug)]
 pub struct FileHot {
     /// Immutable after open.
@@ -61,6 +62,9 @@ pub struct FileHot {
     /// with a per-CPU count; a plain shared count would be a namespace-wide line written by
     /// every open and close) and no second count on the inode, which the dentry holds.
     pub(crate) f_dentry: Arc<Dentry>,
+    /// The opener's credential identity (`Task::cred_id`; Linux: `f_cred`). Immutable after
+    /// open; read only by `linkat` with `AT_EMPTY_PATH`.
+    pub(crate) f_cred_id: u64,
 }
 
 /// An open file description.
@@ -166,6 +170,7 @@ impl<V: Variant> File<V> {
         dentry: Arc<Dentry>,
         mode: FMode,
         flags: OpenFlags,
+        cred_id: u64,
     ) -> Result<FileHandle<V>> {
         let f_list = V::Files::add()?;
         Ok(RcuRef::new(File {
@@ -174,6 +179,7 @@ impl<V: Variant> File<V> {
                     f_mode: mode,
                     f_flags: AtomicU32::new(flags.bits()),
                     f_dentry: dentry,
+                    f_cred_id: cred_id,
                 },
                 V::Ref::new(1),
             ),

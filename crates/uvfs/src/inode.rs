@@ -69,6 +69,11 @@ const I_CTIME_QUERIED: u32 = 1 << 31;
 
 const NSEC_PER_SEC: u64 = 1_000_000_000;
 
+/// `I_LINKABLE` in `Inode::i_state`: an inode with no links that `linkat` may still give a
+/// name (Linux sets it on an `O_TMPFILE` file opened without `O_EXCL`); cleared by the first
+/// successful link.
+const I_LINKABLE: u32 = 1 << 0;
+
 /// How far a time may trail the current ctime (or the floor) and still be taken for the
 /// same moment seen through a coarser clock; a larger gap means the realtime clock was
 /// stepped back. Linux keeps its floor in monotonic time so that a step moves it along; a
@@ -255,6 +260,8 @@ pub struct Inode {
     i_gid: AtomicU32,
     _line1: CacheLine<()>,
     i_nlink: AtomicU32,
+    /// State bits (`I_LINKABLE`; Linux: `i_state`). Atomic; written under `attr_lock`.
+    i_state: AtomicU32,
     times: Times,
     /// Serialises attribute writers (Linux: `i_rwsem` for `notify_change`).
     attr_lock: Mutex<()>,
@@ -319,6 +326,7 @@ impl Inode {
             i_gid: AtomicU32::new(gid),
             _line1: CacheLine(()),
             i_nlink: AtomicU32::new(nlink),
+            i_state: AtomicU32::new(0),
             i_size: AtomicU64::new(size),
             i_blocks: AtomicU64::new(blocks),
             times: Times {
@@ -595,6 +603,50 @@ impl Inode {
             Some(now) => self.stamp_locked(now, TimeUpdate::Keep, TimeUpdate::Keep),
             None => self.times()[2],
         }
+    }
+
+    /// Marks an inode with no links as linkable (`I_LINKABLE`): `linkat` may then give it a
+    /// name although its link count is 0. The hook for `O_TMPFILE` without `O_EXCL`
+    /// (Linux `vfs_tmpfile`); the first successful link clears it.
+    #[allow(dead_code)] // used by O_TMPFILE
+    pub(crate) fn set_linkable(&self) {
+        let _g = self.lock_attr();
+        // Relaxed: serialised by `attr_lock`; read only under it (`link_inc`).
+        let st = self.i_state.load(Ordering::Relaxed);
+        // Relaxed: as above.
+        self.i_state.store(st | I_LINKABLE, Ordering::Relaxed);
+    }
+
+    /// One more hard link (`vfs_link`'s checks under the inode lock, then `inc_nlink` and
+    /// `inode_set_ctime_current`, as `shmem_link`): stamps the ctime from `now` (see
+    /// `stamp_locked`) and returns it. Clears `I_LINKABLE`.
+    ///
+    /// Under `attr_lock`, as `add_nlink`, so a concurrent unlink of the last name either
+    /// comes first (and this fails) or after.
+    ///
+    /// # Errors
+    /// `ENOENT` when the link count is 0 and the inode is not `I_LINKABLE` (a removed file);
+    /// `EMLINK` when the count is at [`LINK_MAX`] (tmpfs has no limit of its own: Linux would
+    /// wrap the 32-bit count after 2^32 links; uvfs refuses the last one).
+    pub(crate) fn link_inc(&self, now: Timespec) -> Result<Timespec> {
+        let _g = self.lock_attr();
+        // Relaxed: writers are serialised by `attr_lock`; readers take a snapshot.
+        let n = self.i_nlink.load(Ordering::Relaxed);
+        // Relaxed: written and read under `attr_lock`.
+        let st = self.i_state.load(Ordering::Relaxed);
+        if n == 0 && st & I_LINKABLE == 0 {
+            return Err(Errno::ENOENT);
+        }
+        if n == LINK_MAX {
+            return Err(Errno::EMLINK);
+        }
+        // Relaxed: as above.
+        self.i_nlink.store(n + 1, Ordering::Relaxed);
+        if st & I_LINKABLE != 0 {
+            // Relaxed: as above.
+            self.i_state.store(st & !I_LINKABLE, Ordering::Relaxed);
+        }
+        Ok(self.stamp_locked(now, TimeUpdate::Keep, TimeUpdate::Keep))
     }
 
     /// `killpriv` on write and truncate (`setattr_should_drop_suidgid`): clears set-user-ID,
@@ -888,6 +940,28 @@ mod tests {
         assert_eq!(next_ctime(s2, cur, true, || s2), s2);
         let end = Timespec::new(5, 999_999_999);
         assert_eq!(ts_next(end), Timespec::new(6, 0));
+    }
+
+    #[test]
+    fn link_inc_refuses_removed_and_full() {
+        let t = coarse_now();
+        let i = reg(t);
+        assert!(i.link_inc(t).is_ok());
+        assert_eq!(i.nlink(), 2);
+        // A count at LINK_MAX (here 2 - 3, wrapped) refuses one more link, unchanged.
+        i.add_nlink(-3, None);
+        assert_eq!(i.nlink(), LINK_MAX);
+        assert_eq!(i.link_inc(t), Err(Errno::EMLINK));
+        assert_eq!(i.nlink(), LINK_MAX);
+        // No links: ENOENT, unless marked linkable (O_TMPFILE), which one link clears.
+        i.add_nlink(1, None);
+        assert_eq!(i.nlink(), 0);
+        assert_eq!(i.link_inc(t), Err(Errno::ENOENT));
+        i.set_linkable();
+        assert!(i.link_inc(t).is_ok());
+        assert_eq!(i.nlink(), 1);
+        i.add_nlink(-1, None);
+        assert_eq!(i.link_inc(t), Err(Errno::ENOENT));
     }
 
     #[test]

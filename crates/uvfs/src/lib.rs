@@ -83,7 +83,7 @@ pub use open::Fcntl;
 pub use readdir::{parse_dirents, DirEntry};
 pub use super_block::{SuperBlock, TmpfsOptions};
 pub use task::Task;
-pub use types::{AtFlags, Fd, OpenFlags, Stat, Timespec};
+pub use types::{AtFlags, Fd, OpenFlags, RenameFlags, Stat, Timespec};
 
 /// tmpfs, the in-memory file system uvfs serves (`mm/shmem.c`).
 pub mod tmpfs {

@@ -298,7 +298,7 @@ impl<V: Variant> Task<V> {
                 | OpenFlags::CLOEXEC);
         // The file first (it can fail only with an ablation variant's ENFILE), then the
         // truncation, so that a failed open leaves the data alone.
-        let file = File::open_handle(p, fmode, stored | OpenFlags::LARGEFILE)?;
+        let file = File::open_handle(p, fmode, stored | OpenFlags::LARGEFILE, self.cred_id)?;
         if truncate {
             file.inode().truncate(0)?;
         }

@@ -24,11 +24,20 @@ use crate::Result;
 use std::cell::Cell;
 use std::fmt;
 use std::marker::PhantomData;
-use std::sync::atomic::AtomicI32;
+use std::sync::atomic::{AtomicI32, AtomicU64};
 use std::sync::Arc;
 
 /// Process ids handed out by `fork` (pid 1 is `Task::init`).
 static NEXT_PID: AtomicI32 = AtomicI32::new(2);
+
+/// Credential identities handed out by `init`, `fork` and `set_cred` (see `Task::cred_id`).
+static NEXT_CRED_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A fresh credential identity.
+fn new_cred_id() -> u64 {
+    // Relaxed: only uniqueness matters, which the RMW gives; not on a hot path.
+    NEXT_CRED_ID.fetch_add(1, Ordering::Relaxed)
+}
 
 /// A task's file-system context: root, current directory, umask (`struct fs_struct`).
 pub struct FsStruct {
@@ -78,6 +87,11 @@ pub struct Task<V: Variant = Uvfs> {
     pub(crate) files: Arc<FdTable<V>>,
     pub(crate) fs: Arc<FsStruct>,
     pub(crate) cred: Cred,
+    /// Which credentials object this task uses (Linux: the `struct cred` pointer, compared
+    /// by `linkat`'s `AT_EMPTY_PATH` check against a file's `f_cred`): shared by
+    /// `clone_thread`, new on `init`, `fork` (`copy_creds` prepares new credentials) and
+    /// `set_cred`.
+    pub(crate) cred_id: u64,
     pid: i32,
     _not_sync: PhantomData<Cell<()>>,
 }
@@ -128,6 +142,7 @@ impl<V: Variant> Task<V> {
                 lock: Mutex::new(()),
             }),
             cred,
+            cred_id: new_cred_id(),
             pid: 1,
             _not_sync: PhantomData,
         }
@@ -141,6 +156,7 @@ impl<V: Variant> Task<V> {
             files: Arc::new(self.files.dup_fd()),
             fs: Arc::new(self.fs.copy(&guard)),
             cred: self.cred.clone(),
+            cred_id: new_cred_id(),
             // Relaxed: only uniqueness matters; fork is not on a hot path.
             pid: NEXT_PID.fetch_add(1, Ordering::Relaxed),
             _not_sync: PhantomData,
@@ -154,6 +170,7 @@ impl<V: Variant> Task<V> {
             files: self.files.clone(),
             fs: self.fs.clone(),
             cred: self.cred.clone(),
+            cred_id: self.cred_id,
             pid: self.pid,
             _not_sync: PhantomData,
         }
@@ -162,6 +179,7 @@ impl<V: Variant> Task<V> {
     /// Replaces this task's credentials (as `setresuid`/`setresgid`/`setgroups` together).
     pub fn set_cred(&mut self, cred: Cred) {
         self.cred = cred;
+        self.cred_id = new_cred_id();
     }
 
     /// The credentials.

@@ -114,6 +114,20 @@ bitflags! {
     }
 }
 
+bitflags! {
+    /// `renameat2(2)` flags (`RENAME_*`, include/uapi/linux/fs.h).
+    #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+    pub struct RenameFlags: u32 {
+        /// Fail with `EEXIST` instead of replacing an existing target.
+        const NOREPLACE = 1;
+        /// Atomically exchange source and target (both must exist).
+        const EXCHANGE = 2;
+        /// Leave a whiteout at the source (overlayfs); not supported by uvfs (`EINVAL`).
+        const WHITEOUT = 4;
+        const _ = !0;
+    }
+}
+
 /// File type mask of `st_mode`.
 pub const S_IFMT: u32 = 0o170000;
 /// Socket.

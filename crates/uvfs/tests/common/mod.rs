@@ -29,7 +29,7 @@ use std::fmt::Debug;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::{Arc, OnceLock};
 use uvfs::open::Fcntl;
-use uvfs::{AtFlags, Cred, Errno, Fd, Mount, OpenFlags, Result, Stat, Task, Timespec};
+use uvfs::{AtFlags, Cred, Errno, Fd, Mount, OpenFlags, RenameFlags, Result, Stat, Task, Timespec};
 
 /// `AT_FDCWD`.
 pub const CWD: Fd = Fd::AT_FDCWD;
@@ -89,6 +89,8 @@ pub trait Sys {
     fn fork(&self, f: &mut (dyn FnMut(&mut dyn Sys) + Send));
     /// Runs `f` in a new thread sharing the fd table and fs context, waits for it.
     fn thread(&self, f: &mut (dyn FnMut(&mut dyn Sys) + Send));
+    fn linkat(&self, od: Fd, old: &[u8], nd: Fd, new: &[u8], flags: AtFlags) -> Result<()>;
+    fn renameat2(&self, od: Fd, old: &[u8], nd: Fd, new: &[u8], flags: RenameFlags) -> Result<()>;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -238,6 +240,12 @@ impl Sys for Uvfs {
             mnt: self.mnt.clone(),
         };
         f(&mut t);
+    }
+    fn linkat(&self, od: Fd, old: &[u8], nd: Fd, new: &[u8], flags: AtFlags) -> Result<()> {
+        self.task.linkat(od, old, nd, new, flags)
+    }
+    fn renameat2(&self, od: Fd, old: &[u8], nd: Fd, new: &[u8], flags: RenameFlags) -> Result<()> {
+        self.task.renameat2(od, old, nd, new, flags)
     }
 }
 
@@ -562,6 +570,36 @@ impl Sys for Host {
                 resume_unwind(p)
             }
         });
+    }
+    fn linkat(&self, od: Fd, old: &[u8], nd: Fd, new: &[u8], flags: AtFlags) -> Result<()> {
+        let (o, n) = (cpath(old), cpath(new));
+        // SAFETY: valid NUL-terminated paths.
+        sc(unsafe {
+            libc::syscall(
+                libc::SYS_linkat,
+                od.0,
+                o.as_ptr(),
+                nd.0,
+                n.as_ptr(),
+                flags.bits() as libc::c_int,
+            )
+        })
+        .map(drop)
+    }
+    fn renameat2(&self, od: Fd, old: &[u8], nd: Fd, new: &[u8], flags: RenameFlags) -> Result<()> {
+        let (o, n) = (cpath(old), cpath(new));
+        // SAFETY: valid NUL-terminated paths.
+        sc(unsafe {
+            libc::syscall(
+                libc::SYS_renameat2,
+                od.0,
+                o.as_ptr(),
+                nd.0,
+                n.as_ptr(),
+                flags.bits() as libc::c_uint,
+            )
+        })
+        .map(drop)
     }
 }
 
