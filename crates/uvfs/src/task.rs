@@ -205,14 +205,14 @@ impl<V: Variant> Task<V> {
         self.pid
     }
 
-    /// `getuid()`.
+    /// `getuid()`: the real user id.
     pub fn getuid(&self) -> u32 {
-        self.cred.uid
+        self.cred.ruid()
     }
 
-    /// `getgid()`.
+    /// `getgid()`: the real group id.
     pub fn getgid(&self) -> u32 {
-        self.cred.gid
+        self.cred.rgid()
     }
 
     /// `umask(mask)`: sets the file mode creation mask to `mask & 0o777`, returns the old one.
