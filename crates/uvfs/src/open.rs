@@ -304,6 +304,10 @@ impl<V: Variant> Task<V> {
         // truncation, so that a failed open leaves the data alone.
         let file = File::open_handle(p, fmode, stored | OpenFlags::LARGEFILE)?;
         if truncate {
+            // handle_truncate -> do_truncate: a non-root caller clears set-ID bits as a
+            // write does (`dentry_needs_remove_privs`), even on an empty file.
+            file.inode()
+                .kill_suid(&self.cred, crate::inode::coarse_now());
             file.inode().truncate(0)?;
         }
         Ok(file)

@@ -830,3 +830,89 @@ fn getuid_is_the_real_uid() {
         (uid, st.st_mode & 0o7777)
     });
 }
+
+/// Bug: `open(O_TRUNC)` by a non-root caller left S_ISUID/S_ISGID on the file; Linux
+/// clears them as a write does, even when the file is already empty (root's open keeps
+/// them). Cause: `do_open` truncated without `kill_suid`. Fix: open.rs calls
+/// `Inode::kill_suid` before the truncation (Linux `handle_truncate` -> `do_truncate` with
+/// `dentry_needs_remove_privs`).
+#[test]
+fn regression_open_trunc_clears_set_id_bits() {
+    fn tr(s: &mut dyn Sys, data: &[u8], uid: u32) -> RM {
+        setup(s, &[]);
+        s.set_cred(0, 0, &[]);
+        s.mkfile(b"/pub/x", data);
+        s.fchmodat(CWD, b"/pub/x", 0o6777, NOAT).unwrap();
+        s.set_cred(uid, uid, &[]);
+        open_close(s, b"/pub/x", WO | OpenFlags::TRUNC)?;
+        owner(s, b"/pub/x")
+    }
+    table::<RM>(&[
+        ("non-root, data", Ok((S_IFREG | 0o777, 0, 0)), |s| {
+            tr(s, b"abc", 1000)
+        }),
+        ("non-root, empty", Ok((S_IFREG | 0o777, 0, 0)), |s| {
+            tr(s, b"", 1000)
+        }),
+        ("root", Ok((S_IFREG | 0o6777, 0, 0)), |s| tr(s, b"abc", 0)),
+    ]);
+}
+
+#[test]
+fn more_parent_checks() {
+    use uvfs::attr::{R_OK, W_OK};
+    table::<R>(&[
+        (
+            "O_CREAT of an existing file needs no write on the dir",
+            Ok(()),
+            |s| {
+                setup(s, &[]);
+                open_close(s, b"/xonly/f", RO | CREAT)
+            },
+        ),
+        (
+            "O_CREAT|O_EXCL of an existing name: EEXIST",
+            Err(Errno::EEXIST),
+            |s| {
+                setup(s, &[]);
+                open_close(s, b"/xonly/f", RO | CREAT | OpenFlags::EXCL)
+            },
+        ),
+        (
+            "rmdir of a non-empty dir without write: EACCES",
+            Err(Errno::EACCES),
+            |s| {
+                setup(s, &[]);
+                s.set_cred(0, 0, &[]);
+                s.mkdirat(CWD, b"/xonly/d", 0o777).unwrap();
+                s.mkfile(b"/xonly/d/f", b"");
+                s.set_cred(1000, 1000, &[]);
+                s.unlinkat(CWD, b"/xonly/d", RMDIR)
+            },
+        ),
+        (
+            "unlink of a missing name in a 0700 dir: EACCES",
+            Err(Errno::EACCES),
+            |s| {
+                setup(s, &[]);
+                s.unlinkat(CWD, b"/priv/nope", NOAT)
+            },
+        ),
+        ("access W_OK on a 0711 dir", Err(Errno::EACCES), |s| {
+            setup(s, &[]);
+            s.faccessat2(CWD, b"/xonly", W_OK, NOAT)
+        }),
+        ("access R_OK on a 0711 dir", Err(Errno::EACCES), |s| {
+            setup(s, &[]);
+            s.faccessat2(CWD, b"/xonly", R_OK, NOAT)
+        }),
+        (
+            "getdents needs read permission at open",
+            Err(Errno::EACCES),
+            |s| {
+                setup(s, &[]);
+                s.open(b"/xonly", RO | OpenFlags::DIRECTORY, 0).map(drop)
+            },
+        ),
+    ]);
+}
