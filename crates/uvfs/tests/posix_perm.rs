@@ -361,6 +361,28 @@ fn sticky_directories() {
             s.set_cred(1000, 1000, &[]);
             s.unlinkat(CWD, b"/t/other", NOAT)
         }),
+        (
+            "rmdir of another user's directory",
+            Err(Errno::EPERM),
+            |s| {
+                st(s);
+                s.set_cred(2000, 2000, &[]);
+                s.mkdirat(CWD, b"/t/od", 0o777).unwrap();
+                s.set_cred(1000, 1000, &[]);
+                s.unlinkat(CWD, b"/t/od", RMDIR)
+            },
+        ),
+        (
+            "rename of another user's directory",
+            Err(Errno::EPERM),
+            |s| {
+                st(s);
+                s.set_cred(2000, 2000, &[]);
+                s.mkdirat(CWD, b"/t/od", 0o777).unwrap();
+                s.set_cred(1000, 1000, &[]);
+                s.renameat(CWD, b"/t/od", CWD, b"/t/x")
+            },
+        ),
         ("creating in it is unrestricted", Ok(()), |s| {
             st(s);
             open_close(s, b"/t/new", WO | CREAT)
@@ -425,6 +447,16 @@ fn setgid_directories() {
                     .and_then(|_| s.fchmodat(CWD, b"/s/f", 0o644, NOAT))?;
                 s.unlinkat(CWD, b"/s/f", NOAT)?;
                 let fd = s.open(b"/s/f", WO | CREAT, 0o2755)?;
+                s.close(fd)?;
+                owner(s, b"/s/f")
+            },
+        ),
+        (
+            "a non-member keeps S_ISGID without group execute",
+            Ok((S_IFREG | 0o2644, 1000, 3000)),
+            |s| {
+                sg(s);
+                let fd = s.open(b"/s/f", WO | CREAT, 0o2644)?;
                 s.close(fd)?;
                 owner(s, b"/s/f")
             },
@@ -914,5 +946,54 @@ fn more_parent_checks() {
                 s.open(b"/xonly", RO | OpenFlags::DIRECTORY, 0).map(drop)
             },
         ),
+    ]);
+}
+
+/// Search permission is checked on the directory of every component, `.` and `..`
+/// included (`link_path_walk` calls `may_lookup` before each); an empty path with
+/// `AT_EMPTY_PATH` looks nothing up.
+#[test]
+fn dot_and_dotdot_need_search() {
+    fn cwd_unsearchable(s: &mut dyn Sys) {
+        setup(s, &[]);
+        s.mkdirat(CWD, b"/pub/a", 0o777).unwrap();
+        s.chdir(b"/pub/a").unwrap();
+        s.fchmodat(CWD, b"/pub/a", 0o666, NOAT).unwrap();
+    }
+    table::<R>(&[
+        ("stat(\".\")", Err(Errno::EACCES), |s| {
+            cwd_unsearchable(s);
+            s.stat(b".").map(drop)
+        }),
+        ("stat(\"..\")", Err(Errno::EACCES), |s| {
+            cwd_unsearchable(s);
+            s.stat(b"..").map(drop)
+        }),
+        ("stat(\"/pub/a/..\")", Err(Errno::EACCES), |s| {
+            cwd_unsearchable(s);
+            s.stat(b"/pub/a/..").map(drop)
+        }),
+        ("AT_EMPTY_PATH on the cwd", Ok(()), |s| {
+            cwd_unsearchable(s);
+            s.fstatat(CWD, b"", AtFlags::EMPTY_PATH).map(drop)
+        }),
+        ("an absolute path avoids the cwd", Ok(()), |s| {
+            cwd_unsearchable(s);
+            s.stat(b"/pub").map(drop)
+        }),
+        ("stat(\"/\")", Ok(()), |s| {
+            setup(s, &[]);
+            s.set_cred(0, 0, &[]);
+            s.fchmodat(CWD, b"/", 0o700, NOAT).unwrap();
+            s.set_cred(1000, 1000, &[]);
+            s.stat(b"/").map(drop)
+        }),
+        ("below a 0700 root", Err(Errno::EACCES), |s| {
+            setup(s, &[]);
+            s.set_cred(0, 0, &[]);
+            s.fchmodat(CWD, b"/", 0o700, NOAT).unwrap();
+            s.set_cred(1000, 1000, &[]);
+            s.stat(b"/f").map(drop)
+        }),
     ]);
 }
