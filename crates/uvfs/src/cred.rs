@@ -127,3 +127,25 @@ impl Cred {
         self.uid == uid || self.is_root()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn real_ids() {
+        let c = Cred::new(1000, 100, &[7]);
+        assert_eq!((c.ruid(), c.rgid(), c.real), (1000, 100, None));
+        assert_eq!(c.clone().with_real(1000, 100), c, "equal ids stay None");
+        let setuid_root = Cred::new(0, 0, &[7]).with_real(1000, 100);
+        assert!(setuid_root.is_root());
+        let a = setuid_root.access_cred();
+        assert_eq!((a.uid, a.gid, &*a.groups), (1000, 100, &[7][..]));
+        assert!(
+            !a.is_root(),
+            "access() drops capabilities for a real uid other than 0"
+        );
+        let dropped = Cred::new(1000, 100, &[]).with_real(0, 0);
+        assert!(dropped.access_cred().is_root());
+    }
+}

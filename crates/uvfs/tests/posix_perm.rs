@@ -997,3 +997,45 @@ fn dot_and_dotdot_need_search() {
         }),
     ]);
 }
+
+/// `utimensat`: setting the times to now needs ownership or write permission (which a
+/// supplementary group can give); explicit times need ownership (`CAP_FOWNER` for root).
+#[test]
+fn utimens_with_groups_and_ownership() {
+    use uvfs::Timespec;
+    const T: [Timespec; 2] = [T2001, T2002];
+    table::<R>(&[
+        (
+            "now, group-writable via a supplementary group",
+            Ok(()),
+            |s| {
+                setup(s, &[2000]);
+                s.set_cred(0, 0, &[]);
+                s.fchmodat(CWD, b"/g", 0o664, NOAT).unwrap();
+                s.set_cred(1000, 1000, &[2000]);
+                s.utimensat(CWD, b"/g", None, NOAT)
+            },
+        ),
+        ("now, group-readable only", Err(Errno::EACCES), |s| {
+            setup(s, &[2000]);
+            s.utimensat(CWD, b"/g", None, NOAT)
+        }),
+        ("explicit, group-writable", Err(Errno::EPERM), |s| {
+            setup(s, &[2000]);
+            s.set_cred(0, 0, &[]);
+            s.fchmodat(CWD, b"/g", 0o664, NOAT).unwrap();
+            s.set_cred(1000, 1000, &[2000]);
+            s.utimensat(CWD, b"/g", Some(&T), NOAT)
+        }),
+        ("now, the owner of a 0444 file", Ok(()), |s| {
+            setup(s, &[]);
+            s.fchmodat(CWD, b"/u", 0o444, NOAT).unwrap();
+            s.utimensat(CWD, b"/u", None, NOAT)
+        }),
+        ("explicit, the owner of a 0000 file", Ok(()), |s| {
+            setup(s, &[]);
+            s.fchmodat(CWD, b"/u", 0, NOAT).unwrap();
+            s.utimensat(CWD, b"/u", Some(&T), NOAT)
+        }),
+    ]);
+}
