@@ -515,6 +515,25 @@ fn chmod_rules() {
             s.fchmodat(CWD, b"/u", 0o4700, NOAT)?;
             owner(s, b"/u")
         }),
+        (
+            "the owner may set the sticky bit on a file",
+            Ok((S_IFREG | 0o1644, 1000, 1000)),
+            |s| {
+                setup(s, &[]);
+                s.fchmodat(CWD, b"/u", 0o1644, NOAT)?;
+                owner(s, b"/u")
+            },
+        ),
+        (
+            "and on a directory",
+            Ok((S_IFDIR | 0o1777, 1000, 1000)),
+            |s| {
+                setup(s, &[]);
+                s.mkdirat(CWD, b"/pub/d", 0o755)?;
+                s.fchmodat(CWD, b"/pub/d", 0o1777, NOAT)?;
+                owner(s, b"/pub/d")
+            },
+        ),
         ("others may not", Err(Errno::EPERM), |s| {
             setup(s, &[]);
             s.fchmodat(CWD, b"/f", 0o666, NOAT)?;
@@ -704,6 +723,17 @@ fn chown_rules() {
                 s.set_cred(1000, 1000, &[]);
                 s.fchownat(CWD, b"/u", M, M, NOAT)?;
                 owner(s, b"/u")
+            },
+        ),
+        (
+            "a directory's chgrp keeps S_ISGID",
+            Ok((S_IFDIR | 0o2775, 1000, 2000)),
+            |s| {
+                setup(s, &[2000]);
+                s.mkdirat(CWD, b"/pub/d", 0o775)?;
+                s.fchmodat(CWD, b"/pub/d", 0o2775, NOAT)?;
+                s.fchownat(CWD, b"/pub/d", M, 2000, NOAT)?;
+                owner(s, b"/pub/d")
             },
         ),
         (
