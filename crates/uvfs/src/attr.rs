@@ -7,7 +7,7 @@
 //! `setattr_should_drop_sgid`, `notify_change`).
 //!
 //! Each change runs its checks and stores its result under the inode's attribute lock
-//! ([`Inode::setattr`], Linux: `inode_lock` around `notify_change`), so a check never
+//! (`Inode::setattr`, Linux: `inode_lock` around `notify_change`), so a check never
 //! sees the mode or owner of a half-done change. Lock order: the attribute lock is a leaf.
 
 use crate::cred::{Cred, MAY_WRITE};
