@@ -941,6 +941,17 @@ fn more_parent_checks() {
             },
         ),
         (
+            "a file created with mode 0 opens O_RDWR; reopening it does not",
+            Err(Errno::EACCES),
+            |s| {
+                setup(s, &[]);
+                let fd = s.open(b"/pub/n", RW | CREAT | OpenFlags::EXCL, 0).unwrap();
+                assert_eq!(s.write(fd, b"x"), Ok(1));
+                s.close(fd).unwrap();
+                open_close(s, b"/pub/n", RO)
+            },
+        ),
+        (
             "rmdir of a non-empty dir without write: EACCES",
             Err(Errno::EACCES),
             |s| {
