@@ -649,6 +649,40 @@ impl Inode {
         Ok(self.stamp_locked(now, TimeUpdate::Keep, TimeUpdate::Keep))
     }
 
+    /// `notify_change` for mode and owner (`setattr_prepare` + `setattr_copy`): under
+    /// `attr_lock`, `f` gets the current `(mode, uid, gid)`, checks the caller's rights and
+    /// returns the new ones (or an errno, changing nothing); stores those that differ and
+    /// stamps the ctime (`ATTR_CTIME`, set by chmod and chown even when nothing else
+    /// changes). The file type bits of the mode are kept whatever `f` returns.
+    ///
+    /// # Errors
+    /// Those of `f`.
+    pub(crate) fn setattr(
+        &self,
+        now: Timespec,
+        f: impl FnOnce(u32, u32, u32) -> Result<(u32, u32, u32)>,
+    ) -> Result<()> {
+        let _g = self.lock_attr();
+        let (mode, uid, gid) = (self.mode(), self.uid(), self.gid());
+        let (new_mode, new_uid, new_gid) = f(mode, uid, gid)?;
+        let new_mode = (mode & S_IFMT) | (new_mode & !S_IFMT);
+        if new_mode != mode {
+            // Relaxed: writers are serialised by `attr_lock`; readers take a snapshot of
+            // each word (as Linux reads `i_mode`, `i_uid`, `i_gid` without locks).
+            self.i_mode.store(new_mode, Ordering::Relaxed);
+        }
+        if new_uid != uid {
+            // Relaxed: as above.
+            self.i_uid.store(new_uid, Ordering::Relaxed);
+        }
+        if new_gid != gid {
+            // Relaxed: as above.
+            self.i_gid.store(new_gid, Ordering::Relaxed);
+        }
+        self.stamp_locked(now, TimeUpdate::Keep, TimeUpdate::Keep);
+        Ok(())
+    }
+
     /// `killpriv` on write and truncate (`setattr_should_drop_suidgid`): clears set-user-ID,
     /// and set-group-ID when group-executable or when the writer is not in the file's group,
     /// unless the writer has `CAP_FSETID` (root). Tests before writing (lesson 3).

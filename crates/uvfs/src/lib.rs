@@ -48,6 +48,7 @@
 #![warn(missing_docs, missing_debug_implementations, unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+pub mod attr;
 pub mod cred;
 pub mod dentry;
 mod dir;

@@ -314,6 +314,22 @@ fn may_create(cred: &Cred, dir: &Inode, dead: bool) -> Result<()> {
     dir.permission(cred, MAY_WRITE | MAY_EXEC)
 }
 
+/// `mode_strip_sgid`: a non-directory `mode` (permission bits as given to the call,
+/// before the umask) with `S_ISGID` removed when it is group-executable, `dir` is
+/// set-group-ID and the creator is neither in `dir`'s group nor root (`CAP_FSETID`): the
+/// new file would get that group, which the creator may not hand out with set-group-ID.
+pub(crate) fn mode_strip_sgid(cred: &Cred, dir: &Inode, mode: u32) -> u32 {
+    if mode & (S_ISGID | S_IXGRP) != S_ISGID | S_IXGRP
+        || mode & S_IFMT == S_IFDIR
+        || dir.mode() & S_ISGID == 0
+        || cred.in_group(dir.gid())
+        || cred.is_root()
+    {
+        return mode;
+    }
+    mode & !S_ISGID
+}
+
 /// Creates a new inode named `name` in the locked directory `dl` of `parent`
 /// (`shmem_mknod`/`shmem_symlink` + `d_instantiate`). Checks nothing but the link count.
 pub(crate) fn create_locked<V: Variant>(
@@ -335,15 +351,10 @@ pub(crate) fn create_locked<V: Variant>(
     let (gid, mode) = if dir.mode() & S_ISGID != 0 {
         let mode = if is_dir {
             mode | S_ISGID
-        } else if mode & (S_ISGID | S_IXGRP) == S_ISGID | S_IXGRP
-            && !task.cred.in_group(dir.gid())
-            && !task.cred.is_root()
-        {
-            // mode_strip_sgid: a creator outside the directory's group may not make a
-            // group-executable setgid file of that group.
-            mode & !S_ISGID
         } else {
-            mode
+            // Callers strip before the umask (as `vfs_prepare_mode`); this catches those
+            // that do not, as far as the masked mode still tells.
+            mode_strip_sgid(&task.cred, dir, mode)
         };
         (dir.gid(), mode)
     } else {

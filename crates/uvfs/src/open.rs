@@ -8,7 +8,7 @@ use crate::cred::{MAY_READ, MAY_WRITE};
 use crate::dentry::Dentry;
 use crate::file::{FMode, File, FileHandle};
 use crate::inode::InodeKind;
-use crate::namei::{create_locked, getname, LastType, NAME_MAX};
+use crate::namei::{create_locked, getname, mode_strip_sgid, LastType, NAME_MAX};
 use crate::task::Task;
 use crate::types::*;
 use crate::variant::Variant;
@@ -155,7 +155,10 @@ impl<V: Variant> Task<V> {
         flags: OpenFlags,
         mode: u32,
     ) -> Result<FileHandle<V>> {
-        let mode = mode & 0o7777 & !self.current_umask();
+        // vfs_prepare_mode: set-group-ID is stripped (mode_strip_sgid) from the mode as
+        // given, before the umask.
+        let raw_mode = mode & 0o7777;
+        let mode = raw_mode & !self.current_umask();
         let (p, created) = self.with_walk(dirfd, path, |nd, start, _| {
             let (d, created) = if flags.contains(OpenFlags::CREAT) {
                 let mut start = start;
@@ -194,12 +197,13 @@ impl<V: Variant> Task<V> {
                                     }
                                     dir_inode
                                         .permission(nd.cred, MAY_WRITE | crate::cred::MAY_EXEC)?;
+                                    let m = mode & mode_strip_sgid(nd.cred, dir_inode, raw_mode);
                                     let d = create_locked(
                                         self,
                                         last.dir,
                                         &mut dl,
                                         last.name,
-                                        S_IFREG | mode,
+                                        S_IFREG | m,
                                         InodeKind::Reg(Default::default()),
                                     )?;
                                     drop(dl);
@@ -300,6 +304,10 @@ impl<V: Variant> Task<V> {
         // truncation, so that a failed open leaves the data alone.
         let file = File::open_handle(p, fmode, stored | OpenFlags::LARGEFILE, self.cred_id)?;
         if truncate {
+            // handle_truncate -> do_truncate: a non-root caller clears set-ID bits as a
+            // write does (`dentry_needs_remove_privs`), even on an empty file.
+            file.inode()
+                .kill_suid(&self.cred, crate::inode::coarse_now());
             file.inode().truncate(0)?;
         }
         Ok(file)

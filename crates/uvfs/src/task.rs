@@ -1,6 +1,6 @@
 //! `Task`: a thread of a process: its fd table, its file-system context (root, cwd, umask),
 //! credentials and pid. The syscall-shaped methods live in open.rs, read_write.rs, stat.rs,
-//! namei.rs and readdir.rs.
+//! attr.rs, namei.rs and readdir.rs.
 //!
 //! Linux analogue: `struct task_struct` (`files`, `fs`, `cred`, `tgid`), `struct fs_struct`
 //! (include/linux/fs_struct.h), kernel/fork.c (`copy_files`, `copy_fs`).
@@ -223,14 +223,14 @@ impl<V: Variant> Task<V> {
         self.pid
     }
 
-    /// `getuid()`.
+    /// `getuid()`: the real user id.
     pub fn getuid(&self) -> u32 {
-        self.cred.uid
+        self.cred.ruid()
     }
 
-    /// `getgid()`.
+    /// `getgid()`: the real group id.
     pub fn getgid(&self) -> u32 {
-        self.cred.gid
+        self.cred.rgid()
     }
 
     /// `umask(mask)`: sets the file mode creation mask to `mask & 0o777`, returns the old one.

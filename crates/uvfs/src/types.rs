@@ -100,6 +100,8 @@ bitflags! {
         const SYMLINK_NOFOLLOW = 0x100;
         /// `unlinkat`: remove a directory.
         const REMOVEDIR = 0x200;
+        /// `faccessat2`: check with the effective ids (the same bit as `REMOVEDIR`).
+        const EACCESS = 0x200;
         /// `linkat`: follow a symlink in the last component.
         const SYMLINK_FOLLOW = 0x400;
         /// Accepted and ignored (no automounts).

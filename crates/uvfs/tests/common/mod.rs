@@ -91,6 +91,15 @@ pub trait Sys {
     fn thread(&self, f: &mut (dyn FnMut(&mut dyn Sys) + Send));
     fn linkat(&self, od: Fd, old: &[u8], nd: Fd, new: &[u8], flags: AtFlags) -> Result<()>;
     fn renameat2(&self, od: Fd, old: &[u8], nd: Fd, new: &[u8], flags: RenameFlags) -> Result<()>;
+    fn fchmod(&self, fd: Fd, mode: u32) -> Result<()>;
+    /// `fchmodat2` (the host's syscall 452).
+    fn fchmodat(&self, dirfd: Fd, path: &[u8], mode: u32, flags: AtFlags) -> Result<()>;
+    fn fchown(&self, fd: Fd, uid: u32, gid: u32) -> Result<()>;
+    fn fchownat(&self, dirfd: Fd, path: &[u8], uid: u32, gid: u32, flags: AtFlags) -> Result<()>;
+    fn truncate(&self, path: &[u8], len: i64) -> Result<()>;
+    fn faccessat2(&self, dirfd: Fd, path: &[u8], mode: u32, flags: AtFlags) -> Result<()>;
+    /// Becomes real `ruid`/`rgid`, effective `euid`/`egid`, with supplementary `groups`.
+    fn set_cred_real(&mut self, ruid: u32, euid: u32, rgid: u32, egid: u32, groups: &[u32]);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -221,11 +230,7 @@ impl Sys for Uvfs {
         self.task.getuid()
     }
     fn set_cred(&mut self, uid: u32, gid: u32, groups: &[u32]) {
-        self.task.set_cred(Cred {
-            uid,
-            gid,
-            groups: Arc::from(groups),
-        });
+        self.task.set_cred(Cred::new(uid, gid, groups));
     }
     fn fork(&self, f: &mut (dyn FnMut(&mut dyn Sys) + Send)) {
         let mut child = Uvfs {
@@ -246,6 +251,28 @@ impl Sys for Uvfs {
     }
     fn renameat2(&self, od: Fd, old: &[u8], nd: Fd, new: &[u8], flags: RenameFlags) -> Result<()> {
         self.task.renameat2(od, old, nd, new, flags)
+    }
+    fn fchmod(&self, fd: Fd, mode: u32) -> Result<()> {
+        self.task.fchmod(fd, mode)
+    }
+    fn fchmodat(&self, dirfd: Fd, path: &[u8], mode: u32, flags: AtFlags) -> Result<()> {
+        self.task.fchmodat(dirfd, path, mode, flags)
+    }
+    fn fchown(&self, fd: Fd, uid: u32, gid: u32) -> Result<()> {
+        self.task.fchown(fd, uid, gid)
+    }
+    fn fchownat(&self, dirfd: Fd, path: &[u8], uid: u32, gid: u32, flags: AtFlags) -> Result<()> {
+        self.task.fchownat(dirfd, path, uid, gid, flags)
+    }
+    fn truncate(&self, path: &[u8], len: i64) -> Result<()> {
+        self.task.truncate(path, len)
+    }
+    fn faccessat2(&self, dirfd: Fd, path: &[u8], mode: u32, flags: AtFlags) -> Result<()> {
+        self.task.faccessat2(dirfd, path, mode, flags)
+    }
+    fn set_cred_real(&mut self, ruid: u32, euid: u32, rgid: u32, egid: u32, groups: &[u32]) {
+        self.task
+            .set_cred(Cred::new(euid, egid, groups).with_real(ruid, rgid));
     }
 }
 
@@ -600,6 +627,77 @@ impl Sys for Host {
             )
         })
         .map(drop)
+    }
+    fn fchmod(&self, fd: Fd, mode: u32) -> Result<()> {
+        // SAFETY: integer arguments.
+        sc(unsafe { libc::syscall(libc::SYS_fchmod, fd.0, mode) }).map(drop)
+    }
+    fn fchmodat(&self, dirfd: Fd, path: &[u8], mode: u32, flags: AtFlags) -> Result<()> {
+        let p = cpath(path);
+        // SAFETY: valid NUL-terminated path.
+        sc(unsafe {
+            libc::syscall(
+                libc::SYS_fchmodat2,
+                dirfd.0,
+                p.as_ptr(),
+                mode,
+                flags.bits() as libc::c_int,
+            )
+        })
+        .map(drop)
+    }
+    fn fchown(&self, fd: Fd, uid: u32, gid: u32) -> Result<()> {
+        // SAFETY: integer arguments.
+        sc(unsafe { libc::syscall(libc::SYS_fchown, fd.0, uid, gid) }).map(drop)
+    }
+    fn fchownat(&self, dirfd: Fd, path: &[u8], uid: u32, gid: u32, flags: AtFlags) -> Result<()> {
+        let p = cpath(path);
+        // SAFETY: valid NUL-terminated path.
+        sc(unsafe {
+            libc::syscall(
+                libc::SYS_fchownat,
+                dirfd.0,
+                p.as_ptr(),
+                uid,
+                gid,
+                flags.bits() as libc::c_int,
+            )
+        })
+        .map(drop)
+    }
+    fn truncate(&self, path: &[u8], len: i64) -> Result<()> {
+        let p = cpath(path);
+        // SAFETY: valid NUL-terminated path.
+        sc(unsafe { libc::syscall(libc::SYS_truncate, p.as_ptr(), len) }).map(drop)
+    }
+    fn faccessat2(&self, dirfd: Fd, path: &[u8], mode: u32, flags: AtFlags) -> Result<()> {
+        let p = cpath(path);
+        // SAFETY: valid NUL-terminated path.
+        sc(unsafe {
+            libc::syscall(
+                libc::SYS_faccessat2,
+                dirfd.0,
+                p.as_ptr(),
+                mode,
+                flags.bits() as libc::c_int,
+            )
+        })
+        .map(drop)
+    }
+    fn set_cred_real(&mut self, ruid: u32, euid: u32, rgid: u32, egid: u32, groups: &[u32]) {
+        // As `set_cred`; the saved uid stays 0 so the thread can become root again.
+        // SAFETY: integer arguments and a valid group array.
+        unsafe {
+            sc(libc::syscall(libc::SYS_setresuid, 0, 0, 0)).unwrap();
+            sc(libc::syscall(
+                libc::SYS_setgroups,
+                groups.len(),
+                groups.as_ptr(),
+            ))
+            .unwrap();
+            sc(libc::syscall(libc::SYS_setresgid, rgid, egid, egid)).unwrap();
+            sc(libc::syscall(libc::SYS_setresuid, ruid, euid, 0)).unwrap();
+        }
     }
 }
 
