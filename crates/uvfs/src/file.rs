@@ -127,6 +127,12 @@ unsafe impl<V: Variant> RcuRefcounted for File<V> {
         // that never cover it (`drop_hot` leaves it, FileLines' contract).
         unsafe {
             V::Files::del(&*std::ptr::addr_of!((*this).f_list));
+            // The last close of the inode's file (`__fput` -> `dput` -> `iput`): on a mount
+            // with limits an unlinked file's space comes back now.
+            V::Lines::hot(&*std::ptr::addr_of!((*this).lines))
+                .f_dentry
+                .d_inode
+                .file_closed();
             V::Lines::drop_hot(std::ptr::addr_of_mut!((*this).lines));
             std::ptr::drop_in_place(std::ptr::addr_of_mut!((*this).f_pos));
             std::ptr::drop_in_place(std::ptr::addr_of_mut!((*this).f_list));
@@ -173,6 +179,7 @@ impl<V: Variant> File<V> {
         cred_id: u64,
     ) -> Result<FileHandle<V>> {
         let f_list = V::Files::add()?;
+        dentry.d_inode.file_opened();
         Ok(RcuRef::new(File {
             lines: V::Lines::new(
                 FileHot {

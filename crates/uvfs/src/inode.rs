@@ -45,6 +45,7 @@
 
 use crate::cred::Cred;
 use crate::dir::Dir;
+use crate::super_block::Limits;
 use crate::sync::padded::CacheLine;
 use crate::sync::plain::{AtomicU32, AtomicU64, Mutex, MutexGuard, Ordering};
 use crate::sync::seqcount::SeqCount;
@@ -53,9 +54,13 @@ use crate::types::*;
 use crate::{Errno, Result};
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 /// Bytes in one page of file data.
 pub const PAGE_SIZE: usize = 4096;
+
+/// `i_blocks` units (512 bytes) per page.
+const BLOCKS_PER_PAGE: u64 = PAGE_SIZE as u64 / 512;
 /// tmpfs accounts 20 bytes of directory size per entry (`BOGO_DIRENT_SIZE`, mm/shmem.c).
 pub const BOGO_DIRENT_SIZE: u64 = 20;
 /// The largest file size and offset (`MAX_LFS_FILESIZE` on 64-bit).
@@ -73,6 +78,10 @@ const NSEC_PER_SEC: u64 = 1_000_000_000;
 /// name (Linux sets it on an `O_TMPFILE` file opened without `O_EXCL`); cleared by the first
 /// successful link.
 const I_LINKABLE: u32 = 1 << 0;
+
+/// `I_FREEING` in `Inode::i_state`: a mount with limits gave this inode's pages and its
+/// inode count back (no name and no open file left); `Drop` must not give them back again.
+const I_FREEING: u32 = 1 << 1;
 
 /// How far a time may trail the current ctime (or the floor) and still be taken for the
 /// same moment seen through a coarser clock; a larger gap means the realtime clock was
@@ -271,6 +280,28 @@ pub struct Inode {
     i_size: AtomicU64,
     i_blocks: AtomicU64,
     pub(crate) kind: InodeKind,
+    /// The mount's accounting when it has limits (`i_sb`'s `shmem_sb_info`), charged one
+    /// inode and `i_blocks / 8` pages, given back on drop; `None` without limits.
+    /// Immutable after creation.
+    i_acct: Option<Arc<Limits>>,
+    /// Open files of this inode, counted only with `i_acct` (Linux: the `i_count` that a
+    /// `struct file` holds through its dentry), so that space comes back at the last close
+    /// of an unlinked file even while a lock-free lookup's stale copy of the dentry is
+    /// still waiting for its epoch. Written under `attr_lock`.
+    i_opens: AtomicU32,
+}
+
+impl Drop for Inode {
+    fn drop(&mut self) {
+        // Relaxed: `&mut self`, no other access.
+        let freed = self.i_state.load(Ordering::Relaxed) & I_FREEING != 0;
+        if let (Some(a), false) = (&self.i_acct, freed) {
+            // Not given back by `evict` (e.g. a mount torn down with names in it): now.
+            // Relaxed: as above.
+            a.release_blocks(self.i_blocks.load(Ordering::Relaxed) / BLOCKS_PER_PAGE);
+            a.release_inode();
+        }
+    }
 }
 
 #[cfg(not(uvfs_loom))]
@@ -337,7 +368,27 @@ impl Inode {
             attr_lock: Mutex::new(()),
             _line2: CacheLine(()),
             kind,
+            i_acct: None,
+            i_opens: AtomicU32::new(0),
         }
+    }
+
+    /// Charges this new inode (and its symlink page, if any) to `acct`, a mount's limits.
+    ///
+    /// # Errors
+    /// `ENOSPC` when the mount's inodes or pages are used up; nothing is charged then.
+    pub(crate) fn charged_to(mut self, acct: Option<&Arc<Limits>>) -> Result<Inode> {
+        if let Some(a) = acct {
+            a.reserve_inode()?;
+            // Relaxed: not yet shared.
+            let pages = self.i_blocks.load(Ordering::Relaxed) / BLOCKS_PER_PAGE;
+            if let Err(e) = a.reserve_blocks(pages) {
+                a.release_inode();
+                return Err(e);
+            }
+            self.i_acct = Some(a.clone());
+        }
+        Ok(self)
     }
 
     /// Inode number.
@@ -593,15 +644,94 @@ impl Inode {
     /// `stamp_locked`). Returns the ctime. Context: the caller holds the lock of a directory
     /// naming this inode.
     pub(crate) fn add_nlink(&self, delta: i32, now: Option<Timespec>) -> Timespec {
-        let _g = self.lock_attr();
+        let g = self.lock_attr();
         // Relaxed: writers are serialised by `attr_lock`; readers take a snapshot.
         let n = self.i_nlink.load(Ordering::Relaxed);
+        let new = n.wrapping_add_signed(delta);
         // Relaxed: as above.
-        self.i_nlink
-            .store(n.wrapping_add_signed(delta), Ordering::Relaxed);
-        match now {
+        self.i_nlink.store(new, Ordering::Relaxed);
+        let mut evict = false;
+        if let (Some(a), true) = (&self.i_acct, new < n && !self.is_dir()) {
+            // shmem_unlink: every name but the last held an inode of the mount's count.
+            for _ in new.max(1)..n {
+                a.release_inode();
+            }
+            evict = self.may_evict_locked();
+        } else if self.i_acct.is_some() && new == 0 {
+            evict = self.may_evict_locked();
+        }
+        let t = match now {
             Some(now) => self.stamp_locked(now, TimeUpdate::Keep, TimeUpdate::Keep),
             None => self.times()[2],
+        };
+        drop(g);
+        if evict {
+            self.evict();
+        }
+        t
+    }
+
+    /// Whether the space of this inode (on a mount with limits) is to be given back now: no
+    /// name and no open file left, not yet given back; marks it given back if so.
+    /// Context: caller holds `attr_lock`.
+    fn may_evict_locked(&self) -> bool {
+        // Relaxed (all three): written under `attr_lock`, which the caller holds.
+        let st = self.i_state.load(Ordering::Relaxed);
+        if self.i_nlink.load(Ordering::Relaxed) != 0
+            || self.i_opens.load(Ordering::Relaxed) != 0
+            || st & (I_FREEING | I_LINKABLE) != 0
+        {
+            return false;
+        }
+        // Relaxed: as above.
+        self.i_state.store(st | I_FREEING, Ordering::Relaxed);
+        true
+    }
+
+    /// `shmem_evict_inode` on a mount with limits: drops the pages and gives them and the
+    /// inode back. Called once (after `may_evict_locked` said so), without `attr_lock` (the
+    /// data lock comes first in the lock order).
+    fn evict(&self) {
+        let Some(a) = &self.i_acct else { return };
+        if let InodeKind::Reg(d) = &self.kind {
+            let mut data = write(d);
+            let gone = std::mem::take(&mut data.pages);
+            // Relaxed: under the data write lock.
+            self.i_blocks.store(0, Ordering::Relaxed);
+            drop(data);
+            a.release_blocks(gone.len() as u64);
+        } else {
+            // A long symlink's page. Relaxed: immutable for symlinks.
+            a.release_blocks(self.i_blocks.load(Ordering::Relaxed) / BLOCKS_PER_PAGE);
+        }
+        a.release_inode();
+    }
+
+    /// A `File` opened this inode (`open_handle`); counted on mounts with limits only.
+    pub(crate) fn file_opened(&self) {
+        if self.i_acct.is_some() {
+            let _g = self.lock_attr();
+            // Relaxed: under `attr_lock`.
+            let n = self.i_opens.load(Ordering::Relaxed);
+            // Relaxed: as above.
+            self.i_opens.store(n + 1, Ordering::Relaxed);
+        }
+    }
+
+    /// A `File` of this inode was released (its last reference); on a mount with limits,
+    /// gives the space of an unlinked inode back at its last close.
+    pub(crate) fn file_closed(&self) {
+        if self.i_acct.is_some() {
+            let g = self.lock_attr();
+            // Relaxed: under `attr_lock`.
+            let n = self.i_opens.load(Ordering::Relaxed);
+            // Relaxed: as above.
+            self.i_opens.store(n.saturating_sub(1), Ordering::Relaxed);
+            let evict = self.may_evict_locked();
+            drop(g);
+            if evict {
+                self.evict();
+            }
         }
     }
 
@@ -639,6 +769,10 @@ impl Inode {
         }
         if n == LINK_MAX {
             return Err(Errno::EMLINK);
+        }
+        if let (Some(a), true) = (&self.i_acct, n > 0) {
+            // shmem_link: each further name takes an inode of the mount's count.
+            a.reserve_inode()?;
         }
         // Relaxed: as above.
         self.i_nlink.store(n + 1, Ordering::Relaxed);
@@ -801,19 +935,34 @@ impl Inode {
         // After the limit checks, under the data lock (Linux: `file_remove_privs` after
         // `generic_write_checks`, under `inode_lock`): a refused write changes nothing.
         self.kill_suid(cred, now);
-        let n = (buf.len() as u64).min(max - off) as usize;
+        let want = (buf.len() as u64).min(max - off) as usize;
         let mut done = 0;
-        while done < n {
+        while done < want {
             let pos = off + done as u64;
             let idx = pos / PAGE_SIZE as u64;
             let in_page = (pos % PAGE_SIZE as u64) as usize;
-            let chunk = (PAGE_SIZE - in_page).min(n - done);
-            let page = data
-                .pages
-                .entry(idx)
-                .or_insert_with(|| Box::new([0u8; PAGE_SIZE]));
+            let chunk = (PAGE_SIZE - in_page).min(want - done);
+            let page = match data.pages.entry(idx) {
+                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    // A new page counts against `size=` (`shmem_inode_acct_blocks`); when
+                    // none is left the write stops short, or fails if nothing was written
+                    // (`generic_perform_write`).
+                    if let Some(Err(_)) = self.i_acct.as_ref().map(|a| a.reserve_blocks(1)) {
+                        break;
+                    }
+                    v.insert(Box::new([0u8; PAGE_SIZE]))
+                }
+            };
             page[in_page..in_page + chunk].copy_from_slice(&buf[done..done + chunk]);
             done += chunk;
+        }
+        let n = done;
+        if n == 0 {
+            // Linux stamped the times before trying (`file_update_time`).
+            drop(data);
+            self.touch_mtime_ctime(now);
+            return Err(Errno::ENOSPC);
         }
         let end = off + n as u64;
         if end > size {
@@ -821,10 +970,8 @@ impl Inode {
             self.i_size.store(end, Ordering::Relaxed);
         }
         // Relaxed: as above.
-        self.i_blocks.store(
-            data.pages.len() as u64 * (PAGE_SIZE as u64 / 512),
-            Ordering::Relaxed,
-        );
+        self.i_blocks
+            .store(data.pages.len() as u64 * BLOCKS_PER_PAGE, Ordering::Relaxed);
         drop(data);
         self.touch_mtime_ctime(now);
         Ok((n, end))
@@ -848,7 +995,10 @@ impl Inode {
         let size = self.size();
         if len < size {
             let first_gone = len.div_ceil(PAGE_SIZE as u64);
-            let _ = data.pages.split_off(&first_gone);
+            let gone = data.pages.split_off(&first_gone);
+            if let Some(a) = &self.i_acct {
+                a.release_blocks(gone.len() as u64);
+            }
             let tail = (len % PAGE_SIZE as u64) as usize;
             if tail != 0 {
                 if let Some(p) = data.pages.get_mut(&(len / PAGE_SIZE as u64)) {
@@ -859,10 +1009,8 @@ impl Inode {
         // Relaxed: under the data write lock.
         self.i_size.store(len, Ordering::Relaxed);
         // Relaxed: under the data write lock.
-        self.i_blocks.store(
-            data.pages.len() as u64 * (PAGE_SIZE as u64 / 512),
-            Ordering::Relaxed,
-        );
+        self.i_blocks
+            .store(data.pages.len() as u64 * BLOCKS_PER_PAGE, Ordering::Relaxed);
         drop(data);
         self.touch_mtime_ctime(now);
         Ok(())

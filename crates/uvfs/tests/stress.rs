@@ -499,6 +499,79 @@ fn getdents_during_churn() {
     check_tree(&t, "/");
 }
 
+/// Readers list a directory while a writer renames entries back and forth within it
+/// (`r<k>` <-> `q<k>`): each entry is listed exactly once per listing, under one of its two
+/// names. Linux 6.18 tmpfs gives a renamed entry a new offset, so a listing can show it
+/// twice (once before, once after the rename); uvfs keeps its position (issue 4: "do better").
+#[test]
+fn getdents_during_same_dir_renames() {
+    const ENTRIES: usize = 40;
+    const LISTINGS: usize = 300;
+    let mnt = tmpfs::mount(TmpfsOptions::default());
+    let t = Task::init(&mnt);
+    t.mkdirat(Fd::AT_FDCWD, "/r", 0o755).unwrap();
+    for k in 0..ENTRIES {
+        let fd = t.open(format!("/r/r{k}"), RDWR_CREAT, 0o644).unwrap();
+        t.close(fd).unwrap();
+    }
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let w = t.fork();
+    let stop2 = stop.clone();
+    // Relaxed (both uses): a stop flag; nothing is published through it.
+    let renamer = thread::spawn(move || {
+        let mut round = 0usize;
+        while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
+            let (from, to) = if round.is_multiple_of(2) {
+                ("r", "q")
+            } else {
+                ("q", "r")
+            };
+            for k in 0..ENTRIES {
+                w.renameat(
+                    Fd::AT_FDCWD,
+                    format!("/r/{from}{k}"),
+                    Fd::AT_FDCWD,
+                    format!("/r/{to}{k}"),
+                )
+                .unwrap();
+            }
+            round += 1;
+        }
+        round
+    });
+    let readers: Vec<_> = (0..2)
+        .map(|i| {
+            let r = t.clone_thread();
+            thread::spawn(move || {
+                for n in 0..LISTINGS {
+                    let entries = list_dir(&r, "/r", 64 + 8 * ((i + n) % 16));
+                    let mut per_entry = [0u32; ENTRIES];
+                    for e in &entries {
+                        let name = String::from_utf8(e.name.clone()).unwrap();
+                        if name == "." || name == ".." {
+                            continue;
+                        }
+                        let k: usize = name[1..].parse().unwrap();
+                        per_entry[k] += 1;
+                    }
+                    for (k, &c) in per_entry.iter().enumerate() {
+                        assert_eq!(c, 1, "entry {k} listed {c} times in one listing");
+                    }
+                }
+            })
+        })
+        .collect();
+    let listed: Vec<_> = readers.into_iter().map(|h| h.join()).collect();
+    // Relaxed: see above.
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let rounds = renamer.join().unwrap();
+    for r in listed {
+        r.unwrap();
+    }
+    assert!(rounds > 0);
+    check_tree(&t, "/");
+}
+
 // ---------------------------------------------------------------------------------------
 // (d) concurrent O_APPEND writers
 

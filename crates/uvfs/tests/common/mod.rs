@@ -116,6 +116,15 @@ impl Uvfs {
         Self::with_root_mode(None)
     }
 
+    /// A tmpfs mounted with `opts`.
+    pub fn with_options(opts: uvfs::TmpfsOptions) -> Uvfs {
+        let mnt = uvfs::tmpfs::mount(opts);
+        Uvfs {
+            task: Task::init(&mnt),
+            mnt,
+        }
+    }
+
     /// A tmpfs whose root directory has permission bits `mode` (default `0o1777`).
     pub fn with_root_mode(mode: Option<u32>) -> Uvfs {
         let mnt = uvfs::tmpfs::mount(uvfs::TmpfsOptions {
@@ -711,12 +720,19 @@ struct Sandbox {
 impl Sandbox {
     /// `root_mode`: the tmpfs `mode=` option (the root directory's permission bits).
     fn new(root_mode: Option<u32>) -> Sandbox {
+        Sandbox::with_data(root_mode, "")
+    }
+
+    /// As [`Sandbox::new`], with `extra` tmpfs options (e.g. `",size=65536"`); those need
+    /// the mount, like a root mode.
+    fn with_data(root_mode: Option<u32>, extra: &str) -> Sandbox {
         let dir = tempfile::Builder::new()
             .prefix("uvfs-posix-")
             .tempdir()
             .expect("tempdir");
         let p = cpath(dir.path().as_os_str().as_encoded_bytes());
-        let data = cpath(format!("mode={:o}", root_mode.unwrap_or(0o1777)).as_bytes());
+        let data = cpath(format!("mode={:o}{extra}", root_mode.unwrap_or(0o1777)).as_bytes());
+        let root_mode = root_mode.or((!extra.is_empty()).then_some(0o1777));
         // SAFETY: valid NUL-terminated strings; mounting needs CAP_SYS_ADMIN, else fails.
         let mounted = unsafe {
             libc::mount(
@@ -791,10 +807,19 @@ pub fn on_host_with<T: Send>(
     root_mode: Option<u32>,
     f: &(dyn Fn(&mut dyn Sys) -> T + Sync),
 ) -> Option<T> {
+    on_host_data(root_mode, "", f)
+}
+
+/// As [`on_host_with`], with `extra` tmpfs mount options.
+pub fn on_host_data<T: Send>(
+    root_mode: Option<u32>,
+    extra: &str,
+    f: &(dyn Fn(&mut dyn Sys) -> T + Sync),
+) -> Option<T> {
     if !host_available() {
         return None;
     }
-    let sb = Sandbox::new(root_mode);
+    let sb = Sandbox::with_data(root_mode, extra);
     let root = sb.dir.path().to_path_buf();
     let r = std::thread::scope(|s| {
         std::thread::Builder::new()
@@ -857,6 +882,28 @@ where
 {
     let u = f(&mut Uvfs::with_root_mode(Some(root_mode)));
     if let Some(h) = on_host_with(Some(root_mode), &f) {
+        assert_eq!(
+            h, want,
+            "the test's expectation (right) is not what Linux returns (left); uvfs gave {u:?}"
+        );
+    }
+    assert_eq!(u, want, "uvfs (left) differs from Linux (right)");
+}
+
+/// As [`expect`], on file systems mounted with `size=size` (bytes) and `nr_inodes=inodes`
+/// (0 = unlimited, as tmpfs).
+#[track_caller]
+pub fn expect_limits<T, F>(size: u64, inodes: u64, want: T, f: F)
+where
+    T: PartialEq + Debug + Send,
+    F: Fn(&mut dyn Sys) -> T + Sync,
+{
+    let u = f(&mut Uvfs::with_options(uvfs::TmpfsOptions {
+        size: Some(size),
+        nr_inodes: Some(inodes),
+        ..Default::default()
+    }));
+    if let Some(h) = on_host_data(None, &format!(",size={size},nr_inodes={inodes}"), &f) {
         assert_eq!(
             h, want,
             "the test's expectation (right) is not what Linux returns (left); uvfs gave {u:?}"
