@@ -252,6 +252,7 @@ impl<V: Variant> Task<V> {
                 return Err(Errno::EINVAL);
             }
             inode.permission(&self.cred, MAY_WRITE)?;
+            inode.newsize_ok(length as u64, self.getrlimit_fsize())?;
             let now = coarse_now();
             inode.kill_suid(&self.cred, now);
             inode.truncate_at(length as u64, now)

@@ -919,6 +919,7 @@ impl Inode {
         append: bool,
         now: Timespec,
         cred: &Cred,
+        fsize_limit: u64,
     ) -> Result<(usize, u64)> {
         let mut data = write(self.reg()?);
         // A zero-length write changes nothing, not even an O_APPEND position
@@ -928,7 +929,12 @@ impl Inode {
         }
         let size = self.size();
         let off = if append { size } else { off };
-        let max = MAX_LFS_FILESIZE as u64;
+        // generic_write_check_limits: RLIMIT_FSIZE first (SIGXFSZ + EFBIG at or past it,
+        // shortened to it otherwise), then the file system's maximum.
+        if off >= fsize_limit {
+            return Err(Errno::EFBIG);
+        }
+        let max = (MAX_LFS_FILESIZE as u64).min(fsize_limit);
         if off >= max {
             return Err(Errno::EFBIG);
         }
@@ -975,6 +981,18 @@ impl Inode {
         drop(data);
         self.touch_mtime_ctime(now);
         Ok((n, end))
+    }
+
+    /// `inode_newsize_ok`: growing a regular file to `len` bytes is refused past the
+    /// caller's `RLIMIT_FSIZE` (`fsize_limit`; `u64::MAX` = none).
+    ///
+    /// # Errors
+    /// `EFBIG` (Linux also sends `SIGXFSZ`).
+    pub(crate) fn newsize_ok(&self, len: u64, fsize_limit: u64) -> Result<()> {
+        if len > self.size() && len > fsize_limit {
+            return Err(Errno::EFBIG);
+        }
+        Ok(())
     }
 
     /// Sets the size to `len` bytes, dropping pages past it and zeroing the tail of the last

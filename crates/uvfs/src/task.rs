@@ -92,6 +92,10 @@ pub struct Task<V: Variant = Uvfs> {
     /// `clone_thread`, new on `init`, `fork` (`copy_creds` prepares new credentials) and
     /// `set_cred`.
     pub(crate) cred_id: u64,
+    /// `RLIMIT_FSIZE` in bytes (`u64::MAX` = `RLIM_INFINITY`), per process: shared by
+    /// `clone_thread`, copied by `fork` (Linux: `signal->rlim`). Atomic; read by every write
+    /// and growing truncate, written by `setrlimit_fsize`.
+    pub(crate) rlim_fsize: Arc<AtomicU64>,
     pid: i32,
     _not_sync: PhantomData<Cell<()>>,
 }
@@ -143,6 +147,7 @@ impl<V: Variant> Task<V> {
             }),
             cred,
             cred_id: new_cred_id(),
+            rlim_fsize: Arc::new(AtomicU64::new(u64::MAX)),
             pid: 1,
             _not_sync: PhantomData,
         }
@@ -157,6 +162,8 @@ impl<V: Variant> Task<V> {
             fs: Arc::new(self.fs.copy(&guard)),
             cred: self.cred.clone(),
             cred_id: new_cred_id(),
+            // Relaxed: a value copied at fork; no ordering with other data.
+            rlim_fsize: Arc::new(AtomicU64::new(self.rlim_fsize.load(Ordering::Relaxed))),
             // Relaxed: only uniqueness matters; fork is not on a hot path.
             pid: NEXT_PID.fetch_add(1, Ordering::Relaxed),
             _not_sync: PhantomData,
@@ -171,6 +178,7 @@ impl<V: Variant> Task<V> {
             fs: self.fs.clone(),
             cred: self.cred.clone(),
             cred_id: self.cred_id,
+            rlim_fsize: self.rlim_fsize.clone(),
             pid: self.pid,
             _not_sync: PhantomData,
         }
@@ -209,6 +217,26 @@ impl<V: Variant> Task<V> {
     /// `EPERM` above 2^20 (`nr_open`).
     pub fn setrlimit_nofile(&self, n: u32) -> Result<()> {
         self.files.set_rlimit(n)
+    }
+
+    /// `getrlimit(RLIMIT_FSIZE)`: the largest file size this process may create, in bytes
+    /// (`u64::MAX` = `RLIM_INFINITY`, the default).
+    pub fn getrlimit_fsize(&self) -> u64 {
+        // Relaxed: an independent word (Linux reads rlimits with READ_ONCE).
+        self.rlim_fsize.load(Ordering::Relaxed)
+    }
+
+    /// `setrlimit(RLIMIT_FSIZE)`: writes and truncates that would make a regular file larger
+    /// than `bytes` fail with `EFBIG` (Linux also sends `SIGXFSZ`, which kills a process that
+    /// does not catch it; uvfs has no signals and only returns the error, as for a process
+    /// that ignores the signal). Shared with this task's threads, inherited by `fork`.
+    /// Hard limits are not modelled: any value is accepted.
+    ///
+    /// # References
+    /// setrlimit(2) `RLIMIT_FSIZE`; Linux `generic_write_check_limits`, `inode_newsize_ok`.
+    pub fn setrlimit_fsize(&self, bytes: u64) {
+        // Relaxed: see `getrlimit_fsize`.
+        self.rlim_fsize.store(bytes, Ordering::Relaxed);
     }
 
     /// `unshare(CLONE_FILES)`: gives this task a private copy of a shared fd table.

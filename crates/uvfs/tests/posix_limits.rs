@@ -208,3 +208,72 @@ fn write_past_the_largest_offset_is_einval() {
         )
     });
 }
+
+/// RLIMIT_FSIZE (setrlimit(2)): "Attempts to extend a file beyond this limit result in
+/// delivery of a SIGXFSZ signal ... in which case the relevant system call (e.g., write(2),
+/// truncate(2)) fails with the error EFBIG." A write that starts below the limit is
+/// shortened to it (`generic_write_check_limits`); shrinking and rewriting are allowed.
+/// uvfs only: the limit is per process on the host, and the harness's host side runs in
+/// threads of the test process.
+#[test]
+fn rlimit_fsize_gives_efbig_and_short_writes() {
+    let u = Uvfs::new();
+    let t = &u.task;
+    assert_eq!(t.getrlimit_fsize(), u64::MAX);
+    let fd = t.open("/f", CREAT | RW, 0o644).unwrap();
+    t.setrlimit_fsize(10);
+    assert_eq!(t.write(fd, &[1u8; 20]), Ok(10));
+    assert_eq!(t.write(fd, b"x"), Err(Errno::EFBIG));
+    assert_eq!(t.pwrite(fd, b"abc", 5), Ok(3));
+    assert_eq!(t.pwrite(fd, b"abcdef", 8), Ok(2));
+    assert_eq!(t.ftruncate(fd, 11), Err(Errno::EFBIG));
+    assert_eq!(t.truncate("/f", 100), Err(Errno::EFBIG));
+    assert_eq!(t.fstat(fd).map(|s| s.st_size), Ok(10));
+    assert_eq!(t.ftruncate(fd, 4), Ok(()));
+    assert_eq!(t.ftruncate(fd, 10), Ok(()));
+    // Threads share the limit; a fork copies it.
+    let th = t.clone_thread();
+    let child = t.fork();
+    th.setrlimit_fsize(2);
+    assert_eq!(t.getrlimit_fsize(), 2);
+    assert_eq!(child.getrlimit_fsize(), 10);
+    child.setrlimit_fsize(u64::MAX);
+    assert_eq!(t.getrlimit_fsize(), 2);
+    assert_eq!(child.write(fd, &[0u8; 100]), Ok(100));
+}
+
+#[test]
+fn hard_links_hold_inodes_until_unlinked() {
+    // nr_inodes=3: root, /f, one more name of /f (tmpfs counts every name but the last as
+    // an inode: shmem_link / shmem_unlink); the third name and a new file fail until a name
+    // goes away; the last name's inode comes back only when the file is gone.
+    expect_limits(
+        0,
+        3,
+        (
+            Ok(()),
+            Err(Errno::ENOSPC),
+            Err(Errno::ENOSPC),
+            Ok(()),
+            Ok(()),
+            Ok(2),
+            Ok(()),
+            Ok(()),
+            Err(Errno::ENOSPC),
+        ),
+        |s| {
+            let fd = s.openat(CWD, b"/f", CREAT | RW, 0o644).unwrap();
+            s.close(fd).unwrap();
+            let a = s.linkat(CWD, b"/f", CWD, b"/g", NOAT);
+            let b = s.linkat(CWD, b"/f", CWD, b"/h", NOAT);
+            let c = s.openat(CWD, b"/n", CREAT | RW, 0o644).map(drop);
+            let d = s.unlinkat(CWD, b"/g", NOAT);
+            let e = s.linkat(CWD, b"/f", CWD, b"/h", NOAT);
+            let nlink = s.fstatat(CWD, b"/f", NOAT).map(|st| st.st_nlink);
+            let f = s.unlinkat(CWD, b"/f", NOAT);
+            let g = s.mkdirat(CWD, b"/d", 0o755);
+            let h = s.mkdirat(CWD, b"/e", 0o755);
+            (a, b, c, d, e, nlink, f, g, h)
+        },
+    );
+}
