@@ -8,7 +8,7 @@ use crate::cred::{MAY_READ, MAY_WRITE};
 use crate::dentry::Dentry;
 use crate::file::{FMode, File, FileHandle};
 use crate::inode::InodeKind;
-use crate::namei::{create_locked, getname, LastType, NAME_MAX};
+use crate::namei::{create_locked, getname, mode_strip_sgid, LastType, NAME_MAX};
 use crate::task::Task;
 use crate::types::*;
 use crate::variant::Variant;
@@ -232,9 +232,12 @@ impl<V: Variant> Task<V> {
         if flags.contains(OpenFlags::PATH) {
             return self.do_o_path(dirfd, path, flags, lookup);
         }
-        let mode = mode & 0o7777 & !self.current_umask();
+        // vfs_prepare_mode: set-group-ID is stripped (mode_strip_sgid) from the mode as
+        // given, before the umask.
+        let raw_mode = mode & 0o7777;
+        let mode = raw_mode & !self.current_umask();
         if flags.intersects(O_TMPFILE_BIT) {
-            return self.do_tmpfile(dirfd, path, flags, mode, lookup);
+            return self.do_tmpfile(dirfd, path, flags, raw_mode, lookup);
         }
         let (p, created) = self.with_walk_flags(dirfd, path, lookup, |nd, start, _| {
             let (d, created) = if flags.contains(OpenFlags::CREAT) {
@@ -274,12 +277,13 @@ impl<V: Variant> Task<V> {
                                     }
                                     dir_inode
                                         .permission(nd.cred, MAY_WRITE | crate::cred::MAY_EXEC)?;
+                                    let m = mode & mode_strip_sgid(nd.cred, dir_inode, raw_mode);
                                     let d = create_locked(
                                         self,
                                         last.dir,
                                         &mut dl,
                                         last.name,
-                                        S_IFREG | mode,
+                                        S_IFREG | m,
                                         InodeKind::Reg(Default::default()),
                                     )?;
                                     drop(dl);
@@ -342,21 +346,21 @@ impl<V: Variant> Task<V> {
             let d = nd.walk(start, path, follow, flags.contains(OpenFlags::DIRECTORY))?;
             Ok(d.clone())
         })?;
-        File::open_handle(d, FMode::PATH, flags - OpenFlags::CLOEXEC)
+        File::open_handle(d, FMode::PATH, flags - OpenFlags::CLOEXEC, self.cred_id)
     }
 
     /// `do_tmpfile` + `vfs_tmpfile` + `shmem_tmpfile`: an unnamed regular file in directory
     /// `path` (followed unless `O_NOFOLLOW`), link count 0, freed when its last open file
-    /// goes; linkable by `linkat` unless `O_EXCL` ([`Inode::is_linkable`]). `mode` is
-    /// already masked with the umask. The directory is not changed (no entry, no times).
-    ///
-    /// [`Inode::is_linkable`]: crate::inode::Inode::is_linkable
+    /// goes; linkable by `linkat(AT_EMPTY_PATH)` unless `O_EXCL` (`I_LINKABLE`). `raw_mode`
+    /// is the permission bits as given (the umask is applied here, after
+    /// `mode_strip_sgid`). The directory is not changed (no entry, no times). On a mount
+    /// with limits the inode and its pages are charged as any file's (`ENOSPC`).
     fn do_tmpfile(
         &self,
         dirfd: Fd,
         path: &[u8],
         flags: OpenFlags,
-        mode: u32,
+        raw_mode: u32,
         lookup: u32,
     ) -> Result<FileHandle<V>> {
         let dir = self.with_walk_flags(dirfd, path, lookup, |nd, start, _| {
@@ -365,14 +369,13 @@ impl<V: Variant> Task<V> {
         })?;
         let di = &dir.d_inode;
         di.permission(&self.cred, MAY_WRITE | crate::cred::MAY_EXEC)?;
-        // inode_init_owner + mode_strip_sgid, as `create_locked` does for a named file.
-        let (gid, mode) = if di.mode() & S_ISGID != 0 {
-            let strip = mode & (S_ISGID | S_IXGRP) == S_ISGID | S_IXGRP
-                && !self.cred.in_group(di.gid())
-                && !self.cred.is_root();
-            (di.gid(), if strip { mode & !S_ISGID } else { mode })
+        // vfs_prepare_mode (mode_strip_sgid, then the umask) + inode_init_owner, as for a
+        // named file (`create_locked`).
+        let mode = mode_strip_sgid(&self.cred, di, raw_mode) & !self.current_umask();
+        let gid = if di.mode() & S_ISGID != 0 {
+            di.gid()
         } else {
-            (self.cred.gid, mode)
+            self.cred.gid
         };
         let ino = self.fs.root_mnt_next_ino(di);
         let now = crate::inode::coarse_now();
@@ -385,6 +388,8 @@ impl<V: Variant> Task<V> {
             InodeKind::Reg(Default::default()),
             now,
         );
+        // shmem_reserve_inode: ENOSPC past the mount's limits.
+        let inode = self.fs.charge(inode)?;
         inode.init_tmpfile(!flags.contains(OpenFlags::EXCL));
         // d_tmpfile: a dentry under the directory, never hashed (no lookup finds it).
         let d = Arc::new(Dentry::new(
@@ -457,8 +462,12 @@ impl<V: Variant> Task<V> {
                 | OpenFlags::CLOEXEC);
         // The file first (it can fail only with an ablation variant's ENFILE), then the
         // truncation, so that a failed open leaves the data alone.
-        let file = File::open_handle(p, fmode, stored | OpenFlags::LARGEFILE)?;
+        let file = File::open_handle(p, fmode, stored | OpenFlags::LARGEFILE, self.cred_id)?;
         if truncate {
+            // handle_truncate -> do_truncate: a non-root caller clears set-ID bits as a
+            // write does (`dentry_needs_remove_privs`), even on an empty file.
+            file.inode()
+                .kill_suid(&self.cred, crate::inode::coarse_now());
             file.inode().truncate(0)?;
         }
         Ok(file)

@@ -3,12 +3,14 @@
 //! Linux analogue: fs/statfs.c (`user_statfs`, `fd_statfs`, `statfs_by_dentry`,
 //! `calculate_f_flags`), mm/shmem.c (`shmem_statfs`), fs/sync.c (`do_fsync`).
 //!
-//! uvfs's tmpfs has no size or inode limit, as a Linux tmpfs mounted with
-//! `size=0,nr_inodes=0`; `shmem_statfs` then leaves the block and inode counts 0
-//! (`simple_statfs`), and so does uvfs. (A default Linux tmpfs mount reports half of RAM
-//! and its inode limit instead.) Keeping no used-space count also keeps create, write and
-//! unlink free of a shared counter.
+//! Block and inode counts come from the mount's `size=` and `nr_inodes=` limits
+//! ([`TmpfsOptions`](crate::TmpfsOptions)); a limit not set is unlimited in uvfs, as
+//! `size=0`/`nr_inodes=0` in Linux, where `shmem_statfs` then leaves those counts 0, and so
+//! does uvfs. (A Linux tmpfs mounted without options has default limits of half of RAM
+//! instead: uvfs has no such default.) Without limits uvfs keeps no used-space count, which
+//! keeps create, write and unlink free of a shared counter.
 
+use crate::inode::Inode;
 use crate::namei::{getname, NAME_MAX};
 use crate::task::Task;
 use crate::types::*;
@@ -31,15 +33,16 @@ pub struct StatFs {
     pub f_type: i64,
     /// Block size: 4096 (`PAGE_SIZE`).
     pub f_bsize: i64,
-    /// Total blocks: 0 (no size limit; see the module doc).
+    /// Total blocks: the `size=` limit in pages; 0 without one (see the module doc).
     pub f_blocks: u64,
-    /// Free blocks: 0 (no size limit).
+    /// Free blocks: the limit less the pages in use; 0 without a limit.
     pub f_bfree: u64,
-    /// Free blocks for unprivileged users: 0 (no size limit).
+    /// Free blocks for unprivileged users: as `f_bfree` (tmpfs reserves none for root).
     pub f_bavail: u64,
-    /// Total inodes: 0 (no inode limit).
+    /// Total inodes: the `nr_inodes=` limit; 0 without one.
     pub f_files: u64,
-    /// Free inodes: 0 (no inode limit).
+    /// Free inodes: the limit less the inodes in use (hard links count, as tmpfs); 0
+    /// without a limit.
     pub f_ffree: u64,
     /// File-system id: the device number, split in two words (Linux: from the super
     /// block's uuid).
@@ -52,16 +55,33 @@ pub struct StatFs {
     pub f_flags: i64,
 }
 
-/// `shmem_statfs` + `calculate_f_flags` for the super block with device number `dev`.
-fn tmpfs_statfs(dev: u64) -> StatFs {
+/// `shmem_statfs` + `calculate_f_flags` for the super block of `inode`.
+fn tmpfs_statfs(inode: &Inode) -> StatFs {
+    let dev = inode.i_dev;
+    let (mut f_blocks, mut f_bfree, mut f_files, mut f_ffree) = (0, 0, 0, 0);
+    if let Some(l) = inode.limits() {
+        let (max_blocks, used_blocks, max_inodes, used_inodes) = l.counts();
+        if max_blocks != u64::MAX {
+            f_blocks = max_blocks;
+            f_bfree = max_blocks.saturating_sub(used_blocks);
+        }
+        if max_inodes != u64::MAX {
+            f_files = max_inodes;
+            f_ffree = max_inodes.saturating_sub(used_inodes);
+        }
+    }
     StatFs {
+        f_blocks,
+        f_bfree,
+        f_bavail: f_bfree,
+        f_files,
+        f_ffree,
         f_type: TMPFS_MAGIC,
         f_bsize: crate::inode::PAGE_SIZE as i64,
         f_fsid: [dev as u32 as i32, (dev >> 32) as u32 as i32],
         f_namelen: NAME_MAX as i64,
         f_frsize: crate::inode::PAGE_SIZE as i64,
         f_flags: ST_VALID | ST_RELATIME,
-        ..StatFs::default()
     }
 }
 
@@ -79,7 +99,7 @@ impl<V: Variant> Task<V> {
         let path = getname(path.as_ref(), false)?;
         self.with_walk(Fd::AT_FDCWD, path, |nd, start, _| {
             let d = nd.walk(start, path, true, false)?;
-            Ok(tmpfs_statfs(d.d_inode.i_dev))
+            Ok(tmpfs_statfs(&d.d_inode))
         })
     }
 
@@ -93,7 +113,7 @@ impl<V: Variant> Task<V> {
     /// fstatfs(2); Linux `fd_statfs` (`fdget_raw`).
     pub fn fstatfs(&self, fd: Fd) -> Result<StatFs> {
         let f = self.fdget_raw(fd)?;
-        Ok(tmpfs_statfs(f.inode().i_dev))
+        Ok(tmpfs_statfs(f.inode()))
     }
 
     /// `fsync(2)`: tmpfs data lives in memory only, so there is nothing to write back;

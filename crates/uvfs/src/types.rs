@@ -101,6 +101,8 @@ bitflags! {
         const SYMLINK_NOFOLLOW = 0x100;
         /// `unlinkat`: remove a directory.
         const REMOVEDIR = 0x200;
+        /// `faccessat2`: check with the effective ids (the same bit as `REMOVEDIR`).
+        const EACCESS = 0x200;
         /// `linkat`: follow a symlink in the last component.
         const SYMLINK_FOLLOW = 0x400;
         /// Accepted and ignored (no automounts).
@@ -111,6 +113,20 @@ bitflags! {
         const STATX_FORCE_SYNC = 0x2000;
         /// `fstatat`: accepted and ignored (`AT_STATX_DONT_SYNC`).
         const STATX_DONT_SYNC = 0x4000;
+        const _ = !0;
+    }
+}
+
+bitflags! {
+    /// `renameat2(2)` flags (`RENAME_*`, include/uapi/linux/fs.h).
+    #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+    pub struct RenameFlags: u32 {
+        /// Fail with `EEXIST` instead of replacing an existing target.
+        const NOREPLACE = 1;
+        /// Atomically exchange source and target (both must exist).
+        const EXCHANGE = 2;
+        /// Leave a whiteout at the source (overlayfs); not supported by uvfs (`EINVAL`).
+        const WHITEOUT = 4;
         const _ = !0;
     }
 }
