@@ -638,3 +638,29 @@ fn mknod_open() {
         (r, s.exists(b"/q"))
     });
 }
+
+#[test]
+fn statfs_with_limits() {
+    // size=64 KiB (16 pages), nr_inodes=10: counts as shmem_statfs reports them.
+    expect_limits(
+        65536,
+        10,
+        ok((16u64, 16u64, 16u64, 10u64, 9u64, 14u64, 6u64)),
+        |s| {
+            let a = s.statfs(b"/")?;
+            s.mkfile(b"/f", &[7u8; 5000]);
+            s.mkdir(b"/d");
+            s.linkat(CWD, b"/f", CWD, b"/d/g", NOAT)?;
+            let fd = s.open(b"/d", RO, 0)?;
+            let b = s.fstatfs(fd)?;
+            Ok((
+                a.f_blocks, a.f_bfree, a.f_bavail, a.f_files, a.f_ffree, b.f_bfree, b.f_ffree,
+            ))
+        },
+    );
+    // Only one limit: the other's counts stay 0.
+    expect_limits(65536, 0, ok((16u64, 0u64, 0u64)), |s| {
+        let a = s.statfs(b"/")?;
+        Ok((a.f_blocks, a.f_files, a.f_ffree))
+    });
+}

@@ -829,3 +829,89 @@ fn openat2_scoped_dotdot_does_not_escape_under_rename() {
     assert!(bad.is_empty(), "escaped: {bad:?}");
     eprintln!("{eagain} walks caught outside their root");
 }
+
+/// `linkat(fd, "", AT_FDCWD, new, AT_EMPTY_PATH)`.
+fn link_fd(s: &dyn Sys, fd: Fd, new: &[u8]) -> Result<(), Errno> {
+    s.linkat(fd, b"", CWD, new, EMPTY)
+}
+
+#[test]
+fn o_tmpfile_linkat() {
+    table::<Result<(Shape, Vec<u8>), Errno>>(&[
+        (
+            "linked back with its data",
+            Ok((
+                Shape {
+                    size: 3,
+                    blocks: 8,
+                    ..reg(0o600, 0, 0)
+                },
+                b"tmp".to_vec(),
+            )),
+            |s| {
+                tree(s);
+                let fd = s.open(b"/d", TMPFILE | RW, 0o600).unwrap();
+                s.write(fd, b"tmp").unwrap();
+                link_fd(s, fd, b"/d/named")?;
+                let st = s.fstat(fd).unwrap();
+                let mut sh = shape(st);
+                sh.nlink -= 1; // compare with `reg`'s nlink 0 ...
+                assert_eq!(st.st_nlink, 1, "... as it is 1 now");
+                Ok((sh, s.read_file(b"/d/named").unwrap()))
+            },
+        ),
+        ("O_EXCL: never linkable", Err(Errno::ENOENT), |s| {
+            tree(s);
+            let fd = s
+                .open(b"/d", TMPFILE | RW | OpenFlags::EXCL, 0o600)
+                .unwrap();
+            link_fd(s, fd, b"/d/named").map(|_| (reg(0, 0, 0), vec![]))
+        }),
+        ("linked, unlinked: not again", Err(Errno::ENOENT), |s| {
+            tree(s);
+            let fd = s.open(b"/d", TMPFILE | RW, 0o600).unwrap();
+            link_fd(s, fd, b"/d/a").unwrap();
+            s.unlinkat(CWD, b"/d/a", NOAT).unwrap();
+            link_fd(s, fd, b"/d/b").map(|_| (reg(0, 0, 0), vec![]))
+        }),
+        (
+            "through an O_PATH descriptor of a file",
+            Ok((reg(0o644, 0, 0), b"hello".to_vec())),
+            |s| {
+                tree(s);
+                let fd = s.open(b"/f", PATH, 0).unwrap();
+                link_fd(s, fd, b"/g")?;
+                let mut sh = s.shape_of(b"/g").unwrap();
+                sh.nlink -= 2;
+                sh.size = 0;
+                sh.blocks = 0;
+                Ok((sh, s.read_file(b"/g").unwrap()))
+            },
+        ),
+    ]);
+}
+
+#[test]
+fn o_tmpfile_limits() {
+    // A tmpfile takes an inode and its pages, and gives them back at its last close.
+    expect_limits(
+        4 * 4096,
+        4,
+        ok(((4u64, 3u64, 4u64, 2u64), (4, 1, 4, 1), (4, 3, 4, 2), 4096)),
+        |s| {
+            let counts = |s: &dyn Sys| {
+                let f = s.statfs(b"/").unwrap();
+                (f.f_blocks, f.f_bfree, f.f_files, f.f_ffree)
+            };
+            s.mkfile(b"/f", b"x");
+            let before = counts(s);
+            let fd = s.open(b"/", TMPFILE | RW, 0o600)?;
+            s.write(fd, &[1u8; 8192])?;
+            let during = counts(s);
+            // One page left: the write is short.
+            let full = s.write(fd, &[1u8; 8192])?;
+            s.close(fd)?;
+            Ok((before, during, counts(s), full))
+        },
+    );
+}
