@@ -50,8 +50,8 @@ fn statfs_fields() {
         let fd = s.open(b"/f", RO, 0).unwrap();
         s.fstatfs(fd).map(statfs_fixed)
     });
-    // uvfs's tmpfs has no limits: counts are 0 (as a Linux tmpfs with size=0,nr_inodes=0;
-    // the host side here is a default mount and reports half of RAM).
+    // A uvfs tmpfs without size=/nr_inodes= is unlimited: counts are 0 (as a Linux tmpfs
+    // with size=0,nr_inodes=0; the host side here is a default mount: half of RAM).
     let u = on_uvfs(&|s| s.statfs(b"/").unwrap());
     assert_eq!(
         (u.f_blocks, u.f_bfree, u.f_bavail, u.f_files, u.f_ffree),

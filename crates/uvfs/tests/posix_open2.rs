@@ -174,6 +174,14 @@ fn o_path_refused_calls() {
             let fd = pfd(s, false);
             s.fdatasync(fd).map(|_| 0)
         }),
+        ("fchmod", Err(Errno::EBADF), |s| {
+            let fd = pfd(s, false);
+            s.fchmod(fd, 0o600).map(|_| 0)
+        }),
+        ("fchown", Err(Errno::EBADF), |s| {
+            let fd = pfd(s, false);
+            s.fchown(fd, 0, 0).map(|_| 0)
+        }),
         ("F_SETFL", Err(Errno::EBADF), |s| {
             let fd = pfd(s, false);
             s.fcntl(fd, Fcntl::SetFl(0)).map(|n| n as u64)
@@ -237,6 +245,20 @@ fn o_path_allowed_calls() {
         ("F_SETFD", Ok(0), |s| {
             let fd = pfd(s, false);
             s.fcntl(fd, Fcntl::SetFd(FD_CLOEXEC)).map(|n| n as u64)
+        }),
+        ("fchmodat AT_EMPTY_PATH", Ok(0o600), |s| {
+            let fd = pfd(s, false);
+            s.fchmodat(fd, b"", 0o600, EMPTY)?;
+            s.fstat(fd).map(|st| (st.st_mode & 0o7777) as u64)
+        }),
+        ("fchownat AT_EMPTY_PATH", Ok(7), |s| {
+            let fd = pfd(s, false);
+            s.fchownat(fd, b"", 7, 7, EMPTY)?;
+            s.fstat(fd).map(|st| st.st_uid as u64)
+        }),
+        ("faccessat2 AT_EMPTY_PATH", Ok(0), |s| {
+            let fd = pfd(s, false);
+            s.faccessat2(fd, b"", 4, EMPTY).map(|_| 0)
         }),
         ("utimensat AT_EMPTY_PATH", Ok(0), |s| {
             let fd = pfd(s, false);
