@@ -9,6 +9,7 @@
 //! | [`target`] | [`Target`] and [`Worker`](target::Worker): what a workload runs on |
 //! | [`uvfs_target`] | uvfs's embedded tmpfs through `uvfs::Task` |
 //! | [`kernel`] | the kernel peer: real syscalls (rustix) on a host tmpfs |
+//! | `peers` | feature `peers`: other crates' in-memory file systems (`vfs` MemoryFS, wasmer's `mem_fs`); see [`peer_targets`] |
 //! | [`harness`] | start gate, stop flag, interleaved repetitions, rates |
 //! | [`interrupt`] | SIGINT/SIGTERM as a polled flag: stop, clean up, exit `128 + signal` |
 //! | [`report`] | the table and the `--json` document |
@@ -29,6 +30,8 @@ pub mod error;
 pub mod harness;
 pub mod interrupt;
 pub mod kernel;
+#[cfg(feature = "peers")]
+pub mod peers;
 pub mod plot;
 pub mod report;
 pub mod target;
@@ -61,7 +64,8 @@ pub struct BenchArgs {
     pub workloads: Vec<WorkloadKind>,
 
     /// Targets to run, repeatable or comma-separated; the first is the
-    /// subject of the ratios [default: uvfs,kernel].
+    /// subject of the ratios [default: uvfs,kernel]. The peers
+    /// (vfs-memoryfs, wasmer-memfs) exist in builds with `--features peers`.
     #[arg(
         long = "target",
         value_name = "NAME",
@@ -117,11 +121,43 @@ pub enum TargetKind {
     Uvfs,
     /// The Linux kernel through system calls (see `kernel::KernelTarget`).
     Kernel,
+    /// The `vfs` crate's `MemoryFS` (feature `peers`; see
+    /// `peers::vfs_memory::VfsMemoryTarget`).
+    #[cfg(feature = "peers")]
+    #[value(name = "vfs-memoryfs")]
+    VfsMemoryfs,
+    /// wasmer's `virtual-fs` `mem_fs` (feature `peers`; see
+    /// `peers::wasmer::WasmerTarget`).
+    #[cfg(feature = "peers")]
+    #[value(name = "wasmer-memfs")]
+    WasmerMemfs,
 }
 
 impl TargetKind {
-    /// All targets, in default order (uvfs first: the ratios' subject).
+    /// The default targets, in default order (uvfs first: the ratios'
+    /// subject). The peers are never in it: name them with `--target`, or
+    /// take them all from [`peer_targets`].
     pub const ALL: [TargetKind; 2] = [TargetKind::Uvfs, TargetKind::Kernel];
+}
+
+/// The peer targets (other crates' file systems), fresh, in a fixed order:
+/// `vfs-memoryfs`, `wasmer-memfs`; empty when built without the `peers`
+/// feature. For modes that compare uvfs with every peer there is:
+/// `--ablation` appends them, as context after the kernel, when `--target`
+/// is not given.
+///
+/// # Errors
+///
+/// Creating a peer's working directory failed.
+pub fn peer_targets() -> Result<Vec<Box<dyn Target>>> {
+    #[cfg(feature = "peers")]
+    {
+        peers::targets()
+    }
+    #[cfg(not(feature = "peers"))]
+    {
+        Ok(Vec::new())
+    }
 }
 
 /// Parses a thread count: an integer from 1 to 4096.
@@ -256,7 +292,16 @@ fn bench_with(args: &BenchArgs) -> Result<Report> {
                 let host = kernel::HostDir::create(args.host_dir.as_deref())?;
                 Box::new(kernel::KernelTarget::new(host)?)
             }
+            #[cfg(feature = "peers")]
+            TargetKind::VfsMemoryfs => Box::new(peers::vfs_memory::VfsMemoryTarget::new()?),
+            #[cfg(feature = "peers")]
+            TargetKind::WasmerMemfs => Box::new(peers::wasmer::WasmerTarget::new()?),
         });
+    }
+    if args.ablation && args.targets.is_empty() {
+        // Context after the kernel: every peer this build has (none without
+        // `--features peers`); `--target` names them one by one instead.
+        targets.extend(peer_targets()?);
     }
     let settings = Settings {
         workloads: kinds,

@@ -7,16 +7,26 @@ use std::sync::Arc;
 
 /// Credentials of a task: user, group and supplementary groups.
 ///
-/// uid 0 has the capabilities root has by default: `CAP_DAC_OVERRIDE`,
-/// `CAP_DAC_READ_SEARCH`, `CAP_FOWNER`, `CAP_FSETID`.
+/// `uid` and `gid` are the ids every permission check uses: Linux's effective ids, which
+/// are also the filesystem ids (`fsuid`, `fsgid`: uvfs has no `setfsuid`). The real ids
+/// matter only to [`faccessat2`](crate::Task::faccessat2) without `AT_EACCESS`, which
+/// checks with them; they are `None` when equal to the effective ones (as a plain
+/// `Cred { uid, gid, groups, real: None }` or [`Cred::new`] makes).
+///
+/// An effective uid 0 has the capabilities root has by default: `CAP_DAC_OVERRIDE`,
+/// `CAP_DAC_READ_SEARCH`, `CAP_FOWNER`, `CAP_FSETID`, `CAP_CHOWN` (a task that changed
+/// its effective uid from 0 to another keeps none in its effective set, as Linux's
+/// `setresuid` clears them).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Cred {
-    /// User id (real = effective = filesystem uid).
+    /// Effective (= filesystem) user id.
     pub uid: u32,
-    /// Group id (real = effective = filesystem gid).
+    /// Effective (= filesystem) group id.
     pub gid: u32,
     /// Supplementary groups.
     pub groups: Arc<[u32]>,
+    /// Real `(uid, gid)` when they differ from the effective ones (`None`: the same).
+    pub real: Option<(u32, u32)>,
 }
 
 /// `MAY_EXEC`: execute / search permission.
@@ -33,6 +43,45 @@ impl Cred {
             uid: 0,
             gid: 0,
             groups: Arc::from(Vec::new()),
+            real: None,
+        }
+    }
+
+    /// Credentials with real = effective `uid` and `gid` and supplementary `groups`.
+    pub fn new(uid: u32, gid: u32, groups: &[u32]) -> Cred {
+        Cred {
+            uid,
+            gid,
+            groups: Arc::from(groups),
+            real: None,
+        }
+    }
+
+    /// These credentials with real ids `ruid`, `rgid` (as after `setresuid(ruid, uid, _)`
+    /// and `setresgid(rgid, gid, _)`).
+    pub fn with_real(mut self, ruid: u32, rgid: u32) -> Cred {
+        self.real = (ruid != self.uid || rgid != self.gid).then_some((ruid, rgid));
+        self
+    }
+
+    /// Real user id (`getuid`).
+    pub fn ruid(&self) -> u32 {
+        self.real.map_or(self.uid, |r| r.0)
+    }
+
+    /// Real group id (`getgid`).
+    pub fn rgid(&self) -> u32 {
+        self.real.map_or(self.gid, |r| r.1)
+    }
+
+    /// `access_override_creds`: the credentials `access(2)` checks with: the real ids as
+    /// filesystem ids, and root's capabilities only when the real uid is 0.
+    pub fn access_cred(&self) -> Cred {
+        Cred {
+            uid: self.ruid(),
+            gid: self.rgid(),
+            groups: self.groups.clone(),
+            real: None,
         }
     }
 
@@ -76,5 +125,27 @@ impl Cred {
     /// `inode_owner_or_capable`: the caller owns the inode or is root (`CAP_FOWNER`).
     pub fn owner_or_capable(&self, uid: u32) -> bool {
         self.uid == uid || self.is_root()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn real_ids() {
+        let c = Cred::new(1000, 100, &[7]);
+        assert_eq!((c.ruid(), c.rgid(), c.real), (1000, 100, None));
+        assert_eq!(c.clone().with_real(1000, 100), c, "equal ids stay None");
+        let setuid_root = Cred::new(0, 0, &[7]).with_real(1000, 100);
+        assert!(setuid_root.is_root());
+        let a = setuid_root.access_cred();
+        assert_eq!((a.uid, a.gid, &*a.groups), (1000, 100, &[7][..]));
+        assert!(
+            !a.is_root(),
+            "access() drops capabilities for a real uid other than 0"
+        );
+        let dropped = Cred::new(1000, 100, &[]).with_real(0, 0);
+        assert!(dropped.access_cred().is_root());
     }
 }

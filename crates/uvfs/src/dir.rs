@@ -197,6 +197,20 @@ impl DirLocked<'_> {
         old
     }
 
+    /// Replaces the entry named `name` (which exists) by `d` at getdents position `cookie`,
+    /// leaving the cookie index of the replaced entry alone: for `RENAME_EXCHANGE`, where the
+    /// two dentries swap names and cookies (Linux `simple_offset_rename_exchange`), so each
+    /// name keeps its place in a listing. Context: inside `replace_begin` .. `replace_end`.
+    pub(crate) fn exchange_entry(&mut self, name: Name, d: Arc<Dentry>, cookie: u64) {
+        debug_assert!(self.replacing, "caller brackets the exchange");
+        debug_assert!(self.get(&name).is_some(), "an exchange replaces an entry");
+        self.inner.by_cookie.insert(cookie, d.clone());
+        self.dir
+            .children
+            .insert(name, d, &self.guard)
+            .release(&self.guard);
+    }
+
     /// Removes and returns the entry named `name`.
     pub(crate) fn remove(&mut self, name: &[u8]) -> Option<Arc<Dentry>> {
         let e = self.dir.children.remove(name, &self.guard)?;

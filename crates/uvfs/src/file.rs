@@ -6,7 +6,7 @@
 //!
 //! # Layout (three 64-byte lines, 192 bytes)
 //! ```text
-//! line 0  FileHot: f_mode, f_flags, f_dentry            read by every syscall, written never
+//! line 0  FileHot: f_mode, f_flags, f_dentry, f_cred_id read by every syscall, written never
 //!                                                       (f_flags: only by F_SETFL)
 //! line 1  f_ref (FileRef)                               written by every fget/fput/dup/close
 //! line 2  f_pos_lock + f_pos                            written by read/write/lseek
@@ -16,7 +16,7 @@
 //! default [`Uvfs`] variant is the layout above; ablation variants swap one of them.
 //!
 //! # Invariants
-//! - `f_mode` and `f_dentry` are immutable after `open`.
+//! - `f_mode`, `f_dentry` and `f_cred_id` are immutable after `open`.
 //! - `f_pos` is protected by `f_pos_lock`; `pread`/`pwrite` never touch it.
 
 use crate::dentry::Dentry;
@@ -46,10 +46,16 @@ bitflags! {
         const PREAD = 0x8;
         /// `pwrite` allowed.
         const PWRITE = 0x10;
+        /// `FMODE_PATH`: opened with `O_PATH`. The file only names its dentry: `fstat`,
+        /// `fstatfs`, use as a `dirfd` (with `AT_EMPTY_PATH` too), `fchdir`, `close`, `dup*`
+        /// and `fcntl` (`F_DUPFD*`, `F_GETFD`, `F_SETFD`, `F_GETFL`) work; every other call
+        /// on the descriptor is `EBADF` (Linux: `empty_fops`, `fdget` vs `fdget_raw`).
+        const PATH = 0x4000;
     }
 }
 
-/// The read-mostly first cache line of a `File`: `f_mode`, `f_flags`, the dentry (16 bytes).
+/// The read-mostly first cache line of a `File`: `f_mode`, `f_flags`, the dentry, the
+/// opener's credential identity (24 bytes).
 #[derive(Debug)]
 pub struct FileHot {
     /// Immutable after open.
@@ -61,6 +67,9 @@ pub struct FileHot {
     /// with a per-CPU count; a plain shared count would be a namespace-wide line written by
     /// every open and close) and no second count on the inode, which the dentry holds.
     pub(crate) f_dentry: Arc<Dentry>,
+    /// The opener's credential identity (`Task::cred_id`; Linux: `f_cred`). Immutable after
+    /// open; read only by `linkat` with `AT_EMPTY_PATH`.
+    pub(crate) f_cred_id: u64,
 }
 
 /// An open file description.
@@ -123,6 +132,12 @@ unsafe impl<V: Variant> RcuRefcounted for File<V> {
         // that never cover it (`drop_hot` leaves it, FileLines' contract).
         unsafe {
             V::Files::del(&*std::ptr::addr_of!((*this).f_list));
+            // The last close of the inode's file (`__fput` -> `dput` -> `iput`): on a mount
+            // with limits an unlinked file's space comes back now.
+            V::Lines::hot(&*std::ptr::addr_of!((*this).lines))
+                .f_dentry
+                .d_inode
+                .file_closed();
             V::Lines::drop_hot(std::ptr::addr_of_mut!((*this).lines));
             std::ptr::drop_in_place(std::ptr::addr_of_mut!((*this).f_pos));
             std::ptr::drop_in_place(std::ptr::addr_of_mut!((*this).f_list));
@@ -166,14 +181,17 @@ impl<V: Variant> File<V> {
         dentry: Arc<Dentry>,
         mode: FMode,
         flags: OpenFlags,
+        cred_id: u64,
     ) -> Result<FileHandle<V>> {
         let f_list = V::Files::add()?;
+        dentry.d_inode.file_opened();
         Ok(RcuRef::new(File {
             lines: V::Lines::new(
                 FileHot {
                     f_mode: mode,
                     f_flags: AtomicU32::new(flags.bits()),
                     f_dentry: dentry,
+                    f_cred_id: cred_id,
                 },
                 V::Ref::new(1),
             ),

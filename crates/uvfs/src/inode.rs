@@ -8,7 +8,7 @@
 //!
 //! # Timestamps (multigrain, as tmpfs since Linux 6.13)
 //! Changes are stamped with the coarse realtime clock (one clock tick, a few milliseconds),
-//! read once per syscall ([`coarse_now`]). A change in the same tick as the last one then
+//! read once per syscall (`coarse_now`). A change in the same tick as the last one then
 //! stores the value already there, so it writes nothing: no lock, no seqcount, no store
 //! (test before set, lesson 3); the directory of a file created and unlinked by many
 //! threads is only read. That alone would hide changes from anyone comparing timestamps, so,
@@ -45,6 +45,7 @@
 
 use crate::cred::Cred;
 use crate::dir::Dir;
+use crate::super_block::Limits;
 use crate::sync::padded::CacheLine;
 use crate::sync::plain::{AtomicU32, AtomicU64, Mutex, MutexGuard, Ordering};
 use crate::sync::seqcount::SeqCount;
@@ -53,9 +54,13 @@ use crate::types::*;
 use crate::{Errno, Result};
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 /// Bytes in one page of file data.
 pub const PAGE_SIZE: usize = 4096;
+
+/// `i_blocks` units (512 bytes) per page.
+const BLOCKS_PER_PAGE: u64 = PAGE_SIZE as u64 / 512;
 /// tmpfs accounts 20 bytes of directory size per entry (`BOGO_DIRENT_SIZE`, mm/shmem.c).
 pub const BOGO_DIRENT_SIZE: u64 = 20;
 /// The largest file size and offset (`MAX_LFS_FILESIZE` on 64-bit).
@@ -68,6 +73,15 @@ pub const LINK_MAX: u32 = u32::MAX;
 const I_CTIME_QUERIED: u32 = 1 << 31;
 
 const NSEC_PER_SEC: u64 = 1_000_000_000;
+
+/// `I_LINKABLE` in `Inode::i_state`: an inode with no links that `linkat` may still give a
+/// name (Linux sets it on an `O_TMPFILE` file opened without `O_EXCL`); cleared by the first
+/// successful link.
+const I_LINKABLE: u32 = 1 << 0;
+
+/// `I_FREEING` in `Inode::i_state`: a mount with limits gave this inode's pages and its
+/// inode count back (no name and no open file left); `Drop` must not give them back again.
+const I_FREEING: u32 = 1 << 1;
 
 /// How far a time may trail the current ctime (or the floor) and still be taken for the
 /// same moment seen through a coarser clock; a larger gap means the realtime clock was
@@ -215,6 +229,9 @@ pub(crate) enum InodeKind {
     Dir(Box<Dir>),
     /// Symbolic link: its target, immutable.
     Symlink(Box<[u8]>),
+    /// FIFO, socket or device node (`mknodat`; the type is in the mode): its device number
+    /// (`st_rdev`, 0 for FIFOs and sockets), immutable. No contents.
+    Special(u64),
 }
 
 /// A regular file's data: present pages by index; absent pages are holes (read as zeros).
@@ -253,8 +270,12 @@ pub struct Inode {
     i_mode: AtomicU32,
     i_uid: AtomicU32,
     i_gid: AtomicU32,
+    /// Creation time (`statx`'s `stx_btime`; tmpfs: `i_crtime`). Immutable after creation.
+    i_btime: Timespec,
     _line1: CacheLine<()>,
     i_nlink: AtomicU32,
+    /// State bits (`I_LINKABLE`; Linux: `i_state`). Atomic; written under `attr_lock`.
+    i_state: AtomicU32,
     times: Times,
     /// Serialises attribute writers (Linux: `i_rwsem` for `notify_change`).
     attr_lock: Mutex<()>,
@@ -264,15 +285,39 @@ pub struct Inode {
     i_size: AtomicU64,
     i_blocks: AtomicU64,
     pub(crate) kind: InodeKind,
+    /// The mount's accounting when it has limits (`i_sb`'s `shmem_sb_info`), charged one
+    /// inode and `i_blocks / 8` pages, given back on drop; `None` without limits.
+    /// Immutable after creation.
+    i_acct: Option<Arc<Limits>>,
+    /// Open files of this inode, counted only with `i_acct` (Linux: the `i_count` that a
+    /// `struct file` holds through its dentry), so that space comes back at the last close
+    /// of an unlinked file even while a lock-free lookup's stale copy of the dentry is
+    /// still waiting for its epoch. Written under `attr_lock`.
+    i_opens: AtomicU32,
+}
+
+impl Drop for Inode {
+    fn drop(&mut self) {
+        // Relaxed: `&mut self`, no other access.
+        let freed = self.i_state.load(Ordering::Relaxed) & I_FREEING != 0;
+        if let (Some(a), false) = (&self.i_acct, freed) {
+            // Not given back by `evict` (e.g. a mount torn down with names in it): now.
+            // Relaxed: as above.
+            a.release_blocks(self.i_blocks.load(Ordering::Relaxed) / BLOCKS_PER_PAGE);
+            a.release_inode();
+        }
+    }
 }
 
 #[cfg(not(uvfs_loom))]
 mod layout {
     use super::*;
     use crate::sync::padded::CACHE_LINE;
-    use std::mem::{align_of, offset_of};
+    use std::mem::{align_of, offset_of, size_of};
     crate::const_assert!(align_of::<Inode>() == CACHE_LINE);
     crate::const_assert!(offset_of!(Inode, i_gid) < CACHE_LINE);
+    // Read-mostly identity and attributes, the creation time included, fill line 0 only.
+    crate::const_assert!(offset_of!(Inode, i_btime) + size_of::<Timespec>() <= CACHE_LINE);
     crate::const_assert!(offset_of!(Inode, i_nlink) == CACHE_LINE);
     crate::const_assert!(offset_of!(Inode, attr_lock) < 2 * CACHE_LINE);
     crate::const_assert!(offset_of!(Inode, i_size) == 2 * CACHE_LINE);
@@ -308,6 +353,7 @@ impl Inode {
             // shmem_symlink: a target of 128 bytes or more (129 with its NUL, past
             // SHORT_SYMLINK_LEN) takes a page; shorter ones live in the inode.
             InodeKind::Symlink(t) => (1, t.len() as u64, if t.len() >= 128 { 8 } else { 0 }),
+            InodeKind::Special(_) => (1, 0, 0),
         };
         let s = now.tv_sec as u64;
         let n = now.tv_nsec as u32;
@@ -317,8 +363,10 @@ impl Inode {
             i_mode: AtomicU32::new(mode),
             i_uid: AtomicU32::new(uid),
             i_gid: AtomicU32::new(gid),
+            i_btime: now,
             _line1: CacheLine(()),
             i_nlink: AtomicU32::new(nlink),
+            i_state: AtomicU32::new(0),
             i_size: AtomicU64::new(size),
             i_blocks: AtomicU64::new(blocks),
             times: Times {
@@ -329,7 +377,50 @@ impl Inode {
             attr_lock: Mutex::new(()),
             _line2: CacheLine(()),
             kind,
+            i_acct: None,
+            i_opens: AtomicU32::new(0),
         }
+    }
+
+    /// Turns a new, unnamed regular file into an `O_TMPFILE` one (`d_tmpfile`): link count 0
+    /// and, when `linkable` (no `O_EXCL`), `I_LINKABLE` ([`set_linkable`](Self::set_linkable)),
+    /// so that `linkat(AT_EMPTY_PATH)` may name it. Context: the inode is not yet reachable
+    /// by anyone else.
+    pub(crate) fn init_tmpfile(&self, linkable: bool) {
+        // Relaxed: the inode is not published yet; the `Arc`/`File` that publishes it orders
+        // this store for whoever receives it.
+        self.i_nlink.store(0, Ordering::Relaxed);
+        if linkable {
+            self.set_linkable();
+        }
+    }
+
+    /// The limits of the mount this inode was charged to (`None` on a mount without limits).
+    pub(crate) fn limits(&self) -> Option<&Arc<Limits>> {
+        self.i_acct.as_ref()
+    }
+
+    /// Creation time (`stx_btime`), set once when the inode is made.
+    pub fn btime(&self) -> Timespec {
+        self.i_btime
+    }
+
+    /// Charges this new inode (and its symlink page, if any) to `acct`, a mount's limits.
+    ///
+    /// # Errors
+    /// `ENOSPC` when the mount's inodes or pages are used up; nothing is charged then.
+    pub(crate) fn charged_to(mut self, acct: Option<&Arc<Limits>>) -> Result<Inode> {
+        if let Some(a) = acct {
+            a.reserve_inode()?;
+            // Relaxed: not yet shared.
+            let pages = self.i_blocks.load(Ordering::Relaxed) / BLOCKS_PER_PAGE;
+            if let Err(e) = a.reserve_blocks(pages) {
+                a.release_inode();
+                return Err(e);
+            }
+            self.i_acct = Some(a.clone());
+        }
+        Ok(self)
     }
 
     /// Inode number.
@@ -585,16 +676,176 @@ impl Inode {
     /// `stamp_locked`). Returns the ctime. Context: the caller holds the lock of a directory
     /// naming this inode.
     pub(crate) fn add_nlink(&self, delta: i32, now: Option<Timespec>) -> Timespec {
+        let g = self.lock_attr();
+        // Relaxed: writers are serialised by `attr_lock`; readers take a snapshot.
+        let n = self.i_nlink.load(Ordering::Relaxed);
+        let new = n.wrapping_add_signed(delta);
+        // Relaxed: as above.
+        self.i_nlink.store(new, Ordering::Relaxed);
+        let mut evict = false;
+        if let (Some(a), true) = (&self.i_acct, new < n && !self.is_dir()) {
+            // shmem_unlink: every name but the last held an inode of the mount's count.
+            for _ in new.max(1)..n {
+                a.release_inode();
+            }
+            evict = self.may_evict_locked();
+        } else if self.i_acct.is_some() && new == 0 {
+            evict = self.may_evict_locked();
+        }
+        let t = match now {
+            Some(now) => self.stamp_locked(now, TimeUpdate::Keep, TimeUpdate::Keep),
+            None => self.times()[2],
+        };
+        drop(g);
+        if evict {
+            self.evict();
+        }
+        t
+    }
+
+    /// Whether the space of this inode (on a mount with limits) is to be given back now: no
+    /// name and no open file left, not yet given back; marks it given back if so.
+    /// Context: caller holds `attr_lock`.
+    fn may_evict_locked(&self) -> bool {
+        // Relaxed (all three): written under `attr_lock`, which the caller holds.
+        let st = self.i_state.load(Ordering::Relaxed);
+        if self.i_nlink.load(Ordering::Relaxed) != 0
+            || self.i_opens.load(Ordering::Relaxed) != 0
+            || st & (I_FREEING | I_LINKABLE) != 0
+        {
+            return false;
+        }
+        // Relaxed: as above.
+        self.i_state.store(st | I_FREEING, Ordering::Relaxed);
+        true
+    }
+
+    /// `shmem_evict_inode` on a mount with limits: drops the pages and gives them and the
+    /// inode back. Called once (after `may_evict_locked` said so), without `attr_lock` (the
+    /// data lock comes first in the lock order).
+    fn evict(&self) {
+        let Some(a) = &self.i_acct else { return };
+        if let InodeKind::Reg(d) = &self.kind {
+            let mut data = write(d);
+            let gone = std::mem::take(&mut data.pages);
+            // Relaxed: under the data write lock.
+            self.i_blocks.store(0, Ordering::Relaxed);
+            drop(data);
+            a.release_blocks(gone.len() as u64);
+        } else {
+            // A long symlink's page. Relaxed: immutable for symlinks.
+            a.release_blocks(self.i_blocks.load(Ordering::Relaxed) / BLOCKS_PER_PAGE);
+        }
+        a.release_inode();
+    }
+
+    /// A `File` opened this inode (`open_handle`); counted on mounts with limits only.
+    pub(crate) fn file_opened(&self) {
+        if self.i_acct.is_some() {
+            let _g = self.lock_attr();
+            // Relaxed: under `attr_lock`.
+            let n = self.i_opens.load(Ordering::Relaxed);
+            // Relaxed: as above.
+            self.i_opens.store(n + 1, Ordering::Relaxed);
+        }
+    }
+
+    /// A `File` of this inode was released (its last reference); on a mount with limits,
+    /// gives the space of an unlinked inode back at its last close.
+    pub(crate) fn file_closed(&self) {
+        if self.i_acct.is_some() {
+            let g = self.lock_attr();
+            // Relaxed: under `attr_lock`.
+            let n = self.i_opens.load(Ordering::Relaxed);
+            // Relaxed: as above.
+            self.i_opens.store(n.saturating_sub(1), Ordering::Relaxed);
+            let evict = self.may_evict_locked();
+            drop(g);
+            if evict {
+                self.evict();
+            }
+        }
+    }
+
+    /// Marks an inode with no links as linkable (`I_LINKABLE`): `linkat` may then give it a
+    /// name although its link count is 0. The hook for `O_TMPFILE` without `O_EXCL`
+    /// (Linux `vfs_tmpfile`); the first successful link clears it.
+    pub(crate) fn set_linkable(&self) {
+        let _g = self.lock_attr();
+        // Relaxed: serialised by `attr_lock`; read only under it (`link_inc`).
+        let st = self.i_state.load(Ordering::Relaxed);
+        // Relaxed: as above.
+        self.i_state.store(st | I_LINKABLE, Ordering::Relaxed);
+    }
+
+    /// One more hard link (`vfs_link`'s checks under the inode lock, then `inc_nlink` and
+    /// `inode_set_ctime_current`, as `shmem_link`): stamps the ctime from `now` (see
+    /// `stamp_locked`) and returns it. Clears `I_LINKABLE`.
+    ///
+    /// Under `attr_lock`, as `add_nlink`, so a concurrent unlink of the last name either
+    /// comes first (and this fails) or after.
+    ///
+    /// # Errors
+    /// `ENOENT` when the link count is 0 and the inode is not `I_LINKABLE` (a removed file);
+    /// `EMLINK` when the count is at [`LINK_MAX`] (tmpfs has no limit of its own: Linux would
+    /// wrap the 32-bit count after 2^32 links; uvfs refuses the last one).
+    pub(crate) fn link_inc(&self, now: Timespec) -> Result<Timespec> {
         let _g = self.lock_attr();
         // Relaxed: writers are serialised by `attr_lock`; readers take a snapshot.
         let n = self.i_nlink.load(Ordering::Relaxed);
-        // Relaxed: as above.
-        self.i_nlink
-            .store(n.wrapping_add_signed(delta), Ordering::Relaxed);
-        match now {
-            Some(now) => self.stamp_locked(now, TimeUpdate::Keep, TimeUpdate::Keep),
-            None => self.times()[2],
+        // Relaxed: written and read under `attr_lock`.
+        let st = self.i_state.load(Ordering::Relaxed);
+        if n == 0 && st & I_LINKABLE == 0 {
+            return Err(Errno::ENOENT);
         }
+        if n == LINK_MAX {
+            return Err(Errno::EMLINK);
+        }
+        if let (Some(a), true) = (&self.i_acct, n > 0) {
+            // shmem_link: each further name takes an inode of the mount's count.
+            a.reserve_inode()?;
+        }
+        // Relaxed: as above.
+        self.i_nlink.store(n + 1, Ordering::Relaxed);
+        if st & I_LINKABLE != 0 {
+            // Relaxed: as above.
+            self.i_state.store(st & !I_LINKABLE, Ordering::Relaxed);
+        }
+        Ok(self.stamp_locked(now, TimeUpdate::Keep, TimeUpdate::Keep))
+    }
+
+    /// `notify_change` for mode and owner (`setattr_prepare` + `setattr_copy`): under
+    /// `attr_lock`, `f` gets the current `(mode, uid, gid)`, checks the caller's rights and
+    /// returns the new ones (or an errno, changing nothing); stores those that differ and
+    /// stamps the ctime (`ATTR_CTIME`, set by chmod and chown even when nothing else
+    /// changes). The file type bits of the mode are kept whatever `f` returns.
+    ///
+    /// # Errors
+    /// Those of `f`.
+    pub(crate) fn setattr(
+        &self,
+        now: Timespec,
+        f: impl FnOnce(u32, u32, u32) -> Result<(u32, u32, u32)>,
+    ) -> Result<()> {
+        let _g = self.lock_attr();
+        let (mode, uid, gid) = (self.mode(), self.uid(), self.gid());
+        let (new_mode, new_uid, new_gid) = f(mode, uid, gid)?;
+        let new_mode = (mode & S_IFMT) | (new_mode & !S_IFMT);
+        if new_mode != mode {
+            // Relaxed: writers are serialised by `attr_lock`; readers take a snapshot of
+            // each word (as Linux reads `i_mode`, `i_uid`, `i_gid` without locks).
+            self.i_mode.store(new_mode, Ordering::Relaxed);
+        }
+        if new_uid != uid {
+            // Relaxed: as above.
+            self.i_uid.store(new_uid, Ordering::Relaxed);
+        }
+        if new_gid != gid {
+            // Relaxed: as above.
+            self.i_gid.store(new_gid, Ordering::Relaxed);
+        }
+        self.stamp_locked(now, TimeUpdate::Keep, TimeUpdate::Keep);
+        Ok(())
     }
 
     /// `killpriv` on write and truncate (`setattr_should_drop_suidgid`): clears set-user-ID,
@@ -631,7 +882,14 @@ impl Inode {
     /// or by an unconditional `fetch_or` (`false`: lesson 3's "before", for ablation
     /// benchmarks; see [`crate::variant`]).
     pub(crate) fn stat_marking(&self, test_first: bool) -> Stat {
-        let ([a, m, c], _) = self.times_raw(true, test_first);
+        self.stat_query(true, test_first)
+    }
+
+    /// [`stat_marking`](Self::stat_marking), marking the ctime queried only when `query`
+    /// (`statx` asking for neither mtime nor ctime leaves the mark alone, as
+    /// `fill_mg_cmtime`).
+    pub(crate) fn stat_query(&self, query: bool, test_first: bool) -> Stat {
+        let ([a, m, c], _) = self.times_raw(query, test_first);
         Stat {
             st_dev: self.i_dev,
             st_ino: self.i_ino,
@@ -639,7 +897,10 @@ impl Inode {
             st_mode: self.mode(),
             st_uid: self.uid(),
             st_gid: self.gid(),
-            st_rdev: 0,
+            st_rdev: match self.kind {
+                InodeKind::Special(rdev) => rdev,
+                _ => 0,
+            },
             st_size: self.size() as i64,
             st_blksize: PAGE_SIZE as i64,
             // Relaxed: single-word snapshot.
@@ -654,7 +915,7 @@ impl Inode {
         match &self.kind {
             InodeKind::Reg(r) => Ok(r),
             InodeKind::Dir(_) => Err(Errno::EISDIR),
-            InodeKind::Symlink(_) => Err(Errno::EINVAL),
+            InodeKind::Symlink(_) | InodeKind::Special(_) => Err(Errno::EINVAL),
         }
     }
 
@@ -662,7 +923,7 @@ impl Inode {
     /// end of file. Holes read as zeros.
     ///
     /// # Errors
-    /// `EISDIR` on a directory, `EINVAL` on a symlink.
+    /// `EISDIR` on a directory, `EINVAL` on a symlink or special file.
     pub(crate) fn read_at(&self, buf: &mut [u8], off: u64) -> Result<usize> {
         let data = read(self.reg()?);
         let size = self.size();
@@ -699,6 +960,7 @@ impl Inode {
         append: bool,
         now: Timespec,
         cred: &Cred,
+        fsize_limit: u64,
     ) -> Result<(usize, u64)> {
         let mut data = write(self.reg()?);
         // A zero-length write changes nothing, not even an O_APPEND position
@@ -708,26 +970,46 @@ impl Inode {
         }
         let size = self.size();
         let off = if append { size } else { off };
-        let max = MAX_LFS_FILESIZE as u64;
+        // generic_write_check_limits: RLIMIT_FSIZE first (SIGXFSZ + EFBIG at or past it,
+        // shortened to it otherwise), then the file system's maximum.
+        if off >= fsize_limit {
+            return Err(Errno::EFBIG);
+        }
+        let max = (MAX_LFS_FILESIZE as u64).min(fsize_limit);
         if off >= max {
             return Err(Errno::EFBIG);
         }
         // After the limit checks, under the data lock (Linux: `file_remove_privs` after
         // `generic_write_checks`, under `inode_lock`): a refused write changes nothing.
         self.kill_suid(cred, now);
-        let n = (buf.len() as u64).min(max - off) as usize;
+        let want = (buf.len() as u64).min(max - off) as usize;
         let mut done = 0;
-        while done < n {
+        while done < want {
             let pos = off + done as u64;
             let idx = pos / PAGE_SIZE as u64;
             let in_page = (pos % PAGE_SIZE as u64) as usize;
-            let chunk = (PAGE_SIZE - in_page).min(n - done);
-            let page = data
-                .pages
-                .entry(idx)
-                .or_insert_with(|| Box::new([0u8; PAGE_SIZE]));
+            let chunk = (PAGE_SIZE - in_page).min(want - done);
+            let page = match data.pages.entry(idx) {
+                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    // A new page counts against `size=` (`shmem_inode_acct_blocks`); when
+                    // none is left the write stops short, or fails if nothing was written
+                    // (`generic_perform_write`).
+                    if let Some(Err(_)) = self.i_acct.as_ref().map(|a| a.reserve_blocks(1)) {
+                        break;
+                    }
+                    v.insert(Box::new([0u8; PAGE_SIZE]))
+                }
+            };
             page[in_page..in_page + chunk].copy_from_slice(&buf[done..done + chunk]);
             done += chunk;
+        }
+        let n = done;
+        if n == 0 {
+            // Linux stamped the times before trying (`file_update_time`).
+            drop(data);
+            self.touch_mtime_ctime(now);
+            return Err(Errno::ENOSPC);
         }
         let end = off + n as u64;
         if end > size {
@@ -735,13 +1017,23 @@ impl Inode {
             self.i_size.store(end, Ordering::Relaxed);
         }
         // Relaxed: as above.
-        self.i_blocks.store(
-            data.pages.len() as u64 * (PAGE_SIZE as u64 / 512),
-            Ordering::Relaxed,
-        );
+        self.i_blocks
+            .store(data.pages.len() as u64 * BLOCKS_PER_PAGE, Ordering::Relaxed);
         drop(data);
         self.touch_mtime_ctime(now);
         Ok((n, end))
+    }
+
+    /// `inode_newsize_ok`: growing a regular file to `len` bytes is refused past the
+    /// caller's `RLIMIT_FSIZE` (`fsize_limit`; `u64::MAX` = none).
+    ///
+    /// # Errors
+    /// `EFBIG` (Linux also sends `SIGXFSZ`).
+    pub(crate) fn newsize_ok(&self, len: u64, fsize_limit: u64) -> Result<()> {
+        if len > self.size() && len > fsize_limit {
+            return Err(Errno::EFBIG);
+        }
+        Ok(())
     }
 
     /// Sets the size to `len` bytes, dropping pages past it and zeroing the tail of the last
@@ -758,7 +1050,10 @@ impl Inode {
         let size = self.size();
         if len < size {
             let first_gone = len.div_ceil(PAGE_SIZE as u64);
-            let _ = data.pages.split_off(&first_gone);
+            let gone = data.pages.split_off(&first_gone);
+            if let Some(a) = &self.i_acct {
+                a.release_blocks(gone.len() as u64);
+            }
             let tail = (len % PAGE_SIZE as u64) as usize;
             if tail != 0 {
                 if let Some(p) = data.pages.get_mut(&(len / PAGE_SIZE as u64)) {
@@ -769,10 +1064,8 @@ impl Inode {
         // Relaxed: under the data write lock.
         self.i_size.store(len, Ordering::Relaxed);
         // Relaxed: under the data write lock.
-        self.i_blocks.store(
-            data.pages.len() as u64 * (PAGE_SIZE as u64 / 512),
-            Ordering::Relaxed,
-        );
+        self.i_blocks
+            .store(data.pages.len() as u64 * BLOCKS_PER_PAGE, Ordering::Relaxed);
         drop(data);
         self.touch_mtime_ctime(now);
         Ok(())
@@ -884,6 +1177,28 @@ mod tests {
         assert_eq!(next_ctime(s2, cur, true, || s2), s2);
         let end = Timespec::new(5, 999_999_999);
         assert_eq!(ts_next(end), Timespec::new(6, 0));
+    }
+
+    #[test]
+    fn link_inc_refuses_removed_and_full() {
+        let t = coarse_now();
+        let i = reg(t);
+        assert!(i.link_inc(t).is_ok());
+        assert_eq!(i.nlink(), 2);
+        // A count at LINK_MAX (here 2 - 3, wrapped) refuses one more link, unchanged.
+        i.add_nlink(-3, None);
+        assert_eq!(i.nlink(), LINK_MAX);
+        assert_eq!(i.link_inc(t), Err(Errno::EMLINK));
+        assert_eq!(i.nlink(), LINK_MAX);
+        // No links: ENOENT, unless marked linkable (O_TMPFILE), which one link clears.
+        i.add_nlink(1, None);
+        assert_eq!(i.nlink(), 0);
+        assert_eq!(i.link_inc(t), Err(Errno::ENOENT));
+        i.set_linkable();
+        assert!(i.link_inc(t).is_ok());
+        assert_eq!(i.nlink(), 1);
+        i.add_nlink(-1, None);
+        assert_eq!(i.link_inc(t), Err(Errno::ENOENT));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //!
 //! The Linux file layer (open files, descriptor tables, path walk, tmpfs) as a library: a
 //! [`Task`] offers syscall-shaped methods (`openat`, `read`, `dup2`, `renameat`, ...) that
-//! return what Linux returns, errno included, over an in-memory tmpfs ([`mount`]).
+//! return what Linux returns, errno included, over an in-memory tmpfs ([`mount()`]).
 //! Operations on objects no other thread touches write no shared cache line: descriptor
 //! lookup takes no lock ([`FdTable::fget`]), reference counts are one atomic add
 //! ([`sync::file_ref::FileRef`]), path walks take no references, and there is no global
@@ -35,16 +35,20 @@
 //! | [`Task`] | `task_struct` (`files`, `fs`, `cred`) |
 //! | [`Inode`], [`Dentry`], [`SuperBlock`], [`Mount`] | same names (tmpfs: mm/shmem.c) |
 //! | `namei::Nameidata` | `struct nameidata` (fs/namei.c) |
+//! | [`variant`]: `Variant`, `Uvfs`, the lessons' "before" types | the seed patches' before/after (ablation only) |
 //!
 //! # Global lock order
 //! `SuperBlock::s_rename_lock` -> directory locks (ancestor first, else by address) ->
 //! a regular file's data lock -> an inode's attribute lock. `FdTable::file_lock`,
 //! `FsStruct::lock` and a `File`'s `f_pos_lock` (taken before the data lock) are otherwise
-//! leaves. No lock is global; none is taken on `fget`.
+//! leaves. No lock is global; none is taken on `fget`. (The lesson-4 ablation variants in
+//! [`variant`] add a global `files_lock`, a leaf taken at open and at last close; the default
+//! [`variant::Uvfs`] has none.)
 
 #![warn(missing_docs, missing_debug_implementations, unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+pub mod attr;
 pub mod cred;
 pub mod dentry;
 mod dir;
@@ -59,6 +63,7 @@ pub mod open;
 pub mod read_write;
 pub mod readdir;
 pub mod stat;
+pub mod statfs;
 pub mod super_block;
 pub mod sync;
 pub mod task;
@@ -76,11 +81,13 @@ pub use file::{File, FileHandle};
 pub use inode::Inode;
 pub use io::OwnedFd;
 pub use mount::{mount, Mount, Path};
-pub use open::Fcntl;
+pub use open::{Fcntl, OpenHow};
 pub use readdir::{parse_dirents, DirEntry};
+pub use stat::Statx;
+pub use statfs::StatFs;
 pub use super_block::{SuperBlock, TmpfsOptions};
 pub use task::Task;
-pub use types::{AtFlags, Fd, OpenFlags, Stat, Timespec};
+pub use types::{AtFlags, Fd, OpenFlags, RenameFlags, Stat, Timespec};
 
 /// tmpfs, the in-memory file system uvfs serves (`mm/shmem.c`).
 pub mod tmpfs {

@@ -84,7 +84,7 @@ pub struct Path {
 pub fn mount(opts: TmpfsOptions) -> Arc<Mount> {
     let sb = Arc::new(SuperBlock::new(opts));
     let mode = S_IFDIR | sb.opts.mode.unwrap_or(0o1777) & 0o7777;
-    let root_inode = Arc::new(Inode::new(
+    let root_inode = Inode::new(
         1,
         sb.s_dev,
         mode,
@@ -92,7 +92,14 @@ pub fn mount(opts: TmpfsOptions) -> Arc<Mount> {
         sb.opts.gid,
         InodeKind::Dir(Box::new(Dir::new())),
         crate::inode::coarse_now(),
-    ));
+    );
+    // The root counts against nr_inodes (Linux: `shmem_reserve_inode` in `shmem_get_inode`
+    // for the root); a limit of at least 1 always fits it.
+    let root_inode = Arc::new(
+        root_inode
+            .charged_to(sb.s_limits.as_ref())
+            .unwrap_or_else(|_| unreachable!("an empty mount holds its root")),
+    );
     let root = Arc::new(Dentry::new(root_inode, None, Arc::from(&b"/"[..]), 0));
     Arc::new(Mount {
         mnt_sb: sb,

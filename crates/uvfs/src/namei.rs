@@ -1,9 +1,9 @@
 //! Path walk (`Nameidata`) and the namespace calls built on it: `mkdirat`, `unlinkat`,
-//! `renameat`, `symlinkat`, `readlinkat`.
+//! `rmdir`, `renameat`/`renameat2`, `linkat`, `symlinkat`, `readlinkat`.
 //!
 //! Linux analogue: fs/namei.c (`link_path_walk`, `walk_component`, `handle_dots`,
-//! `pick_link`, `filename_create`, `do_unlinkat`, `do_rmdir`, `do_renameat2`, `may_delete`,
-//! `may_create`, `lock_rename`).
+//! `pick_link`, `filename_create`, `do_unlinkat`, `do_rmdir`, `do_renameat2`, `do_linkat`,
+//! `may_delete`, `may_create`, `may_linkat`, `lock_rename`).
 //!
 //! The walk runs under an epoch guard, like Linux's RCU-walk: it reads directory maps and
 //! parent links and takes no reference on the dentries it passes through, so walking a
@@ -16,7 +16,7 @@
 //! is needed on every directory a component is looked up in; a trailing slash requires a
 //! directory (and follows a final symlink).
 
-use crate::cred::{Cred, MAY_EXEC, MAY_WRITE};
+use crate::cred::{Cred, MAY_EXEC, MAY_READ, MAY_WRITE};
 use crate::dentry::{DLink, Dentry, Name};
 use crate::dir::{Dir, DirLocked};
 use crate::fdtable::FdRef;
@@ -54,12 +54,25 @@ pub(crate) struct Last<'a, 'p> {
     pub(crate) trailing_slash: bool,
 }
 
+/// `LOOKUP_NO_SYMLINKS` (`RESOLVE_NO_SYMLINKS`): following any symlink is `ELOOP`.
+pub(crate) const LOOKUP_NO_SYMLINKS: u32 = 1 << 0;
+/// `LOOKUP_BENEATH` (`RESOLVE_BENEATH`): the walk's root is the start; leaving it (an
+/// absolute path or symlink, `..` at it) is `EXDEV`.
+pub(crate) const LOOKUP_BENEATH: u32 = 1 << 1;
+/// `LOOKUP_IN_ROOT` (`RESOLVE_IN_ROOT`): the walk's root is the start, as after `chroot`.
+pub(crate) const LOOKUP_IN_ROOT: u32 = 1 << 2;
+/// `LOOKUP_IS_SCOPED`: either scoping flag.
+pub(crate) const LOOKUP_IS_SCOPED: u32 = LOOKUP_BENEATH | LOOKUP_IN_ROOT;
+
 /// State of one path walk (`struct nameidata`).
 pub(crate) struct Nameidata<'a> {
     pub(crate) guard: &'a Guard,
     pub(crate) cred: &'a Cred,
     pub(crate) root: &'a Path,
     total_links: u32,
+    /// `LOOKUP_*` restrictions (openat2's `resolve`); 0 for every other call, so the checks
+    /// cost one branch on a word already in cache.
+    pub(crate) flags: u32,
 }
 
 /// `getname`: checks a user path's length and contents.
@@ -88,6 +101,7 @@ impl<'a> Nameidata<'a> {
             cred,
             root,
             total_links: 0,
+            flags: 0,
         }
     }
 
@@ -98,11 +112,36 @@ impl<'a> Nameidata<'a> {
     }
 
     /// `..` of `cur`, clamped at the task's root and at the file system root.
-    fn dotdot(&self, cur: &'a Arc<Dentry>) -> &'a Arc<Dentry> {
-        if Arc::ptr_eq(cur, &self.root.dentry) {
-            return cur;
+    ///
+    /// # Errors
+    /// Scoped walks only: `EXDEV` at the root with `LOOKUP_BENEATH`; `EAGAIN` when the
+    /// parent is no longer under the walk's root (a concurrent rename moved a directory out
+    /// from under the walk; Linux: the `rename_lock` seqcount retry in `handle_dots`).
+    fn dotdot(&self, cur: &'a Arc<Dentry>) -> Result<&'a Arc<Dentry>> {
+        if self.flags & LOOKUP_IS_SCOPED != 0 {
+            return self.dotdot_scoped(cur);
         }
-        cur.parent(self.guard).unwrap_or(cur)
+        if Arc::ptr_eq(cur, &self.root.dentry) {
+            return Ok(cur);
+        }
+        Ok(cur.parent(self.guard).unwrap_or(cur))
+    }
+
+    /// `follow_dotdot` for `RESOLVE_BENEATH`/`RESOLVE_IN_ROOT` (see `dotdot`).
+    #[cold]
+    fn dotdot_scoped(&self, cur: &'a Arc<Dentry>) -> Result<&'a Arc<Dentry>> {
+        let root = &self.root.dentry;
+        let parent = match cur.parent(self.guard) {
+            Some(p) if !Arc::ptr_eq(cur, root) => p,
+            // At the walk's root (or the file system's): `in_root`.
+            _ if self.flags & LOOKUP_BENEATH != 0 => return Err(Errno::EXDEV),
+            _ => return Ok(cur),
+        };
+        let mut a = parent;
+        while !Arc::ptr_eq(a, root) {
+            a = a.parent(self.guard).ok_or(Errno::EAGAIN)?;
+        }
+        Ok(parent)
     }
 
     /// Looks `name` up in directory `dir` (search permission already checked); follows a
@@ -110,7 +149,7 @@ impl<'a> Nameidata<'a> {
     fn step(&mut self, dir: &'a Arc<Dentry>, name: &[u8], follow: bool) -> Result<&'a Arc<Dentry>> {
         let next = match name {
             b"." => dir,
-            b".." => self.dotdot(dir),
+            b".." => self.dotdot(dir)?,
             _ => {
                 if name.len() > NAME_MAX {
                     return Err(Errno::ENAMETOOLONG);
@@ -131,10 +170,7 @@ impl<'a> Nameidata<'a> {
         dir: &'a Arc<Dentry>,
         link: &'a Arc<Dentry>,
     ) -> Result<&'a Arc<Dentry>> {
-        self.total_links += 1;
-        if self.total_links > MAXSYMLINKS {
-            return Err(Errno::ELOOP);
-        }
+        self.count_link()?;
         link.d_inode.touch_atime();
         let body: &'a [u8] = match &link.d_inode.kind {
             InodeKind::Symlink(t) => t,
@@ -159,6 +195,8 @@ impl<'a> Nameidata<'a> {
         path: &'p [u8],
     ) -> Result<Last<'a, 'p>> {
         let (mut cur, mut rest) = match path.first() {
+            // nd_jump_root: RESOLVE_BENEATH refuses absolute paths and symlinks.
+            Some(b'/') if self.flags & LOOKUP_BENEATH != 0 => return Err(Errno::EXDEV),
             Some(b'/') => (&self.root.dentry, path),
             _ => (start, path),
         };
@@ -217,7 +255,7 @@ impl<'a> Nameidata<'a> {
         let want_dir = want_dir || last.trailing_slash;
         let d = match last.ty {
             LastType::Root | LastType::Dot => last.dir,
-            LastType::DotDot => self.dotdot(last.dir),
+            LastType::DotDot => self.dotdot(last.dir)?,
             LastType::Norm => self.step(last.dir, last.name, follow)?,
         };
         if want_dir && !d.d_inode.is_dir() {
@@ -242,8 +280,11 @@ impl<'a> Nameidata<'a> {
     /// (open with `O_CREAT`).
     ///
     /// # Errors
-    /// `ELOOP` past 40.
+    /// `ELOOP` past 40, or at once under `LOOKUP_NO_SYMLINKS`.
     pub(crate) fn count_link(&mut self) -> Result<()> {
+        if self.flags & LOOKUP_NO_SYMLINKS != 0 {
+            return Err(Errno::ELOOP);
+        }
         self.total_links += 1;
         if self.total_links > MAXSYMLINKS {
             return Err(Errno::ELOOP);
@@ -281,6 +322,28 @@ fn may_delete(cred: &Cred, dir: &Inode, victim: &Inode, is_dir: bool, dead: bool
     Ok(())
 }
 
+/// `may_linkat` with `fs.protected_hardlinks = 1`: the owner of `inode` or root may link
+/// it; anyone else only a "safe" source (`safe_hardlink_source`): a regular file, not
+/// set-user-ID, not set-group-ID and group-executable, readable and writable by `cred`.
+///
+/// # Errors
+/// `EPERM` otherwise.
+fn may_linkat(cred: &Cred, inode: &Inode) -> Result<()> {
+    if cred.owner_or_capable(inode.uid()) {
+        return Ok(());
+    }
+    let mode = inode.mode();
+    let safe = inode.is_reg()
+        && mode & S_ISUID == 0
+        && mode & (S_ISGID | S_IXGRP) != (S_ISGID | S_IXGRP)
+        && inode.permission(cred, MAY_READ | MAY_WRITE).is_ok();
+    if safe {
+        Ok(())
+    } else {
+        Err(Errno::EPERM)
+    }
+}
+
 /// `may_create`: may `cred` create an entry in `dir`?
 ///
 /// # Errors
@@ -290,6 +353,22 @@ fn may_create(cred: &Cred, dir: &Inode, dead: bool) -> Result<()> {
         return Err(Errno::ENOENT);
     }
     dir.permission(cred, MAY_WRITE | MAY_EXEC)
+}
+
+/// `mode_strip_sgid`: a non-directory `mode` (permission bits as given to the call,
+/// before the umask) with `S_ISGID` removed when it is group-executable, `dir` is
+/// set-group-ID and the creator is neither in `dir`'s group nor root (`CAP_FSETID`): the
+/// new file would get that group, which the creator may not hand out with set-group-ID.
+pub(crate) fn mode_strip_sgid(cred: &Cred, dir: &Inode, mode: u32) -> u32 {
+    if mode & (S_ISGID | S_IXGRP) != S_ISGID | S_IXGRP
+        || mode & S_IFMT == S_IFDIR
+        || dir.mode() & S_ISGID == 0
+        || cred.in_group(dir.gid())
+        || cred.is_root()
+    {
+        return mode;
+    }
+    mode & !S_ISGID
 }
 
 /// Creates a new inode named `name` in the locked directory `dl` of `parent`
@@ -313,15 +392,10 @@ pub(crate) fn create_locked<V: Variant>(
     let (gid, mode) = if dir.mode() & S_ISGID != 0 {
         let mode = if is_dir {
             mode | S_ISGID
-        } else if mode & (S_ISGID | S_IXGRP) == S_ISGID | S_IXGRP
-            && !task.cred.in_group(dir.gid())
-            && !task.cred.is_root()
-        {
-            // mode_strip_sgid: a creator outside the directory's group may not make a
-            // group-executable setgid file of that group.
-            mode & !S_ISGID
         } else {
-            mode
+            // Callers strip before the umask (as `vfs_prepare_mode`); this catches those
+            // that do not, as far as the masked mode still tells.
+            mode_strip_sgid(&task.cred, dir, mode)
         };
         (dir.gid(), mode)
     } else {
@@ -330,7 +404,10 @@ pub(crate) fn create_locked<V: Variant>(
     // shmem_mknod: the new inode gets the coarse time, the directory its own current time
     // (a fine-grained one if its ctime was queried in this tick).
     let now = coarse_now();
-    let inode = Arc::new(Inode::new(ino, sb_dev, mode, task.cred.uid, gid, kind, now));
+    // ENOSPC from the mount's nr_inodes / size limits (`shmem_reserve_inode`), after every
+    // other check, as in Linux.
+    let inode = Inode::new(ino, sb_dev, mode, task.cred.uid, gid, kind, now);
+    let inode = Arc::new(task.fs.charge(inode)?);
     let name: Name = Arc::from(name);
     let cookie = dl.next_cookie();
     let d = Arc::new(Dentry::new(
@@ -353,6 +430,16 @@ impl crate::task::FsStruct {
         let g = epoch::pin();
         self.root.load(&g).mnt.mnt_sb.next_ino()
     }
+
+    /// Charges a new inode to the limits of the super block owning it (see
+    /// [`Inode::charged_to`]).
+    ///
+    /// # Errors
+    /// `ENOSPC` when the mount's inodes or pages are used up.
+    pub(crate) fn charge(&self, inode: Inode) -> Result<Inode> {
+        let g = epoch::pin();
+        inode.charged_to(self.root.load(&g).mnt.mnt_sb.s_limits.as_ref())
+    }
 }
 
 /// Where a walk starts: the dirfd's file (kept alive for the walk) or the cwd.
@@ -370,7 +457,7 @@ impl<V: Variant> Task<V> {
         if path.first() == Some(&b'/') || dirfd == Fd::AT_FDCWD {
             return Ok(Start::Cwd);
         }
-        let f = self.fdget(dirfd)?;
+        let f = self.fdget_raw(dirfd)?;
         let guard = epoch::pin();
         if f.inode().i_dev != self.fs.root.load(&guard).mnt.mnt_sb.s_dev {
             // A descriptor of another namespace (installed with `install_file`): its tree has
@@ -397,6 +484,53 @@ impl<V: Variant> Task<V> {
             Start::File(file) => file.dentry(),
         };
         let mut nd = Nameidata::new(&guard, &self.cred, root);
+        f(&mut nd, sd, &root.mnt)
+    }
+
+    /// As [`with_walk`](Self::with_walk), under `LOOKUP_*` restrictions `lookup` (openat2's
+    /// `resolve`): with `LOOKUP_BENEATH` or `LOOKUP_IN_ROOT` the walk's root is `dirfd`
+    /// (the cwd for `AT_FDCWD`), and with `LOOKUP_IN_ROOT` an absolute `path` starts there
+    /// too (`path_init` with `LOOKUP_IS_SCOPED`).
+    ///
+    /// # Errors
+    /// `EXDEV` for an absolute `path` with `LOOKUP_BENEATH`; `EBADF` (dirfd); and `f`'s.
+    pub(crate) fn with_walk_flags<R>(
+        &self,
+        dirfd: Fd,
+        path: &[u8],
+        lookup: u32,
+        f: impl for<'a> FnOnce(&mut Nameidata<'a>, &'a Arc<Dentry>, &'a Arc<Mount>) -> Result<R>,
+    ) -> Result<R> {
+        if lookup == 0 {
+            return self.with_walk(dirfd, path, f);
+        }
+        if lookup & LOOKUP_BENEATH != 0 && path.first() == Some(&b'/') {
+            return Err(Errno::EXDEV);
+        }
+        // IN_ROOT: `dirfd` is the start of absolute paths too.
+        let start = if lookup & LOOKUP_IN_ROOT != 0 {
+            self.start(dirfd, b".")?
+        } else {
+            self.start(dirfd, path)?
+        };
+        let guard = epoch::pin();
+        let root = self.fs.root.load(&guard);
+        let sd: &Arc<Dentry> = match &start {
+            Start::Cwd => &self.fs.cwd.load(&guard).dentry,
+            Start::File(file) => file.dentry(),
+        };
+        let scoped;
+        let nd_root = if lookup & LOOKUP_IS_SCOPED != 0 {
+            scoped = Path {
+                mnt: root.mnt.clone(),
+                dentry: sd.clone(),
+            };
+            &scoped
+        } else {
+            root
+        };
+        let mut nd = Nameidata::new(&guard, &self.cred, nd_root);
+        nd.flags = lookup;
         f(&mut nd, sd, &root.mnt)
     }
 
@@ -484,9 +618,9 @@ impl<V: Variant> Task<V> {
     /// returns the number of bytes copied.
     ///
     /// # Errors
-    /// `EINVAL` if `buf` is empty or `path` is not a symlink; an empty `path` means `dirfd`
-    /// itself: `EBADF` if it is not open, `ENOENT` if it is not a symlink; walk errors as
-    /// `fstatat`.
+    /// `EINVAL` if `buf` is empty or `path` is not a symlink; `ENOENT` for an empty `path`
+    /// when `dirfd` is not a symlink (an empty path means `dirfd` itself, as Linux); walk
+    /// errors as `fstatat`.
     ///
     /// # References
     /// readlink(2); Linux `do_readlinkat`.
@@ -494,8 +628,8 @@ impl<V: Variant> Task<V> {
         if buf.is_empty() {
             return Err(Errno::EINVAL);
         }
-        // An empty path means `dirfd` itself (Linux's `do_readlinkat` passes `LOOKUP_EMPTY`),
-        // so a bad `dirfd` gives EBADF and a non-symlink ENOENT rather than EINVAL.
+        // LOOKUP_EMPTY: an empty path reads the symlink `dirfd` names (an `O_PATH|O_NOFOLLOW`
+        // descriptor); anything else is then ENOENT rather than EINVAL.
         let path = getname(path.as_ref(), true)?;
         self.with_walk(dirfd, path, |nd, start, _| {
             let d = if path.is_empty() {
@@ -585,6 +719,7 @@ impl<V: Variant> Task<V> {
 
     /// `renameat(2)`: renames `oldpath` to `newpath`, atomically replacing an existing
     /// target (a non-directory, or an empty directory when the source is a directory).
+    /// The same as [`renameat2`](Self::renameat2) with no flags.
     ///
     /// # Errors
     /// `ENOENT` (no source), `EBUSY` (`.`, `..` or `/` as either last component), `ENOTDIR`
@@ -603,8 +738,57 @@ impl<V: Variant> Task<V> {
         newdirfd: Fd,
         newpath: impl AsRef<[u8]>,
     ) -> Result<()> {
-        // As Linux's `do_renameat2`: the old path is resolved in full (name, dirfd, walk)
-        // before the new one is looked at, so its errors come first.
+        self.renameat2(olddirfd, oldpath, newdirfd, newpath, RenameFlags::empty())
+    }
+
+    /// `renameat2(2)`: [`renameat`](Self::renameat) with `flags`: `NOREPLACE` refuses to
+    /// replace an existing target; `EXCHANGE` atomically swaps two existing entries, which
+    /// may be of different types (both directories, or a directory and a non-directory, in
+    /// the same or different parents; the parents' link counts follow a directory that
+    /// changes parent). Either way a lockless lookup of either name never misses it.
+    ///
+    /// Path-walk order as Linux: flags, then the two parent walks, then the checks under
+    /// the directory locks (source, then target).
+    ///
+    /// # Errors
+    /// As `renameat`, and:
+    /// - `EINVAL`: unknown flags; `EXCHANGE` with `NOREPLACE` or `WHITEOUT`; `WHITEOUT`
+    ///   (uvfs has no device inodes, so no whiteouts: Linux tmpfs leaves a 0:0 character
+    ///   device at the source; uvfs refuses before looking at the paths); with `EXCHANGE`,
+    ///   a directory exchanged with an entry inside its own subtree, either way round.
+    /// - `EEXIST`: `NOREPLACE` and the target exists (also for a `.`/`..`/`/` target,
+    ///   where `renameat` gives `EBUSY`).
+    /// - `ENOENT`: `EXCHANGE` and the target does not exist.
+    /// - `ENOTDIR`: `EXCHANGE` with a trailing slash on a non-directory (a trailing slash on
+    ///   the target is allowed when the target is a directory, whatever the source).
+    /// - `EACCES`: also, for `EXCHANGE` across parents, no write permission on a target
+    ///   directory (its `..` changes).
+    ///
+    /// Exchanging an entry with itself or with another hard link of the same inode succeeds
+    /// and changes nothing.
+    ///
+    /// # References
+    /// rename(2) (`renameat2`); Linux `do_renameat2`, `vfs_rename`, `shmem_rename2`,
+    /// `simple_rename_exchange`, `simple_offset_rename_exchange`.
+    #[doc(alias = "rename")]
+    pub fn renameat2(
+        &self,
+        olddirfd: Fd,
+        oldpath: impl AsRef<[u8]>,
+        newdirfd: Fd,
+        newpath: impl AsRef<[u8]>,
+        flags: RenameFlags,
+    ) -> Result<()> {
+        let known = RenameFlags::NOREPLACE | RenameFlags::EXCHANGE | RenameFlags::WHITEOUT;
+        if !(flags - known).is_empty()
+            || (flags.contains(RenameFlags::EXCHANGE)
+                && flags.intersects(RenameFlags::NOREPLACE | RenameFlags::WHITEOUT))
+            || flags.contains(RenameFlags::WHITEOUT)
+        {
+            return Err(Errno::EINVAL);
+        }
+        // filename_parentat of the source, then of the target: an error of the first walk
+        // wins over any of the second.
         let oldpath = getname(oldpath.as_ref(), false)?;
         let ostart = self.start(olddirfd, oldpath)?;
         let guard = epoch::pin();
@@ -627,13 +811,156 @@ impl<V: Variant> Task<V> {
         if ol.dir.d_inode.i_dev != nl.dir.d_inode.i_dev {
             return Err(Errno::EXDEV);
         }
-        if ol.ty != LastType::Norm || nl.ty != LastType::Norm {
+        if ol.ty != LastType::Norm {
             return Err(Errno::EBUSY);
+        }
+        if nl.ty != LastType::Norm {
+            return Err(if flags.contains(RenameFlags::NOREPLACE) {
+                Errno::EEXIST
+            } else {
+                Errno::EBUSY
+            });
         }
         if ol.name.len() > NAME_MAX || nl.name.len() > NAME_MAX {
             return Err(Errno::ENAMETOOLONG);
         }
-        rename_locked(self, &ol, &nl, &root.mnt)
+        rename_locked(self, &ol, &nl, &root.mnt, flags)
+    }
+
+    /// `linkat(2)`: gives the file at `oldpath` the new name `newpath` (a hard link).
+    ///
+    /// `flags`: `AT_SYMLINK_FOLLOW` follows a final symlink of `oldpath` (by default the
+    /// link itself gets the new name); `AT_EMPTY_PATH` with an empty `oldpath` links the file
+    /// `olddirfd` refers to. A successful link stamps the inode's ctime and gives the new
+    /// parent's mtime and ctime the same time (`shmem_link`).
+    ///
+    /// Behaves as Linux with `fs.protected_hardlinks = 1` (the common default, and the test
+    /// machine's setting): a caller who is neither the file's owner nor root may link only a
+    /// regular file that is neither set-user-ID nor set-group-ID-and-group-executable and
+    /// that it may read and write.
+    ///
+    /// # Errors
+    /// Checked in Linux's order:
+    /// - `EINVAL`: flags other than `AT_SYMLINK_FOLLOW | AT_EMPTY_PATH`.
+    /// - `ENOENT`: empty `oldpath` without `AT_EMPTY_PATH`, or `newpath` empty; `AT_EMPTY_PATH`
+    ///   with a relative (or empty) `oldpath` and a real `olddirfd` that was opened with
+    ///   other credentials than the caller's current ones (another task's, or before a
+    ///   `set_cred` or `fork`), unless the caller is root (`CAP_DAC_READ_SEARCH`); a missing
+    ///   component of either path; `newpath` with a trailing slash that does not exist; the
+    ///   new parent removed; the file has no links left (unlinked, and not an `O_TMPFILE`
+    ///   file opened without `O_EXCL`).
+    /// - `ENOTDIR`, `ELOOP`, `ENAMETOOLONG`, `EACCES` (search): from the walks; `ENOTDIR` also
+    ///   for `oldpath` with a trailing slash naming a non-directory.
+    /// - `EBADF`: a relative path with a bad dirfd.
+    /// - `EEXIST`: `newpath` exists (also as a dangling symlink, or `.`, `..`, `/`).
+    /// - `EXDEV`: a descriptor of another uvfs namespace (another mount).
+    /// - `EPERM`: `protected_hardlinks` refuses (above); the file is a directory.
+    /// - `EACCES`: no write and search permission on the new parent.
+    /// - `EMLINK`: the link count would pass `u32::MAX` (tmpfs has no lower limit).
+    ///
+    /// Credentials are compared by identity as Linux compares `f_cred` with
+    /// `current_cred()` (6.10+): a task's credentials are the same object for its threads
+    /// (`clone_thread`) and a new one after `fork` and `set_cred`, even with equal ids.
+    /// (Linux's `execve` also prepares new credentials; uvfs's `exec` models only the
+    /// descriptor table and keeps them.)
+    ///
+    /// # References
+    /// link(2); Linux `do_linkat`, `may_linkat`, `safe_hardlink_source`, `vfs_link`,
+    /// `shmem_link`; Documentation/admin-guide/sysctl/fs.rst (`protected_hardlinks`).
+    #[doc(alias = "link")]
+    pub fn linkat(
+        &self,
+        olddirfd: Fd,
+        oldpath: impl AsRef<[u8]>,
+        newdirfd: Fd,
+        newpath: impl AsRef<[u8]>,
+        flags: AtFlags,
+    ) -> Result<()> {
+        if !(flags - (AtFlags::SYMLINK_FOLLOW | AtFlags::EMPTY_PATH)).is_empty() {
+            return Err(Errno::EINVAL);
+        }
+        let empty_ok = flags.contains(AtFlags::EMPTY_PATH);
+        let oldpath = getname(oldpath.as_ref(), empty_ok)?;
+        // filename_lookup of the source, to its final dentry (its errors win over any of
+        // the target's).
+        let ostart = self.start(olddirfd, oldpath)?;
+        if let (true, Start::File(f)) = (empty_ok, &ostart) {
+            // path_init with LOOKUP_LINKAT_EMPTY: the descriptor was opened with the
+            // caller's current credentials, or the caller has CAP_DAC_READ_SEARCH.
+            if f.hot().f_cred_id != self.cred_id && !self.cred.is_root() {
+                return Err(Errno::ENOENT);
+            }
+        }
+        let follow = flags.contains(AtFlags::SYMLINK_FOLLOW);
+        let old: Arc<Dentry> = {
+            let guard = epoch::pin();
+            let root = self.fs.root.load(&guard);
+            let cwd = self.fs.cwd.load(&guard);
+            let osd = match &ostart {
+                Start::Cwd => &cwd.dentry,
+                Start::File(f) => f.dentry(),
+            };
+            let mut nd = Nameidata::new(&guard, &self.cred, root);
+            nd.walk(osd, oldpath, follow, false)?.clone()
+        };
+        // filename_create of the target.
+        let newpath = getname(newpath.as_ref(), false)?;
+        self.with_walk(newdirfd, newpath, |nd, start, _| {
+            let nl = nd.walk_parent(start, newpath)?;
+            if nl.ty != LastType::Norm {
+                return Err(Errno::EEXIST);
+            }
+            if nl.name.len() > NAME_MAX {
+                return Err(Errno::ENAMETOOLONG);
+            }
+            let ndir_i = &nl.dir.d_inode;
+            let ndir = ndir_i.dir().ok_or(Errno::ENOTDIR)?;
+            let mut dl = ndir.lock();
+            if dl.get(nl.name).is_some() {
+                return Err(Errno::EEXIST);
+            }
+            if nl.trailing_slash || dl.inner.dead {
+                return Err(Errno::ENOENT);
+            }
+            let oi = &old.d_inode;
+            if oi.i_dev != ndir_i.i_dev {
+                return Err(Errno::EXDEV);
+            }
+            may_linkat(&self.cred, oi)?;
+            ndir_i.permission(&self.cred, MAY_WRITE | MAY_EXEC)?;
+            if oi.is_dir() {
+                return Err(Errno::EPERM);
+            }
+            // shmem_link: the inode's new ctime, which the directory's mtime and ctime take
+            // (from the directory's current time, so its change shows too; see `unlinkat`).
+            let now = ndir_i.current_time(coarse_now());
+            let t = oi.link_inc(now)?;
+            let name: Name = Arc::from(nl.name);
+            let cookie = dl.next_cookie();
+            let d = Arc::new(Dentry::new(
+                oi.clone(),
+                Some(nl.dir.clone()),
+                name.clone(),
+                cookie,
+            ));
+            dl.insert(name, d, cookie);
+            ndir_i.touch_mtime_ctime(t);
+            Ok(())
+        })
+    }
+
+    /// `rmdir(2)`: removes the empty directory `path` (`unlinkat(AT_FDCWD, path,
+    /// AT_REMOVEDIR)`).
+    ///
+    /// # Errors
+    /// As [`unlinkat`](Self::unlinkat) with `AT_REMOVEDIR`: `ENOENT`, `ENOTDIR`,
+    /// `ENOTEMPTY` (also for a last component `..`), `EINVAL` (last component `.`), `EBUSY`
+    /// (`/`), `EACCES`, `EPERM` (sticky directory), `ENAMETOOLONG`, `ELOOP`.
+    ///
+    /// # References
+    /// rmdir(2); Linux `do_rmdir`.
+    pub fn rmdir(&self, path: impl AsRef<[u8]>) -> Result<()> {
+        self.unlinkat(Fd::AT_FDCWD, path, AtFlags::REMOVEDIR)
     }
 }
 
@@ -669,13 +996,17 @@ fn child_towards<'g>(
     }
 }
 
+/// `lock_rename` + `vfs_rename` + `shmem_rename2`: the checks and the change under the
+/// directory locks. `flags` are valid (`renameat2` checked them).
 fn rename_locked<V: Variant>(
     task: &Task<V>,
     ol: &Last<'_, '_>,
     nl: &Last<'_, '_>,
     mnt: &Arc<Mount>,
+    flags: RenameFlags,
 ) -> Result<()> {
     let cred = &task.cred;
+    let exchange = flags.contains(RenameFlags::EXCHANGE);
     let odir_i = &ol.dir.d_inode;
     let ndir_i = &nl.dir.d_inode;
     let odir = odir_i.dir().ok_or(Errno::ENOTDIR)?;
@@ -708,22 +1039,40 @@ fn rename_locked<V: Variant>(
         let b = ndir.lock();
         (odir.lock(), Some(b))
     };
+    // do_renameat2, in its order: the source, the target, the flags, trailing slashes, then
+    // the traps.
     let old = ol_lock.get(ol.name).cloned().ok_or(Errno::ENOENT)?;
     let oi = old.d_inode.clone();
     let is_dir = oi.is_dir();
-    if !is_dir && (ol.trailing_slash || nl.trailing_slash) {
+    let target = match &nl_lock {
+        Some(l) => l.get(nl.name).cloned(),
+        None => ol_lock.get(nl.name).cloned(),
+    };
+    if flags.contains(RenameFlags::NOREPLACE) && target.is_some() {
+        return Err(Errno::EEXIST);
+    }
+    let new_is_dir = target.as_ref().is_some_and(|t| t.d_inode.is_dir());
+    if exchange {
+        if target.is_none() {
+            return Err(Errno::ENOENT);
+        }
+        if !new_is_dir && nl.trailing_slash {
+            return Err(Errno::ENOTDIR);
+        }
+    }
+    if !is_dir && (ol.trailing_slash || (!exchange && nl.trailing_slash)) {
         return Err(Errno::ENOTDIR);
     }
     if trap_old.as_ref().is_some_and(|t| Arc::ptr_eq(t, &old)) {
         return Err(Errno::EINVAL);
     }
-    let target = match &nl_lock {
-        Some(l) => l.get(nl.name).cloned(),
-        None => ol_lock.get(nl.name).cloned(),
-    };
     if let (Some(t), Some(tn)) = (&trap_new, &target) {
         if Arc::ptr_eq(t, tn) {
-            return Err(Errno::ENOTEMPTY);
+            return Err(if exchange {
+                Errno::EINVAL
+            } else {
+                Errno::ENOTEMPTY
+            });
         }
     }
     // vfs_rename
@@ -739,13 +1088,35 @@ fn rename_locked<V: Variant>(
     };
     match &target {
         None => may_create(cred, ndir_i, ndead)?,
-        Some(t) => may_delete(cred, ndir_i, &t.d_inode, is_dir, ndead)?,
+        // An exchanged target is removed from its place as what it is.
+        Some(t) => may_delete(
+            cred,
+            ndir_i,
+            &t.d_inode,
+            if exchange { new_is_dir } else { is_dir },
+            ndead,
+        )?,
     }
-    if is_dir && !same {
-        oi.permission(cred, MAY_WRITE)?;
-        if target.is_none() && ndir_i.nlink() == LINK_MAX {
+    if !same {
+        // A directory changing parent needs write permission on itself (its `..` changes).
+        if is_dir {
+            oi.permission(cred, MAY_WRITE)?;
+        }
+        if let (true, Some(t)) = (exchange && new_is_dir, &target) {
+            t.d_inode.permission(cred, MAY_WRITE)?;
+        }
+        // tmpfs has no link limit (`s_max_links` 0); uvfs refuses to wrap the 32-bit count.
+        if is_dir && !new_is_dir && ndir_i.nlink() == LINK_MAX {
             return Err(Errno::EMLINK);
         }
+        if exchange && !is_dir && new_is_dir && odir_i.nlink() == LINK_MAX {
+            return Err(Errno::EMLINK);
+        }
+    }
+    if exchange {
+        let t = target.as_ref().expect("checked above");
+        exchange_locked(ol, nl, &old, t, &mut ol_lock, &mut nl_lock, same, &g);
+        return Ok(());
     }
     if let Some(t) = &target {
         if let Some(td) = t.d_inode.dir() {
@@ -785,7 +1156,15 @@ fn rename_locked<V: Variant>(
         ndir_i.add_nlink(1, None);
     }
     let name: Name = Arc::from(nl.name);
-    let cookie = nlock.next_cookie();
+    // Within one directory the entry keeps its getdents position, so a listing that runs
+    // during the rename shows it once, under one of its names. (Linux 6.18's offset map gives
+    // it a new offset, and a listing can then show it twice: issue 4 asks to do better.)
+    // Into another directory it gets that directory's next cookie.
+    let cookie = if same {
+        old.link(&g).cookie
+    } else {
+        nlock.next_cookie()
+    };
     old.d_link.replace(
         DLink {
             parent: Some(nl.dir.clone()),
@@ -810,6 +1189,79 @@ fn rename_locked<V: Variant>(
     Ok(())
 }
 
+/// The commit of `RENAME_EXCHANGE` (`simple_offset_rename_exchange` +
+/// `simple_rename_exchange` + `d_exchange`): `old` (named `ol`) and `target` (named `nl`)
+/// swap names, parents and getdents cookies; the parents' link counts follow a directory
+/// exchanged with a non-directory across parents; both parents' mtime and ctime and both
+/// inodes' ctime are stamped. Nothing here fails. Context: caller holds both directory locks
+/// (`ol_lock`, and `nl_lock` unless `same`) and checked everything.
+#[allow(clippy::too_many_arguments)]
+fn exchange_locked<'l>(
+    ol: &Last<'_, '_>,
+    nl: &Last<'_, '_>,
+    old: &Arc<Dentry>,
+    target: &Arc<Dentry>,
+    ol_lock: &mut DirLocked<'l>,
+    nl_lock: &mut Option<DirLocked<'l>>,
+    same: bool,
+    g: &Guard,
+) {
+    let (odir_i, ndir_i) = (&ol.dir.d_inode, &nl.dir.d_inode);
+    let (oi, ti) = (&old.d_inode, &target.d_inode);
+    let now = coarse_now();
+    let (oc, tc) = (old.link(g).cookie, target.link(g).cookie);
+    let (oname, nname): (Name, Name) = (Arc::from(ol.name), Arc::from(nl.name));
+    // Both names are replaced, not removed: lockless lookups that miss either wait for the
+    // exchange to end (dir.rs), so neither name is ever seen missing.
+    ol_lock.replace_begin();
+    if let Some(l) = nl_lock.as_mut() {
+        l.replace_begin();
+    }
+    old.d_link.replace(
+        DLink {
+            parent: Some(nl.dir.clone()),
+            name: nname.clone(),
+            cookie: tc,
+            unhashed: false,
+        },
+        g,
+    );
+    target.d_link.replace(
+        DLink {
+            parent: Some(ol.dir.clone()),
+            name: oname.clone(),
+            cookie: oc,
+            unhashed: false,
+        },
+        g,
+    );
+    ol_lock.exchange_entry(oname, target.clone(), oc);
+    let nlock: &mut DirLocked<'l> = match nl_lock {
+        Some(l) => l,
+        None => ol_lock,
+    };
+    nlock.exchange_entry(nname, old.clone(), tc);
+    nlock.replace_end();
+    ol_lock.replace_end();
+    if !same && oi.is_dir() != ti.is_dir() {
+        // The directory's `..` moves from one parent to the other.
+        let (from, to) = if oi.is_dir() {
+            (odir_i, ndir_i)
+        } else {
+            (ndir_i, odir_i)
+        };
+        from.add_nlink(-1, None);
+        to.add_nlink(1, None);
+    }
+    // simple_rename_timestamp: both parents' mtime and ctime, both inodes' ctime.
+    odir_i.touch_mtime_ctime(now);
+    if !same {
+        ndir_i.touch_mtime_ctime(now);
+    }
+    oi.touch_ctime(now);
+    ti.touch_ctime(now);
+}
+
 impl<V: Variant> Task<V> {
     /// `chdir(2)`: makes `path` the current directory.
     ///
@@ -830,12 +1282,13 @@ impl<V: Variant> Task<V> {
         Ok(())
     }
 
-    /// `fchdir(2)`: makes the directory open at `fd` the current directory.
+    /// `fchdir(2)`: makes the directory open at `fd` (an `O_PATH` descriptor too) the current
+    /// directory.
     ///
     /// # Errors
     /// `EBADF`, `ENOTDIR`, `EACCES`; `EXDEV` for a directory of another namespace.
     pub fn fchdir(&self, fd: Fd) -> Result<()> {
-        let f = self.fdget(fd)?;
+        let f = self.fdget_raw(fd)?;
         if !f.inode().is_dir() {
             return Err(Errno::ENOTDIR);
         }
@@ -853,7 +1306,38 @@ impl<V: Variant> Task<V> {
         Ok(())
     }
 
+    /// `chroot(2)`: makes directory `path` the root of this task and of the tasks sharing
+    /// its file-system context (`clone_thread`; not `fork`ed ones): absolute paths and
+    /// symlinks start there and `..` stops there. The current directory is left alone, so it
+    /// may be outside the new root (see [`getcwd`](Self::getcwd)).
+    ///
+    /// # Errors
+    /// In Linux's order: `ENOENT`, `ENOTDIR`, `EACCES` (search permission on the path or on
+    /// the directory itself), `ELOOP`, `ENAMETOOLONG`, then `EPERM` (the caller is not root:
+    /// no `CAP_SYS_CHROOT`).
+    ///
+    /// # References
+    /// chroot(2); Linux `ksys_chroot`, `set_fs_root`.
+    pub fn chroot(&self, path: impl AsRef<[u8]>) -> Result<()> {
+        let path = getname(path.as_ref(), false)?;
+        let p = self.with_walk(Fd::AT_FDCWD, path, |nd, start, mnt| {
+            let d = nd.walk(start, path, true, true)?;
+            d.d_inode.permission(&self.cred, MAY_EXEC)?;
+            Ok(Path {
+                mnt: mnt.clone(),
+                dentry: d.clone(),
+            })
+        })?;
+        if !self.cred.is_root() {
+            return Err(Errno::EPERM);
+        }
+        self.fs.set_root(p);
+        Ok(())
+    }
+
     /// `getcwd(2)`: the absolute path of the current directory, relative to the task's root.
+    /// A current directory outside the root (after `chroot`) is given from the file
+    /// system's root with the prefix `(unreachable)`, as Linux does.
     ///
     /// # Errors
     /// `ENOENT` if the current directory was removed.
@@ -862,6 +1346,7 @@ impl<V: Variant> Task<V> {
         let root = self.fs.root.load(&g);
         let mut cur = &self.fs.cwd.load(&g).dentry;
         let mut parts: Vec<&[u8]> = Vec::new();
+        let mut unreachable = false;
         while !Arc::ptr_eq(cur, &root.dentry) {
             let l = cur.link(&g);
             if l.unhashed {
@@ -872,17 +1357,97 @@ impl<V: Variant> Task<V> {
                     parts.push(&l.name);
                     cur = p;
                 }
-                None => break,
+                None => {
+                    unreachable = true;
+                    break;
+                }
             }
         }
         let mut out = Vec::new();
+        if unreachable {
+            out.extend_from_slice(b"(unreachable)");
+        }
         for p in parts.iter().rev() {
             out.push(b'/');
             out.extend_from_slice(p);
         }
-        if out.is_empty() {
+        if parts.is_empty() {
             out.push(b'/');
         }
         Ok(out)
+    }
+}
+
+/// `WHITEOUT_DEV`: a character device 0:0 is an overlayfs whiteout, which needs no
+/// `CAP_MKNOD`.
+const WHITEOUT_DEV: u32 = 0;
+
+impl<V: Variant> Task<V> {
+    /// `mknodat(2)`: creates a file of type `mode & S_IFMT` named `path`, with permission
+    /// bits `mode & 0o7777 & ~umask`:
+    /// - `S_IFREG` or 0: an empty regular file (as `O_CREAT|O_EXCL`, no descriptor);
+    /// - `S_IFIFO`, `S_IFSOCK`: an inode of that type (`st_rdev` 0);
+    /// - `S_IFCHR`, `S_IFBLK`: a device node with `st_rdev` = `dev`; root only, except the
+    ///   character device 0:0 (an overlayfs whiteout).
+    ///
+    /// `dev` is a `dev_t` as `makedev` makes it; the system call takes 32 bits, so a larger
+    /// value is `EINVAL` (as glibc's `mknodat` checks). uvfs has no pipes, sockets or
+    /// device drivers: opening what this creates fails (see [`openat`](Self::openat)),
+    /// except with `O_PATH`; `stat`, `chmod`, `rename`, `unlink` work as for any file.
+    ///
+    /// # Errors
+    /// In Linux's order: `EINVAL` (`dev` above 32 bits; a type that is not one of the
+    /// above, e.g. `S_IFLNK`), `EPERM` (`S_IFDIR`), `ENOENT`, `ENOTDIR`, `ENAMETOOLONG`,
+    /// `ELOOP`, `EBADF` (the walk), `EEXIST` (the name exists, or is `.`, `..`, `/`),
+    /// `ENOENT` (trailing slash on a missing name; removed directory), `EACCES` (no write
+    /// or search permission on the directory), `EPERM` (a device node by a non-root caller).
+    ///
+    /// # References
+    /// mknod(2); Linux `do_mknodat`, `may_mknod`, `vfs_mknod`, `shmem_mknod`.
+    #[doc(alias = "mknod")]
+    pub fn mknodat(&self, dirfd: Fd, path: impl AsRef<[u8]>, mode: u32, dev: u64) -> Result<()> {
+        let dev = u32::try_from(dev).map_err(|_| Errno::EINVAL)?;
+        // may_mknod
+        let ty = match mode & S_IFMT {
+            0 | S_IFREG => S_IFREG,
+            t @ (S_IFCHR | S_IFBLK | S_IFIFO | S_IFSOCK) => t,
+            S_IFDIR => return Err(Errno::EPERM),
+            _ => return Err(Errno::EINVAL),
+        };
+        let path = getname(path.as_ref(), false)?;
+        let perm = mode & 0o7777 & !self.current_umask();
+        self.with_walk(dirfd, path, |nd, start, _| {
+            // filename_create
+            let last = nd.walk_parent(start, path)?;
+            if last.ty != LastType::Norm {
+                return Err(Errno::EEXIST);
+            }
+            if last.name.len() > NAME_MAX {
+                return Err(Errno::ENAMETOOLONG);
+            }
+            let dir = last.dir.d_inode.dir().ok_or(Errno::ENOTDIR)?;
+            let mut dl = dir.lock();
+            if dl.get(last.name).is_some() {
+                return Err(Errno::EEXIST);
+            }
+            if last.trailing_slash {
+                return Err(Errno::ENOENT);
+            }
+            // vfs_create / vfs_mknod
+            may_create(&self.cred, &last.dir.d_inode, dl.inner.dead)?;
+            let kind = match ty {
+                S_IFREG => InodeKind::Reg(Default::default()),
+                S_IFCHR | S_IFBLK => {
+                    let whiteout = ty == S_IFCHR && dev == WHITEOUT_DEV;
+                    if !whiteout && !self.cred.is_root() {
+                        return Err(Errno::EPERM);
+                    }
+                    InodeKind::Special(dev as u64)
+                }
+                _ => InodeKind::Special(0),
+            };
+            create_locked(self, last.dir, &mut dl, last.name, ty | perm, kind)?;
+            Ok(())
+        })
     }
 }

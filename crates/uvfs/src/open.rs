@@ -8,7 +8,7 @@ use crate::cred::{MAY_READ, MAY_WRITE};
 use crate::dentry::Dentry;
 use crate::file::{FMode, File, FileHandle};
 use crate::inode::InodeKind;
-use crate::namei::{create_locked, getname, LastType, NAME_MAX};
+use crate::namei::{create_locked, getname, mode_strip_sgid, LastType, NAME_MAX};
 use crate::task::Task;
 use crate::types::*;
 use crate::variant::Variant;
@@ -68,17 +68,62 @@ const VALID_OPEN_FLAGS: OpenFlags = OpenFlags::ACCMODE
     .union(OpenFlags::PATH)
     .union(OpenFlags::TMPFILE);
 
+/// The flags `O_PATH` keeps (`O_PATH_FLAGS`): the others are dropped by `open` and refused
+/// by `openat2`.
+pub(crate) const O_PATH_FLAGS: OpenFlags = OpenFlags::DIRECTORY
+    .union(OpenFlags::NOFOLLOW)
+    .union(OpenFlags::PATH)
+    .union(OpenFlags::CLOEXEC);
+
+/// `build_open_how` for `open`/`openat`: drops unknown bits, and with `O_PATH` every flag
+/// but `O_PATH_FLAGS` ("O_PATH beats everything else").
+pub(crate) fn build_open_how(flags: OpenFlags) -> OpenFlags {
+    let flags = flags & VALID_OPEN_FLAGS;
+    if flags.contains(OpenFlags::PATH) {
+        flags & O_PATH_FLAGS
+    } else {
+        flags
+    }
+}
+
+/// What opening a FIFO, socket or device node (other than with `O_PATH`) returns, after
+/// the permission checks: uvfs has no pipes, sockets or device drivers.
+/// - socket: `ENXIO` (Linux `sock_no_open`);
+/// - character or block device: `ENXIO` (Linux: no driver registered for the number);
+/// - FIFO with `O_WRONLY|O_NONBLOCK`: `ENXIO`, as Linux when no reader has it open (no
+///   one can here);
+/// - FIFO otherwise: `EOPNOTSUPP` (Linux would block until the other end opens, or with
+///   `O_RDONLY|O_NONBLOCK` or `O_RDWR` succeed; uvfs has no pipe to give).
+fn special_open_errno(mode: u32, flags: OpenFlags) -> Errno {
+    if mode & S_IFMT == S_IFIFO {
+        let nonblock_writer = flags.access_mode() == 1 && flags.contains(OpenFlags::NONBLOCK);
+        if nonblock_writer {
+            Errno::ENXIO
+        } else {
+            Errno::EOPNOTSUPP
+        }
+    } else {
+        Errno::ENXIO
+    }
+}
+
+/// `__O_TMPFILE`: the bit of `O_TMPFILE` besides `O_DIRECTORY`.
+pub(crate) const O_TMPFILE_BIT: OpenFlags = OpenFlags::from_bits_retain(0o20000000);
+
 /// `build_open_flags`: the flag checks done before anything else.
 ///
 /// # Errors
-/// `EINVAL` for `O_CREAT|O_DIRECTORY` (Linux 6.4+); `EOPNOTSUPP` for `O_PATH` and
-/// `O_TMPFILE` (not supported yet).
+/// `EINVAL` for `O_CREAT|O_DIRECTORY` (Linux 6.4+), for `__O_TMPFILE` without
+/// `O_DIRECTORY`, and for `O_TMPFILE` without write access (`O_WRONLY`, `O_RDWR` or
+/// access mode 3).
 fn build_open_flags(flags: OpenFlags) -> Result<()> {
     if flags.contains(OpenFlags::CREAT | OpenFlags::DIRECTORY) {
         return Err(Errno::EINVAL);
     }
-    if flags.intersects(OpenFlags::PATH) || flags.contains(OpenFlags::TMPFILE) {
-        return Err(Errno::EOPNOTSUPP);
+    if flags.intersects(O_TMPFILE_BIT)
+        && (!flags.contains(OpenFlags::DIRECTORY) || flags.access_mode() == 0)
+    {
+        return Err(Errno::EINVAL);
     }
     Ok(())
 }
@@ -88,18 +133,33 @@ impl<V: Variant> Task<V> {
     /// descriptor.
     ///
     /// Supported: access modes, `O_CREAT`, `O_EXCL`, `O_TRUNC`, `O_APPEND`, `O_DIRECTORY`,
-    /// `O_NOFOLLOW`, `O_CLOEXEC`, `O_NONBLOCK`; `mode & ~umask & 0o7777` for new files. Other
-    /// known flags are accepted and ignored, unknown bits ignored, as Linux `open` does.
+    /// `O_NOFOLLOW`, `O_CLOEXEC`, `O_NONBLOCK`, `O_PATH`; `mode & ~umask & 0o7777` for new
+    /// files. Other known flags are accepted and ignored, unknown bits ignored, as Linux
+    /// `open` does.
+    ///
+    /// `O_PATH` keeps only `O_DIRECTORY`, `O_NOFOLLOW` and `O_CLOEXEC` of the other flags
+    /// (so `O_PATH|O_CREAT` creates nothing) and gives a descriptor that only names the file
+    /// ([`FMode::PATH`]): no permission is checked on the file itself (search permission
+    /// on the path still is), its atime is not touched, and with `O_NOFOLLOW` a final
+    /// symlink is opened itself. `F_GETFL` shows `O_PATH` and the kept flags.
     ///
     /// # Errors
-    /// `EINVAL` (`O_CREAT|O_DIRECTORY`, interior NUL), `EOPNOTSUPP` (`O_PATH`, `O_TMPFILE`:
-    /// not supported yet), `ENAMETOOLONG`, `ENOENT` (missing; empty path; dangling symlink
+    /// `O_TMPFILE` (`__O_TMPFILE|O_DIRECTORY`) creates an unnamed regular file in directory
+    /// `path` (mode as for `O_CREAT`), with link count 0, usable through the descriptor and
+    /// freed at its last close; `O_TMPFILE|O_EXCL` makes it unlinkable for good. (Never
+    /// `EISDIR`: that is what kernels without `O_TMPFILE` return.)
+    ///
+    /// # Errors
+    /// `EINVAL` (`O_CREAT|O_DIRECTORY` without `O_PATH`; `__O_TMPFILE` without
+    /// `O_DIRECTORY`; `O_TMPFILE` with `O_RDONLY`; interior NUL), `ENOTDIR` (`O_TMPFILE` on a
+    /// non-directory), `ENAMETOOLONG`, `ENOENT` (missing; empty path; dangling symlink
     /// without `O_CREAT`), `EMFILE` (no descriptor below the limit; checked before the walk,
     /// so nothing is created), `EBADF` (dirfd), `ENOTDIR`, `EISDIR` (directory opened for
     /// writing or with `O_TRUNC`, `O_CREAT` on a directory or a trailing slash), `EEXIST`
     /// (`O_CREAT|O_EXCL` on an existing name, symlinks included), `ELOOP` (`O_NOFOLLOW` on a
     /// symlink; too many symlinks), `EACCES`, `EPERM` (`O_NOATIME` on a file the caller
-    /// neither owns nor is root for).
+    /// neither owns nor is root for), `ENXIO`/`EOPNOTSUPP` (a FIFO, socket or device node,
+    /// see `mknodat`: uvfs has no pipes, sockets or drivers; `O_PATH` opens them).
     ///
     /// # References
     /// open(2); Linux `do_sys_openat2`, `path_openat`, `do_open`, `may_open`.
@@ -111,6 +171,7 @@ impl<V: Variant> Task<V> {
         flags: OpenFlags,
         mode: u32,
     ) -> Result<Fd> {
+        let flags = build_open_how(flags);
         build_open_flags(flags)?;
         let path = getname(path.as_ref(), false)?;
         let cloexec = flags.contains(OpenFlags::CLOEXEC);
@@ -143,6 +204,7 @@ impl<V: Variant> Task<V> {
         flags: OpenFlags,
         mode: u32,
     ) -> Result<FileHandle<V>> {
+        let flags = build_open_how(flags);
         build_open_flags(flags)?;
         let path = getname(path.as_ref(), false)?;
         self.do_filp_open(dirfd, path, flags, mode)
@@ -155,8 +217,29 @@ impl<V: Variant> Task<V> {
         flags: OpenFlags,
         mode: u32,
     ) -> Result<FileHandle<V>> {
-        let mode = mode & 0o7777 & !self.current_umask();
-        let (p, created) = self.with_walk(dirfd, path, |nd, start, _| {
+        self.do_filp_open_lookup(dirfd, path, flags, mode, 0)
+    }
+
+    /// `do_filp_open` with `LOOKUP_*` restrictions `lookup` (openat2's `resolve`).
+    fn do_filp_open_lookup(
+        &self,
+        dirfd: Fd,
+        path: &[u8],
+        flags: OpenFlags,
+        mode: u32,
+        lookup: u32,
+    ) -> Result<FileHandle<V>> {
+        if flags.contains(OpenFlags::PATH) {
+            return self.do_o_path(dirfd, path, flags, lookup);
+        }
+        // vfs_prepare_mode: set-group-ID is stripped (mode_strip_sgid) from the mode as
+        // given, before the umask.
+        let raw_mode = mode & 0o7777;
+        let mode = raw_mode & !self.current_umask();
+        if flags.intersects(O_TMPFILE_BIT) {
+            return self.do_tmpfile(dirfd, path, flags, raw_mode, lookup);
+        }
+        let (p, created) = self.with_walk_flags(dirfd, path, lookup, |nd, start, _| {
             let (d, created) = if flags.contains(OpenFlags::CREAT) {
                 let mut start = start;
                 let mut path: &[u8] = path;
@@ -194,12 +277,13 @@ impl<V: Variant> Task<V> {
                                     }
                                     dir_inode
                                         .permission(nd.cred, MAY_WRITE | crate::cred::MAY_EXEC)?;
+                                    let m = mode & mode_strip_sgid(nd.cred, dir_inode, raw_mode);
                                     let d = create_locked(
                                         self,
                                         last.dir,
                                         &mut dl,
                                         last.name,
-                                        S_IFREG | mode,
+                                        S_IFREG | m,
                                         InodeKind::Reg(Default::default()),
                                     )?;
                                     drop(dl);
@@ -262,6 +346,78 @@ impl<V: Variant> Task<V> {
         self.do_open(p, flags, created)
     }
 
+    /// `do_o_path`: `O_PATH` opens the walked dentry as is (a symlink too with
+    /// `O_NOFOLLOW`), checking no permission on it (`do_dentry_open`'s `O_PATH` case).
+    /// `flags` went through `build_open_how`.
+    fn do_o_path(
+        &self,
+        dirfd: Fd,
+        path: &[u8],
+        flags: OpenFlags,
+        lookup: u32,
+    ) -> Result<FileHandle<V>> {
+        let d = self.with_walk_flags(dirfd, path, lookup, |nd, start, _| {
+            let follow = !flags.contains(OpenFlags::NOFOLLOW);
+            let d = nd.walk(start, path, follow, flags.contains(OpenFlags::DIRECTORY))?;
+            Ok(d.clone())
+        })?;
+        File::open_handle(d, FMode::PATH, flags - OpenFlags::CLOEXEC, self.cred_id)
+    }
+
+    /// `do_tmpfile` + `vfs_tmpfile` + `shmem_tmpfile`: an unnamed regular file in directory
+    /// `path` (followed unless `O_NOFOLLOW`), link count 0, freed when its last open file
+    /// goes; linkable by `linkat(AT_EMPTY_PATH)` unless `O_EXCL` (`I_LINKABLE`). `raw_mode`
+    /// is the permission bits as given (the umask is applied here, after
+    /// `mode_strip_sgid`). The directory is not changed (no entry, no times). On a mount
+    /// with limits the inode and its pages are charged as any file's (`ENOSPC`).
+    fn do_tmpfile(
+        &self,
+        dirfd: Fd,
+        path: &[u8],
+        flags: OpenFlags,
+        raw_mode: u32,
+        lookup: u32,
+    ) -> Result<FileHandle<V>> {
+        let dir = self.with_walk_flags(dirfd, path, lookup, |nd, start, _| {
+            let follow = !flags.contains(OpenFlags::NOFOLLOW);
+            Ok(nd.walk(start, path, follow, true)?.clone())
+        })?;
+        let di = &dir.d_inode;
+        di.permission(&self.cred, MAY_WRITE | crate::cred::MAY_EXEC)?;
+        // vfs_prepare_mode (mode_strip_sgid, then the umask) + inode_init_owner, as for a
+        // named file (`create_locked`).
+        let mode = mode_strip_sgid(&self.cred, di, raw_mode) & !self.current_umask();
+        let gid = if di.mode() & S_ISGID != 0 {
+            di.gid()
+        } else {
+            self.cred.gid
+        };
+        let ino = self.fs.root_mnt_next_ino(di);
+        let now = crate::inode::coarse_now();
+        let inode = crate::inode::Inode::new(
+            ino,
+            di.i_dev,
+            S_IFREG | mode,
+            self.cred.uid,
+            gid,
+            InodeKind::Reg(Default::default()),
+            now,
+        );
+        // shmem_reserve_inode: ENOSPC past the mount's limits.
+        let inode = self.fs.charge(inode)?;
+        inode.init_tmpfile(!flags.contains(OpenFlags::EXCL));
+        // d_tmpfile: a dentry under the directory, never hashed (no lookup finds it).
+        let d = Arc::new(Dentry::new(
+            Arc::new(inode),
+            Some(dir.clone()),
+            Arc::from(&b"/"[..]),
+            0,
+        ));
+        crate::namei::unhash(&d);
+        // may_open with no access to check: O_NOATIME is the creator's own file.
+        self.do_open(d, flags, true)
+    }
+
     /// `do_open` + `may_open` + `vfs_open`: checks access to the looked-up file and builds
     /// the `File`.
     fn do_open(&self, p: Arc<Dentry>, flags: OpenFlags, created: bool) -> Result<FileHandle<V>> {
@@ -275,7 +431,11 @@ impl<V: Variant> Task<V> {
         if flags.contains(OpenFlags::TRUNC) {
             acc_mode |= MAY_WRITE;
         }
-        if flags.contains(OpenFlags::DIRECTORY) && !inode.is_dir() {
+        // O_TMPFILE carries O_DIRECTORY for the directory it was created in.
+        if flags.contains(OpenFlags::DIRECTORY)
+            && !inode.is_dir()
+            && !flags.intersects(O_TMPFILE_BIT)
+        {
             return Err(Errno::ENOTDIR);
         }
         match &inode.kind {
@@ -290,6 +450,10 @@ impl<V: Variant> Task<V> {
         // caller's own).
         if flags.contains(OpenFlags::NOATIME) && !self.cred.owner_or_capable(inode.uid()) {
             return Err(Errno::EPERM);
+        }
+        // vfs_open -> the file type's `open`.
+        if let InodeKind::Special(_) = inode.kind {
+            return Err(special_open_errno(inode.mode(), flags));
         }
         // OPEN_FMODE: access mode 3 grants neither read nor write.
         let mut fmode = FMode::LSEEK | FMode::PREAD | FMode::PWRITE;
@@ -313,7 +477,7 @@ impl<V: Variant> Task<V> {
                 | OpenFlags::CLOEXEC);
         // The file first (it can fail only with an ablation variant's ENFILE), then the
         // truncation, so that a failed open leaves the data alone.
-        let file = File::open_handle(p, fmode, stored | OpenFlags::LARGEFILE)?;
+        let file = File::open_handle(p, fmode, stored | OpenFlags::LARGEFILE, self.cred_id)?;
         if truncate {
             // `handle_truncate` -> `do_truncate`: as ftruncate, the set-ID bits go first.
             let now = crate::inode::coarse_now();
@@ -360,7 +524,7 @@ impl<V: Variant> Task<V> {
     pub fn dup2(&self, oldfd: Fd, newfd: Fd) -> Result<Fd> {
         if oldfd == newfd {
             // Validity only: `fdget` takes no reference on a private table.
-            drop(self.fdget(oldfd)?);
+            drop(self.fdget_raw(oldfd)?);
             return Ok(newfd);
         }
         self.files.dup2(oldfd.0, newfd.0, false).map(Fd)
@@ -383,7 +547,7 @@ impl<V: Variant> Task<V> {
     /// (new fd, flags, or 0).
     ///
     /// # Errors
-    /// `EBADF` (`fd` not open), `EINVAL` (`F_DUPFD` argument negative or at/above the
+    /// `EBADF` (`fd` not open; `F_SETFL` on an `O_PATH` descriptor), `EINVAL` (`F_DUPFD` argument negative or at/above the
     /// limit), `EMFILE` (no free descriptor), `EPERM` (`F_SETFL` turning `O_NOATIME` on for
     /// a file the caller neither owns nor is root for).
     ///
@@ -393,7 +557,7 @@ impl<V: Variant> Task<V> {
         match cmd {
             Fcntl::DupFd(min) | Fcntl::DupFdCloexec(min) => {
                 // EBADF before EINVAL, as Linux (`fdget_raw` before `f_dupfd`).
-                drop(self.fdget(fd)?);
+                drop(self.fdget_raw(fd)?);
                 let min = u32::try_from(min).map_err(|_| Errno::EINVAL)?;
                 if min >= self.files.rlimit() {
                     return Err(Errno::EINVAL);
@@ -411,7 +575,7 @@ impl<V: Variant> Task<V> {
                 .set_cloexec(fd.0, arg & FD_CLOEXEC != 0)
                 .map(|_| 0),
             Fcntl::GetFl => {
-                let f = self.fdget(fd)?;
+                let f = self.fdget_raw(fd)?;
                 Ok(f.flags().bits() as i32)
             }
             Fcntl::SetFl(arg) => {
@@ -460,5 +624,128 @@ impl<V: Variant> Task<V> {
     pub fn exec(&mut self) {
         self.unshare_files();
         self.files.close_on_exec();
+    }
+}
+
+/// `openat2` `resolve` flag: no mount-point crossing (uvfs has one mount per namespace:
+/// nothing to refuse).
+pub const RESOLVE_NO_XDEV: u64 = 0x01;
+/// `openat2` `resolve` flag: no magic links (`/proc/self/fd/N`); uvfs has none: accepted.
+pub const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+/// `openat2` `resolve` flag: following any symlink is `ELOOP` (a final one not followed
+/// because of `O_NOFOLLOW` is no error: `O_PATH|O_NOFOLLOW` opens it).
+pub const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+/// `openat2` `resolve` flag: the walk must stay under `dirfd`: an absolute path or
+/// symlink, or `..` at `dirfd`, is `EXDEV`.
+pub const RESOLVE_BENEATH: u64 = 0x08;
+/// `openat2` `resolve` flag: `dirfd` is the root of the walk: `..` stops there, absolute
+/// paths and symlinks start there.
+pub const RESOLVE_IN_ROOT: u64 = 0x10;
+/// `openat2` `resolve` flag: only from the dentry cache; everything of a tmpfs is cached,
+/// so only opens that would change something (`O_CREAT`, `O_TRUNC`, `O_TMPFILE`) are
+/// `EAGAIN`.
+pub const RESOLVE_CACHED: u64 = 0x20;
+const VALID_RESOLVE_FLAGS: u64 = 0x3f;
+
+/// The `openat2(2)` argument (`struct open_how`): open flags, creation mode, `RESOLVE_*`.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct OpenHow {
+    /// `O_*` flags (`OpenFlags` bits); unknown bits are `EINVAL`, unlike `openat`.
+    pub flags: u64,
+    /// Mode for `O_CREAT`/`O_TMPFILE` (at most `0o7777`); must be 0 otherwise.
+    pub mode: u64,
+    /// `RESOLVE_*` flags.
+    pub resolve: u64,
+}
+
+/// `build_open_flags` for `openat2`: every argument checked, in Linux's order. Returns the
+/// open flags (with `O_LARGEFILE` unless `O_PATH`, as the syscall adds it) and the
+/// `LOOKUP_*` restrictions.
+///
+/// # Errors
+/// `EINVAL`, `EAGAIN` as [`Task::openat2`].
+fn build_open_how2(how: &OpenHow) -> Result<(OpenFlags, u32)> {
+    let mut raw = how.flags;
+    if raw & OpenFlags::PATH.bits() as u64 == 0 {
+        raw |= OpenFlags::LARGEFILE.bits() as u64;
+    }
+    raw &= !(OpenFlags::CLOEXEC.bits() as u64);
+    if raw & !(VALID_OPEN_FLAGS.bits() as u64) != 0 {
+        return Err(Errno::EINVAL);
+    }
+    if how.resolve & !VALID_RESOLVE_FLAGS != 0 {
+        return Err(Errno::EINVAL);
+    }
+    if how.resolve & RESOLVE_BENEATH != 0 && how.resolve & RESOLVE_IN_ROOT != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let flags = OpenFlags::from_bits_retain(raw as u32);
+    let will_create = flags.contains(OpenFlags::CREAT) || flags.intersects(O_TMPFILE_BIT);
+    if will_create && how.mode & !0o7777 != 0 || !will_create && how.mode != 0 {
+        return Err(Errno::EINVAL);
+    }
+    build_open_flags(flags)?;
+    if flags.contains(OpenFlags::PATH) && !(flags - O_PATH_FLAGS).is_empty() {
+        return Err(Errno::EINVAL);
+    }
+    if how.resolve & RESOLVE_CACHED != 0
+        && (flags.intersects(OpenFlags::TRUNC | OpenFlags::CREAT)
+            || flags.intersects(O_TMPFILE_BIT))
+    {
+        return Err(Errno::EAGAIN);
+    }
+    let mut lookup = 0;
+    if how.resolve & RESOLVE_NO_SYMLINKS != 0 {
+        lookup |= crate::namei::LOOKUP_NO_SYMLINKS;
+    }
+    if how.resolve & RESOLVE_BENEATH != 0 {
+        lookup |= crate::namei::LOOKUP_BENEATH;
+    }
+    if how.resolve & RESOLVE_IN_ROOT != 0 {
+        lookup |= crate::namei::LOOKUP_IN_ROOT;
+    }
+    Ok((flags, lookup))
+}
+
+impl<V: Variant> Task<V> {
+    /// `openat2(2)`: `openat` with every argument checked and the walk restricted by
+    /// `how.resolve` (`RESOLVE_*`, see the constants). The descriptor's `O_CLOEXEC` comes
+    /// from `how.flags`.
+    ///
+    /// Stricter than `openat`: unknown flag bits, flags besides `O_PATH_FLAGS` with `O_PATH`,
+    /// and a mode without `O_CREAT`/`O_TMPFILE` are errors instead of being dropped.
+    ///
+    /// A scoped walk (`RESOLVE_BENEATH`, `RESOLVE_IN_ROOT`) that goes up with `..` while a
+    /// concurrent rename moves a directory out from under it fails with `EAGAIN` rather than
+    /// escape (Linux: any rename during such a walk is `EAGAIN`).
+    ///
+    /// # Errors
+    /// In Linux's order: `EINVAL` (unknown flag bits; unknown `resolve` bits;
+    /// `RESOLVE_BENEATH` with `RESOLVE_IN_ROOT`; a mode above `0o7777`, or any mode without
+    /// `O_CREAT`/`O_TMPFILE`; `O_CREAT|O_DIRECTORY`; a bad `O_TMPFILE`; `O_PATH` with other
+    /// flags than `O_DIRECTORY`, `O_NOFOLLOW`, `O_CLOEXEC`), `EAGAIN` (`RESOLVE_CACHED` with
+    /// `O_CREAT`, `O_TRUNC` or `O_TMPFILE`; a scoped walk raced by a rename), then
+    /// `EMFILE`, `EXDEV` (`RESOLVE_BENEATH`: an absolute path or symlink, `..` at `dirfd`),
+    /// `ELOOP` (`RESOLVE_NO_SYMLINKS`: a symlink to follow), and the errors of
+    /// [`openat`](Self::openat).
+    ///
+    /// # References
+    /// openat2(2); Linux `do_sys_openat2`, `build_open_flags`, `path_init`,
+    /// `follow_dotdot`, `pick_link`, `nd_jump_root`.
+    pub fn openat2(&self, dirfd: Fd, path: impl AsRef<[u8]>, how: &OpenHow) -> Result<Fd> {
+        let (flags, lookup) = build_open_how2(how)?;
+        let path = getname(path.as_ref(), false)?;
+        let cloexec = how.flags & OpenFlags::CLOEXEC.bits() as u64 != 0;
+        let fd = self.files.alloc_fd(0, cloexec)?;
+        match self.do_filp_open_lookup(dirfd, path, flags, how.mode as u32, lookup) {
+            Ok(file) => {
+                self.files.fd_install(fd, file);
+                Ok(Fd(fd as i32))
+            }
+            Err(e) => {
+                self.files.put_unused_fd(fd);
+                Err(e)
+            }
+        }
     }
 }

@@ -115,9 +115,14 @@ impl<V: Variant> Task<V> {
         let append = f.flags().contains(OpenFlags::APPEND);
         // One clock read for the syscall's timestamps.
         let now = coarse_now();
-        let (n, end) = f
-            .inode()
-            .write_at(&buf[..len], *pos, append, now, &self.cred)?;
+        let (n, end) = f.inode().write_at(
+            &buf[..len],
+            *pos,
+            append,
+            now,
+            &self.cred,
+            self.getrlimit_fsize(),
+        )?;
         *pos = end;
         Ok(n)
     }
@@ -137,9 +142,14 @@ impl<V: Variant> Task<V> {
         let len = buf.len().min(MAX_RW_COUNT);
         let append = f.flags().contains(OpenFlags::APPEND);
         let now = coarse_now();
-        let (n, _) = f
-            .inode()
-            .write_at(&buf[..len], offset as u64, append, now, &self.cred)?;
+        let (n, _) = f.inode().write_at(
+            &buf[..len],
+            offset as u64,
+            append,
+            now,
+            &self.cred,
+            self.getrlimit_fsize(),
+        )?;
         Ok(n)
     }
 
@@ -198,6 +208,8 @@ impl<V: Variant> Task<V> {
         if !matches!(f.inode().kind, InodeKind::Reg(_)) || !f.mode().contains(FMode::WRITE) {
             return Err(Errno::EINVAL);
         }
+        f.inode()
+            .newsize_ok(length as u64, self.getrlimit_fsize())?;
         let now = coarse_now();
         f.inode().kill_suid(&self.cred, now);
         f.inode().truncate_at(length as u64, now)

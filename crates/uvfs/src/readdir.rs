@@ -23,20 +23,16 @@ pub struct DirEntry {
     pub d_ino: u64,
     /// Position to resume after this entry.
     pub d_off: i64,
-    /// `DT_DIR`, `DT_REG`, `DT_LNK`.
+    /// `DT_DIR`, `DT_REG`, `DT_LNK`, `DT_FIFO`, `DT_CHR`, `DT_BLK`, `DT_SOCK`.
     pub d_type: u8,
     /// Name (no NUL).
     pub name: Vec<u8>,
 }
 
+/// `S_DT`: the `d_type` is the file type bits shifted down (`DT_DIR`, `DT_REG`, `DT_LNK`,
+/// `DT_FIFO`, `DT_CHR`, `DT_BLK`, `DT_SOCK`).
 fn d_type(i: &Inode) -> u8 {
-    if i.is_dir() {
-        DT_DIR
-    } else if i.is_symlink() {
-        DT_LNK
-    } else {
-        DT_REG
-    }
+    ((i.mode() & S_IFMT) >> 12) as u8
 }
 
 /// Appends one `linux_dirent64` record to `buf` at `*used`; false if it does not fit.

@@ -1,6 +1,6 @@
 //! `Task`: a thread of a process: its fd table, its file-system context (root, cwd, umask),
 //! credentials and pid. The syscall-shaped methods live in open.rs, read_write.rs, stat.rs,
-//! namei.rs and readdir.rs.
+//! attr.rs, namei.rs and readdir.rs.
 //!
 //! Linux analogue: `struct task_struct` (`files`, `fs`, `cred`, `tgid`), `struct fs_struct`
 //! (include/linux/fs_struct.h), kernel/fork.c (`copy_files`, `copy_fs`).
@@ -13,6 +13,7 @@
 
 use crate::cred::Cred;
 use crate::fdtable::{FdRef, FdTable};
+use crate::file::FMode;
 use crate::mount::{Mount, Path};
 use crate::sync::epoch::Guard;
 use crate::sync::plain::{AtomicU32, Mutex, Ordering};
@@ -24,11 +25,20 @@ use crate::Result;
 use std::cell::Cell;
 use std::fmt;
 use std::marker::PhantomData;
-use std::sync::atomic::AtomicI32;
+use std::sync::atomic::{AtomicI32, AtomicU64};
 use std::sync::Arc;
 
 /// Process ids handed out by `fork` (pid 1 is `Task::init`).
 static NEXT_PID: AtomicI32 = AtomicI32::new(2);
+
+/// Credential identities handed out by `init`, `fork` and `set_cred` (see `Task::cred_id`).
+static NEXT_CRED_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A fresh credential identity.
+fn new_cred_id() -> u64 {
+    // Relaxed: only uniqueness matters, which the RMW gives; not on a hot path.
+    NEXT_CRED_ID.fetch_add(1, Ordering::Relaxed)
+}
 
 /// A task's file-system context: root, current directory, umask (`struct fs_struct`).
 pub struct FsStruct {
@@ -68,6 +78,13 @@ impl FsStruct {
         let guard = crate::sync::epoch::pin();
         self.cwd.replace(p, &guard);
     }
+
+    /// Replaces the root (`set_fs_root`), for every task sharing this context.
+    pub(crate) fn set_root(&self, p: Path) {
+        let _g = plock(&self.lock);
+        let guard = crate::sync::epoch::pin();
+        self.root.replace(p, &guard);
+    }
 }
 
 /// A thread of a process, the subject of every syscall-shaped method.
@@ -78,6 +95,15 @@ pub struct Task<V: Variant = Uvfs> {
     pub(crate) files: Arc<FdTable<V>>,
     pub(crate) fs: Arc<FsStruct>,
     pub(crate) cred: Cred,
+    /// Which credentials object this task uses (Linux: the `struct cred` pointer, compared
+    /// by `linkat`'s `AT_EMPTY_PATH` check against a file's `f_cred`): shared by
+    /// `clone_thread`, new on `init`, `fork` (`copy_creds` prepares new credentials) and
+    /// `set_cred`.
+    pub(crate) cred_id: u64,
+    /// `RLIMIT_FSIZE` in bytes (`u64::MAX` = `RLIM_INFINITY`), per process: shared by
+    /// `clone_thread`, copied by `fork` (Linux: `signal->rlim`). Atomic; read by every write
+    /// and growing truncate, written by `setrlimit_fsize`.
+    pub(crate) rlim_fsize: Arc<AtomicU64>,
     pid: i32,
     _not_sync: PhantomData<Cell<()>>,
 }
@@ -128,6 +154,8 @@ impl<V: Variant> Task<V> {
                 lock: Mutex::new(()),
             }),
             cred,
+            cred_id: new_cred_id(),
+            rlim_fsize: Arc::new(AtomicU64::new(u64::MAX)),
             pid: 1,
             _not_sync: PhantomData,
         }
@@ -141,6 +169,9 @@ impl<V: Variant> Task<V> {
             files: Arc::new(self.files.dup_fd()),
             fs: Arc::new(self.fs.copy(&guard)),
             cred: self.cred.clone(),
+            cred_id: new_cred_id(),
+            // Relaxed: a value copied at fork; no ordering with other data.
+            rlim_fsize: Arc::new(AtomicU64::new(self.rlim_fsize.load(Ordering::Relaxed))),
             // Relaxed: only uniqueness matters; fork is not on a hot path.
             pid: NEXT_PID.fetch_add(1, Ordering::Relaxed),
             _not_sync: PhantomData,
@@ -154,6 +185,8 @@ impl<V: Variant> Task<V> {
             files: self.files.clone(),
             fs: self.fs.clone(),
             cred: self.cred.clone(),
+            cred_id: self.cred_id,
+            rlim_fsize: self.rlim_fsize.clone(),
             pid: self.pid,
             _not_sync: PhantomData,
         }
@@ -162,6 +195,7 @@ impl<V: Variant> Task<V> {
     /// Replaces this task's credentials (as `setresuid`/`setresgid`/`setgroups` together).
     pub fn set_cred(&mut self, cred: Cred) {
         self.cred = cred;
+        self.cred_id = new_cred_id();
     }
 
     /// The credentials.
@@ -193,6 +227,26 @@ impl<V: Variant> Task<V> {
         self.files.set_rlimit(n)
     }
 
+    /// `getrlimit(RLIMIT_FSIZE)`: the largest file size this process may create, in bytes
+    /// (`u64::MAX` = `RLIM_INFINITY`, the default).
+    pub fn getrlimit_fsize(&self) -> u64 {
+        // Relaxed: an independent word (Linux reads rlimits with READ_ONCE).
+        self.rlim_fsize.load(Ordering::Relaxed)
+    }
+
+    /// `setrlimit(RLIMIT_FSIZE)`: writes and truncates that would make a regular file larger
+    /// than `bytes` fail with `EFBIG` (Linux also sends `SIGXFSZ`, which kills a process that
+    /// does not catch it; uvfs has no signals and only returns the error, as for a process
+    /// that ignores the signal). Shared with this task's threads, inherited by `fork`.
+    /// Hard limits are not modelled: any value is accepted.
+    ///
+    /// # References
+    /// setrlimit(2) `RLIMIT_FSIZE`; Linux `generic_write_check_limits`, `inode_newsize_ok`.
+    pub fn setrlimit_fsize(&self, bytes: u64) {
+        // Relaxed: see `getrlimit_fsize`.
+        self.rlim_fsize.store(bytes, Ordering::Relaxed);
+    }
+
     /// `unshare(CLONE_FILES)`: gives this task a private copy of a shared fd table.
     pub fn unshare_files(&mut self) {
         if Arc::strong_count(&self.files) > 1 {
@@ -205,14 +259,14 @@ impl<V: Variant> Task<V> {
         self.pid
     }
 
-    /// `getuid()`.
+    /// `getuid()`: the real user id.
     pub fn getuid(&self) -> u32 {
-        self.cred.uid
+        self.cred.ruid()
     }
 
-    /// `getgid()`.
+    /// `getgid()`: the real group id.
     pub fn getgid(&self) -> u32 {
-        self.cred.gid
+        self.cred.rgid()
     }
 
     /// `umask(mask)`: sets the file mode creation mask to `mask & 0o777`, returns the old one.
@@ -243,11 +297,28 @@ impl<V: Variant> Task<V> {
     }
 
     /// `fdget`: the file at `fd` for one call; no reference taken if the table is private.
+    /// `O_PATH` descriptors are refused: they only name a file (see
+    /// [`fdget_raw`](Self::fdget_raw)).
+    ///
+    /// # Errors
+    /// `EBADF` if `fd` is not open or is an `O_PATH` descriptor.
+    #[inline]
+    pub(crate) fn fdget(&self, fd: Fd) -> Result<FdRef<'_, V>> {
+        let f = self.fdget_raw(fd)?;
+        // FMODE_PATH files have `empty_fops`: every call through `fdget` is EBADF.
+        if f.mode().contains(FMode::PATH) {
+            return Err(crate::Errno::EBADF);
+        }
+        Ok(f)
+    }
+
+    /// `fdget_raw`: as [`fdget`](Self::fdget), `O_PATH` descriptors included (for `fstat`,
+    /// `fstatfs`, a `dirfd`, `fchdir`, `dup2`, `fcntl`).
     ///
     /// # Errors
     /// `EBADF` if `fd` is not open.
     #[inline]
-    pub(crate) fn fdget(&self, fd: Fd) -> Result<FdRef<'_, V>> {
+    pub(crate) fn fdget_raw(&self, fd: Fd) -> Result<FdRef<'_, V>> {
         // SAFETY: `Task` is `!Sync` and owns `files`, whose `Arc` it never lends out (so no
         // `Weak` exists; `files()` lends `&FdTable` and marks it exposed). When
         // `files_shared()` is false, no other task holds the table (strong count 1) and no

@@ -76,9 +76,10 @@ bitflags! {
         const CLOEXEC = 0o2000000;
         /// Accepted and ignored (with `DSYNC`).
         const SYNC = 0o4010000;
-        /// `O_PATH`: not supported yet (`EOPNOTSUPP`).
+        /// `O_PATH`: a descriptor that only names the file (see `Task::openat`).
         const PATH = 0o10000000;
-        /// `O_TMPFILE` (with `DIRECTORY`): not supported yet (`EOPNOTSUPP`).
+        /// `O_TMPFILE` (`__O_TMPFILE | O_DIRECTORY`): an unnamed regular file in the given
+        /// directory (see `Task::openat`).
         const TMPFILE = 0o20200000;
         const _ = !0;
     }
@@ -100,6 +101,8 @@ bitflags! {
         const SYMLINK_NOFOLLOW = 0x100;
         /// `unlinkat`: remove a directory.
         const REMOVEDIR = 0x200;
+        /// `faccessat2`: check with the effective ids (the same bit as `REMOVEDIR`).
+        const EACCESS = 0x200;
         /// `linkat`: follow a symlink in the last component.
         const SYMLINK_FOLLOW = 0x400;
         /// Accepted and ignored (no automounts).
@@ -110,6 +113,20 @@ bitflags! {
         const STATX_FORCE_SYNC = 0x2000;
         /// `fstatat`: accepted and ignored (`AT_STATX_DONT_SYNC`).
         const STATX_DONT_SYNC = 0x4000;
+        const _ = !0;
+    }
+}
+
+bitflags! {
+    /// `renameat2(2)` flags (`RENAME_*`, include/uapi/linux/fs.h).
+    #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+    pub struct RenameFlags: u32 {
+        /// Fail with `EEXIST` instead of replacing an existing target.
+        const NOREPLACE = 1;
+        /// Atomically exchange source and target (both must exist).
+        const EXCHANGE = 2;
+        /// Leave a whiteout at the source (overlayfs); not supported by uvfs (`EINVAL`).
+        const WHITEOUT = 4;
         const _ = !0;
     }
 }
@@ -156,6 +173,14 @@ pub const DT_DIR: u8 = 4;
 pub const DT_REG: u8 = 8;
 /// `getdents64` `d_type`: symbolic link.
 pub const DT_LNK: u8 = 10;
+/// `getdents64` `d_type`: FIFO.
+pub const DT_FIFO: u8 = 1;
+/// `getdents64` `d_type`: character device.
+pub const DT_CHR: u8 = 2;
+/// `getdents64` `d_type`: block device.
+pub const DT_BLK: u8 = 6;
+/// `getdents64` `d_type`: socket.
+pub const DT_SOCK: u8 = 12;
 
 /// A time in seconds and nanoseconds since the Unix epoch (`struct timespec`).
 ///

@@ -862,6 +862,509 @@ fn getpid_of_forks_and_threads() {
     assert_eq!(a.getuid(), 0);
 }
 
+/// `/f` 0644 after `op`, as `(mode, uid, gid, size)`.
+fn attrs(s: &dyn Sys, p: &[u8]) -> Result<(u32, u32, u32, i64), Errno> {
+    s.lstat(p)
+        .map(|st| (st.st_mode, st.st_uid, st.st_gid, st.st_size))
+}
+
+type RA = Result<(u32, u32, u32, i64), Errno>;
+const FCHMODAT_BAD_FLAG: AtFlags = AtFlags::from_bits_retain(0x8000);
+
+#[test]
+fn chmod_cases() {
+    table::<RA>(&[
+        ("chmod a file", Ok((S_IFREG | 0o600, 0, 0, 5)), |s| {
+            tree(s);
+            s.fchmodat(CWD, b"/f", 0o600, NOAT)?;
+            attrs(s, b"/f")
+        }),
+        (
+            "file type bits in mode are ignored",
+            Ok((S_IFREG | 0o7755, 0, 0, 5)),
+            |s| {
+                tree(s);
+                s.fchmodat(CWD, b"/f", S_IFDIR | 0o7755, NOAT)?;
+                attrs(s, b"/f")
+            },
+        ),
+        ("chmod a directory", Ok((S_IFDIR | 0o1700, 0, 0, 60)), |s| {
+            tree(s);
+            s.fchmodat(CWD, b"/d", 0o1700, NOAT)?;
+            attrs(s, b"/d")
+        }),
+        ("follows a symlink", Ok((S_IFREG | 0o400, 0, 0, 5)), |s| {
+            tree(s);
+            s.fchmodat(CWD, b"/l", 0o400, NOAT)?;
+            assert_eq!(attrs(s, b"/l").unwrap().0, S_IFLNK | 0o777);
+            attrs(s, b"/f")
+        }),
+        (
+            "AT_SYMLINK_NOFOLLOW on a symlink",
+            Err(Errno::EOPNOTSUPP),
+            |s| {
+                tree(s);
+                s.fchmodat(CWD, b"/l", 0o400, NOFOLLOW)?;
+                attrs(s, b"/f")
+            },
+        ),
+        (
+            "AT_SYMLINK_NOFOLLOW on a file",
+            Ok((S_IFREG | 0o640, 0, 0, 5)),
+            |s| {
+                tree(s);
+                s.fchmodat(CWD, b"/f", 0o640, NOFOLLOW)?;
+                attrs(s, b"/f")
+            },
+        ),
+        ("dangling symlink", Err(Errno::ENOENT), |s| {
+            tree(s);
+            s.fchmodat(CWD, b"/dangling", 0o640, NOAT)?;
+            attrs(s, b"/f")
+        }),
+        ("unknown flag", Err(Errno::EINVAL), |s| {
+            tree(s);
+            s.fchmodat(CWD, b"/f", 0o640, FCHMODAT_BAD_FLAG)?;
+            attrs(s, b"/f")
+        }),
+        ("AT_REMOVEDIR is unknown here", Err(Errno::EINVAL), |s| {
+            tree(s);
+            s.fchmodat(CWD, b"/f", 0o640, AtFlags::REMOVEDIR)?;
+            attrs(s, b"/f")
+        }),
+        ("empty path", Err(Errno::ENOENT), |s| {
+            tree(s);
+            s.fchmodat(CWD, b"", 0o640, NOAT)?;
+            attrs(s, b"/f")
+        }),
+        (
+            "AT_EMPTY_PATH with a file descriptor",
+            Ok((S_IFREG | 0o604, 0, 0, 5)),
+            |s| {
+                tree(s);
+                let fd = s.open(b"/f", RO, 0)?;
+                s.fchmodat(fd, b"", 0o604, EMPTY)?;
+                attrs(s, b"/f")
+            },
+        ),
+        (
+            "AT_EMPTY_PATH with the cwd",
+            Ok((S_IFDIR | 0o711, 0, 0, 60)),
+            |s| {
+                tree(s);
+                s.chdir(b"/d")?;
+                s.fchmodat(CWD, b"", 0o711, EMPTY)?;
+                attrs(s, b"/d")
+            },
+        ),
+        ("relative to a file descriptor", Err(Errno::ENOTDIR), |s| {
+            tree(s);
+            let fd = s.open(b"/f", RO, 0)?;
+            s.fchmodat(fd, b"x", 0o604, NOAT)?;
+            attrs(s, b"/f")
+        }),
+        ("trailing slash on a file", Err(Errno::ENOTDIR), |s| {
+            tree(s);
+            s.fchmodat(CWD, b"/f/", 0o604, NOAT)?;
+            attrs(s, b"/f")
+        }),
+        (
+            "fchmod on a read-only descriptor",
+            Ok((S_IFREG | 0o4711, 0, 0, 5)),
+            |s| {
+                tree(s);
+                let fd = s.open(b"/f", RO, 0)?;
+                s.fchmod(fd, 0o4711)?;
+                attrs(s, b"/f")
+            },
+        ),
+        ("fchmod on a bad descriptor", Err(Errno::EBADF), |s| {
+            tree(s);
+            s.fchmod(Fd(9), 0o600)?;
+            attrs(s, b"/f")
+        }),
+    ]);
+}
+
+#[test]
+fn chmod_and_chown_stamp_ctime_only() {
+    same(|s| {
+        tree(s);
+        s.set_times(b"/f", T2001, T2002);
+        let a = s.stat(b"/f").unwrap();
+        s.fchmodat(CWD, b"/f", 0o644, NOAT).unwrap(); // the same mode: still a change
+        let b = s.stat(b"/f").unwrap();
+        s.fchownat(CWD, b"/f", u32::MAX, u32::MAX, NOAT).unwrap();
+        let c = s.stat(b"/f").unwrap();
+        (
+            times(&b) == times(&a),
+            b.st_ctime > a.st_ctime,
+            c.st_ctime > b.st_ctime,
+            times(&c) == (T2001, T2002),
+        )
+    });
+}
+
+#[test]
+fn chown_cases() {
+    const M: u32 = u32::MAX;
+    table::<RA>(&[
+        (
+            "root chowns a file",
+            Ok((S_IFREG | 0o644, 1000, 2000, 5)),
+            |s| {
+                tree(s);
+                s.fchownat(CWD, b"/f", 1000, 2000, NOAT)?;
+                attrs(s, b"/f")
+            },
+        ),
+        (
+            "-1 leaves the owner",
+            Ok((S_IFREG | 0o644, 0, 2000, 5)),
+            |s| {
+                tree(s);
+                s.fchownat(CWD, b"/f", M, 2000, NOAT)?;
+                attrs(s, b"/f")
+            },
+        ),
+        ("-1 leaves the group", Ok((S_IFREG | 0o644, 7, 0, 5)), |s| {
+            tree(s);
+            s.fchownat(CWD, b"/f", 7, M, NOAT)?;
+            attrs(s, b"/f")
+        }),
+        ("follows a symlink", Ok((S_IFREG | 0o644, 5, 6, 5)), |s| {
+            tree(s);
+            s.fchownat(CWD, b"/l", 5, 6, NOAT)?;
+            assert_eq!(attrs(s, b"/l").unwrap().1, 0);
+            attrs(s, b"/f")
+        }),
+        (
+            "AT_SYMLINK_NOFOLLOW changes the symlink",
+            Ok((S_IFLNK | 0o777, 5, 6, 1)),
+            |s| {
+                tree(s);
+                s.fchownat(CWD, b"/l", 5, 6, NOFOLLOW)?;
+                assert_eq!(attrs(s, b"/f").unwrap().1, 0);
+                attrs(s, b"/l")
+            },
+        ),
+        (
+            "AT_EMPTY_PATH with a descriptor",
+            Ok((S_IFREG | 0o644, 3, 3, 5)),
+            |s| {
+                tree(s);
+                let fd = s.open(b"/f", RO, 0)?;
+                s.fchownat(fd, b"", 3, 3, EMPTY)?;
+                attrs(s, b"/f")
+            },
+        ),
+        (
+            "empty path without AT_EMPTY_PATH",
+            Err(Errno::ENOENT),
+            |s| {
+                tree(s);
+                let fd = s.open(b"/f", RO, 0)?;
+                s.fchownat(fd, b"", 3, 3, NOAT)?;
+                attrs(s, b"/f")
+            },
+        ),
+        ("unknown flag", Err(Errno::EINVAL), |s| {
+            tree(s);
+            s.fchownat(CWD, b"/f", 3, 3, FCHMODAT_BAD_FLAG)?;
+            attrs(s, b"/f")
+        }),
+        ("missing", Err(Errno::ENOENT), |s| {
+            tree(s);
+            s.fchownat(CWD, b"/nope", 3, 3, NOAT)?;
+            attrs(s, b"/f")
+        }),
+        ("fchown", Ok((S_IFREG | 0o644, 9, 8, 5)), |s| {
+            tree(s);
+            let fd = s.open(b"/f", RO, 0)?;
+            s.fchown(fd, 9, 8)?;
+            attrs(s, b"/f")
+        }),
+        ("fchown on a bad descriptor", Err(Errno::EBADF), |s| {
+            tree(s);
+            s.fchown(Fd(9), 9, 8)?;
+            attrs(s, b"/f")
+        }),
+        (
+            "root's chown clears set-user-ID",
+            Ok((S_IFREG | 0o755, 0, 0, 5)),
+            |s| {
+                tree(s);
+                s.fchmodat(CWD, b"/f", 0o4755, NOAT)?;
+                s.fchownat(CWD, b"/f", 0, 0, NOAT)?;
+                attrs(s, b"/f")
+            },
+        ),
+        (
+            "even with both ids -1",
+            Ok((S_IFREG | 0o755, 0, 0, 5)),
+            |s| {
+                tree(s);
+                s.fchmodat(CWD, b"/f", 0o6755, NOAT)?;
+                s.fchownat(CWD, b"/f", M, M, NOAT)?;
+                attrs(s, b"/f")
+            },
+        ),
+        (
+            "root keeps set-group-ID without group execute",
+            Ok((S_IFREG | 0o2644, 0, 5, 5)),
+            |s| {
+                tree(s);
+                s.fchmodat(CWD, b"/f", 0o6644, NOAT)?;
+                s.fchownat(CWD, b"/f", M, 5, NOAT)?;
+                attrs(s, b"/f")
+            },
+        ),
+        (
+            "a directory keeps its set-ID bits",
+            Ok((S_IFDIR | 0o7755, 4, 4, 60)),
+            |s| {
+                tree(s);
+                s.fchmodat(CWD, b"/d", 0o7755, NOAT)?;
+                s.fchownat(CWD, b"/d", 4, 4, NOAT)?;
+                attrs(s, b"/d")
+            },
+        ),
+    ]);
+}
+
+#[test]
+fn truncate_cases() {
+    table::<RA>(&[
+        ("grow", Ok((S_IFREG | 0o644, 0, 0, 10_000)), |s| {
+            tree(s);
+            s.truncate(b"/f", 10_000)?;
+            attrs(s, b"/f")
+        }),
+        ("shrink", Ok((S_IFREG | 0o644, 0, 0, 2)), |s| {
+            tree(s);
+            s.truncate(b"/f", 2)?;
+            assert_eq!(s.read_file(b"/f").unwrap(), b"he");
+            attrs(s, b"/f")
+        }),
+        (
+            "shrink then grow reads zeros",
+            Ok((S_IFREG | 0o644, 0, 0, 4)),
+            |s| {
+                tree(s);
+                s.truncate(b"/f", 1)?;
+                s.truncate(b"/f", 4)?;
+                assert_eq!(s.read_file(b"/f").unwrap(), b"h\0\0\0");
+                attrs(s, b"/f")
+            },
+        ),
+        ("follows a symlink", Ok((S_IFREG | 0o644, 0, 0, 1)), |s| {
+            tree(s);
+            s.truncate(b"l", 1)?;
+            attrs(s, b"/f")
+        }),
+        ("relative to the cwd", Ok((S_IFREG | 0o644, 0, 0, 3)), |s| {
+            tree(s);
+            s.chdir(b"/d")?;
+            s.truncate(b"f", 3)?;
+            attrs(s, b"/d/f")
+        }),
+        ("negative length", Err(Errno::EINVAL), |s| {
+            tree(s);
+            s.truncate(b"/f", -1)?;
+            attrs(s, b"/f")
+        }),
+        (
+            "negative length before the lookup",
+            Err(Errno::EINVAL),
+            |s| {
+                s.truncate(b"/missing", -1)?;
+                attrs(s, b"/f")
+            },
+        ),
+        ("a directory", Err(Errno::EISDIR), |s| {
+            tree(s);
+            s.truncate(b"/d", 0)?;
+            attrs(s, b"/d")
+        }),
+        ("a symlink to a directory", Err(Errno::EISDIR), |s| {
+            tree(s);
+            s.truncate(b"/ld", 0)?;
+            attrs(s, b"/d")
+        }),
+        ("dangling symlink", Err(Errno::ENOENT), |s| {
+            tree(s);
+            s.truncate(b"/dangling", 0)?;
+            attrs(s, b"/f")
+        }),
+        ("trailing slash", Err(Errno::ENOTDIR), |s| {
+            tree(s);
+            s.truncate(b"/f/", 0)?;
+            attrs(s, b"/f")
+        }),
+        ("empty path", Err(Errno::ENOENT), |s| {
+            tree(s);
+            s.truncate(b"", 0)?;
+            attrs(s, b"/f")
+        }),
+        (
+            "root needs no write permission",
+            Ok((S_IFREG, 0, 0, 0)),
+            |s| {
+                tree(s);
+                s.fchmodat(CWD, b"/f", 0, NOAT)?;
+                s.truncate(b"/f", 0)?;
+                attrs(s, b"/f")
+            },
+        ),
+        ("no write permission", Err(Errno::EACCES), |s| {
+            tree(s);
+            s.set_cred(1000, 1000, &[]);
+            s.truncate(b"/f", 0)?;
+            attrs(s, b"/f")
+        }),
+        (
+            "write permission through other",
+            Ok((S_IFREG | 0o666, 0, 0, 1)),
+            |s| {
+                tree(s);
+                s.fchmodat(CWD, b"/f", 0o666, NOAT)?;
+                s.set_cred(1000, 1000, &[]);
+                s.truncate(b"/f", 1)?;
+                attrs(s, b"/f")
+            },
+        ),
+        ("owner without write permission", Err(Errno::EACCES), |s| {
+            tree(s);
+            s.fchownat(CWD, b"/f", 1000, 1000, NOAT)?;
+            s.fchmodat(CWD, b"/f", 0o466, NOAT)?;
+            s.set_cred(1000, 1000, &[]);
+            s.truncate(b"/f", 1)?;
+            attrs(s, b"/f")
+        }),
+        (
+            "non-root clears set-ID bits",
+            Ok((S_IFREG | 0o777, 0, 0, 1)),
+            |s| {
+                tree(s);
+                s.fchmodat(CWD, b"/f", 0o6777, NOAT)?;
+                s.set_cred(1000, 1000, &[]);
+                s.truncate(b"/f", 1)?;
+                attrs(s, b"/f")
+            },
+        ),
+        (
+            "root keeps set-ID bits",
+            Ok((S_IFREG | 0o6777, 0, 0, 1)),
+            |s| {
+                tree(s);
+                s.fchmodat(CWD, b"/f", 0o6777, NOAT)?;
+                s.truncate(b"/f", 1)?;
+                attrs(s, b"/f")
+            },
+        ),
+    ]);
+}
+
+/// `truncate(2)` stamps mtime and ctime even when the size does not change (as
+/// `ftruncate`), and leaves atime.
+#[test]
+fn truncate_times() {
+    expect((true, true), |s| {
+        tree(s);
+        s.set_times(b"/f", T2001, T2002);
+        let a = s.stat(b"/f").unwrap();
+        s.truncate(b"/f", 5).unwrap();
+        let b = s.stat(b"/f").unwrap();
+        (
+            b.st_mtime > T2002 && b.st_ctime > a.st_ctime && b.st_mtime == b.st_ctime,
+            b.st_atime == T2001,
+        )
+    });
+}
+
+#[test]
+fn access_cases() {
+    use uvfs::attr::{F_OK, R_OK, W_OK, X_OK};
+    const EACCESS: AtFlags = AtFlags::EACCESS;
+    table::<R>(&[
+        ("F_OK", Ok(()), |s| {
+            tree(s);
+            s.faccessat2(CWD, b"/f", F_OK, NOAT)
+        }),
+        ("missing", Err(Errno::ENOENT), |s| {
+            tree(s);
+            s.faccessat2(CWD, b"/nope", F_OK, NOAT)
+        }),
+        ("bad mode", Err(Errno::EINVAL), |s| {
+            tree(s);
+            s.faccessat2(CWD, b"/f", 8, NOAT)
+        }),
+        ("bad mode before the lookup", Err(Errno::EINVAL), |s| {
+            s.faccessat2(Fd(9), b"nope", 0o10, NOAT)
+        }),
+        ("bad flag", Err(Errno::EINVAL), |s| {
+            tree(s);
+            s.faccessat2(CWD, b"/f", F_OK, AtFlags::NO_AUTOMOUNT)
+        }),
+        ("root reads and writes a 000 file", Ok(()), |s| {
+            tree(s);
+            s.fchmodat(CWD, b"/f", 0, NOAT).unwrap();
+            s.faccessat2(CWD, b"/f", R_OK | W_OK, NOAT)
+        }),
+        (
+            "root cannot execute a file without x bits",
+            Err(Errno::EACCES),
+            |s| {
+                tree(s);
+                s.faccessat2(CWD, b"/f", X_OK, NOAT)
+            },
+        ),
+        ("root executes a file with any x bit", Ok(()), |s| {
+            tree(s);
+            s.fchmodat(CWD, b"/f", 0o001, NOAT).unwrap();
+            s.faccessat2(CWD, b"/f", R_OK | W_OK | X_OK, NOAT)
+        }),
+        ("root searches a 000 directory", Ok(()), |s| {
+            tree(s);
+            s.fchmodat(CWD, b"/d", 0, NOAT).unwrap();
+            s.faccessat2(CWD, b"/d", R_OK | W_OK | X_OK, EACCESS)
+        }),
+        ("follows a dangling symlink", Err(Errno::ENOENT), |s| {
+            tree(s);
+            s.faccessat2(CWD, b"/dangling", F_OK, NOAT)
+        }),
+        ("AT_SYMLINK_NOFOLLOW checks the symlink", Ok(()), |s| {
+            tree(s);
+            s.set_cred(1000, 1000, &[]);
+            s.faccessat2(CWD, b"/dangling", R_OK | W_OK | X_OK, NOFOLLOW)
+        }),
+        ("AT_EMPTY_PATH with a descriptor", Err(Errno::EACCES), |s| {
+            tree(s);
+            let fd = s.open(b"/f", RO, 0).unwrap();
+            s.set_cred(1000, 1000, &[]);
+            s.faccessat2(fd, b"", W_OK, EMPTY)
+        }),
+        ("AT_EMPTY_PATH reads with a descriptor", Ok(()), |s| {
+            tree(s);
+            let fd = s.open(b"/f", RO, 0).unwrap();
+            s.set_cred(1000, 1000, &[]);
+            s.faccessat2(fd, b"", R_OK, EMPTY)
+        }),
+        (
+            "empty path without AT_EMPTY_PATH",
+            Err(Errno::ENOENT),
+            |s| {
+                tree(s);
+                s.faccessat2(CWD, b"", F_OK, NOAT)
+            },
+        ),
+        ("trailing slash on a file", Err(Errno::ENOTDIR), |s| {
+            tree(s);
+            s.faccessat2(CWD, b"/f/", F_OK, NOAT)
+        }),
+    ]);
+}
+
 /// Bug (found by tests/differential.rs): `futimens(AT_FDCWD, times)` gave EBADF; Linux
 /// gives EFAULT.
 /// Cause: `futimens` is `utimensat(fd, NULL, ..)`, and Linux's `do_utimes` treats a NULL

@@ -73,11 +73,7 @@ fn efbig_write_changes_nothing() {
     let st0 = t.fstat(fd).unwrap();
     assert_eq!(st0.st_mode, S_IFREG | 0o6777);
     let mut u = t.fork();
-    u.set_cred(Cred {
-        uid: 1000,
-        gid: 1000,
-        groups: Arc::from(Vec::new()),
-    });
+    u.set_cred(Cred::new(1000, 1000, &[]));
     let ufd = u
         .open("/f", OpenFlags::WRONLY | OpenFlags::APPEND, 0)
         .unwrap();

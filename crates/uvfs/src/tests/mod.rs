@@ -2,3 +2,4 @@
 //! in `sync/tests/`.
 
 mod loom_fdtable;
+mod loom_limits;

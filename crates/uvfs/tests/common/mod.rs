@@ -29,7 +29,15 @@ use std::fmt::Debug;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::{Arc, OnceLock};
 use uvfs::open::Fcntl;
-use uvfs::{AtFlags, Cred, Errno, Fd, Mount, OpenFlags, Result, Stat, Task, Timespec};
+use uvfs::open::OpenHow;
+use uvfs::stat::Statx;
+use uvfs::{
+    AtFlags, Cred, Errno, Fd, Mount, OpenFlags, RenameFlags, Result, Stat, StatFs, Task, Timespec,
+};
+
+mod openfam;
+#[allow(unused_imports)]
+pub use openfam::*;
 
 /// `AT_FDCWD`.
 pub const CWD: Fd = Fd::AT_FDCWD;
@@ -89,6 +97,26 @@ pub trait Sys {
     fn fork(&self, f: &mut (dyn FnMut(&mut dyn Sys) + Send));
     /// Runs `f` in a new thread sharing the fd table and fs context, waits for it.
     fn thread(&self, f: &mut (dyn FnMut(&mut dyn Sys) + Send));
+    fn linkat(&self, od: Fd, old: &[u8], nd: Fd, new: &[u8], flags: AtFlags) -> Result<()>;
+    fn renameat2(&self, od: Fd, old: &[u8], nd: Fd, new: &[u8], flags: RenameFlags) -> Result<()>;
+    fn fchmod(&self, fd: Fd, mode: u32) -> Result<()>;
+    /// `fchmodat2` (the host's syscall 452).
+    fn fchmodat(&self, dirfd: Fd, path: &[u8], mode: u32, flags: AtFlags) -> Result<()>;
+    fn fchown(&self, fd: Fd, uid: u32, gid: u32) -> Result<()>;
+    fn fchownat(&self, dirfd: Fd, path: &[u8], uid: u32, gid: u32, flags: AtFlags) -> Result<()>;
+    fn truncate(&self, path: &[u8], len: i64) -> Result<()>;
+    fn faccessat2(&self, dirfd: Fd, path: &[u8], mode: u32, flags: AtFlags) -> Result<()>;
+    /// Becomes real `ruid`/`rgid`, effective `euid`/`egid`, with supplementary `groups`.
+    fn set_cred_real(&mut self, ruid: u32, euid: u32, rgid: u32, egid: u32, groups: &[u32]);
+    // O_PATH/O_TMPFILE/statx/openat2/chroot/mknodat/statfs family (openfam.rs).
+    fn fsync(&self, fd: Fd) -> Result<()>;
+    fn fdatasync(&self, fd: Fd) -> Result<()>;
+    fn statfs(&self, path: &[u8]) -> Result<StatFs>;
+    fn fstatfs(&self, fd: Fd) -> Result<StatFs>;
+    fn statx(&self, dirfd: Fd, path: &[u8], flags: AtFlags, mask: u32) -> Result<Statx>;
+    fn openat2(&self, dirfd: Fd, path: &[u8], how: &OpenHow) -> Result<Fd>;
+    fn chroot(&self, path: &[u8]) -> Result<()>;
+    fn mknodat(&self, dirfd: Fd, path: &[u8], mode: u32, dev: u64) -> Result<()>;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -103,6 +131,15 @@ pub struct Uvfs {
 impl Uvfs {
     pub fn new() -> Uvfs {
         Self::with_root_mode(None)
+    }
+
+    /// A tmpfs mounted with `opts`.
+    pub fn with_options(opts: uvfs::TmpfsOptions) -> Uvfs {
+        let mnt = uvfs::tmpfs::mount(opts);
+        Uvfs {
+            task: Task::init(&mnt),
+            mnt,
+        }
     }
 
     /// A tmpfs whose root directory has permission bits `mode` (default `0o1777`).
@@ -219,11 +256,7 @@ impl Sys for Uvfs {
         self.task.getuid()
     }
     fn set_cred(&mut self, uid: u32, gid: u32, groups: &[u32]) {
-        self.task.set_cred(Cred {
-            uid,
-            gid,
-            groups: Arc::from(groups),
-        });
+        self.task.set_cred(Cred::new(uid, gid, groups));
     }
     fn fork(&self, f: &mut (dyn FnMut(&mut dyn Sys) + Send)) {
         let mut child = Uvfs {
@@ -239,6 +272,58 @@ impl Sys for Uvfs {
         };
         f(&mut t);
     }
+    fn linkat(&self, od: Fd, old: &[u8], nd: Fd, new: &[u8], flags: AtFlags) -> Result<()> {
+        self.task.linkat(od, old, nd, new, flags)
+    }
+    fn renameat2(&self, od: Fd, old: &[u8], nd: Fd, new: &[u8], flags: RenameFlags) -> Result<()> {
+        self.task.renameat2(od, old, nd, new, flags)
+    }
+    fn fchmod(&self, fd: Fd, mode: u32) -> Result<()> {
+        self.task.fchmod(fd, mode)
+    }
+    fn fchmodat(&self, dirfd: Fd, path: &[u8], mode: u32, flags: AtFlags) -> Result<()> {
+        self.task.fchmodat(dirfd, path, mode, flags)
+    }
+    fn fchown(&self, fd: Fd, uid: u32, gid: u32) -> Result<()> {
+        self.task.fchown(fd, uid, gid)
+    }
+    fn fchownat(&self, dirfd: Fd, path: &[u8], uid: u32, gid: u32, flags: AtFlags) -> Result<()> {
+        self.task.fchownat(dirfd, path, uid, gid, flags)
+    }
+    fn truncate(&self, path: &[u8], len: i64) -> Result<()> {
+        self.task.truncate(path, len)
+    }
+    fn faccessat2(&self, dirfd: Fd, path: &[u8], mode: u32, flags: AtFlags) -> Result<()> {
+        self.task.faccessat2(dirfd, path, mode, flags)
+    }
+    fn set_cred_real(&mut self, ruid: u32, euid: u32, rgid: u32, egid: u32, groups: &[u32]) {
+        self.task
+            .set_cred(Cred::new(euid, egid, groups).with_real(ruid, rgid));
+    }
+    fn fsync(&self, fd: Fd) -> Result<()> {
+        self.task.fsync(fd)
+    }
+    fn fdatasync(&self, fd: Fd) -> Result<()> {
+        self.task.fdatasync(fd)
+    }
+    fn statfs(&self, path: &[u8]) -> Result<StatFs> {
+        self.task.statfs(path)
+    }
+    fn fstatfs(&self, fd: Fd) -> Result<StatFs> {
+        self.task.fstatfs(fd)
+    }
+    fn statx(&self, dirfd: Fd, path: &[u8], flags: AtFlags, mask: u32) -> Result<Statx> {
+        self.task.statx(dirfd, path, flags, mask)
+    }
+    fn openat2(&self, dirfd: Fd, path: &[u8], how: &OpenHow) -> Result<Fd> {
+        self.task.openat2(dirfd, path, how)
+    }
+    fn chroot(&self, path: &[u8]) -> Result<()> {
+        self.task.chroot(path)
+    }
+    fn mknodat(&self, dirfd: Fd, path: &[u8], mode: u32, dev: u64) -> Result<()> {
+        self.task.mknodat(dirfd, path, mode, dev)
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -248,13 +333,13 @@ impl Sys for Uvfs {
 #[derive(Debug, Default)]
 pub struct Host;
 
-fn errno() -> Errno {
+pub(crate) fn errno() -> Errno {
     let e = std::io::Error::last_os_error();
     Errno::from_io_error(&e)
 }
 
 /// Checks a raw `syscall` return value.
-fn sc(r: libc::c_long) -> Result<libc::c_long> {
+pub(crate) fn sc(r: libc::c_long) -> Result<libc::c_long> {
     if r < 0 {
         Err(errno())
     } else {
@@ -262,7 +347,7 @@ fn sc(r: libc::c_long) -> Result<libc::c_long> {
     }
 }
 
-fn cpath(p: &[u8]) -> CString {
+pub(crate) fn cpath(p: &[u8]) -> CString {
     CString::new(p).expect("a path with an interior NUL cannot be passed to the kernel")
 }
 
@@ -563,6 +648,139 @@ impl Sys for Host {
             }
         });
     }
+    fn linkat(&self, od: Fd, old: &[u8], nd: Fd, new: &[u8], flags: AtFlags) -> Result<()> {
+        let (o, n) = (cpath(old), cpath(new));
+        // SAFETY: valid NUL-terminated paths.
+        sc(unsafe {
+            libc::syscall(
+                libc::SYS_linkat,
+                od.0,
+                o.as_ptr(),
+                nd.0,
+                n.as_ptr(),
+                flags.bits() as libc::c_int,
+            )
+        })
+        .map(drop)
+    }
+    fn renameat2(&self, od: Fd, old: &[u8], nd: Fd, new: &[u8], flags: RenameFlags) -> Result<()> {
+        let (o, n) = (cpath(old), cpath(new));
+        // SAFETY: valid NUL-terminated paths.
+        sc(unsafe {
+            libc::syscall(
+                libc::SYS_renameat2,
+                od.0,
+                o.as_ptr(),
+                nd.0,
+                n.as_ptr(),
+                flags.bits() as libc::c_uint,
+            )
+        })
+        .map(drop)
+    }
+    fn fchmod(&self, fd: Fd, mode: u32) -> Result<()> {
+        // SAFETY: integer arguments.
+        sc(unsafe { libc::syscall(libc::SYS_fchmod, fd.0, mode) }).map(drop)
+    }
+    fn fchmodat(&self, dirfd: Fd, path: &[u8], mode: u32, flags: AtFlags) -> Result<()> {
+        let p = cpath(path);
+        // SAFETY: valid NUL-terminated path.
+        sc(unsafe {
+            libc::syscall(
+                libc::SYS_fchmodat2,
+                dirfd.0,
+                p.as_ptr(),
+                mode,
+                flags.bits() as libc::c_int,
+            )
+        })
+        .map(drop)
+    }
+    fn fchown(&self, fd: Fd, uid: u32, gid: u32) -> Result<()> {
+        // SAFETY: integer arguments.
+        sc(unsafe { libc::syscall(libc::SYS_fchown, fd.0, uid, gid) }).map(drop)
+    }
+    fn fchownat(&self, dirfd: Fd, path: &[u8], uid: u32, gid: u32, flags: AtFlags) -> Result<()> {
+        let p = cpath(path);
+        // SAFETY: valid NUL-terminated path.
+        sc(unsafe {
+            libc::syscall(
+                libc::SYS_fchownat,
+                dirfd.0,
+                p.as_ptr(),
+                uid,
+                gid,
+                flags.bits() as libc::c_int,
+            )
+        })
+        .map(drop)
+    }
+    fn truncate(&self, path: &[u8], len: i64) -> Result<()> {
+        let p = cpath(path);
+        // SAFETY: valid NUL-terminated path.
+        sc(unsafe { libc::syscall(libc::SYS_truncate, p.as_ptr(), len) }).map(drop)
+    }
+    fn faccessat2(&self, dirfd: Fd, path: &[u8], mode: u32, flags: AtFlags) -> Result<()> {
+        let p = cpath(path);
+        // SAFETY: valid NUL-terminated path.
+        sc(unsafe {
+            libc::syscall(
+                libc::SYS_faccessat2,
+                dirfd.0,
+                p.as_ptr(),
+                mode,
+                flags.bits() as libc::c_int,
+            )
+        })
+        .map(drop)
+    }
+    fn set_cred_real(&mut self, ruid: u32, euid: u32, rgid: u32, egid: u32, groups: &[u32]) {
+        // As `set_cred`; the saved uid stays 0 so the thread can become root again.
+        // SAFETY: integer arguments and a valid group array.
+        unsafe {
+            sc(libc::syscall(libc::SYS_setresuid, 0, 0, 0)).unwrap();
+            sc(libc::syscall(
+                libc::SYS_setgroups,
+                groups.len(),
+                groups.as_ptr(),
+            ))
+            .unwrap();
+            sc(libc::syscall(libc::SYS_setresgid, rgid, egid, egid)).unwrap();
+            sc(libc::syscall(libc::SYS_setresuid, ruid, euid, 0)).unwrap();
+        }
+    }
+    fn fsync(&self, fd: Fd) -> Result<()> {
+        // SAFETY: integer argument.
+        sc(unsafe { libc::syscall(libc::SYS_fsync, fd.0) }).map(drop)
+    }
+    fn fdatasync(&self, fd: Fd) -> Result<()> {
+        // SAFETY: integer argument.
+        sc(unsafe { libc::syscall(libc::SYS_fdatasync, fd.0) }).map(drop)
+    }
+    fn statfs(&self, path: &[u8]) -> Result<StatFs> {
+        openfam::host_statfs(path)
+    }
+    fn fstatfs(&self, fd: Fd) -> Result<StatFs> {
+        openfam::host_fstatfs(fd)
+    }
+    fn statx(&self, dirfd: Fd, path: &[u8], flags: AtFlags, mask: u32) -> Result<Statx> {
+        openfam::host_statx(dirfd, path, flags, mask)
+    }
+    fn openat2(&self, dirfd: Fd, path: &[u8], how: &OpenHow) -> Result<Fd> {
+        openfam::host_openat2(dirfd, path, how)
+    }
+    fn chroot(&self, path: &[u8]) -> Result<()> {
+        let p = cpath(path);
+        // SAFETY: valid path; changes this sandbox thread's private fs context.
+        sc(unsafe { libc::syscall(libc::SYS_chroot, p.as_ptr()) }).map(drop)
+    }
+    fn mknodat(&self, dirfd: Fd, path: &[u8], mode: u32, dev: u64) -> Result<()> {
+        let p = cpath(path);
+        // As glibc's mknodat: the system call takes 32 bits of `dev`.
+        let dev = u32::try_from(dev).map_err(|_| Errno::EINVAL)?;
+        // SAFETY: valid path, integer arguments.
+        sc(unsafe { libc::syscall(libc::SYS_mknodat, dirfd.0, p.as_ptr(), mode, dev) }).map(drop)
+    }
 }
 
 /// A host directory for one run: a fresh tmpfs mounted on a temporary directory, or the
@@ -575,12 +793,19 @@ struct Sandbox {
 impl Sandbox {
     /// `root_mode`: the tmpfs `mode=` option (the root directory's permission bits).
     fn new(root_mode: Option<u32>) -> Sandbox {
+        Sandbox::with_data(root_mode, "")
+    }
+
+    /// As [`Sandbox::new`], with `extra` tmpfs options (e.g. `",size=65536"`); those need
+    /// the mount, like a root mode.
+    fn with_data(root_mode: Option<u32>, extra: &str) -> Sandbox {
         let dir = tempfile::Builder::new()
             .prefix("uvfs-posix-")
             .tempdir()
             .expect("tempdir");
         let p = cpath(dir.path().as_os_str().as_encoded_bytes());
-        let data = cpath(format!("mode={:o}", root_mode.unwrap_or(0o1777)).as_bytes());
+        let data = cpath(format!("mode={:o}{extra}", root_mode.unwrap_or(0o1777)).as_bytes());
+        let root_mode = root_mode.or((!extra.is_empty()).then_some(0o1777));
         // SAFETY: valid NUL-terminated strings; mounting needs CAP_SYS_ADMIN, else fails.
         let mounted = unsafe {
             libc::mount(
@@ -655,10 +880,19 @@ pub fn on_host_with<T: Send>(
     root_mode: Option<u32>,
     f: &(dyn Fn(&mut dyn Sys) -> T + Sync),
 ) -> Option<T> {
+    on_host_data(root_mode, "", f)
+}
+
+/// As [`on_host_with`], with `extra` tmpfs mount options.
+pub fn on_host_data<T: Send>(
+    root_mode: Option<u32>,
+    extra: &str,
+    f: &(dyn Fn(&mut dyn Sys) -> T + Sync),
+) -> Option<T> {
     if !host_available() {
         return None;
     }
-    let sb = Sandbox::new(root_mode);
+    let sb = Sandbox::with_data(root_mode, extra);
     let root = sb.dir.path().to_path_buf();
     let r = std::thread::scope(|s| {
         std::thread::Builder::new()
@@ -721,6 +955,28 @@ where
 {
     let u = f(&mut Uvfs::with_root_mode(Some(root_mode)));
     if let Some(h) = on_host_with(Some(root_mode), &f) {
+        assert_eq!(
+            h, want,
+            "the test's expectation (right) is not what Linux returns (left); uvfs gave {u:?}"
+        );
+    }
+    assert_eq!(u, want, "uvfs (left) differs from Linux (right)");
+}
+
+/// As [`expect`], on file systems mounted with `size=size` (bytes) and `nr_inodes=inodes`
+/// (0 = unlimited, as tmpfs).
+#[track_caller]
+pub fn expect_limits<T, F>(size: u64, inodes: u64, want: T, f: F)
+where
+    T: PartialEq + Debug + Send,
+    F: Fn(&mut dyn Sys) -> T + Sync,
+{
+    let u = f(&mut Uvfs::with_options(uvfs::TmpfsOptions {
+        size: Some(size),
+        nr_inodes: Some(inodes),
+        ..Default::default()
+    }));
+    if let Some(h) = on_host_data(None, &format!(",size={size},nr_inodes={inodes}"), &f) {
         assert_eq!(
             h, want,
             "the test's expectation (right) is not what Linux returns (left); uvfs gave {u:?}"

@@ -1,0 +1,308 @@
+//! The attribute calls and their checks: `fchmod`/`fchmodat`, `fchown`/`fchownat`,
+//! `truncate`, `faccessat2`.
+//!
+//! Linux analogue: fs/open.c (`chmod_common`, `do_fchmodat`, `chown_common`,
+//! `do_fchownat`, `do_sys_truncate`, `vfs_truncate`, `do_faccessat`,
+//! `access_override_creds`), fs/attr.c (`setattr_prepare`, `chown_ok`, `chgrp_ok`,
+//! `setattr_should_drop_sgid`, `notify_change`).
+//!
+//! Each change runs its checks and stores its result under the inode's attribute lock
+//! (`Inode::setattr`, Linux: `inode_lock` around `notify_change`), so a check never
+//! sees the mode or owner of a half-done change. Lock order: the attribute lock is a leaf.
+
+use crate::cred::{Cred, MAY_WRITE};
+use crate::dentry::Dentry;
+use crate::inode::{coarse_now, Inode};
+use crate::namei::{getname, Nameidata, Start};
+use crate::sync::epoch;
+use crate::task::Task;
+use crate::types::*;
+use crate::variant::Variant;
+use crate::{Errno, Result};
+use std::sync::Arc;
+
+/// `access` mode: the file exists.
+pub const F_OK: u32 = 0;
+/// `access` mode: execute (search, for a directory) permission.
+pub const X_OK: u32 = 1;
+/// `access` mode: write permission.
+pub const W_OK: u32 = 2;
+/// `access` mode: read permission.
+pub const R_OK: u32 = 4;
+
+/// The permission bits chmod may set (`S_IALLUGO`).
+const S_IALLUGO: u32 = 0o7777;
+
+/// `in_group_or_capable` with `CAP_FSETID`.
+fn in_group_or_capable(cred: &Cred, gid: u32) -> bool {
+    cred.in_group(gid) || cred.is_root()
+}
+
+/// `chmod_common` + `notify_change`: sets the permission bits of `inode` to `mode`.
+fn chmod_common(cred: &Cred, inode: &Inode, mode: u32) -> Result<()> {
+    // notify_change refuses a mode for symlinks before setattr_prepare looks at the caller.
+    if inode.is_symlink() {
+        return Err(Errno::EOPNOTSUPP);
+    }
+    inode.setattr(coarse_now(), |_, uid, gid| {
+        if !cred.owner_or_capable(uid) {
+            return Err(Errno::EPERM);
+        }
+        let mut mode = mode & S_IALLUGO;
+        // setattr_prepare: "Also check the setgid bit!"
+        if !in_group_or_capable(cred, gid) {
+            mode &= !S_ISGID;
+        }
+        Ok((mode, uid, gid))
+    })
+}
+
+/// `chown_common` + `setattr_prepare` + `notify_change`: sets the owner to `user` and the
+/// group to `group` (`u32::MAX` = unchanged).
+fn chown_common(cred: &Cred, inode: &Inode, user: u32, group: u32) -> Result<()> {
+    let is_dir = inode.is_dir();
+    inode.setattr(coarse_now(), |mode, uid, gid| {
+        let new_uid = if user == u32::MAX { uid } else { user };
+        let new_gid = if group == u32::MAX { gid } else { group };
+        // chown_ok: the owner may "change" the owner to itself; CAP_CHOWN anything.
+        if user != u32::MAX && !(uid == cred.uid && new_uid == uid || cred.is_root()) {
+            return Err(Errno::EPERM);
+        }
+        // chgrp_ok: the owner may pick its file's group or a group it is in.
+        if group != u32::MAX
+            && !(uid == cred.uid && (new_gid == gid || cred.in_group(new_gid)) || cred.is_root())
+        {
+            return Err(Errno::EPERM);
+        }
+        // chown_common: ATTR_KILL_SUID, and ATTR_KILL_SGID when `setattr_should_drop_sgid`
+        // (group-executable, or the caller outside the file's current group without
+        // CAP_FSETID), for every non-directory and whoever the caller is, root included.
+        let mut kill = 0;
+        if !is_dir {
+            kill = S_ISUID;
+            if mode & S_IXGRP != 0 || !in_group_or_capable(cred, gid) {
+                kill |= S_ISGID;
+            }
+        }
+        let kill = kill & mode;
+        let mut new_mode = mode & !kill;
+        if kill != 0 {
+            // notify_change turned the kill into ATTR_MODE, which setattr_prepare checks as
+            // a chmod: ownership, and set-group-ID against the new group.
+            if !cred.owner_or_capable(uid) {
+                return Err(Errno::EPERM);
+            }
+            if !in_group_or_capable(cred, new_gid) {
+                new_mode &= !S_ISGID;
+            }
+        }
+        Ok((new_mode, new_uid, new_gid))
+    })
+}
+
+impl<V: Variant> Task<V> {
+    /// `user_path_at` with the credentials `cred`: the dentry `path` names relative to
+    /// `dirfd` (an empty path, already allowed by `getname`, names `dirfd` or the cwd),
+    /// following a final symlink when `follow`; runs `f` on it.
+    fn lookup_with<R>(
+        &self,
+        cred: &Cred,
+        dirfd: Fd,
+        path: &[u8],
+        follow: bool,
+        f: impl FnOnce(&Arc<Dentry>) -> Result<R>,
+    ) -> Result<R> {
+        let start = self.start(dirfd, path)?;
+        let guard = epoch::pin();
+        let root = self.fs.root.load(&guard);
+        let sd: &Arc<Dentry> = match &start {
+            Start::Cwd => &self.fs.cwd.load(&guard).dentry,
+            Start::File(file) => file.dentry(),
+        };
+        if path.is_empty() {
+            return f(sd);
+        }
+        let mut nd = Nameidata::new(&guard, cred, root);
+        f(nd.walk(sd, path, follow, false)?)
+    }
+
+    /// `fchmod(2)`: sets the permission bits (`mode & 0o7777`) of the open file `fd`;
+    /// stamps the ctime. The caller must own the file (or be root, `CAP_FOWNER`); a
+    /// non-root caller outside the file's group loses `S_ISGID` from `mode`.
+    ///
+    /// # Errors
+    /// `EBADF` (`fd` not open), `EPERM` (neither owner nor root).
+    ///
+    /// # References
+    /// chmod(2); Linux `fchmod` syscall, `chmod_common`, `setattr_prepare`.
+    pub fn fchmod(&self, fd: Fd, mode: u32) -> Result<()> {
+        let f = self.fdget(fd)?;
+        chmod_common(&self.cred, f.inode(), mode)
+    }
+
+    /// `fchmodat2(2)` (and, with `flags` empty, `chmod(2)`/`fchmodat(2)`): as
+    /// [`fchmod`](Self::fchmod) on `path` relative to `dirfd`. A final symlink is followed
+    /// unless `AT_SYMLINK_NOFOLLOW`; symlinks have no mode of their own to change, so with
+    /// that flag a symlink gives `EOPNOTSUPP` (Linux 6.6+, `notify_change`). With
+    /// `AT_EMPTY_PATH` an empty path means `dirfd` itself (the cwd for `AT_FDCWD`).
+    ///
+    /// # Errors
+    /// In Linux's order: `EINVAL` (flags other than those two), walk errors (`ENOENT`,
+    /// `ENOTDIR`, `EACCES` without search permission, `ELOOP`, `ENAMETOOLONG`, `EBADF`),
+    /// `EOPNOTSUPP` (a symlink), `EPERM` (neither owner nor root).
+    ///
+    /// # References
+    /// chmod(2), fchmodat2 (Linux 6.6); Linux `do_fchmodat`, `chmod_common`,
+    /// `notify_change`.
+    #[doc(alias = "chmod")]
+    #[doc(alias = "fchmodat2")]
+    pub fn fchmodat(
+        &self,
+        dirfd: Fd,
+        path: impl AsRef<[u8]>,
+        mode: u32,
+        flags: AtFlags,
+    ) -> Result<()> {
+        if !(flags - (AtFlags::SYMLINK_NOFOLLOW | AtFlags::EMPTY_PATH)).is_empty() {
+            return Err(Errno::EINVAL);
+        }
+        let path = getname(path.as_ref(), flags.contains(AtFlags::EMPTY_PATH))?;
+        let follow = !flags.contains(AtFlags::SYMLINK_NOFOLLOW);
+        self.lookup_with(&self.cred, dirfd, path, follow, |d| {
+            chmod_common(&self.cred, &d.d_inode, mode)
+        })
+    }
+
+    /// `fchown(2)`: sets the owner to `uid` and the group to `gid` of the open file `fd`
+    /// (`u32::MAX`, C's `-1`, leaves that id); stamps the ctime. Only root (`CAP_CHOWN`)
+    /// changes the owner; the owner may set the group to one it belongs to. On a
+    /// non-directory it clears `S_ISUID`, and `S_ISGID` when group-executable (or when the
+    /// caller, not root, is outside the file's group), whoever the caller, even with both
+    /// ids `-1`.
+    ///
+    /// # Errors
+    /// `EBADF` (`fd` not open), `EPERM` (changing the owner without being root; setting a
+    /// group the caller is not in, or not owning the file; clearing set-ID bits of a file
+    /// the caller does not own).
+    ///
+    /// # References
+    /// chown(2); Linux `ksys_fchown`, `chown_common`, `setattr_prepare` (`chown_ok`,
+    /// `chgrp_ok`), `notify_change`.
+    pub fn fchown(&self, fd: Fd, uid: u32, gid: u32) -> Result<()> {
+        let f = self.fdget(fd)?;
+        chown_common(&self.cred, f.inode(), uid, gid)
+    }
+
+    /// `fchownat(2)` (`chown`, `lchown` with `AT_SYMLINK_NOFOLLOW`): as
+    /// [`fchown`](Self::fchown) on `path` relative to `dirfd`; with `AT_EMPTY_PATH` an
+    /// empty path means `dirfd` itself (the cwd for `AT_FDCWD`).
+    ///
+    /// # Errors
+    /// `EINVAL` (flags other than `AT_SYMLINK_NOFOLLOW`, `AT_EMPTY_PATH`), walk errors
+    /// (`ENOENT`, `ENOTDIR`, `EACCES`, `ELOOP`, `ENAMETOOLONG`, `EBADF`), `EPERM` as
+    /// `fchown`.
+    ///
+    /// # References
+    /// chown(2); Linux `do_fchownat`, `chown_common`.
+    #[doc(alias = "chown")]
+    #[doc(alias = "lchown")]
+    pub fn fchownat(
+        &self,
+        dirfd: Fd,
+        path: impl AsRef<[u8]>,
+        uid: u32,
+        gid: u32,
+        flags: AtFlags,
+    ) -> Result<()> {
+        if !(flags - (AtFlags::SYMLINK_NOFOLLOW | AtFlags::EMPTY_PATH)).is_empty() {
+            return Err(Errno::EINVAL);
+        }
+        let path = getname(path.as_ref(), flags.contains(AtFlags::EMPTY_PATH))?;
+        let follow = !flags.contains(AtFlags::SYMLINK_NOFOLLOW);
+        self.lookup_with(&self.cred, dirfd, path, follow, |d| {
+            chown_common(&self.cred, &d.d_inode, uid, gid)
+        })
+    }
+
+    /// `truncate(2)`: sets the size of the regular file `path` (relative to the cwd,
+    /// following symlinks) to `length` bytes, zero-filling when it grows. Needs write
+    /// permission, not an open file. A non-root caller clears `S_ISUID` (and `S_ISGID` as
+    /// a write does). Stamps mtime and ctime, even when the size does not change (Linux
+    /// 6.18 does).
+    ///
+    /// # Errors
+    /// In Linux's order: `EINVAL` (negative `length`), walk errors (`ENOENT`, `ENOTDIR`,
+    /// `EACCES` without search permission, `ELOOP`, `ENAMETOOLONG`), `EISDIR` (a
+    /// directory), `EINVAL` (another non-regular file), `EACCES` (no write permission),
+    /// `EFBIG` (past the maximum file size; unreachable with an `i64` on 64-bit).
+    ///
+    /// # References
+    /// truncate(2); Linux `do_sys_truncate`, `vfs_truncate`, `do_truncate`.
+    pub fn truncate(&self, path: impl AsRef<[u8]>, length: i64) -> Result<()> {
+        if length < 0 {
+            return Err(Errno::EINVAL);
+        }
+        let path = getname(path.as_ref(), false)?;
+        self.lookup_with(&self.cred, Fd::AT_FDCWD, path, true, |d| {
+            let inode = &d.d_inode;
+            if inode.is_dir() {
+                return Err(Errno::EISDIR);
+            }
+            if !inode.is_reg() {
+                return Err(Errno::EINVAL);
+            }
+            inode.permission(&self.cred, MAY_WRITE)?;
+            inode.newsize_ok(length as u64, self.getrlimit_fsize())?;
+            let now = coarse_now();
+            inode.kill_suid(&self.cred, now);
+            inode.truncate_at(length as u64, now)
+        })
+    }
+
+    /// `faccessat2(2)` (`access`, `faccessat`: `flags` empty): whether the caller may access
+    /// `path` for `mode`, `F_OK` (exists) or an or of `R_OK`, `W_OK`, `X_OK`. Checks with
+    /// the real uid and gid (and root's capabilities only for a real uid 0), in the walk
+    /// too, unless `AT_EACCESS` asks for the effective ones. Root passes everything but
+    /// `X_OK` on a non-directory with no execute bit. A final symlink is followed unless
+    /// `AT_SYMLINK_NOFOLLOW`; `AT_EMPTY_PATH` with an empty path checks `dirfd` itself.
+    ///
+    /// # Errors
+    /// In Linux's order: `EINVAL` (mode bits other than `R_OK | W_OK | X_OK`; flags other
+    /// than `AT_EACCESS`, `AT_SYMLINK_NOFOLLOW`, `AT_EMPTY_PATH`), walk errors (`ENOENT`,
+    /// `ENOTDIR`, `EACCES` without search permission, `ELOOP`, `ENAMETOOLONG`, `EBADF`),
+    /// `EACCES` (access denied).
+    ///
+    /// # References
+    /// access(2), faccessat2 (Linux 5.8); Linux `do_faccessat`,
+    /// `access_need_override_creds`, `access_override_creds`.
+    #[doc(alias = "access")]
+    #[doc(alias = "faccessat")]
+    pub fn faccessat2(
+        &self,
+        dirfd: Fd,
+        path: impl AsRef<[u8]>,
+        mode: u32,
+        flags: AtFlags,
+    ) -> Result<()> {
+        if mode & !(R_OK | W_OK | X_OK) != 0 {
+            return Err(Errno::EINVAL);
+        }
+        let allowed = AtFlags::EACCESS | AtFlags::SYMLINK_NOFOLLOW | AtFlags::EMPTY_PATH;
+        if !(flags - allowed).is_empty() {
+            return Err(Errno::EINVAL);
+        }
+        let path = getname(path.as_ref(), flags.contains(AtFlags::EMPTY_PATH))?;
+        let follow = !flags.contains(AtFlags::SYMLINK_NOFOLLOW);
+        let real;
+        let cred = if flags.contains(AtFlags::EACCESS) || self.cred.real.is_none() {
+            &self.cred
+        } else {
+            real = self.cred.access_cred();
+            &real
+        };
+        // R_OK, W_OK, X_OK are MAY_READ, MAY_WRITE, MAY_EXEC.
+        self.lookup_with(cred, dirfd, path, follow, |d| {
+            d.d_inode.permission(cred, mode)
+        })
+    }
+}

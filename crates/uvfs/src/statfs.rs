@@ -1,0 +1,141 @@
+//! `statfs`, `fstatfs`, `fsync`, `fdatasync`: file-system statistics and the (no-op) syncs.
+//!
+//! Linux analogue: fs/statfs.c (`user_statfs`, `fd_statfs`, `statfs_by_dentry`,
+//! `calculate_f_flags`), mm/shmem.c (`shmem_statfs`), fs/sync.c (`do_fsync`).
+//!
+//! Block and inode counts come from the mount's `size=` and `nr_inodes=` limits
+//! ([`TmpfsOptions`](crate::TmpfsOptions)); a limit not set is unlimited in uvfs, as
+//! `size=0`/`nr_inodes=0` in Linux, where `shmem_statfs` then leaves those counts 0, and so
+//! does uvfs. (A Linux tmpfs mounted without options has default limits of half of RAM
+//! instead: uvfs has no such default.) Without limits uvfs keeps no used-space count, which
+//! keeps create, write and unlink free of a shared counter.
+
+use crate::inode::Inode;
+use crate::namei::{getname, NAME_MAX};
+use crate::task::Task;
+use crate::types::*;
+use crate::variant::Variant;
+use crate::Result;
+
+/// `TMPFS_MAGIC` (include/uapi/linux/magic.h): `f_type` of a tmpfs.
+pub const TMPFS_MAGIC: i64 = 0x0102_1994;
+/// `ST_VALID`: `f_flags` is valid (always set by Linux `statfs`).
+pub const ST_VALID: i64 = 0x0020;
+/// `ST_RELATIME`: atime under relatime rules (uvfs's only atime policy).
+pub const ST_RELATIME: i64 = 0x1000;
+
+/// File-system statistics, as `statfs(2)` returns them (`struct statfs`, x86_64 field set).
+///
+/// Units: `f_blocks`, `f_bfree`, `f_bavail` in `f_bsize` (4096-byte) blocks.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct StatFs {
+    /// File-system type: [`TMPFS_MAGIC`].
+    pub f_type: i64,
+    /// Block size: 4096 (`PAGE_SIZE`).
+    pub f_bsize: i64,
+    /// Total blocks: the `size=` limit in pages; 0 without one (see the module doc).
+    pub f_blocks: u64,
+    /// Free blocks: the limit less the pages in use; 0 without a limit.
+    pub f_bfree: u64,
+    /// Free blocks for unprivileged users: as `f_bfree` (tmpfs reserves none for root).
+    pub f_bavail: u64,
+    /// Total inodes: the `nr_inodes=` limit; 0 without one.
+    pub f_files: u64,
+    /// Free inodes: the limit less the inodes in use (hard links count, as tmpfs); 0
+    /// without a limit.
+    pub f_ffree: u64,
+    /// File-system id: the device number, split in two words (Linux: from the super
+    /// block's uuid).
+    pub f_fsid: [i32; 2],
+    /// Longest file name: 255.
+    pub f_namelen: i64,
+    /// Fragment size: 4096, as `f_bsize`.
+    pub f_frsize: i64,
+    /// Mount flags (`ST_*`): `ST_VALID | ST_RELATIME`.
+    pub f_flags: i64,
+}
+
+/// `shmem_statfs` + `calculate_f_flags` for the super block of `inode`.
+fn tmpfs_statfs(inode: &Inode) -> StatFs {
+    let dev = inode.i_dev;
+    let (mut f_blocks, mut f_bfree, mut f_files, mut f_ffree) = (0, 0, 0, 0);
+    if let Some(l) = inode.limits() {
+        let (max_blocks, used_blocks, max_inodes, used_inodes) = l.counts();
+        if max_blocks != u64::MAX {
+            f_blocks = max_blocks;
+            f_bfree = max_blocks.saturating_sub(used_blocks);
+        }
+        if max_inodes != u64::MAX {
+            f_files = max_inodes;
+            f_ffree = max_inodes.saturating_sub(used_inodes);
+        }
+    }
+    StatFs {
+        f_blocks,
+        f_bfree,
+        f_bavail: f_bfree,
+        f_files,
+        f_ffree,
+        f_type: TMPFS_MAGIC,
+        f_bsize: crate::inode::PAGE_SIZE as i64,
+        f_fsid: [dev as u32 as i32, (dev >> 32) as u32 as i32],
+        f_namelen: NAME_MAX as i64,
+        f_frsize: crate::inode::PAGE_SIZE as i64,
+        f_flags: ST_VALID | ST_RELATIME,
+    }
+}
+
+impl<V: Variant> Task<V> {
+    /// `statfs(2)`: statistics of the file system holding `path` (a final symlink is
+    /// followed).
+    ///
+    /// # Errors
+    /// `ENOENT`, `ENOTDIR`, `EACCES` (search permission), `ELOOP`, `ENAMETOOLONG`, `EINVAL`
+    /// (interior NUL).
+    ///
+    /// # References
+    /// statfs(2); Linux `user_statfs`, `shmem_statfs`.
+    pub fn statfs(&self, path: impl AsRef<[u8]>) -> Result<StatFs> {
+        let path = getname(path.as_ref(), false)?;
+        self.with_walk(Fd::AT_FDCWD, path, |nd, start, _| {
+            let d = nd.walk(start, path, true, false)?;
+            Ok(tmpfs_statfs(&d.d_inode))
+        })
+    }
+
+    /// `fstatfs(2)`: as [`statfs`](Self::statfs) for the file open at `fd` (an `O_PATH`
+    /// descriptor too).
+    ///
+    /// # Errors
+    /// `EBADF` if `fd` is not open.
+    ///
+    /// # References
+    /// fstatfs(2); Linux `fd_statfs` (`fdget_raw`).
+    pub fn fstatfs(&self, fd: Fd) -> Result<StatFs> {
+        let f = self.fdget_raw(fd)?;
+        Ok(tmpfs_statfs(f.inode()))
+    }
+
+    /// `fsync(2)`: tmpfs data lives in memory only, so there is nothing to write back;
+    /// succeeds on any descriptor but `O_PATH` ones (as `shmem`'s `noop_fsync`).
+    ///
+    /// # Errors
+    /// `EBADF` if `fd` is not open or is an `O_PATH` descriptor.
+    ///
+    /// # References
+    /// fsync(2); Linux `do_fsync` (`fdget`), `noop_fsync`.
+    pub fn fsync(&self, fd: Fd) -> Result<()> {
+        self.fdget(fd).map(drop)
+    }
+
+    /// `fdatasync(2)`: as [`fsync`](Self::fsync).
+    ///
+    /// # Errors
+    /// `EBADF` if `fd` is not open or is an `O_PATH` descriptor.
+    ///
+    /// # References
+    /// fdatasync(2); Linux `do_fsync`.
+    pub fn fdatasync(&self, fd: Fd) -> Result<()> {
+        self.fdget(fd).map(drop)
+    }
+}

@@ -1,0 +1,666 @@
+//! `fsync`/`fdatasync`, `statfs`/`fstatfs`, `statx`, `chroot`, `mknodat`, asserted against
+//! Linux (each case also runs on the host kernel, see `common`).
+
+mod common;
+use common::*;
+use uvfs::stat::*;
+use uvfs::statfs::{ST_RELATIME, ST_VALID, TMPFS_MAGIC};
+use uvfs::types::*;
+use uvfs::{AtFlags, Errno, Fd, OpenFlags};
+
+#[test]
+fn fsync_and_fdatasync() {
+    table::<Result<(), Errno>>(&[
+        ("fsync, file", Ok(()), |s| {
+            s.mkfile(b"/f", b"x");
+            let fd = s.open(b"/f", RO, 0).unwrap();
+            s.fsync(fd)
+        }),
+        ("fdatasync, file for writing", Ok(()), |s| {
+            let fd = s.open(b"/f", CREAT | WO, 0o644).unwrap();
+            s.fdatasync(fd)
+        }),
+        ("fsync, directory", Ok(()), |s| {
+            let fd = s.open(b"/", RO, 0).unwrap();
+            s.fsync(fd)
+        }),
+        ("fsync, not open", Err(Errno::EBADF), |s| s.fsync(Fd(7))),
+        ("fdatasync, negative", Err(Errno::EBADF), |s| {
+            s.fdatasync(Fd(-1))
+        }),
+        ("fsync, closed", Err(Errno::EBADF), |s| {
+            let fd = s.open(b"/", RO, 0).unwrap();
+            s.close(fd).unwrap();
+            s.fsync(fd)
+        }),
+    ]);
+}
+
+#[test]
+fn statfs_fields() {
+    let want = (TMPFS_MAGIC, 4096, 255, 4096, ST_VALID | ST_RELATIME);
+    expect(Ok(want), |s| s.statfs(b"/").map(statfs_fixed));
+    expect(Ok(want), |s| {
+        s.mkdir(b"/d");
+        s.symlink(b"d", b"/l");
+        s.statfs(b"/l").map(statfs_fixed)
+    });
+    expect(Ok(want), |s| {
+        s.mkfile(b"/f", b"");
+        let fd = s.open(b"/f", RO, 0).unwrap();
+        s.fstatfs(fd).map(statfs_fixed)
+    });
+    // A uvfs tmpfs without size=/nr_inodes= is unlimited: counts are 0 (as a Linux tmpfs
+    // with size=0,nr_inodes=0; the host side here is a default mount: half of RAM).
+    let u = on_uvfs(&|s| s.statfs(b"/").unwrap());
+    assert_eq!(
+        (u.f_blocks, u.f_bfree, u.f_bavail, u.f_files, u.f_ffree),
+        (0, 0, 0, 0, 0)
+    );
+    // statfs and fstatfs agree, and the id is stable.
+    same(|s| {
+        let fd = s.open(b"/", RO, 0).unwrap();
+        s.fstatfs(fd).unwrap() == s.statfs(b"/").unwrap()
+    });
+}
+
+#[test]
+fn statfs_errors() {
+    table::<Result<(i64, i64, i64, i64, i64), Errno>>(&[
+        ("missing", Err(Errno::ENOENT), |s| {
+            s.statfs(b"/x").map(statfs_fixed)
+        }),
+        ("empty path", Err(Errno::ENOENT), |s| {
+            s.statfs(b"").map(statfs_fixed)
+        }),
+        ("through a file", Err(Errno::ENOTDIR), |s| {
+            s.mkfile(b"/f", b"");
+            s.statfs(b"/f/x").map(statfs_fixed)
+        }),
+        ("symlink loop", Err(Errno::ELOOP), |s| {
+            s.symlink(b"loop", b"/loop");
+            s.statfs(b"/loop").map(statfs_fixed)
+        }),
+        ("dangling symlink", Err(Errno::ENOENT), |s| {
+            s.symlink(b"nowhere", b"/dl");
+            s.statfs(b"/dl").map(statfs_fixed)
+        }),
+        ("fstatfs, not open", Err(Errno::EBADF), |s| {
+            s.fstatfs(Fd(9)).map(statfs_fixed)
+        }),
+        ("no search permission", Err(Errno::EACCES), |s| {
+            s.mkdirat(CWD, b"/d", 0o700).unwrap();
+            s.mkfile(b"/d/f", b"");
+            s.set_cred(1000, 1000, &[]);
+            s.statfs(b"/d/f").map(statfs_fixed)
+        }),
+    ]);
+}
+
+/// `/d/` (`f` = "data"), `/l -> d/f`.
+fn xtree(s: &dyn Sys) {
+    s.mkdir(b"/d");
+    s.mkfile(b"/d/f", b"data");
+    s.symlink(b"d/f", b"/l");
+}
+
+const STATX_ALL: u32 = 0xfff;
+
+fn xs(s: &dyn Sys, path: &[u8], flags: AtFlags, mask: u32) -> Result<XShape, Errno> {
+    xtree(s);
+    s.statx(CWD, path, flags, mask).map(xshape)
+}
+
+#[test]
+fn statx_masks_and_fields() {
+    // Each case compares everything but ids and times with Linux.
+    let cases: &[(&[u8], AtFlags, u32)] = &[
+        (b"/d/f", NOAT, STATX_ALL),
+        (b"/d/f", NOAT, 0),
+        (b"/d/f", NOAT, STATX_BASIC_STATS),
+        (b"/d/f", NOAT, STATX_CTIME),
+        (b"/d/f", NOAT, STATX_MTIME | STATX_BTIME),
+        (b"/d/f", NOAT, STATX_SIZE),
+        (b"/d/f", NOAT, 0x7fff_ffff),
+        (b"/d/f", NOAT, STATX_MNT_ID_UNIQUE),
+        (b"/d", NOAT, STATX_ALL),
+        (b"/", NOAT, STATX_ALL),
+        (b"/l", NOAT, STATX_ALL),
+        (b"/l", AtFlags::SYMLINK_NOFOLLOW, STATX_ALL),
+        (b"/d/f", AtFlags::NO_AUTOMOUNT, STATX_ALL),
+        (b"/d/f", AtFlags::STATX_FORCE_SYNC, STATX_ALL),
+        (b"/d/f", AtFlags::STATX_DONT_SYNC, STATX_ALL),
+    ];
+    for &(path, flags, mask) in cases {
+        let u = same(|s| xs(s, path, flags, mask));
+        assert!(u.is_ok(), "{} {flags:?} {mask:#x}: {u:?}", show(path));
+    }
+    // The numbers agree with fstatat's.
+    same(|s| {
+        xtree(s);
+        let x = s.statx(CWD, b"/d/f", NOAT, STATX_ALL).unwrap();
+        let st = s.stat(b"/d/f").unwrap();
+        (
+            x.stx_ino == st.st_ino,
+            (x.stx_dev_major, x.stx_dev_minor) == (major(st.st_dev), minor(st.st_dev)),
+            x.stx_mtime.tv_sec == st.st_mtime.tv_sec,
+            x.stx_mtime.tv_nsec as i64 == st.st_mtime.tv_nsec,
+            x.stx_atime.tv_nsec as i64 == st.st_atime.tv_nsec,
+        )
+    });
+}
+
+fn major(dev: u64) -> u32 {
+    (((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff)) as u32
+}
+fn minor(dev: u64) -> u32 {
+    ((dev & 0xff) | ((dev >> 12) & !0xff)) as u32
+}
+
+#[test]
+fn statx_times() {
+    // Neither mtime nor ctime asked for: both left 0 (multigrain tmpfs).
+    expect(
+        ok((StatxTimestamp::default(), StatxTimestamp::default())),
+        |s| {
+            xtree(s);
+            let x = s.statx(CWD, b"/d/f", NOAT, STATX_ATIME)?;
+            Ok((x.stx_mtime, x.stx_ctime))
+        },
+    );
+    // btime only when asked; it is the creation time: explicit times move atime and
+    // mtime, not btime.
+    expect(ok((StatxTimestamp::default(), true, true)), |s| {
+        xtree(s);
+        let no = s.statx(CWD, b"/d/f", NOAT, STATX_BASIC_STATS)?.stx_btime;
+        let before = s.statx(CWD, b"/d/f", NOAT, STATX_ALL)?;
+        s.set_times(b"/d/f", T2001, T2002);
+        let after = s.statx(CWD, b"/d/f", NOAT, STATX_ALL)?;
+        Ok((
+            no,
+            after.stx_btime == before.stx_btime && after.stx_btime <= after.stx_ctime,
+            after.stx_mtime == T2002.into() && after.stx_btime > after.stx_mtime,
+        ))
+    });
+    // Asking for the ctime marks it queried: a change right after is always visible.
+    same(|s| {
+        xtree(s);
+        let fd = s.open(b"/d/f", WO, 0).unwrap();
+        (0..50).all(|_| {
+            let a = s.statx(CWD, b"/d/f", NOAT, STATX_CTIME).unwrap().stx_ctime;
+            s.write(fd, b"x").unwrap();
+            s.statx(CWD, b"/d/f", NOAT, STATX_CTIME).unwrap().stx_ctime > a
+        })
+    });
+}
+
+type X = Result<u16, Errno>;
+
+#[test]
+fn statx_flags_and_errors() {
+    table::<X>(&[
+        ("reserved mask bit", Err(Errno::EINVAL), |s| {
+            xtree(s);
+            s.statx(CWD, b"/d/f", NOAT, 0x8000_0000).map(|x| x.stx_mode)
+        }),
+        ("reserved mask bit before ENOENT", Err(Errno::EINVAL), |s| {
+            s.statx(CWD, b"/x", NOAT, 0xffff_ffff).map(|x| x.stx_mode)
+        }),
+        ("both sync flags", Err(Errno::EINVAL), |s| {
+            xtree(s);
+            let f = AtFlags::STATX_FORCE_SYNC | AtFlags::STATX_DONT_SYNC;
+            s.statx(CWD, b"/d/f", f, STATX_ALL).map(|x| x.stx_mode)
+        }),
+        ("unknown flag", Err(Errno::EINVAL), |s| {
+            xtree(s);
+            s.statx(CWD, b"/d/f", AtFlags::REMOVEDIR, STATX_ALL)
+                .map(|x| x.stx_mode)
+        }),
+        ("unknown flag before ENOENT", Err(Errno::EINVAL), |s| {
+            s.statx(CWD, b"", AtFlags::SYMLINK_FOLLOW, STATX_ALL)
+                .map(|x| x.stx_mode)
+        }),
+        ("empty path", Err(Errno::ENOENT), |s| {
+            s.statx(CWD, b"", NOAT, STATX_ALL).map(|x| x.stx_mode)
+        }),
+        (
+            "empty path, AT_EMPTY_PATH, cwd",
+            Ok((S_IFDIR | 0o1777) as u16),
+            |s| {
+                s.statx(CWD, b"", AtFlags::EMPTY_PATH, STATX_ALL)
+                    .map(|x| x.stx_mode)
+            },
+        ),
+        (
+            "AT_EMPTY_PATH on a descriptor",
+            Ok((S_IFREG | 0o644) as u16),
+            |s| {
+                xtree(s);
+                let fd = s.open(b"/d/f", RO, 0).unwrap();
+                s.statx(fd, b"", AtFlags::EMPTY_PATH, STATX_ALL)
+                    .map(|x| x.stx_mode)
+            },
+        ),
+        (
+            "AT_EMPTY_PATH on an O_PATH symlink",
+            Ok((S_IFLNK | 0o777) as u16),
+            |s| {
+                xtree(s);
+                let fd = s
+                    .open(b"/l", OpenFlags::PATH | OpenFlags::NOFOLLOW, 0)
+                    .unwrap();
+                s.statx(fd, b"", AtFlags::EMPTY_PATH, STATX_ALL)
+                    .map(|x| x.stx_mode)
+            },
+        ),
+        ("bad dirfd", Err(Errno::EBADF), |s| {
+            s.statx(Fd(9), b"x", NOAT, STATX_ALL).map(|x| x.stx_mode)
+        }),
+        ("dirfd is a file", Err(Errno::ENOTDIR), |s| {
+            xtree(s);
+            let fd = s.open(b"/d/f", RO, 0).unwrap();
+            s.statx(fd, b"x", NOAT, STATX_ALL).map(|x| x.stx_mode)
+        }),
+        ("missing", Err(Errno::ENOENT), |s| {
+            s.statx(CWD, b"/x", NOAT, STATX_ALL).map(|x| x.stx_mode)
+        }),
+        ("no search permission", Err(Errno::EACCES), |s| {
+            xtree(s);
+            s.mkdirat(CWD, b"/n", 0o700).unwrap();
+            s.set_cred(1000, 1000, &[]);
+            s.statx(CWD, b"/n/x", NOAT, STATX_ALL).map(|x| x.stx_mode)
+        }),
+    ]);
+}
+
+/// `/d/` (`f` = "in d", `sub/`, `abs -> /f`), `/f` = "top", `/ld -> d`, `/loop -> loop`,
+/// `/n/` (mode 0o700, `x/`).
+fn ctree(s: &dyn Sys) {
+    s.mkdir(b"/d");
+    s.mkfile(b"/d/f", b"in d");
+    s.mkdir(b"/d/sub");
+    s.symlink(b"/f", b"/d/abs");
+    s.mkfile(b"/f", b"top");
+    s.symlink(b"d", b"/ld");
+    s.symlink(b"loop", b"/loop");
+    s.mkdirat(CWD, b"/n", 0o700).unwrap();
+    s.mkdir(b"/n/x");
+}
+
+type C = Result<Vec<u8>, Errno>;
+
+#[test]
+fn chroot_changes_the_root() {
+    table::<C>(&[
+        (
+            "absolute paths start at the new root",
+            Ok(b"in d".to_vec()),
+            |s| {
+                ctree(s);
+                s.chroot(b"/d")?;
+                s.read_file(b"/f")
+            },
+        ),
+        ("dot-dot stops at the new root", Ok(b"in d".to_vec()), |s| {
+            ctree(s);
+            s.chroot(b"/d")?;
+            s.read_file(b"/../../f")
+        }),
+        (
+            "absolute symlinks resolve inside",
+            Ok(b"in d".to_vec()),
+            |s| {
+                ctree(s);
+                s.chroot(b"/d")?;
+                s.read_file(b"/abs")
+            },
+        ),
+        ("through a symlink", Ok(b"in d".to_vec()), |s| {
+            ctree(s);
+            s.chroot(b"/ld")?;
+            s.read_file(b"/f")
+        }),
+        ("relative to the cwd", Ok(b"in d".to_vec()), |s| {
+            ctree(s);
+            s.chdir(b"/d/sub")?;
+            s.chroot(b"..")?;
+            s.read_file(b"/f")
+        }),
+        (
+            "the cwd stays (outside the root)",
+            Ok(b"top".to_vec()),
+            |s| {
+                ctree(s);
+                s.chroot(b"/d")?;
+                s.read_file(b"f")
+            },
+        ),
+        ("chdir / then getcwd", Ok(b"/".to_vec()), |s| {
+            ctree(s);
+            s.chroot(b"/d")?;
+            s.chdir(b"/")?;
+            s.getcwd()
+        }),
+        ("cwd inside the new root", Ok(b"/sub".to_vec()), |s| {
+            ctree(s);
+            s.chdir(b"/d/sub")?;
+            s.chroot(b"/d")?;
+            s.getcwd()
+        }),
+        ("shared with threads", Ok(b"in d".to_vec()), |s| {
+            ctree(s);
+            s.thread(&mut |t| t.chroot(b"/d").unwrap());
+            s.read_file(b"/f")
+        }),
+        ("not with forked children", Ok(b"top".to_vec()), |s| {
+            ctree(s);
+            s.fork(&mut |t| t.chroot(b"/d").unwrap());
+            s.read_file(b"/f")
+        }),
+    ]);
+    // A cwd outside the root: "(unreachable)" and the path from the file system's root
+    // (on the host that root is above the test's sandbox, so only the end is compared).
+    expect(ok((true, true)), |s| {
+        ctree(s);
+        s.chdir(b"/d")?;
+        s.chroot(b"/d/sub")?;
+        let cwd = s.getcwd()?;
+        Ok((cwd.starts_with(b"(unreachable)/"), cwd.ends_with(b"/d")))
+    });
+}
+
+#[test]
+fn chroot_errors() {
+    table::<Result<(), Errno>>(&[
+        ("missing", Err(Errno::ENOENT), |s| {
+            ctree(s);
+            s.chroot(b"/x")
+        }),
+        ("empty path", Err(Errno::ENOENT), |s| s.chroot(b"")),
+        ("a file", Err(Errno::ENOTDIR), |s| {
+            ctree(s);
+            s.chroot(b"/f")
+        }),
+        ("through a file", Err(Errno::ENOTDIR), |s| {
+            ctree(s);
+            s.chroot(b"/f/x")
+        }),
+        ("symlink loop", Err(Errno::ELOOP), |s| {
+            ctree(s);
+            s.chroot(b"/loop")
+        }),
+        ("non-root", Err(Errno::EPERM), |s| {
+            ctree(s);
+            s.set_cred(1000, 1000, &[]);
+            s.chroot(b"/d")
+        }),
+        (
+            "non-root, no search on the dir: EACCES first",
+            Err(Errno::EACCES),
+            |s| {
+                ctree(s);
+                s.set_cred(1000, 1000, &[]);
+                s.chroot(b"/n")
+            },
+        ),
+        ("non-root, no search on the path", Err(Errno::EACCES), |s| {
+            ctree(s);
+            s.set_cred(1000, 1000, &[]);
+            s.chroot(b"/n/x")
+        }),
+        ("root, no search bits", Ok(()), |s| {
+            ctree(s);
+            s.mkdirat(CWD, b"/z", 0).unwrap();
+            s.chroot(b"/z")
+        }),
+    ]);
+}
+
+/// `makedev(major, minor)` (glibc's encoding).
+fn makedev(major: u64, minor: u64) -> u64 {
+    ((major & 0xfff) << 8) | ((major & !0xfff) << 32) | (minor & 0xff) | ((minor & !0xff) << 12)
+}
+
+type N = Result<(Shape, u64), Errno>;
+
+/// `mknod(/n, mode, dev)`; the shape and `st_rdev` of the result.
+fn mknod(s: &dyn Sys, mode: u32, dev: u64) -> N {
+    s.mknodat(CWD, b"/n", mode, dev)?;
+    let st = s.lstat(b"/n").unwrap();
+    Ok((shape(st), st.st_rdev))
+}
+
+fn special(ty: u32, perm: u32, uid: u32) -> Shape {
+    Shape {
+        mode: ty | perm,
+        nlink: 1,
+        uid,
+        gid: uid,
+        size: 0,
+        blocks: 0,
+    }
+}
+
+#[test]
+fn mknod_types() {
+    table::<N>(&[
+        ("FIFO", Ok((special(S_IFIFO, 0o644, 0), 0)), |s| {
+            mknod(s, S_IFIFO | 0o666, 0)
+        }),
+        (
+            "FIFO ignores dev",
+            Ok((special(S_IFIFO, 0o600, 0), 0)),
+            |s| mknod(s, S_IFIFO | 0o600, makedev(1, 3)),
+        ),
+        ("socket", Ok((special(S_IFSOCK, 0o755, 0), 0)), |s| {
+            mknod(s, S_IFSOCK | 0o777, 0)
+        }),
+        (
+            "character device",
+            Ok((special(S_IFCHR, 0o600, 0), makedev(240, 7))),
+            |s| mknod(s, S_IFCHR | 0o600, makedev(240, 7)),
+        ),
+        (
+            "block device, large minor",
+            Ok((special(S_IFBLK, 0o640, 0), makedev(259, 70000))),
+            |s| mknod(s, S_IFBLK | 0o640, makedev(259, 70000)),
+        ),
+        ("regular file", Ok((special(S_IFREG, 0o644, 0), 0)), |s| {
+            mknod(s, S_IFREG | 0o644, 0)
+        }),
+        (
+            "type 0 is a regular file",
+            Ok((special(S_IFREG, 0o600, 0), 0)),
+            |s| mknod(s, 0o600, 0),
+        ),
+        (
+            "set-user-ID kept",
+            Ok((special(S_IFREG, 0o4755, 0), 0)),
+            |s| mknod(s, S_IFREG | 0o4777, 0),
+        ),
+        (
+            "FIFO by a non-root user",
+            Ok((special(S_IFIFO, 0o644, 1000), 0)),
+            |s| {
+                s.set_cred(1000, 1000, &[]);
+                mknod(s, S_IFIFO | 0o644, 0)
+            },
+        ),
+        (
+            "whiteout by a non-root user",
+            Ok((special(S_IFCHR, 0o600, 1000), 0)),
+            |s| {
+                s.set_cred(1000, 1000, &[]);
+                mknod(s, S_IFCHR | 0o600, 0)
+            },
+        ),
+    ]);
+    // getdents types, statx device numbers.
+    same(|s| {
+        s.mkdir(b"/d");
+        s.mknodat(CWD, b"/d/p", S_IFIFO | 0o644, 0).unwrap();
+        s.mknodat(CWD, b"/d/s", S_IFSOCK | 0o644, 0).unwrap();
+        s.mknodat(CWD, b"/d/c", S_IFCHR | 0o644, makedev(4095, 1 << 19))
+            .unwrap();
+        s.mknodat(CWD, b"/d/b", S_IFBLK | 0o644, makedev(8, 1))
+            .unwrap();
+        let fd = s.open(b"/d", RO, 0).unwrap();
+        let mut l = s.list_fd(fd, 4096).unwrap();
+        l.sort();
+        let x = s.statx(CWD, b"/d/c", NOAT, STATX_BASIC_STATS).unwrap();
+        (l, xshape(x))
+    });
+}
+
+#[test]
+fn mknod_errors() {
+    table::<Result<(), Errno>>(&[
+        ("exists", Err(Errno::EEXIST), |s| {
+            s.mkfile(b"/f", b"");
+            s.mknodat(CWD, b"/f", S_IFIFO | 0o644, 0)
+        }),
+        ("exists as a dangling symlink", Err(Errno::EEXIST), |s| {
+            s.symlink(b"nowhere", b"/l");
+            s.mknodat(CWD, b"/l", S_IFIFO | 0o644, 0)
+        }),
+        ("root", Err(Errno::EEXIST), |s| {
+            s.mknodat(CWD, b"/", S_IFIFO | 0o644, 0)
+        }),
+        ("directory type", Err(Errno::EPERM), |s| {
+            s.mknodat(CWD, b"/x", S_IFDIR | 0o755, 0)
+        }),
+        ("symlink type", Err(Errno::EINVAL), |s| {
+            s.mknodat(CWD, b"/x", S_IFLNK | 0o777, 0)
+        }),
+        ("bad type", Err(Errno::EINVAL), |s| {
+            s.mknodat(CWD, b"/x", 0o030000 | 0o644, 0)
+        }),
+        ("type checked before the path", Err(Errno::EINVAL), |s| {
+            s.mknodat(CWD, b"", S_IFLNK | 0o777, 0)
+        }),
+        ("device by a non-root user", Err(Errno::EPERM), |s| {
+            s.set_cred(1000, 1000, &[]);
+            s.mknodat(CWD, b"/x", S_IFCHR | 0o644, makedev(1, 3))
+        }),
+        (
+            "block device 0:0 by a non-root user",
+            Err(Errno::EPERM),
+            |s| {
+                s.set_cred(1000, 1000, &[]);
+                s.mknodat(CWD, b"/x", S_IFBLK | 0o644, 0)
+            },
+        ),
+        ("EACCES before EPERM", Err(Errno::EACCES), |s| {
+            s.mkdirat(CWD, b"/ro", 0o755).unwrap();
+            s.set_cred(1000, 1000, &[]);
+            s.mknodat(CWD, b"/ro/x", S_IFCHR | 0o644, makedev(1, 3))
+        }),
+        ("missing parent", Err(Errno::ENOENT), |s| {
+            s.mknodat(CWD, b"/x/y", S_IFIFO | 0o644, 0)
+        }),
+        ("trailing slash", Err(Errno::ENOENT), |s| {
+            s.mknodat(CWD, b"/x/", S_IFIFO | 0o644, 0)
+        }),
+        ("through a file", Err(Errno::ENOTDIR), |s| {
+            s.mkfile(b"/f", b"");
+            s.mknodat(CWD, b"/f/x", S_IFIFO | 0o644, 0)
+        }),
+        ("dev above 32 bits", Err(Errno::EINVAL), |s| {
+            s.mknodat(CWD, b"/x", S_IFCHR | 0o644, makedev(5000, 1))
+        }),
+        ("bad dirfd", Err(Errno::EBADF), |s| {
+            s.mknodat(Fd(5), b"x", S_IFIFO | 0o644, 0)
+        }),
+    ]);
+}
+
+type O = Result<u32, Errno>;
+
+/// `mknod(/n, mode, dev)` then `open(/n, flags)`; the opened file's type.
+fn open_special(s: &dyn Sys, mode: u32, dev: u64, flags: OpenFlags) -> O {
+    s.mknodat(CWD, b"/n", mode, dev).unwrap();
+    let fd = s.open(b"/n", flags, 0)?;
+    Ok(s.fstat(fd).unwrap().st_mode & S_IFMT)
+}
+
+const NONBLOCK: OpenFlags = OpenFlags::NONBLOCK;
+
+#[test]
+fn mknod_open() {
+    table::<O>(&[
+        ("socket", Err(Errno::ENXIO), |s| {
+            open_special(s, S_IFSOCK | 0o666, 0, RW)
+        }),
+        ("socket, O_PATH", Ok(S_IFSOCK), |s| {
+            open_special(s, S_IFSOCK | 0o666, 0, OpenFlags::PATH)
+        }),
+        ("FIFO, writer without readers", Err(Errno::ENXIO), |s| {
+            open_special(s, S_IFIFO | 0o666, 0, WO | NONBLOCK)
+        }),
+        ("FIFO, O_PATH", Ok(S_IFIFO), |s| {
+            open_special(s, S_IFIFO | 0o666, 0, OpenFlags::PATH)
+        }),
+        ("char device without a driver", Err(Errno::ENXIO), |s| {
+            open_special(s, S_IFCHR | 0o666, makedev(240, 77), RO)
+        }),
+        ("char device, O_PATH", Ok(S_IFCHR), |s| {
+            open_special(s, S_IFCHR | 0o666, makedev(1, 3), OpenFlags::PATH)
+        }),
+        ("permission checked first", Err(Errno::EACCES), |s| {
+            s.mknodat(CWD, b"/n", S_IFSOCK, 0).unwrap();
+            s.set_cred(1000, 1000, &[]);
+            s.open(b"/n", RO, 0).map(|_| 0)
+        }),
+        ("O_DIRECTORY on a FIFO", Err(Errno::ENOTDIR), |s| {
+            open_special(s, S_IFIFO | 0o666, 0, RO | OpenFlags::DIRECTORY)
+        }),
+        ("O_CREAT on an existing socket", Err(Errno::ENXIO), |s| {
+            open_special(s, S_IFSOCK | 0o666, 0, CREAT | RW)
+        }),
+    ]);
+    // Divergence (uvfs has no pipes): a FIFO open that Linux would complete (or block on)
+    // is EOPNOTSUPP.
+    on_uvfs(&|s| {
+        for f in [RO | NONBLOCK, RW, RO, WO] {
+            assert_eq!(
+                open_special(s, S_IFIFO | 0o666, 0, f),
+                Err(Errno::EOPNOTSUPP)
+            );
+            s.unlinkat(CWD, b"/n", NOAT).unwrap();
+        }
+    });
+    // Special files rename and unlink as any other.
+    expect((Ok(special(S_IFIFO, 0o644, 0)), false), |s| {
+        s.mknodat(CWD, b"/p", S_IFIFO | 0o644, 0).unwrap();
+        s.renameat(CWD, b"/p", CWD, b"/q").unwrap();
+        let r = s.shape_of(b"/q");
+        s.unlinkat(CWD, b"/q", NOAT).unwrap();
+        (r, s.exists(b"/q"))
+    });
+}
+
+#[test]
+fn statfs_with_limits() {
+    // size=64 KiB (16 pages), nr_inodes=10: counts as shmem_statfs reports them.
+    expect_limits(
+        65536,
+        10,
+        ok((16u64, 16u64, 16u64, 10u64, 9u64, 14u64, 6u64)),
+        |s| {
+            let a = s.statfs(b"/")?;
+            s.mkfile(b"/f", &[7u8; 5000]);
+            s.mkdir(b"/d");
+            s.linkat(CWD, b"/f", CWD, b"/d/g", NOAT)?;
+            let fd = s.open(b"/d", RO, 0)?;
+            let b = s.fstatfs(fd)?;
+            Ok((
+                a.f_blocks, a.f_bfree, a.f_bavail, a.f_files, a.f_ffree, b.f_bfree, b.f_ffree,
+            ))
+        },
+    );
+    // Only one limit: the other's counts stay 0.
+    expect_limits(65536, 0, ok((16u64, 0u64, 0u64)), |s| {
+        let a = s.statfs(b"/")?;
+        Ok((a.f_blocks, a.f_files, a.f_ffree))
+    });
+}
