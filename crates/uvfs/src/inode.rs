@@ -1037,17 +1037,23 @@ impl Inode {
     }
 
     /// Sets the size to `len` bytes, dropping pages past it and zeroing the tail of the last
-    /// partial page; stamps mtime and ctime with `now`, the syscall's [`coarse_now`] (as
-    /// `do_truncate` always does).
+    /// partial page; stamps mtime and ctime with `now`, the syscall's [`coarse_now`], when
+    /// the size changes, when the file has pages, or when `stamp` (ftruncate and `O_TRUNC`
+    /// pass `ATTR_MTIME | ATTR_CTIME` to `do_truncate`; truncate(2) passes neither, and
+    /// `shmem_setattr` then stamps only a change of size or, through
+    /// `shmem_truncate_range`, a file with allocated pages).
     ///
     /// # Errors
     /// `EFBIG` when `len > MAX_LFS_FILESIZE`; `EISDIR`/`EINVAL` on non-regular files.
-    pub(crate) fn truncate_at(&self, len: u64, now: Timespec) -> Result<()> {
+    pub(crate) fn truncate_at(&self, len: u64, now: Timespec, stamp: bool) -> Result<()> {
         if len > MAX_LFS_FILESIZE as u64 {
             return Err(Errno::EFBIG);
         }
         let mut data = write(self.reg()?);
         let size = self.size();
+        if len == size && !stamp && data.pages.is_empty() {
+            return Ok(());
+        }
         if len < size {
             let first_gone = len.div_ceil(PAGE_SIZE as u64);
             let gone = data.pages.split_off(&first_gone);

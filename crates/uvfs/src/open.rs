@@ -482,7 +482,7 @@ impl<V: Variant> Task<V> {
             // `handle_truncate` -> `do_truncate`: as ftruncate, the set-ID bits go first.
             let now = crate::inode::coarse_now();
             file.inode().kill_suid(&self.cred, now);
-            file.inode().truncate_at(0, now)?;
+            file.inode().truncate_at(0, now, true)?;
         }
         Ok(file)
     }

@@ -1379,3 +1379,35 @@ fn futimens_at_fdcwd_is_efault() {
         )
     });
 }
+
+/// Bug (found by tests/differential.rs): truncate(2) of a file without data pages to its
+/// current size stamped mtime and ctime; Linux leaves both (ftruncate and `O_TRUNC` do
+/// stamp them, and so does truncate(2) of a file with pages).
+/// Cause: truncate(2)'s `do_truncate` passes only `ATTR_SIZE`; `shmem_setattr` stamps
+/// times for a change of size, or in `shmem_truncate_range` when pages are allocated;
+/// uvfs's truncation stamped always.
+/// Fix: `truncate_at` takes whether to stamp an unchanged size (ftruncate, O_TRUNC) and
+/// otherwise stamps only a change of size or a file with pages.
+#[test]
+fn truncate_to_same_size_keeps_times_without_pages() {
+    expect((T2002, true, true, true), |s| {
+        s.mkfile(b"/e", b"");
+        s.mkfile(b"/f", b"abc");
+        s.mkfile(b"/g", b"");
+        for p in [&b"/e"[..], b"/f", b"/g"] {
+            s.set_times(p, T2001, T2002);
+        }
+        let before = s.stat(b"/e").unwrap().st_ctime;
+        s.truncate(b"/e", 0).unwrap();
+        s.truncate(b"/f", 3).unwrap();
+        let fd = s.open(b"/g", WO, 0).unwrap();
+        s.ftruncate(fd, 0).unwrap();
+        let e = s.stat(b"/e").unwrap();
+        (
+            e.st_mtime,
+            e.st_ctime == before,
+            s.stat(b"/f").unwrap().st_mtime != T2002,
+            s.stat(b"/g").unwrap().st_mtime != T2002,
+        )
+    });
+}
