@@ -51,7 +51,7 @@ use std::fmt;
 use std::sync::mpsc::{channel, Sender};
 use uvfs::types::S_IFREG;
 use uvfs::types::{SEEK_CUR, SEEK_DATA, SEEK_END, SEEK_HOLE, SEEK_SET, S_IFDIR, S_IFLNK, S_IFMT};
-use uvfs::{AtFlags, Errno, Fcntl, Fd, OpenFlags, Stat, Timespec};
+use uvfs::{AtFlags, Errno, Fcntl, Fd, OpenFlags, RenameFlags, Stat, Timespec};
 
 /// Programs per `cargo test` run (CI); `UVFS_PROPTEST_CASES` overrides.
 const DEFAULT_CASES: u32 = 512;
@@ -200,6 +200,15 @@ enum Op {
     Utimensat(D, &'static str, Times, AtFlags),
     Futimens(F, Times),
     Umask(Oct),
+    Linkat(D, &'static str, D, &'static str, AtFlags),
+    Renameat2(D, &'static str, D, &'static str, RenameFlags),
+    Fchmod(F, Oct),
+    Fchmodat(D, &'static str, Oct),
+    Fchown(F, u32, u32),
+    Fchownat(D, &'static str, u32, u32, AtFlags),
+    Truncate(&'static str, i64),
+    Faccessat2(D, &'static str, u32, AtFlags),
+    Mknodat(D, &'static str, Oct),
 }
 
 /// One step: `task` (modulo the number of tasks so far) runs `op`.
@@ -462,7 +471,96 @@ fn op_strategy() -> impl Strategy<Value = Op> {
                 .prop_map(|m| Op::Umask(Oct(m)))
                 .boxed(),
         ),
+        (
+            3,
+            (dirfd(), path(), dirfd(), path(), link_flags())
+                .prop_map(|(a, p, b, q, f)| Op::Linkat(a, p, b, q, f))
+                .boxed(),
+        ),
+        (
+            2,
+            (dirfd(), path(), dirfd(), path(), rename_flags())
+                .prop_map(|(a, p, b, q, f)| Op::Renameat2(a, p, b, q, f))
+                .boxed(),
+        ),
+        (
+            2,
+            (fd(), mode()).prop_map(|(f, m)| Op::Fchmod(f, m)).boxed(),
+        ),
+        (
+            3,
+            (dirfd(), path(), mode())
+                .prop_map(|(d, p, m)| Op::Fchmodat(d, p, m))
+                .boxed(),
+        ),
+        (
+            1,
+            (fd(), id(), id())
+                .prop_map(|(f, u, g)| Op::Fchown(f, u, g))
+                .boxed(),
+        ),
+        (
+            3,
+            (dirfd(), path(), id(), id(), at_flags())
+                .prop_map(|(d, p, u, g, f)| Op::Fchownat(d, p, u, g, f))
+                .boxed(),
+        ),
+        (
+            2,
+            (path(), off())
+                .prop_map(|(p, o)| Op::Truncate(p, o))
+                .boxed(),
+        ),
+        (
+            3,
+            (dirfd(), path(), 0..8u32, access_flags())
+                .prop_map(|(d, p, m, f)| Op::Faccessat2(d, p, m, f))
+                .boxed(),
+        ),
+        (
+            1,
+            (dirfd(), path(), node_mode())
+                .prop_map(|(d, p, m)| Op::Mknodat(d, p, m))
+                .boxed(),
+        ),
     ])
+}
+
+fn link_flags() -> impl Strategy<Value = AtFlags> {
+    select(vec![
+        AtFlags::empty(),
+        AtFlags::SYMLINK_FOLLOW,
+        AtFlags::EMPTY_PATH,
+        AtFlags::SYMLINK_NOFOLLOW,
+    ])
+}
+
+fn rename_flags() -> impl Strategy<Value = RenameFlags> {
+    select(vec![
+        RenameFlags::NOREPLACE,
+        RenameFlags::EXCHANGE,
+        RenameFlags::empty(),
+        RenameFlags::NOREPLACE | RenameFlags::EXCHANGE,
+    ])
+}
+
+/// Owners for chown: root, the two users, -1 (unchanged).
+fn id() -> impl Strategy<Value = u32> {
+    select(vec![u32::MAX, 1000, 0, 1001])
+}
+
+fn access_flags() -> impl Strategy<Value = AtFlags> {
+    select(vec![
+        AtFlags::empty(),
+        AtFlags::EACCESS,
+        AtFlags::SYMLINK_NOFOLLOW,
+        AtFlags::EMPTY_PATH,
+    ])
+}
+
+/// mknod modes: a FIFO, a socket, a regular file, a character device (EPERM for non-root).
+fn node_mode() -> impl Strategy<Value = Oct> {
+    select(vec![0o010644, 0o140755, 0o100600, 0o020644]).prop_map(Oct)
 }
 
 /// The steps every program starts with (so that descriptors and names exist):
@@ -677,6 +775,15 @@ fn exec(s: &mut dyn Sys, op: &Op, fds: &[i32]) -> Out {
         }
         Op::Futimens(x, tm) => unit(s.futimens(f(x), tm.get().as_ref())),
         Op::Umask(m) => Out::Umask(Oct(s.umask(m.0))),
+        Op::Linkat(a, x, b, y, fl) => unit(s.linkat(d(a), p(x), d(b), p(y), fl)),
+        Op::Renameat2(a, x, b, y, fl) => unit(s.renameat2(d(a), p(x), d(b), p(y), fl)),
+        Op::Fchmod(x, m) => unit(s.fchmod(f(x), m.0)),
+        Op::Fchmodat(dir, path, m) => unit(s.fchmodat(d(dir), p(path), m.0, AtFlags::empty())),
+        Op::Fchown(x, u, g) => unit(s.fchown(f(x), u, g)),
+        Op::Fchownat(dir, path, u, g, fl) => unit(s.fchownat(d(dir), p(path), u, g, fl)),
+        Op::Truncate(path, n) => unit(s.truncate(p(path), n)),
+        Op::Faccessat2(dir, path, m, fl) => unit(s.faccessat2(d(dir), p(path), m, fl)),
+        Op::Mknodat(dir, path, m) => unit(s.mknodat(d(dir), p(path), m.0, 0)),
     }
 }
 
