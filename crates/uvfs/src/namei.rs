@@ -1042,6 +1042,15 @@ fn rename_locked<V: Variant>(
     // do_renameat2, in its order: the source, the target, the flags, trailing slashes, then
     // the traps.
     let old = ol_lock.get(ol.name).cloned().ok_or(Errno::ENOENT)?;
+    let ndead = match &nl_lock {
+        Some(l) => l.inner.dead,
+        None => ol_lock.inner.dead,
+    };
+    if ndead {
+        // The target's lookup (`lookup_one_qstr_excl`) refuses a dead directory before any
+        // flag or permission check.
+        return Err(Errno::ENOENT);
+    }
     let oi = old.d_inode.clone();
     let is_dir = oi.is_dir();
     let target = match &nl_lock {
@@ -1082,10 +1091,6 @@ fn rename_locked<V: Variant>(
         }
     }
     may_delete(cred, odir_i, &oi, is_dir, ol_lock.inner.dead)?;
-    let ndead = match &nl_lock {
-        Some(l) => l.inner.dead,
-        None => ol_lock.inner.dead,
-    };
     match &target {
         None => may_create(cred, ndir_i, ndead)?,
         // An exchanged target is removed from its place as what it is.

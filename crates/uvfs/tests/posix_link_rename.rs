@@ -1344,3 +1344,25 @@ fn link_empty_path_in_a_forked_child() {
         4
     );
 }
+
+/// Bug (found by tests/differential.rs): renaming another user's file out of the sticky
+/// root into a removed directory gave EPERM (sticky); Linux gives ENOENT.
+/// Cause: Linux's `do_renameat2` looks the target up right after the source, and
+/// `lookup_one_qstr_excl` refuses a dead directory before `vfs_rename`'s `may_delete`;
+/// uvfs checked the dead target directory only in `may_create`, after the sticky check.
+/// Fix: `rename_locked` refuses a dead target directory right after the source lookup.
+#[test]
+fn rename_into_removed_dir_is_enoent_before_sticky() {
+    expect(Err(Errno::ENOENT), |s| {
+        s.mkdir(b"/d");
+        s.mkfile(b"/f", b"");
+        let d = s.open(b"/d", RO, 0).unwrap();
+        s.unlinkat(CWD, b"/d", AtFlags::REMOVEDIR).unwrap();
+        let mut r = Ok(());
+        s.thread(&mut |t| {
+            t.set_cred(1001, 1001, &[]);
+            r = t.renameat(CWD, b"/f", d, b"a");
+        });
+        r
+    });
+}
