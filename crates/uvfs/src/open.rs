@@ -296,22 +296,28 @@ impl<V: Variant> Task<V> {
                     if flags.contains(OpenFlags::EXCL) {
                         return Err(Errno::EEXIST);
                     }
+                    // Linux's `do_open` runs `may_create_in_sticky` on an existing target (not
+                    // followed, not a directory): in a sticky world-writable directory, an
+                    // entry that is neither a regular file nor a FIFO (protected_regular and
+                    // protected_fifos at their default 0), owned by neither the directory's
+                    // owner nor the caller, is EACCES, even for root.
+                    let sticky_denied = || {
+                        let (dm, du) = (last.dir.d_inode.mode(), last.dir.d_inode.uid());
+                        let i = &d.d_inode;
+                        let fifo = i.mode() & S_IFMT == S_IFIFO;
+                        dm & (S_ISVTX | 0o002) == S_ISVTX | 0o002
+                            && !i.is_reg()
+                            && !fifo
+                            && i.uid() != du
+                            && i.uid() != nd.cred.uid
+                    };
                     if d.d_inode.is_symlink() {
                         if flags.contains(OpenFlags::NOFOLLOW) {
-                            // Linux's `do_open` runs `may_create_in_sticky` first: in a
-                            // sticky world-writable directory, an existing entry that is
-                            // neither a regular file nor a FIFO (protected_regular and
-                            // protected_fifos at their default 0), owned by neither the
-                            // directory's owner nor the caller, is EACCES, even for root.
-                            let (dm, du) = (last.dir.d_inode.mode(), last.dir.d_inode.uid());
-                            let lu = d.d_inode.uid();
-                            if dm & (S_ISVTX | 0o002) == S_ISVTX | 0o002
-                                && lu != du
-                                && lu != nd.cred.uid
-                            {
-                                return Err(Errno::EACCES);
-                            }
-                            return Err(Errno::ELOOP);
+                            return Err(if sticky_denied() {
+                                Errno::EACCES
+                            } else {
+                                Errno::ELOOP
+                            });
                         }
                         nd.count_link()?;
                         // Following it stamps its atime, as any walk does (`pick_link`).
@@ -328,6 +334,9 @@ impl<V: Variant> Task<V> {
                     }
                     if d.d_inode.is_dir() {
                         return Err(Errno::EISDIR);
+                    }
+                    if sticky_denied() {
+                        return Err(Errno::EACCES);
                     }
                     break (Some(d.clone()), false);
                 }
