@@ -39,6 +39,8 @@
 //! # Known divergences kept out of the generator
 //! - `lseek` on a directory other than to offset 0 with `SEEK_SET`: directory offsets are
 //!   uvfs's own cookies (intentional difference); [`exec`] skips such calls.
+//! - `mknodat` makes no FIFOs: opening one differs on purpose (no pipes in uvfs) and
+//!   blocks on Linux.
 
 mod common;
 use common::*;
@@ -558,9 +560,12 @@ fn access_flags() -> impl Strategy<Value = AtFlags> {
     ])
 }
 
-/// mknod modes: a FIFO, a socket, a regular file, a character device (EPERM for non-root).
+/// mknod modes: a socket, a regular file, a character device (EPERM for non-root).
+// known divergence: no FIFOs. Opening one is an intentional difference (README: uvfs has
+// no pipes and refuses, where Linux completes an O_RDWR open and blocks an O_RDONLY one,
+// which would hang the host side).
 fn node_mode() -> impl Strategy<Value = Oct> {
-    select(vec![0o010644, 0o140755, 0o100600, 0o020644]).prop_map(Oct)
+    select(vec![0o140755, 0o100600, 0o020644]).prop_map(Oct)
 }
 
 /// The steps every program starts with (so that descriptors and names exist):
