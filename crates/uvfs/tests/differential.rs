@@ -276,9 +276,11 @@ fn open_flags() -> impl Strategy<Value = OpenFlags> {
         OpenFlags::NOFOLLOW,
         OpenFlags::CLOEXEC,
         OpenFlags::NOATIME,
+        OpenFlags::PATH,
+        OpenFlags::TMPFILE,
     ];
     // How likely each extra flag is.
-    let bits = [0.5, 0.15, 0.2, 0.2, 0.1, 0.1, 0.1, 0.05].map(proptest::bool::weighted);
+    let bits = [0.5, 0.15, 0.2, 0.2, 0.1, 0.1, 0.1, 0.05, 0.07, 0.05].map(proptest::bool::weighted);
     (access, bits).prop_map(move |(a, bits)| {
         extra
             .iter()
