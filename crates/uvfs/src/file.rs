@@ -22,7 +22,6 @@
 use crate::dentry::Dentry;
 use crate::errno::Result;
 use crate::inode::Inode;
-use crate::sync::padded::CacheLine;
 use crate::sync::plain::{AtomicU32, Mutex, Ordering};
 use crate::sync::rcu::{RcuRef, RcuRefcounted};
 use crate::sync::refcount::RefCount;
@@ -84,13 +83,16 @@ pub struct FileHot {
 ///
 /// `V` chooses the lessons' mechanisms ([`crate::variant`]); only ablation benchmarks name
 /// another than [`Uvfs`].
-#[repr(C)]
+#[repr(C, align(64))]
 pub struct File<V: Variant = Uvfs> {
-    /// `FileHot` and `f_ref`, laid out by the variant (uvfs: one line each).
+    /// `FileHot` and `f_ref`, laid out by the variant (two lines for every variant).
     pub(crate) lines: V::Lines,
-    /// `f_pos_lock` + `f_pos` (bytes for regular files, a cookie for directories).
-    pub(crate) f_pos: CacheLine<Mutex<u64>>,
-    /// The open-file tracker's entry (uvfs: none, zero bytes).
+    /// `f_pos_lock` + `f_pos` (bytes for regular files, a cookie for directories); starts
+    /// line 2.
+    pub(crate) f_pos: Mutex<u64>,
+    /// The open-file tracker's entry (uvfs: none, zero bytes; the lesson-4 lists: an index,
+    /// on line 2 after `f_pos`, like Linux 2.6's `f_list`, written only at open and last
+    /// close).
     pub(crate) f_list: <V::Files as OpenFiles>::Node,
 }
 
@@ -151,13 +153,32 @@ mod layout {
     use crate::sync::file_ref::FileRef;
     use crate::sync::padded::CACHE_LINE;
     use crate::variant::SplitLines;
+    use crate::variant::{
+        AlignedFileListVariant, BlindSetVariant, CasRefVariant, GlobalFileListVariant,
+        SharedLineVariant,
+    };
     use std::mem::{offset_of, size_of};
     crate::const_assert!(size_of::<FileHot>() <= CACHE_LINE);
-    crate::const_assert!(size_of::<File>() <= 192);
+    crate::const_assert!(size_of::<File>() == 192);
     crate::const_assert!(offset_of!(File, lines) == 0);
     // The count is on line 1 (`SplitLines` asserts its own offset).
     crate::const_assert!(size_of::<SplitLines<FileRef>>() == 2 * CACHE_LINE);
     crate::const_assert!(offset_of!(File, f_pos) == 2 * CACHE_LINE);
+    // Every ablation variant has the same size and the same `f_pos` line, so that each
+    // differs from uvfs in its one mechanism only (not in allocation size or lines touched).
+    macro_rules! same_shape {
+        ($($v:ty),*) => {$(
+            crate::const_assert!(size_of::<File<$v>>() == 192);
+            crate::const_assert!(offset_of!(File<$v>, f_pos) == 2 * CACHE_LINE);
+        )*};
+    }
+    same_shape!(
+        SharedLineVariant,
+        CasRefVariant,
+        BlindSetVariant,
+        GlobalFileListVariant,
+        AlignedFileListVariant
+    );
 }
 
 impl<V: Variant> fmt::Debug for File<V> {
@@ -195,7 +216,7 @@ impl<V: Variant> File<V> {
                 },
                 V::Ref::new(1),
             ),
-            f_pos: CacheLine(Mutex::new(0)),
+            f_pos: Mutex::new(0),
             f_list,
         }))
     }

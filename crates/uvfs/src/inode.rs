@@ -83,6 +83,17 @@ const I_LINKABLE: u32 = 1 << 0;
 /// inode count back (no name and no open file left); `Drop` must not give them back again.
 const I_FREEING: u32 = 1 << 1;
 
+/// What `Inode::evict` gives back.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Evict {
+    /// Nothing: a name or an open file is left.
+    No,
+    /// The pages and the inode (the first time).
+    All,
+    /// Pages only (the inode was given back already).
+    Pages,
+}
+
 /// How far a time may trail the current ctime (or the floor) and still be taken for the
 /// same moment seen through a coarser clock; a larger gap means the realtime clock was
 /// stepped back. Linux keeps its floor in monotonic time so that a step moves it along; a
@@ -272,6 +283,10 @@ pub struct Inode {
     i_gid: AtomicU32,
     /// Creation time (`statx`'s `stx_btime`; tmpfs: `i_crtime`). Immutable after creation.
     i_btime: Timespec,
+    /// The mount's accounting when it has limits (`i_sb`'s `shmem_sb_info`): charged one
+    /// inode and `i_blocks / 8` pages, given back by `evict` at the last unlink or close,
+    /// else on drop; `None` without limits. Immutable after creation (line 0).
+    i_acct: Option<Arc<Limits>>,
     _line1: CacheLine<()>,
     i_nlink: AtomicU32,
     /// State bits (`I_LINKABLE`; Linux: `i_state`). Atomic; written under `attr_lock`.
@@ -279,31 +294,28 @@ pub struct Inode {
     times: Times,
     /// Serialises attribute writers (Linux: `i_rwsem` for `notify_change`).
     attr_lock: Mutex<()>,
+    /// Open files of this inode, counted only with `i_acct` (Linux: the `i_count` that a
+    /// `struct file` holds through its dentry), so that an unlinked file's space comes back
+    /// at its last close, not when the epoch frees a lock-free lookup's stale copy of its
+    /// dentry. Written under `attr_lock` (line 1, next to it).
+    i_opens: AtomicU32,
     _line2: CacheLine<()>,
     /// Size in bytes of a regular file (written under its data write lock) or symlink
     /// (immutable); unused for directories, whose size `size` derives from the entry count.
     i_size: AtomicU64,
     i_blocks: AtomicU64,
     pub(crate) kind: InodeKind,
-    /// The mount's accounting when it has limits (`i_sb`'s `shmem_sb_info`), charged one
-    /// inode and `i_blocks / 8` pages, given back on drop; `None` without limits.
-    /// Immutable after creation.
-    i_acct: Option<Arc<Limits>>,
-    /// Open files of this inode, counted only with `i_acct` (Linux: the `i_count` that a
-    /// `struct file` holds through its dentry), so that space comes back at the last close
-    /// of an unlinked file even while a lock-free lookup's stale copy of the dentry is
-    /// still waiting for its epoch. Written under `attr_lock`.
-    i_opens: AtomicU32,
 }
 
 impl Drop for Inode {
     fn drop(&mut self) {
-        // Relaxed: `&mut self`, no other access.
-        let freed = self.i_state.load(Ordering::Relaxed) & I_FREEING != 0;
-        if let (Some(a), false) = (&self.i_acct, freed) {
-            // Not given back by `evict` (e.g. a mount torn down with names in it): now.
-            // Relaxed: as above.
-            a.release_blocks(self.i_blocks.load(Ordering::Relaxed) / BLOCKS_PER_PAGE);
+        let Some(a) = &self.i_acct else { return };
+        // Pages still held (`evict` and `evict_pages` leave `i_blocks` at 0, so nothing is
+        // given back twice): e.g. a mount torn down with files in it, or pages written by
+        // an open that raced with the last unlink. Relaxed: `&mut self`, no other access.
+        a.release_blocks(self.i_blocks.load(Ordering::Relaxed) / BLOCKS_PER_PAGE);
+        // Relaxed: as above.
+        if self.i_state.load(Ordering::Relaxed) & I_FREEING == 0 {
             a.release_inode();
         }
     }
@@ -320,6 +332,11 @@ mod layout {
     crate::const_assert!(offset_of!(Inode, i_btime) + size_of::<Timespec>() <= CACHE_LINE);
     crate::const_assert!(offset_of!(Inode, i_nlink) == CACHE_LINE);
     crate::const_assert!(offset_of!(Inode, attr_lock) < 2 * CACHE_LINE);
+    // The accounting pointer (immutable) on line 0, the open count (written under
+    // `attr_lock`) on line 1 with it: the inode stays three lines.
+    crate::const_assert!(offset_of!(Inode, i_acct) + size_of::<usize>() <= CACHE_LINE);
+    crate::const_assert!(offset_of!(Inode, i_opens) + 4 <= 2 * CACHE_LINE);
+    crate::const_assert!(size_of::<Inode>() == 3 * CACHE_LINE);
     crate::const_assert!(offset_of!(Inode, i_size) == 2 * CACHE_LINE);
 }
 
@@ -673,8 +690,12 @@ impl Inode {
     }
 
     /// Changes the link count by `delta` and, with `now`, stamps the ctime (see
-    /// `stamp_locked`). Returns the ctime. Context: the caller holds the lock of a directory
-    /// naming this inode.
+    /// `stamp_locked`). Returns the ctime. On a mount with limits, gives back the inode
+    /// count of a removed extra name and, at the last name with no open file, the space
+    /// (`evict`, which takes the data lock).
+    ///
+    /// Context: the caller holds the lock of a directory naming this inode, and neither this
+    /// inode's `attr_lock` nor its data lock (lock order: data lock -> `attr_lock`).
     pub(crate) fn add_nlink(&self, delta: i32, now: Option<Timespec>) -> Timespec {
         let g = self.lock_attr();
         // Relaxed: writers are serialised by `attr_lock`; readers take a snapshot.
@@ -682,7 +703,7 @@ impl Inode {
         let new = n.wrapping_add_signed(delta);
         // Relaxed: as above.
         self.i_nlink.store(new, Ordering::Relaxed);
-        let mut evict = false;
+        let mut evict = Evict::No;
         if let (Some(a), true) = (&self.i_acct, new < n && !self.is_dir()) {
             // shmem_unlink: every name but the last held an inode of the mount's count.
             for _ in new.max(1)..n {
@@ -697,34 +718,38 @@ impl Inode {
             None => self.times()[2],
         };
         drop(g);
-        if evict {
-            self.evict();
-        }
+        self.evict(evict);
         t
     }
 
-    /// Whether the space of this inode (on a mount with limits) is to be given back now: no
-    /// name and no open file left, not yet given back; marks it given back if so.
+    /// What to give back now of this inode's space (on a mount with limits), once no name
+    /// and no open file are left: everything the first time (and it is marked given back),
+    /// then only pages written since by an open that raced with the last unlink (a lock-free
+    /// walk can reach the dentry just before its name goes). `O_TMPFILE`'s `I_LINKABLE`
+    /// does not keep it: without an open file nothing can link it any more.
     /// Context: caller holds `attr_lock`.
-    fn may_evict_locked(&self) -> bool {
+    fn may_evict_locked(&self) -> Evict {
         // Relaxed (all three): written under `attr_lock`, which the caller holds.
         let st = self.i_state.load(Ordering::Relaxed);
-        if self.i_nlink.load(Ordering::Relaxed) != 0
-            || self.i_opens.load(Ordering::Relaxed) != 0
-            || st & (I_FREEING | I_LINKABLE) != 0
-        {
-            return false;
+        if self.i_nlink.load(Ordering::Relaxed) != 0 || self.i_opens.load(Ordering::Relaxed) != 0 {
+            return Evict::No;
+        }
+        if st & I_FREEING != 0 {
+            return Evict::Pages;
         }
         // Relaxed: as above.
         self.i_state.store(st | I_FREEING, Ordering::Relaxed);
-        true
+        Evict::All
     }
 
-    /// `shmem_evict_inode` on a mount with limits: drops the pages and gives them and the
-    /// inode back. Called once (after `may_evict_locked` said so), without `attr_lock` (the
-    /// data lock comes first in the lock order).
-    fn evict(&self) {
+    /// `shmem_evict_inode` on a mount with limits: drops the pages and gives them back, and
+    /// with `Evict::All` the inode too. Called without `attr_lock` (the data lock comes
+    /// first in the lock order).
+    fn evict(&self, what: Evict) {
         let Some(a) = &self.i_acct else { return };
+        if what == Evict::No {
+            return;
+        }
         if let InodeKind::Reg(d) = &self.kind {
             let mut data = write(d);
             let gone = std::mem::take(&mut data.pages);
@@ -733,10 +758,15 @@ impl Inode {
             drop(data);
             a.release_blocks(gone.len() as u64);
         } else {
-            // A long symlink's page. Relaxed: immutable for symlinks.
-            a.release_blocks(self.i_blocks.load(Ordering::Relaxed) / BLOCKS_PER_PAGE);
+            // A long symlink's page. Relaxed: nothing else writes a symlink's `i_blocks`,
+            // and with no name and no open file nobody can stat it any more; zeroed so that
+            // `Drop` does not give the page back again.
+            let pages = self.i_blocks.swap(0, Ordering::Relaxed) / BLOCKS_PER_PAGE;
+            a.release_blocks(pages);
         }
-        a.release_inode();
+        if what == Evict::All {
+            a.release_inode();
+        }
     }
 
     /// A `File` opened this inode (`open_handle`); counted on mounts with limits only.
@@ -761,9 +791,7 @@ impl Inode {
             self.i_opens.store(n.saturating_sub(1), Ordering::Relaxed);
             let evict = self.may_evict_locked();
             drop(g);
-            if evict {
-                self.evict();
-            }
+            self.evict(evict);
         }
     }
 

@@ -709,9 +709,11 @@ impl<V: Variant> Task<V> {
             // tick would keep its time; uvfs starts from the directory's own current time,
             // so that its change shows too (the two still get one time).
             let now = dir_inode.current_time(coarse_now());
-            let t = vi.add_nlink(-links, Some(now));
+            // The name goes first (Linux: `d_delete` before the final `iput`), so that a
+            // walk starting now cannot reach an inode whose space `add_nlink` may give back.
             dl.remove(last.name);
             unhash(&victim);
+            let t = vi.add_nlink(-links, Some(now));
             dir_inode.touch_mtime_ctime(t);
             Ok(())
         })
@@ -1451,6 +1453,9 @@ impl<V: Variant> Task<V> {
                 }
                 _ => InodeKind::Special(0),
             };
+            // vfs_prepare_mode: set-group-ID is stripped from the mode as given, before the
+            // umask (as `openat` does).
+            let perm = perm & mode_strip_sgid(&self.cred, &last.dir.d_inode, mode & 0o7777);
             create_locked(self, last.dir, &mut dl, last.name, ty | perm, kind)?;
             Ok(())
         })

@@ -277,3 +277,23 @@ fn hard_links_hold_inodes_until_unlinked() {
         },
     );
 }
+
+/// An `O_TMPFILE` (linkable, never linked) gives its space back at its last close.
+#[test]
+fn tmpfile_space_comes_back_at_close() {
+    expect_limits(
+        8 * KIB,
+        0,
+        (Ok(8192), Err(Errno::ENOSPC), Ok(()), Ok(8192)),
+        |s| {
+            let t = s
+                .openat(CWD, b"/", uvfs::OpenFlags::TMPFILE | RW, 0o600)
+                .unwrap();
+            let a = s.write(t, &[1u8; 8192]);
+            let f = s.openat(CWD, b"/f", CREAT | RW, 0o644).unwrap();
+            let full = s.write(f, b"x");
+            let c = s.close(t);
+            (a, full, c, s.write(f, &[2u8; 8192]))
+        },
+    );
+}

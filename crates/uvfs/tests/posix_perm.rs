@@ -507,6 +507,25 @@ fn regression_create_strips_setgid_before_umask() {
     });
 }
 
+/// Bug (review): `mknodat` of a regular file by a non-member in a setgid directory with
+/// mode 02070 under umask 010 kept set-group-ID (02060); Linux gives 0060. Cause: mknodat
+/// stripped on the masked mode (no longer group-executable). Fix: it strips on the mode as
+/// given, like `openat`.
+#[test]
+fn regression_mknod_strips_setgid_before_umask() {
+    expect(Ok((S_IFREG | 0o060, 1000, 3000)), |s| {
+        setup(s, &[]);
+        s.set_cred(0, 0, &[]);
+        s.mkdirat(CWD, b"/s", 0o777).unwrap();
+        s.fchownat(CWD, b"/s", 0, 3000, NOAT).unwrap();
+        s.fchmodat(CWD, b"/s", 0o2777, NOAT).unwrap();
+        s.set_cred(1000, 1000, &[]);
+        s.umask(0o010);
+        s.mknodat(CWD, b"/s/f", S_IFREG | 0o2070, 0)?;
+        owner(s, b"/s/f")
+    });
+}
+
 #[test]
 fn chmod_rules() {
     table::<RM>(&[

@@ -192,7 +192,9 @@ impl FileRef {
     }
 }
 
-impl RefCount for FileRef {
+// SAFETY: the module's invariants (zones, exactly one releasing put, no get after release)
+// are those `RefCount` requires; see the module doc and the loom models.
+unsafe impl RefCount for FileRef {
     #[inline]
     fn new(cnt: u64) -> Self {
         FileRef::new(cnt)

@@ -17,7 +17,14 @@ use super::{AtomicU64, Ordering};
 ///
 /// Implemented by [`FileRef`](super::file_ref::FileRef) (uvfs: one `fetch_add` per get) and
 /// [`CasRef`] (the lesson-2 baseline: "add unless zero" in a compare-and-swap loop).
-pub trait RefCount: Send + Sync + 'static {
+///
+/// # Safety
+/// `RcuRef` and `File` free the object when a put returns `true`, so an implementation
+/// must keep the module's invariants: exactly one `put`/`put_close` returns `true`, after
+/// every reference (initial, `inc`, successful `get`) was put, and after it `get` never
+/// succeeds; with the orderings each method documents. A count that says "last" twice
+/// would make safe code free an object twice.
+pub unsafe trait RefCount: Send + Sync + 'static {
     /// A count holding `cnt` references (`cnt >= 1`; 0 is treated as 1).
     fn new(cnt: u64) -> Self;
     /// Takes one reference on an object reached without one; `false` when it is already
@@ -57,7 +64,10 @@ pub struct CasRef {
     count: AtomicU64,
 }
 
-impl RefCount for CasRef {
+// SAFETY: 0 means released and is never left again (`get` refuses it, `inc` is only called
+// with a reference held, so it never starts from 0); `put` returns `true` only for the
+// decrement from 1 to 0, which happens once; orderings as documented on each method.
+unsafe impl RefCount for CasRef {
     fn new(cnt: u64) -> Self {
         CasRef {
             count: AtomicU64::new(cnt.max(1)),

@@ -5,9 +5,9 @@ use crate::super_block::Limits;
 use loom::sync::Arc;
 use loom::thread;
 
-/// Two threads reserve 2 pages each against a maximum of 3 while a third gives one back
-/// that was reserved before: at most 3 are ever in use, and the outcome is exactly what a
-/// serial order allows (one of the two, or both if the release came first).
+/// Two threads reserve 2 pages each against a maximum of 3 while a third gives back the one
+/// reserved before: at most 3 are ever in use, and exactly one of the two fits whatever the
+/// order (1 + 2 <= 3 but 2 + 2 > 3, and 1 + 2 + 2 > 3).
 #[test]
 fn reservations_never_pass_the_limit() {
     loom::model(|| {
