@@ -16,7 +16,7 @@ use crate::fdtable::{FdRef, FdTable};
 use crate::file::FMode;
 use crate::mount::{Mount, Path};
 use crate::sync::epoch::Guard;
-use crate::sync::plain::{AtomicU32, Mutex, Ordering};
+use crate::sync::plain::{AtomicI32, AtomicU32, AtomicU64, Mutex, Ordering};
 use crate::sync::plock;
 use crate::sync::rcu::RcuCell;
 use crate::types::Fd;
@@ -25,7 +25,6 @@ use crate::Result;
 use std::cell::Cell;
 use std::fmt;
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicI32, AtomicU64};
 use std::sync::Arc;
 
 /// Process ids handed out by `fork` (pid 1 is `Task::init`).
