@@ -388,12 +388,48 @@ fn fcntl_raw(cmd: Fcntl) -> (libc::c_int, libc::c_long) {
 }
 
 /// Makes the calling thread a fresh "process" rooted at `root` (see the module doc).
-fn enter_sandbox(root: &std::path::Path) {
-    // SAFETY: plain system calls on this thread's own context; the fd table is this
-    // thread's private copy from here on, so closing its descriptors affects no one else.
+fn enter_sandbox(sb: &Sandbox) {
+    let r = cpath(sb.dir.path().as_os_str().as_encoded_bytes());
+    // SAFETY: plain system calls on this thread's own context: the fd table, fs context and
+    // mount namespace are this thread's private copies from here on, so closing its
+    // descriptors or mounting affects no one else.
     unsafe {
-        assert_eq!(libc::unshare(libc::CLONE_FS | libc::CLONE_FILES), 0);
-        let r = cpath(root.as_os_str().as_encoded_bytes());
+        assert_eq!(
+            libc::unshare(libc::CLONE_FS | libc::CLONE_FILES | libc::CLONE_NEWNS),
+            0,
+            "unshare: {}",
+            errno()
+        );
+        // Nothing mounted here propagates back to the host's namespace.
+        let private = libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        ) == 0;
+        let mounted = private
+            && libc::mount(
+                c"uvfs-posix".as_ptr(),
+                r.as_ptr(),
+                c"tmpfs".as_ptr(),
+                0,
+                sb.data.as_ptr().cast(),
+            ) == 0;
+        assert!(
+            mounted || !sb.required,
+            "a root mode or limits need a tmpfs mount: {}",
+            errno()
+        );
+        if !mounted {
+            static ONCE: OnceLock<()> = OnceLock::new();
+            ONCE.get_or_init(|| {
+                eprintln!(
+                    "note: cannot mount tmpfs ({}); host side uses a plain directory",
+                    errno()
+                )
+            });
+        }
         assert_eq!(libc::chroot(r.as_ptr()), 0, "chroot: {}", errno());
         assert_eq!(libc::chdir(c"/".as_ptr()), 0);
         sc(libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32)).unwrap();
@@ -783,11 +819,16 @@ impl Sys for Host {
     }
 }
 
-/// A host directory for one run: a fresh tmpfs mounted on a temporary directory, or the
-/// bare temporary directory if mounting fails. Unmounted (lazily) and removed on drop.
+/// A host directory for one run, and the tmpfs options to mount on it. The tmpfs is mounted
+/// by the run's thread inside a mount namespace of its own (`enter_sandbox`), so it goes
+/// away with that thread even when the test process is killed: nothing is ever mounted in
+/// the host's namespace. Without the mount (no CAP_SYS_ADMIN) the bare directory is used.
 struct Sandbox {
     dir: tempfile::TempDir,
-    mounted: bool,
+    /// tmpfs mount data, e.g. `mode=1777,size=65536`.
+    data: CString,
+    /// Whether the run needs the tmpfs (a root mode or limits were asked for).
+    required: bool,
 }
 
 impl Sandbox {
@@ -803,43 +844,11 @@ impl Sandbox {
             .prefix("uvfs-posix-")
             .tempdir()
             .expect("tempdir");
-        let p = cpath(dir.path().as_os_str().as_encoded_bytes());
         let data = cpath(format!("mode={:o}{extra}", root_mode.unwrap_or(0o1777)).as_bytes());
-        let root_mode = root_mode.or((!extra.is_empty()).then_some(0o1777));
-        // SAFETY: valid NUL-terminated strings; mounting needs CAP_SYS_ADMIN, else fails.
-        let mounted = unsafe {
-            libc::mount(
-                c"uvfs-posix".as_ptr(),
-                p.as_ptr(),
-                c"tmpfs".as_ptr(),
-                0,
-                data.as_ptr().cast(),
-            ) == 0
-        };
-        assert!(
-            mounted || root_mode.is_none(),
-            "a root mode needs a tmpfs mount: {}",
-            errno()
-        );
-        if !mounted {
-            static ONCE: OnceLock<()> = OnceLock::new();
-            ONCE.get_or_init(|| {
-                eprintln!(
-                    "note: cannot mount tmpfs ({}); host side uses a plain directory",
-                    errno()
-                )
-            });
-        }
-        Sandbox { dir, mounted }
-    }
-}
-
-impl Drop for Sandbox {
-    fn drop(&mut self) {
-        if self.mounted {
-            let p = cpath(self.dir.path().as_os_str().as_encoded_bytes());
-            // SAFETY: valid path.
-            unsafe { libc::umount2(p.as_ptr(), libc::MNT_DETACH) };
+        Sandbox {
+            dir,
+            data,
+            required: root_mode.is_some() || !extra.is_empty(),
         }
     }
 }
@@ -893,12 +902,11 @@ pub fn on_host_data<T: Send>(
         return None;
     }
     let sb = Sandbox::with_data(root_mode, extra);
-    let root = sb.dir.path().to_path_buf();
     let r = std::thread::scope(|s| {
         std::thread::Builder::new()
             .name("linux".into())
             .spawn_scoped(s, || {
-                enter_sandbox(&root);
+                enter_sandbox(&sb);
                 // Caught here: this thread has no stderr (descriptor 2 is closed).
                 catch_unwind(AssertUnwindSafe(|| f(&mut Host)))
                     .map_err(|p| format!("on Linux: {}", panic_msg(&*p)))
