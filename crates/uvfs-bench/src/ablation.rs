@@ -125,7 +125,8 @@ pub struct AblationRow {
     pub before: String,
     /// "After" target.
     pub after: String,
-    /// Median ops/s of "before" (unit of the workload).
+    /// Median ops/s of "before" (unit of the workload); NaN (JSON null) when pending, as
+    /// the other numbers.
     pub before_median: f64,
     /// Median ops/s of "after".
     pub after_median: f64,
@@ -135,6 +136,8 @@ pub struct AblationRow {
     pub ratio_min: f64,
     /// Largest per-repetition ratio.
     pub ratio_max: f64,
+    /// Before/after pairs the ratios come from (one per repetition).
+    pub pairs: usize,
     /// The patch's reported figure.
     pub patch: String,
     /// `true` when not measured (lesson 5 until the FUSE client exists).
@@ -143,12 +146,14 @@ pub struct AblationRow {
 
 impl AblationRow {
     /// `"faster"` / `"slower"` when "after" was so by more than [`MARGIN`] in every pair,
-    /// else `"noise"`. With 5 pairs and no real effect, "all pairs on one side" alone would
+    /// else `"noise"` (also with fewer than [`MIN_PAIRS`] pairs). With 5 pairs and no real effect, "all pairs on one side" alone would
     /// happen 2 times in 32 per row; the margin keeps a small drift of this noisy machine
     /// from being read as an effect.
     pub fn verdict(&self) -> &'static str {
         if self.pending {
             "pending"
+        } else if self.pairs < MIN_PAIRS {
+            "noise"
         } else if self.ratio_min > 1.0 + MARGIN {
             "faster"
         } else if self.ratio_max < 1.0 - MARGIN {
@@ -161,6 +166,10 @@ impl AblationRow {
 
 /// Relative difference every pair must show for a verdict other than "noise" (2%).
 pub const MARGIN: f64 = 0.02;
+
+/// Fewest pairs (repetitions) for a verdict other than "noise": one or two pairs agree by
+/// chance too often.
+pub const MIN_PAIRS: usize = 3;
 
 /// A target restricted to some workloads (a variant runs only where its lesson shows).
 struct Restricted {
@@ -262,11 +271,13 @@ pub fn rows(series: &[Series], threads: &[usize]) -> Vec<AblationRow> {
                 threads: 0,
                 before: String::new(),
                 after: l.after.to_owned(),
-                before_median: 0.0,
-                after_median: 0.0,
-                ratio_median: 0.0,
-                ratio_min: 0.0,
-                ratio_max: 0.0,
+                // Not measured: NaN, which `--json` writes as null.
+                before_median: f64::NAN,
+                after_median: f64::NAN,
+                ratio_median: f64::NAN,
+                ratio_min: f64::NAN,
+                ratio_max: f64::NAN,
+                pairs: 0,
                 patch: l.patch.to_owned(),
                 pending: true,
             });
@@ -299,6 +310,7 @@ pub fn rows(series: &[Series], threads: &[usize]) -> Vec<AblationRow> {
                     ratio_median: median(&ratios),
                     ratio_min: ratios.iter().copied().fold(f64::INFINITY, f64::min),
                     ratio_max: ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                    pairs: ratios.len(),
                     patch: l.patch.to_owned(),
                     pending: false,
                 });
@@ -362,7 +374,7 @@ pub fn table(report: &Report) -> String {
         "\nbefore/after: median ops/s of the lesson's variant and of what replaced it; \
          after/before: median of the {} per-repetition ratios (each pair measured in the same \
          repetition, interleaved), [min-max] of those ratios; verdict: faster/slower when \
-         after/before > 1.02 / < 0.98 in every pair, else noise.",
+         after/before > 1.02 / < 0.98 in every pair (at least 3 pairs), else noise.",
         report.settings.reps
     );
     out.push_str("\nall targets, median ops/s [min-max]:\n");
@@ -471,23 +483,41 @@ mod tests {
                 "uvfs[files-lock-aligned]",
                 WorkloadKind::OpenClose,
                 2,
-                &[3.0, 4.0],
+                &[3.0, 4.0, 3.5],
             ),
             series(
                 "uvfs[files-lock-unaligned]",
                 WorkloadKind::OpenClose,
                 2,
-                &[2.0, 2.0],
+                &[2.0, 2.0, 2.0],
             ),
-            series("uvfs", WorkloadKind::OpenClose, 2, &[3.05, 4.0]),
+            series("uvfs", WorkloadKind::OpenClose, 2, &[3.05, 4.0, 3.5]),
         ];
         let r = rows(&s, &[2]);
         let a = r.iter().find(|r| r.lesson == "4a").unwrap();
         assert_eq!(a.verdict(), "faster");
         assert_eq!(a.ratio_median, 1.75);
+        assert_eq!(a.pairs, 3);
         // 4b, uvfs over aligned: pairs +1.7% and 0%: within the margin.
         let b = r.iter().find(|r| r.lesson == "4b").unwrap();
         assert_eq!(b.verdict(), "noise");
+        // Two pairs are too few for a verdict, however far apart.
+        let two = vec![
+            series(
+                "uvfs[blind-set-bit]",
+                WorkloadKind::FstatShared,
+                1,
+                &[1.0, 1.0],
+            ),
+            series("uvfs", WorkloadKind::FstatShared, 1, &[2.0, 2.0]),
+        ];
+        let r = rows(&two, &[1]);
+        let r = r.iter().find(|r| r.lesson == "3").unwrap();
+        assert_eq!((r.ratio_min, r.verdict()), (2.0, "noise"));
+        // A pending row's numbers are NaN, written as null in JSON.
+        let pending = rows(&[], &[1]);
+        let json = serde_json::to_string(pending.iter().find(|r| r.pending).unwrap()).unwrap();
+        assert!(json.contains("\"ratio_median\":null"), "{json}");
     }
 
     #[test]

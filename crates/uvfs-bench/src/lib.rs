@@ -233,6 +233,15 @@ fn bench_with(args: &BenchArgs) -> Result<Report> {
     } else {
         WorkloadKind::ALL.to_vec()
     });
+    if args.ablation {
+        if let Some(k) = kinds.iter().find(|k| !ablation::WORKLOADS.contains(k)) {
+            let names: Vec<&str> = ablation::WORKLOADS.iter().map(|w| w.name()).collect();
+            return Err(Error::msg(format!(
+                "--ablation: no lesson is measured with workload {k}; use {}",
+                names.join(", ")
+            )));
+        }
+    }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let threads = dedup(if args.threads.is_empty() {
         vec![1, cores]
@@ -519,6 +528,18 @@ mod tests {
             args: BenchArgs,
         }
         <Cli as clap::Parser>::parse_from(std::iter::once("bench").chain(argv.iter().copied())).args
+    }
+
+    /// `--ablation` refuses a workload no lesson is measured with, before running anything.
+    #[test]
+    fn ablation_rejects_workloads_without_a_lesson() {
+        let e = bench(&args(&["--ablation", "--workload", "syscall"]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("no lesson is measured with workload syscall"),
+            "{e}"
+        );
     }
 
     /// Bug: a bad `--json` path failed only after the whole run. Fix: the

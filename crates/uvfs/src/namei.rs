@@ -1347,7 +1347,12 @@ impl<V: Variant> Task<V> {
     /// system's root with the prefix `(unreachable)`, as Linux does.
     ///
     /// # Errors
-    /// `ENOENT` if the current directory was removed.
+    /// `ENOENT` if the current directory was removed; `ENAMETOOLONG` if the path with its
+    /// NUL would not fit in a page (`PATH_MAX`, 4096 bytes: Linux builds it in one page,
+    /// `d_path` -> `prepend` fails).
+    ///
+    /// # References
+    /// getcwd(2); Linux fs/d_path.c `SYSCALL_DEFINE2(getcwd)`.
     pub fn getcwd(&self) -> Result<Vec<u8>> {
         let g = epoch::pin();
         let root = self.fs.root.load(&g);
@@ -1380,6 +1385,9 @@ impl<V: Variant> Task<V> {
         }
         if parts.is_empty() {
             out.push(b'/');
+        }
+        if out.len() >= PATH_MAX {
+            return Err(Errno::ENAMETOOLONG);
         }
         Ok(out)
     }

@@ -1998,3 +1998,21 @@ fn getdents_too_small_buffer_still_stamps_atime() {
         (r, s.stat(b"/d").unwrap().st_atime != T2001)
     });
 }
+
+/// Bug (fresh-user check): `getcwd` returned paths longer than `PATH_MAX`; Linux builds
+/// the path in one page and gives `ENAMETOOLONG` when it does not fit with its NUL. Fix:
+/// the same limit. `/n` x 2047 = 4094 bytes fits; one level more (4096) does not.
+#[test]
+fn regression_getcwd_past_path_max() {
+    expect((Ok(4094), Err(Errno::ENAMETOOLONG), Ok(())), |s| {
+        for _ in 0..2047 {
+            s.mkdirat(CWD, b"n", 0o755).unwrap();
+            s.chdir(b"n").unwrap();
+        }
+        let fits = s.getcwd().map(|p| p.len());
+        s.mkdirat(CWD, b"n", 0o755).unwrap();
+        s.chdir(b"n").unwrap();
+        let long = s.getcwd().map(|p| p.len());
+        (fits, long, s.chdir(b".."))
+    });
+}
