@@ -803,7 +803,20 @@ impl Sys for Host {
         openfam::host_statx(dirfd, path, flags, mask)
     }
     fn openat2(&self, dirfd: Fd, path: &[u8], how: &OpenHow) -> Result<Fd> {
-        openfam::host_openat2(dirfd, path, how)
+        // With RESOLVE_* Linux answers EAGAIN when any rename or mount anywhere in the
+        // system raced the walk (the global rename_lock/mount_lock seqcounts), or when
+        // RESOLVE_CACHED found something uncached; openat2(2) says to retry. Other tests
+        // mount and rename in parallel, so retry a while before taking EAGAIN as the answer
+        // (an EAGAIN that is the real answer, e.g. RESOLVE_CACHED with O_CREAT, stays).
+        let mut r = openfam::host_openat2(dirfd, path, how);
+        for _ in 0..200 {
+            if how.resolve == 0 || r != Err(Errno::EAGAIN) {
+                break;
+            }
+            std::thread::yield_now();
+            r = openfam::host_openat2(dirfd, path, how);
+        }
+        r
     }
     fn chroot(&self, path: &[u8]) -> Result<()> {
         let p = cpath(path);
