@@ -487,6 +487,42 @@ impl<V: Variant> Task<V> {
         f(&mut nd, sd, &root.mnt)
     }
 
+    /// `filename_create` + `may_create` for a new name at `dirfd`/`path`: walks to the
+    /// parent, locks it, checks that the last component is a plain new name that may be
+    /// created there, and runs `f` with the parent and its lock. A trailing slash is allowed
+    /// only for directories (`dir`), as `mkdir("d/")`.
+    ///
+    /// # Errors
+    /// `EEXIST` (`.`, `..`, `/` or an existing name), `ENAMETOOLONG`, `ENOTDIR`, `ENOENT` (a
+    /// trailing slash on a non-directory), the walk's, `may_create`'s, and `f`'s.
+    fn filename_create<R>(
+        &self,
+        dirfd: Fd,
+        path: &[u8],
+        dir: bool,
+        f: impl FnOnce(&Last<'_, '_>, &mut DirLocked<'_>) -> Result<R>,
+    ) -> Result<R> {
+        self.with_walk(dirfd, path, |nd, start, _| {
+            let last = nd.walk_parent(start, path)?;
+            if last.ty != LastType::Norm {
+                return Err(Errno::EEXIST);
+            }
+            if last.name.len() > NAME_MAX {
+                return Err(Errno::ENAMETOOLONG);
+            }
+            let d = last.dir.d_inode.dir().ok_or(Errno::ENOTDIR)?;
+            let mut dl = d.lock();
+            if dl.get(last.name).is_some() {
+                return Err(Errno::EEXIST);
+            }
+            if last.trailing_slash && !dir {
+                return Err(Errno::ENOENT);
+            }
+            may_create(&self.cred, &last.dir.d_inode, dl.inner.dead)?;
+            f(&last, &mut dl)
+        })
+    }
+
     /// As [`with_walk`](Self::with_walk), under `LOOKUP_*` restrictions `lookup` (openat2's
     /// `resolve`): with `LOOKUP_BENEATH` or `LOOKUP_IN_ROOT` the walk's root is `dirfd`
     /// (the cwd for `AT_FDCWD`), and with `LOOKUP_IN_ROOT` an absolute `path` starts there
@@ -548,29 +584,9 @@ impl<V: Variant> Task<V> {
         // vfs_mkdir keeps only S_IRWXUGO | S_ISVTX of `mode`: set-user-ID and set-group-ID
         // are dropped (a subdirectory gets S_ISGID only from a setgid parent).
         let mode = S_IFDIR | (mode & 0o1777 & !self.current_umask());
-        self.with_walk(dirfd, path, |nd, start, _| {
-            let last = nd.walk_parent(start, path)?;
-            if last.ty != LastType::Norm {
-                return Err(Errno::EEXIST);
-            }
-            if last.name.len() > NAME_MAX {
-                return Err(Errno::ENAMETOOLONG);
-            }
-            let dir = last.dir.d_inode.dir().ok_or(Errno::ENOTDIR)?;
-            let mut dl = dir.lock();
-            if dl.get(last.name).is_some() {
-                return Err(Errno::EEXIST);
-            }
-            may_create(&self.cred, &last.dir.d_inode, dl.inner.dead)?;
-            create_locked(
-                self,
-                last.dir,
-                &mut dl,
-                last.name,
-                mode,
-                InodeKind::Dir(Box::new(Dir::new())),
-            )?;
-            Ok(())
+        self.filename_create(dirfd, path, true, |last, dl| {
+            let kind = InodeKind::Dir(Box::new(Dir::new()));
+            create_locked(self, last.dir, dl, last.name, mode, kind).map(drop)
         })
     }
 
@@ -591,25 +607,9 @@ impl<V: Variant> Task<V> {
     ) -> Result<()> {
         let target = getname(target.as_ref(), false)?;
         let path = getname(linkpath.as_ref(), false)?;
-        self.with_walk(dirfd, path, |nd, start, _| {
-            let last = nd.walk_parent(start, path)?;
-            if last.ty != LastType::Norm {
-                return Err(Errno::EEXIST);
-            }
-            if last.name.len() > NAME_MAX {
-                return Err(Errno::ENAMETOOLONG);
-            }
-            let dir = last.dir.d_inode.dir().ok_or(Errno::ENOTDIR)?;
-            let mut dl = dir.lock();
-            if dl.get(last.name).is_some() {
-                return Err(Errno::EEXIST);
-            }
-            if last.trailing_slash {
-                return Err(Errno::ENOENT);
-            }
-            may_create(&self.cred, &last.dir.d_inode, dl.inner.dead)?;
+        self.filename_create(dirfd, path, false, |last, dl| {
             let kind = InodeKind::Symlink(Box::from(target));
-            create_locked(self, last.dir, &mut dl, last.name, S_IFLNK | 0o777, kind)?;
+            create_locked(self, last.dir, dl, last.name, S_IFLNK | 0o777, kind)?;
             Ok(())
         })
     }
@@ -1431,25 +1431,8 @@ impl<V: Variant> Task<V> {
         };
         let path = getname(path.as_ref(), false)?;
         let perm = mode & 0o7777 & !self.current_umask();
-        self.with_walk(dirfd, path, |nd, start, _| {
-            // filename_create
-            let last = nd.walk_parent(start, path)?;
-            if last.ty != LastType::Norm {
-                return Err(Errno::EEXIST);
-            }
-            if last.name.len() > NAME_MAX {
-                return Err(Errno::ENAMETOOLONG);
-            }
-            let dir = last.dir.d_inode.dir().ok_or(Errno::ENOTDIR)?;
-            let mut dl = dir.lock();
-            if dl.get(last.name).is_some() {
-                return Err(Errno::EEXIST);
-            }
-            if last.trailing_slash {
-                return Err(Errno::ENOENT);
-            }
+        self.filename_create(dirfd, path, false, |last, dl| {
             // vfs_create / vfs_mknod
-            may_create(&self.cred, &last.dir.d_inode, dl.inner.dead)?;
             let kind = match ty {
                 S_IFREG => InodeKind::Reg(Default::default()),
                 S_IFCHR | S_IFBLK => {
@@ -1464,7 +1447,7 @@ impl<V: Variant> Task<V> {
             // vfs_prepare_mode: set-group-ID is stripped from the mode as given, before the
             // umask (as `openat` does).
             let perm = perm & mode_strip_sgid(&self.cred, &last.dir.d_inode, mode & 0o7777);
-            create_locked(self, last.dir, &mut dl, last.name, ty | perm, kind)?;
+            create_locked(self, last.dir, dl, last.name, ty | perm, kind)?;
             Ok(())
         })
     }
