@@ -117,9 +117,9 @@ pub struct BenchArgs {
 /// The targets `uvfs bench` knows, as given to `--target`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum TargetKind {
-    /// uvfs on its embedded tmpfs (see `uvfs_target::UvfsTarget`).
+    /// uvfs on its embedded tmpfs.
     Uvfs,
-    /// The Linux kernel through system calls (see `kernel::KernelTarget`).
+    /// The Linux kernel through system calls (a private tmpfs when it can mount one).
     Kernel,
     /// The `vfs` crate's `MemoryFS` (feature `peers`; see
     /// `peers::vfs_memory::VfsMemoryTarget`).

@@ -36,7 +36,7 @@ pub enum WorkloadKind {
     /// `fdget` on a shared table; the `file_ref_t` patch's test).
     FstatShared,
     /// `pread(fd, buf, 4096, off)` on one shared fd of a 64 KiB file,
-    /// threads of one process as in [`WorkloadKind::FstatShared`]; `off`
+    /// threads of one process as in `fstat-shared`; `off`
     /// walks the file page by page.
     ReadShared,
     /// `close(openat(AT_FDCWD, "f<thread>", O_RDONLY))`: every thread its

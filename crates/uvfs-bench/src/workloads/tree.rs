@@ -6,8 +6,8 @@
 //! as-is, not followed). Skipped and counted: other file types (devices,
 //! fifos, sockets), anything that cannot be read, and files that are not
 //! plain data: on a pseudo file system (`/proc`, `/sys`, ...), holding more
-//! than their `st_size` (growing, or generated with size 0), or whose read
-//! would block (tracefs's `trace_pipe`).
+//! than their `st_size` (growing, or generated with size 0), whose read
+//! would block (tracefs's `trace_pipe`), or larger than [`MAX_FILE`] (64 MiB).
 
 use std::io::Read as _;
 use std::os::unix::ffi::OsStrExt;
@@ -300,7 +300,7 @@ impl HostTree {
 }
 
 /// The contents of the regular file at `path`, or `None` to skip it: it
-/// cannot be opened or read, its read would block (`EAGAIN`), it lives on a
+/// cannot be opened or read, it is larger than [`MAX_FILE`], its read would block (`EAGAIN`), it lives on a
 /// pseudo file system, or it holds more than its `st_size` (it grew, or it
 /// is generated, like `/proc` files of size 0). Reads at most `st_size + 1`
 /// bytes, so no file is read without bound (`/proc/self/pagemap`).
@@ -315,8 +315,16 @@ fn read_file(path: &Path) -> Option<Vec<u8>> {
         return None;
     }
     let size = u64::try_from(st.st_size).ok()?;
+    if size > MAX_FILE {
+        return None;
+    }
     read_at_most(std::fs::File::from(fd), size)
 }
+
+/// Largest file the tree imports (64 MiB): the tree is held in memory and copied into
+/// every target, so a large (often sparse: disk images, core files) file is skipped and
+/// counted rather than read whole. The workload measures path walks and small reads.
+pub const MAX_FILE: u64 = 64 << 20;
 
 /// All of `reader` if it holds at most `size` bytes, else (or on any error)
 /// `None`. Reads at most `size + 1` bytes.
@@ -510,5 +518,23 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         assert!(HostTree::read(dir.path()).is_err());
         assert!(HostTree::read(&dir.path().join("missing")).is_err());
+    }
+}
+
+#[cfg(test)]
+mod max_file_tests {
+    use super::*;
+
+    /// A sparse file past `MAX_FILE` is skipped and counted, not read whole (a fresh-user
+    /// check imported a 3 GiB sparse file into both targets).
+    #[test]
+    fn huge_sparse_files_are_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("small"), b"data").unwrap();
+        let big = std::fs::File::create(dir.path().join("big")).unwrap();
+        big.set_len(MAX_FILE + 1).unwrap();
+        let tree = HostTree::read(dir.path()).unwrap();
+        assert_eq!(tree.stats.files, 1);
+        assert_eq!(tree.stats.skipped, 1);
     }
 }
