@@ -81,7 +81,7 @@ pub struct BenchArgs {
     /// Seconds per measured run (fractions allowed, e.g. 0.2; at least
     /// 0.01).
     /// [default: 2, or 1 with --ablation]
-    #[arg(long, value_name = "SECS", value_parser = parse_duration)]
+    #[arg(long, value_name = "SECS", value_parser = parse_duration, allow_negative_numbers = true)]
     pub duration: Option<Duration>,
 
     /// Measured repetitions per workload, thread count and target (the
@@ -528,6 +528,18 @@ mod tests {
             args: BenchArgs,
         }
         <Cli as clap::Parser>::parse_from(std::iter::once("bench").chain(argv.iter().copied())).args
+    }
+
+    /// `--duration -1` reaches the range check (clap used to read `-1` as a flag).
+    #[test]
+    fn negative_duration_is_a_range_error() {
+        #[derive(clap::Parser, Debug)]
+        struct Cli {
+            #[command(flatten)]
+            args: BenchArgs,
+        }
+        let e = <Cli as clap::Parser>::try_parse_from(["bench", "--duration", "-1"]).unwrap_err();
+        assert!(e.to_string().contains("not a number of seconds"), "{e}");
     }
 
     /// `--ablation` refuses a workload no lesson is measured with, before running anything.
