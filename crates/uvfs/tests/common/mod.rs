@@ -394,20 +394,26 @@ fn enter_sandbox(sb: &Sandbox) {
     // mount namespace are this thread's private copies from here on, so closing its
     // descriptors or mounting affects no one else.
     unsafe {
-        assert_eq!(
-            libc::unshare(libc::CLONE_FS | libc::CLONE_FILES | libc::CLONE_NEWNS),
-            0,
-            "unshare: {}",
-            errno()
-        );
+        // A mount namespace of our own needs CAP_SYS_ADMIN; without it (e.g. a container
+        // that forbids mounts) run on the bare directory, as before.
+        let own_ns = libc::unshare(libc::CLONE_FS | libc::CLONE_FILES | libc::CLONE_NEWNS) == 0;
+        if !own_ns {
+            assert_eq!(
+                libc::unshare(libc::CLONE_FS | libc::CLONE_FILES),
+                0,
+                "unshare: {}",
+                errno()
+            );
+        }
         // Nothing mounted here propagates back to the host's namespace.
-        let private = libc::mount(
-            std::ptr::null(),
-            c"/".as_ptr(),
-            std::ptr::null(),
-            libc::MS_REC | libc::MS_PRIVATE,
-            std::ptr::null(),
-        ) == 0;
+        let private = own_ns
+            && libc::mount(
+                std::ptr::null(),
+                c"/".as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            ) == 0;
         let mounted = private
             && libc::mount(
                 c"uvfs-posix".as_ptr(),
