@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::error::Result;
-use crate::harness::Series;
+use crate::harness::{median, Series};
 use crate::report::{render, si, Report};
 use crate::target::{Target, Worker};
 use crate::uvfs_target::UvfsTarget;
@@ -240,17 +240,6 @@ pub fn variant_targets() -> Result<Vec<Box<dyn Target>>> {
         variant::<GlobalFileListVariant>()?,
         variant::<AlignedFileListVariant>()?,
     ])
-}
-
-/// Median of `v` (sorted copy; mean of the middle two for even lengths); 0 when empty.
-fn median(v: &[f64]) -> f64 {
-    let mut s: Vec<f64> = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    match s.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => s[n / 2],
-        n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
-    }
 }
 
 /// The ablation rows from a run's series: for each lesson, workload and thread count where

@@ -61,6 +61,17 @@ impl Plan {
     }
 }
 
+/// Median of `v` (the mean of the middle two for an even count); 0 when empty.
+pub fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
 /// The measured rates of one (target, workload, thread count).
 #[derive(Debug, Clone, Serialize)]
 pub struct Series {
@@ -82,13 +93,7 @@ impl Series {
     /// Median of the repetitions (mean of the middle two for an even count),
     /// in ops/s; 0 if there are none.
     pub fn median(&self) -> f64 {
-        let mut v = self.reps.clone();
-        v.sort_by(f64::total_cmp);
-        match v.len() {
-            0 => 0.0,
-            n if n % 2 == 1 => v[n / 2],
-            n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-        }
+        median(&self.reps)
     }
 
     /// Slowest repetition, in ops/s.

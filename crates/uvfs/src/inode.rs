@@ -704,14 +704,16 @@ impl Inode {
         // Relaxed: as above.
         self.i_nlink.store(new, Ordering::Relaxed);
         let mut evict = Evict::No;
-        if let (Some(a), true) = (&self.i_acct, new < n && !self.is_dir()) {
-            // shmem_unlink: every name but the last held an inode of the mount's count.
-            for _ in new.max(1)..n {
-                a.release_inode();
+        if let Some(a) = &self.i_acct {
+            if new < n && !self.is_dir() {
+                // shmem_unlink: every name but the last held an inode of the mount's count.
+                for _ in new.max(1)..n {
+                    a.release_inode();
+                }
             }
-            evict = self.may_evict_locked();
-        } else if self.i_acct.is_some() && new == 0 {
-            evict = self.may_evict_locked();
+            if new == 0 {
+                evict = self.may_evict_locked();
+            }
         }
         let t = match now {
             Some(now) => self.stamp_locked(now, TimeUpdate::Keep, TimeUpdate::Keep),
@@ -998,11 +1000,8 @@ impl Inode {
         }
         let size = self.size();
         let off = if append { size } else { off };
-        // generic_write_check_limits: RLIMIT_FSIZE first (SIGXFSZ + EFBIG at or past it,
-        // shortened to it otherwise), then the file system's maximum.
-        if off >= fsize_limit {
-            return Err(Errno::EFBIG);
-        }
+        // generic_write_check_limits: at or past RLIMIT_FSIZE (Linux also sends SIGXFSZ) or
+        // the file system's maximum, EFBIG; below them the write is shortened to them.
         let max = (MAX_LFS_FILESIZE as u64).min(fsize_limit);
         if off >= max {
             return Err(Errno::EFBIG);

@@ -371,6 +371,23 @@ pub(crate) fn mode_strip_sgid(cred: &Cred, dir: &Inode, mode: u32) -> u32 {
     mode & !S_ISGID
 }
 
+/// `inode_init_owner`: the group and mode of a new inode created in `dir` with `mode`
+/// (umask applied): a setgid directory passes its group on, and to subdirectories its
+/// set-group-ID bit; otherwise the creator's group.
+pub(crate) fn inode_init_owner(cred: &Cred, dir: &Inode, mode: u32, is_dir: bool) -> (u32, u32) {
+    if dir.mode() & S_ISGID == 0 {
+        return (cred.gid, mode);
+    }
+    let mode = if is_dir {
+        mode | S_ISGID
+    } else {
+        // Callers strip before the umask (as `vfs_prepare_mode`); this catches those that
+        // do not, as far as the masked mode still tells.
+        mode_strip_sgid(cred, dir, mode)
+    };
+    (dir.gid(), mode)
+}
+
 /// Creates a new inode named `name` in the locked directory `dl` of `parent`
 /// (`shmem_mknod`/`shmem_symlink` + `d_instantiate`). Checks nothing but the link count.
 pub(crate) fn create_locked<V: Variant>(
@@ -388,19 +405,7 @@ pub(crate) fn create_locked<V: Variant>(
     }
     let sb_dev = dir.i_dev;
     let ino = task.fs.root_mnt_next_ino(dir);
-    // setgid directories pass their group (and, for subdirectories, the bit) on.
-    let (gid, mode) = if dir.mode() & S_ISGID != 0 {
-        let mode = if is_dir {
-            mode | S_ISGID
-        } else {
-            // Callers strip before the umask (as `vfs_prepare_mode`); this catches those
-            // that do not, as far as the masked mode still tells.
-            mode_strip_sgid(&task.cred, dir, mode)
-        };
-        (dir.gid(), mode)
-    } else {
-        (task.cred.gid, mode)
-    };
+    let (gid, mode) = inode_init_owner(&task.cred, dir, mode, is_dir);
     // shmem_mknod: the new inode gets the coarse time, the directory its own current time
     // (a fine-grained one if its ctime was queried in this tick).
     let now = coarse_now();

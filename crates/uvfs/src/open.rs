@@ -8,7 +8,7 @@ use crate::cred::{MAY_READ, MAY_WRITE};
 use crate::dentry::Dentry;
 use crate::file::{FMode, File, FileHandle};
 use crate::inode::InodeKind;
-use crate::namei::{create_locked, getname, mode_strip_sgid, LastType, NAME_MAX};
+use crate::namei::{create_locked, getname, inode_init_owner, mode_strip_sgid, LastType, NAME_MAX};
 use crate::task::Task;
 use crate::types::*;
 use crate::variant::Variant;
@@ -396,17 +396,13 @@ impl<V: Variant> Task<V> {
         // vfs_prepare_mode (mode_strip_sgid, then the umask) + inode_init_owner, as for a
         // named file (`create_locked`).
         let mode = mode_strip_sgid(&self.cred, di, raw_mode) & !self.current_umask();
-        let gid = if di.mode() & S_ISGID != 0 {
-            di.gid()
-        } else {
-            self.cred.gid
-        };
+        let (gid, mode) = inode_init_owner(&self.cred, di, S_IFREG | mode, false);
         let ino = self.fs.root_mnt_next_ino(di);
         let now = crate::inode::coarse_now();
         let inode = crate::inode::Inode::new(
             ino,
             di.i_dev,
-            S_IFREG | mode,
+            mode,
             self.cred.uid,
             gid,
             InodeKind::Reg(Default::default()),
