@@ -6,8 +6,9 @@
 //! them elsewhere, so that the tests themselves can be checked on a known-good file
 //! system:
 //! - `UVFS_MOUNT_TEST_SERVER="CMD ARGS..."`: spawn this FUSE server (split on
-//!   whitespace, the mount point appended) instead of `uvfs mount`; e.g.
-//!   `passthrough_ll -f -o source=/tmp/src` from libfuse's examples. The uvfs
+//!   whitespace, the mount point appended) instead of `uvfs mount`, with `{tmp}`
+//!   replaced by a fresh temporary directory per guard; e.g.
+//!   `passthrough_ll -f -o source={tmp}` from libfuse's examples. The uvfs
 //!   options a test asks for are not passed on.
 //! - `UVFS_MOUNT_TEST_DIR=DIR`: spawn nothing; each guard is a fresh
 //!   subdirectory of DIR (e.g. a kernel tmpfs). `UVFS_MOUNT_TEST_PID=PID` names
@@ -73,12 +74,10 @@ pub fn fuse_required() -> bool {
 }
 
 /// Reports a missing prerequisite: panics under `UVFS_REQUIRE_FUSE=1`, else prints
-/// `skipped: <test>: <why>` (on stdout and stderr, so it shows with and without
-/// `--nocapture`).
+/// `skipped: <test>: <why>` (shown with `--nocapture`; the test passes).
 pub fn skip(test: &str, why: &str) {
     assert!(!fuse_required(), "{test}: UVFS_REQUIRE_FUSE=1 but {why}");
     println!("skipped: {test}: {why}");
-    eprintln!("skipped: {test}: {why}");
 }
 
 /// Why a FUSE server cannot be run here, if it cannot.
@@ -97,6 +96,18 @@ fn fuse_missing() -> Option<String> {
         return Some("fusermount3 not in PATH (apt-get install fuse3)".into());
     }
     None
+}
+
+/// True if the environment names a stand-in subject (then tests of `uvfs
+/// mount`'s own behaviour do not apply).
+pub fn stand_in() -> bool {
+    !matches!(Subject::from_env(), Subject::Uvfs)
+}
+
+/// Why `uvfs mount` cannot be run here, if it cannot: FUSE is missing (see
+/// [`MountGuard::mount`]) or `uvfs` has no `mount` subcommand yet.
+pub fn uvfs_missing() -> Option<String> {
+    fuse_missing().or_else(uvfs_mount_missing)
 }
 
 /// Why `uvfs mount` cannot be run, if it cannot: no `mount` subcommand yet.
@@ -193,6 +204,8 @@ pub struct MountGuard {
     status: Option<ExitStatus>,
     /// The server's stdout and stderr.
     log: Option<tempfile::NamedTempFile>,
+    /// A stand-in server's `{tmp}` (removed after the mount is gone).
+    source_dir: Option<tempfile::TempDir>,
     /// The process that serves `path`, for the resource checks.
     server_pid: Option<u32>,
     /// Whether a FUSE server is expected to be mounted at `path`.
@@ -223,6 +236,7 @@ impl MountGuard {
                 child: None,
                 status: None,
                 log: None,
+                source_dir: None,
                 server_pid,
                 fuse: false,
                 uvfs: false,
@@ -232,6 +246,7 @@ impl MountGuard {
             skip(test, &why);
             return None;
         }
+        let mut source_dir = None;
         let mut cmd = match &subject {
             Subject::Uvfs => {
                 if let Some(why) = uvfs_mount_missing() {
@@ -241,6 +256,13 @@ impl MountGuard {
                 Command::new(env!("CARGO_BIN_EXE_uvfs"))
             }
             Subject::Server(argv) => {
+                let fresh = tempfile::tempdir().expect("temporary directory");
+                let fresh_path = fresh.path().to_str().expect("UTF-8 temporary path");
+                let argv: Vec<String> = argv
+                    .iter()
+                    .map(|a| a.replace("{tmp}", fresh_path))
+                    .collect();
+                source_dir = Some(fresh);
                 let mut cmd = Command::new(&argv[0]);
                 cmd.args(&argv[1..]);
                 cmd
@@ -280,6 +302,7 @@ impl MountGuard {
             child: Some(child),
             status: None,
             log: Some(log),
+            source_dir,
             fuse: true,
             uvfs: matches!(subject, Subject::Uvfs),
         };
@@ -328,6 +351,11 @@ impl MountGuard {
     /// True if the subject is a FUSE server this guard spawned.
     pub fn is_fuse(&self) -> bool {
         self.fuse
+    }
+
+    /// True if the subject is `uvfs mount` itself (not a stand-in).
+    pub fn is_uvfs(&self) -> bool {
+        self.uvfs
     }
 
     /// The mountinfo entry of the mount (None for a directory subject).
@@ -464,6 +492,11 @@ impl MountGuard {
                 let _ = fs::remove_dir(dir.keep());
             }
             // A directory subject's tempdir removes its contents on drop.
+        }
+        if still {
+            if let Some(src) = self.source_dir.take() {
+                let _ = src.keep();
+            }
         }
     }
 }

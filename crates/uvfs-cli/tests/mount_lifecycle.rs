@@ -1,0 +1,323 @@
+//! `uvfs mount`'s contract: the mount shows as `fuse.uvfs` (source `uvfs`) with
+//! the options asked for, starts empty, serves files, unmounts and exits 0 on
+//! SIGTERM and SIGINT, exits 1 with a message for a bad mount point, enforces
+//! `--size` and `--nr-inodes` like tmpfs (ENOSPC), and `--daemon` returns
+//! with the mount served by a background process that exits when unmounted.
+//!
+//! These check `uvfs mount` itself: with a stand-in subject
+//! (`UVFS_MOUNT_TEST_SERVER`/`_DIR`) only the served-files part runs.
+
+mod common;
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{ErrorKind, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{MountGuard, UVFS_FSTYPE};
+use rustix::process::Signal;
+
+/// True if the test applies: the subject is `uvfs mount` and it can run.
+fn uvfs_only(test: &str) -> bool {
+    if common::stand_in() {
+        println!("skipped: {test}: checks uvfs mount itself, the subject is a stand-in");
+        return false;
+    }
+    if let Some(why) = common::uvfs_missing() {
+        common::skip(test, &why);
+        return false;
+    }
+    true
+}
+
+/// The mount serves an empty directory in which files can be made, written,
+/// read back, listed and removed.
+fn serves_files(dir: &Path) {
+    let names: Vec<_> = fs::read_dir(dir).unwrap().collect();
+    assert!(names.is_empty(), "a fresh mount is empty: {names:?}");
+    fs::create_dir(dir.join("d")).unwrap();
+    fs::write(dir.join("d/f"), b"hello, mount").unwrap();
+    assert_eq!(fs::read(dir.join("d/f")).unwrap(), b"hello, mount");
+    assert_eq!(fs::metadata(dir.join("d/f")).unwrap().len(), 12);
+    let names: Vec<_> = fs::read_dir(dir.join("d"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["f"]);
+    fs::remove_file(dir.join("d/f")).unwrap();
+    fs::remove_dir(dir.join("d")).unwrap();
+}
+
+#[test]
+fn mounts_serves_and_stops_on_sigterm() {
+    let Some(mnt) = MountGuard::mount("mounts_serves_and_stops_on_sigterm", &[]) else {
+        return;
+    };
+    serves_files(mnt.path());
+    if mnt.is_uvfs() {
+        let m = mnt.mount_entry().expect("mounted");
+        assert_eq!(
+            (m.fstype.as_str(), m.source.as_str()),
+            (UVFS_FSTYPE, "uvfs"),
+            "{m:?}"
+        );
+        // --permissions kernel is the default: the kernel checks modes.
+        let opts: Vec<&str> = m.super_options.split(',').collect();
+        assert!(opts.contains(&"default_permissions"), "{m:?}");
+        assert!(!opts.contains(&"allow_other"), "{m:?}");
+    }
+    mnt.unmount();
+}
+
+#[test]
+fn sigint_unmounts_and_exits_0() {
+    let Some(mnt) = MountGuard::mount("sigint_unmounts_and_exits_0", &[]) else {
+        return;
+    };
+    fs::write(mnt.path().join("f"), b"x").unwrap();
+    mnt.stop_with(Signal::INT);
+}
+
+#[test]
+fn allow_other_and_uvfs_permissions() {
+    if !uvfs_only("allow_other_and_uvfs_permissions") {
+        return;
+    }
+    let args = ["--allow-other", "--permissions", "uvfs", "--threads", "3"];
+    let Some(mnt) = MountGuard::mount("allow_other_and_uvfs_permissions", &args) else {
+        return;
+    };
+    let m = mnt.mount_entry().expect("mounted");
+    let opts: Vec<&str> = m.super_options.split(',').collect();
+    assert!(opts.contains(&"allow_other"), "{m:?}");
+    assert!(!opts.contains(&"default_permissions"), "{m:?}");
+    serves_files(mnt.path());
+    mnt.unmount();
+}
+
+/// Runs `uvfs ARGS` to completion (at most 10 s); its exit code and stderr.
+fn uvfs(args: &[&str]) -> (Option<i32>, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_uvfs"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > Duration::from_secs(10) {
+            let _ = child.kill();
+            panic!("uvfs {args:?}: still running after 10 s");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn bad_mount_point_exits_1_with_a_message() {
+    if !uvfs_only("bad_mount_point_exits_1_with_a_message") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("missing");
+    let file = tmp.path().join("file");
+    fs::write(&file, b"").unwrap();
+    for bad in [&missing, &file] {
+        let (code, stderr) = uvfs(&["mount", bad.to_str().unwrap()]);
+        assert_eq!(code, Some(1), "uvfs mount {}: {stderr}", bad.display());
+        assert!(
+            !stderr.trim().is_empty(),
+            "uvfs mount {}: no message",
+            bad.display()
+        );
+        assert!(
+            common::mount_at(bad).is_none(),
+            "{} got mounted",
+            bad.display()
+        );
+    }
+}
+
+fn enospc(e: &std::io::Error) -> bool {
+    e.raw_os_error() == Some(rustix::io::Errno::NOSPC.raw_os_error())
+}
+
+#[test]
+fn size_limit_gives_enospc() {
+    if !uvfs_only("size_limit_gives_enospc") {
+        return;
+    }
+    let Some(mnt) = MountGuard::mount("size_limit_gives_enospc", &["--size", "1048576"]) else {
+        return;
+    };
+    let path = mnt.path().join("big");
+    let mut f = File::create(&path).unwrap();
+    let chunk = vec![0x5au8; 64 * 1024];
+    let mut written = 0u64;
+    let err = loop {
+        match f.write(&chunk) {
+            Ok(n) => written += n as u64,
+            Err(e) => break e,
+        }
+        assert!(
+            written <= 4 << 20,
+            "wrote {written} bytes into a 1 MiB mount"
+        );
+    };
+    assert!(enospc(&err), "writing past --size: {err}, want ENOSPC");
+    assert!(written <= 1 << 20, "{written} bytes fit in a 1 MiB mount");
+    drop(f);
+    let size = fs::metadata(&path).unwrap().len();
+    assert_eq!(size, written, "size after the failed write");
+    // What was written reads back; space comes back on unlink.
+    let mut back = Vec::new();
+    File::open(&path).unwrap().read_to_end(&mut back).unwrap();
+    assert!(back.iter().all(|&b| b == 0x5a) && back.len() as u64 == written);
+    fs::remove_file(&path).unwrap();
+    fs::write(mnt.path().join("again"), vec![1u8; 512 * 1024]).unwrap();
+    mnt.unmount();
+}
+
+#[test]
+fn nr_inodes_limit_gives_enospc() {
+    if !uvfs_only("nr_inodes_limit_gives_enospc") {
+        return;
+    }
+    let Some(mnt) = MountGuard::mount("nr_inodes_limit_gives_enospc", &["--nr-inodes", "16"])
+    else {
+        return;
+    };
+    let mut made = 0;
+    let err = loop {
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(mnt.path().join(format!("f{made}")))
+        {
+            Ok(_) => made += 1,
+            Err(e) => break e,
+        }
+        assert!(made <= 64, "made {made} files with --nr-inodes 16");
+    };
+    assert!(enospc(&err), "file past --nr-inodes: {err}, want ENOSPC");
+    // The root directory is one of the 16 (as on tmpfs).
+    assert_eq!(made, 15, "files made with --nr-inodes 16");
+    assert_eq!(
+        fs::create_dir(mnt.path().join("d")).map_err(|e| enospc(&e)),
+        Err(true),
+        "mkdir past --nr-inodes"
+    );
+    fs::remove_file(mnt.path().join("f0")).unwrap();
+    File::create(mnt.path().join("g")).unwrap();
+    mnt.unmount();
+}
+
+/// Stops and removes a daemon's mount whatever the test did.
+struct DaemonCleanup {
+    dir: PathBuf,
+    pid: Option<u32>,
+}
+
+impl Drop for DaemonCleanup {
+    fn drop(&mut self) {
+        if common::mount_at(&self.dir).is_some() {
+            let _ = Command::new("fusermount3")
+                .arg("-u")
+                .arg("-z")
+                .arg(&self.dir)
+                .status();
+        }
+        if let Some(pid) = self.pid.filter(|&p| alive(p)) {
+            let _ = rustix::process::kill_process(
+                rustix::process::Pid::from_raw(pid as i32).unwrap(),
+                Signal::KILL,
+            );
+        }
+        if common::mount_at(&self.dir).is_none() {
+            let _ = fs::remove_dir(&self.dir);
+        }
+    }
+}
+
+/// True if process `pid` exists and is not a zombie.
+fn alive(pid: u32) -> bool {
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+/// The process whose command line is `uvfs mount DIR ...`.
+fn find_server(dir: &Path) -> Option<u32> {
+    let dir = dir.to_str()?;
+    fs::read_dir("/proc").ok()?.find_map(|e| {
+        let pid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+        let cmdline = fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+        let is = args
+            .windows(2)
+            .any(|w| w[0] == b"mount" && w[1] == dir.as_bytes());
+        (is && alive(pid)).then_some(pid)
+    })
+}
+
+#[test]
+fn daemon_returns_and_exits_when_unmounted() {
+    if !uvfs_only("daemon_returns_and_exits_when_unmounted") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap().keep().canonicalize().unwrap();
+    let mut cleanup = DaemonCleanup {
+        dir: dir.clone(),
+        pid: None,
+    };
+    let (code, stderr) = uvfs(&["mount", dir.to_str().unwrap(), "--daemon"]);
+    assert_eq!(code, Some(0), "uvfs mount --daemon: {stderr}");
+    let start = Instant::now();
+    while common::mount_at(&dir).is_none() {
+        assert!(
+            start.elapsed() < common::MOUNT_TIMEOUT,
+            "--daemon: no mount on {}",
+            dir.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    cleanup.pid = find_server(&dir);
+    let pid = cleanup.pid.expect("a process 'uvfs mount DIR'");
+    assert_eq!(common::mount_at(&dir).unwrap().fstype, UVFS_FSTYPE);
+    serves_files(&dir);
+    // Unmounted from outside, the daemon exits.
+    let st = Command::new("fusermount3")
+        .arg("-u")
+        .arg(&dir)
+        .status()
+        .unwrap();
+    assert!(st.success(), "fusermount3 -u: {st}");
+    let start = Instant::now();
+    while alive(pid) {
+        assert!(
+            start.elapsed() < common::STOP_TIMEOUT,
+            "daemon {pid} still running {:?} after its mount was unmounted",
+            common::STOP_TIMEOUT
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        matches!(fs::read_dir(&dir).map(|d| d.count()), Ok(0)),
+        "the mount point, empty"
+    );
+    drop(cleanup);
+    assert_eq!(
+        fs::metadata(&dir).map_err(|e| e.kind()).err(),
+        Some(ErrorKind::NotFound)
+    );
+}
