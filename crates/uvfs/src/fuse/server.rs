@@ -80,6 +80,11 @@ use crate::sync::padded::CacheLine;
 use crate::task::Task;
 use crate::types::{self, AtFlags, Fd, OpenFlags, RenameFlags, Stat, Timespec};
 
+/// How every file is opened for the kernel: `FOPEN_NOFLUSH`, because tmpfs has nothing to
+/// write back at close (shmem has no `flush`), so `close(2)` needs no `FUSE_FLUSH` round
+/// trip (POSIX locks, which `flush` would also release, are the kernel's own here).
+const OPEN_FLAGS: FopenFlags = FopenFlags::FOPEN_NOFLUSH;
+
 /// Number of node-table shards (a power of two).
 pub const NODE_SHARDS: usize = 64;
 
@@ -486,8 +491,19 @@ impl UvfsFuse {
         })
     }
 
-    /// Looks `name` up in `parent` and answers with its entry, counting the lookup.
-    fn entry_reply(&self, req: &Request, parent: &Arc<Dentry>, name: &[u8], reply: ReplyEntry) {
+    /// Looks `name` up in `parent` and answers with its entry, counting the lookup. With
+    /// `negative`, a missing name is answered with a negative entry (nodeid 0) that the
+    /// kernel caches for the timeout, as libfuse's `passthrough_ll` does, so that repeated
+    /// lookups of a missing name (a `$PATH` search, a build's probes) stay in the kernel;
+    /// creating the name through the mount replaces the kernel's negative dentry.
+    fn entry_reply(
+        &self,
+        req: &Request,
+        parent: &Arc<Dentry>,
+        name: &[u8],
+        negative: bool,
+        reply: ReplyEntry,
+    ) {
         match self.with(req, None, |t, _| {
             let d = Self::lookup_one(t, parent, name)?;
             let attr = Self::attr_of(t, &d)?;
@@ -495,6 +511,11 @@ impl UvfsFuse {
             Ok(attr)
         }) {
             Ok(attr) => reply.entry(&self.opts.timeout, &attr, Generation(0)),
+            Err(Errno::ENOENT) if negative && !self.opts.timeout.is_zero() => {
+                let mut attr = file_attr(&Stat::default(), Timespec::default());
+                attr.ino = INodeNo(0);
+                reply.entry(&self.opts.timeout, &attr, Generation(0));
+            }
             Err(e) => reply.error(fe(e)),
         }
     }
@@ -515,7 +536,7 @@ impl UvfsFuse {
             Ok((p, name))
         })();
         match r {
-            Ok((p, name)) => self.entry_reply(req, &p, name, reply),
+            Ok((p, name)) => self.entry_reply(req, &p, name, false, reply),
             Err(e) => reply.error(fe(e)),
         }
     }
@@ -570,7 +591,7 @@ impl Filesystem for UvfsFuse {
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         match self.node(parent).and_then(|p| Ok((p, component(name)?))) {
-            Ok((p, name)) => self.entry_reply(req, &p, name, reply),
+            Ok((p, name)) => self.entry_reply(req, &p, name, true, reply),
             Err(e) => reply.error(fe(e)),
         }
     }
@@ -784,7 +805,7 @@ impl Filesystem for UvfsFuse {
             Ok((np, newname))
         })();
         match r {
-            Ok((np, newname)) => self.entry_reply(req, &np, newname, reply),
+            Ok((np, newname)) => self.entry_reply(req, &np, newname, false, reply),
             Err(e) => reply.error(fe(e)),
         }
     }
@@ -800,7 +821,7 @@ impl Filesystem for UvfsFuse {
             Ok(fd) => {
                 let table = WORKER.with(|w| w.borrow().as_ref().map_or(0, |w| w.own));
                 let fh = (table as u64) << 32 | u64::from(fd.0 as u32);
-                reply.opened(fuser::FileHandle(fh), FopenFlags::empty());
+                reply.opened(fuser::FileHandle(fh), OPEN_FLAGS);
             }
             Err(e) => reply.error(fe(e)),
         }
@@ -1072,7 +1093,7 @@ impl Filesystem for UvfsFuse {
                     &attr,
                     Generation(0),
                     fuser::FileHandle(fh),
-                    FopenFlags::empty(),
+                    OPEN_FLAGS,
                 );
             }
             Err(e) => reply.error(fe(e)),
