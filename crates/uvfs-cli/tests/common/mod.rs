@@ -14,6 +14,9 @@
 //!   subdirectory of DIR (e.g. a kernel tmpfs). `UVFS_MOUNT_TEST_PID=PID` names
 //!   the process serving DIR, for the descriptor and memory checks.
 //!
+//! `UVFS_MOUNT_TEST_ARGS="--permissions uvfs ..."` appends options to every `uvfs
+//! mount` the tests start (e.g. to run them all with uvfs checking permissions).
+//!
 //! # Skipping
 //! A FUSE subject needs root, `/dev/fuse`, `fusermount3` and a `uvfs` with a
 //! `mount` subcommand. Without them a test prints `skipped: <why>` and passes,
@@ -277,6 +280,9 @@ impl MountGuard {
         let log = tempfile::NamedTempFile::new().expect("server log file");
         if let Subject::Uvfs = subject {
             cmd.arg("mount").arg(&path).args(args);
+            if let Ok(extra) = std::env::var("UVFS_MOUNT_TEST_ARGS") {
+                cmd.args(extra.split_whitespace());
+            }
         } else {
             cmd.arg(&path);
         }
