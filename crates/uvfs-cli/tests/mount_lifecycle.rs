@@ -1,6 +1,6 @@
 //! `uvfs mount`'s contract: the mount shows as `fuse.uvfs` (source `uvfs`) with
 //! the options asked for, starts empty, serves files, unmounts and exits 0 on
-//! SIGTERM and SIGINT, exits 1 with a message for a bad mount point, enforces
+//! SIGTERM and SIGINT (also while the mount is busy), exits 1 with a message for a bad mount point, enforces
 //! `--size` and `--nr-inodes` like tmpfs (ENOSPC), and `--daemon` returns
 //! with the mount served by a background process that exits when unmounted.
 //!
@@ -77,6 +77,35 @@ fn sigint_unmounts_and_exits_0() {
     };
     fs::write(mnt.path().join("f"), b"x").unwrap();
     mnt.stop_with(Signal::INT);
+}
+
+/// Kills and reaps a helper process on drop.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// SIGTERM while a process has its working directory on the mount (a plain
+/// umount(2) gives EBUSY): the server must still unmount (lazily, as
+/// `fusermount3 -u -z` and libfuse do) and exit 0.
+#[test]
+fn sigterm_while_busy_still_unmounts_and_exits_0() {
+    let Some(mnt) = MountGuard::mount("sigterm_while_busy_still_unmounts_and_exits_0", &[]) else {
+        return;
+    };
+    fs::create_dir(mnt.path().join("d")).unwrap();
+    let _busy = KillOnDrop(
+        Command::new("sleep")
+            .arg("60")
+            .current_dir(mnt.path().join("d"))
+            .spawn()
+            .unwrap(),
+    );
+    mnt.unmount();
 }
 
 #[test]

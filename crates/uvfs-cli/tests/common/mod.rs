@@ -215,6 +215,8 @@ pub struct MountGuard {
     fuse: bool,
     /// Whether that server is `uvfs mount` (not a stand-in).
     uvfs: bool,
+    /// Whether `stop_with` has signalled the server and waited.
+    stopping: bool,
 }
 
 impl MountGuard {
@@ -243,6 +245,7 @@ impl MountGuard {
                 server_pid,
                 fuse: false,
                 uvfs: false,
+                stopping: false,
             });
         }
         if let Some(why) = fuse_missing() {
@@ -311,6 +314,7 @@ impl MountGuard {
             source_dir,
             fuse: true,
             uvfs: matches!(subject, Subject::Uvfs),
+            stopping: false,
         };
         guard.wait_mounted(&format!("{cmd:?}"));
         Some(guard)
@@ -432,6 +436,7 @@ impl MountGuard {
             return;
         }
         self.signal(signal);
+        self.stopping = true;
         let status = self.wait_exit(STOP_TIMEOUT);
         let left = mount_at(&self.path);
         let log = self.server_log();
@@ -458,7 +463,8 @@ impl MountGuard {
     /// Idempotent; never panics.
     fn cleanup(&mut self) {
         if self.fuse {
-            if self.child.is_some() && self.try_reap().is_none() {
+            // (Not again if `stop_with` already waited for the server.)
+            if self.child.is_some() && self.try_reap().is_none() && !self.stopping {
                 self.signal(Signal::TERM);
                 self.wait_exit(STOP_TIMEOUT);
             }
