@@ -57,16 +57,30 @@ fn mounts_serves_and_stops_on_sigterm() {
     serves_files(mnt.path());
     if mnt.is_uvfs() {
         let m = mnt.mount_entry().expect("mounted");
-        assert_eq!(
-            (m.fstype.as_str(), m.source.as_str()),
-            (UVFS_FSTYPE, "uvfs"),
-            "{m:?}"
-        );
         // --permissions kernel is the default: the kernel checks modes.
         let opts: Vec<&str> = m.super_options.split(',').collect();
         assert!(opts.contains(&"default_permissions"), "{m:?}");
         assert!(!opts.contains(&"allow_other"), "{m:?}");
     }
+    mnt.unmount();
+}
+
+/// What tools (and CI's leftover cleanup) look for: fstype `fuse.uvfs`, source
+/// `uvfs`.
+#[test]
+fn mountinfo_shows_fuse_uvfs() {
+    if !uvfs_only("mountinfo_shows_fuse_uvfs") {
+        return;
+    }
+    let Some(mnt) = MountGuard::mount("mountinfo_shows_fuse_uvfs", &[]) else {
+        return;
+    };
+    let m = mnt.mount_entry().expect("mounted");
+    assert_eq!(
+        (m.fstype.as_str(), m.source.as_str()),
+        (UVFS_FSTYPE, "uvfs"),
+        "{m:?}"
+    );
     mnt.unmount();
 }
 
