@@ -27,8 +27,8 @@ pub struct MountArgs {
     pub mountpoint: PathBuf,
     /// Worker threads, each reading requests from its own cloned /dev/fuse descriptor
     /// (default: the number of CPUs).
-    #[arg(long)]
-    pub threads: Option<usize>,
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub threads: Option<u16>,
     /// The file system's size limit in bytes (suffixes k, m, g as tmpfs's `size=`;
     /// default: no limit).
     #[arg(long, value_parser = parse_size)]
@@ -44,7 +44,7 @@ pub struct MountArgs {
     #[arg(long, value_enum, default_value = "kernel")]
     pub permissions: PermissionsArg,
     /// Seconds the kernel may cache entries and attributes (0: ask uvfs every time).
-    #[arg(long, default_value_t = 1.0, value_parser = parse_timeout)]
+    #[arg(long, default_value_t = 1.0, value_parser = parse_timeout, allow_negative_numbers = true)]
     pub timeout: f64,
 }
 
@@ -105,10 +105,10 @@ fn preflight(args: &MountArgs) -> Result<(), String> {
 /// mount, or a session that failed.
 pub fn run(args: &MountArgs) -> Result<(), String> {
     preflight(args)?;
-    let threads = args
-        .threads
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-        .max(1);
+    let threads = args.threads.map_or_else(
+        || std::thread::available_parallelism().map_or(1, |n| n.get()),
+        usize::from,
+    );
     let permissions = match args.permissions {
         PermissionsArg::Kernel => Permissions::Kernel,
         PermissionsArg::Uvfs => Permissions::Uvfs,
