@@ -1,12 +1,14 @@
 //! The `uvfs` command: `uvfs bench` runs the benchmark workloads on uvfs and,
-//! side by side, on the Linux kernel. (`uvfs mount` will serve uvfs over
-//! FUSE.)
+//! side by side, on the Linux kernel; `uvfs mount DIR` serves a uvfs tmpfs at `DIR`
+//! over FUSE.
 
 #![warn(missing_docs, missing_debug_implementations)]
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+
+mod mount;
 
 /// mimalloc: uvfs frees through epoch reclamation, often on another thread than the one
 /// that allocated; glibc's arenas serialise those cross-thread frees (seen as `_int_free`
@@ -32,11 +34,27 @@ enum Command {
     /// With no options: every workload, 1 thread and all cores, 3 repetitions
     /// of 2 s each, medians reported.
     Bench(uvfs_bench::BenchArgs),
+    /// Serve a fresh uvfs tmpfs at MOUNTPOINT over FUSE, in the foreground, until Ctrl-C
+    /// (SIGINT) or SIGTERM; then unmount and exit 0.
+    Mount(mount::MountArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Mount(args) => {
+            if let Err(e) = uvfs_bench::interrupt::install() {
+                eprintln!("uvfs mount: error: {e}");
+                return ExitCode::FAILURE;
+            }
+            match mount::run(&args) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("uvfs mount: error: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::Bench(args) => {
             // SIGINT/SIGTERM stop the run and let it clean up (temporary
             // directories, the kernel peer's tmpfs) before we exit.

@@ -13,7 +13,8 @@
 use crate::cred::{Cred, MAY_WRITE};
 use crate::dentry::Dentry;
 use crate::inode::{coarse_now, Inode};
-use crate::namei::{getname, Nameidata, Start};
+use crate::namei::AtDir;
+use crate::namei::{getname, Nameidata};
 use crate::sync::epoch;
 use crate::task::Task;
 use crate::types::*;
@@ -107,7 +108,7 @@ impl<V: Variant> Task<V> {
     fn lookup_with<R>(
         &self,
         cred: &Cred,
-        dirfd: Fd,
+        dirfd: AtDir<'_>,
         path: &[u8],
         follow: bool,
         f: impl FnOnce(&Arc<Dentry>) -> Result<R>,
@@ -115,10 +116,7 @@ impl<V: Variant> Task<V> {
         let start = self.start(dirfd, path)?;
         let guard = epoch::pin();
         let root = self.fs.root.load(&guard);
-        let sd: &Arc<Dentry> = match &start {
-            Start::Cwd => &self.fs.cwd.load(&guard).dentry,
-            Start::File(file) => file.dentry(),
-        };
+        let sd: &Arc<Dentry> = start.dentry(&self.fs.cwd.load(&guard).dentry);
         if path.is_empty() {
             return f(sd);
         }
@@ -156,13 +154,14 @@ impl<V: Variant> Task<V> {
     /// `notify_change`.
     #[doc(alias = "chmod")]
     #[doc(alias = "fchmodat2")]
-    pub fn fchmodat(
+    pub fn fchmodat<'a>(
         &self,
-        dirfd: Fd,
+        dirfd: impl Into<AtDir<'a>>,
         path: impl AsRef<[u8]>,
         mode: u32,
         flags: AtFlags,
     ) -> Result<()> {
+        let dirfd: AtDir<'_> = dirfd.into();
         if !(flags - (AtFlags::SYMLINK_NOFOLLOW | AtFlags::EMPTY_PATH)).is_empty() {
             return Err(Errno::EINVAL);
         }
@@ -206,14 +205,15 @@ impl<V: Variant> Task<V> {
     /// chown(2); Linux `do_fchownat`, `chown_common`.
     #[doc(alias = "chown")]
     #[doc(alias = "lchown")]
-    pub fn fchownat(
+    pub fn fchownat<'a>(
         &self,
-        dirfd: Fd,
+        dirfd: impl Into<AtDir<'a>>,
         path: impl AsRef<[u8]>,
         uid: u32,
         gid: u32,
         flags: AtFlags,
     ) -> Result<()> {
+        let dirfd: AtDir<'_> = dirfd.into();
         if !(flags - (AtFlags::SYMLINK_NOFOLLOW | AtFlags::EMPTY_PATH)).is_empty() {
             return Err(Errno::EINVAL);
         }
@@ -239,11 +239,21 @@ impl<V: Variant> Task<V> {
     /// # References
     /// truncate(2); Linux `do_sys_truncate`, `vfs_truncate`, `do_truncate`.
     pub fn truncate(&self, path: impl AsRef<[u8]>, length: i64) -> Result<()> {
+        self.truncate_at(Fd::AT_FDCWD.into(), path.as_ref(), length)
+    }
+
+    /// `vfs_truncate`: [`truncate`](Self::truncate) of `path` relative to `at`; an empty
+    /// `path` truncates `at` itself (the FUSE server's `setattr` of a size without a file
+    /// handle).
+    ///
+    /// # Errors
+    /// As [`truncate`](Self::truncate); `ENOENT` for an empty path with a descriptor.
+    pub(crate) fn truncate_at(&self, at: AtDir<'_>, path: &[u8], length: i64) -> Result<()> {
         if length < 0 {
             return Err(Errno::EINVAL);
         }
-        let path = getname(path.as_ref(), false)?;
-        self.lookup_with(&self.cred, Fd::AT_FDCWD, path, true, |d| {
+        let path = getname(path, matches!(at, AtDir::Dentry(_)))?;
+        self.lookup_with(&self.cred, at, path, true, |d| {
             let inode = &d.d_inode;
             if inode.is_dir() {
                 return Err(Errno::EISDIR);
@@ -277,13 +287,14 @@ impl<V: Variant> Task<V> {
     /// `access_need_override_creds`, `access_override_creds`.
     #[doc(alias = "access")]
     #[doc(alias = "faccessat")]
-    pub fn faccessat2(
+    pub fn faccessat2<'a>(
         &self,
-        dirfd: Fd,
+        dirfd: impl Into<AtDir<'a>>,
         path: impl AsRef<[u8]>,
         mode: u32,
         flags: AtFlags,
     ) -> Result<()> {
+        let dirfd: AtDir<'_> = dirfd.into();
         if mode & !(R_OK | W_OK | X_OK) != 0 {
             return Err(Errno::EINVAL);
         }

@@ -27,6 +27,9 @@ pub struct Cred {
     pub groups: Arc<[u32]>,
     /// Real `(uid, gid)` when they differ from the effective ones (`None`: the same).
     pub real: Option<(u32, u32)>,
+    /// Holds root's capabilities whatever `uid` is ([`with_all_caps`](Self::with_all_caps));
+    /// `false` from every other constructor: then only uid 0 holds them.
+    pub all_caps: bool,
 }
 
 /// `MAY_EXEC`: execute / search permission.
@@ -44,6 +47,7 @@ impl Cred {
             gid: 0,
             groups: Arc::from(Vec::new()),
             real: None,
+            all_caps: false,
         }
     }
 
@@ -54,7 +58,21 @@ impl Cred {
             gid,
             groups: Arc::from(groups),
             real: None,
+            all_caps: false,
         }
+    }
+
+    /// These credentials holding root's capabilities (`CAP_DAC_OVERRIDE`, `CAP_FOWNER`,
+    /// `CAP_CHOWN`, `CAP_FSETID`, ...) while `uid`/`gid` still own what they create: for a
+    /// caller whose permissions were already checked elsewhere, as the FUSE server's
+    /// callers are when the kernel checks them (`default_permissions`).
+    ///
+    /// # References
+    /// Linux `override_creds` with a cred whose `fsuid` is the caller's and whose
+    /// capabilities are full (nfsd's `nfsd_setuser` does the reverse: drops them).
+    pub fn with_all_caps(mut self) -> Cred {
+        self.all_caps = true;
+        self
     }
 
     /// These credentials with real ids `ruid`, `rgid` (as after `setresuid(ruid, uid, _)`
@@ -82,13 +100,14 @@ impl Cred {
             gid: self.rgid(),
             groups: self.groups.clone(),
             real: None,
+            all_caps: self.all_caps,
         }
     }
 
-    /// Whether this is the superuser (holds the default root capabilities).
+    /// Whether this caller holds root's capabilities: uid 0, or [`all_caps`](Self::all_caps).
     #[inline]
     pub fn is_root(&self) -> bool {
-        self.uid == 0
+        self.uid == 0 || self.all_caps
     }
 
     /// `in_group_p`: whether `gid` is the primary or a supplementary group.

@@ -1104,6 +1104,76 @@ impl Inode {
         Ok(())
     }
 
+    /// `shmem_fallocate` on `[off, off + len)` (`len > 0`, the range checked by the caller):
+    /// with `punch`, frees the whole pages inside the range and zeroes the partial ones at
+    /// its ends (the size never changes); otherwise allocates zeroed pages for the holes in
+    /// the range and, unless `keep_size`, grows the size to `off + len`. Both stamp mtime and
+    /// ctime and drop set-user-ID (`file_modified`); nothing changes on failure.
+    ///
+    /// # Errors
+    /// `ENOSPC` when the mount's `size=` cannot hold the new pages (those allocated so far
+    /// are given back, as shmem's `undone:` path does); `EISDIR`/`EINVAL` as `read_at`.
+    pub(crate) fn fallocate(
+        &self,
+        off: u64,
+        len: u64,
+        punch: bool,
+        keep_size: bool,
+        now: Timespec,
+        cred: &Cred,
+    ) -> Result<()> {
+        let mut data = write(self.reg()?);
+        let ps = PAGE_SIZE as u64;
+        let end = off + len;
+        if punch {
+            // Past the end there is nothing to punch; the partial pages at the ends are
+            // zeroed, the whole ones freed (`shmem_truncate_range`).
+            let (first_whole, end_whole) = (off.div_ceil(ps), end / ps);
+            if first_whole < end_whole {
+                let mut tail = data.pages.split_off(&first_whole);
+                let mut keep = tail.split_off(&end_whole);
+                if let Some(a) = &self.i_acct {
+                    a.release_blocks(tail.len() as u64);
+                }
+                data.pages.append(&mut keep);
+            }
+            for pos in [off, end - 1] {
+                let idx = pos / ps;
+                if idx >= first_whole && idx < end_whole {
+                    continue;
+                }
+                if let Some(p) = data.pages.get_mut(&idx) {
+                    let lo = off.max(idx * ps) - idx * ps;
+                    let hi = end.min((idx + 1) * ps) - idx * ps;
+                    p[lo as usize..hi as usize].fill(0);
+                }
+            }
+        } else {
+            let (first, last) = (off / ps, (end - 1) / ps);
+            let missing: Vec<u64> = (first..=last)
+                .filter(|i| !data.pages.contains_key(i))
+                .collect();
+            if let Some(a) = &self.i_acct {
+                a.reserve_blocks(missing.len() as u64)
+                    .map_err(|_| Errno::ENOSPC)?;
+            }
+            for i in missing {
+                data.pages.insert(i, Box::new([0u8; PAGE_SIZE]));
+            }
+            if !keep_size && end > self.size() {
+                // Relaxed: under the data write lock (as `write_at`).
+                self.i_size.store(end, Ordering::Relaxed);
+            }
+        }
+        // Relaxed: under the data write lock.
+        self.i_blocks
+            .store(data.pages.len() as u64 * BLOCKS_PER_PAGE, Ordering::Relaxed);
+        drop(data);
+        self.kill_suid(cred, now);
+        self.touch_mtime_ctime(now);
+        Ok(())
+    }
+
     /// `SEEK_DATA` / `SEEK_HOLE` from `off`: stored pages are data, everything else (and the
     /// end of file) is a hole, as tmpfs reports.
     ///

@@ -55,6 +55,8 @@ mod dir;
 pub mod errno;
 pub mod fdtable;
 pub mod file;
+#[cfg(feature = "fuse")]
+pub mod fuse;
 pub mod inode;
 pub mod io;
 pub mod mount;
@@ -81,6 +83,7 @@ pub use file::{File, FileHandle};
 pub use inode::Inode;
 pub use io::OwnedFd;
 pub use mount::{mount, Mount, Path};
+pub use namei::AtDir;
 pub use open::{Fcntl, OpenHow};
 pub use readdir::{parse_dirents, DirEntry};
 pub use stat::Statx;

@@ -447,10 +447,58 @@ impl crate::task::FsStruct {
     }
 }
 
-/// Where a walk starts: the dirfd's file (kept alive for the walk) or the cwd.
+/// Where a `*at` call's relative path starts: a descriptor (`Fd::AT_FDCWD` for the cwd), as
+/// in the syscalls, or a dentry of the task's namespace, as the kernel's internal callers
+/// pass a `struct path` (nfsd, overlayfs, and here the FUSE server, whose requests name
+/// their directory by node, not by descriptor). Every `*at` method takes either
+/// (`impl Into<AtDir>`): existing callers pass an [`Fd`].
+///
+/// An absolute path ignores it, as it ignores `dirfd`. A dentry is used even if it has
+/// been unlinked (as an `O_PATH` descriptor of it would be).
+///
+/// # Errors
+/// `EBADF` for a descriptor that is not open; `EXDEV` for a descriptor or dentry of another
+/// namespace (another [`SuperBlock`](crate::SuperBlock)), which the task cannot reach.
+///
+/// # References
+/// Linux `struct path` arguments of `vfs_mkdir`, `vfs_create`, `lookup_one` (fs/namei.c).
+#[derive(Clone, Copy, Debug)]
+pub enum AtDir<'a> {
+    /// A descriptor of the calling task, or `Fd::AT_FDCWD`.
+    Fd(Fd),
+    /// A dentry of the task's namespace.
+    Dentry(&'a Arc<Dentry>),
+}
+
+impl From<Fd> for AtDir<'_> {
+    fn from(fd: Fd) -> Self {
+        AtDir::Fd(fd)
+    }
+}
+
+impl<'a> From<&'a Arc<Dentry>> for AtDir<'a> {
+    fn from(d: &'a Arc<Dentry>) -> Self {
+        AtDir::Dentry(d)
+    }
+}
+
+/// Where a walk starts: the dirfd's file (kept alive for the walk), a caller's dentry, or
+/// the cwd.
 pub(crate) enum Start<'t, V: Variant> {
     Cwd,
     File(FdRef<'t, V>),
+    Dentry(&'t Arc<Dentry>),
+}
+
+impl<V: Variant> Start<'_, V> {
+    /// The start dentry, `cwd` for [`Start::Cwd`].
+    pub(crate) fn dentry<'s>(&'s self, cwd: &'s Arc<Dentry>) -> &'s Arc<Dentry> {
+        match self {
+            Start::Cwd => cwd,
+            Start::File(f) => f.dentry(),
+            Start::Dentry(d) => d,
+        }
+    }
 }
 
 impl<V: Variant> Task<V> {
@@ -458,13 +506,18 @@ impl<V: Variant> Task<V> {
     ///
     /// # Errors
     /// `EBADF` if `dirfd` is neither `AT_FDCWD` nor open (only for relative paths).
-    pub(crate) fn start(&self, dirfd: Fd, path: &[u8]) -> Result<Start<'_, V>> {
-        if path.first() == Some(&b'/') || dirfd == Fd::AT_FDCWD {
+    pub(crate) fn start<'t>(&'t self, dirfd: AtDir<'t>, path: &[u8]) -> Result<Start<'t, V>> {
+        if path.first() == Some(&b'/') || matches!(dirfd, AtDir::Fd(Fd::AT_FDCWD)) {
             return Ok(Start::Cwd);
         }
-        let f = self.fdget_raw(dirfd)?;
         let guard = epoch::pin();
-        if f.inode().i_dev != self.fs.root.load(&guard).mnt.mnt_sb.s_dev {
+        let dev = self.fs.root.load(&guard).mnt.mnt_sb.s_dev;
+        let f = match dirfd {
+            AtDir::Fd(fd) => self.fdget_raw(fd)?,
+            AtDir::Dentry(d) if d.d_inode.i_dev == dev => return Ok(Start::Dentry(d)),
+            AtDir::Dentry(_) => return Err(Errno::EXDEV),
+        };
+        if f.inode().i_dev != dev {
             // A descriptor of another namespace (installed with `install_file`): its tree has
             // its own super block (inode numbers, rename lock), which this task cannot reach.
             return Err(Errno::EXDEV);
@@ -477,17 +530,14 @@ impl<V: Variant> Task<V> {
     /// descriptors of other namespaces).
     pub(crate) fn with_walk<R>(
         &self,
-        dirfd: Fd,
+        dirfd: AtDir<'_>,
         path: &[u8],
         f: impl for<'a> FnOnce(&mut Nameidata<'a>, &'a Arc<Dentry>, &'a Arc<Mount>) -> Result<R>,
     ) -> Result<R> {
         let start = self.start(dirfd, path)?;
         let guard = epoch::pin();
         let root = self.fs.root.load(&guard);
-        let sd: &Arc<Dentry> = match &start {
-            Start::Cwd => &self.fs.cwd.load(&guard).dentry,
-            Start::File(file) => file.dentry(),
-        };
+        let sd: &Arc<Dentry> = start.dentry(&self.fs.cwd.load(&guard).dentry);
         let mut nd = Nameidata::new(&guard, &self.cred, root);
         f(&mut nd, sd, &root.mnt)
     }
@@ -502,7 +552,7 @@ impl<V: Variant> Task<V> {
     /// trailing slash on a non-directory), the walk's, `may_create`'s, and `f`'s.
     fn filename_create<R>(
         &self,
-        dirfd: Fd,
+        dirfd: AtDir<'_>,
         path: &[u8],
         dir: bool,
         f: impl FnOnce(&Last<'_, '_>, &mut DirLocked<'_>) -> Result<R>,
@@ -537,7 +587,7 @@ impl<V: Variant> Task<V> {
     /// `EXDEV` for an absolute `path` with `LOOKUP_BENEATH`; `EBADF` (dirfd); and `f`'s.
     pub(crate) fn with_walk_flags<R>(
         &self,
-        dirfd: Fd,
+        dirfd: AtDir<'_>,
         path: &[u8],
         lookup: u32,
         f: impl for<'a> FnOnce(&mut Nameidata<'a>, &'a Arc<Dentry>, &'a Arc<Mount>) -> Result<R>,
@@ -556,10 +606,7 @@ impl<V: Variant> Task<V> {
         };
         let guard = epoch::pin();
         let root = self.fs.root.load(&guard);
-        let sd: &Arc<Dentry> = match &start {
-            Start::Cwd => &self.fs.cwd.load(&guard).dentry,
-            Start::File(file) => file.dentry(),
-        };
+        let sd: &Arc<Dentry> = start.dentry(&self.fs.cwd.load(&guard).dentry);
         let scoped;
         let nd_root = if lookup & LOOKUP_IS_SCOPED != 0 {
             scoped = Path {
@@ -584,7 +631,13 @@ impl<V: Variant> Task<V> {
     ///
     /// # References
     /// mkdir(2); Linux `do_mkdirat`, `filename_create`, `shmem_mkdir`.
-    pub fn mkdirat(&self, dirfd: Fd, path: impl AsRef<[u8]>, mode: u32) -> Result<()> {
+    pub fn mkdirat<'a>(
+        &self,
+        dirfd: impl Into<AtDir<'a>>,
+        path: impl AsRef<[u8]>,
+        mode: u32,
+    ) -> Result<()> {
+        let dirfd: AtDir<'_> = dirfd.into();
         let path = getname(path.as_ref(), false)?;
         // vfs_mkdir keeps only S_IRWXUGO | S_ISVTX of `mode`: set-user-ID and set-group-ID
         // are dropped (a subdirectory gets S_ISGID only from a setgid parent).
@@ -604,12 +657,13 @@ impl<V: Variant> Task<V> {
     ///
     /// # References
     /// symlink(2); Linux `do_symlinkat`, `shmem_symlink`.
-    pub fn symlinkat(
+    pub fn symlinkat<'a>(
         &self,
         target: impl AsRef<[u8]>,
-        dirfd: Fd,
+        dirfd: impl Into<AtDir<'a>>,
         linkpath: impl AsRef<[u8]>,
     ) -> Result<()> {
+        let dirfd: AtDir<'_> = dirfd.into();
         let target = getname(target.as_ref(), false)?;
         let path = getname(linkpath.as_ref(), false)?;
         self.filename_create(dirfd, path, false, |last, dl| {
@@ -629,7 +683,13 @@ impl<V: Variant> Task<V> {
     ///
     /// # References
     /// readlink(2); Linux `do_readlinkat`.
-    pub fn readlinkat(&self, dirfd: Fd, path: impl AsRef<[u8]>, buf: &mut [u8]) -> Result<usize> {
+    pub fn readlinkat<'a>(
+        &self,
+        dirfd: impl Into<AtDir<'a>>,
+        path: impl AsRef<[u8]>,
+        buf: &mut [u8],
+    ) -> Result<usize> {
+        let dirfd: AtDir<'_> = dirfd.into();
         if buf.is_empty() {
             return Err(Errno::EINVAL);
         }
@@ -665,7 +725,13 @@ impl<V: Variant> Task<V> {
     ///
     /// # References
     /// unlink(2), rmdir(2); Linux `do_unlinkat`, `do_rmdir`, `shmem_unlink`, `simple_rmdir`.
-    pub fn unlinkat(&self, dirfd: Fd, path: impl AsRef<[u8]>, flags: AtFlags) -> Result<()> {
+    pub fn unlinkat<'a>(
+        &self,
+        dirfd: impl Into<AtDir<'a>>,
+        path: impl AsRef<[u8]>,
+        flags: AtFlags,
+    ) -> Result<()> {
+        let dirfd: AtDir<'_> = dirfd.into();
         if !(flags - AtFlags::REMOVEDIR).is_empty() {
             return Err(Errno::EINVAL);
         }
@@ -738,13 +804,15 @@ impl<V: Variant> Task<V> {
     ///
     /// # References
     /// rename(2); Linux `do_renameat2`, `lock_rename`, `vfs_rename`, `shmem_rename2`.
-    pub fn renameat(
+    pub fn renameat<'a>(
         &self,
-        olddirfd: Fd,
+        olddirfd: impl Into<AtDir<'a>>,
         oldpath: impl AsRef<[u8]>,
-        newdirfd: Fd,
+        newdirfd: impl Into<AtDir<'a>>,
         newpath: impl AsRef<[u8]>,
     ) -> Result<()> {
+        let olddirfd: AtDir<'_> = olddirfd.into();
+        let newdirfd: AtDir<'_> = newdirfd.into();
         self.renameat2(olddirfd, oldpath, newdirfd, newpath, RenameFlags::empty())
     }
 
@@ -778,14 +846,16 @@ impl<V: Variant> Task<V> {
     /// rename(2) (`renameat2`); Linux `do_renameat2`, `vfs_rename`, `shmem_rename2`,
     /// `simple_rename_exchange`, `simple_offset_rename_exchange`.
     #[doc(alias = "rename")]
-    pub fn renameat2(
+    pub fn renameat2<'a>(
         &self,
-        olddirfd: Fd,
+        olddirfd: impl Into<AtDir<'a>>,
         oldpath: impl AsRef<[u8]>,
-        newdirfd: Fd,
+        newdirfd: impl Into<AtDir<'a>>,
         newpath: impl AsRef<[u8]>,
         flags: RenameFlags,
     ) -> Result<()> {
+        let olddirfd: AtDir<'_> = olddirfd.into();
+        let newdirfd: AtDir<'_> = newdirfd.into();
         let known = RenameFlags::NOREPLACE | RenameFlags::EXCHANGE | RenameFlags::WHITEOUT;
         if !(flags - known).is_empty()
             || (flags.contains(RenameFlags::EXCHANGE)
@@ -801,18 +871,12 @@ impl<V: Variant> Task<V> {
         let guard = epoch::pin();
         let root = self.fs.root.load(&guard);
         let cwd = self.fs.cwd.load(&guard);
-        let osd = match &ostart {
-            Start::Cwd => &cwd.dentry,
-            Start::File(f) => f.dentry(),
-        };
+        let osd = ostart.dentry(&cwd.dentry);
         let mut nd = Nameidata::new(&guard, &self.cred, root);
         let ol = nd.walk_parent(osd, oldpath)?;
         let newpath = getname(newpath.as_ref(), false)?;
         let nstart = self.start(newdirfd, newpath)?;
-        let nsd = match &nstart {
-            Start::Cwd => &cwd.dentry,
-            Start::File(f) => f.dentry(),
-        };
+        let nsd = nstart.dentry(&cwd.dentry);
         let mut nd2 = Nameidata::new(&guard, &self.cred, root);
         let nl = nd2.walk_parent(nsd, newpath)?;
         if ol.dir.d_inode.i_dev != nl.dir.d_inode.i_dev {
@@ -875,14 +939,16 @@ impl<V: Variant> Task<V> {
     /// link(2); Linux `do_linkat`, `may_linkat`, `safe_hardlink_source`, `vfs_link`,
     /// `shmem_link`; Documentation/admin-guide/sysctl/fs.rst (`protected_hardlinks`).
     #[doc(alias = "link")]
-    pub fn linkat(
+    pub fn linkat<'a>(
         &self,
-        olddirfd: Fd,
+        olddirfd: impl Into<AtDir<'a>>,
         oldpath: impl AsRef<[u8]>,
-        newdirfd: Fd,
+        newdirfd: impl Into<AtDir<'a>>,
         newpath: impl AsRef<[u8]>,
         flags: AtFlags,
     ) -> Result<()> {
+        let olddirfd: AtDir<'_> = olddirfd.into();
+        let newdirfd: AtDir<'_> = newdirfd.into();
         if !(flags - (AtFlags::SYMLINK_FOLLOW | AtFlags::EMPTY_PATH)).is_empty() {
             return Err(Errno::EINVAL);
         }
@@ -903,10 +969,7 @@ impl<V: Variant> Task<V> {
             let guard = epoch::pin();
             let root = self.fs.root.load(&guard);
             let cwd = self.fs.cwd.load(&guard);
-            let osd = match &ostart {
-                Start::Cwd => &cwd.dentry,
-                Start::File(f) => f.dentry(),
-            };
+            let osd = ostart.dentry(&cwd.dentry);
             let mut nd = Nameidata::new(&guard, &self.cred, root);
             nd.walk(osd, oldpath, follow, false)?.clone()
         };
@@ -1282,7 +1345,7 @@ impl<V: Variant> Task<V> {
     /// `ELOOP`, `ENAMETOOLONG`.
     pub fn chdir(&self, path: impl AsRef<[u8]>) -> Result<()> {
         let path = getname(path.as_ref(), false)?;
-        let p = self.with_walk(Fd::AT_FDCWD, path, |nd, start, mnt| {
+        let p = self.with_walk(Fd::AT_FDCWD.into(), path, |nd, start, mnt| {
             let d = nd.walk(start, path, true, true)?;
             d.d_inode.permission(&self.cred, MAY_EXEC)?;
             Ok(Path {
@@ -1332,7 +1395,7 @@ impl<V: Variant> Task<V> {
     /// chroot(2); Linux `ksys_chroot`, `set_fs_root`.
     pub fn chroot(&self, path: impl AsRef<[u8]>) -> Result<()> {
         let path = getname(path.as_ref(), false)?;
-        let p = self.with_walk(Fd::AT_FDCWD, path, |nd, start, mnt| {
+        let p = self.with_walk(Fd::AT_FDCWD.into(), path, |nd, start, mnt| {
             let d = nd.walk(start, path, true, true)?;
             d.d_inode.permission(&self.cred, MAY_EXEC)?;
             Ok(Path {
@@ -1425,7 +1488,14 @@ impl<V: Variant> Task<V> {
     /// # References
     /// mknod(2); Linux `do_mknodat`, `may_mknod`, `vfs_mknod`, `shmem_mknod`.
     #[doc(alias = "mknod")]
-    pub fn mknodat(&self, dirfd: Fd, path: impl AsRef<[u8]>, mode: u32, dev: u64) -> Result<()> {
+    pub fn mknodat<'a>(
+        &self,
+        dirfd: impl Into<AtDir<'a>>,
+        path: impl AsRef<[u8]>,
+        mode: u32,
+        dev: u64,
+    ) -> Result<()> {
+        let dirfd: AtDir<'_> = dirfd.into();
         let dev = u32::try_from(dev).map_err(|_| Errno::EINVAL)?;
         // may_mknod
         let ty = match mode & S_IFMT {

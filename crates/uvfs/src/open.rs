@@ -8,6 +8,7 @@ use crate::cred::{MAY_READ, MAY_WRITE};
 use crate::dentry::Dentry;
 use crate::file::{FMode, File, FileHandle};
 use crate::inode::InodeKind;
+use crate::namei::AtDir;
 use crate::namei::{create_locked, getname, inode_init_owner, mode_strip_sgid, LastType, NAME_MAX};
 use crate::task::Task;
 use crate::types::*;
@@ -164,13 +165,14 @@ impl<V: Variant> Task<V> {
     /// # References
     /// open(2); Linux `do_sys_openat2`, `path_openat`, `do_open`, `may_open`.
     #[doc(alias = "open")]
-    pub fn openat(
+    pub fn openat<'a>(
         &self,
-        dirfd: Fd,
+        dirfd: impl Into<AtDir<'a>>,
         path: impl AsRef<[u8]>,
         flags: OpenFlags,
         mode: u32,
     ) -> Result<Fd> {
+        let dirfd: AtDir<'_> = dirfd.into();
         let flags = build_open_how(flags);
         build_open_flags(flags)?;
         let path = getname(path.as_ref(), false)?;
@@ -197,13 +199,14 @@ impl<V: Variant> Task<V> {
     ///
     /// # Errors
     /// As [`openat`](Self::openat), without `EMFILE`.
-    pub fn filp_open(
+    pub fn filp_open<'a>(
         &self,
-        dirfd: Fd,
+        dirfd: impl Into<AtDir<'a>>,
         path: impl AsRef<[u8]>,
         flags: OpenFlags,
         mode: u32,
     ) -> Result<FileHandle<V>> {
+        let dirfd: AtDir<'_> = dirfd.into();
         let flags = build_open_how(flags);
         build_open_flags(flags)?;
         let path = getname(path.as_ref(), false)?;
@@ -212,7 +215,7 @@ impl<V: Variant> Task<V> {
 
     fn do_filp_open(
         &self,
-        dirfd: Fd,
+        dirfd: AtDir<'_>,
         path: &[u8],
         flags: OpenFlags,
         mode: u32,
@@ -223,7 +226,7 @@ impl<V: Variant> Task<V> {
     /// `do_filp_open` with `LOOKUP_*` restrictions `lookup` (openat2's `resolve`).
     fn do_filp_open_lookup(
         &self,
-        dirfd: Fd,
+        dirfd: AtDir<'_>,
         path: &[u8],
         flags: OpenFlags,
         mode: u32,
@@ -360,7 +363,7 @@ impl<V: Variant> Task<V> {
     /// `flags` went through `build_open_how`.
     fn do_o_path(
         &self,
-        dirfd: Fd,
+        dirfd: AtDir<'_>,
         path: &[u8],
         flags: OpenFlags,
         lookup: u32,
@@ -381,7 +384,7 @@ impl<V: Variant> Task<V> {
     /// with limits the inode and its pages are charged as any file's (`ENOSPC`).
     fn do_tmpfile(
         &self,
-        dirfd: Fd,
+        dirfd: AtDir<'_>,
         path: &[u8],
         flags: OpenFlags,
         raw_mode: u32,
@@ -490,6 +493,41 @@ impl<V: Variant> Task<V> {
             file.inode().truncate_at(0, now, true)?;
         }
         Ok(file)
+    }
+
+    /// `dentry_open`: opens the file `d` names, as `openat` would after its walk (the
+    /// access check, `O_TRUNC`, `O_NOATIME`, `O_PATH`, ...; `O_CREAT`, `O_EXCL` and
+    /// `O_TMPFILE` are refused with `EINVAL`: there is no name to create). For callers that
+    /// hold a dentry rather than a path, such as the FUSE server's `open` of a node.
+    ///
+    /// # Errors
+    /// `EINVAL` (`O_CREAT`, `O_EXCL`, `O_TMPFILE`, or as `openat`), `EXDEV` (a dentry of
+    /// another namespace), and `openat`'s errors after the walk: `EACCES`, `EISDIR`,
+    /// `ENOTDIR` (`O_DIRECTORY`), `ELOOP` (a symlink), `EPERM` (`O_NOATIME`),
+    /// `ENXIO`/`EOPNOTSUPP` (special files).
+    ///
+    /// # References
+    /// Linux `dentry_open`, `vfs_open` (fs/open.c).
+    pub fn dentry_open(&self, d: &Arc<Dentry>, flags: OpenFlags) -> Result<FileHandle<V>> {
+        let flags = build_open_how(flags);
+        build_open_flags(flags)?;
+        if flags.intersects(OpenFlags::CREAT | OpenFlags::EXCL | O_TMPFILE_BIT) {
+            return Err(Errno::EINVAL);
+        }
+        let guard = crate::sync::epoch::pin();
+        if d.d_inode.i_dev != self.fs.root.load(&guard).mnt.mnt_sb.s_dev {
+            return Err(Errno::EXDEV);
+        }
+        drop(guard);
+        if flags.contains(OpenFlags::PATH) {
+            return File::open_handle(
+                d.clone(),
+                FMode::PATH,
+                flags - OpenFlags::CLOEXEC,
+                self.cred_id,
+            );
+        }
+        self.do_open(d.clone(), flags, false)
     }
 
     /// Installs `file` at the lowest free descriptor (for handles from
@@ -737,7 +775,13 @@ impl<V: Variant> Task<V> {
     /// # References
     /// openat2(2); Linux `do_sys_openat2`, `build_open_flags`, `path_init`,
     /// `follow_dotdot`, `pick_link`, `nd_jump_root`.
-    pub fn openat2(&self, dirfd: Fd, path: impl AsRef<[u8]>, how: &OpenHow) -> Result<Fd> {
+    pub fn openat2<'a>(
+        &self,
+        dirfd: impl Into<AtDir<'a>>,
+        path: impl AsRef<[u8]>,
+        how: &OpenHow,
+    ) -> Result<Fd> {
+        let dirfd: AtDir<'_> = dirfd.into();
         let (flags, lookup) = build_open_how2(how)?;
         let path = getname(path.as_ref(), false)?;
         let cloexec = how.flags & OpenFlags::CLOEXEC.bits() as u64 != 0;

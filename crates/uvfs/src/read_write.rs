@@ -214,4 +214,70 @@ impl<V: Variant> Task<V> {
         f.inode().kill_suid(&self.cred, now);
         f.inode().truncate_at(length as u64, now, true)
     }
+
+    /// `fallocate(2)` on the open file `fd`: `mode` 0 allocates `[offset, offset + len)`
+    /// (zeroed pages for its holes) and grows the file to `offset + len`;
+    /// `FALLOC_FL_KEEP_SIZE` allocates without growing; `FALLOC_FL_PUNCH_HOLE |
+    /// FALLOC_FL_KEEP_SIZE` frees the range's whole pages and zeroes the partial ones (the
+    /// range then reads as zeros and `SEEK_HOLE` finds it). These are the modes tmpfs
+    /// supports; the others are refused, never ignored.
+    ///
+    /// # Errors
+    /// `EINVAL` (`offset < 0`, `len <= 0`), `EOPNOTSUPP` (`FALLOC_FL_PUNCH_HOLE` without
+    /// `FALLOC_FL_KEEP_SIZE`; `FALLOC_FL_ZERO_RANGE`, `COLLAPSE_RANGE`, `INSERT_RANGE`,
+    /// `UNSHARE_RANGE`, `WRITE_ZEROES`, unknown bits: tmpfs has none of them), `EBADF` (not
+    /// open, `O_PATH`, or not open for writing), `EISDIR` (a directory), `ENODEV` (not a
+    /// regular file), `EFBIG` (`offset + len` past `MAX_LFS_FILESIZE`, or, when allocating,
+    /// past `RLIMIT_FSIZE`), `ENOSPC` (the mount's `size=`; nothing is allocated).
+    ///
+    /// # References
+    /// fallocate(2); Linux `vfs_fallocate`, `shmem_fallocate`.
+    pub fn fallocate(&self, fd: Fd, mode: i32, offset: i64, len: i64) -> Result<()> {
+        const KEEP_SIZE: i32 = 0x01;
+        const PUNCH_HOLE: i32 = 0x02;
+        // The descriptor first (`ksys_fallocate`), then `vfs_fallocate`'s checks in order.
+        let f = self.fdget(fd)?;
+        if offset < 0 || len <= 0 {
+            return Err(Errno::EINVAL);
+        }
+        // vfs_fallocate's mode checks, then shmem_fallocate's: tmpfs takes only KEEP_SIZE
+        // and PUNCH_HOLE (which needs KEEP_SIZE). Every other mode is EOPNOTSUPP for tmpfs
+        // whether vfs_fallocate or shmem refuses it first.
+        if mode & !(KEEP_SIZE | PUNCH_HOLE) != 0 || mode & PUNCH_HOLE != 0 && mode & KEEP_SIZE == 0
+        {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        if !f.mode().contains(FMode::WRITE) {
+            return Err(Errno::EBADF);
+        }
+        let inode = f.inode();
+        let ty = inode.mode() & crate::types::S_IFMT;
+        if ty == crate::types::S_IFIFO {
+            return Err(Errno::ESPIPE);
+        }
+        if ty == crate::types::S_IFDIR {
+            return Err(Errno::EISDIR);
+        }
+        if !matches!(inode.kind, InodeKind::Reg(_)) {
+            return Err(Errno::ENODEV);
+        }
+        let end = (offset as u64)
+            .checked_add(len as u64)
+            .filter(|&e| e <= crate::inode::MAX_LFS_FILESIZE as u64)
+            .ok_or(Errno::EFBIG)?;
+        let punch = mode & PUNCH_HOLE != 0;
+        if !punch {
+            // "We need to check rlimit even when FALLOC_FL_KEEP_SIZE" (shmem_fallocate).
+            inode.newsize_ok(end, self.getrlimit_fsize())?;
+        }
+        let now = coarse_now();
+        inode.fallocate(
+            offset as u64,
+            len as u64,
+            punch,
+            mode & KEEP_SIZE != 0,
+            now,
+            &self.cred,
+        )
+    }
 }

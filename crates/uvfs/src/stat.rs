@@ -6,6 +6,7 @@
 use crate::cred::MAY_WRITE;
 use crate::inode::{coarse_now, Inode, TimeUpdate};
 use crate::namei::getname;
+use crate::namei::AtDir;
 use crate::task::Task;
 use crate::types::*;
 use crate::variant::Variant;
@@ -46,7 +47,13 @@ impl<V: Variant> Task<V> {
     ///
     /// # References
     /// stat(2); Linux `vfs_fstatat`, `vfs_statx`.
-    pub fn fstatat(&self, dirfd: Fd, path: impl AsRef<[u8]>, flags: AtFlags) -> Result<Stat> {
+    pub fn fstatat<'a>(
+        &self,
+        dirfd: impl Into<AtDir<'a>>,
+        path: impl AsRef<[u8]>,
+        flags: AtFlags,
+    ) -> Result<Stat> {
+        let dirfd: AtDir<'_> = dirfd.into();
         let allowed = AtFlags::SYMLINK_NOFOLLOW
             | AtFlags::NO_AUTOMOUNT
             | AtFlags::EMPTY_PATH
@@ -104,13 +111,14 @@ impl<V: Variant> Task<V> {
     /// # Errors
     /// In Linux's order: `EINVAL` (flags other than those two), walk errors as `fstatat`,
     /// then `EINVAL` (invalid `tv_nsec`), `EACCES`/`EPERM` as `futimens`.
-    pub fn utimensat(
+    pub fn utimensat<'a>(
         &self,
-        dirfd: Fd,
+        dirfd: impl Into<AtDir<'a>>,
         path: impl AsRef<[u8]>,
         times: Option<&[Timespec; 2]>,
         flags: AtFlags,
     ) -> Result<()> {
+        let dirfd: AtDir<'_> = dirfd.into();
         if both_omit(times) {
             return Ok(());
         }
@@ -297,13 +305,14 @@ impl<V: Variant> Task<V> {
     /// # References
     /// statx(2); Linux `do_statx`, `vfs_statx`, `shmem_getattr`, `generic_fillattr`,
     /// `fill_mg_cmtime`.
-    pub fn statx(
+    pub fn statx<'a>(
         &self,
-        dirfd: Fd,
+        dirfd: impl Into<AtDir<'a>>,
         path: impl AsRef<[u8]>,
         flags: AtFlags,
         mask: u32,
     ) -> Result<Statx> {
+        let dirfd: AtDir<'_> = dirfd.into();
         if mask & STATX_RESERVED != 0 {
             return Err(Errno::EINVAL);
         }

@@ -97,7 +97,7 @@ impl<V: Variant> Task<V> {
     /// statfs(2); Linux `user_statfs`, `shmem_statfs`.
     pub fn statfs(&self, path: impl AsRef<[u8]>) -> Result<StatFs> {
         let path = getname(path.as_ref(), false)?;
-        self.with_walk(Fd::AT_FDCWD, path, |nd, start, _| {
+        self.with_walk(Fd::AT_FDCWD.into(), path, |nd, start, _| {
             let d = nd.walk(start, path, true, false)?;
             Ok(tmpfs_statfs(&d.d_inode))
         })

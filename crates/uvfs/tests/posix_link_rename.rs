@@ -1316,6 +1316,7 @@ fn link_empty_path_in_a_forked_child() {
         gid: 1000,
         groups: std::sync::Arc::from(Vec::new()),
         real: None,
+        all_caps: false,
     });
     let f = t.open("/w/f", CREAT | RW, 0o600).unwrap();
     assert_eq!(t.linkat(f, "", CWD, "/w/x", EMPTY), Ok(()));

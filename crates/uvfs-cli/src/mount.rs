@@ -1,0 +1,189 @@
+//! `uvfs mount`: serves a fresh uvfs tmpfs at a mount point over FUSE until SIGINT or
+//! SIGTERM, then unmounts.
+
+use std::io;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use fuser::{Config, MountOption, Session, SessionACL};
+use uvfs::fuse::{FuseOptions, Permissions, UvfsFuse};
+use uvfs::TmpfsOptions;
+
+/// Who checks permissions on the mount.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum PermissionsArg {
+    /// The kernel, from the attributes uvfs reports (mount option `default_permissions`).
+    Kernel,
+    /// uvfs, with the caller's uid, gid and supplementary groups.
+    Uvfs,
+}
+
+/// Options of `uvfs mount`.
+#[derive(Debug, clap::Args)]
+pub struct MountArgs {
+    /// The directory to mount on (must exist).
+    pub mountpoint: PathBuf,
+    /// Worker threads, each reading requests from its own cloned /dev/fuse descriptor
+    /// (default: the number of CPUs).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub threads: Option<u16>,
+    /// The file system's size limit in bytes (suffixes k, m, g as tmpfs's `size=`;
+    /// default: no limit).
+    #[arg(long, value_parser = parse_size)]
+    pub size: Option<u64>,
+    /// The file system's inode limit (tmpfs's `nr_inodes=`; default: no limit).
+    #[arg(long)]
+    pub nr_inodes: Option<u64>,
+    /// Let every user use the mount (FUSE's `allow_other`; for non-root mounters
+    /// /etc/fuse.conf must say `user_allow_other`).
+    #[arg(long)]
+    pub allow_other: bool,
+    /// Who checks permissions.
+    #[arg(long, value_enum, default_value = "kernel")]
+    pub permissions: PermissionsArg,
+    /// Seconds the kernel may cache entries and attributes (0: ask uvfs every time).
+    #[arg(long, default_value_t = 1.0, value_parser = parse_timeout, allow_negative_numbers = true)]
+    pub timeout: f64,
+}
+
+/// `tmpfs`'s `size=` syntax: bytes, or a number with k, m or g.
+fn parse_size(s: &str) -> Result<u64, String> {
+    let (num, mult) = match s.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&s[..i], 1u64 << 10),
+        Some((i, 'm' | 'M')) => (&s[..i], 1 << 20),
+        Some((i, 'g' | 'G')) => (&s[..i], 1 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(|| format!("'{s}' is not a size (bytes, or a number with k, m or g)"))
+}
+
+/// A cache timeout in seconds, 0 to a day.
+fn parse_timeout(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(t) if (0.0..=86_400.0).contains(&t) => Ok(t),
+        _ => Err(format!("'{s}' is not a number of seconds from 0 to 86400")),
+    }
+}
+
+/// Whether `name` is an executable file in `$PATH`.
+fn in_path(name: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
+}
+
+/// Checks what the mount needs before anything is mounted.
+fn preflight(args: &MountArgs) -> Result<(), String> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")
+        .map_err(|e| format!("cannot open /dev/fuse: {e} (is the fuse module loaded?)"))?;
+    let mp = &args.mountpoint;
+    match std::fs::metadata(mp) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => return Err(format!("{}: not a directory", mp.display())),
+        Err(e) => return Err(format!("{}: {e}", mp.display())),
+    }
+    if !rustix::process::geteuid().is_root() && !in_path("fusermount3") {
+        return Err(
+            "fusermount3 not found in PATH (install fuse3); only root mounts without it".into(),
+        );
+    }
+    Ok(())
+}
+
+/// Runs `uvfs mount`: returns when the file system is unmounted (by a signal, or by
+/// `fusermount3 -u`/`umount` from outside).
+///
+/// # Errors
+/// A message for a missing /dev/fuse or fusermount3, an unusable mount point, a refused
+/// mount, or a session that failed.
+pub fn run(args: &MountArgs) -> Result<(), String> {
+    preflight(args)?;
+    let threads = args.threads.map_or_else(
+        || std::thread::available_parallelism().map_or(1, |n| n.get()),
+        usize::from,
+    );
+    let permissions = match args.permissions {
+        PermissionsArg::Kernel => Permissions::Kernel,
+        PermissionsArg::Uvfs => Permissions::Uvfs,
+    };
+    let mnt = uvfs::tmpfs::mount(TmpfsOptions {
+        uid: rustix::process::geteuid().as_raw(),
+        gid: rustix::process::getegid().as_raw(),
+        size: args.size,
+        nr_inodes: args.nr_inodes,
+        ..Default::default()
+    });
+    let fs = UvfsFuse::new(
+        &mnt,
+        FuseOptions {
+            threads,
+            permissions,
+            timeout: Duration::from_secs_f64(args.timeout),
+        },
+    );
+    let mut options = vec![
+        MountOption::FSName("uvfs".into()),
+        MountOption::Subtype("uvfs".into()),
+        MountOption::RW,
+    ];
+    if permissions == Permissions::Kernel {
+        options.push(MountOption::DefaultPermissions);
+    }
+    if rustix::process::geteuid().is_root() {
+        // As a tmpfs mounted by root: set-ID bits and device nodes work.
+        options.extend([MountOption::Suid, MountOption::Dev]);
+    }
+    let mut config = Config::default();
+    config.mount_options = options;
+    config.acl = if args.allow_other {
+        SessionACL::All
+    } else {
+        SessionACL::Owner
+    };
+    config.n_threads = Some(threads);
+    config.clone_fd = true;
+    let mp = &args.mountpoint;
+    let mut session = Session::new(fs, mp, &config)
+        .map_err(|e| format!("cannot mount on {}: {e}", mp.display()))?;
+    eprintln!(
+        "uvfs: mounted on {} ({threads} threads, permissions checked by {}); Ctrl-C unmounts",
+        mp.display(),
+        match permissions {
+            Permissions::Kernel => "the kernel",
+            Permissions::Uvfs => "uvfs",
+        }
+    );
+    // SIGINT/SIGTERM: unmount, which ends `run` below.
+    let mut unmounter = session.unmount_callable();
+    let done = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let done = done.clone();
+        std::thread::spawn(move || -> io::Result<()> {
+            // Acquire: pairs with the Release store after `run` returns.
+            while !done.load(Ordering::Acquire) {
+                if uvfs_bench::interrupt::received().is_some() {
+                    return unmounter.unmount();
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Ok(())
+        })
+    };
+    let r = session.run();
+    // Release: pairs with the watcher's Acquire load; it stops polling.
+    done.store(true, Ordering::Release);
+    let unmounted = watcher
+        .join()
+        .unwrap_or_else(|_| Err(io::Error::other("the signal watcher panicked")));
+    r.map_err(|e| format!("session on {} failed: {e}", mp.display()))?;
+    unmounted.map_err(|e| format!("unmounting {}: {e}", mp.display()))?;
+    eprintln!("uvfs: unmounted {}", mp.display());
+    Ok(())
+}

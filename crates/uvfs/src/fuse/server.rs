@@ -1,0 +1,1137 @@
+//! The FUSE server: a uvfs namespace behind [`fuser::Filesystem`], so that programs that
+//! cannot be changed use it through a real mount point (`uvfs mount`).
+//!
+//! Linux analogue: the server half of the FUSE protocol (`fuse_lowlevel_ops` in libfuse;
+//! the kernel half is fs/fuse/). Every request runs the same code as the Rust API: a node is
+//! a [`Dentry`] and node operations are the `*at` calls with [`AtDir::Dentry`]; a file
+//! handle is a descriptor in one of the server's descriptor tables, so `read`, `write`,
+//! `fsync`, `fallocate` and `release` are `pread`, `pwrite`, `fsync`, `fallocate` and `close`
+//! on it, and the handle holds one reference on the same [`File`](crate::File) an `openat`
+//! would have made.
+//!
+//! # No shared written line on the request path
+//! - Each worker thread owns its [`Task`]s (credentials are set per request on the worker's
+//!   own task) and opens files into its own descriptor table; a handle names its table
+//!   (`fh = table << 32 | fd`), so a `read` on any worker finds the `File` with
+//!   [`FdTable::fget`](crate::FdTable::fget) (no lock) and a `release` on the opening worker
+//!   takes only that worker's table lock.
+//! - Nodes (`nodeid = st_ino`, the root is 1) live in [`NODE_SHARDS`] hash maps, each
+//!   behind its own lock on its own cache line; a request takes one shard's lock for a
+//!   moment. Requests on different inodes meet only when their inode numbers share a shard.
+//!
+//! # Lookup counts
+//! Every reply that hands the kernel an entry (`lookup`, `create`, `mkdir`, `mknod`,
+//! `symlink`, `link`, a `readdirplus` entry other than `.` and `..`) adds one to the node's
+//! count; `forget` subtracts what the kernel says, and the node (its dentry reference) goes
+//! at zero, as libfuse's `passthrough_ll` keeps `lo_inode.refcount`.
+//!
+//! # Permissions
+//! [`Permissions::Kernel`] (the default) mounts with `default_permissions`: the kernel checks
+//! every access against the attributes uvfs reports (supplementary groups included), and
+//! uvfs runs the request with the caller's uid and gid (they own what is created) holding
+//! root's capabilities ([`Cred::with_all_caps`]), so it does not check a second time with
+//! less information. [`Permissions::Uvfs`] leaves the checks to uvfs: the caller's
+//! supplementary groups are read from `/proc/PID/status` (as libfuse's
+//! `fuse_req_getgroups`), then every check is uvfs's own.
+//!
+//! # Caching
+//! Entries and attributes are cached by the kernel for [`FuseOptions::timeout`] (1 s by
+//! default, libfuse's default). Every change made through the mount updates the kernel's
+//! copy at once; changes made behind the kernel's back (through the Rust API on the same
+//! namespace) show after at most the timeout. A timeout of 0 makes every access ask uvfs.
+//! File contents go through the kernel's page cache, which is dropped at each open (no
+//! `FOPEN_KEEP_CACHE`), so a file opened after such a change reads the new data.
+//!
+//! # Interrupts
+//! No uvfs operation blocks (there are no waits on I/O, pipes or locks held across
+//! requests: `setlk` is left to the kernel's local locking), so a request always completes
+//! promptly and an interrupt has nothing to cut short. fuser 0.18 answers `FUSE_INTERRUPT`
+//! with `ENOSYS`, after which the kernel sends no more interrupts and waits for the reply
+//! (fs/fuse/dev.c `request_wait_answer`), which is what Linux's FUSE protocol defines for
+//! servers that do not interrupt.
+//!
+//! Lock order: a node shard lock is a leaf (never held across a call into uvfs); a table's
+//! owner `Mutex<Task>` is taken only when a worker thread starts.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::fmt;
+use std::ops::Deref;
+use std::os::unix::ffi::OsStrExt;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use fuser::{
+    FileAttr, FileType, Filesystem, FopenFlags, Generation, INodeNo, KernelConfig, ReplyAttr,
+    ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek,
+    ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow,
+};
+use parking_lot::{Mutex, RwLock};
+
+use crate::cred::Cred;
+use crate::dentry::Dentry;
+use crate::errno::{Errno, Result};
+use crate::mount::Mount;
+use crate::namei::AtDir;
+use crate::readdir::parse_dirents;
+use crate::sync::padded::CacheLine;
+use crate::task::Task;
+use crate::types::{self, AtFlags, Fd, OpenFlags, RenameFlags, Stat, Timespec};
+
+/// How every file is opened for the kernel: `FOPEN_NOFLUSH`, because tmpfs has nothing to
+/// write back at close (shmem has no `flush`), so `close(2)` needs no `FUSE_FLUSH` round
+/// trip (POSIX locks, which `flush` would also release, are the kernel's own here).
+const OPEN_FLAGS: FopenFlags = FopenFlags::FOPEN_NOFLUSH;
+
+/// Number of node-table shards (a power of two).
+pub const NODE_SHARDS: usize = 64;
+
+/// Who checks permissions on a FUSE mount.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Permissions {
+    /// The kernel (`default_permissions`); uvfs runs requests with the caller's ids and
+    /// root's capabilities.
+    #[default]
+    Kernel,
+    /// uvfs, with the caller's uid, gid and supplementary groups.
+    Uvfs,
+}
+
+/// How a [`UvfsFuse`] server behaves.
+#[derive(Clone, Debug)]
+pub struct FuseOptions {
+    /// Worker threads (each with its own descriptor table for file handles); at least 1.
+    pub threads: usize,
+    /// Who checks permissions.
+    pub permissions: Permissions,
+    /// How long the kernel may cache entries and attributes.
+    pub timeout: Duration,
+}
+
+impl Default for FuseOptions {
+    fn default() -> Self {
+        FuseOptions {
+            threads: 1,
+            permissions: Permissions::Kernel,
+            timeout: Duration::from_secs(1),
+        }
+    }
+}
+
+/// A node the kernel knows: a dentry of its inode, and how many times it was handed out.
+struct Node {
+    /// The most recently handed-out dentry of the inode (any alias works as a start).
+    dentry: Arc<Dentry>,
+    /// `nlookup`: entries handed to the kernel minus those it forgot.
+    nlookup: u64,
+}
+
+/// A node's dentry for one request: the root is borrowed (no write to its count), other
+/// nodes are cloned out of their shard.
+enum NodeRef<'a> {
+    Root(&'a Arc<Dentry>),
+    Node(Arc<Dentry>),
+}
+
+impl Deref for NodeRef<'_> {
+    type Target = Arc<Dentry>;
+    fn deref(&self) -> &Arc<Dentry> {
+        match self {
+            NodeRef::Root(d) => d,
+            NodeRef::Node(d) => d,
+        }
+    }
+}
+
+/// One shard of the node table: `nodeid -> Node`, behind its own lock.
+type NodeShard = RwLock<HashMap<u64, Node>>;
+
+/// Distinguishes servers in the per-thread worker state.
+static NEXT_SERVER_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A worker thread's state: a task per descriptor table (index = table), a read buffer.
+struct Worker {
+    server: u64,
+    /// The table this thread opens files into.
+    own: usize,
+    tasks: Vec<Task>,
+    buf: Vec<u8>,
+}
+
+thread_local! {
+    static WORKER: RefCell<Option<Worker>> = const { RefCell::new(None) };
+}
+
+/// uvfs served over FUSE: implements [`fuser::Filesystem`] on a mount's namespace.
+///
+/// # References
+/// libfuse `fuse_lowlevel_ops` and `example/passthrough_ll.c` (node and handle model);
+/// Linux fs/fuse/ (what the kernel sends and expects).
+pub struct UvfsFuse {
+    id: u64,
+    mnt: Arc<Mount>,
+    /// One owner task per descriptor table (root credentials); workers clone threads of it.
+    tables: Box<[Mutex<Task>]>,
+    /// `nodeid -> Node`, sharded by inode number.
+    nodes: Box<[CacheLine<NodeShard>]>,
+    /// Assigns worker threads their own table. Written once per thread start.
+    next_worker: CacheLine<AtomicUsize>,
+    opts: FuseOptions,
+}
+
+impl fmt::Debug for UvfsFuse {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UvfsFuse")
+            .field("tables", &self.tables.len())
+            .field("opts", &self.opts)
+            .finish()
+    }
+}
+
+/// The errno as fuser carries it.
+fn fe(e: Errno) -> fuser::Errno {
+    fuser::Errno::from_i32(e.raw())
+}
+
+/// A name from a request: one path component (the kernel never sends a `/` or an empty
+/// name; a message that does is refused).
+///
+/// # Errors
+/// `EINVAL` for an empty name or one containing `/`.
+fn component(name: &OsStr) -> Result<&[u8]> {
+    let b = name.as_bytes();
+    if b.is_empty() || b.contains(&b'/') {
+        return Err(Errno::EINVAL);
+    }
+    Ok(b)
+}
+
+/// A timestamp as `SystemTime` (times before 1970 included).
+fn system_time(t: Timespec) -> SystemTime {
+    let nsec = Duration::from_nanos(t.tv_nsec.clamp(0, 999_999_999) as u64);
+    if t.tv_sec >= 0 {
+        UNIX_EPOCH + Duration::from_secs(t.tv_sec as u64) + nsec
+    } else {
+        UNIX_EPOCH - Duration::from_secs(t.tv_sec.unsigned_abs()) + nsec
+    }
+}
+
+/// A `SystemTime` as a timestamp.
+fn timespec(t: SystemTime) -> Timespec {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => Timespec {
+            tv_sec: d.as_secs() as i64,
+            tv_nsec: i64::from(d.subsec_nanos()),
+        },
+        Err(e) => {
+            let d = e.duration();
+            let (s, n) = (d.as_secs() as i64, i64::from(d.subsec_nanos()));
+            if n == 0 {
+                Timespec {
+                    tv_sec: -s,
+                    tv_nsec: 0,
+                }
+            } else {
+                Timespec {
+                    tv_sec: -s - 1,
+                    tv_nsec: 1_000_000_000 - n,
+                }
+            }
+        }
+    }
+}
+
+/// `setattr`'s time as `utimensat`'s.
+fn utime(t: Option<TimeOrNow>) -> Timespec {
+    match t {
+        None => Timespec::UTIME_OMIT,
+        Some(TimeOrNow::Now) => Timespec::UTIME_NOW,
+        Some(TimeOrNow::SpecificTime(t)) => timespec(t),
+    }
+}
+
+/// The file type of a mode.
+fn file_type(mode: u32) -> FileType {
+    match mode & types::S_IFMT {
+        types::S_IFDIR => FileType::Directory,
+        types::S_IFLNK => FileType::Symlink,
+        types::S_IFIFO => FileType::NamedPipe,
+        types::S_IFCHR => FileType::CharDevice,
+        types::S_IFBLK => FileType::BlockDevice,
+        types::S_IFSOCK => FileType::Socket,
+        _ => FileType::RegularFile,
+    }
+}
+
+/// The attributes of `st` as FUSE sends them (`btime` as `crtime`).
+fn file_attr(st: &Stat, btime: Timespec) -> FileAttr {
+    FileAttr {
+        ino: INodeNo(st.st_ino),
+        size: st.st_size as u64,
+        blocks: st.st_blocks as u64,
+        atime: system_time(st.st_atime),
+        mtime: system_time(st.st_mtime),
+        ctime: system_time(st.st_ctime),
+        crtime: system_time(btime),
+        kind: file_type(st.st_mode),
+        perm: (st.st_mode & 0o7777) as u16,
+        nlink: st.st_nlink as u32,
+        uid: st.st_uid,
+        gid: st.st_gid,
+        // The kernel's `new_decode_dev` reads the 32-bit `new_encode_dev` form, which is
+        // the low half of the 64-bit `st_rdev` for majors below 4096.
+        rdev: st.st_rdev as u32,
+        blksize: st.st_blksize as u32,
+        flags: 0,
+    }
+}
+
+/// A reply that is complete once `ok` (an empty one, or a directory listing filled in).
+trait Done {
+    fn ok(self);
+    fn error(self, e: fuser::Errno);
+}
+
+macro_rules! impl_done {
+    ($($t:ty),*) => {$(
+        impl Done for $t {
+            fn ok(self) {
+                <$t>::ok(self)
+            }
+            fn error(self, e: fuser::Errno) {
+                <$t>::error(self, e)
+            }
+        }
+    )*};
+}
+impl_done!(ReplyEmpty, ReplyDirectory, ReplyDirectoryPlus);
+
+/// Answers `reply` with `r`'s outcome.
+fn empty(reply: impl Done, r: Result<()>) {
+    match r {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(fe(e)),
+    }
+}
+
+/// A file handle: the table it lives in and its descriptor there.
+fn fh_split(fh: fuser::FileHandle) -> (usize, Fd) {
+    ((fh.0 >> 32) as usize, Fd(fh.0 as u32 as i32))
+}
+
+/// The supplementary groups of thread `pid` (`Groups:` in `/proc/PID/status`), as
+/// libfuse's `fuse_req_getgroups`; empty if the process is gone.
+fn proc_groups(pid: u32) -> Vec<u32> {
+    let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return Vec::new();
+    };
+    s.lines()
+        .find_map(|l| l.strip_prefix("Groups:"))
+        .map(|g| {
+            g.split_whitespace()
+                .filter_map(|x| x.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+impl UvfsFuse {
+    /// A server for `mnt`'s namespace: `opts.threads` descriptor tables for file handles
+    /// (each with `RLIMIT_NOFILE` at its maximum, 2^20), root credentials, umask 0 (the
+    /// kernel applies the caller's umask before it sends a mode).
+    pub fn new(mnt: &Arc<Mount>, opts: FuseOptions) -> UvfsFuse {
+        let threads = opts.threads.max(1);
+        let base = Task::init(mnt);
+        base.umask(0);
+        let tables = (0..threads)
+            .map(|_| {
+                let mut t = base.fork();
+                t.unshare_files();
+                // The largest table Linux allows (`nr_open`); cannot fail at 2^20.
+                let _ = t.setrlimit_nofile(1 << 20);
+                Mutex::new(t)
+            })
+            .collect();
+        let nodes = (0..NODE_SHARDS)
+            .map(|_| CacheLine(RwLock::new(HashMap::new())))
+            .collect();
+        UvfsFuse {
+            // Relaxed: a unique id, no ordering with anything else.
+            id: NEXT_SERVER_ID.fetch_add(1, Ordering::Relaxed),
+            mnt: mnt.clone(),
+            tables,
+            nodes,
+            next_worker: CacheLine(AtomicUsize::new(0)),
+            opts: FuseOptions { threads, ..opts },
+        }
+    }
+
+    /// The options this server runs with.
+    pub fn options(&self) -> &FuseOptions {
+        &self.opts
+    }
+
+    /// The node-table shard of inode `ino`.
+    fn shard(&self, ino: u64) -> &NodeShard {
+        &self.nodes[(ino as usize) & (NODE_SHARDS - 1)].0
+    }
+
+    /// The dentry of node `ino`.
+    ///
+    /// # Errors
+    /// `ESTALE` for a node the kernel was never given or has forgotten.
+    fn node(&self, ino: INodeNo) -> Result<NodeRef<'_>> {
+        if ino.0 == 1 {
+            return Ok(NodeRef::Root(self.mnt.root()));
+        }
+        self.shard(ino.0)
+            .read()
+            .get(&ino.0)
+            .map(|n| NodeRef::Node(n.dentry.clone()))
+            .ok_or(Errno::ESTALE)
+    }
+
+    /// Counts one more kernel reference to `d`'s inode (an entry reply is about to go out).
+    fn remember(&self, d: &Arc<Dentry>) {
+        let ino = d.inode().ino();
+        if ino == 1 {
+            return;
+        }
+        let mut s = self.shard(ino).write();
+        let n = s.entry(ino).or_insert_with(|| Node {
+            dentry: d.clone(),
+            nlookup: 0,
+        });
+        n.nlookup += 1;
+        if !Arc::ptr_eq(&n.dentry, d) {
+            n.dentry = d.clone();
+        }
+    }
+
+    /// A new worker's state: a thread of every table's owner task, its own table assigned
+    /// round-robin.
+    #[cold]
+    fn new_worker(&self) -> Worker {
+        // Relaxed: only distinctness matters (the counter orders nothing).
+        let own = self.next_worker.0.fetch_add(1, Ordering::Relaxed) % self.tables.len();
+        Worker {
+            server: self.id,
+            own,
+            tasks: self
+                .tables
+                .iter()
+                .map(|t| t.lock().clone_thread())
+                .collect(),
+            buf: Vec::new(),
+        }
+    }
+
+    /// Runs `f` with the calling thread's task for table `table` (the thread's own table
+    /// when `None`) carrying `req`'s caller credentials, and the thread's buffer.
+    ///
+    /// # Errors
+    /// `EBADF` for a table that does not exist (a forged file handle); `f`'s.
+    fn with<R>(
+        &self,
+        req: &Request,
+        table: Option<usize>,
+        f: impl FnOnce(&Task, &mut Vec<u8>) -> Result<R>,
+    ) -> Result<R> {
+        WORKER.with(|w| {
+            let mut w = w.borrow_mut();
+            if w.as_ref().map(|w| w.server) != Some(self.id) {
+                *w = Some(self.new_worker());
+            }
+            let Some(w) = w.as_mut() else {
+                unreachable!("set above")
+            };
+            let t = table.unwrap_or(w.own);
+            let task = w.tasks.get_mut(t).ok_or(Errno::EBADF)?;
+            self.set_caller(task, req);
+            f(task, &mut w.buf)
+        })
+    }
+
+    /// Gives `task` the credentials of `req`'s caller (unchanged ones are not rebuilt).
+    fn set_caller(&self, task: &mut Task, req: &Request) {
+        let (uid, gid) = (req.uid(), req.gid());
+        match self.opts.permissions {
+            Permissions::Kernel => {
+                let c = task.cred();
+                if c.uid != uid || c.gid != gid || !c.all_caps {
+                    task.set_cred(Cred::new(uid, gid, &[]).with_all_caps());
+                }
+            }
+            Permissions::Uvfs => {
+                let groups = if uid == 0 {
+                    Vec::new()
+                } else {
+                    proc_groups(req.pid())
+                };
+                let c = task.cred();
+                if c.uid != uid || c.gid != gid || c.all_caps || *c.groups != *groups {
+                    task.set_cred(Cred::new(uid, gid, &groups));
+                }
+            }
+        }
+    }
+
+    /// `fstatat(d, "", AT_EMPTY_PATH)` as FUSE attributes.
+    fn attr_of(task: &Task, d: &Arc<Dentry>) -> Result<FileAttr> {
+        let st = task.fstatat(d, "", AtFlags::EMPTY_PATH | AtFlags::SYMLINK_NOFOLLOW)?;
+        Ok(file_attr(&st, d.inode().btime()))
+    }
+
+    /// `lookup_one`: the entry `name` in directory `dir`, not following a final symlink.
+    fn lookup_one(task: &Task, dir: &Arc<Dentry>, name: &[u8]) -> Result<Arc<Dentry>> {
+        task.with_walk(AtDir::Dentry(dir), name, |nd, start, _| {
+            Ok(nd.walk(start, name, false, false)?.clone())
+        })
+    }
+
+    /// Looks `name` up in `parent` and answers with its entry, counting the lookup. With
+    /// `negative`, a missing name is answered with a negative entry (nodeid 0) that the
+    /// kernel caches for the timeout, as libfuse's `passthrough_ll` does, so that repeated
+    /// lookups of a missing name (a `$PATH` search, a build's probes) stay in the kernel;
+    /// creating the name through the mount replaces the kernel's negative dentry.
+    fn entry_reply(
+        &self,
+        req: &Request,
+        parent: &Arc<Dentry>,
+        name: &[u8],
+        negative: bool,
+        reply: ReplyEntry,
+    ) {
+        match self.with(req, None, |t, _| {
+            let d = Self::lookup_one(t, parent, name)?;
+            let attr = Self::attr_of(t, &d)?;
+            self.remember(&d);
+            Ok(attr)
+        }) {
+            Ok(attr) => reply.entry(&self.opts.timeout, &attr, Generation(0)),
+            Err(Errno::ENOENT) if negative && !self.opts.timeout.is_zero() => {
+                let mut attr = file_attr(&Stat::default(), Timespec::default());
+                attr.ino = INodeNo(0);
+                reply.entry(&self.opts.timeout, &attr, Generation(0));
+            }
+            Err(e) => reply.error(fe(e)),
+        }
+    }
+
+    /// Runs a node-creating call `f(task, parent, name)` and answers with the new entry.
+    fn create_entry(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        reply: ReplyEntry,
+        f: impl FnOnce(&Task, &Arc<Dentry>, &[u8]) -> Result<()>,
+    ) {
+        let r = (|| {
+            let p = self.node(parent)?;
+            let name = component(name)?;
+            self.with(req, None, |t, _| f(t, &p, name))?;
+            Ok((p, name))
+        })();
+        match r {
+            Ok((p, name)) => self.entry_reply(req, &p, name, false, reply),
+            Err(e) => reply.error(fe(e)),
+        }
+    }
+
+    /// Reads directory `fh` from cookie `offset`, calling `add(entry)` until it says the
+    /// reply is full.
+    fn read_dir(
+        &self,
+        req: &Request,
+        fh: fuser::FileHandle,
+        offset: u64,
+        mut add: impl FnMut(&Task, crate::DirEntry) -> Result<bool>,
+    ) -> Result<()> {
+        let (table, fd) = fh_split(fh);
+        let offset = i64::try_from(offset).map_err(|_| Errno::EINVAL)?;
+        self.with(req, Some(table), |t, buf| {
+            t.lseek(fd, offset, types::SEEK_SET)?;
+            buf.resize(16 * 1024, 0);
+            loop {
+                let n = t.getdents64(fd, buf)?;
+                if n == 0 {
+                    return Ok(());
+                }
+                for e in parse_dirents(&buf[..n]) {
+                    if add(t, e)? {
+                        return Ok(());
+                    }
+                }
+            }
+        })
+    }
+}
+
+impl Filesystem for UvfsFuse {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        use fuser::InitFlags as F;
+        // Each is optional: a kernel without one keeps its default behaviour.
+        for cap in [
+            // readdirplus when the kernel finds it useful (first read, after lookups).
+            F::FUSE_DO_READDIRPLUS | F::FUSE_READDIRPLUS_AUTO,
+            // lookups and readdirs in one directory in parallel: uvfs's are lock-free.
+            F::FUSE_PARALLEL_DIROPS,
+            // open(O_TRUNC) in one request, as `openat` does it.
+            F::FUSE_ATOMIC_O_TRUNC,
+            // symlink targets never change: the kernel may cache them.
+            F::FUSE_CACHE_SYMLINKS,
+        ] {
+            let _ = config.add_capabilities(cap);
+        }
+        Ok(())
+    }
+
+    fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        match self.node(parent).and_then(|p| Ok((p, component(name)?))) {
+            Ok((p, name)) => self.entry_reply(req, &p, name, true, reply),
+            Err(e) => reply.error(fe(e)),
+        }
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        let mut s = self.shard(ino.0).write();
+        if let Some(n) = s.get_mut(&ino.0) {
+            n.nlookup = n.nlookup.saturating_sub(nlookup);
+            if n.nlookup == 0 {
+                s.remove(&ino.0);
+            }
+        }
+    }
+
+    fn getattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: Option<fuser::FileHandle>,
+        reply: ReplyAttr,
+    ) {
+        let r = match fh {
+            Some(fh) => {
+                let (table, fd) = fh_split(fh);
+                self.with(req, Some(table), |t, _| {
+                    let st = t.fstat(fd)?;
+                    let btime = self.node(ino).map(|d| d.inode().btime());
+                    Ok(file_attr(&st, btime.unwrap_or(st.st_ctime)))
+                })
+            }
+            None => self
+                .node(ino)
+                .and_then(|d| self.with(req, None, |t, _| Self::attr_of(t, &d))),
+        };
+        match r {
+            Ok(attr) => reply.attr(&self.opts.timeout, &attr),
+            Err(e) => reply.error(fe(e)),
+        }
+    }
+
+    fn setattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        fh: Option<fuser::FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let r = self.node(ino).and_then(|d| {
+            let empty = AtFlags::EMPTY_PATH | AtFlags::SYMLINK_NOFOLLOW;
+            // `notify_change`'s order: owner (which drops set-ID bits), mode, size, times.
+            self.with(req, None, |t, _| {
+                if uid.is_some() || gid.is_some() {
+                    t.fchownat(
+                        &*d,
+                        "",
+                        uid.unwrap_or(u32::MAX),
+                        gid.unwrap_or(u32::MAX),
+                        empty,
+                    )?;
+                }
+                if let Some(m) = mode {
+                    t.fchmodat(&*d, "", m & 0o7777, empty)?;
+                }
+                Ok(())
+            })?;
+            if let Some(len) = size {
+                let len = i64::try_from(len).map_err(|_| Errno::EFBIG)?;
+                match fh {
+                    // ftruncate: the kernel checked that the file is open for writing.
+                    Some(fh) => {
+                        let (table, fd) = fh_split(fh);
+                        self.with(req, Some(table), |t, _| t.ftruncate(fd, len))?;
+                    }
+                    None => {
+                        self.with(req, None, |t, _| t.truncate_at(AtDir::Dentry(&d), b"", len))?
+                    }
+                }
+            }
+            self.with(req, None, |t, _| {
+                if atime.is_some() || mtime.is_some() {
+                    t.utimensat(&*d, "", Some(&[utime(atime), utime(mtime)]), empty)?;
+                }
+                Self::attr_of(t, &d)
+            })
+        });
+        match r {
+            Ok(attr) => reply.attr(&self.opts.timeout, &attr),
+            Err(e) => reply.error(fe(e)),
+        }
+    }
+
+    fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
+        let r = self.node(ino).and_then(|d| {
+            self.with(req, None, |t, buf| {
+                buf.resize(crate::namei::PATH_MAX + 1, 0);
+                let n = t.readlinkat(&*d, "", buf)?;
+                Ok(buf[..n].to_vec())
+            })
+        });
+        match r {
+            Ok(target) => reply.data(&target),
+            Err(e) => reply.error(fe(e)),
+        }
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        self.create_entry(req, parent, name, reply, |t, p, name| {
+            t.mknodat(p, name, mode, u64::from(rdev))
+        });
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        self.create_entry(req, parent, name, reply, |t, p, name| {
+            t.mkdirat(p, name, mode)
+        });
+    }
+
+    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let r = self.node(parent).and_then(|p| {
+            let name = component(name)?;
+            self.with(req, None, |t, _| t.unlinkat(&*p, name, AtFlags::empty()))
+        });
+        empty(reply, r);
+    }
+
+    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let r = self.node(parent).and_then(|p| {
+            let name = component(name)?;
+            self.with(req, None, |t, _| t.unlinkat(&*p, name, AtFlags::REMOVEDIR))
+        });
+        empty(reply, r);
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &std::path::Path,
+        reply: ReplyEntry,
+    ) {
+        let target = target.as_os_str().as_bytes();
+        self.create_entry(req, parent, link_name, reply, |t, p, name| {
+            t.symlinkat(target, p, name)
+        });
+    }
+
+    fn rename(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: fuser::RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let r = (|| {
+            let (p, np) = (self.node(parent)?, self.node(newparent)?);
+            let (name, newname) = (component(name)?, component(newname)?);
+            let flags = RenameFlags::from_bits(flags.bits()).ok_or(Errno::EINVAL)?;
+            self.with(req, None, |t, _| {
+                t.renameat2(&*p, name, &*np, newname, flags)
+            })
+        })();
+        empty(reply, r);
+    }
+
+    fn link(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        let r = (|| {
+            let (d, np) = (self.node(ino)?, self.node(newparent)?);
+            let newname = component(newname)?;
+            self.with(req, None, |t, _| {
+                t.linkat(&*d, "", &*np, newname, AtFlags::EMPTY_PATH)
+            })?;
+            Ok((np, newname))
+        })();
+        match r {
+            Ok((np, newname)) => self.entry_reply(req, &np, newname, false, reply),
+            Err(e) => reply.error(fe(e)),
+        }
+    }
+
+    fn open(&self, req: &Request, ino: INodeNo, flags: fuser::OpenFlags, reply: ReplyOpen) {
+        let r = self.node(ino).and_then(|d| {
+            self.with(req, None, |t, _| {
+                let f = t.dentry_open(&d, OpenFlags::from_bits_retain(flags.0 as u32))?;
+                t.install_file(f, false)
+            })
+        });
+        match r {
+            Ok(fd) => {
+                let table = WORKER.with(|w| w.borrow().as_ref().map_or(0, |w| w.own));
+                let fh = (table as u64) << 32 | u64::from(fd.0 as u32);
+                reply.opened(fuser::FileHandle(fh), OPEN_FLAGS);
+            }
+            Err(e) => reply.error(fe(e)),
+        }
+    }
+
+    fn read(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: fuser::FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: fuser::OpenFlags,
+        _lock_owner: Option<fuser::LockOwner>,
+        reply: ReplyData,
+    ) {
+        let (table, fd) = fh_split(fh);
+        // The data is sent from the worker's buffer, inside the call.
+        let mut reply = Some(reply);
+        let r = self.with(req, Some(table), |t, buf| {
+            let off = i64::try_from(offset).map_err(|_| Errno::EINVAL)?;
+            buf.resize(size as usize, 0);
+            let n = t.pread(fd, &mut buf[..size as usize], off)?;
+            if let Some(reply) = reply.take() {
+                reply.data(&buf[..n]);
+            }
+            Ok(())
+        });
+        if let (Err(e), Some(reply)) = (r, reply) {
+            reply.error(fe(e));
+        }
+    }
+
+    fn write(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: fuser::FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: fuser::WriteFlags,
+        _flags: fuser::OpenFlags,
+        _lock_owner: Option<fuser::LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let (table, fd) = fh_split(fh);
+        let r = self.with(req, Some(table), |t, _| {
+            let off = i64::try_from(offset).map_err(|_| Errno::EFBIG)?;
+            t.pwrite(fd, data, off)
+        });
+        match r {
+            Ok(n) => reply.written(n as u32),
+            Err(e) => reply.error(fe(e)),
+        }
+    }
+
+    fn flush(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: fuser::FileHandle,
+        _lock_owner: fuser::LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        // tmpfs has nothing to write back at close (`shmem` has no `flush`); the handle
+        // must still be valid.
+        let (table, fd) = fh_split(fh);
+        match self.with(req, Some(table), |t, _| t.fcntl(fd, crate::Fcntl::GetFd)) {
+            Ok(_) => reply.ok(),
+            Err(e) => reply.error(fe(e)),
+        }
+    }
+
+    fn release(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: fuser::FileHandle,
+        _flags: fuser::OpenFlags,
+        _lock_owner: Option<fuser::LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        let (table, fd) = fh_split(fh);
+        match self.with(req, Some(table), |t, _| t.close(fd)) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(fe(e)),
+        }
+    }
+
+    fn fsync(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: fuser::FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        let (table, fd) = fh_split(fh);
+        let r = self.with(req, Some(table), |t, _| {
+            if datasync {
+                t.fdatasync(fd)
+            } else {
+                t.fsync(fd)
+            }
+        });
+        empty(reply, r);
+    }
+
+    fn opendir(&self, req: &Request, ino: INodeNo, flags: fuser::OpenFlags, reply: ReplyOpen) {
+        self.open(
+            req,
+            ino,
+            fuser::OpenFlags(flags.0 | OpenFlags::DIRECTORY.bits() as i32),
+            reply,
+        );
+    }
+
+    fn readdir(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: fuser::FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let r = self.read_dir(req, fh, offset, |_, e| {
+            Ok(reply.add(
+                INodeNo(e.d_ino),
+                e.d_off as u64,
+                file_type(u32::from(e.d_type) << 12),
+                OsStr::from_bytes(&e.name),
+            ))
+        });
+        empty(reply, r);
+    }
+
+    fn readdirplus(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: fuser::FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        let r = self.node(ino).and_then(|dir| {
+            self.read_dir(req, fh, offset, |t, e| {
+                let dot = e.name == b"." || e.name == b"..";
+                // `.` and `..` carry no entry: the kernel neither links nor counts them
+                // (`fuse_direntplus_link`); a zero nodeid says so.
+                let (nodeid, attr, d) = if dot {
+                    let st = t.fstatat(&*dir, &e.name, AtFlags::SYMLINK_NOFOLLOW)?;
+                    (0, file_attr(&st, st.st_ctime), None)
+                } else {
+                    match Self::lookup_one(t, &dir, &e.name) {
+                        Ok(d) => (e.d_ino, Self::attr_of(t, &d)?, Some(d)),
+                        // Removed since getdents listed it: skip it.
+                        Err(Errno::ENOENT) => return Ok(false),
+                        Err(err) => return Err(err),
+                    }
+                };
+                let full = reply.add(
+                    INodeNo(nodeid),
+                    e.d_off as u64,
+                    OsStr::from_bytes(&e.name),
+                    &self.opts.timeout,
+                    &attr,
+                    Generation(0),
+                );
+                if let (false, Some(d)) = (full, d) {
+                    self.remember(&d);
+                }
+                Ok(full)
+            })
+        });
+        empty(reply, r);
+    }
+
+    fn releasedir(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: fuser::FileHandle,
+        flags: fuser::OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        self.release(req, ino, fh, flags, None, false, reply);
+    }
+
+    fn fsyncdir(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: fuser::FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.fsync(req, ino, fh, datasync, reply);
+    }
+
+    fn statfs(&self, req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        match self.with(req, None, |t, _| t.statfs("/")) {
+            Ok(s) => reply.statfs(
+                s.f_blocks,
+                s.f_bfree,
+                s.f_bavail,
+                s.f_files,
+                s.f_ffree,
+                s.f_bsize as u32,
+                s.f_namelen as u32,
+                s.f_frsize as u32,
+            ),
+            Err(e) => reply.error(fe(e)),
+        }
+    }
+
+    fn access(&self, req: &Request, ino: INodeNo, mask: fuser::AccessFlags, reply: ReplyEmpty) {
+        // The kernel sends the caller's real ids for access(2) (`access_override_creds`
+        // ran before `fuse_access`): check with them as the effective ones.
+        let r = self.node(ino).and_then(|d| {
+            self.with(req, None, |t, _| {
+                t.faccessat2(
+                    &*d,
+                    "",
+                    mask.bits() as u32,
+                    AtFlags::EACCESS | AtFlags::EMPTY_PATH,
+                )
+            })
+        });
+        empty(reply, r);
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let r = (|| {
+            let p = self.node(parent)?;
+            let name = component(name)?;
+            self.with(req, None, |t, _| {
+                let flags = OpenFlags::from_bits_retain(flags as u32) | OpenFlags::CREAT;
+                let f = t.filp_open(&*p, name, flags, mode)?;
+                let d = f.dentry().clone();
+                let fd = t.install_file(f, false)?;
+                match Self::attr_of(t, &d) {
+                    Ok(attr) => {
+                        self.remember(&d);
+                        Ok((fd, attr))
+                    }
+                    Err(e) => {
+                        let _ = t.close(fd);
+                        Err(e)
+                    }
+                }
+            })
+        })();
+        match r {
+            Ok((fd, attr)) => {
+                let table = WORKER.with(|w| w.borrow().as_ref().map_or(0, |w| w.own));
+                let fh = (table as u64) << 32 | u64::from(fd.0 as u32);
+                reply.created(
+                    &self.opts.timeout,
+                    &attr,
+                    Generation(0),
+                    fuser::FileHandle(fh),
+                    OPEN_FLAGS,
+                );
+            }
+            Err(e) => reply.error(fe(e)),
+        }
+    }
+
+    fn fallocate(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: fuser::FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        let (table, fd) = fh_split(fh);
+        let r = self.with(req, Some(table), |t, _| {
+            let off = i64::try_from(offset).map_err(|_| Errno::EFBIG)?;
+            let len = i64::try_from(length).map_err(|_| Errno::EFBIG)?;
+            t.fallocate(fd, mode, off, len)
+        });
+        empty(reply, r);
+    }
+
+    fn lseek(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: fuser::FileHandle,
+        offset: i64,
+        whence: i32,
+        reply: ReplyLseek,
+    ) {
+        let (table, fd) = fh_split(fh);
+        match self.with(req, Some(table), |t, _| t.lseek(fd, offset, whence)) {
+            Ok(off) => reply.offset(off),
+            Err(e) => reply.error(fe(e)),
+        }
+    }
+}
