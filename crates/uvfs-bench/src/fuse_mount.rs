@@ -67,10 +67,10 @@ pub struct FuseMount {
 
 impl FuseMount {
     /// Makes a fresh mount point, starts the server `command(mountpoint)`
-    /// and waits (up to 20 s) until a mount of type `fstype` (e.g.
-    /// `fuse.uvfs`) is on the mount point. `what` names the server in
-    /// messages; `clean_exits` are the exit codes that mean it stopped
-    /// cleanly after SIGTERM.
+    /// and waits (up to 20 s) until a FUSE mount of `subtype` (e.g. `uvfs`,
+    /// see [`MountEntry::is_fuse`]) is on the mount point. `what` names the
+    /// server in messages; `clean_exits` are the exit codes that mean it
+    /// stopped cleanly after SIGTERM.
     ///
     /// # Errors
     ///
@@ -80,7 +80,7 @@ impl FuseMount {
     /// removed).
     pub fn start(
         what: &str,
-        fstype: &str,
+        subtype: &str,
         clean_exits: &'static [i32],
         command: impl FnOnce(&Path) -> Command,
     ) -> Result<FuseMount> {
@@ -131,16 +131,16 @@ impl FuseMount {
             private,
         };
         // On error, `mount` drops: the server is stopped, the point removed.
-        mount.wait_mounted(fstype)?;
+        mount.wait_mounted(subtype)?;
         Ok(mount)
     }
 
-    /// Waits until a mount of type `fstype` is on the mount point.
-    fn wait_mounted(&mut self, fstype: &str) -> Result<()> {
+    /// Waits until a FUSE mount of `subtype` is on the mount point.
+    fn wait_mounted(&mut self, subtype: &str) -> Result<()> {
         let deadline = Instant::now() + MOUNT_TIMEOUT;
         loop {
-            let found = mounted_fstype(&self.path)?;
-            if found.as_deref() == Some(fstype) {
+            let found = mounted(&self.path)?;
+            if found.as_ref().is_some_and(|m| m.is_fuse(subtype)) {
                 return Ok(());
             }
             interrupt::check()?;
@@ -159,11 +159,11 @@ impl FuseMount {
             }
             if Instant::now() >= deadline {
                 return Err(Error::msg(format!(
-                    "{}: no {fstype} mount on {} after {} s (found: {}){}",
+                    "{}: no fuse.{subtype} mount on {} after {} s (found: {}){}",
                     self.what,
                     self.path.display(),
                     MOUNT_TIMEOUT.as_secs(),
-                    found.as_deref().unwrap_or("none"),
+                    found.map_or("none".to_owned(), |m| format!("{} {}", m.fstype, m.source)),
                     self.stderr_tail()
                 )));
             }
@@ -226,7 +226,7 @@ impl FuseMount {
         if self.mountpoint.is_none() {
             return Ok(());
         }
-        if let Ok(Some(_)) = mounted_fstype(&self.path) {
+        if let Ok(Some(_)) = mounted(&self.path) {
             // A server that crashed or was killed leaves its mount behind
             // (reads fail with ENOTCONN); only a detach frees the mount point.
             if let Err(e) = detach(&self.path) {
@@ -356,33 +356,55 @@ fn detach(path: &Path) -> std::result::Result<(), String> {
     })
 }
 
-/// The file system type (e.g. `fuse.uvfs`) of the topmost mount on `path`
-/// in the calling thread's mount namespace, from
-/// `/proc/thread-self/mountinfo`; `None` if nothing is mounted there.
+/// One mount, as `/proc/*/mountinfo` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountEntry {
+    /// The file system type, e.g. `tmpfs`, `fuse`, `fuse.passthrough_ll`.
+    pub fstype: String,
+    /// The mount source, e.g. `uvfs`, `passthrough_ll`.
+    pub source: String,
+}
+
+impl MountEntry {
+    /// Whether this is a FUSE mount of `subtype`: type `fuse.SUBTYPE` (libfuse
+    /// and `fusermount3` mount so), or type `fuse` with source `SUBTYPE`
+    /// (fuser's direct `mount(2)` as root passes no subtype; `uvfs mount`
+    /// names its source `uvfs`).
+    pub fn is_fuse(&self, subtype: &str) -> bool {
+        self.fstype.strip_prefix("fuse.") == Some(subtype)
+            || (self.fstype == "fuse" && self.source == subtype)
+    }
+}
+
+/// The topmost mount on `path` in the calling thread's mount namespace,
+/// from `/proc/thread-self/mountinfo`; `None` if nothing is mounted there.
 ///
 /// # Errors
 ///
 /// mountinfo cannot be read.
-pub fn mounted_fstype(path: &Path) -> Result<Option<String>> {
+pub fn mounted(path: &Path) -> Result<Option<MountEntry>> {
     let info = std::fs::read("/proc/thread-self/mountinfo")
         .with_context(|| "reading /proc/thread-self/mountinfo")?;
-    Ok(fstype_in(&info, path))
+    Ok(mount_in(&info, path))
 }
 
-/// [`mounted_fstype`] on mountinfo's text: the last line (mounts are listed
-/// in mount order) whose mount point is `path`.
-fn fstype_in(info: &[u8], path: &Path) -> Option<String> {
+/// [`mounted`] on mountinfo's text: the last line (mounts are listed in
+/// mount order) whose mount point is `path`.
+fn mount_in(info: &[u8], path: &Path) -> Option<MountEntry> {
     use std::os::unix::ffi::OsStrExt as _;
     let want = path.as_os_str().as_bytes();
     let mut found = None;
     for line in info.split(|&b| b == b'\n') {
-        // id parent major:minor root MOUNT-POINT options [optional...] - FSTYPE source super
+        // id parent major:minor root MOUNT-POINT options [optional...] - FSTYPE SOURCE super
         let fields: Vec<&[u8]> = line.split(|&b| b == b' ').collect();
         let Some(dash) = fields.iter().position(|f| *f == b"-") else {
             continue;
         };
-        if fields.len() > 4 && dash + 1 < fields.len() && unescape(fields[4]) == want {
-            found = Some(String::from_utf8_lossy(fields[dash + 1]).into_owned());
+        if fields.len() > 4 && dash + 2 < fields.len() && unescape(fields[4]) == want {
+            found = Some(MountEntry {
+                fstype: String::from_utf8_lossy(fields[dash + 1]).into_owned(),
+                source: String::from_utf8_lossy(&unescape(fields[dash + 2])).into_owned(),
+            });
         }
     }
     found
@@ -413,18 +435,25 @@ fn unescape(field: &[u8]) -> Vec<u8> {
 mod tests {
     use super::*;
 
-    /// Mount points with escapes; the topmost mount wins.
+    /// Mount points with escapes; the topmost mount wins; both ways a FUSE
+    /// subtype shows.
     #[test]
     fn parses_mountinfo() {
         let info = b"22 1 0:21 / /proc rw,nosuid shared:12 - proc proc rw\n\
             44 27 0:40 / /tmp/a\\040b rw,nosuid,nodev,relatime - fuse.passthrough_ll passthrough_ll rw,user_id=0\n\
-            45 44 0:41 / /tmp/a\\040b rw - fuse.uvfs uvfs rw\n";
-        assert_eq!(
-            fstype_in(info, Path::new("/tmp/a b")).as_deref(),
-            Some("fuse.uvfs")
-        );
-        assert_eq!(fstype_in(info, Path::new("/proc")).as_deref(), Some("proc"));
-        assert_eq!(fstype_in(info, Path::new("/tmp")), None);
+            45 44 0:41 / /tmp/a\\040b rw,relatime - fuse uvfs rw,user_id=0,default_permissions\n";
+        let top = mount_in(info, Path::new("/tmp/a b")).unwrap();
+        assert_eq!((top.fstype.as_str(), top.source.as_str()), ("fuse", "uvfs"));
+        assert!(top.is_fuse("uvfs") && !top.is_fuse("passthrough_ll"));
+        let proc = mount_in(info, Path::new("/proc")).unwrap();
+        assert_eq!(proc.fstype, "proc");
+        assert!(!proc.is_fuse("proc"));
+        let ll = MountEntry {
+            fstype: "fuse.passthrough_ll".into(),
+            source: "x".into(),
+        };
+        assert!(ll.is_fuse("passthrough_ll") && !ll.is_fuse("uvfs"));
+        assert_eq!(mount_in(info, Path::new("/tmp")), None);
         assert_eq!(unescape(b"x\\134y\\01"), b"x\\y\\01");
     }
 
@@ -433,7 +462,7 @@ mod tests {
     #[test]
     fn server_exiting_early_is_an_error_with_its_stderr() {
         let mut made = PathBuf::new();
-        let e = FuseMount::start("fake server", "fuse.fake", &[0], |p| {
+        let e = FuseMount::start("fake server", "fake", &[0], |p| {
             made = p.to_path_buf();
             let mut c = Command::new("sh");
             c.args(["-c", "echo no fuse here >&2; exit 3"]);

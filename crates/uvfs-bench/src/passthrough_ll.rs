@@ -40,9 +40,9 @@ pub const EXAMPLES: &str = "/usr/share/doc/libfuse3-dev/examples";
 /// The compiler flags besides pkg-config's.
 pub const CFLAGS: [&str; 2] = ["-O2", "-Wall"];
 
-/// The file system type `passthrough_ll` shows in mountinfo (libfuse sets
-/// the subtype to the program's name).
-pub const FSTYPE: &str = "fuse.passthrough_ll";
+/// The FUSE subtype `passthrough_ll` shows in mountinfo (libfuse sets it to
+/// the program's name: type `fuse.passthrough_ll`).
+pub const SUBTYPE: &str = "passthrough_ll";
 
 /// `passthrough_ll`'s options besides `-f` and the mount point (`source=` is
 /// added before them).
@@ -160,7 +160,7 @@ impl PassthroughLl {
         let source = HostDir::create(host_dir)?;
         let binary = build.binary();
         // Exit code 1 is libfuse's loop returning the signal that stopped it.
-        let mount = FuseMount::start("passthrough_ll", FSTYPE, &[0, 1], |dir| {
+        let mount = FuseMount::start("passthrough_ll", SUBTYPE, &[0, 1], |dir| {
             let mut c = Command::new(&binary);
             c.arg("-f")
                 .arg("-o")
@@ -295,12 +295,9 @@ mod tests {
         let dir = PassthroughLl::start(build, None).unwrap();
         let mountpoint = dir.mount.path().to_path_buf();
         let pid = rustix::process::Pid::from_raw(dir.mount.pid() as i32).unwrap();
-        assert_eq!(
-            crate::fuse_mount::mounted_fstype(&mountpoint)
-                .unwrap()
-                .as_deref(),
-            Some(FSTYPE)
-        );
+        assert!(crate::fuse_mount::mounted(&mountpoint)
+            .unwrap()
+            .is_some_and(|m| m.is_fuse(SUBTYPE)));
         drop(dir);
         assert!(!mountpoint.exists(), "{mountpoint:?} left behind");
         assert_eq!(

@@ -21,8 +21,9 @@ use crate::fuse_mount::FuseMount;
 use crate::kernel::KernelDir;
 use crate::report::Report;
 
-/// The file system type `uvfs mount` shows in mountinfo.
-pub const FSTYPE: &str = "fuse.uvfs";
+/// The FUSE subtype `uvfs mount` shows in mountinfo: type `fuse.uvfs`, or
+/// (mounted by root, fuser's direct `mount(2)`) type `fuse`, source `uvfs`.
+pub const SUBTYPE: &str = "uvfs";
 
 /// The goal: `mount` at least this many times `passthrough-ll` on
 /// every workload at 1 and 2 threads.
@@ -43,14 +44,14 @@ pub struct UvfsMount {
 
 impl UvfsMount {
     /// Starts `program mount MOUNTPOINT --threads threads` on a fresh mount
-    /// point and waits for its `fuse.uvfs` mount.
+    /// point and waits for its FUSE mount ([`SUBTYPE`]).
     ///
     /// # Errors
     ///
     /// See [`FuseMount::start`]; e.g. `program` has no `mount` subcommand
     /// (the error quotes its stderr), or the kernel has no FUSE.
     pub fn start(program: &Path, threads: usize) -> Result<UvfsMount> {
-        let mount = FuseMount::start("uvfs mount", FSTYPE, &[0], |dir| {
+        let mount = FuseMount::start("uvfs mount", SUBTYPE, &[0], |dir| {
             let mut c = Command::new(program);
             c.arg("mount")
                 .arg(dir)
