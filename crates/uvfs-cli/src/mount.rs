@@ -76,6 +76,23 @@ fn in_path(name: &str) -> bool {
         .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
 }
 
+/// Detaches the mount at `mp` (`MNT_DETACH`; through `fusermount3 -u -z` when not root).
+fn lazy_unmount(mp: &std::path::Path) -> io::Result<()> {
+    if rustix::process::geteuid().is_root() {
+        return rustix::mount::unmount(mp, rustix::mount::UnmountFlags::DETACH).map_err(Into::into);
+    }
+    let st = std::process::Command::new("fusermount3")
+        .arg("-u")
+        .arg("-z")
+        .arg(mp)
+        .status()?;
+    if st.success() {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!("fusermount3 -u -z: {st}")))
+    }
+}
+
 /// Checks what the mount needs before anything is mounted.
 fn preflight(args: &MountArgs) -> Result<(), String> {
     std::fs::OpenOptions::new()
@@ -165,11 +182,17 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
     let done = Arc::new(AtomicBool::new(false));
     let watcher = {
         let done = done.clone();
+        let mp = mp.clone();
         std::thread::spawn(move || -> io::Result<()> {
             // Acquire: pairs with the Release store after `run` returns.
             while !done.load(Ordering::Acquire) {
                 if uvfs_bench::interrupt::received().is_some() {
-                    return unmounter.unmount();
+                    // A process still using the mount (or a worker thread of ours that has
+                    // not let go of it yet) makes a plain unmount EBUSY: detach it then, as
+                    // `umount -l` / `fusermount3 -u -z` do, so the session ends either way.
+                    return unmounter
+                        .unmount()
+                        .or_else(|e| lazy_unmount(&mp).map_err(|_| e));
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
