@@ -30,8 +30,15 @@
 //! error or interruption (see [`crate::interrupt`]). The `tree` workload's
 //! files are copied into it once, so (on a tmpfs) both sides read files
 //! from memory.
+//!
+//! The same target runs the workloads in a FUSE mount: [`KernelTarget::on`]
+//! takes any [`KernelDir`], and `uvfs bench --target mount` gives it a
+//! `uvfs mount` (see [`crate::uvfs_mount`]) or libfuse's `passthrough_ll`
+//! (see [`crate::passthrough_ll`]) in place of the tmpfs.
 
+use std::cell::Cell;
 use std::ffi::{CStr, CString};
+use std::fmt;
 use std::hint::black_box;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
@@ -103,7 +110,7 @@ impl HostDir {
             .with_context(|| "creating a temporary directory for the kernel peer")?;
         // In a private mount namespace the tmpfs vanishes with the process
         // even when it is killed (Ctrl-C) before it can unmount.
-        let private = enter_private_mount_namespace();
+        let private = private_mount_namespace();
         let mounted = rustix::mount::mount(
             "uvfs-bench",
             dir.path(),
@@ -193,10 +200,66 @@ impl Drop for HostDir {
     }
 }
 
+/// The directory a [`KernelTarget`] works in: a [`HostDir`], or a FUSE
+/// mount (`uvfs mount`, `passthrough_ll`) whose server it owns.
+pub trait KernelDir: fmt::Debug {
+    /// The directory's path; the target makes its runs' directories in it.
+    fn path(&self) -> &Path;
+
+    /// What it is, for the output, e.g. "tmpfs mounted at /tmp/uvfs-bench-x".
+    fn description(&self) -> String;
+
+    /// Releases it (unmounts, stops its server, removes it), reporting
+    /// failures. Every fd into it is closed first.
+    ///
+    /// # Errors
+    ///
+    /// Releasing failed, with context.
+    fn close(self: Box<Self>) -> Result<()>;
+}
+
+impl KernelDir for HostDir {
+    fn path(&self) -> &Path {
+        HostDir::path(self)
+    }
+
+    fn description(&self) -> String {
+        HostDir::description(self).to_owned()
+    }
+
+    fn close(self: Box<Self>) -> Result<()> {
+        HostDir::close(*self)
+    }
+}
+
+thread_local! {
+    /// The result of this thread's [`private_mount_namespace`] call, once made.
+    static PRIVATE_NAMESPACE: Cell<Option<rustix::io::Result<()>>> = const { Cell::new(None) };
+}
+
 /// Moves the calling thread (the main thread, before any worker exists)
 /// into a new mount namespace whose mounts do not propagate back, so a
 /// tmpfs mounted afterwards is seen only by this process and its later
 /// threads, and is gone when the process exits, however it exits.
+///
+/// Once per thread: later calls return the first call's result and stay in
+/// that namespace. A second `unshare` would copy the mounts made so far into
+/// a new namespace, and a FUSE server started before it (a child process,
+/// in the first namespace) could not unmount the copy: its mount point
+/// could then not be removed.
+pub(crate) fn private_mount_namespace() -> rustix::io::Result<()> {
+    PRIVATE_NAMESPACE.with(|done| {
+        if let Some(result) = done.get() {
+            return result;
+        }
+        let result = enter_private_mount_namespace();
+        done.set(Some(result));
+        result
+    })
+}
+
+/// [`private_mount_namespace`]'s first call: `unshare(CLONE_NEWNS)` and
+/// make every mount private.
 fn enter_private_mount_namespace() -> rustix::io::Result<()> {
     // SAFETY: the hazard of `unshare_unsafe` is CLONE_FILES (fds that other
     // threads cannot see); CLONE_NEWNS and the CLONE_FS it implies change
@@ -211,7 +274,7 @@ fn enter_private_mount_namespace() -> rustix::io::Result<()> {
 }
 
 /// The file system type of `path`, by `statfs` magic, for the output.
-fn fs_name(path: &Path) -> String {
+pub(crate) fn fs_name(path: &Path) -> String {
     let Ok(st) = rustix::fs::statfs(path) else {
         return "file system unknown".to_owned();
     };
@@ -231,21 +294,25 @@ fn fs_name(path: &Path) -> String {
     name.to_owned()
 }
 
-/// The kernel peer as a [`Target`]: Linux system calls on a [`HostDir`].
+/// The kernel peer as a [`Target`]: Linux system calls on a [`HostDir`], or
+/// on another [`KernelDir`] such as a FUSE mount.
 #[derive(Debug)]
 pub struct KernelTarget {
+    /// The target's name: `kernel`, or the FUSE server's (`mount`,
+    /// `passthrough-ll`).
+    name: String,
     /// The current run's shared state; `None` between runs.
     run: Option<KernelRun>,
     /// The imported tree, once a `tree` run has needed it.
     tree: Option<KernelTree>,
-    /// The host directory, opened; dropped before `host`.
+    /// The directory, opened; dropped before `host`.
     root: OwnedFd,
     /// Runs set up so far, to name each run's directory.
     runs: u64,
     /// Trees imported so far, to name each tree's directory.
     trees: u64,
-    /// The host directory; last so the fds above close before it goes.
-    host: HostDir,
+    /// The directory; last so the fds above close before it goes.
+    host: Box<dyn KernelDir>,
 }
 
 /// One run's shared state, opened by the main thread before the workers
@@ -279,19 +346,31 @@ struct KernelTree {
 }
 
 impl KernelTarget {
-    /// Opens the kernel peer on `host`.
+    /// Opens the kernel peer, named `kernel`, on `host`.
     ///
     /// # Errors
     ///
     /// The directory cannot be opened.
     pub fn new(host: HostDir) -> Result<KernelTarget> {
+        KernelTarget::on("kernel", Box::new(host))
+    }
+
+    /// Opens a target named `name` that runs the workloads through system
+    /// calls in `dir` (a FUSE mount, say); closing the target closes `dir`,
+    /// after every fd into it. On error `dir` is dropped (released).
+    ///
+    /// # Errors
+    ///
+    /// The directory cannot be opened.
+    pub fn on(name: &str, host: Box<dyn KernelDir>) -> Result<KernelTarget> {
         let root = rustix::fs::open(
             host.path(),
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
             Mode::empty(),
         )
-        .with_context(|| format!("kernel: opening {}", host.path().display()))?;
+        .with_context(|| format!("{name}: opening {}", host.path().display()))?;
         Ok(KernelTarget {
+            name: name.to_owned(),
             run: None,
             tree: None,
             root,
@@ -304,24 +383,25 @@ impl KernelTarget {
     /// Copies `source` into a new directory `treeN` under the host directory
     /// and checks every file reads back as on the host.
     fn import_tree(&mut self, source: &Arc<HostTree>) -> Result<()> {
+        let who = self.name.clone();
         self.trees += 1;
         let name = format!("tree{}", self.trees);
         rustix::fs::mkdirat(&self.root, name.as_str(), Mode::from_raw_mode(DIR_MODE))
-            .with_context(|| format!("kernel: mkdirat({name})"))?;
+            .with_context(|| format!("{who}: mkdirat({name})"))?;
         let dir = rustix::fs::openat(
             &self.root,
             name.as_str(),
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
             Mode::empty(),
         )
-        .with_context(|| format!("kernel: open({name})"))?;
+        .with_context(|| format!("{who}: open({name})"))?;
         source.import(
             &mut KernelSink { dir: dir.as_fd() },
-            &format!("kernel {name}"),
+            &format!("{who} {name}"),
         )?;
         let paths = source
             .file_paths()
-            .map(|p| CString::new(p).map_err(|e| Error::new("kernel: tree path", e)))
+            .map(|p| CString::new(p).map_err(|e| Error::new(format!("{who}: tree path"), e)))
             .collect::<Result<Vec<_>>>()?;
         let sizes = source.file_sizes().collect();
         self.tree = Some(KernelTree {
@@ -388,7 +468,7 @@ impl TreeSink for KernelSink<'_> {
 
 impl Target for KernelTarget {
     fn name(&self) -> &str {
-        "kernel"
+        &self.name
     }
 
     fn description(&self) -> String {
@@ -409,18 +489,20 @@ impl Target for KernelTarget {
                 self.import_tree(source)?;
             }
         }
+        // For messages, apart from `self` (borrowed by the run below).
+        let who = self.name.clone();
         self.runs += 1;
         let name = CString::new(format!("run{}", self.runs))
-            .map_err(|e| Error::new("kernel: run directory name", e))?;
+            .map_err(|e| Error::new(format!("{who}: run directory name"), e))?;
         rustix::fs::mkdirat(&self.root, &name, Mode::from_raw_mode(DIR_MODE))
-            .with_context(|| format!("kernel: mkdirat({name:?})"))?;
+            .with_context(|| format!("{who}: mkdirat({name:?})"))?;
         let dir = rustix::fs::openat(
             &self.root,
             &name,
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
             Mode::empty(),
         )
-        .with_context(|| format!("kernel: open({name:?})"))?;
+        .with_context(|| format!("{who}: open({name:?})"))?;
         let run = self.run.insert(KernelRun {
             name,
             dir,
@@ -437,13 +519,13 @@ impl Target for KernelTarget {
                 OFlags::RDONLY | OFlags::CLOEXEC,
                 Mode::empty(),
             )
-            .with_context(|| "kernel: open(shared)")?;
+            .with_context(|| format!("{who}: open(shared)"))?;
             run.shared = Some(f);
         }
         if matches!(workload, Workload::OpenClose) {
             for index in 0..threads {
                 let name = CString::new(open_close_name(index))
-                    .map_err(|e| Error::new("kernel: open-close file name", e))?;
+                    .map_err(|e| Error::new(format!("{who}: open-close file name"), e))?;
                 create_file(run.dir.as_fd(), &name, &[])?;
                 run.own_files += 1;
             }
@@ -456,7 +538,7 @@ impl Target for KernelTarget {
                 OFlags::CREATE | OFlags::RDWR | OFlags::CLOEXEC,
                 Mode::from_raw_mode(FILE_MODE),
             )
-            .with_context(|| "kernel: open(shared)")?;
+            .with_context(|| format!("{who}: open(shared)"))?;
             run.shared = Some(f);
         }
         let run: &KernelRun = run;
@@ -467,7 +549,7 @@ impl Target for KernelTarget {
                 run.shared
                     .as_ref()
                     .map(|f| f.as_fd())
-                    .ok_or_else(|| Error::msg("kernel: shared file not open"))
+                    .ok_or_else(|| Error::msg(format!("{who}: shared file not open")))
             };
             workers.push(match workload {
                 Workload::Syscall => Box::new(SyscallWorker { fd: shared()? }),
@@ -483,7 +565,8 @@ impl Target for KernelTarget {
                     }),
                 }),
                 Workload::Tree(_) => {
-                    let tree = tree.ok_or_else(|| Error::msg("kernel: tree not imported"))?;
+                    let tree =
+                        tree.ok_or_else(|| Error::msg(format!("{who}: tree not imported")))?;
                     Box::new(TreeWorker {
                         dir: tree.dir.as_fd(),
                         paths: &tree.paths,
@@ -502,7 +585,7 @@ impl Target for KernelTarget {
                 Workload::OpenClose => Box::new(OpenCloseWorker {
                     dir: run.dir.as_fd(),
                     name: CString::new(open_close_name(index))
-                        .map_err(|e| Error::new("kernel: open-close file name", e))?,
+                        .map_err(|e| Error::new(format!("{who}: open-close file name"), e))?,
                 }),
             });
         }
@@ -513,6 +596,7 @@ impl Target for KernelTarget {
         let Some(run) = self.run.take() else {
             return Ok(());
         };
+        let who = &self.name;
         let KernelRun {
             name,
             dir,
@@ -525,18 +609,18 @@ impl Target for KernelTarget {
         drop(shared);
         if shared_created {
             rustix::fs::unlinkat(&dir, c"shared", AtFlags::empty())
-                .with_context(|| format!("kernel: unlink({name:?}/shared)"))?;
+                .with_context(|| format!("{who}: unlink({name:?}/shared)"))?;
         }
         for index in 0..own_files {
             let file = open_close_name(index);
             rustix::fs::unlinkat(&dir, file.as_str(), AtFlags::empty())
-                .with_context(|| format!("kernel: unlink({name:?}/{file})"))?;
+                .with_context(|| format!("{who}: unlink({name:?}/{file})"))?;
         }
         drop(dir);
         // ENOTEMPTY here means a workload left files behind (creat-clo must
         // unlink every file it creates).
         rustix::fs::unlinkat(&self.root, &name, AtFlags::REMOVEDIR)
-            .with_context(|| format!("kernel: rmdir({name:?}) after the run"))
+            .with_context(|| format!("{who}: rmdir({name:?}) after the run"))
     }
 
     fn close(self: Box<Self>) -> Result<()> {

@@ -8,7 +8,10 @@
 //! | [`workloads`] | the workloads (`syscall`, `creat-clo`, `futimes`, `tree`, `fstat-shared`, `read-shared`, `open-close`), their units, the host tree |
 //! | [`target`] | [`Target`] and [`Worker`](target::Worker): what a workload runs on |
 //! | [`uvfs_target`] | uvfs's embedded tmpfs through `uvfs::Task` |
-//! | [`kernel`] | the kernel peer: real syscalls (rustix) on a host tmpfs |
+//! | [`kernel`] | the kernel peer: real syscalls (rustix) on a host tmpfs, or in any [`kernel::KernelDir`] |
+//! | [`uvfs_mount`] | the `mount` target: the kernel peer's syscalls in a fresh `uvfs mount` (FUSE) |
+//! | [`passthrough_ll`] | the `passthrough-ll` target: the same in libfuse's `passthrough_ll` over a tmpfs, built at bench time |
+//! | [`fuse_mount`] | a FUSE server as a child process: started, waited for in mountinfo, always stopped |
 //! | `peers` | feature `peers`: other crates' in-memory file systems (`vfs` MemoryFS, wasmer's `mem_fs`); see [`peer_targets`] |
 //! | [`harness`] | start gate, stop flag, interleaved repetitions, rates |
 //! | [`interrupt`] | SIGINT/SIGTERM as a polled flag: stop, clean up, exit `128 + signal` |
@@ -27,14 +30,17 @@
 
 pub mod ablation;
 pub mod error;
+pub mod fuse_mount;
 pub mod harness;
 pub mod interrupt;
 pub mod kernel;
+pub mod passthrough_ll;
 #[cfg(feature = "peers")]
 pub mod peers;
 pub mod plot;
 pub mod report;
 pub mod target;
+pub mod uvfs_mount;
 pub mod uvfs_target;
 pub mod workloads;
 
@@ -64,8 +70,10 @@ pub struct BenchArgs {
     pub workloads: Vec<WorkloadKind>,
 
     /// Targets to run, repeatable or comma-separated; the first is the
-    /// subject of the ratios [default: uvfs,kernel]. The peers
-    /// (vfs-memoryfs, wasmer-memfs) exist in builds with `--features peers`.
+    /// subject of the ratios [default: uvfs,kernel]. `mount` alone means
+    /// mount,passthrough-ll,kernel (uvfs over FUSE against libfuse's
+    /// passthrough_ll and the kernel's tmpfs). The peers (vfs-memoryfs,
+    /// wasmer-memfs) exist in builds with `--features peers`.
     #[arg(
         long = "target",
         value_name = "NAME",
@@ -94,9 +102,10 @@ pub struct BenchArgs {
     #[arg(long, value_name = "DIR", default_value = "/usr/include")]
     pub tree: PathBuf,
 
-    /// Directory for the kernel peer (a fresh subdirectory is made and
-    /// removed) [default: a temporary tmpfs if it can be mounted, else a
-    /// directory in /dev/shm, else a temporary directory].
+    /// Directory for the kernel peer and for passthrough-ll's source (a
+    /// fresh subdirectory is made and removed) [default: a temporary tmpfs
+    /// if it can be mounted, else a directory in /dev/shm, else a temporary
+    /// directory].
     #[arg(long, value_name = "DIR")]
     pub host_dir: Option<PathBuf>,
 
@@ -121,6 +130,16 @@ pub enum TargetKind {
     Uvfs,
     /// The Linux kernel through system calls (a private tmpfs when it can mount one).
     Kernel,
+    /// `uvfs mount`: uvfs's tmpfs served over FUSE by this executable, the
+    /// workloads through system calls in a fresh mount (see
+    /// [`uvfs_mount`]). Alone, `--target mount` means
+    /// [`TargetKind::MOUNT`].
+    Mount,
+    /// libfuse's `passthrough_ll` example over a private tmpfs, the
+    /// workloads through system calls in its mount; built at bench time,
+    /// skipped with a message if it cannot be (see [`passthrough_ll`]).
+    #[value(name = "passthrough-ll")]
+    PassthroughLl,
     /// The `vfs` crate's `MemoryFS` (feature `peers`; see
     /// `peers::vfs_memory::VfsMemoryTarget`).
     #[cfg(feature = "peers")]
@@ -138,6 +157,14 @@ impl TargetKind {
     /// subject). The peers are never in it: name them with `--target`, or
     /// take them all from [`peer_targets`].
     pub const ALL: [TargetKind; 2] = [TargetKind::Uvfs, TargetKind::Kernel];
+
+    /// What `--target mount` alone stands for: `uvfs mount` (the subject),
+    /// libfuse's `passthrough_ll`, the kernel's tmpfs.
+    pub const MOUNT: [TargetKind; 3] = [
+        TargetKind::Mount,
+        TargetKind::PassthroughLl,
+        TargetKind::Kernel,
+    ];
 }
 
 /// The peer targets (other crates' file systems), fresh, in a fixed order:
@@ -282,9 +309,13 @@ fn bench_with(args: &BenchArgs) -> Result<Report> {
     }
     let target_kinds = dedup(if args.targets.is_empty() {
         TargetKind::ALL.to_vec()
+    } else if args.targets.iter().all(|&k| k == TargetKind::Mount) {
+        TargetKind::MOUNT.to_vec()
     } else {
         args.targets.clone()
     });
+    // One server thread per worker thread of the largest run.
+    let mount_threads = plan.threads.iter().copied().max().unwrap_or(1);
     let mut targets: Vec<Box<dyn Target>> = Vec::with_capacity(target_kinds.len());
     if args.ablation {
         // uvfs first (the subject), then the variants, then the context targets.
@@ -301,6 +332,21 @@ fn bench_with(args: &BenchArgs) -> Result<Report> {
                 let host = kernel::HostDir::create(args.host_dir.as_deref())?;
                 Box::new(kernel::KernelTarget::new(host)?)
             }
+            TargetKind::Mount => {
+                let mount = uvfs_mount::UvfsMount::start_self(mount_threads)?;
+                Box::new(kernel::KernelTarget::on("mount", Box::new(mount))?)
+            }
+            TargetKind::PassthroughLl => {
+                let build = match passthrough_ll::Build::new() {
+                    Ok(build) => build,
+                    Err(why) => {
+                        print_flush(&format!("skipping passthrough-ll: {why}\n"));
+                        continue;
+                    }
+                };
+                let dir = passthrough_ll::PassthroughLl::start(build, args.host_dir.as_deref())?;
+                Box::new(kernel::KernelTarget::on("passthrough-ll", Box::new(dir))?)
+            }
             #[cfg(feature = "peers")]
             TargetKind::VfsMemoryfs => Box::new(peers::vfs_memory::VfsMemoryTarget::new()?),
             #[cfg(feature = "peers")]
@@ -311,6 +357,10 @@ fn bench_with(args: &BenchArgs) -> Result<Report> {
         // Context after the kernel: every peer this build has (none without
         // `--features peers`); `--target` names them one by one instead.
         targets.extend(peer_targets()?);
+    }
+    if targets.is_empty() {
+        // Only a skipped target (passthrough-ll) was asked for.
+        return Err(Error::msg("no target left to run"));
     }
     let settings = Settings {
         workloads: kinds,
@@ -336,7 +386,11 @@ fn bench_with(args: &BenchArgs) -> Result<Report> {
         print_flush(&format!("\n{}", ablation::table(&report)));
         return Ok(report);
     }
-    bench_targets(targets, &workloads, &plan, settings, tree_info)
+    let report = bench_targets(targets, &workloads, &plan, settings, tree_info)?;
+    if let Some(line) = uvfs_mount::goal(&report) {
+        print_flush(&format!("{line}\n"));
+    }
+    Ok(report)
 }
 
 /// Runs `workloads` under `plan` on `targets` (the first is the subject of

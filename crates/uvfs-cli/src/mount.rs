@@ -27,8 +27,8 @@ pub struct MountArgs {
     pub mountpoint: PathBuf,
     /// Worker threads, each reading requests from its own cloned /dev/fuse descriptor
     /// (default: the number of CPUs).
-    #[arg(long)]
-    pub threads: Option<usize>,
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub threads: Option<u16>,
     /// The file system's size limit in bytes (suffixes k, m, g as tmpfs's `size=`;
     /// default: no limit).
     #[arg(long, value_parser = parse_size)]
@@ -44,7 +44,7 @@ pub struct MountArgs {
     #[arg(long, value_enum, default_value = "kernel")]
     pub permissions: PermissionsArg,
     /// Seconds the kernel may cache entries and attributes (0: ask uvfs every time).
-    #[arg(long, default_value_t = 1.0, value_parser = parse_timeout)]
+    #[arg(long, default_value_t = 1.0, value_parser = parse_timeout, allow_negative_numbers = true)]
     pub timeout: f64,
 }
 
@@ -76,6 +76,23 @@ fn in_path(name: &str) -> bool {
         .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
 }
 
+/// Detaches the mount at `mp` (`MNT_DETACH`; through `fusermount3 -u -z` when not root).
+fn lazy_unmount(mp: &std::path::Path) -> io::Result<()> {
+    if rustix::process::geteuid().is_root() {
+        return rustix::mount::unmount(mp, rustix::mount::UnmountFlags::DETACH).map_err(Into::into);
+    }
+    let st = std::process::Command::new("fusermount3")
+        .arg("-u")
+        .arg("-z")
+        .arg(mp)
+        .status()?;
+    if st.success() {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!("fusermount3 -u -z: {st}")))
+    }
+}
+
 /// Checks what the mount needs before anything is mounted.
 fn preflight(args: &MountArgs) -> Result<(), String> {
     std::fs::OpenOptions::new()
@@ -105,10 +122,10 @@ fn preflight(args: &MountArgs) -> Result<(), String> {
 /// mount, or a session that failed.
 pub fn run(args: &MountArgs) -> Result<(), String> {
     preflight(args)?;
-    let threads = args
-        .threads
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-        .max(1);
+    let threads = args.threads.map_or_else(
+        || std::thread::available_parallelism().map_or(1, |n| n.get()),
+        usize::from,
+    );
     let permissions = match args.permissions {
         PermissionsArg::Kernel => Permissions::Kernel,
         PermissionsArg::Uvfs => Permissions::Uvfs,
@@ -165,11 +182,17 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
     let done = Arc::new(AtomicBool::new(false));
     let watcher = {
         let done = done.clone();
+        let mp = mp.clone();
         std::thread::spawn(move || -> io::Result<()> {
             // Acquire: pairs with the Release store after `run` returns.
             while !done.load(Ordering::Acquire) {
                 if uvfs_bench::interrupt::received().is_some() {
-                    return unmounter.unmount();
+                    // A process still using the mount (or a worker thread of ours that has
+                    // not let go of it yet) makes a plain unmount EBUSY: detach it then, as
+                    // `umount -l` / `fusermount3 -u -z` do, so the session ends either way.
+                    return unmounter
+                        .unmount()
+                        .or_else(|e| lazy_unmount(&mp).map_err(|_| e));
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }

@@ -493,7 +493,8 @@ impl UvfsFuse {
 
     /// Looks `name` up in `parent` and answers with its entry, counting the lookup. With
     /// `negative`, a missing name is answered with a negative entry (nodeid 0) that the
-    /// kernel caches for the timeout, as libfuse's `passthrough_ll` does, so that repeated
+    /// kernel caches for the timeout (libfuse's `negative_timeout` option; the
+    /// `passthrough_ll` example answers `ENOENT`, which is not cached), so that repeated
     /// lookups of a missing name (a `$PATH` search, a build's probes) stay in the kernel;
     /// creating the name through the mount replaces the kernel's negative dentry.
     fn entry_reply(
