@@ -396,8 +396,8 @@ impl MountGuard {
         self.status
     }
 
-    /// Waits up to `timeout` for the server to exit.
-    fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+    /// Waits up to `timeout` for the server to exit; its status, if it has.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
         let start = Instant::now();
         while self.child.is_some() && start.elapsed() < timeout {
             if self.try_reap().is_some() {
