@@ -716,6 +716,64 @@ fn error_order() {
     ]);
 }
 
+/// Bug: a mode that `vfs_fallocate` accepts but tmpfs lacks (`ZERO_RANGE`,
+/// `UNSHARE_RANGE`, `COLLAPSE_RANGE`, `INSERT_RANGE`, `WRITE_ZEROES`) gave `EOPNOTSUPP` on a
+/// read-only descriptor (Linux: `EBADF`) and for an overflowing range (Linux: `EFBIG`).
+/// Cause: `Task::fallocate` refused every mode but `KEEP_SIZE`/`PUNCH_HOLE` in one check
+/// before `EBADF`, where Linux refuses them in two places: `vfs_fallocate` (unknown bits,
+/// invalid combinations) before the write and range checks, `shmem_fallocate` after them.
+/// Fix: the two checks, each where Linux makes it (read_write.rs).
+#[test]
+fn regression_modes_tmpfs_lacks_are_refused_after_ebadf_and_efbig() {
+    fn ro(s: &dyn Sys) -> Fd {
+        s.mkfile(b"/f", b"data");
+        s.open(b"/f", RO, 0).unwrap()
+    }
+    let (ebadf, efbig) = (Err(Errno::EBADF), Err(Errno::EFBIG));
+    table::<R<()>>(&[
+        (
+            "read-only, ZERO_RANGE (a mode vfs_fallocate accepts)",
+            ebadf,
+            |s| s.fallocate(ro(s), ZERO, 0, 1),
+        ),
+        ("read-only, ZERO_RANGE | KEEP_SIZE", ebadf, |s| {
+            s.fallocate(ro(s), ZERO | KEEP, 0, 1)
+        }),
+        ("read-only, UNSHARE_RANGE", ebadf, |s| {
+            s.fallocate(ro(s), UNSHARE, 0, 1)
+        }),
+        ("read-only, UNSHARE_RANGE | KEEP_SIZE", ebadf, |s| {
+            s.fallocate(ro(s), UNSHARE | KEEP, 0, 1)
+        }),
+        ("read-only, COLLAPSE_RANGE", ebadf, |s| {
+            s.fallocate(ro(s), COLLAPSE, 0, 1)
+        }),
+        ("read-only, INSERT_RANGE", ebadf, |s| {
+            s.fallocate(ro(s), INSERT, 0, 1)
+        }),
+        ("read-only, WRITE_ZEROES", ebadf, |s| {
+            s.fallocate(ro(s), WRITE_ZEROES, 0, 1)
+        }),
+        (
+            "offset + len overflows, ZERO_RANGE: before tmpfs refuses it",
+            efbig,
+            |s| s.fallocate(new_file(s), ZERO, i64::MAX, 1),
+        ),
+        ("offset + len overflows, COLLAPSE_RANGE", efbig, |s| {
+            s.fallocate(new_file(s), COLLAPSE, i64::MAX, i64::MAX)
+        }),
+        ("overflows, UNSHARE_RANGE | KEEP_SIZE", efbig, |s| {
+            s.fallocate(new_file(s), UNSHARE | KEEP, 1, i64::MAX)
+        }),
+        ("overflows, INSERT_RANGE", efbig, |s| {
+            s.fallocate(new_file(s), INSERT, i64::MAX, 1)
+        }),
+        ("overflows, WRITE_ZEROES", efbig, |s| {
+            s.fallocate(new_file(s), WRITE_ZEROES, i64::MAX, 1)
+        }),
+    ]);
+}
+
 #[test]
 fn failures_change_nothing() {
     // Size, blocks, contents and times stay as they were after each refused call.
