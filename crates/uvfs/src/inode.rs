@@ -1063,12 +1063,12 @@ impl Inode {
         Ok(())
     }
 
-    /// Sets the size to `len` bytes, dropping pages past it and zeroing the tail of the last
-    /// partial page; stamps mtime and ctime with `now`, the syscall's [`coarse_now`], when
-    /// the size changes, when the file has pages, or when `stamp` (ftruncate and `O_TRUNC`
-    /// pass `ATTR_MTIME | ATTR_CTIME` to `do_truncate`; truncate(2) passes neither, and
-    /// `shmem_setattr` then stamps only a change of size or, through
-    /// `shmem_truncate_range`, a file with allocated pages).
+    /// Sets the size to `len` bytes; unless that grows the file, drops the pages past it
+    /// and zeroes the tail of the last partial page; stamps mtime and ctime with `now`, the
+    /// syscall's [`coarse_now`], when the size changes, when the file has pages, or when
+    /// `stamp` (ftruncate and `O_TRUNC` pass `ATTR_MTIME | ATTR_CTIME` to `do_truncate`;
+    /// truncate(2) passes neither, and `shmem_setattr` then stamps only a change of size
+    /// or, through `shmem_truncate_range`, a file with allocated pages).
     ///
     /// # Errors
     /// `EFBIG` when `len > MAX_LFS_FILESIZE`; `EISDIR`/`EINVAL` on non-regular files.
@@ -1081,7 +1081,9 @@ impl Inode {
         if len == size && !stamp && data.pages.is_empty() {
             return Ok(());
         }
-        if len < size {
+        // `newsize <= oldsize` (shmem_setattr): the same size too drops the pages past it,
+        // which `FALLOC_FL_KEEP_SIZE` may have allocated.
+        if len <= size {
             let first_gone = len.div_ceil(PAGE_SIZE as u64);
             let gone = data.pages.split_off(&first_gone);
             if let Some(a) = &self.i_acct {

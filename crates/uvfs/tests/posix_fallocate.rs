@@ -946,6 +946,54 @@ fn drops_set_id_bits_for_non_root() {
     );
 }
 
+/// Bug: `ftruncate`, `truncate` or `O_TRUNC` to the file's own size kept the pages that
+/// `FALLOC_FL_KEEP_SIZE` had allocated past the end (their blocks, and their space on a
+/// `size=` mount); Linux frees them. Cause: `Inode::truncate_at` dropped pages only when
+/// the size shrank; `shmem_setattr` calls `shmem_truncate_range(inode, newsize, -1)`
+/// whenever `newsize <= oldsize`. Fix: drop the pages past the new size then too (inode.rs).
+#[test]
+fn regression_truncate_to_the_same_size_frees_pages_past_the_end() {
+    expect_limits(
+        16 * KIB,
+        0,
+        [
+            ("ftruncate", (5, 8), 3),
+            ("truncate", (5, 8), 3),
+            ("O_TRUNC", (0, 0), 4),
+            ("ftruncate up", (8000, 32), 0),
+        ],
+        |s| {
+            let run = |s: &dyn Sys, how: usize| {
+                let fd = file_of(s, b'a', 5);
+                s.fallocate(fd, KEEP, 0, 4 * PS).unwrap();
+                match how {
+                    0 => s.ftruncate(fd, 5).unwrap(),
+                    1 => s.truncate(b"/f", 5).unwrap(),
+                    2 => {
+                        s.ftruncate(fd, 0).unwrap();
+                        s.fallocate(fd, KEEP, 0, 4 * PS).unwrap();
+                        let t = s.open(b"/f", WO | OpenFlags::TRUNC, 0).unwrap();
+                        s.close(t).unwrap();
+                    }
+                    // Growing keeps them (`newsize <= oldsize` is false).
+                    _ => s.ftruncate(fd, 8000).unwrap(),
+                }
+                let r = (sb(s, fd), bfree(s));
+                s.close(fd).unwrap();
+                s.unlinkat(CWD, b"/f", NOAT).unwrap();
+                r
+            };
+            let [a, b, c, d] = [0, 1, 2, 3].map(|i| run(s, i));
+            [
+                ("ftruncate", a.0, a.1),
+                ("truncate", b.0, b.1),
+                ("O_TRUNC", c.0, c.1),
+                ("ftruncate up", d.0, d.1),
+            ]
+        },
+    );
+}
+
 /// Free blocks of the mount (`statfs`).
 fn bfree(s: &dyn Sys) -> u64 {
     s.statfs(b"/").unwrap().f_bfree
