@@ -1113,8 +1113,9 @@ impl Inode {
     /// ctime and drop set-user-ID (`file_modified`); nothing changes on failure.
     ///
     /// # Errors
-    /// `ENOSPC` when the mount's `size=` cannot hold the new pages (those allocated so far
-    /// are given back, as shmem's `undone:` path does); `EISDIR`/`EINVAL` as `read_at`.
+    /// `ENOSPC` when the mount's `size=` cannot hold the new pages, or the range is larger
+    /// than the mount (nothing is allocated, as after shmem's `undone:` path);
+    /// `EISDIR`/`EINVAL` as `read_at`.
     pub(crate) fn fallocate(
         &self,
         off: u64,
@@ -1151,16 +1152,21 @@ impl Inode {
                 }
             }
         } else {
-            let (first, last) = (off / ps, (end - 1) / ps);
-            let missing: Vec<u64> = (first..=last)
-                .filter(|i| !data.pages.contains_key(i))
-                .collect();
+            let (first, past) = (off / ps, end.div_ceil(ps));
             if let Some(a) = &self.i_acct {
-                a.reserve_blocks(missing.len() as u64)
+                // "Try to avoid a swapstorm if len is impossible to satisfy": a range of
+                // more pages than the mount holds fails before any page is looked at.
+                if past - first > a.counts().0 {
+                    return Err(Errno::ENOSPC);
+                }
+                let held = data.pages.range(first..past).count() as u64;
+                a.reserve_blocks(past - first - held)
                     .map_err(|_| Errno::ENOSPC)?;
             }
-            for i in missing {
-                data.pages.insert(i, Box::new([0u8; PAGE_SIZE]));
+            for i in first..past {
+                data.pages
+                    .entry(i)
+                    .or_insert_with(|| Box::new([0u8; PAGE_SIZE]));
             }
             if !keep_size && end > self.size() {
                 // Relaxed: under the data write lock (as `write_at`).

@@ -1030,6 +1030,36 @@ fn enospc_on_a_limited_mount_allocates_nothing() {
     );
 }
 
+/// Bug: on a mount with `size=`, `fallocate` of a range of more pages than the mount holds
+/// (e.g. `fallocate(fd, 0, 0, 1 << 62)`) ran for hours and grew without bound instead of
+/// failing; Linux answers `ENOSPC` at once. Cause: `Inode::fallocate` listed every missing
+/// page of the range in a `Vec` before reserving them. Fix: `shmem_fallocate`'s early check
+/// ("Try to avoid a swapstorm if len is impossible to satisfy": more pages than the mount's
+/// `max_blocks` is `ENOSPC`), and the missing pages counted from the pages held (inode.rs).
+#[test]
+fn regression_a_range_larger_than_the_mount_is_enospc_at_once() {
+    expect_limits(
+        16 * KIB,
+        0,
+        [
+            Err(Errno::ENOSPC),
+            Err(Errno::ENOSPC),
+            Err(Errno::ENOSPC),
+            Ok(()),
+        ],
+        |s| {
+            let fd = file_of(s, b'a', PS as usize);
+            [
+                s.fallocate(fd, 0, 0, i64::MAX - 1),
+                s.fallocate(fd, KEEP, PS, 1 << 62),
+                // Five pages, one of them held: still more than the mount (4 pages).
+                s.fallocate(fd, 0, 0, 5 * PS),
+                s.fallocate(fd, 0, 0, 4 * PS),
+            ]
+        },
+    );
+}
+
 #[test]
 fn enospc_with_keep_size_and_sparse_files() {
     expect_limits(
