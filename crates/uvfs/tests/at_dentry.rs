@@ -718,6 +718,23 @@ fn dentry_open_matches_openat() {
     assert_eq!(open_both("/d/f", RO | trunc, 0).0.map(|p| p.3), Ok(Ok(0)));
 }
 
+/// Bug: `dentry_open` with `O_PATH | O_DIRECTORY` on a file (or a symlink) gave a
+/// descriptor, where `openat` on the same file gives `ENOTDIR` (its doc promises
+/// `openat`'s errors after the walk, `ENOTDIR` for `O_DIRECTORY` among them). Cause: the
+/// `O_PATH` branch of `dentry_open` went straight to `File::open_handle`, and only
+/// `do_open` checked `O_DIRECTORY`. Fix: check it in the `O_PATH` branch too (open.rs).
+#[test]
+fn regression_dentry_open_o_path_o_directory_on_a_file_is_enotdir() {
+    for path in ["/d/f", "/d/l", "/p"] {
+        let (a, b) = open_both(path, O_PATH | O_DIRECTORY, 0);
+        assert_eq!(
+            a, b,
+            "{path}: dentry_open (left) differs from openat (right)"
+        );
+        assert_eq!(a, Err(Errno::ENOTDIR), "{path}");
+    }
+}
+
 #[test]
 fn dentry_open_refuses_creating_flags() {
     let t = ns();
