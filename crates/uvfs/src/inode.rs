@@ -1183,7 +1183,8 @@ impl Inode {
     }
 
     /// `SEEK_DATA` / `SEEK_HOLE` from `off`: stored pages are data, everything else (and the
-    /// end of file) is a hole, as tmpfs reports.
+    /// end of file) is a hole, as tmpfs reports. Pages `fallocate` allocated are data too,
+    /// where tmpfs reports them as holes until written (README: intentional differences).
     ///
     /// # Errors
     /// `ENXIO` when `off` is at or past the end of file.
