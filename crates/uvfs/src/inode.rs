@@ -1063,12 +1063,12 @@ impl Inode {
         Ok(())
     }
 
-    /// Sets the size to `len` bytes, dropping pages past it and zeroing the tail of the last
-    /// partial page; stamps mtime and ctime with `now`, the syscall's [`coarse_now`], when
-    /// the size changes, when the file has pages, or when `stamp` (ftruncate and `O_TRUNC`
-    /// pass `ATTR_MTIME | ATTR_CTIME` to `do_truncate`; truncate(2) passes neither, and
-    /// `shmem_setattr` then stamps only a change of size or, through
-    /// `shmem_truncate_range`, a file with allocated pages).
+    /// Sets the size to `len` bytes; unless that grows the file, drops the pages past it
+    /// and zeroes the tail of the last partial page; stamps mtime and ctime with `now`, the
+    /// syscall's [`coarse_now`], when the size changes, when the file has pages, or when
+    /// `stamp` (ftruncate and `O_TRUNC` pass `ATTR_MTIME | ATTR_CTIME` to `do_truncate`;
+    /// truncate(2) passes neither, and `shmem_setattr` then stamps only a change of size
+    /// or, through `shmem_truncate_range`, a file with allocated pages).
     ///
     /// # Errors
     /// `EFBIG` when `len > MAX_LFS_FILESIZE`; `EISDIR`/`EINVAL` on non-regular files.
@@ -1081,7 +1081,9 @@ impl Inode {
         if len == size && !stamp && data.pages.is_empty() {
             return Ok(());
         }
-        if len < size {
+        // `newsize <= oldsize` (shmem_setattr): the same size too drops the pages past it,
+        // which `FALLOC_FL_KEEP_SIZE` may have allocated.
+        if len <= size {
             let first_gone = len.div_ceil(PAGE_SIZE as u64);
             let gone = data.pages.split_off(&first_gone);
             if let Some(a) = &self.i_acct {
@@ -1111,8 +1113,9 @@ impl Inode {
     /// ctime and drop set-user-ID (`file_modified`); nothing changes on failure.
     ///
     /// # Errors
-    /// `ENOSPC` when the mount's `size=` cannot hold the new pages (those allocated so far
-    /// are given back, as shmem's `undone:` path does); `EISDIR`/`EINVAL` as `read_at`.
+    /// `ENOSPC` when the mount's `size=` cannot hold the new pages, or the range is larger
+    /// than the mount (nothing is allocated, as after shmem's `undone:` path);
+    /// `EISDIR`/`EINVAL` as `read_at`.
     pub(crate) fn fallocate(
         &self,
         off: u64,
@@ -1149,16 +1152,21 @@ impl Inode {
                 }
             }
         } else {
-            let (first, last) = (off / ps, (end - 1) / ps);
-            let missing: Vec<u64> = (first..=last)
-                .filter(|i| !data.pages.contains_key(i))
-                .collect();
+            let (first, past) = (off / ps, end.div_ceil(ps));
             if let Some(a) = &self.i_acct {
-                a.reserve_blocks(missing.len() as u64)
+                // "Try to avoid a swapstorm if len is impossible to satisfy": a range of
+                // more pages than the mount holds fails before any page is looked at.
+                if past - first > a.counts().0 {
+                    return Err(Errno::ENOSPC);
+                }
+                let held = data.pages.range(first..past).count() as u64;
+                a.reserve_blocks(past - first - held)
                     .map_err(|_| Errno::ENOSPC)?;
             }
-            for i in missing {
-                data.pages.insert(i, Box::new([0u8; PAGE_SIZE]));
+            for i in first..past {
+                data.pages
+                    .entry(i)
+                    .or_insert_with(|| Box::new([0u8; PAGE_SIZE]));
             }
             if !keep_size && end > self.size() {
                 // Relaxed: under the data write lock (as `write_at`).
@@ -1175,7 +1183,8 @@ impl Inode {
     }
 
     /// `SEEK_DATA` / `SEEK_HOLE` from `off`: stored pages are data, everything else (and the
-    /// end of file) is a hole, as tmpfs reports.
+    /// end of file) is a hole, as tmpfs reports. Pages `fallocate` allocated are data too,
+    /// where tmpfs reports them as holes until written (README: intentional differences).
     ///
     /// # Errors
     /// `ENXIO` when `off` is at or past the end of file.

@@ -520,6 +520,11 @@ impl<V: Variant> Task<V> {
         }
         drop(guard);
         if flags.contains(OpenFlags::PATH) {
+            // As `openat`'s walk with O_DIRECTORY (`LOOKUP_DIRECTORY`), which `do_open`
+            // checks for the other opens.
+            if flags.contains(OpenFlags::DIRECTORY) && !d.d_inode.is_dir() {
+                return Err(Errno::ENOTDIR);
+            }
             return File::open_handle(
                 d.clone(),
                 FMode::PATH,

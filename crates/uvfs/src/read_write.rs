@@ -223,28 +223,43 @@ impl<V: Variant> Task<V> {
     /// supports; the others are refused, never ignored.
     ///
     /// # Errors
-    /// `EINVAL` (`offset < 0`, `len <= 0`), `EOPNOTSUPP` (`FALLOC_FL_PUNCH_HOLE` without
-    /// `FALLOC_FL_KEEP_SIZE`; `FALLOC_FL_ZERO_RANGE`, `COLLAPSE_RANGE`, `INSERT_RANGE`,
-    /// `UNSHARE_RANGE`, `WRITE_ZEROES`, unknown bits: tmpfs has none of them), `EBADF` (not
-    /// open, `O_PATH`, or not open for writing), `EISDIR` (a directory), `ENODEV` (not a
-    /// regular file), `EFBIG` (`offset + len` past `MAX_LFS_FILESIZE`, or, when allocating,
-    /// past `RLIMIT_FSIZE`), `ENOSPC` (the mount's `size=`; nothing is allocated).
+    /// In Linux's order: `EBADF` (not open, `O_PATH`), `EINVAL` (`offset < 0`, `len <= 0`),
+    /// `EOPNOTSUPP` (modes no file system takes: unknown bits, two modes at once,
+    /// `FALLOC_FL_PUNCH_HOLE` without `FALLOC_FL_KEEP_SIZE`, `COLLAPSE_RANGE`, `INSERT_RANGE`
+    /// or `WRITE_ZEROES` with it), `EBADF` (not open for writing), `EISDIR` (a directory),
+    /// `ENODEV` (not a regular file), `EFBIG` (`offset + len` past `MAX_LFS_FILESIZE`),
+    /// `EOPNOTSUPP` (the modes other file systems take but tmpfs lacks: `ZERO_RANGE`,
+    /// `UNSHARE_RANGE`, `COLLAPSE_RANGE`, `INSERT_RANGE`, `WRITE_ZEROES`), `EFBIG` (when
+    /// allocating, past `RLIMIT_FSIZE`), `ENOSPC` (the mount's `size=`; nothing is
+    /// allocated).
     ///
     /// # References
-    /// fallocate(2); Linux `vfs_fallocate`, `shmem_fallocate`.
+    /// fallocate(2); Linux `ksys_fallocate`, `vfs_fallocate`, `shmem_fallocate`.
     pub fn fallocate(&self, fd: Fd, mode: i32, offset: i64, len: i64) -> Result<()> {
         const KEEP_SIZE: i32 = 0x01;
         const PUNCH_HOLE: i32 = 0x02;
+        const COLLAPSE_RANGE: i32 = 0x08;
+        const ZERO_RANGE: i32 = 0x10;
+        const INSERT_RANGE: i32 = 0x20;
+        const UNSHARE_RANGE: i32 = 0x40;
+        const WRITE_ZEROES: i32 = 0x80;
+        const MODE_MASK: i32 =
+            PUNCH_HOLE | COLLAPSE_RANGE | ZERO_RANGE | INSERT_RANGE | UNSHARE_RANGE | WRITE_ZEROES;
         // The descriptor first (`ksys_fallocate`), then `vfs_fallocate`'s checks in order.
         let f = self.fdget(fd)?;
         if offset < 0 || len <= 0 {
             return Err(Errno::EINVAL);
         }
-        // vfs_fallocate's mode checks, then shmem_fallocate's: tmpfs takes only KEEP_SIZE
-        // and PUNCH_HOLE (which needs KEEP_SIZE). Every other mode is EOPNOTSUPP for tmpfs
-        // whether vfs_fallocate or shmem refuses it first.
-        if mode & !(KEEP_SIZE | PUNCH_HOLE) != 0 || mode & PUNCH_HOLE != 0 && mode & KEEP_SIZE == 0
-        {
+        // vfs_fallocate: FALLOC_FL_SUPPORTED_MASK, then one mode at most, with KEEP_SIZE
+        // only where it means something (Linux 6.17+, with WRITE_ZEROES).
+        let keep = mode & KEEP_SIZE != 0;
+        let mode_ok = match mode & MODE_MASK {
+            0 | ZERO_RANGE | UNSHARE_RANGE => true,
+            PUNCH_HOLE => keep,
+            COLLAPSE_RANGE | INSERT_RANGE | WRITE_ZEROES => !keep,
+            _ => false,
+        };
+        if mode & !(KEEP_SIZE | MODE_MASK) != 0 || !mode_ok {
             return Err(Errno::EOPNOTSUPP);
         }
         if !f.mode().contains(FMode::WRITE) {
@@ -265,19 +280,16 @@ impl<V: Variant> Task<V> {
             .checked_add(len as u64)
             .filter(|&e| e <= crate::inode::MAX_LFS_FILESIZE as u64)
             .ok_or(Errno::EFBIG)?;
+        // shmem_fallocate: tmpfs takes only KEEP_SIZE and PUNCH_HOLE.
+        if mode & !(KEEP_SIZE | PUNCH_HOLE) != 0 {
+            return Err(Errno::EOPNOTSUPP);
+        }
         let punch = mode & PUNCH_HOLE != 0;
         if !punch {
             // "We need to check rlimit even when FALLOC_FL_KEEP_SIZE" (shmem_fallocate).
             inode.newsize_ok(end, self.getrlimit_fsize())?;
         }
         let now = coarse_now();
-        inode.fallocate(
-            offset as u64,
-            len as u64,
-            punch,
-            mode & KEEP_SIZE != 0,
-            now,
-            &self.cred,
-        )
+        inode.fallocate(offset as u64, len as u64, punch, keep, now, &self.cred)
     }
 }

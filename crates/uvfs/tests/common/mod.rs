@@ -117,6 +117,8 @@ pub trait Sys {
     fn openat2(&self, dirfd: Fd, path: &[u8], how: &OpenHow) -> Result<Fd>;
     fn chroot(&self, path: &[u8]) -> Result<()>;
     fn mknodat(&self, dirfd: Fd, path: &[u8], mode: u32, dev: u64) -> Result<()>;
+    /// `fallocate(2)` (`mode`: `FALLOC_FL_*` bits).
+    fn fallocate(&self, fd: Fd, mode: i32, off: i64, len: i64) -> Result<()>;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -323,6 +325,9 @@ impl Sys for Uvfs {
     }
     fn mknodat(&self, dirfd: Fd, path: &[u8], mode: u32, dev: u64) -> Result<()> {
         self.task.mknodat(dirfd, path, mode, dev)
+    }
+    fn fallocate(&self, fd: Fd, mode: i32, off: i64, len: i64) -> Result<()> {
+        self.task.fallocate(fd, mode, off, len)
     }
 }
 
@@ -838,6 +843,10 @@ impl Sys for Host {
         let dev = u32::try_from(dev).map_err(|_| Errno::EINVAL)?;
         // SAFETY: valid path, integer arguments.
         sc(unsafe { libc::syscall(libc::SYS_mknodat, dirfd.0, p.as_ptr(), mode, dev) }).map(drop)
+    }
+    fn fallocate(&self, fd: Fd, mode: i32, off: i64, len: i64) -> Result<()> {
+        // SAFETY: integer arguments.
+        sc(unsafe { libc::syscall(libc::SYS_fallocate, fd.0, mode, off, len) }).map(drop)
     }
 }
 
