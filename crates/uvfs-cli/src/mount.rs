@@ -46,6 +46,69 @@ pub struct MountArgs {
     /// Seconds the kernel may cache entries and attributes (0: ask uvfs every time).
     #[arg(long, default_value_t = 1.0, value_parser = parse_timeout, allow_negative_numbers = true)]
     pub timeout: f64,
+    /// Return once mounted, leaving the server running in the background (its own process
+    /// group, no terminal I/O); it exits when the mount is unmounted or on SIGTERM.
+    #[arg(long)]
+    pub daemon: bool,
+    /// Internal: this process is the background server of `--daemon`.
+    #[arg(long, hide = true)]
+    pub daemon_child: bool,
+}
+
+/// `--daemon`: starts this command again without it, in the background, and returns when
+/// that server has mounted (printing its "mounted" line), or fails with its messages.
+fn daemonize(args: &MountArgs) -> Result<(), String> {
+    use std::io::BufRead;
+    use std::os::unix::process::CommandExt;
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("mount").arg(&args.mountpoint).arg("--daemon-child");
+    if let Some(t) = args.threads {
+        cmd.arg(format!("--threads={t}"));
+    }
+    if let Some(s) = args.size {
+        cmd.arg(format!("--size={s}"));
+    }
+    if let Some(n) = args.nr_inodes {
+        cmd.arg(format!("--nr-inodes={n}"));
+    }
+    if args.allow_other {
+        cmd.arg("--allow-other");
+    }
+    let perm = match args.permissions {
+        PermissionsArg::Kernel => "kernel",
+        PermissionsArg::Uvfs => "uvfs",
+    };
+    cmd.arg(format!("--permissions={perm}"))
+        .arg(format!("--timeout={}", args.timeout))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        // Its own process group: a Ctrl-C at this terminal does not reach it.
+        .process_group(0);
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start the server: {e}"))?;
+    let stderr = child.stderr.take().ok_or("no pipe from the server")?;
+    let mut said = String::new();
+    for line in std::io::BufReader::new(stderr).lines() {
+        let line = line.map_err(|e| format!("reading the server's messages: {e}"))?;
+        if line.starts_with("uvfs: mounted on ") {
+            let line = line.trim_end_matches("; Ctrl-C unmounts");
+            eprintln!(
+                "{line}; in the background as pid {}: SIGTERM or fusermount3 -u unmounts",
+                child.id()
+            );
+            return Ok(());
+        }
+        said.push_str(&line);
+        said.push('\n');
+    }
+    let st = child.wait().map_err(|e| e.to_string())?;
+    Err(format!(
+        "the server exited ({st}) before mounting:\n{}",
+        said.trim_end()
+    ))
 }
 
 /// `tmpfs`'s `size=` syntax: bytes, or a number with k, m or g.
@@ -122,6 +185,9 @@ fn preflight(args: &MountArgs) -> Result<(), String> {
 /// mount, or a session that failed.
 pub fn run(args: &MountArgs) -> Result<(), String> {
     preflight(args)?;
+    if args.daemon && !args.daemon_child {
+        return daemonize(args);
+    }
     let threads = args.threads.map_or_else(
         || std::thread::available_parallelism().map_or(1, |n| n.get()),
         usize::from,
@@ -177,6 +243,13 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
             Permissions::Uvfs => "uvfs",
         }
     );
+    if args.daemon_child {
+        // The parent has read the line above and gone: later messages would go to a closed
+        // pipe. A daemon has no terminal; it says nothing more.
+        if let Ok(null) = std::fs::File::create("/dev/null") {
+            let _ = rustix::stdio::dup2_stderr(&null);
+        }
+    }
     // SIGINT/SIGTERM: unmount, which ends `run` below.
     let mut unmounter = session.unmount_callable();
     let done = Arc::new(AtomicBool::new(false));
