@@ -135,6 +135,13 @@ pub enum TargetKind {
     /// [`uvfs_mount`]). Alone, `--target mount` means
     /// [`TargetKind::MOUNT`].
     Mount,
+    /// `uvfs mount --permissions uvfs`: as [`TargetKind::Mount`] with the
+    /// permission checks left to uvfs instead of the kernel
+    /// (`default_permissions`), as `passthrough_ll` leaves them (it does
+    /// none): the kernel then needs no GETATTR before the next access to a
+    /// directory that just changed.
+    #[value(name = "mount-uvfs-perms")]
+    MountUvfsPerms,
     /// libfuse's `passthrough_ll` example over a private tmpfs, the
     /// workloads through system calls in its mount; built at bench time,
     /// skipped with a message if it cannot be (see [`passthrough_ll`]).
@@ -159,9 +166,11 @@ impl TargetKind {
     pub const ALL: [TargetKind; 2] = [TargetKind::Uvfs, TargetKind::Kernel];
 
     /// What `--target mount` alone stands for: `uvfs mount` (the subject),
-    /// libfuse's `passthrough_ll`, the kernel's tmpfs.
-    pub const MOUNT: [TargetKind; 3] = [
+    /// `uvfs mount --permissions uvfs`, libfuse's `passthrough_ll`, the
+    /// kernel's tmpfs.
+    pub const MOUNT: [TargetKind; 4] = [
         TargetKind::Mount,
+        TargetKind::MountUvfsPerms,
         TargetKind::PassthroughLl,
         TargetKind::Kernel,
     ];
@@ -333,8 +342,16 @@ fn bench_with(args: &BenchArgs) -> Result<Report> {
                 Box::new(kernel::KernelTarget::new(host)?)
             }
             TargetKind::Mount => {
-                let mount = uvfs_mount::UvfsMount::start_self(mount_threads)?;
+                let mount = uvfs_mount::UvfsMount::start_self(mount_threads, &[])?;
                 Box::new(kernel::KernelTarget::on("mount", Box::new(mount))?)
+            }
+            TargetKind::MountUvfsPerms => {
+                let extra = ["--permissions", "uvfs"];
+                let mount = uvfs_mount::UvfsMount::start_self(mount_threads, &extra)?;
+                Box::new(kernel::KernelTarget::on(
+                    "mount-uvfs-perms",
+                    Box::new(mount),
+                )?)
             }
             TargetKind::PassthroughLl => {
                 let build = match passthrough_ll::Build::new() {

@@ -51,15 +51,27 @@ impl UvfsMount {
     /// See [`FuseMount::start`]; e.g. `program` has no `mount` subcommand
     /// (the error quotes its stderr), or the kernel has no FUSE.
     pub fn start(program: &Path, threads: usize) -> Result<UvfsMount> {
+        UvfsMount::start_with(program, threads, &[])
+    }
+
+    /// [`UvfsMount::start`] with more options for `uvfs mount` (`extra`, e.g.
+    /// `["--permissions", "uvfs"]`).
+    ///
+    /// # Errors
+    ///
+    /// See [`UvfsMount::start`].
+    pub fn start_with(program: &Path, threads: usize, extra: &[&str]) -> Result<UvfsMount> {
         let mount = FuseMount::start("uvfs mount", SUBTYPE, &[0], |dir| {
             let mut c = Command::new(program);
             c.arg("mount")
                 .arg(dir)
-                .args(["--threads", &threads.to_string()]);
+                .args(["--threads", &threads.to_string()])
+                .args(extra);
             c
         })?;
+        let extra = extra.iter().map(|a| format!(" {a}")).collect::<String>();
         Ok(UvfsMount {
-            command: format!("uvfs mount --threads {threads}, pid {}", mount.pid()),
+            command: format!("uvfs mount --threads {threads}{extra}, pid {}", mount.pid()),
             mount,
         })
     }
@@ -70,10 +82,10 @@ impl UvfsMount {
     /// # Errors
     ///
     /// The executable's path is unknown, or see [`UvfsMount::start`].
-    pub fn start_self(threads: usize) -> Result<UvfsMount> {
+    pub fn start_self(threads: usize, extra: &[&str]) -> Result<UvfsMount> {
         let exe: PathBuf =
             std::env::current_exe().with_context(|| "uvfs mount: finding the uvfs executable")?;
-        UvfsMount::start(&exe, threads)
+        UvfsMount::start_with(&exe, threads, extra)
     }
 }
 

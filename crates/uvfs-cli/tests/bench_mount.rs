@@ -73,8 +73,8 @@ fn servers_in(tmp: &Path) -> Vec<String> {
     found
 }
 
-/// `--target mount` alone runs mount, passthrough-ll (when it can be built)
-/// and kernel, reports the ratios and the goal line, and cleans up.
+/// `--target mount` alone runs mount, mount-uvfs-perms, passthrough-ll (when
+/// it can be built) and kernel, reports the ratios and the goal line, and cleans up.
 #[test]
 fn mount_alone_means_mount_passthrough_and_kernel() {
     if let Some(why) = cannot_run("mount") {
@@ -103,6 +103,9 @@ fn mount_alone_means_mount_passthrough_and_kernel() {
     assert!(stdout.contains("\nmount: "), "{stdout}");
     assert!(stdout.contains("uvfs mount (FUSE server"), "{stdout}");
     assert!(stdout.contains("mount/kernel"), "{stdout}");
+    assert!(stdout.contains("\nmount-uvfs-perms: "), "{stdout}");
+    assert!(stdout.contains("--permissions uvfs"), "{stdout}");
+    assert!(stdout.contains("mount/mount-uvfs-perms"), "{stdout}");
     if stdout.contains("skipping passthrough-ll: ") {
         assert!(!stdout.contains("goal: "), "{stdout}");
     } else {
