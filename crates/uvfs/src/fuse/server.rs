@@ -34,9 +34,16 @@
 //! supplementary groups are read from `/proc/PID/status` (as libfuse's
 //! `fuse_req_getgroups`), then every check is uvfs's own.
 //!
+//! The price of each: with `default_permissions` the kernel refreshes a directory's
+//! attributes (one `GETATTR` round trip) before the first permission check after any change
+//! to it (fs/fuse/dir.c `fuse_dir_changed` invalidates them, `fuse_permission` refetches),
+//! so create-and-unlink loops cost two extra round trips; with uvfs checking, a non-root
+//! caller costs a read of `/proc/PID/status` per request, and a caller in another PID
+//! namespace (pid 0 in the request) is checked without its supplementary groups.
+//!
 //! # Caching
-//! Entries and attributes are cached by the kernel for [`FuseOptions::timeout`] (1 s by
-//! default, libfuse's default). Every change made through the mount updates the kernel's
+//! Entries, attributes and missing names (negative entries) are cached by the kernel for
+//! [`FuseOptions::timeout`] (1 s by default, libfuse's default). Every change made through the mount updates the kernel's
 //! copy at once; changes made behind the kernel's back (through the Rust API on the same
 //! namespace) show after at most the timeout. A timeout of 0 makes every access ask uvfs.
 //! File contents go through the kernel's page cache, which is dropped at each open (no
@@ -410,6 +417,19 @@ impl UvfsFuse {
         }
     }
 
+    /// `forget`: the kernel let go of `nlookup` of the node's lookups; at zero the node (its
+    /// dentry reference) goes. Unknown nodes and excess counts are ignored (a kernel that
+    /// forgets more than it was given is not trusted to underflow anything).
+    fn forget_node(&self, ino: INodeNo, nlookup: u64) {
+        let mut s = self.shard(ino.0).write();
+        if let Some(n) = s.get_mut(&ino.0) {
+            n.nlookup = n.nlookup.saturating_sub(nlookup);
+            if n.nlookup == 0 {
+                s.remove(&ino.0);
+            }
+        }
+    }
+
     /// A new worker's state: a thread of every table's owner task, its own table assigned
     /// round-robin.
     #[cold]
@@ -598,13 +618,7 @@ impl Filesystem for UvfsFuse {
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
-        let mut s = self.shard(ino.0).write();
-        if let Some(n) = s.get_mut(&ino.0) {
-            n.nlookup = n.nlookup.saturating_sub(nlookup);
-            if n.nlookup == 0 {
-                s.remove(&ino.0);
-            }
-        }
+        self.forget_node(ino, nlookup);
     }
 
     fn getattr(
@@ -1134,5 +1148,156 @@ impl Filesystem for UvfsFuse {
             Ok(off) => reply.offset(off),
             Err(e) => reply.error(fe(e)),
         }
+    }
+}
+
+// Each shard's lock sits alone on its cache line(s): two requests on inodes of different
+// shards write no common line.
+const _: () =
+    assert!(std::mem::align_of::<CacheLine<NodeShard>>() >= crate::sync::padded::CACHE_LINE);
+const _: () = assert!(
+    std::mem::size_of::<CacheLine<NodeShard>>().is_multiple_of(crate::sync::padded::CACHE_LINE)
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_round_trip_before_and_after_1970() {
+        for (sec, nsec) in [
+            (0, 0),
+            (1, 5),
+            (1_700_000_000, 999_999_999),
+            (-1, 0),
+            (-1, 1),
+            (-2, 500_000_000),
+        ] {
+            let t = Timespec {
+                tv_sec: sec,
+                tv_nsec: nsec,
+            };
+            assert_eq!(timespec(system_time(t)), t, "{sec}.{nsec}");
+        }
+        // -0.5 s is (-1 s, 500000000 ns), as the kernel normalises it.
+        let half = UNIX_EPOCH - Duration::from_millis(500);
+        assert_eq!(
+            timespec(half),
+            Timespec {
+                tv_sec: -1,
+                tv_nsec: 500_000_000
+            }
+        );
+    }
+
+    #[test]
+    fn setattr_times_map_to_utimensat() {
+        assert_eq!(utime(None).tv_nsec, Timespec::UTIME_OMIT_NSEC);
+        assert_eq!(
+            utime(Some(TimeOrNow::Now)).tv_nsec,
+            Timespec::UTIME_NOW_NSEC
+        );
+        let t = UNIX_EPOCH + Duration::new(7, 8);
+        assert_eq!(
+            utime(Some(TimeOrNow::SpecificTime(t))),
+            Timespec {
+                tv_sec: 7,
+                tv_nsec: 8
+            }
+        );
+    }
+
+    #[test]
+    fn names_are_single_components() {
+        assert_eq!(component(OsStr::new("a")), Ok(&b"a"[..]));
+        assert_eq!(component(OsStr::new("..")), Ok(&b".."[..]));
+        assert_eq!(component(OsStr::new("")), Err(Errno::EINVAL));
+        assert_eq!(component(OsStr::new("a/b")), Err(Errno::EINVAL));
+        assert_eq!(component(OsStr::new("/")), Err(Errno::EINVAL));
+    }
+
+    #[test]
+    fn file_handles_name_table_and_descriptor() {
+        assert_eq!(fh_split(fuser::FileHandle(3 << 32 | 17)), (3, Fd(17)));
+        // A forged handle: a table that does not exist is refused by `with` (EBADF), a
+        // descriptor past i32 stays invalid (negative) for `fget`.
+        assert_eq!(
+            fh_split(fuser::FileHandle(u64::MAX)),
+            (u32::MAX as usize, Fd(-1))
+        );
+    }
+
+    #[test]
+    fn attributes_carry_type_permissions_and_times() {
+        let st = Stat {
+            st_ino: 5,
+            st_mode: types::S_IFLNK | 0o777,
+            st_nlink: 1,
+            st_size: 3,
+            st_blocks: 0,
+            st_blksize: 4096,
+            st_mtime: Timespec {
+                tv_sec: -3,
+                tv_nsec: 1,
+            },
+            ..Default::default()
+        };
+        let a = file_attr(
+            &st,
+            Timespec {
+                tv_sec: 9,
+                tv_nsec: 0,
+            },
+        );
+        assert_eq!(
+            (a.ino, a.kind, a.perm, a.size, a.nlink),
+            (INodeNo(5), FileType::Symlink, 0o777, 3, 1)
+        );
+        assert_eq!(timespec(a.mtime), st.st_mtime);
+        assert_eq!(
+            timespec(a.crtime),
+            Timespec {
+                tv_sec: 9,
+                tv_nsec: 0
+            }
+        );
+        for (ty, kind) in [
+            (types::S_IFDIR, FileType::Directory),
+            (types::S_IFREG, FileType::RegularFile),
+            (types::S_IFIFO, FileType::NamedPipe),
+            (types::S_IFSOCK, FileType::Socket),
+            (types::S_IFCHR, FileType::CharDevice),
+            (types::S_IFBLK, FileType::BlockDevice),
+        ] {
+            assert_eq!(file_type(ty | 0o644), kind);
+        }
+    }
+
+    /// The server's operations without a kernel: lookup counts, forget, and a forged node.
+    #[test]
+    fn lookup_counts_and_forget() {
+        let mnt = crate::tmpfs::mount(Default::default());
+        let fs = UvfsFuse::new(&mnt, FuseOptions::default());
+        let t = Task::init(&mnt);
+        t.mkdirat(Fd::AT_FDCWD, "/d", 0o755).unwrap();
+        let d = UvfsFuse::lookup_one(&t, mnt.root(), b"d").unwrap();
+        let ino = INodeNo(d.inode().ino());
+        assert!(
+            matches!(fs.node(ino), Err(Errno::ESTALE)),
+            "unknown until handed out"
+        );
+        fs.remember(&d);
+        fs.remember(&d);
+        assert!(Arc::ptr_eq(&fs.node(ino).unwrap(), &d));
+        fs.forget_node(ino, 1);
+        assert!(fs.node(ino).is_ok(), "one lookup left");
+        fs.forget_node(ino, 1);
+        assert!(
+            matches!(fs.node(ino), Err(Errno::ESTALE)),
+            "forgotten at zero"
+        );
+        // The root is always known and never counted.
+        fs.remember(mnt.root());
+        assert!(Arc::ptr_eq(&fs.node(INodeNo(1)).unwrap(), mnt.root()));
     }
 }
