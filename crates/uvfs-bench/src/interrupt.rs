@@ -1,4 +1,5 @@
-//! SIGINT and SIGTERM as a flag the benchmark polls, so that Ctrl-C stops a
+//! SIGINT, SIGTERM and SIGHUP (the terminal went away) as a flag the benchmark (and `uvfs
+//! mount`) polls, so that Ctrl-C stops a
 //! run promptly and the normal cleanup still runs (the kernel peer's
 //! directories removed, its tmpfs unmounted).
 //!
@@ -15,21 +16,21 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use signal_hook::consts::signal::{SIGINT, SIGTERM};
+use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGTERM};
 
 use crate::error::{Error, Result};
 
 /// The last signal received, 0 if none. Written only by the handlers.
 static SIGNAL: AtomicUsize = AtomicUsize::new(0);
 
-/// Installs the SIGINT and SIGTERM handlers (process-wide; call once, from
+/// Installs the SIGINT, SIGTERM and SIGHUP handlers (process-wide; call once, from
 /// the program's main thread, before the benchmark starts).
 ///
 /// # Errors
 ///
 /// `sigaction` failed.
 pub fn install() -> Result<()> {
-    for sig in [SIGINT, SIGTERM] {
+    for sig in [SIGINT, SIGTERM, SIGHUP] {
         signal_hook::flag::register_usize(sig, &SIGNAL, sig as usize)
             .map_err(|e| Error::new(format!("installing a {} handler", signal_name(sig)), e))?;
     }
@@ -58,11 +59,12 @@ pub fn check() -> Result<()> {
     }
 }
 
-/// `SIGINT`, `SIGTERM`, or the number for another signal.
+/// `SIGINT`, `SIGTERM`, `SIGHUP`, or the number for another signal.
 pub fn signal_name(sig: i32) -> String {
     match sig {
         SIGINT => "SIGINT".to_owned(),
         SIGTERM => "SIGTERM".to_owned(),
+        SIGHUP => "SIGHUP".to_owned(),
         _ => format!("signal {sig}"),
     }
 }

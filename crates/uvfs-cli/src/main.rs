@@ -44,13 +44,13 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Mount(args) => {
             if let Err(e) = uvfs_bench::interrupt::install() {
-                eprintln!("uvfs mount: error: {e}");
+                mount::say!("uvfs mount: error: {e}");
                 return ExitCode::FAILURE;
             }
             match mount::run(&args) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
-                    eprintln!("uvfs mount: error: {e}");
+                    mount::say!("uvfs mount: error: {e}");
                     ExitCode::FAILURE
                 }
             }

@@ -11,6 +11,16 @@ use fuser::{Config, MountOption, Session, SessionACL};
 use uvfs::fuse::{FuseOptions, Permissions, UvfsFuse};
 use uvfs::TmpfsOptions;
 
+/// Writes a line to stderr, ignoring a closed stderr (`uvfs mount X 2>&1 | true`): the server
+/// must not die because nobody reads its messages.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+pub(crate) use say;
+
 /// Who checks permissions on the mount.
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 pub enum PermissionsArg {
@@ -84,6 +94,8 @@ fn daemonize(args: &MountArgs) -> Result<(), String> {
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
+        // No working directory of the caller's kept busy (as daemon(3) does).
+        .current_dir("/")
         // Its own process group: a Ctrl-C at this terminal does not reach it.
         .process_group(0);
     let mut child = cmd
@@ -95,7 +107,7 @@ fn daemonize(args: &MountArgs) -> Result<(), String> {
         let line = line.map_err(|e| format!("reading the server's messages: {e}"))?;
         if line.starts_with("uvfs: mounted on ") {
             let line = line.trim_end_matches("; Ctrl-C unmounts");
-            eprintln!(
+            say!(
                 "{line}; in the background as pid {}: SIGTERM or fusermount3 -u unmounts",
                 child.id()
             );
@@ -156,18 +168,52 @@ fn lazy_unmount(mp: &std::path::Path) -> io::Result<()> {
     }
 }
 
+/// `--threads`, by default the number of CPUs.
+fn worker_threads(args: &MountArgs) -> usize {
+    args.threads.map_or_else(
+        || std::thread::available_parallelism().map_or(1, |n| n.get()),
+        usize::from,
+    )
+}
+
 /// Checks what the mount needs before anything is mounted.
 fn preflight(args: &MountArgs) -> Result<(), String> {
     std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open("/dev/fuse")
-        .map_err(|e| format!("cannot open /dev/fuse: {e} (is the fuse module loaded?)"))?;
+        .map_err(|e| {
+            let hint = match e.kind() {
+                io::ErrorKind::PermissionDenied => " (this user may not use FUSE)",
+                _ => " (is the fuse module loaded? `modprobe fuse`)",
+            };
+            format!("cannot open /dev/fuse: {e}{hint}")
+        })?;
     let mp = &args.mountpoint;
     match std::fs::metadata(mp) {
         Ok(m) if m.is_dir() => {}
         Ok(_) => return Err(format!("{}: not a directory", mp.display())),
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::NOTCONN.raw_os_error()) => {
+            return Err(format!(
+                "{}: {e}: a FUSE mount whose server died is still there; \
+                 `fusermount3 -u {}` (or `umount`) removes it",
+                mp.display(),
+                mp.display()
+            ))
+        }
         Err(e) => return Err(format!("{}: {e}", mp.display())),
+    }
+    // Each worker thread reads from its own cloned /dev/fuse descriptor; fuser fails after
+    // mounting if it cannot open them, so check before anything is mounted.
+    let threads = worker_threads(args);
+    let need = threads as u64 + 32;
+    let have = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
+    if have.is_some_and(|n| n < need) {
+        return Err(format!(
+            "the open-file limit ({}) is too low for --threads {threads}: raise `ulimit -n` to \
+             at least {need}, or use fewer threads",
+            have.unwrap_or(0)
+        ));
     }
     if !rustix::process::geteuid().is_root() && !in_path("fusermount3") {
         return Err(
@@ -188,10 +234,7 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
     if args.daemon && !args.daemon_child {
         return daemonize(args);
     }
-    let threads = args.threads.map_or_else(
-        || std::thread::available_parallelism().map_or(1, |n| n.get()),
-        usize::from,
-    );
+    let threads = worker_threads(args);
     let permissions = match args.permissions {
         PermissionsArg::Kernel => Permissions::Kernel,
         PermissionsArg::Uvfs => Permissions::Uvfs,
@@ -235,7 +278,7 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
     let mp = &args.mountpoint;
     let mut session = Session::new(fs, mp, &config)
         .map_err(|e| format!("cannot mount on {}: {e}", mp.display()))?;
-    eprintln!(
+    say!(
         "uvfs: mounted on {} ({threads} threads, permissions checked by {}); Ctrl-C unmounts",
         mp.display(),
         match permissions {
@@ -259,7 +302,12 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
         std::thread::spawn(move || -> io::Result<()> {
             // Acquire: pairs with the Release store after `run` returns.
             while !done.load(Ordering::Acquire) {
-                if uvfs_bench::interrupt::received().is_some() {
+                if let Some(sig) = uvfs_bench::interrupt::received() {
+                    say!(
+                        "uvfs: {} received, unmounting {}",
+                        uvfs_bench::interrupt::signal_name(sig),
+                        mp.display()
+                    );
                     // A process still using the mount (or a worker thread of ours that has
                     // not let go of it yet) makes a plain unmount EBUSY: detach it then, as
                     // `umount -l` / `fusermount3 -u -z` do, so the session ends either way.
@@ -280,6 +328,6 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
         .unwrap_or_else(|_| Err(io::Error::other("the signal watcher panicked")));
     r.map_err(|e| format!("session on {} failed: {e}", mp.display()))?;
     unmounted.map_err(|e| format!("unmounting {}: {e}", mp.display()))?;
-    eprintln!("uvfs: unmounted {}", mp.display());
+    say!("uvfs: unmounted {}", mp.display());
     Ok(())
 }

@@ -420,3 +420,41 @@ fn daemon_returns_and_exits_when_unmounted() {
         Some(ErrorKind::NotFound)
     );
 }
+
+/// Bug: `touch -d '1969-12-31 23:59:59.25'` through the mount stored 23:59:58.75, and a
+/// time of i64::MIN seconds (any user may set it on their own file) panicked a debug build
+/// of the server, ending the mount. Cause: fuser 0.18.0 decodes SETATTR times before 1970 as
+/// EPOCH - (|secs| + nsec) and negates secs unchecked. Fix: `setattr_time` undoes the
+/// decoding (fuser pinned), and fuser is built without overflow checks (as in release).
+#[test]
+fn times_before_1970_and_extremes_round_trip() {
+    let Some(mnt) = MountGuard::mount("times_before_1970_and_extremes_round_trip", &[]) else {
+        return;
+    };
+    let f = mnt.path().join("t");
+    fs::write(&f, b"x").unwrap();
+    use rustix::fs::{statat, utimensat, AtFlags, Timespec, Timestamps, CWD};
+    for (sec, nsec) in [
+        (-1, 250_000_000),
+        (-86_400 * 365, 1),
+        (0, 999_999_999),
+        (i64::MIN, 0),
+    ] {
+        let t = Timespec {
+            tv_sec: sec,
+            tv_nsec: nsec,
+        };
+        let times = Timestamps {
+            last_access: t,
+            last_modification: t,
+        };
+        utimensat(CWD, &f, &times, AtFlags::empty()).unwrap();
+        let st = statat(CWD, &f, AtFlags::empty()).unwrap();
+        assert_eq!(
+            (st.st_mtime, st.st_mtime_nsec as i64),
+            (sec, nsec),
+            "mtime after utimensat({sec}.{nsec:09})"
+        );
+    }
+    mnt.unmount();
+}

@@ -92,6 +92,10 @@ use crate::types::{self, AtFlags, Fd, OpenFlags, RenameFlags, Stat, Timespec};
 /// trip (POSIX locks, which `flush` would also release, are the kernel's own here).
 const OPEN_FLAGS: FopenFlags = FopenFlags::FOPEN_NOFLUSH;
 
+/// `__FMODE_EXEC` in an `OPEN`'s flags: the kernel opens a file for `execve`
+/// (`do_open_execat`) and passes its `f_flags` on (include/linux/fcntl.h).
+const FMODE_EXEC: u32 = 0x20;
+
 /// Number of node-table shards (a power of two).
 pub const NODE_SHARDS: usize = 64;
 
@@ -225,28 +229,45 @@ fn system_time(t: Timespec) -> SystemTime {
     }
 }
 
-/// A `SystemTime` as a timestamp.
+/// A `SystemTime` as a timestamp (saturating at `i64::MIN` seconds).
 fn timespec(t: SystemTime) -> Timespec {
     match t.duration_since(UNIX_EPOCH) {
         Ok(d) => Timespec {
-            tv_sec: d.as_secs() as i64,
+            tv_sec: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
             tv_nsec: i64::from(d.subsec_nanos()),
         },
         Err(e) => {
             let d = e.duration();
-            let (s, n) = (d.as_secs() as i64, i64::from(d.subsec_nanos()));
-            if n == 0 {
-                Timespec {
-                    tv_sec: -s,
+            // `wrapping_neg`: 2^63 s before 1970 is i64::MIN itself.
+            let s = (d.as_secs() as i64).wrapping_neg();
+            match d.subsec_nanos() {
+                0 => Timespec {
+                    tv_sec: s,
                     tv_nsec: 0,
-                }
-            } else {
-                Timespec {
-                    tv_sec: -s - 1,
-                    tv_nsec: 1_000_000_000 - n,
-                }
+                },
+                n => Timespec {
+                    tv_sec: s.saturating_sub(1),
+                    tv_nsec: 1_000_000_000 - i64::from(n),
+                },
             }
         }
+    }
+}
+
+/// The time the kernel sent in a `SETATTR`, from the `SystemTime` fuser 0.18 made of it.
+/// fuser's `system_time_from_time` turns `(secs < 0, nsec)` into `EPOCH - (|secs| s + nsec
+/// ns)` instead of `EPOCH - |secs| s + nsec ns` (its source says "TODO: 1_000_000_000 -
+/// nsec"), so a time before 1970 with nanoseconds would be stored up to a second early
+/// (`touch -d '1969-12-31 23:59:59.25'` became `.. 58.75`). The mapping is one-to-one, so
+/// this undoes it; fuser is pinned to 0.18.0 (Cargo.toml) so that a fixed fuser cannot
+/// silently turn this into the error.
+fn setattr_time(t: SystemTime) -> Timespec {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(_) => timespec(t),
+        Err(e) => Timespec {
+            tv_sec: (e.duration().as_secs() as i64).wrapping_neg(),
+            tv_nsec: i64::from(e.duration().subsec_nanos()),
+        },
     }
 }
 
@@ -255,7 +276,7 @@ fn utime(t: Option<TimeOrNow>) -> Timespec {
     match t {
         None => Timespec::UTIME_OMIT,
         Some(TimeOrNow::Now) => Timespec::UTIME_NOW,
-        Some(TimeOrNow::SpecificTime(t)) => timespec(t),
+        Some(TimeOrNow::SpecificTime(t)) => setattr_time(t),
     }
 }
 
@@ -372,6 +393,18 @@ impl UvfsFuse {
             nodes,
             next_worker: CacheLine(AtomicUsize::new(0)),
             opts: FuseOptions { threads, ..opts },
+        }
+    }
+
+    /// How long the kernel may keep a name -> node entry. With uvfs checking permissions it
+    /// is 0: the kernel does not check search permission on directories itself, so a cached
+    /// entry would let a caller reach a name through a directory it may not search (the
+    /// walk would not ask uvfs); uncached, every walk step is a `LOOKUP` that uvfs checks
+    /// with the caller's credentials.
+    fn entry_ttl(&self) -> Duration {
+        match self.opts.permissions {
+            Permissions::Kernel => self.opts.timeout,
+            Permissions::Uvfs => Duration::ZERO,
         }
     }
 
@@ -531,11 +564,13 @@ impl UvfsFuse {
             self.remember(&d);
             Ok(attr)
         }) {
-            Ok(attr) => reply.entry(&self.opts.timeout, &attr, Generation(0)),
-            Err(Errno::ENOENT) if negative && !self.opts.timeout.is_zero() => {
+            Ok(attr) => {
+                reply.entry_with_ttls(&self.opts.timeout, &self.entry_ttl(), &attr, Generation(0))
+            }
+            Err(Errno::ENOENT) if negative && !self.entry_ttl().is_zero() => {
                 let mut attr = file_attr(&Stat::default(), Timespec::default());
                 attr.ino = INodeNo(0);
-                reply.entry(&self.opts.timeout, &attr, Generation(0));
+                reply.entry(&self.entry_ttl(), &attr, Generation(0));
             }
             Err(e) => reply.error(fe(e)),
         }
@@ -594,10 +629,14 @@ impl UvfsFuse {
 impl Filesystem for UvfsFuse {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         use fuser::InitFlags as F;
+        // readdirplus when the kernel finds it useful (first read, after lookups); not when
+        // uvfs checks permissions: its entries would be looked up with the lister's
+        // credentials, and a directory that may be read but not searched must still list.
+        if self.opts.permissions == Permissions::Kernel {
+            let _ = config.add_capabilities(F::FUSE_DO_READDIRPLUS | F::FUSE_READDIRPLUS_AUTO);
+        }
         // Each is optional: a kernel without one keeps its default behaviour.
         for cap in [
-            // readdirplus when the kernel finds it useful (first read, after lookups).
-            F::FUSE_DO_READDIRPLUS | F::FUSE_READDIRPLUS_AUTO,
             // lookups and readdirs in one directory in parallel: uvfs's are lock-free.
             F::FUSE_PARALLEL_DIROPS,
             // open(O_TRUNC) in one request, as `openat` does it.
@@ -828,7 +867,19 @@ impl Filesystem for UvfsFuse {
     fn open(&self, req: &Request, ino: INodeNo, flags: fuser::OpenFlags, reply: ReplyOpen) {
         let r = self.node(ino).and_then(|d| {
             self.with(req, None, |t, _| {
-                let f = t.dentry_open(&d, OpenFlags::from_bits_retain(flags.0 as u32))?;
+                let flags = OpenFlags::from_bits_retain(flags.0 as u32);
+                if flags.bits() & FMODE_EXEC != 0 {
+                    // execve's open: without `default_permissions` the kernel checked only
+                    // that some execute bit is set (`fuse_permission`); uvfs checks
+                    // MAY_EXEC for this caller, as `may_open` of an exec would.
+                    t.faccessat2(
+                        &*d,
+                        "",
+                        crate::cred::MAY_EXEC,
+                        AtFlags::EACCESS | AtFlags::EMPTY_PATH,
+                    )?;
+                }
+                let f = t.dentry_open(&d, flags)?;
                 t.install_file(f, false)
             })
         });
@@ -1104,7 +1155,7 @@ impl Filesystem for UvfsFuse {
                 let table = WORKER.with(|w| w.borrow().as_ref().map_or(0, |w| w.own));
                 let fh = (table as u64) << 32 | u64::from(fd.0 as u32);
                 reply.created(
-                    &self.opts.timeout,
+                    &self.entry_ttl(),
                     &attr,
                     Generation(0),
                     fuser::FileHandle(fh),
@@ -1172,6 +1223,7 @@ mod tests {
             (-1, 0),
             (-1, 1),
             (-2, 500_000_000),
+            (i64::MIN, 0),
         ] {
             let t = Timespec {
                 tv_sec: sec,
@@ -1205,6 +1257,22 @@ mod tests {
                 tv_nsec: 8
             }
         );
+        // fuser 0.18's decoding of (secs, nsec) before 1970: EPOCH - (|secs| s + nsec ns).
+        let fuser_decode =
+            |secs: i64, nsec: u32| UNIX_EPOCH - Duration::new(secs.unsigned_abs(), nsec);
+        for (secs, nsec) in [
+            (-1, 250_000_000),
+            (-1, 0),
+            (-86_400, 999_999_999),
+            (i64::MIN, 0),
+        ] {
+            let want = Timespec {
+                tv_sec: secs,
+                tv_nsec: i64::from(nsec),
+            };
+            let got = utime(Some(TimeOrNow::SpecificTime(fuser_decode(secs, nsec))));
+            assert_eq!(got, want, "{secs}.{nsec}");
+        }
     }
 
     #[test]
