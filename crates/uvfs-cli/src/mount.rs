@@ -300,24 +300,47 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
         let done = done.clone();
         let mp = mp.clone();
         std::thread::spawn(move || -> io::Result<()> {
+            let mut failed: Option<io::Error> = None;
             // Acquire: pairs with the Release store after `run` returns.
             while !done.load(Ordering::Acquire) {
                 if let Some(sig) = uvfs_bench::interrupt::received() {
-                    say!(
-                        "uvfs: {} received, unmounting {}",
-                        uvfs_bench::interrupt::signal_name(sig),
-                        mp.display()
-                    );
+                    if failed.is_none() {
+                        say!(
+                            "uvfs: {} received, unmounting {}",
+                            uvfs_bench::interrupt::signal_name(sig),
+                            mp.display()
+                        );
+                    }
                     // A process still using the mount (or a worker thread of ours that has
                     // not let go of it yet) makes a plain unmount EBUSY: detach it then, as
                     // `umount -l` / `fusermount3 -u -z` do, so the session ends either way.
-                    return unmounter
-                        .unmount()
-                        .or_else(|e| lazy_unmount(&mp).map_err(|_| e));
+                    match unmounter.unmount() {
+                        Ok(()) => return Ok(()),
+                        Err(e) => match lazy_unmount(&mp) {
+                            Ok(()) => {
+                                say!(
+                                    "uvfs: {} is busy: detached; exiting when its last user \
+                                     leaves",
+                                    mp.display()
+                                );
+                                return Ok(());
+                            }
+                            // Keep serving and try again each second: the mount must not be
+                            // left without its server.
+                            Err(_) => {
+                                if failed.is_none() {
+                                    say!("uvfs: cannot unmount {}: {e}; retrying", mp.display());
+                                }
+                                failed = Some(e);
+                                std::thread::sleep(Duration::from_secs(1));
+                                continue;
+                            }
+                        },
+                    }
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
-            Ok(())
+            failed.map_or(Ok(()), Err)
         })
     };
     let r = session.run();

@@ -93,7 +93,8 @@ impl Cred {
     }
 
     /// `access_override_creds`: the credentials `access(2)` checks with: the real ids as
-    /// filesystem ids, and root's capabilities only when the real uid is 0.
+    /// filesystem ids, and root's capabilities only when the real uid is 0 (or when these
+    /// credentials hold them whatever the uid, [`with_all_caps`](Self::with_all_caps)).
     pub fn access_cred(&self) -> Cred {
         Cred {
             uid: self.ruid(),

@@ -197,6 +197,15 @@ impl<V: Variant> Task<V> {
         self.cred_id = new_cred_id();
     }
 
+    /// `override_creds`: runs this task's next calls with `cred`, keeping its credential
+    /// identity (no new id is drawn from the global counter `set_cred` uses). For the FUSE
+    /// server, whose worker tasks take each request's caller's credentials: only
+    /// `linkat(AT_EMPTY_PATH)` of a descriptor compares identities, and the server never
+    /// makes one.
+    pub(crate) fn override_creds(&mut self, cred: Cred) {
+        self.cred = cred;
+    }
+
     /// The credentials.
     pub fn cred(&self) -> &Cred {
         &self.cred

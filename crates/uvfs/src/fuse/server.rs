@@ -162,12 +162,13 @@ type NodeShard = RwLock<HashMap<u64, Node>>;
 /// Distinguishes servers in the per-thread worker state.
 static NEXT_SERVER_ID: AtomicU64 = AtomicU64::new(1);
 
-/// A worker thread's state: a task per descriptor table (index = table), a read buffer.
+/// A worker thread's state: a task per descriptor table (index = table; made at the first
+/// request that needs that table), a read buffer.
 struct Worker {
     server: u64,
     /// The table this thread opens files into.
     own: usize,
-    tasks: Vec<Task>,
+    tasks: Vec<Option<Task>>,
     buf: Vec<u8>,
 }
 
@@ -344,6 +345,16 @@ fn empty(reply: impl Done, r: Result<()>) {
     }
 }
 
+/// The table the calling worker thread opens files into (0 before its first request).
+fn own_table() -> usize {
+    WORKER.with(|w| w.borrow().as_ref().map_or(0, |w| w.own))
+}
+
+/// The file handle of descriptor `fd` in table `table`.
+fn fh_make(table: usize, fd: Fd) -> fuser::FileHandle {
+    fuser::FileHandle((table as u64) << 32 | u64::from(fd.0 as u32))
+}
+
 /// A file handle: the table it lives in and its descriptor there.
 fn fh_split(fh: fuser::FileHandle) -> (usize, Fd) {
     ((fh.0 >> 32) as usize, Fd(fh.0 as u32 as i32))
@@ -463,8 +474,8 @@ impl UvfsFuse {
         }
     }
 
-    /// A new worker's state: a thread of every table's owner task, its own table assigned
-    /// round-robin.
+    /// A new worker's state: its own table assigned round-robin; its tasks (threads of the
+    /// tables' owner tasks) are made when first needed.
     #[cold]
     fn new_worker(&self) -> Worker {
         // Relaxed: only distinctness matters (the counter orders nothing).
@@ -472,11 +483,7 @@ impl UvfsFuse {
         Worker {
             server: self.id,
             own,
-            tasks: self
-                .tables
-                .iter()
-                .map(|t| t.lock().clone_thread())
-                .collect(),
+            tasks: self.tables.iter().map(|_| None).collect(),
             buf: Vec::new(),
         }
     }
@@ -501,7 +508,8 @@ impl UvfsFuse {
                 unreachable!("set above")
             };
             let t = table.unwrap_or(w.own);
-            let task = w.tasks.get_mut(t).ok_or(Errno::EBADF)?;
+            let slot = w.tasks.get_mut(t).ok_or(Errno::EBADF)?;
+            let task = slot.get_or_insert_with(|| self.tables[t].lock().clone_thread());
             self.set_caller(task, req);
             f(task, &mut w.buf)
         })
@@ -514,7 +522,7 @@ impl UvfsFuse {
             Permissions::Kernel => {
                 let c = task.cred();
                 if c.uid != uid || c.gid != gid || !c.all_caps {
-                    task.set_cred(Cred::new(uid, gid, &[]).with_all_caps());
+                    task.override_creds(Cred::new(uid, gid, &[]).with_all_caps());
                 }
             }
             Permissions::Uvfs => {
@@ -525,7 +533,7 @@ impl UvfsFuse {
                 };
                 let c = task.cred();
                 if c.uid != uid || c.gid != gid || c.all_caps || *c.groups != *groups {
-                    task.set_cred(Cred::new(uid, gid, &groups));
+                    task.override_creds(Cred::new(uid, gid, &groups));
                 }
             }
         }
@@ -885,9 +893,7 @@ impl Filesystem for UvfsFuse {
         });
         match r {
             Ok(fd) => {
-                let table = WORKER.with(|w| w.borrow().as_ref().map_or(0, |w| w.own));
-                let fh = (table as u64) << 32 | u64::from(fd.0 as u32);
-                reply.opened(fuser::FileHandle(fh), OPEN_FLAGS);
+                reply.opened(fh_make(own_table(), fd), OPEN_FLAGS);
             }
             Err(e) => reply.error(fe(e)),
         }
@@ -1033,11 +1039,13 @@ impl Filesystem for UvfsFuse {
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
+        let mut added = 0;
         let r = self.node(ino).and_then(|dir| {
             self.read_dir(req, fh, offset, |t, e| {
                 let dot = e.name == b"." || e.name == b"..";
                 // `.` and `..` carry no entry: the kernel neither links nor counts them
-                // (`fuse_direntplus_link`); a zero nodeid says so.
+                // (`fuse_direntplus_link` skips them by name; fuser sends `attr.ino` as the
+                // node id whatever `ino` says).
                 let (nodeid, attr, d) = if dot {
                     let st = t.fstatat(&*dir, &e.name, AtFlags::SYMLINK_NOFOLLOW)?;
                     (0, file_attr(&st, st.st_ctime), None)
@@ -1057,13 +1065,18 @@ impl Filesystem for UvfsFuse {
                     &attr,
                     Generation(0),
                 );
-                if let (false, Some(d)) = (full, d) {
-                    self.remember(&d);
+                if !full {
+                    added += 1;
+                    if let Some(d) = d {
+                        self.remember(&d);
+                    }
                 }
                 Ok(full)
             })
         });
-        empty(reply, r);
+        // An error after some entries were added: send those (they are counted, and the
+        // kernel asks again from the last one's offset), as `readdir(3)` returns what it has.
+        empty(reply, if added > 0 { Ok(()) } else { r });
     }
 
     fn releasedir(
@@ -1134,8 +1147,21 @@ impl Filesystem for UvfsFuse {
             let p = self.node(parent)?;
             let name = component(name)?;
             self.with(req, None, |t, _| {
-                let flags = OpenFlags::from_bits_retain(flags as u32) | OpenFlags::CREAT;
-                let f = t.filp_open(&*p, name, flags, mode)?;
+                let flags = OpenFlags::from_bits_retain(flags as u32);
+                // The kernel sends CREATE only for a name it believes missing, and then skips
+                // its own permission check of the open (`may_open` of a new file). If the
+                // name exists after all (made behind the kernel's back, through the Rust API
+                // of an embedding program), opening it here would bypass that check: create
+                // exclusively, and answer ESTALE, which makes the VFS look the name up again
+                // and open the existing file the checked way (`do_filp_open`'s
+                // LOOKUP_REVAL retry). A caller's own O_EXCL gets its EEXIST.
+                let excl = OpenFlags::CREAT | OpenFlags::EXCL;
+                let f = match t.filp_open(&*p, name, flags | excl, mode) {
+                    Err(Errno::EEXIST) if !flags.contains(OpenFlags::EXCL) => {
+                        return Err(Errno::ESTALE)
+                    }
+                    r => r?,
+                };
                 let d = f.dentry().clone();
                 let fd = t.install_file(f, false)?;
                 match Self::attr_of(t, &d) {
@@ -1152,13 +1178,12 @@ impl Filesystem for UvfsFuse {
         })();
         match r {
             Ok((fd, attr)) => {
-                let table = WORKER.with(|w| w.borrow().as_ref().map_or(0, |w| w.own));
-                let fh = (table as u64) << 32 | u64::from(fd.0 as u32);
+                let table = own_table();
                 reply.created(
                     &self.entry_ttl(),
                     &attr,
                     Generation(0),
-                    fuser::FileHandle(fh),
+                    fh_make(table, fd),
                     OPEN_FLAGS,
                 );
             }
