@@ -131,20 +131,18 @@ pub enum TargetKind {
     /// The Linux kernel through system calls (a private tmpfs when it can mount one).
     Kernel,
     /// `uvfs mount`: uvfs's tmpfs served over FUSE by this executable, the
-    /// workloads through system calls in a fresh mount (see
-    /// [`uvfs_mount`]). Alone, `--target mount` means
-    /// [`TargetKind::MOUNT`].
+    /// workloads through system calls in a fresh mount (module `uvfs_mount`).
+    /// Alone, `--target mount` means mount, mount-uvfs-perms, passthrough-ll,
+    /// kernel.
     Mount,
-    /// `uvfs mount --permissions uvfs`: as [`TargetKind::Mount`] with the
-    /// permission checks left to uvfs instead of the kernel
-    /// (`default_permissions`), as `passthrough_ll` leaves them (it does
-    /// none): the kernel then needs no GETATTR before the next access to a
-    /// directory that just changed.
+    /// `uvfs mount --permissions uvfs`: as `mount`, with the permission checks
+    /// left to uvfs instead of the kernel (`default_permissions`), as
+    /// `passthrough_ll` leaves them (it does none).
     #[value(name = "mount-uvfs-perms")]
     MountUvfsPerms,
     /// libfuse's `passthrough_ll` example over a private tmpfs, the
     /// workloads through system calls in its mount; built at bench time,
-    /// skipped with a message if it cannot be (see [`passthrough_ll`]).
+    /// skipped with a message if it cannot be (module `passthrough_ll`).
     #[value(name = "passthrough-ll")]
     PassthroughLl,
     /// The `vfs` crate's `MemoryFS` (feature `peers`; see

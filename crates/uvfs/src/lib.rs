@@ -35,13 +35,16 @@
 //! | [`Task`] | `task_struct` (`files`, `fs`, `cred`) |
 //! | [`Inode`], [`Dentry`], [`SuperBlock`], [`Mount`] | same names (tmpfs: mm/shmem.c) |
 //! | `namei::Nameidata` | `struct nameidata` (fs/namei.c) |
+//! | [`AtDir`] | a `*at` call's `dirfd`, or a kernel caller's `struct path` |
+//! | `fuse::UvfsFuse` (feature `fuse`) | a FUSE server (libfuse's `fuse_lowlevel_ops`) |
 //! | [`variant`]: `Variant`, `Uvfs`, the lessons' "before" types | the seed patches' before/after (ablation only) |
 //!
 //! # Global lock order
 //! `SuperBlock::s_rename_lock` -> directory locks (ancestor first, else by address) ->
 //! a regular file's data lock -> an inode's attribute lock. `FdTable::file_lock`,
 //! `FsStruct::lock` and a `File`'s `f_pos_lock` (taken before the data lock) are otherwise
-//! leaves. No lock is global; none is taken on `fget`. (The lesson-4 ablation variants in
+//! leaves. No lock is global; none is taken on `fget`. The FUSE server's node-table shard
+//! locks are leaves held only around its own table (never across a call into uvfs). (The lesson-4 ablation variants in
 //! [`variant`] add a global `files_lock`, a leaf taken at open and at last close; the default
 //! [`variant::Uvfs`] has none.)
 
