@@ -345,6 +345,23 @@ fn empty(reply: impl Done, r: Result<()>) {
     }
 }
 
+/// Runs `open` with a descriptor already reserved in `t`'s table and installs the file
+/// there, as `openat` does (`get_unused_fd_flags` before the walk): when the table is full
+/// (`EMFILE`), nothing is opened, created or truncated.
+fn open_reserved(t: &Task, open: impl FnOnce() -> Result<crate::FileHandle>) -> Result<Fd> {
+    let fd = t.files.alloc_fd(0, false)?;
+    match open() {
+        Ok(f) => {
+            t.files.fd_install(fd, f);
+            Ok(Fd(fd as i32))
+        }
+        Err(e) => {
+            t.files.put_unused_fd(fd);
+            Err(e)
+        }
+    }
+}
+
 /// The table the calling worker thread opens files into (0 before its first request).
 fn own_table() -> usize {
     WORKER.with(|w| w.borrow().as_ref().map_or(0, |w| w.own))
@@ -887,8 +904,7 @@ impl Filesystem for UvfsFuse {
                         AtFlags::EACCESS | AtFlags::EMPTY_PATH,
                     )?;
                 }
-                let f = t.dentry_open(&d, flags)?;
-                t.install_file(f, false)
+                open_reserved(t, || t.dentry_open(&d, flags))
             })
         });
         match r {
@@ -1156,14 +1172,18 @@ impl Filesystem for UvfsFuse {
                 // and open the existing file the checked way (`do_filp_open`'s
                 // LOOKUP_REVAL retry). A caller's own O_EXCL gets its EEXIST.
                 let excl = OpenFlags::CREAT | OpenFlags::EXCL;
-                let f = match t.filp_open(&*p, name, flags | excl, mode) {
-                    Err(Errno::EEXIST) if !flags.contains(OpenFlags::EXCL) => {
-                        return Err(Errno::ESTALE)
-                    }
-                    r => r?,
-                };
-                let d = f.dentry().clone();
-                let fd = t.install_file(f, false)?;
+                let mut dentry = None;
+                let fd = open_reserved(t, || {
+                    let f = match t.filp_open(&*p, name, flags | excl, mode) {
+                        Err(Errno::EEXIST) if !flags.contains(OpenFlags::EXCL) => {
+                            return Err(Errno::ESTALE)
+                        }
+                        r => r?,
+                    };
+                    dentry = Some(f.dentry().clone());
+                    Ok(f)
+                })?;
+                let d = dentry.ok_or(Errno::EIO)?;
                 match Self::attr_of(t, &d) {
                     Ok(attr) => {
                         self.remember(&d);
