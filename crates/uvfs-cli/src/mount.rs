@@ -40,10 +40,11 @@ pub struct MountArgs {
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub threads: Option<u16>,
     /// The file system's size limit in bytes (suffixes k, m, g as tmpfs's `size=`;
-    /// default: no limit).
+    /// default: half of RAM, as tmpfs; 0: no limit).
     #[arg(long, value_parser = parse_size)]
     pub size: Option<u64>,
-    /// The file system's inode limit (tmpfs's `nr_inodes=`; default: no limit).
+    /// The file system's inode limit (tmpfs's `nr_inodes=`; default: half of RAM's pages,
+    /// as tmpfs; 0: no limit).
     #[arg(long)]
     pub nr_inodes: Option<u64>,
     /// Let every user use the mount (FUSE's `allow_other`; for non-root mounters
@@ -239,11 +240,18 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
         PermissionsArg::Kernel => Permissions::Kernel,
         PermissionsArg::Uvfs => Permissions::Uvfs,
     };
+    // tmpfs's defaults (mm/shmem.c `shmem_default_max_blocks`/`_max_inodes`): half of RAM,
+    // and as many inodes as half of RAM has pages. A mount with `--allow-other` and no
+    // limit would let any user exhaust the server's memory.
+    let ram = rustix::system::sysinfo();
+    let ram = u64::from(ram.mem_unit).saturating_mul(ram.totalram as u64);
+    let size = args.size.unwrap_or(ram / 2);
+    let nr_inodes = args.nr_inodes.unwrap_or(ram / 4096 / 2);
     let mnt = uvfs::tmpfs::mount(TmpfsOptions {
         uid: rustix::process::geteuid().as_raw(),
         gid: rustix::process::getegid().as_raw(),
-        size: args.size,
-        nr_inodes: args.nr_inodes,
+        size: Some(size),
+        nr_inodes: Some(nr_inodes),
         ..Default::default()
     });
     let fs = UvfsFuse::new(
@@ -278,8 +286,17 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
     let mp = &args.mountpoint;
     let mut session = Session::new(fs, mp, &config)
         .map_err(|e| format!("cannot mount on {}: {e}", mp.display()))?;
+    let size_text = match size {
+        0 => "no size limit".to_owned(),
+        n => format!("size {:.1} GiB", n as f64 / f64::from(1u32 << 30)),
+    };
+    let inodes_text = match nr_inodes {
+        0 => "no inode limit".to_owned(),
+        n => format!("{n} inodes"),
+    };
     say!(
-        "uvfs: mounted on {} ({threads} threads, permissions checked by {}); Ctrl-C unmounts",
+        "uvfs: mounted on {} ({threads} threads, {size_text}, {inodes_text}, permissions \
+         checked by {}); Ctrl-C unmounts",
         mp.display(),
         match permissions {
             Permissions::Kernel => "the kernel",
