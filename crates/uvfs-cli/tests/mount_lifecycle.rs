@@ -458,3 +458,100 @@ fn times_before_1970_and_extremes_round_trip() {
     }
     mnt.unmount();
 }
+
+/// What user 65534 gets from `script` (a `sh -c` script run with `setpriv`) in `dir`: its
+/// stdout, one line per check.
+fn as_nobody(dir: &Path, script: &str) -> String {
+    let out = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "sh",
+            "-c",
+            script,
+        ])
+        .env("D", dir)
+        .output()
+        .expect("setpriv");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Sets up, as root, the files the permission checks below use.
+fn permission_fixture(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let set = |p: &str, mode: u32| {
+        fs::set_permissions(dir.join(p), fs::Permissions::from_mode(mode)).unwrap();
+    };
+    fs::write(dir.join("prog"), b"#!/bin/sh\necho ran\n").unwrap();
+    set("prog", 0o744); // root may run it, others may not
+    fs::create_dir(dir.join("priv")).unwrap();
+    fs::write(dir.join("priv/f"), b"secret").unwrap();
+    set("priv", 0o700);
+    let _ = fs::read(dir.join("priv/f")); // the kernel now has the path cached
+    fs::create_dir(dir.join("ro")).unwrap();
+    fs::write(dir.join("ro/a"), b"").unwrap();
+    set("ro", 0o744); // readable, not searchable by others
+    fs::write(dir.join("setid"), b"x").unwrap();
+    set("setid", 0o6777);
+}
+
+/// The checks, one output line each: exec of a 0744 file, reading through a 0700
+/// directory whose path the kernel has cached, listing a readable unsearchable directory,
+/// and a write by another user to a set-ID file (the bits must go, the write succeed).
+const PERMISSION_SCRIPT: &str = r#"
+"$D/prog" >/dev/null 2>&1 && echo exec:ran || echo exec:denied
+cat "$D/priv/f" >/dev/null 2>&1 && echo search:read || echo search:denied
+ls "$D/ro" 2>/dev/null | tr '\n' ' ' | sed 's/^/list:/'; echo
+echo x >> "$D/setid" && echo write:ok || echo write:failed
+"#;
+
+/// Bugs (found by a review and a fresh-user trial): with `--permissions uvfs` a 0744 root
+/// program ran for other users (the kernel checks only "some x bit"; the OPEN did not say
+/// exec), a path the kernel had cached was read through a 0700 directory (no LOOKUP reached
+/// uvfs), a readable but unsearchable directory could not be listed (readdirplus looked
+/// entries up as the lister), and another user's write to a set-ID file failed with EIO
+/// (the kernel's set-ID-dropping SETATTR, sent as the writer, was refused). Fix: exec opens
+/// check MAY_EXEC, entries are not cached in this mode, no readdirplus, and uvfs drops the
+/// bits itself (FUSE_HANDLE_KILLPRIV). Compared with a kernel tmpfs, mode bits included.
+#[test]
+fn uvfs_permission_mode_matches_tmpfs() {
+    if !uvfs_only("uvfs_permission_mode_matches_tmpfs") {
+        return;
+    }
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        common::skip("uvfs_permission_mode_matches_tmpfs", "no setpriv");
+        return;
+    }
+    let args = ["--allow-other", "--permissions", "uvfs"];
+    let Some(mnt) = MountGuard::mount("uvfs_permission_mode_matches_tmpfs", &args) else {
+        return;
+    };
+    permission_fixture(mnt.path());
+    let got = as_nobody(mnt.path(), PERMISSION_SCRIPT);
+    let got_mode = fs::metadata(mnt.path().join("setid")).unwrap();
+    // The same on a kernel tmpfs.
+    let host = tempfile::tempdir().unwrap();
+    rustix::mount::mount(
+        "tmpfs",
+        host.path(),
+        "tmpfs",
+        rustix::mount::MountFlags::empty(),
+        None::<&std::ffi::CStr>,
+    )
+    .expect("mount a tmpfs to compare with");
+    permission_fixture(host.path());
+    let want = as_nobody(host.path(), PERMISSION_SCRIPT);
+    let want_mode = fs::metadata(host.path().join("setid")).unwrap();
+    let _ = rustix::mount::unmount(host.path(), rustix::mount::UnmountFlags::DETACH);
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        (got.as_str(), got_mode.permissions().mode() & 0o7777),
+        (want.as_str(), want_mode.permissions().mode() & 0o7777)
+    );
+    assert_eq!(
+        want, "exec:denied\nsearch:denied\nlist:a \nwrite:ok\n",
+        "the host's answers"
+    );
+    mnt.unmount();
+}

@@ -506,15 +506,15 @@ impl UvfsFuse {
     }
 
     /// Runs `f` with the calling thread's task for table `table` (the thread's own table
-    /// when `None`) carrying `req`'s caller credentials, and the thread's buffer.
+    /// when `None`) and the thread's buffer, the task's credentials as the last request
+    /// left them.
     ///
     /// # Errors
     /// `EBADF` for a table that does not exist (a forged file handle); `f`'s.
-    fn with<R>(
+    fn worker_task<R>(
         &self,
-        req: &Request,
         table: Option<usize>,
-        f: impl FnOnce(&Task, &mut Vec<u8>) -> Result<R>,
+        f: impl FnOnce(&mut Task, &mut Vec<u8>) -> Result<R>,
     ) -> Result<R> {
         WORKER.with(|w| {
             let mut w = w.borrow_mut();
@@ -527,8 +527,52 @@ impl UvfsFuse {
             let t = table.unwrap_or(w.own);
             let slot = w.tasks.get_mut(t).ok_or(Errno::EBADF)?;
             let task = slot.get_or_insert_with(|| self.tables[t].lock().clone_thread());
-            self.set_caller(task, req);
             f(task, &mut w.buf)
+        })
+    }
+
+    /// Runs `f` as `req`'s caller with the calling thread's task for table `table` (the
+    /// thread's own table when `None`) and the thread's buffer.
+    ///
+    /// # Errors
+    /// `EBADF` for a table that does not exist (a forged file handle); `f`'s.
+    fn with<R>(
+        &self,
+        req: &Request,
+        table: Option<usize>,
+        f: impl FnOnce(&Task, &mut Vec<u8>) -> Result<R>,
+    ) -> Result<R> {
+        self.worker_task(table, |task, buf| {
+            self.set_caller(task, req);
+            f(task, buf)
+        })
+    }
+
+    /// Runs `f` on open file handle `fh` (its table's task, its descriptor). What uvfs does
+    /// on an open file depends on no credentials (the open checked them), except a
+    /// `write`-like change (`modifies`) to a set-user-ID or set-group-ID file, whose bits it
+    /// may drop by the writer's rights: only then does the request take its caller's
+    /// credentials, so that reads and writes of ordinary files cost no `/proc` lookup with
+    /// `--permissions uvfs`.
+    ///
+    /// # Errors
+    /// `EBADF` for a forged handle; `f`'s.
+    fn with_fh<R>(
+        &self,
+        req: &Request,
+        fh: fuser::FileHandle,
+        modifies: bool,
+        f: impl FnOnce(&Task, Fd, &mut Vec<u8>) -> Result<R>,
+    ) -> Result<R> {
+        let (table, fd) = fh_split(fh);
+        self.worker_task(Some(table), |task, buf| {
+            if modifies {
+                let mode = task.fdget_raw(fd)?.inode().mode();
+                if mode & (types::S_ISUID | types::S_ISGID) != 0 {
+                    self.set_caller(task, req);
+                }
+            }
+            f(task, fd, buf)
         })
     }
 
@@ -631,9 +675,8 @@ impl UvfsFuse {
         offset: u64,
         mut add: impl FnMut(&Task, crate::DirEntry) -> Result<bool>,
     ) -> Result<()> {
-        let (table, fd) = fh_split(fh);
         let offset = i64::try_from(offset).map_err(|_| Errno::EINVAL)?;
-        self.with(req, Some(table), |t, buf| {
+        self.with_fh(req, fh, false, |t, fd, buf| {
             t.lseek(fd, offset, types::SEEK_SET)?;
             buf.resize(16 * 1024, 0);
             loop {
@@ -659,6 +702,12 @@ impl Filesystem for UvfsFuse {
         // credentials, and a directory that may be read but not searched must still list.
         if self.opts.permissions == Permissions::Kernel {
             let _ = config.add_capabilities(F::FUSE_DO_READDIRPLUS | F::FUSE_READDIRPLUS_AUTO);
+        } else {
+            // uvfs drops set-ID bits itself on write, truncate and chown, with the writer's
+            // rights (`kill_suid`); otherwise the kernel would send a SETATTR of the mode as
+            // the writer, which uvfs refuses (EPERM) to a writer who does not own the file,
+            // failing the write. (With kernel checks the server's all-caps SETATTR does it.)
+            let _ = config.add_capabilities(F::FUSE_HANDLE_KILLPRIV);
         }
         // Each is optional: a kernel without one keeps its default behaviour.
         for cap in [
@@ -693,14 +742,11 @@ impl Filesystem for UvfsFuse {
         reply: ReplyAttr,
     ) {
         let r = match fh {
-            Some(fh) => {
-                let (table, fd) = fh_split(fh);
-                self.with(req, Some(table), |t, _| {
-                    let st = t.fstat(fd)?;
-                    let btime = self.node(ino).map(|d| d.inode().btime());
-                    Ok(file_attr(&st, btime.unwrap_or(st.st_ctime)))
-                })
-            }
+            Some(fh) => self.with_fh(req, fh, false, |t, fd, _| {
+                let st = t.fstat(fd)?;
+                let btime = self.node(ino).map(|d| d.inode().btime());
+                Ok(file_attr(&st, btime.unwrap_or(st.st_ctime)))
+            }),
             None => self
                 .node(ino)
                 .and_then(|d| self.with(req, None, |t, _| Self::attr_of(t, &d))),
@@ -751,10 +797,7 @@ impl Filesystem for UvfsFuse {
                 let len = i64::try_from(len).map_err(|_| Errno::EFBIG)?;
                 match fh {
                     // ftruncate: the kernel checked that the file is open for writing.
-                    Some(fh) => {
-                        let (table, fd) = fh_split(fh);
-                        self.with(req, Some(table), |t, _| t.ftruncate(fd, len))?;
-                    }
+                    Some(fh) => self.with_fh(req, fh, true, |t, fd, _| t.ftruncate(fd, len))?,
                     None => {
                         self.with(req, None, |t, _| t.truncate_at(AtDir::Dentry(&d), b"", len))?
                     }
@@ -926,10 +969,9 @@ impl Filesystem for UvfsFuse {
         _lock_owner: Option<fuser::LockOwner>,
         reply: ReplyData,
     ) {
-        let (table, fd) = fh_split(fh);
         // The data is sent from the worker's buffer, inside the call.
         let mut reply = Some(reply);
-        let r = self.with(req, Some(table), |t, buf| {
+        let r = self.with_fh(req, fh, false, |t, fd, buf| {
             let off = i64::try_from(offset).map_err(|_| Errno::EINVAL)?;
             buf.resize(size as usize, 0);
             let n = t.pread(fd, &mut buf[..size as usize], off)?;
@@ -955,8 +997,7 @@ impl Filesystem for UvfsFuse {
         _lock_owner: Option<fuser::LockOwner>,
         reply: ReplyWrite,
     ) {
-        let (table, fd) = fh_split(fh);
-        let r = self.with(req, Some(table), |t, _| {
+        let r = self.with_fh(req, fh, true, |t, fd, _| {
             let off = i64::try_from(offset).map_err(|_| Errno::EFBIG)?;
             t.pwrite(fd, data, off)
         });
@@ -976,8 +1017,7 @@ impl Filesystem for UvfsFuse {
     ) {
         // tmpfs has nothing to write back at close (`shmem` has no `flush`); the handle
         // must still be valid.
-        let (table, fd) = fh_split(fh);
-        match self.with(req, Some(table), |t, _| t.fcntl(fd, crate::Fcntl::GetFd)) {
+        match self.with_fh(req, fh, false, |t, fd, _| t.fcntl(fd, crate::Fcntl::GetFd)) {
             Ok(_) => reply.ok(),
             Err(e) => reply.error(fe(e)),
         }
@@ -993,11 +1033,7 @@ impl Filesystem for UvfsFuse {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        let (table, fd) = fh_split(fh);
-        match self.with(req, Some(table), |t, _| t.close(fd)) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(fe(e)),
-        }
+        empty(reply, self.with_fh(req, fh, false, |t, fd, _| t.close(fd)));
     }
 
     fn fsync(
@@ -1008,8 +1044,7 @@ impl Filesystem for UvfsFuse {
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        let (table, fd) = fh_split(fh);
-        let r = self.with(req, Some(table), |t, _| {
+        let r = self.with_fh(req, fh, false, |t, fd, _| {
             if datasync {
                 t.fdatasync(fd)
             } else {
@@ -1221,8 +1256,7 @@ impl Filesystem for UvfsFuse {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        let (table, fd) = fh_split(fh);
-        let r = self.with(req, Some(table), |t, _| {
+        let r = self.with_fh(req, fh, true, |t, fd, _| {
             let off = i64::try_from(offset).map_err(|_| Errno::EFBIG)?;
             let len = i64::try_from(length).map_err(|_| Errno::EFBIG)?;
             t.fallocate(fd, mode, off, len)
@@ -1239,8 +1273,7 @@ impl Filesystem for UvfsFuse {
         whence: i32,
         reply: ReplyLseek,
     ) {
-        let (table, fd) = fh_split(fh);
-        match self.with(req, Some(table), |t, _| t.lseek(fd, offset, whence)) {
+        match self.with_fh(req, fh, false, |t, fd, _| t.lseek(fd, offset, whence)) {
             Ok(off) => reply.offset(off),
             Err(e) => reply.error(fe(e)),
         }
