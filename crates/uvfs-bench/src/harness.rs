@@ -189,6 +189,30 @@ pub fn run_all(
     Ok(out)
 }
 
+/// Tests: runs every workload (the tree's for `tree`) on `target` at 1 and 2 threads for
+/// 20 ms each and asserts each measured a rate.
+#[cfg(test)]
+pub(crate) fn run_every_workload(
+    target: &mut dyn crate::target::Target,
+    tree: std::sync::Arc<crate::workloads::HostTree>,
+) {
+    use crate::workloads::Workload;
+    for workload in [
+        Workload::Syscall,
+        Workload::CreatClo,
+        Workload::Futimes,
+        Workload::Tree(tree),
+        Workload::FstatShared,
+        Workload::ReadShared,
+        Workload::OpenClose,
+    ] {
+        for threads in [1, 2] {
+            let rate = run_one(target, &workload, threads, Duration::from_millis(20)).unwrap();
+            assert!(rate > 0.0, "{workload:?} {threads}");
+        }
+    }
+}
+
 /// Sets up, measures and tears down one run; returns its rate in ops/s.
 /// Teardown runs even when setup or the run failed; the first error wins.
 ///

@@ -209,12 +209,10 @@ impl KernelDir for PassthroughLl {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::harness::run_one;
     use crate::kernel::KernelTarget;
     use crate::target::Target;
-    use crate::workloads::{HostTree, Workload};
+    use crate::workloads::HostTree;
     use std::sync::Arc;
-    use std::time::Duration;
 
     /// A build, or `None` (with the reason printed) where this machine
     /// cannot build or mount it (no libfuse3-dev, no /dev/fuse).
@@ -253,26 +251,7 @@ mod tests {
         assert!(dir.description().contains("passthrough_ll"));
         let mut target: Box<dyn Target> =
             Box::new(KernelTarget::on("passthrough-ll", Box::new(dir)).unwrap());
-        for workload in [
-            Workload::Syscall,
-            Workload::CreatClo,
-            Workload::Futimes,
-            Workload::Tree(tree),
-            Workload::FstatShared,
-            Workload::ReadShared,
-            Workload::OpenClose,
-        ] {
-            for threads in [1, 2] {
-                let rate = run_one(
-                    target.as_mut(),
-                    &workload,
-                    threads,
-                    Duration::from_millis(20),
-                )
-                .unwrap();
-                assert!(rate > 0.0, "{workload:?} {threads}");
-            }
-        }
+        crate::harness::run_every_workload(target.as_mut(), tree);
         // The runs went through the mount into the source directory.
         let left: Vec<_> = std::fs::read_dir(&source)
             .unwrap()

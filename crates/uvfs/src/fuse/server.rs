@@ -566,7 +566,9 @@ impl UvfsFuse {
     ) -> Result<R> {
         let (table, fd) = fh_split(fh);
         self.worker_task(Some(table), |task, buf| {
-            if modifies {
+            // With kernel checks the caller holds all capabilities: uvfs drops no bits
+            // (the kernel's SETATTR does), so no credentials and no extra `fget` here.
+            if modifies && self.opts.permissions == Permissions::Uvfs {
                 let mode = task.fdget_raw(fd)?.inode().mode();
                 if mode & (types::S_ISUID | types::S_ISGID) != 0 {
                     self.set_caller(task, req);
@@ -777,38 +779,43 @@ impl Filesystem for UvfsFuse {
     ) {
         let r = self.node(ino).and_then(|d| {
             let empty = AtFlags::EMPTY_PATH | AtFlags::SYMLINK_NOFOLLOW;
+            let size = size
+                .map(|len| i64::try_from(len).map_err(|_| Errno::EFBIG))
+                .transpose()?;
             // `notify_change`'s order: owner (which drops set-ID bits), mode, size, times.
-            self.with(req, None, |t, _| {
+            let owner_and_mode = |t: &Task| -> Result<()> {
                 if uid.is_some() || gid.is_some() {
-                    t.fchownat(
-                        &*d,
-                        "",
-                        uid.unwrap_or(u32::MAX),
-                        gid.unwrap_or(u32::MAX),
-                        empty,
-                    )?;
+                    let (u, g) = (uid.unwrap_or(u32::MAX), gid.unwrap_or(u32::MAX));
+                    t.fchownat(&*d, "", u, g, empty)?;
                 }
                 if let Some(m) = mode {
                     t.fchmodat(&*d, "", m & 0o7777, empty)?;
                 }
                 Ok(())
-            })?;
-            if let Some(len) = size {
-                let len = i64::try_from(len).map_err(|_| Errno::EFBIG)?;
-                match fh {
-                    // ftruncate: the kernel checked that the file is open for writing.
-                    Some(fh) => self.with_fh(req, fh, true, |t, fd, _| t.ftruncate(fd, len))?,
-                    None => {
-                        self.with(req, None, |t, _| t.truncate_at(AtDir::Dentry(&d), b"", len))?
-                    }
-                }
-            }
-            self.with(req, None, |t, _| {
+            };
+            let times_and_attr = |t: &Task| -> Result<FileAttr> {
                 if atime.is_some() || mtime.is_some() {
                     t.utimensat(&*d, "", Some(&[utime(atime), utime(mtime)]), empty)?;
                 }
                 Self::attr_of(t, &d)
-            })
+            };
+            match (size, fh) {
+                // ftruncate: on the handle's table (the kernel checked it is open for
+                // writing).
+                (Some(len), Some(fh)) => {
+                    self.with(req, None, |t, _| owner_and_mode(t))?;
+                    self.with_fh(req, fh, true, |t, fd, _| t.ftruncate(fd, len))?;
+                    self.with(req, None, |t, _| times_and_attr(t))
+                }
+                // Everything else in one call (one credential setup).
+                (size, _) => self.with(req, None, |t, _| {
+                    owner_and_mode(t)?;
+                    if let Some(len) = size {
+                        t.truncate_at(AtDir::Dentry(&d), b"", len)?;
+                    }
+                    times_and_attr(t)
+                }),
+            }
         });
         match r {
             Ok(attr) => reply.attr(&self.opts.timeout, &attr),
