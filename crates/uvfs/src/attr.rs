@@ -12,11 +12,12 @@
 
 use crate::cred::{Cred, MAY_WRITE};
 use crate::dentry::Dentry;
-use crate::inode::{coarse_now, Inode};
+use crate::inode::Inode;
 use crate::namei::AtDir;
 use crate::namei::{getname, Nameidata};
 use crate::sync::epoch;
 use crate::task::Task;
+use crate::time::coarse_now;
 use crate::types::*;
 use crate::variant::Variant;
 use crate::{Errno, Result};

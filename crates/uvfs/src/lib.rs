@@ -72,6 +72,7 @@ pub mod statfs;
 pub mod super_block;
 pub mod sync;
 pub mod task;
+mod time;
 pub mod types;
 pub mod variant;
 

@@ -91,7 +91,7 @@ pub fn mount(opts: TmpfsOptions) -> Arc<Mount> {
         sb.opts.uid,
         sb.opts.gid,
         InodeKind::Dir(Box::new(Dir::new())),
-        crate::inode::coarse_now(),
+        crate::time::coarse_now(),
     );
     // The root counts against nr_inodes (Linux: `shmem_reserve_inode` in `shmem_get_inode`
     // for the root); a limit of at least 1 always fits it.

@@ -401,7 +401,7 @@ impl<V: Variant> Task<V> {
         let mode = mode_strip_sgid(&self.cred, di, raw_mode) & !self.current_umask();
         let (gid, mode) = inode_init_owner(&self.cred, di, S_IFREG | mode, false);
         let ino = self.fs.root_mnt_next_ino(di);
-        let now = crate::inode::coarse_now();
+        let now = crate::time::coarse_now();
         let inode = crate::inode::Inode::new(
             ino,
             di.i_dev,
@@ -488,7 +488,7 @@ impl<V: Variant> Task<V> {
         let file = File::open_handle(p, fmode, stored | OpenFlags::LARGEFILE, self.cred_id)?;
         if truncate {
             // `handle_truncate` -> `do_truncate`: as ftruncate, the set-ID bits go first.
-            let now = crate::inode::coarse_now();
+            let now = crate::time::coarse_now();
             file.inode().kill_suid(&self.cred, now);
             file.inode().truncate_at(0, now, true)?;
         }

@@ -10,9 +10,10 @@
 //! number of descriptors never overwrite each other.
 
 use crate::file::{FMode, File};
-use crate::inode::{coarse_now, InodeKind};
+use crate::inode::InodeKind;
 use crate::sync::plock;
 use crate::task::Task;
+use crate::time::coarse_now;
 use crate::types::*;
 use crate::variant::Variant;
 use crate::{Errno, Result};

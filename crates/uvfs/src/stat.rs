@@ -4,10 +4,11 @@
 //! (`do_utimes`, `vfs_utimes`), fs/attr.c (`setattr_prepare`).
 
 use crate::cred::MAY_WRITE;
-use crate::inode::{coarse_now, Inode, TimeUpdate};
+use crate::inode::Inode;
 use crate::namei::getname;
 use crate::namei::AtDir;
 use crate::task::Task;
+use crate::time::{coarse_now, TimeUpdate};
 use crate::types::*;
 use crate::variant::Variant;
 use crate::{Errno, Result};
