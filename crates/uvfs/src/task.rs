@@ -202,6 +202,7 @@ impl<V: Variant> Task<V> {
     /// server, whose worker tasks take each request's caller's credentials: only
     /// `linkat(AT_EMPTY_PATH)` of a descriptor compares identities, and the server never
     /// makes one.
+    #[cfg(feature = "fuse")]
     pub(crate) fn override_creds(&mut self, cred: Cred) {
         self.cred = cred;
     }
