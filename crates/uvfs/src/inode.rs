@@ -45,23 +45,19 @@
 
 use crate::cred::Cred;
 use crate::dir::Dir;
-use crate::super_block::Limits;
+use crate::fs::FsInode;
 use crate::sync::padded::CacheLine;
 use crate::sync::plain::{AtomicU32, AtomicU64, Mutex, MutexGuard, Ordering};
+use crate::sync::plock;
 use crate::sync::seqcount::SeqCount;
-use crate::sync::{plock, read, write, RwLock};
 use crate::time::{clock, coarse_now, fine_now, next_ctime, TimeUpdate};
 use crate::types::*;
 use crate::{Errno, Result};
-use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::Arc;
 
 /// Bytes in one page of file data.
 pub const PAGE_SIZE: usize = 4096;
 
-/// `i_blocks` units (512 bytes) per page.
-const BLOCKS_PER_PAGE: u64 = PAGE_SIZE as u64 / 512;
 /// tmpfs accounts 20 bytes of directory size per entry (`BOGO_DIRENT_SIZE`, mm/shmem.c).
 pub const BOGO_DIRENT_SIZE: u64 = 20;
 /// The largest file size and offset (`MAX_LFS_FILESIZE` on 64-bit).
@@ -78,9 +74,17 @@ const I_CTIME_QUERIED: u32 = 1 << 31;
 /// successful link.
 const I_LINKABLE: u32 = 1 << 0;
 
-/// `I_FREEING` in `Inode::i_state`: a mount with limits gave this inode's pages and its
-/// inode count back (no name and no open file left); `Drop` must not give them back again.
+/// `I_FREEING` in `Inode::i_state`: the file system was told to give this inode's space
+/// back (`InodeOps::evict` with `all`: no name and no open file left); `Drop` asks only for
+/// what was written since.
 const I_FREEING: u32 = 1 << 1;
+
+/// `I_EVICTABLE` in `Inode::i_state`: the file system wants [`InodeOps::evict`] (tmpfs: a
+/// mount with limits), so opens are counted and the last unlink or close evicts. Set
+/// before the inode is published, never cleared.
+///
+/// [`InodeOps::evict`]: crate::fs::InodeOps::evict
+const I_EVICTABLE: u32 = 1 << 2;
 
 /// What `Inode::evict` gives back.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -107,25 +111,6 @@ fn count_write() {
     SHARED_WRITES.with(|c| c.set(c.get() + 1));
 }
 
-/// What an inode is, with its type-specific contents.
-pub(crate) enum InodeKind {
-    /// Regular file: sparse pages.
-    Reg(RwLock<RegData>),
-    /// Directory.
-    Dir(Box<Dir>),
-    /// Symbolic link: its target, immutable.
-    Symlink(Box<[u8]>),
-    /// FIFO, socket or device node (`mknodat`; the type is in the mode): its device number
-    /// (`st_rdev`, 0 for FIFOs and sockets), immutable. No contents.
-    Special(u64),
-}
-
-/// A regular file's data: present pages by index; absent pages are holes (read as zeros).
-#[derive(Default)]
-pub(crate) struct RegData {
-    pages: BTreeMap<u64, Box<[u8; PAGE_SIZE]>>,
-}
-
 /// Timestamps `[atime, mtime, ctime]` under a sequence counter (seconds stored as `i64`
 /// bits). The ctime's nanoseconds word also holds `I_CTIME_QUERIED`.
 struct Times {
@@ -144,8 +129,9 @@ struct Times {
 /// Aligned to a cache line, so the `Arc` counts (written when dentries come and go) sit on
 /// the line before it. Line 0: what every path walk and permission check reads (`i_ino`,
 /// `i_dev`, mode, owner), written only by chmod/chown. Line 1: what changes write (the
-/// attribute lock, times, link count). Line 2: the contents (sizes and `kind`: a regular
-/// file's data lock is written by every read). Readers of line 0 keep their copy while
+/// attribute lock, times, link count). Line 2: size, blocks, `rdev` and a directory's
+/// entries. The file system's part (`i_op`: a regular file's data lock, written by every
+/// read, lives behind it) is immutable and read with line 0. Readers of line 0 keep their copy while
 /// other cores change or read the file (lesson 1, applied to the inode).
 #[repr(C, align(64))]
 pub struct Inode {
@@ -158,10 +144,9 @@ pub struct Inode {
     i_gid: AtomicU32,
     /// Creation time (`statx`'s `stx_btime`; tmpfs: `i_crtime`). Immutable after creation.
     i_btime: Timespec,
-    /// The mount's accounting when it has limits (`i_sb`'s `shmem_sb_info`): charged one
-    /// inode and `i_blocks / 8` pages, given back by `evict` at the last unlink or close,
-    /// else on drop; `None` without limits. Immutable after creation (line 0).
-    i_acct: Option<Arc<Limits>>,
+    /// The file system's part: its data and its operations (Linux `i_op`, `i_fop` and
+    /// `i_private`; fs.rs). Immutable after creation (line 0).
+    pub(crate) i_op: Box<dyn FsInode>,
     _line1: CacheLine<()>,
     i_nlink: AtomicU32,
     /// State bits (`I_LINKABLE`; Linux: `i_state`). Atomic; written under `attr_lock`.
@@ -169,7 +154,7 @@ pub struct Inode {
     times: Times,
     /// Serialises attribute writers (Linux: `i_rwsem` for `notify_change`).
     attr_lock: Mutex<()>,
-    /// Open files of this inode, counted only with `i_acct` (Linux: the `i_count` that a
+    /// Open files of this inode, counted only with `I_EVICTABLE` (Linux: the `i_count` that a
     /// `struct file` holds through its dentry), so that an unlinked file's space comes back
     /// at its last close, not when the epoch frees a lock-free lookup's stale copy of its
     /// dentry. Written under `attr_lock` (line 1, next to it).
@@ -177,21 +162,26 @@ pub struct Inode {
     _line2: CacheLine<()>,
     /// Size in bytes of a regular file (written under its data write lock) or symlink
     /// (immutable); unused for directories, whose size `size` derives from the entry count.
-    i_size: AtomicU64,
-    i_blocks: AtomicU64,
-    pub(crate) kind: InodeKind,
+    pub(crate) i_size: AtomicU64,
+    /// Blocks (512 bytes) the file holds (`st_blocks`); written by the file system, under
+    /// its own data lock for a regular file.
+    pub(crate) i_blocks: AtomicU64,
+    /// Device number of a device node (`st_rdev`; 0 otherwise). Immutable after creation.
+    pub(crate) i_rdev: u64,
+    /// A directory's entries: the dentry cache's index of its children and their `getdents`
+    /// cookies (dir.rs); `None` for anything else. Immutable after creation (the index
+    /// itself is lock-free).
+    i_dir: Option<Box<Dir>>,
 }
 
 impl Drop for Inode {
     fn drop(&mut self) {
-        let Some(a) = &self.i_acct else { return };
-        // Pages still held (`evict` and `evict_pages` leave `i_blocks` at 0, so nothing is
-        // given back twice): e.g. a mount torn down with files in it, or pages written by
-        // an open that raced with the last unlink. Relaxed: `&mut self`, no other access.
-        a.release_blocks(self.i_blocks.load(Ordering::Relaxed) / BLOCKS_PER_PAGE);
-        // Relaxed: as above.
-        if self.i_state.load(Ordering::Relaxed) & I_FREEING == 0 {
-            a.release_inode();
+        // Relaxed: `&mut self`, no other access.
+        let st = self.i_state.load(Ordering::Relaxed);
+        if st & I_EVICTABLE != 0 {
+            // What is still held: everything if never evicted (a mount torn down with files
+            // in it), else pages written by an open that raced with the last unlink.
+            self.i_op.evict(self, st & I_FREEING == 0);
         }
     }
 }
@@ -207,9 +197,9 @@ mod layout {
     crate::const_assert!(offset_of!(Inode, i_btime) + size_of::<Timespec>() <= CACHE_LINE);
     crate::const_assert!(offset_of!(Inode, i_nlink) == CACHE_LINE);
     crate::const_assert!(offset_of!(Inode, attr_lock) < 2 * CACHE_LINE);
-    // The accounting pointer (immutable) on line 0, the open count (written under
+    // The file system's part (immutable) on line 0, the open count (written under
     // `attr_lock`) on line 1 with it: the inode stays three lines.
-    crate::const_assert!(offset_of!(Inode, i_acct) + size_of::<usize>() <= CACHE_LINE);
+    crate::const_assert!(offset_of!(Inode, i_op) + 2 * size_of::<usize>() <= CACHE_LINE);
     crate::const_assert!(offset_of!(Inode, i_opens) + 4 <= 2 * CACHE_LINE);
     crate::const_assert!(size_of::<Inode>() == 3 * CACHE_LINE);
     crate::const_assert!(offset_of!(Inode, i_size) == 2 * CACHE_LINE);
@@ -228,25 +218,20 @@ impl fmt::Debug for Inode {
 
 impl Inode {
     /// A new inode of type `mode & S_IFMT` with all three times `now` (a [`coarse_now`]:
-    /// `simple_inode_init_ts` on a fresh inode, never queried).
+    /// `simple_inode_init_ts` on a fresh inode, never queried), one link (two for a
+    /// directory, which gets an empty entry index), size and blocks 0, and `i_op` as its
+    /// file system's part. For file systems (`FileSystem::create`), which set size, blocks
+    /// and `rdev` before publishing it.
     pub(crate) fn new(
         ino: u64,
         dev: u64,
         mode: u32,
         uid: u32,
         gid: u32,
-        kind: InodeKind,
         now: Timespec,
+        i_op: Box<dyn FsInode>,
     ) -> Inode {
-        let (nlink, size, blocks) = match &kind {
-            // The size is derived from the entry count (`size`).
-            InodeKind::Dir(_) => (2, 0, 0),
-            InodeKind::Reg(_) => (1, 0, 0),
-            // shmem_symlink: a target of 128 bytes or more (129 with its NUL, past
-            // SHORT_SYMLINK_LEN) takes a page; shorter ones live in the inode.
-            InodeKind::Symlink(t) => (1, t.len() as u64, if t.len() >= 128 { 8 } else { 0 }),
-            InodeKind::Special(_) => (1, 0, 0),
-        };
+        let is_dir = mode & S_IFMT == S_IFDIR;
         let s = now.tv_sec as u64;
         let n = now.tv_nsec as u32;
         Inode {
@@ -256,22 +241,37 @@ impl Inode {
             i_uid: AtomicU32::new(uid),
             i_gid: AtomicU32::new(gid),
             i_btime: now,
+            i_op,
             _line1: CacheLine(()),
-            i_nlink: AtomicU32::new(nlink),
+            i_nlink: AtomicU32::new(if is_dir { 2 } else { 1 }),
             i_state: AtomicU32::new(0),
-            i_size: AtomicU64::new(size),
-            i_blocks: AtomicU64::new(blocks),
             times: Times {
                 seq: SeqCount::new(),
                 sec: [AtomicU64::new(s), AtomicU64::new(s), AtomicU64::new(s)],
                 nsec: [AtomicU32::new(n), AtomicU32::new(n), AtomicU32::new(n)],
             },
             attr_lock: Mutex::new(()),
-            _line2: CacheLine(()),
-            kind,
-            i_acct: None,
             i_opens: AtomicU32::new(0),
+            _line2: CacheLine(()),
+            i_size: AtomicU64::new(0),
+            i_blocks: AtomicU64::new(0),
+            i_rdev: 0,
+            i_dir: is_dir.then(|| Box::new(Dir::new())),
         }
+    }
+
+    /// Marks a new inode as one its file system wants evicted (`I_EVICTABLE`). Context: the
+    /// inode is not yet published.
+    pub(crate) fn set_evictable(&self) {
+        // Relaxed: not yet published; whatever publishes the inode orders this store.
+        self.i_state.fetch_or(I_EVICTABLE, Ordering::Relaxed);
+    }
+
+    /// Whether the file system wants evictions and open counts (`I_EVICTABLE`).
+    #[inline]
+    fn evictable(&self) -> bool {
+        // Relaxed: set before the inode was published, never changed since.
+        self.i_state.load(Ordering::Relaxed) & I_EVICTABLE != 0
     }
 
     /// Turns a new, unnamed regular file into an `O_TMPFILE` one (`d_tmpfile`): link count 0
@@ -287,32 +287,9 @@ impl Inode {
         }
     }
 
-    /// The limits of the mount this inode was charged to (`None` on a mount without limits).
-    pub(crate) fn limits(&self) -> Option<&Arc<Limits>> {
-        self.i_acct.as_ref()
-    }
-
     /// Creation time (`stx_btime`), set once when the inode is made.
     pub fn btime(&self) -> Timespec {
         self.i_btime
-    }
-
-    /// Charges this new inode (and its symlink page, if any) to `acct`, a mount's limits.
-    ///
-    /// # Errors
-    /// `ENOSPC` when the mount's inodes or pages are used up; nothing is charged then.
-    pub(crate) fn charged_to(mut self, acct: Option<&Arc<Limits>>) -> Result<Inode> {
-        if let Some(a) = acct {
-            a.reserve_inode()?;
-            // Relaxed: not yet shared.
-            let pages = self.i_blocks.load(Ordering::Relaxed) / BLOCKS_PER_PAGE;
-            if let Err(e) = a.reserve_blocks(pages) {
-                a.release_inode();
-                return Err(e);
-            }
-            self.i_acct = Some(a.clone());
-        }
-        Ok(self)
     }
 
     /// Inode number.
@@ -353,46 +330,40 @@ impl Inode {
     /// removing entries writes no size (Linux stores `i_size` and adds or subtracts 20).
     #[inline]
     pub fn size(&self) -> u64 {
-        match &self.kind {
-            InodeKind::Dir(d) => (2 + d.len() as u64) * BOGO_DIRENT_SIZE,
+        match &self.i_dir {
+            Some(d) => (2 + d.len() as u64) * BOGO_DIRENT_SIZE,
             // Relaxed: single-word snapshot; readers of data take the data lock, which
             // orders the size with the pages.
-            _ => self.i_size.load(Ordering::Relaxed),
+            None => self.i_size.load(Ordering::Relaxed),
         }
     }
 
     /// Whether this is a directory.
     #[inline]
     pub fn is_dir(&self) -> bool {
-        matches!(self.kind, InodeKind::Dir(_))
+        self.i_dir.is_some()
     }
 
     /// Whether this is a symbolic link.
     #[inline]
     pub fn is_symlink(&self) -> bool {
-        matches!(self.kind, InodeKind::Symlink(_))
+        self.mode() & S_IFMT == S_IFLNK
     }
 
     /// Whether this is a regular file.
     #[inline]
     pub fn is_reg(&self) -> bool {
-        matches!(self.kind, InodeKind::Reg(_))
+        self.mode() & S_IFMT == S_IFREG
     }
 
     /// The directory contents, if a directory.
     pub(crate) fn dir(&self) -> Option<&Dir> {
-        match &self.kind {
-            InodeKind::Dir(d) => Some(d),
-            _ => None,
-        }
+        self.i_dir.as_deref()
     }
 
     /// The symlink target, if a symlink.
     pub(crate) fn symlink_target(&self) -> Option<&[u8]> {
-        match &self.kind {
-            InodeKind::Symlink(t) => Some(t),
-            _ => None,
-        }
+        self.i_op.get_link(self).ok()
     }
 
     /// `inode_permission` for `mask` (`MAY_*`).
@@ -565,9 +536,9 @@ impl Inode {
     }
 
     /// Changes the link count by `delta` and, with `now`, stamps the ctime (see
-    /// `stamp_locked`). Returns the ctime. On a mount with limits, gives back the inode
-    /// count of a removed extra name and, at the last name with no open file, the space
-    /// (`evict`, which takes the data lock).
+    /// `stamp_locked`). Returns the ctime. Tells the file system of names of a
+    /// non-directory gone (`InodeOps::unlink`) and, at the last name with no open file,
+    /// evicts (`InodeOps::evict`, which may take the data lock).
     ///
     /// Context: the caller holds the lock of a directory naming this inode, and neither this
     /// inode's `attr_lock` nor its data lock (lock order: data lock -> `attr_lock`).
@@ -579,12 +550,9 @@ impl Inode {
         // Relaxed: as above.
         self.i_nlink.store(new, Ordering::Relaxed);
         let mut evict = Evict::No;
-        if let Some(a) = &self.i_acct {
+        if self.evictable() {
             if new < n && !self.is_dir() {
-                // shmem_unlink: every name but the last held an inode of the mount's count.
-                for _ in new.max(1)..n {
-                    a.release_inode();
-                }
+                self.i_op.unlink(self, n, new);
             }
             if new == 0 {
                 evict = self.may_evict_locked();
@@ -619,36 +587,17 @@ impl Inode {
         Evict::All
     }
 
-    /// `shmem_evict_inode` on a mount with limits: drops the pages and gives them back, and
-    /// with `Evict::All` the inode too. Called without `attr_lock` (the data lock comes
-    /// first in the lock order).
+    /// `evict` (`iput_final` -> `evict_inode`): tells the file system, unless `what` is
+    /// `Evict::No`. Called without `attr_lock` (its data lock comes first in the lock order).
     fn evict(&self, what: Evict) {
-        let Some(a) = &self.i_acct else { return };
-        if what == Evict::No {
-            return;
-        }
-        if let InodeKind::Reg(d) = &self.kind {
-            let mut data = write(d);
-            let gone = std::mem::take(&mut data.pages);
-            // Relaxed: under the data write lock.
-            self.i_blocks.store(0, Ordering::Relaxed);
-            drop(data);
-            a.release_blocks(gone.len() as u64);
-        } else {
-            // A long symlink's page. Relaxed: nothing else writes a symlink's `i_blocks`,
-            // and with no name and no open file nobody can stat it any more; zeroed so that
-            // `Drop` does not give the page back again.
-            let pages = self.i_blocks.swap(0, Ordering::Relaxed) / BLOCKS_PER_PAGE;
-            a.release_blocks(pages);
-        }
-        if what == Evict::All {
-            a.release_inode();
+        if what != Evict::No {
+            self.i_op.evict(self, what == Evict::All);
         }
     }
 
-    /// A `File` opened this inode (`open_handle`); counted on mounts with limits only.
+    /// A `File` opened this inode (`open_handle`); counted for evictable inodes only.
     pub(crate) fn file_opened(&self) {
-        if self.i_acct.is_some() {
+        if self.evictable() {
             let _g = self.lock_attr();
             // Relaxed: under `attr_lock`.
             let n = self.i_opens.load(Ordering::Relaxed);
@@ -657,10 +606,10 @@ impl Inode {
         }
     }
 
-    /// A `File` of this inode was released (its last reference); on a mount with limits,
-    /// gives the space of an unlinked inode back at its last close.
+    /// A `File` of this inode was released (its last reference); for an evictable inode,
+    /// evicts an unlinked one at its last close.
     pub(crate) fn file_closed(&self) {
-        if self.i_acct.is_some() {
+        if self.evictable() {
             let g = self.lock_attr();
             // Relaxed: under `attr_lock`.
             let n = self.i_opens.load(Ordering::Relaxed);
@@ -706,10 +655,9 @@ impl Inode {
         if n == LINK_MAX {
             return Err(Errno::EMLINK);
         }
-        if let (Some(a), true) = (&self.i_acct, n > 0) {
-            // shmem_link: each further name takes an inode of the mount's count.
-            a.reserve_inode()?;
-        }
+        // The file system's bookkeeping last (tmpfs: `ENOSPC` from `nr_inodes`), after
+        // every check of the VFS's, as `vfs_link` calls `->link` last.
+        self.i_op.link(self, n == 0)?;
         // Relaxed: as above.
         self.i_nlink.store(n + 1, Ordering::Relaxed);
         if st & I_LINKABLE != 0 {
@@ -802,10 +750,7 @@ impl Inode {
             st_mode: self.mode(),
             st_uid: self.uid(),
             st_gid: self.gid(),
-            st_rdev: match self.kind {
-                InodeKind::Special(rdev) => rdev,
-                _ => 0,
-            },
+            st_rdev: self.i_rdev,
             st_size: self.size() as i64,
             st_blksize: PAGE_SIZE as i64,
             // Relaxed: single-word snapshot.
@@ -816,48 +761,14 @@ impl Inode {
         }
     }
 
-    fn reg(&self) -> Result<&RwLock<RegData>> {
-        match &self.kind {
-            InodeKind::Reg(r) => Ok(r),
-            InodeKind::Dir(_) => Err(Errno::EISDIR),
-            InodeKind::Symlink(_) | InodeKind::Special(_) => Err(Errno::EINVAL),
-        }
-    }
-
-    /// Reads into `buf` from byte offset `off` (`off >= 0`); returns bytes read, 0 at or past
-    /// end of file. Holes read as zeros.
-    ///
-    /// # Errors
-    /// `EISDIR` on a directory, `EINVAL` on a symlink or special file.
+    /// Reads at `off` through the file system ([`FileOps::read_at`](crate::fs::FileOps)).
+    #[inline]
     pub(crate) fn read_at(&self, buf: &mut [u8], off: u64) -> Result<usize> {
-        let data = read(self.reg()?);
-        let size = self.size();
-        if off >= size || buf.is_empty() {
-            return Ok(0);
-        }
-        let n = (size - off).min(buf.len() as u64) as usize;
-        let mut done = 0;
-        while done < n {
-            let pos = off + done as u64;
-            let idx = pos / PAGE_SIZE as u64;
-            let in_page = (pos % PAGE_SIZE as u64) as usize;
-            let chunk = (PAGE_SIZE - in_page).min(n - done);
-            let dst = &mut buf[done..done + chunk];
-            match data.pages.get(&idx) {
-                Some(p) => dst.copy_from_slice(&p[in_page..in_page + chunk]),
-                None => dst.fill(0),
-            }
-            done += chunk;
-        }
-        Ok(n)
+        self.i_op.read_at(self, buf, off)
     }
 
-    /// Writes `buf` at offset `off`, or at the end of file when `append` (atomically with
-    /// respect to other writers of this inode); returns `(bytes written, offset after)`.
-    ///
-    /// # Errors
-    /// `EFBIG` when the offset is at or past `MAX_LFS_FILESIZE`; writes that would cross it
-    /// are shortened (`generic_write_check_limits`). `EISDIR`/`EINVAL` as `read_at`.
+    /// Writes through the file system ([`FileOps::write_at`](crate::fs::FileOps)).
+    #[inline]
     pub(crate) fn write_at(
         &self,
         buf: &[u8],
@@ -867,63 +778,34 @@ impl Inode {
         cred: &Cred,
         fsize_limit: u64,
     ) -> Result<(usize, u64)> {
-        let mut data = write(self.reg()?);
-        // A zero-length write changes nothing, not even an O_APPEND position
-        // (`generic_write_checks_count` returns before repositioning).
-        if buf.is_empty() {
-            return Ok((0, off));
-        }
-        let size = self.size();
-        let off = if append { size } else { off };
-        // generic_write_check_limits: at or past RLIMIT_FSIZE (Linux also sends SIGXFSZ) or
-        // the file system's maximum, EFBIG; below them the write is shortened to them.
-        let max = (MAX_LFS_FILESIZE as u64).min(fsize_limit);
-        if off >= max {
-            return Err(Errno::EFBIG);
-        }
-        // After the limit checks, under the data lock (Linux: `file_remove_privs` after
-        // `generic_write_checks`, under `inode_lock`): a refused write changes nothing.
-        self.kill_suid(cred, now);
-        let want = (buf.len() as u64).min(max - off) as usize;
-        let mut done = 0;
-        while done < want {
-            let pos = off + done as u64;
-            let idx = pos / PAGE_SIZE as u64;
-            let in_page = (pos % PAGE_SIZE as u64) as usize;
-            let chunk = (PAGE_SIZE - in_page).min(want - done);
-            let page = match data.pages.entry(idx) {
-                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::btree_map::Entry::Vacant(v) => {
-                    // A new page counts against `size=` (`shmem_inode_acct_blocks`); when
-                    // none is left the write stops short, or fails if nothing was written
-                    // (`generic_perform_write`).
-                    if let Some(Err(_)) = self.i_acct.as_ref().map(|a| a.reserve_blocks(1)) {
-                        break;
-                    }
-                    v.insert(Box::new([0u8; PAGE_SIZE]))
-                }
-            };
-            page[in_page..in_page + chunk].copy_from_slice(&buf[done..done + chunk]);
-            done += chunk;
-        }
-        let n = done;
-        if n == 0 {
-            // Linux stamped the times before trying (`file_update_time`).
-            drop(data);
-            self.touch_mtime_ctime(now);
-            return Err(Errno::ENOSPC);
-        }
-        let end = off + n as u64;
-        if end > size {
-            // Relaxed: written under the data write lock; readers of data hold the read lock.
-            self.i_size.store(end, Ordering::Relaxed);
-        }
-        // Relaxed: as above.
-        self.i_blocks
-            .store(data.pages.len() as u64 * BLOCKS_PER_PAGE, Ordering::Relaxed);
-        drop(data);
-        self.touch_mtime_ctime(now);
-        Ok((n, end))
+        self.i_op
+            .write_at(self, buf, off, append, now, cred, fsize_limit)
+    }
+
+    /// Truncates through the file system ([`InodeOps::truncate`](crate::fs::InodeOps)).
+    pub(crate) fn truncate_at(&self, len: u64, now: Timespec, stamp: bool) -> Result<()> {
+        self.i_op.truncate(self, len, now, stamp)
+    }
+
+    /// fallocate through the file system ([`FileOps::fallocate`](crate::fs::FileOps)).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn fallocate(
+        &self,
+        off: u64,
+        len: u64,
+        punch: bool,
+        keep_size: bool,
+        now: Timespec,
+        cred: &Cred,
+    ) -> Result<()> {
+        self.i_op
+            .fallocate(self, off, len, punch, keep_size, now, cred)
+    }
+
+    /// `SEEK_DATA`/`SEEK_HOLE` through the file system
+    /// ([`FileOps::seek_data_hole`](crate::fs::FileOps)).
+    pub(crate) fn seek_data_hole(&self, off: u64, data: bool) -> Result<u64> {
+        self.i_op.seek_data_hole(self, off, data)
     }
 
     /// `inode_newsize_ok`: growing a regular file to `len` bytes is refused past the
@@ -937,152 +819,6 @@ impl Inode {
         }
         Ok(())
     }
-
-    /// Sets the size to `len` bytes; unless that grows the file, drops the pages past it
-    /// and zeroes the tail of the last partial page; stamps mtime and ctime with `now`, the
-    /// syscall's [`coarse_now`], when the size changes, when the file has pages, or when
-    /// `stamp` (ftruncate and `O_TRUNC` pass `ATTR_MTIME | ATTR_CTIME` to `do_truncate`;
-    /// truncate(2) passes neither, and `shmem_setattr` then stamps only a change of size
-    /// or, through `shmem_truncate_range`, a file with allocated pages).
-    ///
-    /// # Errors
-    /// `EFBIG` when `len > MAX_LFS_FILESIZE`; `EISDIR`/`EINVAL` on non-regular files.
-    pub(crate) fn truncate_at(&self, len: u64, now: Timespec, stamp: bool) -> Result<()> {
-        if len > MAX_LFS_FILESIZE as u64 {
-            return Err(Errno::EFBIG);
-        }
-        let mut data = write(self.reg()?);
-        let size = self.size();
-        if len == size && !stamp && data.pages.is_empty() {
-            return Ok(());
-        }
-        // `newsize <= oldsize` (shmem_setattr): the same size too drops the pages past it,
-        // which `FALLOC_FL_KEEP_SIZE` may have allocated.
-        if len <= size {
-            let first_gone = len.div_ceil(PAGE_SIZE as u64);
-            let gone = data.pages.split_off(&first_gone);
-            if let Some(a) = &self.i_acct {
-                a.release_blocks(gone.len() as u64);
-            }
-            let tail = (len % PAGE_SIZE as u64) as usize;
-            if tail != 0 {
-                if let Some(p) = data.pages.get_mut(&(len / PAGE_SIZE as u64)) {
-                    p[tail..].fill(0);
-                }
-            }
-        }
-        // Relaxed: under the data write lock.
-        self.i_size.store(len, Ordering::Relaxed);
-        // Relaxed: under the data write lock.
-        self.i_blocks
-            .store(data.pages.len() as u64 * BLOCKS_PER_PAGE, Ordering::Relaxed);
-        drop(data);
-        self.touch_mtime_ctime(now);
-        Ok(())
-    }
-
-    /// `shmem_fallocate` on `[off, off + len)` (`len > 0`, the range checked by the caller):
-    /// with `punch`, frees the whole pages inside the range and zeroes the partial ones at
-    /// its ends (the size never changes); otherwise allocates zeroed pages for the holes in
-    /// the range and, unless `keep_size`, grows the size to `off + len`. Both stamp mtime and
-    /// ctime and drop set-user-ID (`file_modified`); nothing changes on failure.
-    ///
-    /// # Errors
-    /// `ENOSPC` when the mount's `size=` cannot hold the new pages, or the range is larger
-    /// than the mount (nothing is allocated, as after shmem's `undone:` path);
-    /// `EISDIR`/`EINVAL` as `read_at`.
-    pub(crate) fn fallocate(
-        &self,
-        off: u64,
-        len: u64,
-        punch: bool,
-        keep_size: bool,
-        now: Timespec,
-        cred: &Cred,
-    ) -> Result<()> {
-        let mut data = write(self.reg()?);
-        let ps = PAGE_SIZE as u64;
-        let end = off + len;
-        if punch {
-            // Past the end there is nothing to punch; the partial pages at the ends are
-            // zeroed, the whole ones freed (`shmem_truncate_range`).
-            let (first_whole, end_whole) = (off.div_ceil(ps), end / ps);
-            if first_whole < end_whole {
-                let mut tail = data.pages.split_off(&first_whole);
-                let mut keep = tail.split_off(&end_whole);
-                if let Some(a) = &self.i_acct {
-                    a.release_blocks(tail.len() as u64);
-                }
-                data.pages.append(&mut keep);
-            }
-            for pos in [off, end - 1] {
-                let idx = pos / ps;
-                if idx >= first_whole && idx < end_whole {
-                    continue;
-                }
-                if let Some(p) = data.pages.get_mut(&idx) {
-                    let lo = off.max(idx * ps) - idx * ps;
-                    let hi = end.min((idx + 1) * ps) - idx * ps;
-                    p[lo as usize..hi as usize].fill(0);
-                }
-            }
-        } else {
-            let (first, past) = (off / ps, end.div_ceil(ps));
-            if let Some(a) = &self.i_acct {
-                // "Try to avoid a swapstorm if len is impossible to satisfy": a range of
-                // more pages than the mount holds fails before any page is looked at.
-                if past - first > a.counts().0 {
-                    return Err(Errno::ENOSPC);
-                }
-                let held = data.pages.range(first..past).count() as u64;
-                a.reserve_blocks(past - first - held)
-                    .map_err(|_| Errno::ENOSPC)?;
-            }
-            for i in first..past {
-                data.pages
-                    .entry(i)
-                    .or_insert_with(|| Box::new([0u8; PAGE_SIZE]));
-            }
-            if !keep_size && end > self.size() {
-                // Relaxed: under the data write lock (as `write_at`).
-                self.i_size.store(end, Ordering::Relaxed);
-            }
-        }
-        // Relaxed: under the data write lock.
-        self.i_blocks
-            .store(data.pages.len() as u64 * BLOCKS_PER_PAGE, Ordering::Relaxed);
-        drop(data);
-        self.kill_suid(cred, now);
-        self.touch_mtime_ctime(now);
-        Ok(())
-    }
-
-    /// `SEEK_DATA` / `SEEK_HOLE` from `off`: stored pages are data, everything else (and the
-    /// end of file) is a hole, as tmpfs reports. Pages `fallocate` allocated are data too,
-    /// where tmpfs reports them as holes until written (README: intentional differences).
-    ///
-    /// # Errors
-    /// `ENXIO` when `off` is at or past the end of file.
-    pub(crate) fn seek_data_hole(&self, off: u64, data_wanted: bool) -> Result<u64> {
-        let data = read(self.reg()?);
-        let size = self.size();
-        if off >= size {
-            return Err(Errno::ENXIO);
-        }
-        let ps = PAGE_SIZE as u64;
-        let mut idx = off / ps;
-        if data_wanted {
-            match data.pages.range(idx..).next() {
-                Some((&i, _)) if i * ps < size => Ok((i * ps).max(off)),
-                _ => Err(Errno::ENXIO),
-            }
-        } else {
-            while data.pages.contains_key(&idx) {
-                idx += 1;
-            }
-            Ok((idx * ps).max(off).min(size))
-        }
-    }
 }
 
 #[cfg(test)]
@@ -1095,8 +831,15 @@ mod tests {
     }
 
     fn reg(now: Timespec) -> Inode {
-        let kind = InodeKind::Reg(RwLock::default());
-        Inode::new(2, 0, S_IFREG | 0o644, 0, 0, kind, now)
+        let args = crate::fs::NewInode {
+            mode: S_IFREG | 0o644,
+            uid: 0,
+            gid: 0,
+            rdev: 0,
+            target: None,
+            now,
+        };
+        crate::fs::tmpfs::new_inode(2, 0, args, None).unwrap()
     }
 
     fn seq(i: &Inode) -> u32 {

@@ -58,6 +58,7 @@ mod dir;
 pub mod errno;
 pub mod fdtable;
 pub mod file;
+pub mod fs;
 #[cfg(feature = "fuse")]
 pub mod fuse;
 pub mod inode;
@@ -96,8 +97,4 @@ pub use super_block::{SuperBlock, TmpfsOptions};
 pub use task::Task;
 pub use types::{AtFlags, Fd, OpenFlags, RenameFlags, Stat, Timespec};
 
-/// tmpfs, the in-memory file system uvfs serves (`mm/shmem.c`).
-pub mod tmpfs {
-    pub use crate::mount::mount;
-    pub use crate::super_block::TmpfsOptions;
-}
+pub use fs::tmpfs;

@@ -10,8 +10,6 @@
 //! read and written; their directories read as removed (`getdents`: `ENOENT`).
 
 use crate::dentry::Dentry;
-use crate::dir::Dir;
-use crate::inode::{Inode, InodeKind};
 use crate::super_block::{SuperBlock, TmpfsOptions};
 use crate::types::S_IFDIR;
 use std::fmt;
@@ -84,22 +82,19 @@ pub struct Path {
 pub fn mount(opts: TmpfsOptions) -> Arc<Mount> {
     let sb = Arc::new(SuperBlock::new(opts));
     let mode = S_IFDIR | sb.opts.mode.unwrap_or(0o1777) & 0o7777;
-    let root_inode = Inode::new(
-        1,
-        sb.s_dev,
+    let args = crate::fs::NewInode {
         mode,
-        sb.opts.uid,
-        sb.opts.gid,
-        InodeKind::Dir(Box::new(Dir::new())),
-        crate::time::coarse_now(),
-    );
+        uid: sb.opts.uid,
+        gid: sb.opts.gid,
+        rdev: 0,
+        target: None,
+        now: crate::time::coarse_now(),
+    };
     // The root counts against nr_inodes (Linux: `shmem_reserve_inode` in `shmem_get_inode`
     // for the root); a limit of at least 1 always fits it.
-    let root_inode = Arc::new(
-        root_inode
-            .charged_to(sb.s_limits.as_ref())
-            .unwrap_or_else(|_| unreachable!("an empty mount holds its root")),
-    );
+    let root_inode = crate::fs::tmpfs::new_inode(1, sb.s_dev, args, sb.s_limits.as_ref())
+        .unwrap_or_else(|_| unreachable!("an empty mount holds its root"));
+    let root_inode = Arc::new(root_inode);
     let root = Arc::new(Dentry::new(root_inode, None, Arc::from(&b"/"[..]), 0));
     Arc::new(Mount {
         mnt_sb: sb,

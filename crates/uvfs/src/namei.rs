@@ -20,7 +20,8 @@ use crate::cred::{Cred, MAY_EXEC, MAY_READ, MAY_WRITE};
 use crate::dentry::{DLink, Dentry, Name};
 use crate::dir::{Dir, DirLocked};
 use crate::fdtable::FdRef;
-use crate::inode::{Inode, InodeKind, LINK_MAX};
+use crate::fs::NewInode;
+use crate::inode::{Inode, LINK_MAX};
 use crate::mount::{Mount, Path};
 use crate::sync::epoch::{self, Guard};
 use crate::sync::plock;
@@ -173,10 +174,7 @@ impl<'a> Nameidata<'a> {
     ) -> Result<&'a Arc<Dentry>> {
         self.count_link()?;
         link.d_inode.touch_atime();
-        let body: &'a [u8] = match &link.d_inode.kind {
-            InodeKind::Symlink(t) => t,
-            _ => return Err(Errno::EINVAL),
-        };
+        let body: &'a [u8] = link.d_inode.i_op.get_link(&link.d_inode)?;
         if body.is_empty() {
             return Err(Errno::ENOENT);
         }
@@ -397,23 +395,29 @@ pub(crate) fn create_locked<V: Variant>(
     dl: &mut DirLocked<'_>,
     name: &[u8],
     mode: u32,
-    kind: InodeKind,
+    rdev: u64,
+    target: Option<&[u8]>,
 ) -> Result<Arc<Dentry>> {
     let dir = &parent.d_inode;
-    let is_dir = matches!(kind, InodeKind::Dir(_));
+    let is_dir = mode & S_IFMT == S_IFDIR;
     if is_dir && dir.nlink() == LINK_MAX {
         return Err(Errno::EMLINK);
     }
-    let sb_dev = dir.i_dev;
-    let ino = task.fs.root_mnt_next_ino(dir);
     let (gid, mode) = inode_init_owner(&task.cred, dir, mode, is_dir);
     // shmem_mknod: the new inode gets the coarse time, the directory its own current time
     // (a fine-grained one if its ctime was queried in this tick).
     let now = coarse_now();
-    // ENOSPC from the mount's nr_inodes / size limits (`shmem_reserve_inode`), after every
-    // other check, as in Linux.
-    let inode = Inode::new(ino, sb_dev, mode, task.cred.uid, gid, kind, now);
-    let inode = Arc::new(task.fs.charge(inode)?);
+    // The file system's errors (tmpfs: ENOSPC from the mount's nr_inodes / size limits,
+    // `shmem_reserve_inode`) after every other check, as in Linux.
+    let args = NewInode {
+        mode,
+        uid: task.cred.uid,
+        gid,
+        rdev,
+        target,
+        now,
+    };
+    let inode = Arc::new(task.fs.new_inode(dir, args)?);
     let name: Name = Arc::from(name);
     let cookie = dl.next_cookie();
     let d = Arc::new(Dentry::new(
@@ -431,20 +435,19 @@ pub(crate) fn create_locked<V: Variant>(
 }
 
 impl crate::task::FsStruct {
-    /// A fresh inode number from the super block owning `dir`.
-    pub(crate) fn root_mnt_next_ino(&self, _dir: &Inode) -> u64 {
-        let g = epoch::pin();
-        self.root.load(&g).mnt.mnt_sb.next_ino()
-    }
-
-    /// Charges a new inode to the limits of the super block owning it (see
-    /// [`Inode::charged_to`]).
+    /// A new inode for `dir` from the file system owning it ([`FileSystem::create`]).
+    /// With one mount per namespace that is the root mount's; the mount tree (issue 10)
+    /// will pass the walk's mount instead.
     ///
     /// # Errors
-    /// `ENOSPC` when the mount's inodes or pages are used up.
-    pub(crate) fn charge(&self, inode: Inode) -> Result<Inode> {
+    /// Those of [`FileSystem::create`] (tmpfs: `ENOSPC` when the mount's inodes or pages
+    /// are used up).
+    ///
+    /// [`FileSystem::create`]: crate::fs::FileSystem::create
+    pub(crate) fn new_inode(&self, dir: &Inode, args: NewInode<'_>) -> Result<Inode> {
         let g = epoch::pin();
-        inode.charged_to(self.root.load(&g).mnt.mnt_sb.s_limits.as_ref())
+        let sb = &self.root.load(&g).mnt.mnt_sb;
+        sb.s_op.create(sb, dir, args)
     }
 }
 
@@ -644,8 +647,7 @@ impl<V: Variant> Task<V> {
         // are dropped (a subdirectory gets S_ISGID only from a setgid parent).
         let mode = S_IFDIR | (mode & 0o1777 & !self.current_umask());
         self.filename_create(dirfd, path, true, |last, dl| {
-            let kind = InodeKind::Dir(Box::new(Dir::new()));
-            create_locked(self, last.dir, dl, last.name, mode, kind).map(drop)
+            create_locked(self, last.dir, dl, last.name, mode, 0, None).map(drop)
         })
     }
 
@@ -668,8 +670,8 @@ impl<V: Variant> Task<V> {
         let target = getname(target.as_ref(), false)?;
         let path = getname(linkpath.as_ref(), false)?;
         self.filename_create(dirfd, path, false, |last, dl| {
-            let kind = InodeKind::Symlink(Box::from(target));
-            create_locked(self, last.dir, dl, last.name, S_IFLNK | 0o777, kind)?;
+            let mode = S_IFLNK | 0o777;
+            create_locked(self, last.dir, dl, last.name, mode, 0, Some(target))?;
             Ok(())
         })
     }
@@ -1509,21 +1511,20 @@ impl<V: Variant> Task<V> {
         let perm = mode & 0o7777 & !self.current_umask();
         self.filename_create(dirfd, path, false, |last, dl| {
             // vfs_create / vfs_mknod
-            let kind = match ty {
-                S_IFREG => InodeKind::Reg(Default::default()),
+            let rdev = match ty {
                 S_IFCHR | S_IFBLK => {
                     let whiteout = ty == S_IFCHR && dev == WHITEOUT_DEV;
                     if !whiteout && !self.cred.is_root() {
                         return Err(Errno::EPERM);
                     }
-                    InodeKind::Special(dev as u64)
+                    dev as u64
                 }
-                _ => InodeKind::Special(0),
+                _ => 0,
             };
             // vfs_prepare_mode: set-group-ID is stripped from the mode as given, before the
             // umask (as `openat` does).
             let perm = perm & mode_strip_sgid(&self.cred, &last.dir.d_inode, mode & 0o7777);
-            create_locked(self, last.dir, dl, last.name, ty | perm, kind)?;
+            create_locked(self, last.dir, dl, last.name, ty | perm, rdev, None)?;
             Ok(())
         })
     }

@@ -7,7 +7,6 @@
 use crate::cred::{MAY_READ, MAY_WRITE};
 use crate::dentry::Dentry;
 use crate::file::{FMode, File, FileHandle};
-use crate::inode::InodeKind;
 use crate::namei::AtDir;
 use crate::namei::{create_locked, getname, inode_init_owner, mode_strip_sgid, LastType, NAME_MAX};
 use crate::task::Task;
@@ -287,7 +286,8 @@ impl<V: Variant> Task<V> {
                                         &mut dl,
                                         last.name,
                                         S_IFREG | m,
-                                        InodeKind::Reg(Default::default()),
+                                        0,
+                                        None,
                                     )?;
                                     drop(dl);
                                     break (Some(d), true);
@@ -325,9 +325,7 @@ impl<V: Variant> Task<V> {
                         nd.count_link()?;
                         // Following it stamps its atime, as any walk does (`pick_link`).
                         d.d_inode.touch_atime();
-                        let InodeKind::Symlink(body) = &d.d_inode.kind else {
-                            unreachable!("is_symlink")
-                        };
+                        let body = d.d_inode.i_op.get_link(&d.d_inode)?;
                         if body.is_empty() {
                             return Err(Errno::ENOENT);
                         }
@@ -400,19 +398,16 @@ impl<V: Variant> Task<V> {
         // named file (`create_locked`).
         let mode = mode_strip_sgid(&self.cred, di, raw_mode) & !self.current_umask();
         let (gid, mode) = inode_init_owner(&self.cred, di, S_IFREG | mode, false);
-        let ino = self.fs.root_mnt_next_ino(di);
-        let now = crate::time::coarse_now();
-        let inode = crate::inode::Inode::new(
-            ino,
-            di.i_dev,
+        let args = crate::fs::NewInode {
             mode,
-            self.cred.uid,
+            uid: self.cred.uid,
             gid,
-            InodeKind::Reg(Default::default()),
-            now,
-        );
-        // shmem_reserve_inode: ENOSPC past the mount's limits.
-        let inode = self.fs.charge(inode)?;
+            rdev: 0,
+            target: None,
+            now: crate::time::coarse_now(),
+        };
+        // `->tmpfile` (tmpfs: ENOSPC past the mount's limits).
+        let inode = self.fs.new_inode(di, args)?;
         inode.init_tmpfile(!flags.contains(OpenFlags::EXCL));
         // d_tmpfile: a dentry under the directory, never hashed (no lookup finds it).
         let d = Arc::new(Dentry::new(
@@ -446,10 +441,11 @@ impl<V: Variant> Task<V> {
         {
             return Err(Errno::ENOTDIR);
         }
-        match &inode.kind {
-            InodeKind::Symlink(_) => return Err(Errno::ELOOP),
-            InodeKind::Dir(_) if acc_mode & MAY_WRITE != 0 => return Err(Errno::EISDIR),
-            _ => {}
+        if inode.is_symlink() {
+            return Err(Errno::ELOOP);
+        }
+        if inode.is_dir() && acc_mode & MAY_WRITE != 0 {
+            return Err(Errno::EISDIR);
         }
         if !created {
             inode.permission(&self.cred, acc_mode)?;
@@ -460,7 +456,7 @@ impl<V: Variant> Task<V> {
             return Err(Errno::EPERM);
         }
         // vfs_open -> the file type's `open`.
-        if let InodeKind::Special(_) = inode.kind {
+        if !inode.is_reg() && !inode.is_dir() {
             return Err(special_open_errno(inode.mode(), flags));
         }
         // OPEN_FMODE: access mode 3 grants neither read nor write.

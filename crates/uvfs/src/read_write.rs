@@ -10,7 +10,6 @@
 //! number of descriptors never overwrite each other.
 
 use crate::file::{FMode, File};
-use crate::inode::InodeKind;
 use crate::sync::plock;
 use crate::task::Task;
 use crate::time::coarse_now;
@@ -206,7 +205,7 @@ impl<V: Variant> Task<V> {
             return Err(Errno::EINVAL);
         }
         let f = self.fdget(fd)?;
-        if !matches!(f.inode().kind, InodeKind::Reg(_)) || !f.mode().contains(FMode::WRITE) {
+        if !f.inode().is_reg() || !f.mode().contains(FMode::WRITE) {
             return Err(Errno::EINVAL);
         }
         f.inode()
@@ -274,7 +273,7 @@ impl<V: Variant> Task<V> {
         if ty == crate::types::S_IFDIR {
             return Err(Errno::EISDIR);
         }
-        if !matches!(inode.kind, InodeKind::Reg(_)) {
+        if !inode.is_reg() {
             return Err(Errno::ENODEV);
         }
         let end = (offset as u64)

@@ -10,8 +10,7 @@
 //! instead: uvfs has no such default.) Without limits uvfs keeps no used-space count, which
 //! keeps create, write and unlink free of a shared counter.
 
-use crate::inode::Inode;
-use crate::namei::{getname, NAME_MAX};
+use crate::namei::getname;
 use crate::task::Task;
 use crate::types::*;
 use crate::variant::Variant;
@@ -55,36 +54,6 @@ pub struct StatFs {
     pub f_flags: i64,
 }
 
-/// `shmem_statfs` + `calculate_f_flags` for the super block of `inode`.
-fn tmpfs_statfs(inode: &Inode) -> StatFs {
-    let dev = inode.i_dev;
-    let (mut f_blocks, mut f_bfree, mut f_files, mut f_ffree) = (0, 0, 0, 0);
-    if let Some(l) = inode.limits() {
-        let (max_blocks, used_blocks, max_inodes, used_inodes) = l.counts();
-        if max_blocks != u64::MAX {
-            f_blocks = max_blocks;
-            f_bfree = max_blocks.saturating_sub(used_blocks);
-        }
-        if max_inodes != u64::MAX {
-            f_files = max_inodes;
-            f_ffree = max_inodes.saturating_sub(used_inodes);
-        }
-    }
-    StatFs {
-        f_blocks,
-        f_bfree,
-        f_bavail: f_bfree,
-        f_files,
-        f_ffree,
-        f_type: TMPFS_MAGIC,
-        f_bsize: crate::inode::PAGE_SIZE as i64,
-        f_fsid: [dev as u32 as i32, (dev >> 32) as u32 as i32],
-        f_namelen: NAME_MAX as i64,
-        f_frsize: crate::inode::PAGE_SIZE as i64,
-        f_flags: ST_VALID | ST_RELATIME,
-    }
-}
-
 impl<V: Variant> Task<V> {
     /// `statfs(2)`: statistics of the file system holding `path` (a final symlink is
     /// followed).
@@ -99,7 +68,7 @@ impl<V: Variant> Task<V> {
         let path = getname(path.as_ref(), false)?;
         self.with_walk(Fd::AT_FDCWD.into(), path, |nd, start, _| {
             let d = nd.walk(start, path, true, false)?;
-            Ok(tmpfs_statfs(&d.d_inode))
+            Ok(d.d_inode.i_op.statfs(&d.d_inode))
         })
     }
 
@@ -113,7 +82,7 @@ impl<V: Variant> Task<V> {
     /// fstatfs(2); Linux `fd_statfs` (`fdget_raw`).
     pub fn fstatfs(&self, fd: Fd) -> Result<StatFs> {
         let f = self.fdget_raw(fd)?;
-        Ok(tmpfs_statfs(f.inode()))
+        Ok(f.inode().i_op.statfs(f.inode()))
     }
 
     /// `fsync(2)`: tmpfs data lives in memory only, so there is nothing to write back;

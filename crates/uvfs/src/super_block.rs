@@ -56,6 +56,8 @@ pub struct SuperBlock {
     pub(crate) opts: TmpfsOptions,
     /// Space and inode accounting; `None` without limits (immutable).
     pub(crate) s_limits: Option<Arc<Limits>>,
+    /// The file system behind this super block (Linux `s_op`, `s_type`); immutable.
+    pub(crate) s_op: Box<dyn crate::fs::FileSystem>,
 }
 
 /// The accounting of a mount with limits: pages and inodes in use against the maxima.
@@ -191,6 +193,7 @@ impl SuperBlock {
             // 1 is the root directory.
             s_next_ino: AtomicU64::new(2),
             s_rename_lock: Mutex::new(()),
+            s_op: Box::new(crate::fs::tmpfs::Tmpfs),
             opts,
         }
     }

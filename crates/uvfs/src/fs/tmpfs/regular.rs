@@ -1,0 +1,317 @@
+//! tmpfs regular files: sparse pages in memory (the page store).
+//!
+//! Linux analogue: mm/shmem.c (`shmem_file_read_iter`, `shmem_file_write_iter` through
+//! `generic_perform_write`, `shmem_setattr`'s truncate, `shmem_fallocate`,
+//! `shmem_file_llseek`), mm/filemap.c.
+//!
+//! # Invariants and locks
+//! - `RegData` is protected by its `RwLock` (the "data lock"): reads take it shared,
+//!   everything that changes pages, the size or the block count takes it exclusive.
+//! - The VFS inode's `i_size` and `i_blocks` are written only under the data write lock;
+//!   `i_blocks` is always `pages.len() * 8`.
+//! - On a mount with limits every present page is charged to the mount's `Limits`.
+//!
+//! Lock order: data lock -> the inode's `attr_lock` (lib.rs).
+
+use crate::cred::Cred;
+use crate::inode::{Inode, MAX_LFS_FILESIZE, PAGE_SIZE};
+use crate::super_block::Limits;
+use crate::sync::plain::Ordering;
+use crate::sync::{read, write, RwLock};
+use crate::types::Timespec;
+use crate::{Errno, Result};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// `i_blocks` units (512 bytes) per page.
+pub(super) const BLOCKS_PER_PAGE: u64 = PAGE_SIZE as u64 / 512;
+
+/// A regular file's data: present pages by index; absent pages are holes (read as zeros).
+#[derive(Default)]
+pub(crate) struct RegData {
+    pages: BTreeMap<u64, Box<[u8; PAGE_SIZE]>>,
+}
+
+/// Drops every page of a file (eviction); returns how many were held. Context: no name and
+/// no open file are left, or the mount is torn down.
+pub(super) fn drop_pages(d: &RwLock<RegData>, inode: &Inode) -> u64 {
+    let mut data = write(d);
+    let gone = std::mem::take(&mut data.pages);
+    // Relaxed: under the data write lock.
+    inode.i_blocks.store(0, Ordering::Relaxed);
+    gone.len() as u64
+}
+
+/// Reads into `buf` from byte offset `off` (`off >= 0`); returns bytes read, 0 at or past
+/// end of file. Holes read as zeros.
+///
+/// # Errors
+/// `EISDIR` on a directory, `EINVAL` on a symlink or special file.
+pub(super) fn read_at(
+    d: &RwLock<RegData>,
+    inode: &Inode,
+    buf: &mut [u8],
+    off: u64,
+) -> Result<usize> {
+    let data = read(d);
+    let size = inode.size();
+    if off >= size || buf.is_empty() {
+        return Ok(0);
+    }
+    let n = (size - off).min(buf.len() as u64) as usize;
+    let mut done = 0;
+    while done < n {
+        let pos = off + done as u64;
+        let idx = pos / PAGE_SIZE as u64;
+        let in_page = (pos % PAGE_SIZE as u64) as usize;
+        let chunk = (PAGE_SIZE - in_page).min(n - done);
+        let dst = &mut buf[done..done + chunk];
+        match data.pages.get(&idx) {
+            Some(p) => dst.copy_from_slice(&p[in_page..in_page + chunk]),
+            None => dst.fill(0),
+        }
+        done += chunk;
+    }
+    Ok(n)
+}
+
+/// Writes `buf` at offset `off`, or at the end of file when `append` (atomically with
+/// respect to other writers of this inode); returns `(bytes written, offset after)`.
+///
+/// # Errors
+/// `EFBIG` when the offset is at or past `MAX_LFS_FILESIZE`; writes that would cross it
+/// are shortened (`generic_write_check_limits`). `EISDIR`/`EINVAL` as `read_at`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn write_at(
+    d: &RwLock<RegData>,
+    acct: &Option<Arc<Limits>>,
+    inode: &Inode,
+    buf: &[u8],
+    off: u64,
+    append: bool,
+    now: Timespec,
+    cred: &Cred,
+    fsize_limit: u64,
+) -> Result<(usize, u64)> {
+    let mut data = write(d);
+    // A zero-length write changes nothing, not even an O_APPEND position
+    // (`generic_write_checks_count` returns before repositioning).
+    if buf.is_empty() {
+        return Ok((0, off));
+    }
+    let size = inode.size();
+    let off = if append { size } else { off };
+    // generic_write_check_limits: at or past RLIMIT_FSIZE (Linux also sends SIGXFSZ) or
+    // the file system's maximum, EFBIG; below them the write is shortened to them.
+    let max = (MAX_LFS_FILESIZE as u64).min(fsize_limit);
+    if off >= max {
+        return Err(Errno::EFBIG);
+    }
+    // After the limit checks, under the data lock (Linux: `file_remove_privs` after
+    // `generic_write_checks`, under `inode_lock`): a refused write changes nothing.
+    inode.kill_suid(cred, now);
+    let want = (buf.len() as u64).min(max - off) as usize;
+    let mut done = 0;
+    while done < want {
+        let pos = off + done as u64;
+        let idx = pos / PAGE_SIZE as u64;
+        let in_page = (pos % PAGE_SIZE as u64) as usize;
+        let chunk = (PAGE_SIZE - in_page).min(want - done);
+        let page = match data.pages.entry(idx) {
+            std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::btree_map::Entry::Vacant(v) => {
+                // A new page counts against `size=` (`shmem_inode_acct_blocks`); when
+                // none is left the write stops short, or fails if nothing was written
+                // (`generic_perform_write`).
+                if let Some(Err(_)) = acct.as_ref().map(|a| a.reserve_blocks(1)) {
+                    break;
+                }
+                v.insert(Box::new([0u8; PAGE_SIZE]))
+            }
+        };
+        page[in_page..in_page + chunk].copy_from_slice(&buf[done..done + chunk]);
+        done += chunk;
+    }
+    let n = done;
+    if n == 0 {
+        // Linux stamped the times before trying (`file_update_time`).
+        drop(data);
+        inode.touch_mtime_ctime(now);
+        return Err(Errno::ENOSPC);
+    }
+    let end = off + n as u64;
+    if end > size {
+        // Relaxed: written under the data write lock; readers of data hold the read lock.
+        inode.i_size.store(end, Ordering::Relaxed);
+    }
+    // Relaxed: as above.
+    inode
+        .i_blocks
+        .store(data.pages.len() as u64 * BLOCKS_PER_PAGE, Ordering::Relaxed);
+    drop(data);
+    inode.touch_mtime_ctime(now);
+    Ok((n, end))
+}
+
+/// Sets the size to `len` bytes; unless that grows the file, drops the pages past it
+/// and zeroes the tail of the last partial page; stamps mtime and ctime with `now`, the
+/// syscall's [`coarse_now`], when the size changes, when the file has pages, or when
+/// `stamp` (ftruncate and `O_TRUNC` pass `ATTR_MTIME | ATTR_CTIME` to `do_truncate`;
+/// truncate(2) passes neither, and `shmem_setattr` then stamps only a change of size
+/// or, through `shmem_truncate_range`, a file with allocated pages).
+///
+/// # Errors
+/// `EFBIG` when `len > MAX_LFS_FILESIZE`; `EISDIR`/`EINVAL` on non-regular files.
+pub(super) fn truncate(
+    d: &RwLock<RegData>,
+    acct: &Option<Arc<Limits>>,
+    inode: &Inode,
+    len: u64,
+    now: Timespec,
+    stamp: bool,
+) -> Result<()> {
+    if len > MAX_LFS_FILESIZE as u64 {
+        return Err(Errno::EFBIG);
+    }
+    let mut data = write(d);
+    let size = inode.size();
+    if len == size && !stamp && data.pages.is_empty() {
+        return Ok(());
+    }
+    // `newsize <= oldsize` (shmem_setattr): the same size too drops the pages past it,
+    // which `FALLOC_FL_KEEP_SIZE` may have allocated.
+    if len <= size {
+        let first_gone = len.div_ceil(PAGE_SIZE as u64);
+        let gone = data.pages.split_off(&first_gone);
+        if let Some(a) = &acct {
+            a.release_blocks(gone.len() as u64);
+        }
+        let tail = (len % PAGE_SIZE as u64) as usize;
+        if tail != 0 {
+            if let Some(p) = data.pages.get_mut(&(len / PAGE_SIZE as u64)) {
+                p[tail..].fill(0);
+            }
+        }
+    }
+    // Relaxed: under the data write lock.
+    inode.i_size.store(len, Ordering::Relaxed);
+    // Relaxed: under the data write lock.
+    inode
+        .i_blocks
+        .store(data.pages.len() as u64 * BLOCKS_PER_PAGE, Ordering::Relaxed);
+    drop(data);
+    inode.touch_mtime_ctime(now);
+    Ok(())
+}
+
+/// `shmem_fallocate` on `[off, off + len)` (`len > 0`, the range checked by the caller):
+/// with `punch`, frees the whole pages inside the range and zeroes the partial ones at
+/// its ends (the size never changes); otherwise allocates zeroed pages for the holes in
+/// the range and, unless `keep_size`, grows the size to `off + len`. Both stamp mtime and
+/// ctime and drop set-user-ID (`file_modified`); nothing changes on failure.
+///
+/// # Errors
+/// `ENOSPC` when the mount's `size=` cannot hold the new pages, or the range is larger
+/// than the mount (nothing is allocated, as after shmem's `undone:` path);
+/// `EISDIR`/`EINVAL` as `read_at`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn fallocate(
+    d: &RwLock<RegData>,
+    acct: &Option<Arc<Limits>>,
+    inode: &Inode,
+    off: u64,
+    len: u64,
+    punch: bool,
+    keep_size: bool,
+    now: Timespec,
+    cred: &Cred,
+) -> Result<()> {
+    let mut data = write(d);
+    let ps = PAGE_SIZE as u64;
+    let end = off + len;
+    if punch {
+        // Past the end there is nothing to punch; the partial pages at the ends are
+        // zeroed, the whole ones freed (`shmem_truncate_range`).
+        let (first_whole, end_whole) = (off.div_ceil(ps), end / ps);
+        if first_whole < end_whole {
+            let mut tail = data.pages.split_off(&first_whole);
+            let mut keep = tail.split_off(&end_whole);
+            if let Some(a) = &acct {
+                a.release_blocks(tail.len() as u64);
+            }
+            data.pages.append(&mut keep);
+        }
+        for pos in [off, end - 1] {
+            let idx = pos / ps;
+            if idx >= first_whole && idx < end_whole {
+                continue;
+            }
+            if let Some(p) = data.pages.get_mut(&idx) {
+                let lo = off.max(idx * ps) - idx * ps;
+                let hi = end.min((idx + 1) * ps) - idx * ps;
+                p[lo as usize..hi as usize].fill(0);
+            }
+        }
+    } else {
+        let (first, past) = (off / ps, end.div_ceil(ps));
+        if let Some(a) = &acct {
+            // "Try to avoid a swapstorm if len is impossible to satisfy": a range of
+            // more pages than the mount holds fails before any page is looked at.
+            if past - first > a.counts().0 {
+                return Err(Errno::ENOSPC);
+            }
+            let held = data.pages.range(first..past).count() as u64;
+            a.reserve_blocks(past - first - held)
+                .map_err(|_| Errno::ENOSPC)?;
+        }
+        for i in first..past {
+            data.pages
+                .entry(i)
+                .or_insert_with(|| Box::new([0u8; PAGE_SIZE]));
+        }
+        if !keep_size && end > inode.size() {
+            // Relaxed: under the data write lock (as `write_at`).
+            inode.i_size.store(end, Ordering::Relaxed);
+        }
+    }
+    // Relaxed: under the data write lock.
+    inode
+        .i_blocks
+        .store(data.pages.len() as u64 * BLOCKS_PER_PAGE, Ordering::Relaxed);
+    drop(data);
+    inode.kill_suid(cred, now);
+    inode.touch_mtime_ctime(now);
+    Ok(())
+}
+
+/// `SEEK_DATA` / `SEEK_HOLE` from `off`: stored pages are data, everything else (and the
+/// end of file) is a hole, as tmpfs reports. Pages `fallocate` allocated are data too,
+/// where tmpfs reports them as holes until written (README: intentional differences).
+///
+/// # Errors
+/// `ENXIO` when `off` is at or past the end of file.
+pub(super) fn seek_data_hole(
+    d: &RwLock<RegData>,
+    inode: &Inode,
+    off: u64,
+    data_wanted: bool,
+) -> Result<u64> {
+    let data = read(d);
+    let size = inode.size();
+    if off >= size {
+        return Err(Errno::ENXIO);
+    }
+    let ps = PAGE_SIZE as u64;
+    let mut idx = off / ps;
+    if data_wanted {
+        match data.pages.range(idx..).next() {
+            Some((&i, _)) if i * ps < size => Ok((i * ps).max(off)),
+            _ => Err(Errno::ENXIO),
+        }
+    } else {
+        while data.pages.contains_key(&idx) {
+            idx += 1;
+        }
+        Ok((idx * ps).max(off).min(size))
+    }
+}
