@@ -134,12 +134,15 @@ unsafe impl<V: Variant> RcuRefcounted for File<V> {
         // that never cover it (`drop_hot` leaves it, FileLines' contract).
         unsafe {
             V::Files::del(&*std::ptr::addr_of!((*this).f_list));
-            // The last close of the inode's file (`__fput` -> `dput` -> `iput`): on a mount
-            // with limits an unlinked file's space comes back now.
-            V::Lines::hot(&*std::ptr::addr_of!((*this).lines))
-                .f_dentry
-                .d_inode
-                .file_closed();
+            // The last close of the inode's file (`__fput` -> `->release`, `dput` ->
+            // `iput`): the file system's release for a file it opened, and on a mount with
+            // limits an unlinked file's space comes back now.
+            let hot = V::Lines::hot(&*std::ptr::addr_of!((*this).lines));
+            let inode = &hot.f_dentry.d_inode;
+            if !hot.f_mode.contains(FMode::PATH) {
+                inode.i_op.release(inode);
+            }
+            inode.file_closed();
             V::Lines::drop_hot(std::ptr::addr_of_mut!((*this).lines));
             std::ptr::drop_in_place(std::ptr::addr_of_mut!((*this).f_pos));
             std::ptr::drop_in_place(std::ptr::addr_of_mut!((*this).f_list));
@@ -196,15 +199,31 @@ impl<V: Variant> File<V> {
     /// Opens `dentry` with `mode` and `flags` (already validated): a new file with one
     /// reference.
     ///
+    /// Unless `mode` is [`FMode::PATH`], the file system opens it first (`->open`, paired
+    /// with the `->release` of the last reference's drop).
+    ///
     /// # Errors
-    /// `ENFILE` from the variant's open-file list (never for [`Uvfs`]).
+    /// The file system's `->open`; `ENFILE` from the variant's open-file list (never for
+    /// [`Uvfs`]).
     pub(crate) fn open_handle(
         dentry: Arc<Dentry>,
         mode: FMode,
         flags: OpenFlags,
         cred_id: u64,
     ) -> Result<FileHandle<V>> {
-        let f_list = V::Files::add()?;
+        let inode = &dentry.d_inode;
+        if !mode.contains(FMode::PATH) {
+            inode.i_op.open(inode, flags)?;
+        }
+        let f_list = match V::Files::add() {
+            Ok(l) => l,
+            Err(e) => {
+                if !mode.contains(FMode::PATH) {
+                    inode.i_op.release(inode);
+                }
+                return Err(e);
+            }
+        };
         dentry.d_inode.file_opened();
         Ok(RcuRef::new(File {
             lines: V::Lines::new(

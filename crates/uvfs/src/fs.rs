@@ -21,13 +21,15 @@
 //! operations, `EOPNOTSUPP` for fallocate), so a file system implements what it has.
 //!
 //! # Status of the seam (issue 10)
-//! Data calls (read, write, truncate, fallocate, SEEK_DATA/SEEK_HOLE, fsync), symlink
-//! targets, statfs, inode creation, link-count bookkeeping and eviction go through these
-//! traits; tmpfs ([`crate::fs::tmpfs`]) is the one implementation. Not yet behind the seam:
-//! lookup on a dentry-cache miss and its revalidation, `iterate_dir` over a file system's
-//! own listing, and the host side of directory changes; today the dentry cache is the
-//! authoritative directory index, as it is for Linux's tmpfs (`simple_lookup` answers
-//! every miss negatively). These are what hostfs and the FUSE client need next.
+//! Data calls (read, write, truncate, fallocate, SEEK_DATA/SEEK_HOLE, fsync, open and
+//! release), symlink targets, statfs, inode creation, directory changes (link, unlink,
+//! rmdir, rename), attribute changes, link-count bookkeeping and eviction go through these
+//! traits. tmpfs ([`crate::fs::tmpfs`]) is the one implementation so far; its dentry cache
+//! is complete (the cache is the store, as Linux's tmpfs, whose `simple_lookup` answers
+//! every miss negatively), so it is never asked to look up, revalidate or list. The hooks
+//! for a file system whose entries can change behind the VFS's back (`lookup`,
+//! `revalidate`, `getattr`, `iterate_dir`, used for inodes marked
+//! `Inode::set_revalidate`) are those hostfs and the FUSE client need.
 
 pub mod tmpfs;
 
@@ -68,7 +70,7 @@ pub trait FileSystem: Send + Sync + fmt::Debug {
     /// The file system type's name (`/proc/self/mountinfo`'s fstype): `"tmpfs"`.
     fn name(&self) -> &'static str;
 
-    /// A new inode for a new name in `dir` (or, for `O_TMPFILE`, for no name yet):
+    /// A new inode for the new name `name` in `dir` (empty for `O_TMPFILE`: no name yet):
     /// Linux `new_inode` + `->create`/`->mkdir`/`->symlink`/`->mknod`/`->tmpfile` before
     /// `d_instantiate`. The VFS has checked permissions, the name and the parent's link
     /// count; it links the result into the dentry cache.
@@ -76,7 +78,13 @@ pub trait FileSystem: Send + Sync + fmt::Debug {
     /// # Errors
     /// `ENOSPC` when the file system has no inode or space left for it; `EPERM` for a kind
     /// of inode it cannot hold.
-    fn create(&self, sb: &SuperBlock, dir: &Inode, args: NewInode<'_>) -> Result<Inode>;
+    fn create(
+        &self,
+        sb: &SuperBlock,
+        dir: &Inode,
+        name: &[u8],
+        args: NewInode<'_>,
+    ) -> Result<Inode>;
 }
 
 /// Operations on one inode (Linux `inode_operations` and `super_operations`' per-inode
@@ -91,22 +99,106 @@ pub trait InodeOps: Send + Sync {
         Err(Errno::EINVAL)
     }
 
-    /// `->link`'s bookkeeping for one more name of `inode` (the VFS has checked and will
-    /// raise the link count); `first` when the inode has no name yet (an `O_TMPFILE` file).
+    /// The bookkeeping of one more name of `inode`, under its attribute lock after the
+    /// VFS's checks and just before the link count is raised; `first` when the inode has
+    /// no name yet (an `O_TMPFILE` file). The part of `->link` that is about the inode.
     ///
     /// # Errors
     /// `ENOSPC` (tmpfs: each further name takes an inode of `nr_inodes`, `shmem_link`).
-    fn link(&self, inode: &Inode, first: bool) -> Result<()> {
+    fn nlink_inc(&self, inode: &Inode, first: bool) -> Result<()> {
         let _ = (inode, first);
         Ok(())
     }
 
-    /// `->unlink`'s bookkeeping: the link count of a non-directory fell from `before` to
-    /// `after` (unlink, rename over it). Called under the inode's attribute lock, only for
-    /// inodes their file system marked evictable (`Inode::set_evictable`). tmpfs: every
+    /// The bookkeeping of names of a non-directory gone: its link count fell from `before`
+    /// to `after` (unlink, rename over it). Called under the inode's attribute lock, only
+    /// for inodes their file system marked evictable (`Inode::set_evictable`). tmpfs: every
     /// name but the last held an inode of `nr_inodes` (`shmem_free_inode`).
-    fn unlink(&self, inode: &Inode, before: u32, after: u32) {
+    fn nlink_dec(&self, inode: &Inode, before: u32, after: u32) {
         let _ = (inode, before, after);
+    }
+
+    /// `->lookup`: the inode named `name` in directory `dir`, `None` if there is none.
+    /// Called on a dentry-cache miss, with the directory locked, only for directories
+    /// marked `Inode::set_revalidate` (a file system whose dentry cache is complete, as
+    /// tmpfs's, is never asked: a miss is `ENOENT`). May return an inode the cache holds
+    /// under another name (a hard link).
+    ///
+    /// # Errors
+    /// The file system's (`EACCES`, `EIO`, `ENOMEM`, ...); `ENOENT` is `Ok(None)`.
+    fn lookup(&self, dir: &Inode, name: &[u8]) -> Result<Option<std::sync::Arc<Inode>>> {
+        let _ = (dir, name);
+        Ok(None)
+    }
+
+    /// `->d_revalidate`: whether the cached entry `name` -> `child` of `dir` still holds.
+    /// Called during walks for children marked `Inode::set_revalidate`. With `rcu` the
+    /// call is on the lock-free walk and must not block: return `Err(ECHILD)` to be called
+    /// again without `rcu` (Linux: `LOOKUP_RCU` -> `-ECHILD` -> ref-walk).
+    ///
+    /// # Errors
+    /// `ECHILD` as above; the file system's.
+    fn revalidate(&self, dir: &Inode, name: &[u8], child: &Inode, rcu: bool) -> Result<bool> {
+        let _ = (dir, name, child, rcu);
+        Ok(true)
+    }
+
+    /// `->link` on directory `dir`: makes `name` a new name of `inode`. Called with `dir`
+    /// locked after the VFS's checks, before the dentry cache and the link count change.
+    ///
+    /// # Errors
+    /// The file system's (`EEXIST` if the name appeared behind the VFS's back, `EMLINK`,
+    /// `ENOSPC`, `EPERM`, `EXDEV`, `EIO`).
+    fn link(&self, dir: &Inode, name: &[u8], inode: &Inode) -> Result<()>;
+
+    /// `->unlink` on directory `dir`: removes the name `name` of non-directory `victim`.
+    /// Called with `dir` locked after the VFS's checks, before the dentry cache changes.
+    ///
+    /// # Errors
+    /// The file system's (`ENOENT` if it went behind the VFS's back, `EBUSY`, `EIO`).
+    fn unlink(&self, dir: &Inode, name: &[u8], victim: &Inode) -> Result<()>;
+
+    /// `->rmdir` on directory `dir`: removes the empty directory `victim` named `name`.
+    /// Called with `dir` locked after the VFS's checks (for a complete dentry cache, the
+    /// emptiness check too), before the dentry cache changes.
+    ///
+    /// # Errors
+    /// `ENOTEMPTY` where the VFS could not tell; the file system's.
+    fn rmdir(&self, dir: &Inode, name: &[u8], victim: &Inode) -> Result<()>;
+
+    /// `->rename` from directory `odir` name `oname` to directory `ndir` name `nname`,
+    /// with `flags` (`RENAME_NOREPLACE`, `RENAME_EXCHANGE`; never `RENAME_WHITEOUT`).
+    /// Called on `odir`'s operations with both directories locked after the VFS's checks,
+    /// the loop check included, before the dentry cache changes.
+    ///
+    /// # Errors
+    /// The file system's (`EXDEV`, `ENOTEMPTY` where the VFS could not tell, `EIO`).
+    fn rename(
+        &self,
+        odir: &Inode,
+        oname: &[u8],
+        ndir: &Inode,
+        nname: &[u8],
+        flags: crate::types::RenameFlags,
+    ) -> Result<()>;
+
+    /// `->setattr` for mode, owner and times: called under the inode's attribute lock after
+    /// the VFS's checks, before the VFS stores the new values in the inode. Size changes go
+    /// through [`truncate`](Self::truncate).
+    ///
+    /// # Errors
+    /// The file system's (`EPERM`, `EROFS`, `EIO`); nothing is changed then.
+    fn setattr(&self, inode: &Inode, attr: &SetAttr) -> Result<()>;
+
+    /// `->getattr`: brings the VFS attributes of `inode` up to date with the file system.
+    /// Called by `stat` and its family for inodes marked `Inode::set_revalidate`, before
+    /// the attributes are read.
+    ///
+    /// # Errors
+    /// The file system's (`ESTALE` for a file gone behind the VFS's back, `EIO`).
+    fn getattr(&self, inode: &Inode) -> Result<()> {
+        let _ = inode;
+        Ok(())
     }
 
     /// `->evict_inode`: no name and no open file are left; give back what the inode holds
@@ -137,6 +229,37 @@ pub trait InodeOps: Send + Sync {
 
 /// Operations on an open file of one inode (Linux `file_operations`).
 pub trait FileOps: Send + Sync {
+    /// `->open`: a `File` of `inode` is being opened with `flags` (access mode included),
+    /// after the VFS's permission checks. Every successful `open` is paired with one
+    /// [`release`](Self::release).
+    ///
+    /// # Errors
+    /// The file system's (`EACCES`, `ENXIO`, `EMFILE`/`ENFILE` for host resources).
+    fn open(&self, inode: &Inode, flags: crate::types::OpenFlags) -> Result<()> {
+        let _ = (inode, flags);
+        Ok(())
+    }
+
+    /// `->release`: the last reference to a `File` opened by [`open`](Self::open) went.
+    fn release(&self, inode: &Inode) {
+        let _ = inode;
+    }
+
+    /// `->iterate_shared` for a directory whose dentry cache is not complete (marked
+    /// `Inode::set_revalidate`): calls `emit(name, ino, d_type, next)` for each entry from
+    /// position `pos` (0 = the first entry after `.` and `..`, which the VFS emits) until
+    /// it returns `false` (the buffer is full) or the listing ends; returns the position
+    /// to resume from, or `None` at the end. Positions are stable cookies of the file
+    /// system's choosing, below 2^31 - 1.
+    ///
+    /// # Errors
+    /// `ENOTDIR` (the default, for file systems whose dentry cache is complete);
+    /// the file system's.
+    fn iterate_dir(&self, dir: &Inode, pos: u64, emit: &mut DirEmit<'_>) -> Result<Option<u64>> {
+        let _ = (dir, pos, emit);
+        Err(Errno::ENOTDIR)
+    }
+
     /// `->read_iter` at byte offset `off`: bytes read into `buf`, 0 at or past the end.
     ///
     /// # Errors
@@ -213,17 +336,43 @@ pub trait FileOps: Send + Sync {
     ///
     /// # Errors
     /// `EIO` and the like from the storage below.
-    fn fsync(&self, inode: &Inode, datasync: bool) -> Result<()> {
-        let _ = (inode, datasync);
-        Ok(())
-    }
+    fn fsync(&self, inode: &Inode, datasync: bool) -> Result<()>;
 }
 
 /// An inode's file-system part: its [`InodeOps`] and [`FileOps`] in one vtable, so that a
 /// call through it is one indirect call.
-pub trait FsInode: InodeOps + FileOps {}
+pub trait FsInode: InodeOps + FileOps {
+    /// This part as `Any`, for a file system to reach its own type behind another inode
+    /// (Linux `container_of`, e.g. the other directory of a rename).
+    fn as_any(&self) -> &dyn std::any::Any;
+}
 
-impl<T: InodeOps + FileOps> FsInode for T {}
+impl<T: InodeOps + FileOps + 'static> FsInode for T {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// The callback of [`FileOps::iterate_dir`] (Linux `dir_emit`): `(name, ino, d_type,
+/// next position)`; returns `false` when the caller's buffer is full (the entry was not
+/// taken).
+pub type DirEmit<'a> = dyn FnMut(&[u8], u64, u8, u64) -> bool + 'a;
+
+/// What `->setattr` is asked to change (`struct iattr` without the size): each `Some` is a
+/// new value, already checked by the VFS.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SetAttr {
+    /// New permission bits (`0o7777`; the type bits are never changed).
+    pub mode: Option<u32>,
+    /// New owner.
+    pub uid: Option<u32>,
+    /// New group.
+    pub gid: Option<u32>,
+    /// New access time.
+    pub atime: Option<Timespec>,
+    /// New modification time.
+    pub mtime: Option<Timespec>,
+}
 
 /// The errno of a data call on something without data: `EISDIR` for a directory, `EINVAL`
 /// otherwise (read(2), write(2), truncate(2)).

@@ -156,14 +156,63 @@ impl<'a> Nameidata<'a> {
                 if name.len() > NAME_MAX {
                     return Err(Errno::ENAMETOOLONG);
                 }
-                let d = dir.d_inode.dir().ok_or(Errno::ENOTDIR)?;
-                d.lookup(name, self.guard).ok_or(Errno::ENOENT)?
+                self.lookup_cached(dir, name)?.ok_or(Errno::ENOENT)?
             }
         };
         if follow && next.d_inode.is_symlink() {
             return self.follow_link(dir, next);
         }
         Ok(next)
+    }
+
+    /// `lookup_fast` (and `lookup_slow` when it must): the entry `name` of directory `dir`
+    /// (search permission checked by the caller), `None` when there is none. Lock-free for
+    /// a complete cache (tmpfs); for a directory marked `I_REVALIDATE`, a cached entry is
+    /// revalidated and a miss asks the file system.
+    ///
+    /// # Errors
+    /// `ENOTDIR` when `dir` is not a directory; the file system's.
+    #[inline]
+    pub(crate) fn lookup_cached(
+        &self,
+        dir: &'a Arc<Dentry>,
+        name: &[u8],
+    ) -> Result<Option<&'a Arc<Dentry>>> {
+        let di = &dir.d_inode;
+        let d = di.dir().ok_or(Errno::ENOTDIR)?;
+        match d.lookup(name, self.guard) {
+            Some(e) if !e.d_inode.needs_revalidate() => Ok(Some(e)),
+            Some(e) => match di.i_op.revalidate(di, name, &e.d_inode, true) {
+                Ok(true) => Ok(Some(e)),
+                Ok(false) | Err(Errno::ECHILD) => self.step_slow(dir, name),
+                Err(err) => Err(err),
+            },
+            None if di.needs_revalidate() => self.step_slow(dir, name),
+            None => Ok(None),
+        }
+    }
+
+    /// `lookup_slow`: the entry `name` of `dir` (marked `I_REVALIDATE`) after a miss or a
+    /// failed lock-free revalidation: under the directory's lock, revalidated or looked up
+    /// by the file system and linked into the dentry cache ([`lookup_locked`]).
+    ///
+    /// # Errors
+    /// The file system's.
+    #[cold]
+    fn step_slow(&self, dir: &'a Arc<Dentry>, name: &[u8]) -> Result<Option<&'a Arc<Dentry>>> {
+        let d = dir.d_inode.dir().ok_or(Errno::ENOTDIR)?;
+        loop {
+            let mut dl = d.lock();
+            if lookup_locked(dir, &mut dl, name)?.is_none() {
+                return Ok(None);
+            }
+            drop(dl);
+            // The entry is in the cache now, valid while the walk's guard is pinned; a
+            // concurrent unlink may take it away again, and then it is looked up anew.
+            if let Some(e) = d.lookup(name, self.guard) {
+                return Ok(Some(e));
+            }
+        }
     }
 
     /// `pick_link`: resolves symlink `link` found in `dir`.
@@ -292,6 +341,40 @@ impl<'a> Nameidata<'a> {
     }
 }
 
+/// The entry `name` of directory `dir`, whose lock `dl` the caller holds: the cached one, or
+/// for a directory marked `I_REVALIDATE` the file system's (`d_revalidate`, then
+/// `->lookup` on a miss, linking the result into the cache; a stale entry is dropped
+/// first). For a complete cache (tmpfs) this is the cache lookup alone.
+///
+/// # Errors
+/// The file system's; none for a complete cache.
+pub(crate) fn lookup_locked(
+    dir: &Arc<Dentry>,
+    dl: &mut DirLocked<'_>,
+    name: &[u8],
+) -> Result<Option<Arc<Dentry>>> {
+    let di = &dir.d_inode;
+    if let Some(d) = dl.get(name).cloned() {
+        if !d.d_inode.needs_revalidate() || di.i_op.revalidate(di, name, &d.d_inode, false)? {
+            return Ok(Some(d));
+        }
+        // d_invalidate: the entry changed behind the VFS's back.
+        dl.remove(name);
+        unhash(&d);
+    }
+    if !di.needs_revalidate() || dl.inner.dead {
+        return Ok(None);
+    }
+    let Some(inode) = di.i_op.lookup(di, name)? else {
+        return Ok(None);
+    };
+    let name: Name = Arc::from(name);
+    let cookie = dl.next_cookie();
+    let d = Arc::new(Dentry::new(inode, Some(dir.clone()), name.clone(), cookie));
+    dl.insert(name, d.clone(), cookie);
+    Ok(Some(d))
+}
+
 /// `check_sticky`: in a sticky directory only the file's or directory's owner (or root) may
 /// remove or rename an entry.
 fn check_sticky(cred: &Cred, dir: &Inode, inode: &Inode) -> bool {
@@ -417,7 +500,7 @@ pub(crate) fn create_locked<V: Variant>(
         target,
         now,
     };
-    let inode = Arc::new(task.fs.new_inode(dir, args)?);
+    let inode = Arc::new(task.fs.new_inode(dir, name, args)?);
     let name: Name = Arc::from(name);
     let cookie = dl.next_cookie();
     let d = Arc::new(Dentry::new(
@@ -444,10 +527,10 @@ impl crate::task::FsStruct {
     /// are used up).
     ///
     /// [`FileSystem::create`]: crate::fs::FileSystem::create
-    pub(crate) fn new_inode(&self, dir: &Inode, args: NewInode<'_>) -> Result<Inode> {
+    pub(crate) fn new_inode(&self, dir: &Inode, name: &[u8], args: NewInode<'_>) -> Result<Inode> {
         let g = epoch::pin();
         let sb = &self.root.load(&g).mnt.mnt_sb;
-        sb.s_op.create(sb, dir, args)
+        sb.s_op.create(sb, dir, name, args)
     }
 }
 
@@ -571,7 +654,7 @@ impl<V: Variant> Task<V> {
             }
             let d = last.dir.d_inode.dir().ok_or(Errno::ENOTDIR)?;
             let mut dl = d.lock();
-            if dl.get(last.name).is_some() {
+            if lookup_locked(last.dir, &mut dl, last.name)?.is_some() {
                 return Err(Errno::EEXIST);
             }
             if last.trailing_slash && !dir {
@@ -755,7 +838,7 @@ impl<V: Variant> Task<V> {
             let dir_inode = &last.dir.d_inode;
             let dir = dir_inode.dir().ok_or(Errno::ENOTDIR)?;
             let mut dl = dir.lock();
-            let victim = dl.get(last.name).cloned().ok_or(Errno::ENOENT)?;
+            let victim = lookup_locked(last.dir, &mut dl, last.name)?.ok_or(Errno::ENOENT)?;
             let vi = &victim.d_inode;
             if !rmdir && last.trailing_slash {
                 return Err(if vi.is_dir() {
@@ -768,14 +851,21 @@ impl<V: Variant> Task<V> {
             let links = if rmdir {
                 let sub = vi.dir().ok_or(Errno::ENOTDIR)?;
                 let mut sl = sub.lock();
-                if !sl.is_empty() {
+                // A cache that may be incomplete cannot tell; the file system's rmdir does.
+                if !vi.needs_revalidate() && !sl.is_empty() {
                     return Err(Errno::ENOTEMPTY);
                 }
+                dir_inode.i_op.rmdir(dir_inode, last.name, vi)?;
                 sl.inner.dead = true;
+                let stale = sl.clear();
                 drop(sl);
+                for c in &stale {
+                    unhash(c);
+                }
                 dir_inode.add_nlink(-1, None);
                 2
             } else {
+                dir_inode.i_op.unlink(dir_inode, last.name, vi)?;
                 1
             };
             // simple_unlink: the directory's mtime and ctime become the victim's new ctime.
@@ -989,7 +1079,7 @@ impl<V: Variant> Task<V> {
             let ndir_i = &nl.dir.d_inode;
             let ndir = ndir_i.dir().ok_or(Errno::ENOTDIR)?;
             let mut dl = ndir.lock();
-            if dl.get(nl.name).is_some() {
+            if lookup_locked(nl.dir, &mut dl, nl.name)?.is_some() {
                 return Err(Errno::EEXIST);
             }
             if nl.trailing_slash || dl.inner.dead {
@@ -1007,6 +1097,7 @@ impl<V: Variant> Task<V> {
             // shmem_link: the inode's new ctime, which the directory's mtime and ctime take
             // (from the directory's current time, so its change shows too; see `unlinkat`).
             let now = ndir_i.current_time(coarse_now());
+            ndir_i.i_op.link(ndir_i, nl.name, oi)?;
             let t = oi.link_inc(now)?;
             let name: Name = Arc::from(nl.name);
             let cookie = dl.next_cookie();
@@ -1114,7 +1205,7 @@ fn rename_locked<V: Variant>(
     };
     // do_renameat2, in its order: the source, the target, the flags, trailing slashes, then
     // the traps.
-    let old = ol_lock.get(ol.name).cloned().ok_or(Errno::ENOENT)?;
+    let old = lookup_locked(ol.dir, &mut ol_lock, ol.name)?.ok_or(Errno::ENOENT)?;
     let ndead = match &nl_lock {
         Some(l) => l.inner.dead,
         None => ol_lock.inner.dead,
@@ -1126,9 +1217,9 @@ fn rename_locked<V: Variant>(
     }
     let oi = old.d_inode.clone();
     let is_dir = oi.is_dir();
-    let target = match &nl_lock {
-        Some(l) => l.get(nl.name).cloned(),
-        None => ol_lock.get(nl.name).cloned(),
+    let target = match &mut nl_lock {
+        Some(l) => lookup_locked(nl.dir, l, nl.name)?,
+        None => lookup_locked(nl.dir, &mut ol_lock, nl.name)?,
     };
     if flags.contains(RenameFlags::NOREPLACE) && target.is_some() {
         return Err(Errno::EEXIST);
@@ -1193,17 +1284,30 @@ fn rename_locked<V: Variant>(
     }
     if exchange {
         let t = target.as_ref().expect("checked above");
+        odir_i
+            .i_op
+            .rename(odir_i, ol.name, ndir_i, nl.name, flags)?;
         exchange_locked(ol, nl, &old, t, &mut ol_lock, &mut nl_lock, same, &g);
         return Ok(());
     }
-    if let Some(t) = &target {
-        if let Some(td) = t.d_inode.dir() {
-            // Lock order: the target is a child of the new dir (locked): parent before child.
-            let mut tl = td.lock();
-            if !tl.is_empty() {
-                return Err(Errno::ENOTEMPTY);
-            }
-            tl.inner.dead = true;
+    let target_dir = target.as_ref().and_then(|t| t.d_inode.dir());
+    // Lock order: the target is a child of the new dir (locked): parent before child.
+    let target_lock = target_dir.map(|td| td.lock());
+    if let (Some(tl), Some(t)) = (&target_lock, &target) {
+        // A cache that may be incomplete cannot tell; the file system's rename does.
+        if !t.d_inode.needs_revalidate() && !tl.is_empty() {
+            return Err(Errno::ENOTEMPTY);
+        }
+    }
+    odir_i
+        .i_op
+        .rename(odir_i, ol.name, ndir_i, nl.name, flags)?;
+    if let Some(mut tl) = target_lock {
+        tl.inner.dead = true;
+        let stale = tl.clear();
+        drop(tl);
+        for c in &stale {
+            unhash(c);
         }
     }
     // Commit: nothing below can fail. Each skip-list change is seen by lookups as it is made;

@@ -267,7 +267,7 @@ impl<V: Variant> Task<V> {
                     let dir = dir_inode.dir().ok_or(Errno::ENOTDIR)?;
                     // Fast path: an existing name needs no directory lock (as Linux's
                     // lookup_open with a positive cached dentry).
-                    let found = match dir.lookup(last.name, nd.guard) {
+                    let found = match nd.lookup_cached(last.dir, last.name)? {
                         Some(d) => Some(d),
                         None => {
                             let mut dl = dir.lock();
@@ -407,7 +407,7 @@ impl<V: Variant> Task<V> {
             now: crate::time::coarse_now(),
         };
         // `->tmpfile` (tmpfs: ENOSPC past the mount's limits).
-        let inode = self.fs.new_inode(di, args)?;
+        let inode = self.fs.new_inode(di, b"", args)?;
         inode.init_tmpfile(!flags.contains(OpenFlags::EXCL));
         // d_tmpfile: a dentry under the directory, never hashed (no lookup finds it).
         let d = Arc::new(Dentry::new(
@@ -485,7 +485,7 @@ impl<V: Variant> Task<V> {
         if truncate {
             // `handle_truncate` -> `do_truncate`: as ftruncate, the set-ID bits go first.
             let now = crate::time::coarse_now();
-            file.inode().kill_suid(&self.cred, now);
+            file.inode().kill_suid(&self.cred, now)?;
             file.inode().truncate_at(0, now, true)?;
         }
         Ok(file)

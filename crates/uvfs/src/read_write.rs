@@ -211,7 +211,7 @@ impl<V: Variant> Task<V> {
         f.inode()
             .newsize_ok(length as u64, self.getrlimit_fsize())?;
         let now = coarse_now();
-        f.inode().kill_suid(&self.cred, now);
+        f.inode().kill_suid(&self.cred, now)?;
         f.inode().truncate_at(length as u64, now, true)
     }
 

@@ -127,6 +127,38 @@ impl<V: Variant> Task<V> {
                 }
                 *pos = FIRST_COOKIE;
             }
+            if inode.needs_revalidate() {
+                // The file system lists (`->iterate_shared`); its positions start at 0 after
+                // `.` and `..`, which are the VFS's 0 and 1.
+                if *pos == EOD_COOKIE {
+                    break 'done Ok(used);
+                }
+                let mut full = false;
+                let mut emitted = *pos;
+                let r = inode.i_op.iterate_dir(
+                    inode,
+                    *pos - FIRST_COOKIE,
+                    &mut |name, ino, dtype, next| {
+                        let next = next + FIRST_COOKIE;
+                        if next >= EOD_COOKIE
+                            || !emit(buf, &mut used, ino, next as i64, dtype, name)
+                        {
+                            full = true;
+                            return false;
+                        }
+                        emitted = next;
+                        true
+                    },
+                );
+                *pos = emitted;
+                match r {
+                    Err(e) if used == 0 => break 'done Err(e),
+                    Ok(None) if !full => *pos = EOD_COOKIE,
+                    _ if used == 0 => break 'done Err(Errno::EINVAL),
+                    _ => {}
+                }
+                break 'done Ok(used);
+            }
             // Once a listing reaches the end, the position stays there (Linux's
             // `DIR_OFFSET_EOD` in `offset_iterate_dir`): entries created afterwards are not
             // listed until the directory is rewound.

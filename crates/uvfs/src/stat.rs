@@ -34,6 +34,7 @@ impl<V: Variant> Task<V> {
     /// `EBADF` if `fd` is not open.
     pub fn fstat(&self, fd: Fd) -> Result<Stat> {
         let f = self.fdget_raw(fd)?;
+        f.inode().refresh()?;
         Ok(f.inode().stat_marking(V::TEST_BEFORE_SET))
     }
 
@@ -66,15 +67,15 @@ impl<V: Variant> Task<V> {
         let path = getname(path.as_ref(), flags.contains(AtFlags::EMPTY_PATH))?;
         if path.is_empty() {
             return self.with_walk(dirfd, path, |_, start, _| {
+                start.d_inode.refresh()?;
                 Ok(start.d_inode.stat_marking(V::TEST_BEFORE_SET))
             });
         }
         let follow = !flags.contains(AtFlags::SYMLINK_NOFOLLOW);
         self.with_walk(dirfd, path, |nd, start, _| {
-            Ok(nd
-                .walk(start, path, follow, false)?
-                .d_inode
-                .stat_marking(V::TEST_BEFORE_SET))
+            let inode = &nd.walk(start, path, follow, false)?.d_inode;
+            inode.refresh()?;
+            Ok(inode.stat_marking(V::TEST_BEFORE_SET))
         })
     }
 
@@ -170,7 +171,7 @@ impl<V: Variant> Task<V> {
             n if n == now_ns => TimeUpdate::Now,
             _ => TimeUpdate::Set(t),
         };
-        inode.set_times(coarse_now(), pick(a), pick(m));
+        inode.set_times(coarse_now(), pick(a), pick(m))?;
         Ok(())
     }
 }
@@ -334,6 +335,7 @@ impl<V: Variant> Task<V> {
                 nd.walk(start, path, follow, false)?
             };
             let inode = &d.d_inode;
+            inode.refresh()?;
             let cm = mask & (STATX_MTIME | STATX_CTIME) != 0;
             let st = inode.stat_query(cm, V::TEST_BEFORE_SET);
             let (dev_major, dev_minor) = dev_split(st.st_dev);

@@ -94,7 +94,8 @@ impl<V: Variant> Task<V> {
     /// # References
     /// fsync(2); Linux `do_fsync` (`fdget`), `noop_fsync`.
     pub fn fsync(&self, fd: Fd) -> Result<()> {
-        self.fdget(fd).map(drop)
+        let f = self.fdget(fd)?;
+        f.inode().i_op.fsync(f.inode(), false)
     }
 
     /// `fdatasync(2)`: as [`fsync`](Self::fsync).
@@ -105,6 +106,7 @@ impl<V: Variant> Task<V> {
     /// # References
     /// fdatasync(2); Linux `do_fsync`.
     pub fn fdatasync(&self, fd: Fd) -> Result<()> {
-        self.fdget(fd).map(drop)
+        let f = self.fdget(fd)?;
+        f.inode().i_op.fsync(f.inode(), true)
     }
 }

@@ -121,7 +121,13 @@ impl FileSystem for Tmpfs {
     }
 
     /// [`new_inode`] with a fresh inode number from the per-thread batch.
-    fn create(&self, sb: &SuperBlock, _dir: &Inode, args: NewInode<'_>) -> Result<Inode> {
+    fn create(
+        &self,
+        sb: &SuperBlock,
+        _dir: &Inode,
+        _name: &[u8],
+        args: NewInode<'_>,
+    ) -> Result<Inode> {
         new_inode(sb.next_ino(), sb.s_dev, args, sb.s_limits.as_ref())
     }
 }
@@ -135,7 +141,7 @@ impl InodeOps for TmpfsInode {
     }
 
     /// `shmem_link`: each further name takes an inode of the mount's count.
-    fn link(&self, _inode: &Inode, first: bool) -> Result<()> {
+    fn nlink_inc(&self, _inode: &Inode, first: bool) -> Result<()> {
         match (&self.acct, first) {
             (Some(a), false) => a.reserve_inode(),
             _ => Ok(()),
@@ -143,12 +149,48 @@ impl InodeOps for TmpfsInode {
     }
 
     /// `shmem_unlink`: every name but the last held an inode of the mount's count.
-    fn unlink(&self, _inode: &Inode, before: u32, after: u32) {
+    fn nlink_dec(&self, _inode: &Inode, before: u32, after: u32) {
         if let Some(a) = &self.acct {
             for _ in after.max(1)..before {
                 a.release_inode();
             }
         }
+    }
+
+    /// `shmem_link`: the name is the new dentry the VFS links into its cache, which is
+    /// tmpfs's directory; nothing else to change (the inode's count is `nlink_inc`'s).
+    fn link(&self, _dir: &Inode, _name: &[u8], _inode: &Inode) -> Result<()> {
+        Ok(())
+    }
+
+    /// `shmem_unlink`: the entry is the dentry the VFS removes from its cache.
+    fn unlink(&self, _dir: &Inode, _name: &[u8], _victim: &Inode) -> Result<()> {
+        Ok(())
+    }
+
+    /// `simple_rmdir`: the VFS has checked that the directory is empty (its cache is the
+    /// whole directory) and removes the entry.
+    fn rmdir(&self, _dir: &Inode, _name: &[u8], _victim: &Inode) -> Result<()> {
+        Ok(())
+    }
+
+    /// `shmem_rename2`: the entries are the dentries the VFS moves (`d_move`,
+    /// `d_exchange`); times and link counts are the VFS's.
+    fn rename(
+        &self,
+        _odir: &Inode,
+        _oname: &[u8],
+        _ndir: &Inode,
+        _nname: &[u8],
+        _flags: crate::types::RenameFlags,
+    ) -> Result<()> {
+        Ok(())
+    }
+
+    /// `shmem_setattr` without a size: the attributes are the VFS inode's, which the VFS
+    /// stores; tmpfs keeps no copy.
+    fn setattr(&self, _inode: &Inode, _attr: &crate::fs::SetAttr) -> Result<()> {
+        Ok(())
     }
 
     /// `shmem_evict_inode`: drops the pages and gives them back, and with `all` the inode.
@@ -256,6 +298,11 @@ impl FileOps for TmpfsInode {
             }
             None => Err(crate::fs::not_regular(inode)),
         }
+    }
+
+    /// `noop_fsync`: memory is where tmpfs keeps its data.
+    fn fsync(&self, _inode: &Inode, _datasync: bool) -> Result<()> {
+        Ok(())
     }
 
     fn seek_data_hole(&self, inode: &Inode, off: u64, data: bool) -> Result<u64> {

@@ -109,7 +109,7 @@ pub(super) fn write_at(
     }
     // After the limit checks, under the data lock (Linux: `file_remove_privs` after
     // `generic_write_checks`, under `inode_lock`): a refused write changes nothing.
-    inode.kill_suid(cred, now);
+    inode.kill_suid(cred, now)?;
     let want = (buf.len() as u64).min(max - off) as usize;
     let mut done = 0;
     while done < want {
@@ -279,7 +279,7 @@ pub(super) fn fallocate(
         .i_blocks
         .store(data.pages.len() as u64 * BLOCKS_PER_PAGE, Ordering::Relaxed);
     drop(data);
-    inode.kill_suid(cred, now);
+    inode.kill_suid(cred, now)?;
     inode.touch_mtime_ctime(now);
     Ok(())
 }
