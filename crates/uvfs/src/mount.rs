@@ -63,6 +63,18 @@ impl Drop for Mount {
     }
 }
 
+impl Mount {
+    /// A mount of super block `sb` with root directory `root` (inode of `sb`): what a file
+    /// system's `mount` returns (Linux `vfs_create_mount` after `fill_super`).
+    pub(crate) fn with_root(sb: Arc<SuperBlock>, root: Arc<crate::inode::Inode>) -> Arc<Mount> {
+        let root = Arc::new(Dentry::new(root, None, Arc::from(&b"/"[..]), 0));
+        Arc::new(Mount {
+            mnt_sb: sb,
+            mnt_root: root,
+        })
+    }
+}
+
 /// A position in the namespace: a mount and a dentry in it (`struct path`).
 #[derive(Clone, Debug)]
 pub struct Path {
@@ -94,10 +106,5 @@ pub fn mount(opts: TmpfsOptions) -> Arc<Mount> {
     // for the root); a limit of at least 1 always fits it.
     let root_inode = crate::fs::tmpfs::new_inode(1, sb.s_dev, args, sb.s_limits.as_ref())
         .unwrap_or_else(|_| unreachable!("an empty mount holds its root"));
-    let root_inode = Arc::new(root_inode);
-    let root = Arc::new(Dentry::new(root_inode, None, Arc::from(&b"/"[..]), 0));
-    Arc::new(Mount {
-        mnt_sb: sb,
-        mnt_root: root,
-    })
+    Mount::with_root(sb, Arc::new(root_inode))
 }

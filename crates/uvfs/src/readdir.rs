@@ -80,6 +80,10 @@ pub fn parse_dirents(buf: &[u8]) -> Vec<DirEntry> {
 /// overflow). An entry's cookie reaches it only after 2^31 creations in one directory.
 const EOD_COOKIE: u64 = i32::MAX as u64;
 
+/// The end-of-directory position of a directory its file system lists (`iterate_dir`):
+/// the largest `d_off`, as 64-bit hashed cookies (ext4) may use the rest.
+const FS_EOD: u64 = i64::MAX as u64;
+
 impl<V: Variant> Task<V> {
     /// `getdents64(2)`: fills `buf` with `linux_dirent64` records from the directory position
     /// and advances it; returns bytes written, 0 at the end. Parse with [`parse_dirents`].
@@ -130,7 +134,7 @@ impl<V: Variant> Task<V> {
             if inode.needs_revalidate() {
                 // The file system lists (`->iterate_shared`); its positions start at 0 after
                 // `.` and `..`, which are the VFS's 0 and 1.
-                if *pos == EOD_COOKIE {
+                if *pos == FS_EOD {
                     break 'done Ok(used);
                 }
                 let mut full = false;
@@ -139,10 +143,8 @@ impl<V: Variant> Task<V> {
                     inode,
                     *pos - FIRST_COOKIE,
                     &mut |name, ino, dtype, next| {
-                        let next = next + FIRST_COOKIE;
-                        if next >= EOD_COOKIE
-                            || !emit(buf, &mut used, ino, next as i64, dtype, name)
-                        {
+                        let next = next.saturating_add(FIRST_COOKIE).min(FS_EOD);
+                        if !emit(buf, &mut used, ino, next as i64, dtype, name) {
                             full = true;
                             return false;
                         }
@@ -153,7 +155,7 @@ impl<V: Variant> Task<V> {
                 *pos = emitted;
                 match r {
                     Err(e) if used == 0 => break 'done Err(e),
-                    Ok(None) if !full => *pos = EOD_COOKIE,
+                    Ok(None) if !full => *pos = FS_EOD,
                     _ if used == 0 => break 'done Err(Errno::EINVAL),
                     _ => {}
                 }

@@ -198,6 +198,17 @@ impl SuperBlock {
         }
     }
 
+    /// A super block for the file system `s_op` (any but tmpfs, whose options and limits
+    /// [`SuperBlock::new`] takes): a fresh device number, no limits.
+    #[allow(dead_code)] // for the file systems after tmpfs (hostfs, next)
+    pub(crate) fn with_fs(s_op: Box<dyn crate::fs::FileSystem>) -> SuperBlock {
+        SuperBlock {
+            s_op,
+            s_limits: None,
+            ..SuperBlock::new(TmpfsOptions::default())
+        }
+    }
+
     /// Device number (`st_dev` of every inode here).
     pub fn dev(&self) -> u64 {
         self.s_dev
