@@ -76,6 +76,7 @@ pub mod task;
 mod time;
 pub mod types;
 pub mod variant;
+pub mod xattr;
 
 #[cfg(all(test, uvfs_loom))]
 mod tests;

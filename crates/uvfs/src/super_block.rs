@@ -19,6 +19,9 @@ use std::cell::Cell;
 use std::fmt;
 use std::sync::Arc;
 
+/// Bytes of inode space one inode takes (`BOGO_INODE_SIZE`, mm/shmem.c).
+const BOGO_INODE_SIZE: u64 = 1024;
+
 /// Inode numbers a thread takes from the super block at once.
 const INO_BATCH: u64 = 1024;
 
@@ -60,9 +63,12 @@ pub struct SuperBlock {
     pub(crate) s_op: Box<dyn crate::fs::FileSystem>,
 }
 
-/// The accounting of a mount with limits: pages and inodes in use against the maxima.
+/// The accounting of a mount with limits: pages and inode space in use against the maxima.
 ///
-/// Shapes: counts of 4 KiB pages and of inodes. Each counter sits on its own cache line; a
+/// Shapes: a count of 4 KiB pages, and inode space in bytes as Linux 6.6+ keeps it
+/// (`free_ispace`): `nr_inodes * BOGO_INODE_SIZE` (1024) in all, each inode and each
+/// further hard link taking 1024, each extended attribute `40 + name + value` bytes
+/// (`simple_xattr_space`). Each counter sits on its own cache line; a
 /// reservation is a compare-and-swap loop that never lets the count pass its maximum, so
 /// concurrent writers near the limit get exactly the space there is (no transient
 /// over-count making another fail).
@@ -76,9 +82,12 @@ pub(crate) struct Limits {
     max_blocks: u64,
     /// Inodes the mount may hold (`u64::MAX`: unlimited). Immutable.
     max_inodes: u64,
+    /// Inode space in bytes: `max_inodes * BOGO_INODE_SIZE` (`u64::MAX`: unlimited).
+    /// Immutable.
+    max_ispace: u64,
     /// Pages in use.
     used_blocks: CacheLine<crate::sync::AtomicU64>,
-    /// Inodes in use.
+    /// Inode space in use, in bytes.
     used_inodes: CacheLine<crate::sync::AtomicU64>,
 }
 
@@ -88,6 +97,7 @@ impl Limits {
         Limits {
             max_blocks,
             max_inodes,
+            max_ispace: max_inodes.saturating_mul(BOGO_INODE_SIZE),
             used_blocks: CacheLine(crate::sync::AtomicU64::new(0)),
             used_inodes: CacheLine(crate::sync::AtomicU64::new(0)),
         }
@@ -134,32 +144,57 @@ impl Limits {
         }
     }
 
-    /// Reserves one inode.
+    /// Reserves one inode (`BOGO_INODE_SIZE` bytes of inode space, `shmem_reserve_inode`).
     ///
     /// # Errors
-    /// `ENOSPC` when `nr_inodes` are in use.
+    /// `ENOSPC` when the inode space is used up.
     pub(crate) fn reserve_inode(&self) -> Result<()> {
-        Self::reserve(&self.used_inodes, self.max_inodes, 1)
+        self.reserve_ispace(BOGO_INODE_SIZE)
     }
 
     /// Gives back one inode.
     pub(crate) fn release_inode(&self) {
-        // Relaxed: see `reserve`.
-        let old = self
-            .used_inodes
-            .fetch_sub(1, crate::sync::Ordering::Relaxed);
-        debug_assert!(old >= 1, "released more inodes than reserved");
+        self.release_ispace(BOGO_INODE_SIZE);
     }
 
-    /// `(max_blocks, used_blocks, max_inodes, used_inodes)`, a snapshot (`statfs`).
+    /// Reserves `n` bytes of inode space (an extended attribute: `simple_xattr_space`).
+    ///
+    /// # Errors
+    /// `ENOSPC` when fewer than `n` bytes are free; nothing is reserved then.
+    pub(crate) fn reserve_ispace(&self, n: u64) -> Result<()> {
+        Self::reserve(&self.used_inodes, self.max_ispace, n)
+    }
+
+    /// Gives back `n` bytes of inode space reserved earlier.
+    pub(crate) fn release_ispace(&self, n: u64) {
+        if n > 0 {
+            // Relaxed: see `reserve`.
+            let old = self
+                .used_inodes
+                .fetch_sub(n, crate::sync::Ordering::Relaxed);
+            debug_assert!(old >= n, "released more inode space than reserved");
+        }
+    }
+
+    /// Whether inode space is limited (`nr_inodes` set): Linux charges extended attributes
+    /// only then (`sbinfo->max_inodes` in `shmem_xattr_handler_set`).
+    pub(crate) fn limits_inodes(&self) -> bool {
+        self.max_inodes != u64::MAX
+    }
+
+    /// `(max_blocks, used_blocks, max_inodes, used_inodes)`, a snapshot (`statfs`);
+    /// `used_inodes` is `max_inodes` less the whole inodes' worth of free inode space
+    /// (`shmem_statfs`: `f_ffree = free_ispace / BOGO_INODE_SIZE`).
     pub(crate) fn counts(&self) -> (u64, u64, u64, u64) {
         // Relaxed: a snapshot, like Linux's percpu_counter_sum in shmem_statfs.
         let r = crate::sync::Ordering::Relaxed;
+        let free_ispace = self.max_ispace.saturating_sub(self.used_inodes.load(r));
         (
             self.max_blocks,
             self.used_blocks.load(r),
             self.max_inodes,
-            self.used_inodes.load(r),
+            self.max_inodes
+                .saturating_sub(free_ispace / BOGO_INODE_SIZE),
         )
     }
 }

@@ -26,11 +26,15 @@ use crate::inode::{Inode, PAGE_SIZE};
 use crate::namei::NAME_MAX;
 use crate::statfs::{StatFs, ST_RELATIME, ST_VALID, TMPFS_MAGIC};
 use crate::super_block::{Limits, SuperBlock};
+use crate::sync::plain::Mutex;
 use crate::sync::plain::Ordering;
-use crate::sync::RwLock;
+use crate::sync::{plock, RwLock};
 use crate::types::{Timespec, S_IFLNK, S_IFMT, S_IFREG};
+use crate::xattr::{XATTR_CREATE, XATTR_REPLACE};
+use crate::Errno;
 use crate::Result;
 use regular::{RegData, BLOCKS_PER_PAGE};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// What kind of tmpfs inode, with its contents.
@@ -49,6 +53,17 @@ pub(crate) struct TmpfsInode {
     /// Immutable.
     acct: Option<Arc<Limits>>,
     contents: Contents,
+    /// Extended attributes by full name (`info->xattrs`, a `simple_xattrs`), listed in
+    /// name order. Protected by its mutex (a leaf lock, taken under `attr_lock`).
+    xattrs: Mutex<Xattrs>,
+}
+
+/// Extended attributes: full name -> value.
+type Xattrs = BTreeMap<Box<[u8]>, Box<[u8]>>;
+
+/// `simple_xattr_space`: the inode space an extended attribute is charged.
+fn xattr_space(name: &[u8], value: &[u8]) -> u64 {
+    40 + name.len() as u64 + value.len() as u64
 }
 
 impl TmpfsInode {
@@ -102,6 +117,7 @@ pub(crate) fn new_inode(
     let i_op = Box::new(TmpfsInode {
         acct: acct.cloned(),
         contents,
+        xattrs: Mutex::new(BTreeMap::new()),
     });
     let mut inode = Inode::new(ino, dev, args.mode, args.uid, args.gid, args.now, i_op);
     inode.i_rdev = args.rdev;
@@ -193,9 +209,14 @@ impl InodeOps for TmpfsInode {
         Ok(())
     }
 
-    /// `shmem_evict_inode`: drops the pages and gives them back, and with `all` the inode.
+    /// `shmem_evict_inode`: drops the pages and gives them back, and with `all` the inode;
+    /// the extended attributes' space too (`simple_xattrs_free`).
     fn evict(&self, inode: &Inode, all: bool) {
         let Some(a) = &self.acct else { return };
+        let gone = std::mem::take(&mut *plock(&self.xattrs));
+        if a.limits_inodes() {
+            a.release_ispace(gone.iter().map(|(n, v)| xattr_space(n, v)).sum());
+        }
         match &self.contents {
             Contents::Reg(d) => a.release_blocks(regular::drop_pages(d, inode)),
             // A long symlink's page. Relaxed: nothing else writes a symlink's `i_blocks`,
@@ -213,6 +234,81 @@ impl InodeOps for TmpfsInode {
             Some(d) => regular::truncate(d, &self.acct, inode, len, now, stamp),
             None => Err(crate::fs::not_regular(inode)),
         }
+    }
+
+    /// `simple_xattr_get`.
+    fn getxattr(&self, _inode: &Inode, name: &[u8], buf: Option<&mut [u8]>) -> Result<usize> {
+        let x = plock(&self.xattrs);
+        let v = x.get(name).ok_or(Errno::ENODATA)?;
+        if let Some(buf) = buf {
+            let dst = buf.get_mut(..v.len()).ok_or(Errno::ERANGE)?;
+            dst.copy_from_slice(v);
+        }
+        Ok(v.len())
+    }
+
+    /// `shmem_xattr_handler_set` + `simple_xattr_set`: with `nr_inodes` set, a new value
+    /// is charged to the inode space first (`ENOSPC`) and the old one given back.
+    fn setxattr(
+        &self,
+        _inode: &Inode,
+        name: &[u8],
+        value: Option<&[u8]>,
+        flags: u32,
+    ) -> Result<()> {
+        let acct = self.acct.as_ref().filter(|a| a.limits_inodes());
+        let charge = match (acct, value) {
+            (Some(a), Some(v)) => {
+                let n = xattr_space(name, v);
+                a.reserve_ispace(n)?;
+                n
+            }
+            _ => 0,
+        };
+        let mut x = plock(&self.xattrs);
+        let exists = x.contains_key(name);
+        let refused = if exists && flags & XATTR_CREATE != 0 {
+            Some(Errno::EEXIST)
+        } else if !exists && (flags & XATTR_REPLACE != 0 || value.is_none()) {
+            Some(Errno::ENODATA)
+        } else {
+            None
+        };
+        if let Some(e) = refused {
+            drop(x);
+            if let Some(a) = acct {
+                a.release_ispace(charge);
+            }
+            return Err(e);
+        }
+        let old = match value {
+            Some(v) => x.insert(Box::from(name), Box::from(v)),
+            None => x.remove(name),
+        };
+        drop(x);
+        if let (Some(a), Some(old)) = (acct, old) {
+            a.release_ispace(xattr_space(name, &old));
+        }
+        Ok(())
+    }
+
+    /// `simple_xattr_list`: the names in order, `trusted.*` only for `CAP_SYS_ADMIN`.
+    fn listxattr(&self, _inode: &Inode, buf: Option<&mut [u8]>, trusted: bool) -> Result<usize> {
+        let x = plock(&self.xattrs);
+        let names = x.keys().filter(|n| trusted || !n.starts_with(b"trusted."));
+        let mut len = 0;
+        match buf {
+            None => names.for_each(|n| len += n.len() + 1),
+            Some(buf) => {
+                for n in names {
+                    let dst = buf.get_mut(len..len + n.len() + 1).ok_or(Errno::ERANGE)?;
+                    dst[..n.len()].copy_from_slice(n);
+                    dst[n.len()] = 0;
+                    len += n.len() + 1;
+                }
+            }
+        }
+        Ok(len)
     }
 
     /// `shmem_statfs`: block and inode counts from the mount's limits; a limit not set
