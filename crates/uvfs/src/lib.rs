@@ -33,17 +33,33 @@
 //! | [`File`], [`FileHandle`] | `struct file`, `struct file *` (fs/file_table.c) |
 //! | [`FdTable`] | `struct files_struct` + `struct fdtable` (fs/file.c) |
 //! | [`Task`] | `task_struct` (`files`, `fs`, `cred`) |
-//! | [`Inode`], [`Dentry`], [`SuperBlock`], [`Mount`] | same names (tmpfs: mm/shmem.c) |
+//! | [`Inode`], [`Dentry`], [`SuperBlock`], [`Mount`] | same names (fs/inode.c, fs/dcache.c, fs/super.c, fs/namespace.c) |
+//! | [`fs::FileSystem`], [`fs::InodeOps`], [`fs::FileOps`] (fs.rs, the seam) | `super_operations`, `inode_operations`, `file_operations` (include/linux/fs.h) |
+//! | [`tmpfs`] (fs/tmpfs/: inodes, accounting, page store) | mm/shmem.c |
 //! | `namei::Nameidata` | `struct nameidata` (fs/namei.c) |
 //! | [`AtDir`] | a `*at` call's `dirfd`, or a kernel caller's `struct path` |
 //! | `fuse::UvfsFuse` (feature `fuse`) | a FUSE server (libfuse's `fuse_lowlevel_ops`) |
 //! | [`variant`]: `Variant`, `Uvfs`, the lessons' "before" types | the seed patches' before/after (ablation only) |
 //!
+//! # Which file holds which syscall family (methods on [`Task`])
+//! | file | calls |
+//! |---|---|
+//! | open.rs | `openat`, `openat2`, `open`, `creat`, `O_TMPFILE`, `dentry_open`, `close`, `fcntl` |
+//! | fdtable.rs, task.rs | `dup`, `dup2`, `dup3`, `close_range`, `fork`, `exec`, rlimits, `umask` |
+//! | read_write.rs | `read`, `write`, `pread`, `pwrite`, `lseek`, `ftruncate`, `fallocate` |
+//! | readdir.rs | `getdents64` |
+//! | namei.rs | the walk; `mkdirat`, `mknodat`, `symlinkat`, `readlinkat`, `unlinkat`, `rmdir`, `renameat2`, `linkat`, `chdir`, `fchdir`, `chroot`, `getcwd` |
+//! | stat.rs | `fstat`, `fstatat`, `statx`, `futimens`, `utimensat` |
+//! | attr.rs | `fchmod(at)`, `fchown(at)`, `truncate`, `faccessat2` |
+//! | statfs.rs | `statfs`, `fstatfs`, `fsync`, `fdatasync` |
+//! | xattr.rs | `getxattr`, `setxattr`, `listxattr`, `removexattr` and their `l`/`f` forms |
+//!
 //! # Global lock order
 //! `SuperBlock::s_rename_lock` -> directory locks (ancestor first, else by address) ->
 //! a regular file's data lock -> an inode's attribute lock. `FdTable::file_lock`,
 //! `FsStruct::lock` and a `File`'s `f_pos_lock` (taken before the data lock) are otherwise
-//! leaves. No lock is global; none is taken on `fget`. The FUSE server's node-table shard
+//! leaves, as is a tmpfs inode's extended-attribute lock (taken alone). No lock is global;
+//! none is taken on `fget`. The FUSE server's node-table shard
 //! locks are leaves held only around its own table (never across a call into uvfs). (The lesson-4 ablation variants in
 //! [`variant`] add a global `files_lock`, a leaf taken at open and at last close; the default
 //! [`variant::Uvfs`] has none.)

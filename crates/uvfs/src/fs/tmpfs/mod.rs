@@ -6,7 +6,7 @@
 //!
 //! As in Linux, a tmpfs directory's entries live in the dentry cache (the VFS's directory
 //! index, dir.rs), which is authoritative: tmpfs keeps no directory data of its own. What
-//! tmpfs keeps per inode ([`TmpfsInode`]): a regular file's pages (regular.rs), a
+//! tmpfs keeps per inode (`TmpfsInode`): a regular file's pages (regular.rs), a
 //! symlink's target, and, on a mount with `size=`/`nr_inodes=` limits, the accounting that
 //! charges them to the mount.
 //!
