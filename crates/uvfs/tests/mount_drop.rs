@@ -30,15 +30,23 @@ fn rss() -> u64 {
     pages * 4096
 }
 
-/// Flushes deferred frees until `gone` holds (at most 1000 rounds: three advances of an
-/// unpinned epoch are enough; the rest is slack for another thread of this binary being
-/// pinned for a moment).
+/// Flushes deferred frees until `gone` holds, for up to 10 s. Three advances of the epoch
+/// free what this thread retired; an advance waits for every pinned thread to unpin, and
+/// another test of this binary may be pinned (or descheduled while pinned) for a moment,
+/// so this keeps trying, yielding now and then, rather than giving up after a count.
 fn flush_until(gone: impl Fn() -> bool) -> bool {
-    for _ in 0..1000 {
+    let start = std::time::Instant::now();
+    for i in 0u64.. {
         if gone() {
             return true;
         }
+        if start.elapsed().as_secs() >= 10 {
+            return false;
+        }
         crossbeam_epoch::pin().flush();
+        if i % 64 == 63 {
+            std::thread::sleep(std::time::Duration::from_micros(100));
+        }
     }
     gone()
 }
