@@ -163,6 +163,12 @@ impl DirLocked<'_> {
         self.inner.by_cookie.is_empty()
     }
 
+    /// The cookie the next new entry will get: every entry linked now has a smaller one
+    /// (the end of a listing that starts now, `readdir.rs`).
+    pub(crate) fn peek_next_cookie(&self) -> u64 {
+        self.inner.next_cookie
+    }
+
     /// Reserves the next cookie for a new entry.
     pub(crate) fn next_cookie(&mut self) -> u64 {
         let c = self.inner.next_cookie;
