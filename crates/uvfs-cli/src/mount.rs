@@ -240,18 +240,18 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
         PermissionsArg::Kernel => Permissions::Kernel,
         PermissionsArg::Uvfs => Permissions::Uvfs,
     };
-    // tmpfs's defaults (mm/shmem.c `shmem_default_max_blocks`/`_max_inodes`): half of RAM,
-    // and as many inodes as half of RAM has pages. A mount with `--allow-other` and no
-    // limit would let any user exhaust the server's memory.
-    let ram = rustix::system::sysinfo();
-    let ram = u64::from(ram.mem_unit).saturating_mul(ram.totalram as u64);
-    let size = args.size.unwrap_or(ram / 2);
-    let nr_inodes = args.nr_inodes.unwrap_or(ram / 4096 / 2);
+    // Without --size/--nr-inodes, the library's defaults: tmpfs's (half of RAM, as many
+    // inodes as half of RAM has pages). A mount with `--allow-other` and no limit would let
+    // any user exhaust the server's memory.
+    let size = args.size.unwrap_or_else(TmpfsOptions::default_size);
+    let nr_inodes = args
+        .nr_inodes
+        .unwrap_or_else(TmpfsOptions::default_nr_inodes);
     let mnt = uvfs::tmpfs::mount(TmpfsOptions {
         uid: rustix::process::geteuid().as_raw(),
         gid: rustix::process::getegid().as_raw(),
-        size: Some(size),
-        nr_inodes: Some(nr_inodes),
+        size: args.size,
+        nr_inodes: args.nr_inodes,
         ..Default::default()
     });
     let fs = UvfsFuse::new(

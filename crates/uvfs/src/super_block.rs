@@ -7,10 +7,12 @@
 //! per-thread batch of `INO_BATCH`, refilled from `s_next_ino` once per batch, so create
 //! writes the shared counter once per 1024 files (Linux: `SHMEM_INO_BATCH`).
 //!
-//! A mount with `size` or `nr_inodes` limits ([`TmpfsOptions`]) also keeps [`Limits`]: two
-//! counters on their own cache lines, written when a page or an inode is allocated or freed
-//! (Linux: `shmem_sb_info.used_blocks` / `free_ispace`). A mount without limits has none and
-//! writes nothing (Linux accounts only when `max_blocks`/`max_inodes` are set).
+//! A mount with `size` or `nr_inodes` limits ([`TmpfsOptions`]; by default tmpfs's, half of
+//! RAM) also keeps [`Limits`]: two counters on their own cache lines, written when a page or
+//! an inode is allocated or freed (Linux: `shmem_sb_info.used_blocks` / `free_ispace`). A
+//! mount asked for without limits (`size: Some(0)` and `nr_inodes: Some(0)`, as tmpfs's
+//! `size=0,nr_inodes=0`) has none and writes nothing (Linux accounts only when
+//! `max_blocks`/`max_inodes` are set).
 
 use crate::sync::padded::CacheLine;
 use crate::sync::plain::{AtomicU64, Mutex, Ordering};
@@ -38,13 +40,61 @@ pub struct TmpfsOptions {
     /// Group of the root directory.
     pub gid: u32,
     /// `size=`: bytes of file data the mount may hold, rounded up to whole 4 KiB pages;
-    /// `None` or `Some(0)` = unlimited (tmpfs's `size=0`). Writes and creations past it
-    /// fail with `ENOSPC`; freed pages (truncate, the last close of an unlinked file) count
-    /// again.
+    /// `None` = tmpfs's default, half of RAM ([`default_size`](Self::default_size));
+    /// `Some(0)` = unlimited (tmpfs's `size=0`: nothing but the machine's memory stops the
+    /// mount from growing; for embedders that bound what they store themselves). Writes,
+    /// `fallocate` and creations past it fail with `ENOSPC`; freed pages (truncate, the last
+    /// close of an unlinked file) count again.
     pub size: Option<u64>,
-    /// `nr_inodes=`: inodes the mount may hold, the root included; `None` or `Some(0)` =
-    /// unlimited. Creations past it fail with `ENOSPC`.
+    /// `nr_inodes=`: inodes the mount may hold, the root included; `None` = tmpfs's
+    /// default, as many as half of RAM has pages
+    /// ([`default_nr_inodes`](Self::default_nr_inodes)); `Some(0)` = unlimited (tmpfs's
+    /// `nr_inodes=0`). Creations past it fail with `ENOSPC`.
     pub nr_inodes: Option<u64>,
+}
+
+impl TmpfsOptions {
+    /// A mount without `size` and `nr_inodes` limits (tmpfs's `size=0,nr_inodes=0`), the
+    /// other options at their defaults. It keeps no space or inode counts, so create,
+    /// write and unlink write no shared counter; nothing stops it from filling memory.
+    pub fn unlimited() -> TmpfsOptions {
+        TmpfsOptions {
+            size: Some(0),
+            nr_inodes: Some(0),
+            ..TmpfsOptions::default()
+        }
+    }
+
+    /// tmpfs's default `size=` in bytes: half of RAM, in whole 4 KiB pages (at least one).
+    ///
+    /// # References
+    /// Linux mm/shmem.c `shmem_default_max_blocks` (`totalram_pages() / 2`); sysinfo(2)
+    /// (`totalram * mem_unit`, as `si_meminfo` fills it).
+    pub fn default_size() -> u64 {
+        (ram_pages().0 / 2).max(1) * PAGE_BYTES
+    }
+
+    /// tmpfs's default `nr_inodes=`: as many inodes as half of RAM has pages, and no more
+    /// than RAM outside highmem has (64-bit machines have none); at least one (the root).
+    ///
+    /// # References
+    /// Linux mm/shmem.c `shmem_default_max_inodes` (`min3(nr_pages - totalhigh_pages(),
+    /// nr_pages / 2, ULONG_MAX / BOGO_INODE_SIZE)`); sysinfo(2) (`totalhigh`).
+    pub fn default_nr_inodes() -> u64 {
+        let (total, high) = ram_pages();
+        (total - high.min(total)).min(total / 2).max(1)
+    }
+}
+
+/// Bytes in a page of the `size=` accounting (uvfs pages are always 4 KiB).
+const PAGE_BYTES: u64 = 4096;
+
+/// `(totalram_pages, totalhigh_pages)` in 4 KiB pages, from sysinfo(2).
+fn ram_pages() -> (u64, u64) {
+    let si = rustix::system::sysinfo();
+    let unit = u64::from(si.mem_unit.max(1));
+    let pages = |n: u64| n.saturating_mul(unit) / PAGE_BYTES;
+    (pages(si.totalram as u64), pages(si.totalhigh as u64))
 }
 
 /// A mounted file system instance.
@@ -214,11 +264,13 @@ thread_local! {
 
 impl SuperBlock {
     pub(crate) fn new(opts: TmpfsOptions) -> SuperBlock {
-        let limit = |v: Option<u64>, unit: u64| match v {
-            None | Some(0) => u64::MAX,
-            Some(v) => v.div_ceil(unit),
+        // `None`: tmpfs's default (half of RAM); 0: unlimited (`u64::MAX`), as tmpfs.
+        let limit = |v: Option<u64>, default: fn() -> u64, unit: u64| match v {
+            Some(0) => u64::MAX,
+            v => v.unwrap_or_else(default).div_ceil(unit),
         };
-        let (max_blocks, max_inodes) = (limit(opts.size, 4096), limit(opts.nr_inodes, 1));
+        let max_blocks = limit(opts.size, TmpfsOptions::default_size, PAGE_BYTES);
+        let max_inodes = limit(opts.nr_inodes, TmpfsOptions::default_nr_inodes, 1);
         let s_limits = (max_blocks != u64::MAX || max_inodes != u64::MAX)
             .then(|| Arc::new(Limits::new(max_blocks, max_inodes)));
         SuperBlock {
