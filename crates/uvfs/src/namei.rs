@@ -181,7 +181,7 @@ impl<'a> Nameidata<'a> {
         let di = &dir.d_inode;
         let d = di.dir().ok_or(Errno::ENOTDIR)?;
         match d.lookup(name, self.guard) {
-            Some(e) if !e.d_inode.needs_revalidate() => Ok(Some(e)),
+            Some(e) if !e.needs_revalidate() => Ok(Some(e)),
             Some(e) => match di.i_op.revalidate(di, name, &e.d_inode, true) {
                 Ok(true) => Ok(Some(e)),
                 Ok(false) | Err(Errno::ECHILD) => self.step_slow(dir, name),
@@ -355,7 +355,7 @@ pub(crate) fn lookup_locked(
 ) -> Result<Option<Arc<Dentry>>> {
     let di = &dir.d_inode;
     if let Some(d) = dl.get(name).cloned() {
-        if !d.d_inode.needs_revalidate() || di.i_op.revalidate(di, name, &d.d_inode, false)? {
+        if !d.needs_revalidate() || di.i_op.revalidate(di, name, &d.d_inode, false)? {
             return Ok(Some(d));
         }
         // d_invalidate: the entry changed behind the VFS's back.
