@@ -47,6 +47,16 @@ pub struct MountArgs {
     /// as tmpfs; 0: no limit).
     #[arg(long)]
     pub nr_inodes: Option<u64>,
+    /// The most open files one user may hold per worker thread (as `ulimit -n` per
+    /// process; past it that user's opens fail with EMFILE, nobody else's); at most and by
+    /// default 1048576 (Linux's `nr_open`).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1 << 20))]
+    pub max_handles_per_user: Option<u32>,
+    /// The most open files of all users together (as `fs.file-max`; past it, opens by
+    /// users other than root fail with ENFILE; default: Linux's `file-max` for this RAM,
+    /// one per 10 KiB; 0: no limit).
+    #[arg(long)]
+    pub max_handles: Option<u64>,
     /// Let every user use the mount (FUSE's `allow_other`; for non-root mounters
     /// /etc/fuse.conf must say `user_allow_other`).
     #[arg(long)]
@@ -82,6 +92,12 @@ fn daemonize(args: &MountArgs) -> Result<(), String> {
     }
     if let Some(n) = args.nr_inodes {
         cmd.arg(format!("--nr-inodes={n}"));
+    }
+    if let Some(n) = args.max_handles_per_user {
+        cmd.arg(format!("--max-handles-per-user={n}"));
+    }
+    if let Some(n) = args.max_handles {
+        cmd.arg(format!("--max-handles={n}"));
     }
     if args.allow_other {
         cmd.arg("--allow-other");
@@ -260,6 +276,10 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
             threads,
             permissions,
             timeout: Duration::from_secs_f64(args.timeout),
+            max_handles_per_user: args.max_handles_per_user.unwrap_or(1 << 20),
+            max_handles: args
+                .max_handles
+                .unwrap_or_else(uvfs::fuse::default_max_handles),
         },
     );
     let mut options = vec![
