@@ -485,6 +485,8 @@ fn permission_fixture(dir: &Path) {
     };
     fs::write(dir.join("prog"), b"#!/bin/sh\necho ran\n").unwrap();
     set("prog", 0o744); // root may run it, others may not
+    fs::copy("/bin/true", dir.join("xonly")).unwrap();
+    set("xonly", 0o711); // everyone may run it, only root may read it
     fs::create_dir(dir.join("priv")).unwrap();
     fs::write(dir.join("priv/f"), b"secret").unwrap();
     set("priv", 0o700);
@@ -496,11 +498,13 @@ fn permission_fixture(dir: &Path) {
     set("setid", 0o6777);
 }
 
-/// The checks, one output line each: exec of a 0744 file, reading through a 0700
-/// directory whose path the kernel has cached, listing a readable unsearchable directory,
-/// and a write by another user to a set-ID file (the bits must go, the write succeed).
+/// The checks, one output line each: exec of a 0744 file and of a 0711 program, reading
+/// through a 0700 directory whose path the kernel has cached, listing a readable
+/// unsearchable directory, and a write by another user to a set-ID file (the bits must go,
+/// the write succeed).
 const PERMISSION_SCRIPT: &str = r#"
 "$D/prog" >/dev/null 2>&1 && echo exec:ran || echo exec:denied
+"$D/xonly" 2>/dev/null && echo xonly:ran || echo xonly:denied
 cat "$D/priv/f" >/dev/null 2>&1 && echo search:read || echo search:denied
 ls "$D/ro" 2>/dev/null | tr '\n' ' ' | sed 's/^/list:/'; echo
 echo x >> "$D/setid" && echo write:ok || echo write:failed
@@ -513,7 +517,9 @@ echo x >> "$D/setid" && echo write:ok || echo write:failed
 /// entries up as the lister), and another user's write to a set-ID file failed with EIO
 /// (the kernel's set-ID-dropping SETATTR, sent as the writer, was refused). Fix: exec opens
 /// check MAY_EXEC, entries are not cached in this mode, no readdirplus, and uvfs drops the
-/// bits itself (FUSE_HANDLE_KILLPRIV). Compared with a kernel tmpfs, mode bits included.
+/// bits itself (FUSE_HANDLE_KILLPRIV). Then (issue 15 item 8) a 0711 program did not run
+/// for other users: the exec open also checked read permission; it checks MAY_EXEC alone,
+/// as Linux's `do_open_execat`. Compared with a kernel tmpfs, mode bits included.
 #[test]
 fn uvfs_permission_mode_matches_tmpfs() {
     if !uvfs_only("uvfs_permission_mode_matches_tmpfs") {
@@ -550,7 +556,7 @@ fn uvfs_permission_mode_matches_tmpfs() {
         (want.as_str(), want_mode.permissions().mode() & 0o7777)
     );
     assert_eq!(
-        want, "exec:denied\nsearch:denied\nlist:a \nwrite:ok\n",
+        want, "exec:denied\nxonly:ran\nsearch:denied\nlist:a \nwrite:ok\n",
         "the host's answers"
     );
     mnt.unmount();

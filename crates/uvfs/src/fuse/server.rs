@@ -981,14 +981,9 @@ impl Filesystem for UvfsFuse {
                 let flags = OpenFlags::from_bits_retain(flags.0 as u32);
                 if flags.bits() & FMODE_EXEC != 0 {
                     // execve's open: without `default_permissions` the kernel checked only
-                    // that some execute bit is set (`fuse_permission`); uvfs checks
-                    // MAY_EXEC for this caller, as `may_open` of an exec would.
-                    t.faccessat2(
-                        &*d,
-                        "",
-                        crate::cred::MAY_EXEC,
-                        AtFlags::EACCESS | AtFlags::EMPTY_PATH,
-                    )?;
+                    // that some execute bit is set (`fuse_permission`); uvfs checks MAY_EXEC
+                    // alone for this caller, as `do_open_execat` does (a 0711 program runs).
+                    return opener.open(t, || t.dentry_open_exec(&d));
                 }
                 opener.open(t, || t.dentry_open(&d, flags))
             })
