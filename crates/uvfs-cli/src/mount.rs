@@ -64,6 +64,11 @@ pub struct MountArgs {
     /// Who checks permissions.
     #[arg(long, value_enum, default_value = "kernel")]
     pub permissions: PermissionsArg,
+    /// With `--permissions uvfs`: whether a user may hard-link only files it owns or may
+    /// read and write (1) or any file (0), as the `fs.protected_hardlinks` sysctl (default:
+    /// the host's; with kernel checks the kernel applies the host's itself).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=1))]
+    pub protected_hardlinks: Option<u8>,
     /// Seconds the kernel may cache entries and attributes (0: ask uvfs every time).
     #[arg(long, default_value_t = 1.0, value_parser = parse_timeout, allow_negative_numbers = true)]
     pub timeout: f64,
@@ -98,6 +103,9 @@ fn daemonize(args: &MountArgs) -> Result<(), String> {
     }
     if let Some(n) = args.max_handles {
         cmd.arg(format!("--max-handles={n}"));
+    }
+    if let Some(p) = args.protected_hardlinks {
+        cmd.arg(format!("--protected-hardlinks={p}"));
     }
     if args.allow_other {
         cmd.arg("--allow-other");
@@ -182,6 +190,16 @@ fn lazy_unmount(mp: &std::path::Path) -> io::Result<()> {
         Ok(())
     } else {
         Err(io::Error::other(format!("fusermount3 -u -z: {st}")))
+    }
+}
+
+/// `--protected-hardlinks`, by default the host's `fs.protected_hardlinks` (on if it cannot
+/// be read: the stricter choice).
+fn protected_hardlinks(args: &MountArgs) -> bool {
+    match args.protected_hardlinks {
+        Some(p) => p == 1,
+        None => std::fs::read_to_string("/proc/sys/fs/protected_hardlinks")
+            .map_or(true, |s| s.trim() != "0"),
     }
 }
 
@@ -270,6 +288,7 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
         nr_inodes: args.nr_inodes,
         ..Default::default()
     });
+    mnt.set_protected_hardlinks(protected_hardlinks(args));
     let fs = UvfsFuse::new(
         &mnt,
         FuseOptions {

@@ -496,19 +496,29 @@ fn permission_fixture(dir: &Path) {
     set("ro", 0o744); // readable, not searchable by others
     fs::write(dir.join("setid"), b"x").unwrap();
     set("setid", 0o6777);
+    fs::create_dir(dir.join("t")).unwrap();
+    set("t", 0o1777);
+    fs::write(dir.join("t/secret"), b"s").unwrap();
+    set("t/secret", 0o600); // others may link it only without protected_hardlinks
 }
 
 /// The checks, one output line each: exec of a 0744 file and of a 0711 program, reading
 /// through a 0700 directory whose path the kernel has cached, listing a readable
-/// unsearchable directory, and a write by another user to a set-ID file (the bits must go,
-/// the write succeed).
+/// unsearchable directory, a write by another user to a set-ID file (the bits must go,
+/// the write succeed), and a hard link to root's 0600 file (`fs.protected_hardlinks`).
 const PERMISSION_SCRIPT: &str = r#"
 "$D/prog" >/dev/null 2>&1 && echo exec:ran || echo exec:denied
 "$D/xonly" 2>/dev/null && echo xonly:ran || echo xonly:denied
 cat "$D/priv/f" >/dev/null 2>&1 && echo search:read || echo search:denied
 ls "$D/ro" 2>/dev/null | tr '\n' ' ' | sed 's/^/list:/'; echo
 echo x >> "$D/setid" && echo write:ok || echo write:failed
+ln "$D/t/secret" "$D/t/link" 2>/dev/null && echo link:made || echo link:denied
 "#;
+
+/// The host's `fs.protected_hardlinks` (Linux's built-in default, 0, if unreadable).
+fn host_protected_hardlinks() -> bool {
+    fs::read_to_string("/proc/sys/fs/protected_hardlinks").is_ok_and(|s| s.trim() == "1")
+}
 
 /// Bugs (found by a review and a fresh-user trial): with `--permissions uvfs` a 0744 root
 /// program ran for other users (the kernel checks only "some x bit"; the OPEN did not say
@@ -555,9 +565,55 @@ fn uvfs_permission_mode_matches_tmpfs() {
         (got.as_str(), got_mode.permissions().mode() & 0o7777),
         (want.as_str(), want_mode.permissions().mode() & 0o7777)
     );
+    let link = if host_protected_hardlinks() {
+        "link:denied"
+    } else {
+        "link:made"
+    };
     assert_eq!(
-        want, "exec:denied\nxonly:ran\nsearch:denied\nlist:a \nwrite:ok\n",
+        want,
+        format!("exec:denied\nxonly:ran\nsearch:denied\nlist:a \nwrite:ok\n{link}\n"),
         "the host's answers"
     );
     mnt.unmount();
+}
+
+/// Bug (issue 15 item 9): with `--permissions uvfs`, uvfs refused other users' hard links
+/// to files they may not read and write even where the host's `fs.protected_hardlinks` is
+/// 0 (a kernel tmpfs, and the kernel-checked mount, follow the sysctl). Fix: the setting is
+/// the namespace's (`Mount::set_protected_hardlinks`); `uvfs mount` takes the host's, or
+/// `--protected-hardlinks`. (The host's value is compared with a kernel tmpfs in
+/// `uvfs_permission_mode_matches_tmpfs`; the sysctl itself is global, so this test sets the
+/// option both ways instead of the host's setting.)
+#[test]
+fn protected_hardlinks_follows_the_setting() {
+    let test = "protected_hardlinks_follows_the_setting";
+    if !uvfs_only(test) {
+        return;
+    }
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        common::skip(test, "no setpriv");
+        return;
+    }
+    for (setting, want) in [("0", "link:made\n"), ("1", "link:denied\n")] {
+        let args = [
+            "--allow-other",
+            "--permissions",
+            "uvfs",
+            "--protected-hardlinks",
+            setting,
+        ];
+        let Some(mnt) = MountGuard::mount(test, &args) else {
+            return;
+        };
+        permission_fixture(mnt.path());
+        let script =
+            r#"ln "$D/t/secret" "$D/t/link" 2>/dev/null && echo link:made || echo link:denied"#;
+        assert_eq!(
+            as_nobody(mnt.path(), script),
+            want,
+            "--protected-hardlinks {setting}"
+        );
+        mnt.unmount();
+    }
 }

@@ -935,3 +935,29 @@ fn dentry_open_exec_checks_execute_alone() {
     assert_eq!(err(&fifo), Some(Errno::EACCES), "a FIFO");
     assert_eq!(err(&link), Some(Errno::ELOOP), "a symlink");
 }
+
+/// Issue 15 item 9: `fs.protected_hardlinks` is a setting of the namespace (the FUSE mount
+/// takes the host's), not always on: off, a user who may write the new parent links any
+/// file but a directory, as Linux with the sysctl at 0.
+#[test]
+fn protected_hardlinks_is_a_namespace_setting() {
+    let mnt = uvfs::tmpfs::mount(Default::default());
+    let mut t = Task::init(&mnt);
+    t.mkdirat(CWD, "/d", 0o755).unwrap();
+    t.mkdirat(CWD, "/t", 0o777).unwrap();
+    t.fchmodat(CWD, "/t", 0o1777, NOAT).unwrap();
+    put(&t, "/t/secret", b"s", 0o600);
+    t.set_cred(Cred::new(1000, 1000, &[]));
+    let ln = |t: &Task, to: &str| t.linkat(CWD, "/t/secret", CWD, to, NOAT);
+    assert!(mnt.protected_hardlinks(), "on by default");
+    assert_eq!(ln(&t, "/t/a"), Err(Errno::EPERM));
+    mnt.set_protected_hardlinks(false);
+    assert_eq!(ln(&t, "/t/a"), Ok(()));
+    assert_eq!(
+        t.linkat(CWD, "/d", CWD, "/t/dir", NOAT),
+        Err(Errno::EPERM),
+        "a directory"
+    );
+    mnt.set_protected_hardlinks(true);
+    assert_eq!(ln(&t, "/t/b"), Err(Errno::EPERM));
+}
