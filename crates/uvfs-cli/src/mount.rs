@@ -231,7 +231,8 @@ fn preflight(args: &MountArgs) -> Result<(), String> {
         Err(e) if e.raw_os_error() == Some(rustix::io::Errno::NOTCONN.raw_os_error()) => {
             return Err(format!(
                 "{}: {e}: a FUSE mount whose server died is still there; \
-                 `fusermount3 -u {}` (or `umount`) removes it",
+                 `fusermount3 -u -z {}` (or `umount -l`) removes it, also while a process \
+                 still has its working directory there",
                 mp.display(),
                 mp.display()
             ))

@@ -617,3 +617,40 @@ fn protected_hardlinks_follows_the_setting() {
         mnt.unmount();
     }
 }
+
+/// Bug (issue 15 item 10): `uvfs mount` on a mount whose server died suggested
+/// `fusermount3 -u DIR`, which fails (EBUSY) while a process still has its working
+/// directory there, the usual case after a crash; `-u -z` (lazy) works. The test runs the
+/// command the message suggests, with such a process.
+#[test]
+fn dead_mount_hint_removes_a_busy_mount() {
+    let test = "dead_mount_hint_removes_a_busy_mount";
+    if !uvfs_only(test) {
+        return;
+    }
+    let Some(mut mnt) = MountGuard::mount(test, &[]) else {
+        return;
+    };
+    let mut busy = Command::new("sleep")
+        .arg("60")
+        .current_dir(mnt.path())
+        .spawn()
+        .expect("sleep in the mount");
+    mnt.signal(Signal::KILL);
+    assert!(
+        mnt.wait_exit(Duration::from_secs(5)).is_some(),
+        "server killed"
+    );
+    let (code, stderr) = uvfs(&["mount", mnt.path().to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("server died"), "{stderr}");
+    let hint = stderr.split('`').nth(1).expect("a command in backticks");
+    let st = Command::new("sh").arg("-c").arg(hint).status().unwrap();
+    let left = common::mount_at(mnt.path());
+    let _ = busy.kill();
+    let _ = busy.wait();
+    assert!(
+        st.success() && left.is_none(),
+        "`{hint}`: {st}, left {left:?}"
+    );
+}
