@@ -459,6 +459,18 @@ fn times_before_1970_and_extremes_round_trip() {
     mnt.unmount();
 }
 
+/// True if the test applies ([`uvfs_only`]) and `setpriv` is there to run as another user.
+fn uvfs_and_setpriv(test: &str) -> bool {
+    if !uvfs_only(test) {
+        return false;
+    }
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        common::skip(test, "no setpriv");
+        return false;
+    }
+    true
+}
+
 /// What user 65534 gets from `script` (a `sh -c` script run with `setpriv`) in `dir`: its
 /// stdout, one line per check.
 fn as_nobody(dir: &Path, script: &str) -> String {
@@ -475,6 +487,23 @@ fn as_nobody(dir: &Path, script: &str) -> String {
         .output()
         .expect("setpriv");
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `f(dir)` with a fresh kernel tmpfs mounted on `dir` (detached afterwards): what uvfs
+/// is compared with.
+fn on_host_tmpfs<T>(f: impl FnOnce(&Path) -> T) -> T {
+    let host = tempfile::tempdir().unwrap();
+    rustix::mount::mount(
+        "tmpfs",
+        host.path(),
+        "tmpfs",
+        rustix::mount::MountFlags::empty(),
+        None::<&std::ffi::CStr>,
+    )
+    .expect("mount a tmpfs to compare with");
+    let r = f(host.path());
+    let _ = rustix::mount::unmount(host.path(), rustix::mount::UnmountFlags::DETACH);
+    r
 }
 
 /// Sets up, as root, the files the permission checks below use.
@@ -532,11 +561,7 @@ fn host_protected_hardlinks() -> bool {
 /// as Linux's `do_open_execat`. Compared with a kernel tmpfs, mode bits included.
 #[test]
 fn uvfs_permission_mode_matches_tmpfs() {
-    if !uvfs_only("uvfs_permission_mode_matches_tmpfs") {
-        return;
-    }
-    if Command::new("setpriv").arg("--version").output().is_err() {
-        common::skip("uvfs_permission_mode_matches_tmpfs", "no setpriv");
+    if !uvfs_and_setpriv("uvfs_permission_mode_matches_tmpfs") {
         return;
     }
     let args = ["--allow-other", "--permissions", "uvfs"];
@@ -547,19 +572,11 @@ fn uvfs_permission_mode_matches_tmpfs() {
     let got = as_nobody(mnt.path(), PERMISSION_SCRIPT);
     let got_mode = fs::metadata(mnt.path().join("setid")).unwrap();
     // The same on a kernel tmpfs.
-    let host = tempfile::tempdir().unwrap();
-    rustix::mount::mount(
-        "tmpfs",
-        host.path(),
-        "tmpfs",
-        rustix::mount::MountFlags::empty(),
-        None::<&std::ffi::CStr>,
-    )
-    .expect("mount a tmpfs to compare with");
-    permission_fixture(host.path());
-    let want = as_nobody(host.path(), PERMISSION_SCRIPT);
-    let want_mode = fs::metadata(host.path().join("setid")).unwrap();
-    let _ = rustix::mount::unmount(host.path(), rustix::mount::UnmountFlags::DETACH);
+    let (want, want_mode) = on_host_tmpfs(|host| {
+        permission_fixture(host);
+        let want = as_nobody(host, PERMISSION_SCRIPT);
+        (want, fs::metadata(host.join("setid")).unwrap())
+    });
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(
         (got.as_str(), got_mode.permissions().mode() & 0o7777),
@@ -588,11 +605,7 @@ fn uvfs_permission_mode_matches_tmpfs() {
 #[test]
 fn protected_hardlinks_follows_the_setting() {
     let test = "protected_hardlinks_follows_the_setting";
-    if !uvfs_only(test) {
-        return;
-    }
-    if Command::new("setpriv").arg("--version").output().is_err() {
-        common::skip(test, "no setpriv");
+    if !uvfs_and_setpriv(test) {
         return;
     }
     for (setting, want) in [("0", "link:made\n"), ("1", "link:denied\n")] {
@@ -653,4 +666,73 @@ fn dead_mount_hint_removes_a_busy_mount() {
         st.success() && left.is_none(),
         "`{hint}`: {st}, left {left:?}"
     );
+}
+
+/// Set-ID files, their modes, and who truncates each with `open(O_TRUNC)` (true: root).
+const TRUNC_CASES: [(&str, u32, bool); 4] = [
+    ("suid", 0o4777, false),
+    ("sgidx", 0o2777, false),
+    ("sgid", 0o2767, false),
+    ("rootsuid", 0o4777, true),
+];
+
+/// The modes of [`TRUNC_CASES`]'s files in `dir` after uid 65534 (or root) truncated them
+/// with `open(O_TRUNC)`.
+fn modes_after_open_trunc(dir: &Path) -> Vec<(&'static str, u32)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut script = String::new();
+    for (name, mode, by_root) in TRUNC_CASES {
+        fs::write(dir.join(name), b"data").unwrap();
+        fs::set_permissions(dir.join(name), fs::Permissions::from_mode(mode)).unwrap();
+        if by_root {
+            OpenOptions::new()
+                .write(true)
+                .truncate(true)
+                .open(dir.join(name))
+                .unwrap();
+        } else {
+            script.push_str(&format!(": > \"$D/{name}\"\n"));
+        }
+    }
+    as_nobody(dir, &script);
+    TRUNC_CASES
+        .iter()
+        .map(|&(name, _, _)| {
+            let m = fs::metadata(dir.join(name)).unwrap();
+            assert_eq!(m.len(), 0, "{name} truncated");
+            (name, m.permissions().mode() & 0o7777)
+        })
+        .collect()
+}
+
+/// Bug (issue 15 item 5): with kernel checks, `open(O_TRUNC)` by a user without
+/// CAP_FSETID kept the file's set-ID bits (04777 stayed 04777; tmpfs gives 0777). Cause:
+/// with FUSE_ATOMIC_O_TRUNC the kernel sends no SETATTR after the OPEN, which uvfs ran with
+/// all capabilities. Fix: after such an open uvfs drops the bits with the caller's own
+/// credentials (fuser 0.18 does not pass FUSE_OPEN_KILL_SUIDGID on). Compared with a
+/// kernel tmpfs: set-user-ID, set-group-ID with and without group execute, and root's
+/// truncate (which keeps them).
+#[test]
+fn kernel_mode_open_trunc_drops_set_id_bits() {
+    let test = "kernel_mode_open_trunc_drops_set_id_bits";
+    if !uvfs_and_setpriv(test) {
+        return;
+    }
+    let Some(mnt) = MountGuard::mount(test, &["--allow-other"]) else {
+        return;
+    };
+    let got = modes_after_open_trunc(mnt.path());
+    let want = on_host_tmpfs(modes_after_open_trunc);
+    assert_eq!(got, want);
+    assert_eq!(
+        want,
+        [
+            ("suid", 0o777),
+            ("sgidx", 0o777),
+            ("sgid", 0o767),
+            ("rootsuid", 0o4777)
+        ],
+        "the host's answers"
+    );
+    mnt.unmount();
 }

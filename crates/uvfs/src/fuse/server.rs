@@ -640,6 +640,31 @@ impl UvfsFuse {
         }
     }
 
+    /// With kernel checks, drops the set-ID bits of regular file `d` that `req`'s caller has
+    /// just opened with `O_TRUNC`, as Linux's `do_truncate` does for a caller without
+    /// `CAP_FSETID` (`setattr_should_drop_suidgid`). The kernel knows, but with
+    /// `FUSE_ATOMIC_O_TRUNC` it sends no `SETATTR` after the `OPEN` (fs/fuse/dir.c
+    /// `fuse_do_setattr`, `ATTR_OPEN`), and the flag that would tell (`FUSE_OPEN_KILL_SUIDGID`
+    /// with `FUSE_HANDLE_KILLPRIV_V2`) is not passed on by fuser 0.18; the `OPEN` ran with
+    /// all capabilities, which keep the bits. So the caller's own credentials decide here:
+    /// its uid, gid and supplementary groups (read from `/proc` only in this case); root
+    /// holds `CAP_FSETID`, as everywhere in uvfs. With uvfs checking, the open itself ran
+    /// with those credentials and dropped the bits already.
+    ///
+    /// # Errors
+    /// The file system's, from changing the mode (the open then fails, as Linux's when its
+    /// `notify_change` does).
+    fn kill_suid_after_open_trunc(&self, req: &Request, d: &Dentry) -> Result<()> {
+        let inode = d.inode();
+        let set_id = inode.mode() & (types::S_ISUID | types::S_ISGID) != 0;
+        let kernel = self.opts.permissions == Permissions::Kernel;
+        if !kernel || !set_id || !inode.is_reg() || req.uid() == 0 {
+            return Ok(());
+        }
+        let caller = Cred::new(req.uid(), req.gid(), &proc_groups(req.pid()));
+        inode.kill_suid(&caller, crate::time::coarse_now())
+    }
+
     /// `fstatat(d, "", AT_EMPTY_PATH)` as FUSE attributes.
     fn attr_of(task: &Task, d: &Arc<Dentry>) -> Result<FileAttr> {
         let st = task.fstatat(d, "", AtFlags::EMPTY_PATH | AtFlags::SYMLINK_NOFOLLOW)?;
@@ -985,7 +1010,13 @@ impl Filesystem for UvfsFuse {
                     // alone for this caller, as `do_open_execat` does (a 0711 program runs).
                     return opener.open(t, || t.dentry_open_exec(&d));
                 }
-                opener.open(t, || t.dentry_open(&d, flags))
+                opener.open(t, || {
+                    let f = t.dentry_open(&d, flags)?;
+                    if flags.contains(OpenFlags::TRUNC) {
+                        self.kill_suid_after_open_trunc(req, &d)?;
+                    }
+                    Ok(f)
+                })
             })
         });
         match r {
