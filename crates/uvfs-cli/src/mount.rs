@@ -48,8 +48,9 @@ pub struct MountArgs {
     #[arg(long)]
     pub nr_inodes: Option<u64>,
     /// The most open files one user may hold per worker thread (as `ulimit -n` per
-    /// process; past it that user's opens fail with EMFILE, nobody else's); at most and by
-    /// default 1048576 (Linux's `nr_open`).
+    /// process; past it that user's opens fail with EMFILE, nobody else's); at most 1048576
+    /// (Linux's `nr_open`); default: that, or less so that one user holds at most half of
+    /// --max-handles over all threads.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1 << 20))]
     pub max_handles_per_user: Option<u32>,
     /// The most open files of all users together (as `fs.file-max`; past it, opens by
@@ -296,7 +297,7 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
             threads,
             permissions,
             timeout: Duration::from_secs_f64(args.timeout),
-            max_handles_per_user: args.max_handles_per_user.unwrap_or(1 << 20),
+            max_handles_per_user: args.max_handles_per_user,
             max_handles: args
                 .max_handles
                 .unwrap_or_else(uvfs::fuse::default_max_handles),

@@ -13,7 +13,7 @@
 mod common;
 
 use std::fs::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::MountGuard;
@@ -52,13 +52,23 @@ fn lines_with(log: &str, what: &str) -> usize {
     log.lines().filter(|l| l.contains(what)).count()
 }
 
+/// A mount with `args` holding a 0644 file `f` (None if the test does not apply).
+fn mount_with_file(test: &str, args: &[&str]) -> Option<(MountGuard, PathBuf)> {
+    if common::stand_in() {
+        println!("skipped: {test}: checks uvfs mount itself, the subject is a stand-in");
+        return None;
+    }
+    let mnt = MountGuard::mount(test, args)?;
+    let f = mnt.path().join("f");
+    std::fs::write(&f, b"x").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+    Some((mnt, f))
+}
+
 #[test]
 fn one_users_handles_do_not_stop_other_users_opening() {
     let test = "one_users_handles_do_not_stop_other_users_opening";
-    if common::stand_in() {
-        println!("skipped: {test}: checks uvfs mount itself, the subject is a stand-in");
-        return;
-    }
     const PER_USER: usize = 200;
     const MAX: usize = 300;
     let args = [
@@ -70,13 +80,9 @@ fn one_users_handles_do_not_stop_other_users_opening() {
         "--max-handles",
         "300",
     ];
-    let Some(mnt) = MountGuard::mount(test, &args) else {
+    let Some((mnt, f)) = mount_with_file(test, &args) else {
         return;
     };
-    let f = mnt.path().join("f");
-    std::fs::write(&f, b"x").unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
     let (nobody, other) = (65534, 65533);
 
     // One user opens until the server refuses: its own limit, EMFILE, for it alone.
@@ -145,5 +151,25 @@ fn one_users_handles_do_not_stop_other_users_opening() {
         (1, 1, 1),
         "one line per condition; the server said:\n{log}"
     );
+    mnt.unmount();
+}
+
+/// Without `--max-handles-per-user`, one user's tables hold at most half of
+/// `--max-handles`: one user alone never makes the others' opens fail with ENFILE (with a
+/// table of 2^20 per worker it could, on a machine with many CPUs and little RAM).
+#[test]
+fn by_default_one_user_holds_at_most_half_the_total() {
+    let test = "by_default_one_user_holds_at_most_half_the_total";
+    let args = ["--allow-other", "--threads", "1", "--max-handles", "400"];
+    let Some((mnt, f)) = mount_with_file(test, &args) else {
+        return;
+    };
+    let path = f.clone();
+    let (hog, errno) = as_user(65534, move || open_until_error(&path, 1000));
+    let emfile = rustix::io::Errno::MFILE.raw_os_error();
+    assert_eq!((hog.len(), errno), (200, emfile), "the hog's opens");
+    let (other, errno) = as_user(65533, move || open_until_error(&f, 1));
+    assert_eq!((other.len(), errno), (1, 0), "another user's open");
+    drop((hog, other));
     mnt.unmount();
 }

@@ -12,8 +12,9 @@
 //! under its own descriptor limit) made every later open on the mount fail with `EMFILE`,
 //! root's included (issue 15 item 1). So a handle goes into the table of its (worker, caller
 //! uid) pair, made at that pair's first open and capped at
-//! [`FuseOptions::max_handles_per_user`](super::FuseOptions::max_handles_per_user) (2^20 by
-//! default, `nr_open`, the most one Linux process may hold): a user who fills it gets
+//! [`FuseOptions::max_handles_per_user`](super::FuseOptions::max_handles_per_user) (by
+//! default 2^20, `nr_open`, the most one Linux process may hold, or less so that one user's
+//! tables on all workers hold at most half of the total below): a user who fills it gets
 //! `EMFILE` itself and no other caller notices. What one user can do to the others is
 //! bounded by [`FuseOptions::max_handles`](super::FuseOptions::max_handles) (Linux's
 //! default `fs.file-max` for this machine's RAM, by default): past it, handles and tables
@@ -62,6 +63,18 @@ const NR_FILE: u64 = 8192;
 pub fn default_max_handles() -> u64 {
     // 4 KiB pages: 4 KiB each, a file per 10 KiB.
     (crate::super_block::ram_pages().0 * 4 / 10).max(NR_FILE)
+}
+
+/// The default limit per (worker, uid) table: 2^20 (`nr_open`), or less so that one uid's
+/// tables on all `workers` hold at most half of `max` (0: no limit), at least 1. One
+/// ordinary user must not be able to fill the server's total alone: with a table per worker,
+/// 2^20 each would let it on a machine with many CPUs and little RAM.
+pub(super) fn default_per_user(workers: usize, max: u64) -> u32 {
+    if max == 0 {
+        return NR_OPEN;
+    }
+    let share = max / 2 / workers.max(1) as u64;
+    share.clamp(1, u64::from(NR_OPEN)) as u32
 }
 
 /// A count split per worker, so that adding to it writes the worker's own line
@@ -152,9 +165,10 @@ pub(super) struct Handles {
 
 impl Handles {
     /// Tables forked from `base`, each with `RLIMIT_NOFILE` `per_user` (clamped to 1 ..=
-    /// 2^20), for `workers` workers; at most `max` handles and `max` tables in all for
-    /// callers other than root (0: no limit).
-    pub(super) fn new(base: Task, workers: usize, per_user: u32, max: u64) -> Handles {
+    /// 2^20; `None`: see [`default_per_user`]), for `workers` workers; at most `max` handles
+    /// and `max` tables in all for callers other than root (0: no limit).
+    pub(super) fn new(base: Task, workers: usize, per_user: Option<u32>, max: u64) -> Handles {
+        let per_user = per_user.unwrap_or_else(|| default_per_user(workers, max));
         Handles {
             reg: Mutex::new(Registry {
                 base,
@@ -369,6 +383,15 @@ mod tests {
         assert!((c.approx() - 600).abs() < BATCH * 3, "{}", c.approx());
     }
 
+    #[test]
+    fn one_user_cannot_reach_the_total_by_default() {
+        assert_eq!(default_per_user(2, 0), NR_OPEN, "no total: nr_open");
+        assert_eq!(default_per_user(2, 1 << 30), NR_OPEN, "RAM enough: nr_open");
+        // 16 workers, 3.3M in all (32 GB): 103k per table, half of the total per user.
+        assert_eq!(default_per_user(16, 3_300_000), 103_125);
+        assert_eq!(default_per_user(4, 3), 1, "at least one");
+    }
+
     fn open(h: &Handles, t: &Task, worker: usize, uid: u32, f: &FileHandle) -> Result<Fd> {
         let mut next = 0;
         let mut o = Opener {
@@ -390,7 +413,7 @@ mod tests {
         let f = base
             .filp_open(Fd::AT_FDCWD, b"/f", crate::OpenFlags::CREAT, 0o644)
             .unwrap();
-        let h = Handles::new(base.fork(), 2, 4, 10);
+        let h = Handles::new(base.fork(), 2, Some(4), 10);
         let (a, b, root) = (
             h.table(0, 1000).unwrap(),
             h.table(0, 1001).unwrap(),

@@ -126,8 +126,10 @@ pub struct FuseOptions {
     pub timeout: Duration,
     /// The most file handles one caller uid may hold in one worker's table (as
     /// `RLIMIT_NOFILE` per process: past it that caller's opens on that worker fail with
-    /// `EMFILE`); 1 to 2^20, default 2^20 (`nr_open`).
-    pub max_handles_per_user: u32,
+    /// `EMFILE`); 1 to 2^20. `None`: 2^20 (`nr_open`), or less so that one user's tables on
+    /// all workers hold at most half of [`max_handles`](Self::max_handles) (one user alone
+    /// cannot make the others' opens fail with `ENFILE`).
+    pub max_handles_per_user: Option<u32>,
     /// The most file handles, and the most descriptor tables, of the whole server (as
     /// `fs.file-max`: past it, opens by callers other than root fail with `ENFILE`, reported
     /// on stderr at most once a minute); may be exceeded by less than one per worker when
@@ -142,7 +144,7 @@ impl Default for FuseOptions {
             threads: 1,
             permissions: Permissions::Kernel,
             timeout: Duration::from_secs(1),
-            max_handles_per_user: crate::fdtable::NR_OPEN,
+            max_handles_per_user: None,
             max_handles: default_max_handles(),
         }
     }
