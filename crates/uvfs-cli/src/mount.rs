@@ -260,6 +260,21 @@ fn preflight(args: &MountArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether session error `e` is only the end of a session whose mount is gone: after an
+/// unmount (ours at a signal, or `fusermount3 -u` from outside) the kernel aborts the
+/// connection, and a worker that reads a request meanwhile (a RELEASE sent in the
+/// background) gets `ECONNABORTED` (fs/fuse/dev.c `fuse_dev_do_read`), where fuser 0.18
+/// ends cleanly only on `ENODEV`. A mount still there (a connection aborted through
+/// /sys/fs/fuse/connections) answers `ENOTCONN` and keeps the error.
+fn session_ended(e: io::Error, mp: &std::path::Path) -> io::Result<()> {
+    let aborted = e.raw_os_error() == Some(rustix::io::Errno::CONNABORTED.raw_os_error());
+    if aborted && std::fs::metadata(mp).is_ok() {
+        Ok(())
+    } else {
+        Err(e)
+    }
+}
+
 /// Runs `uvfs mount`: returns when the file system is unmounted (by a signal, or by
 /// `fusermount3 -u`/`umount` from outside).
 ///
@@ -401,7 +416,7 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
             failed.map_or(Ok(()), Err)
         })
     };
-    let r = session.run();
+    let r = session.run().or_else(|e| session_ended(e, mp));
     // Release: pairs with the watcher's Acquire load; it stops polling.
     done.store(true, Ordering::Release);
     let unmounted = watcher
