@@ -60,7 +60,9 @@
 //! `FsStruct::lock` and a `File`'s `f_pos_lock` (taken before the data lock) are otherwise
 //! leaves, as is a tmpfs inode's extended-attribute lock (taken alone). No lock is global;
 //! none is taken on `fget`. The FUSE server's node-table shard
-//! locks are leaves held only around its own table (never across a call into uvfs). (The lesson-4 ablation variants in
+//! locks are leaves held only around its own table (never across a call into uvfs); its
+//! handle registry lock is taken before a table's `file_lock`, only at a worker's first use
+//! of a table (not per request). (The lesson-4 ablation variants in
 //! [`variant`] add a global `files_lock`, a leaf taken at open and at last close; the default
 //! [`variant::Uvfs`] has none.)
 

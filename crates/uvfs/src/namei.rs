@@ -404,14 +404,15 @@ fn may_delete(cred: &Cred, dir: &Inode, victim: &Inode, is_dir: bool, dead: bool
     Ok(())
 }
 
-/// `may_linkat` with `fs.protected_hardlinks = 1`: the owner of `inode` or root may link
-/// it; anyone else only a "safe" source (`safe_hardlink_source`): a regular file, not
-/// set-user-ID, not set-group-ID and group-executable, readable and writable by `cred`.
+/// `may_linkat`: with `fs.protected_hardlinks` off (`protected` false) anyone may link
+/// `inode`; with it on, its owner or root, and anyone else only a "safe" source
+/// (`safe_hardlink_source`): a regular file, not set-user-ID, not set-group-ID and
+/// group-executable, readable and writable by `cred`.
 ///
 /// # Errors
 /// `EPERM` otherwise.
-fn may_linkat(cred: &Cred, inode: &Inode) -> Result<()> {
-    if cred.owner_or_capable(inode.uid()) {
+fn may_linkat(cred: &Cred, inode: &Inode, protected: bool) -> Result<()> {
+    if !protected || cred.owner_or_capable(inode.uid()) {
         return Ok(());
     }
     let mode = inode.mode();
@@ -998,10 +999,11 @@ impl<V: Variant> Task<V> {
     /// `olddirfd` refers to. A successful link stamps the inode's ctime and gives the new
     /// parent's mtime and ctime the same time (`shmem_link`).
     ///
-    /// Behaves as Linux with `fs.protected_hardlinks = 1` (the common default, and the test
-    /// machine's setting): a caller who is neither the file's owner nor root may link only a
-    /// regular file that is neither set-user-ID nor set-group-ID-and-group-executable and
-    /// that it may read and write.
+    /// Behaves as Linux with the namespace's `fs.protected_hardlinks`
+    /// ([`Mount::set_protected_hardlinks`](crate::Mount::set_protected_hardlinks); on by
+    /// default, the common setting): with it on, a caller who is neither the file's owner nor
+    /// root may link only a regular file that is neither set-user-ID nor
+    /// set-group-ID-and-group-executable and that it may read and write.
     ///
     /// # Errors
     /// Checked in Linux's order:
@@ -1058,13 +1060,14 @@ impl<V: Variant> Task<V> {
             }
         }
         let follow = flags.contains(AtFlags::SYMLINK_FOLLOW);
-        let old: Arc<Dentry> = {
+        let (old, protected): (Arc<Dentry>, bool) = {
             let guard = epoch::pin();
             let root = self.fs.root.load(&guard);
+            let protected = root.mnt.protected_hardlinks();
             let cwd = self.fs.cwd.load(&guard);
             let osd = ostart.dentry(&cwd.dentry);
             let mut nd = Nameidata::new(&guard, &self.cred, root);
-            nd.walk(osd, oldpath, follow, false)?.clone()
+            (nd.walk(osd, oldpath, follow, false)?.clone(), protected)
         };
         // filename_create of the target.
         let newpath = getname(newpath.as_ref(), false)?;
@@ -1089,7 +1092,7 @@ impl<V: Variant> Task<V> {
             if oi.i_dev != ndir_i.i_dev {
                 return Err(Errno::EXDEV);
             }
-            may_linkat(&self.cred, oi)?;
+            may_linkat(&self.cred, oi, protected)?;
             ndir_i.permission(&self.cred, MAY_WRITE | MAY_EXEC)?;
             if oi.is_dir() {
                 return Err(Errno::EPERM);

@@ -89,8 +89,9 @@ impl TmpfsOptions {
 /// Bytes in a page of the `size=` accounting (uvfs pages are always 4 KiB).
 const PAGE_BYTES: u64 = 4096;
 
-/// `(totalram_pages, totalhigh_pages)` in 4 KiB pages, from sysinfo(2).
-fn ram_pages() -> (u64, u64) {
+/// `(totalram_pages, totalhigh_pages)` in 4 KiB pages, from sysinfo(2) (also the FUSE
+/// server's default handle limit).
+pub(crate) fn ram_pages() -> (u64, u64) {
     let si = rustix::system::sysinfo();
     let unit = u64::from(si.mem_unit.max(1));
     let pages = |n: u64| n.saturating_mul(unit) / PAGE_BYTES;
