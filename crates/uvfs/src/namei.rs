@@ -178,10 +178,26 @@ impl<'a> Nameidata<'a> {
         dir: &'a Arc<Dentry>,
         name: &[u8],
     ) -> Result<Option<&'a Arc<Dentry>>> {
-        let di = &dir.d_inode;
-        let d = di.dir().ok_or(Errno::ENOTDIR)?;
+        let d = dir.d_inode.dir().ok_or(Errno::ENOTDIR)?;
         match d.lookup(name, self.guard) {
+            // The fast path: a cached entry that needs no revalidation (tmpfs: every one).
             Some(e) if !e.needs_revalidate() => Ok(Some(e)),
+            found => self.lookup_revalidate(dir, name, found),
+        }
+    }
+
+    /// [`lookup_cached`](Self::lookup_cached) past its fast path: a miss (`ENOENT`, or for
+    /// a directory marked `I_REVALIDATE` the file system's lookup) or an entry to
+    /// revalidate (lock-free first, then under the directory lock).
+    #[cold]
+    fn lookup_revalidate(
+        &self,
+        dir: &'a Arc<Dentry>,
+        name: &[u8],
+        found: Option<&'a Arc<Dentry>>,
+    ) -> Result<Option<&'a Arc<Dentry>>> {
+        let di = &dir.d_inode;
+        match found {
             Some(e) => match di.i_op.revalidate(di, name, &e.d_inode, true) {
                 Ok(true) => Ok(Some(e)),
                 Ok(false) | Err(Errno::ECHILD) => self.step_slow(dir, name),
