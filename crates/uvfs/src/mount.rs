@@ -10,9 +10,8 @@
 //! read and written; their directories read as removed (`getdents`: `ENOENT`).
 
 use crate::dentry::Dentry;
-use crate::super_block::{SuperBlock, TmpfsOptions};
+use crate::super_block::SuperBlock;
 use crate::sync::plain::{AtomicBool, Ordering};
-use crate::types::S_IFDIR;
 use std::fmt;
 use std::sync::Arc;
 
@@ -111,29 +110,4 @@ pub struct Path {
     pub mnt: Arc<Mount>,
     /// The dentry.
     pub dentry: Arc<Dentry>,
-}
-
-/// tmpfs: creates a new, empty in-memory file system and mounts it.
-///
-/// The root directory is inode 1, mode `0o1777` (or `opts.mode`), owned by
-/// `opts.uid`/`opts.gid`, as `mount -t tmpfs` creates it.
-///
-/// # References
-/// Linux `mm/shmem.c` `shmem_fill_super`.
-pub fn mount(opts: TmpfsOptions) -> Arc<Mount> {
-    let sb = Arc::new(SuperBlock::new(opts));
-    let mode = S_IFDIR | sb.opts.mode.unwrap_or(0o1777) & 0o7777;
-    let args = crate::fs::NewInode {
-        mode,
-        uid: sb.opts.uid,
-        gid: sb.opts.gid,
-        rdev: 0,
-        target: None,
-        now: crate::time::coarse_now(),
-    };
-    // The root counts against nr_inodes (Linux: `shmem_reserve_inode` in `shmem_get_inode`
-    // for the root); a limit of at least 1 always fits it.
-    let root_inode = crate::fs::tmpfs::new_inode(1, sb.s_dev, args, sb.s_limits.as_ref())
-        .unwrap_or_else(|_| unreachable!("an empty mount holds its root"));
-    Mount::with_root(sb, Arc::new(root_inode))
 }

@@ -62,7 +62,7 @@ const NR_FILE: u64 = 8192;
 /// all of RAM), at least 8192.
 pub fn default_max_handles() -> u64 {
     // 4 KiB pages: 4 KiB each, a file per 10 KiB.
-    (crate::super_block::ram_pages().0 * 4 / 10).max(NR_FILE)
+    (crate::fs::tmpfs::ram_pages().0 * 4 / 10).max(NR_FILE)
 }
 
 /// The default limit per (worker, uid) table: 2^20 (`nr_open`), or less so that one uid's

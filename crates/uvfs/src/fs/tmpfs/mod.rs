@@ -15,25 +15,31 @@
 //!   one while it exists), and one page of `size=` per present page (a symlink of 128
 //!   bytes or more: one); `evict` and `Drop` give them back exactly once.
 
+mod limits;
+mod options;
 mod regular;
 
-pub use crate::mount::mount;
-pub use crate::super_block::TmpfsOptions;
+pub(crate) use limits::Limits;
+pub(crate) use options::ram_pages;
+pub use options::TmpfsOptions;
 
 use crate::cred::Cred;
 use crate::fs::{FileOps, FileSystem, InodeOps, NewInode};
 use crate::inode::{Inode, PAGE_SIZE};
+use crate::mount::Mount;
 use crate::namei::NAME_MAX;
 use crate::statfs::{StatFs, ST_RELATIME, ST_VALID, TMPFS_MAGIC};
-use crate::super_block::{Limits, SuperBlock};
+use crate::super_block::SuperBlock;
+use crate::sync::padded::CacheLine;
 use crate::sync::plain::Mutex;
 use crate::sync::plain::Ordering;
 use crate::sync::{plock, RwLock};
-use crate::types::{Timespec, S_IFLNK, S_IFMT, S_IFREG};
+use crate::types::{Timespec, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG};
 use crate::xattr::{XATTR_CREATE, XATTR_REPLACE};
 use crate::Errno;
 use crate::Result;
 use regular::{RegData, BLOCKS_PER_PAGE};
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -75,10 +81,96 @@ impl TmpfsInode {
     }
 }
 
-/// The tmpfs file-system type; its per-mount state (options, limits, inode numbers) is in
-/// the [`SuperBlock`] for now.
-#[derive(Debug, Default)]
-pub(crate) struct Tmpfs;
+/// Inode numbers a thread takes from the mount at once (Linux: `SHMEM_INO_BATCH`).
+const INO_BATCH: u64 = 1024;
+
+thread_local! {
+    /// (device, next, end) of this thread's current inode-number batch.
+    static INO_CACHE: Cell<(u64, u64, u64)> = const { Cell::new((0, 0, 0)) };
+}
+
+/// One tmpfs mount's own state (`shmem_sb_info`): its options, its accounting, its inode
+/// numbers.
+///
+/// Nothing here is written on open, close, read or write. Inode numbers come from a
+/// per-thread batch of `INO_BATCH`, refilled from `next_ino` once per batch, so create
+/// writes the shared counter once per 1024 files (Linux: per-CPU `ino_batch`). A mount
+/// with `size` or `nr_inodes` limits (by default tmpfs's, half of RAM) also keeps
+/// [`Limits`]; one asked for without limits (`size: Some(0)` and `nr_inodes: Some(0)`, as
+/// tmpfs's `size=0,nr_inodes=0`) has none and writes no counter.
+#[derive(Debug)]
+pub(crate) struct Tmpfs {
+    /// Mount options (immutable).
+    opts: TmpfsOptions,
+    /// Space and inode accounting; `None` without limits (immutable).
+    limits: Option<Arc<Limits>>,
+    /// Next unassigned inode-number batch start; written once per `INO_BATCH` creates, on
+    /// a line of its own.
+    next_ino: CacheLine<crate::sync::plain::AtomicU64>,
+}
+
+impl Tmpfs {
+    /// The state of a new mount with `opts`: `None` limits are tmpfs's defaults, 0 is
+    /// unlimited (`u64::MAX`), as tmpfs.
+    fn new(opts: TmpfsOptions) -> Tmpfs {
+        let limit = |v: Option<u64>, default: fn() -> u64, unit: u64| match v {
+            Some(0) => u64::MAX,
+            v => v.unwrap_or_else(default).div_ceil(unit),
+        };
+        let max_blocks = limit(opts.size, TmpfsOptions::default_size, options::PAGE_BYTES);
+        let max_inodes = limit(opts.nr_inodes, TmpfsOptions::default_nr_inodes, 1);
+        let limits = (max_blocks != u64::MAX || max_inodes != u64::MAX)
+            .then(|| Arc::new(Limits::new(max_blocks, max_inodes)));
+        Tmpfs {
+            opts,
+            limits,
+            // 1 is the root directory.
+            next_ino: CacheLine(crate::sync::plain::AtomicU64::new(2)),
+        }
+    }
+
+    /// A fresh inode number of the mount with device `dev` (never reused within it).
+    fn next_ino(&self, dev: u64) -> u64 {
+        INO_CACHE.with(|c| {
+            let (d, next, end) = c.get();
+            if d == dev && next < end {
+                c.set((d, next + 1, end));
+                return next;
+            }
+            // Relaxed: only uniqueness is needed, which the RMW gives.
+            let start = self.next_ino.fetch_add(INO_BATCH, Ordering::Relaxed);
+            c.set((dev, start + 1, start + INO_BATCH));
+            start
+        })
+    }
+}
+
+/// tmpfs: creates a new, empty in-memory file system and mounts it.
+///
+/// The root directory is inode 1, mode `0o1777` (or `opts.mode`), owned by
+/// `opts.uid`/`opts.gid`, as `mount -t tmpfs` creates it; `size` and `nr_inodes` as
+/// [`TmpfsOptions`] says (by default Linux's: half of RAM).
+///
+/// # References
+/// Linux `mm/shmem.c` `shmem_fill_super`.
+pub fn mount(opts: TmpfsOptions) -> Arc<Mount> {
+    let fs = Tmpfs::new(opts);
+    let args = NewInode {
+        mode: S_IFDIR | fs.opts.mode.unwrap_or(0o1777) & 0o7777,
+        uid: fs.opts.uid,
+        gid: fs.opts.gid,
+        rdev: 0,
+        target: None,
+        now: crate::time::coarse_now(),
+    };
+    let limits = fs.limits.clone();
+    let sb = Arc::new(SuperBlock::new(Box::new(fs)));
+    // The root counts against nr_inodes (Linux: `shmem_reserve_inode` in `shmem_get_inode`
+    // for the root); a limit of at least 1 always fits it.
+    let root_inode = new_inode(1, sb.s_dev, args, limits.as_ref())
+        .unwrap_or_else(|_| unreachable!("an empty mount holds its root"));
+    Mount::with_root(sb, Arc::new(root_inode))
+}
 
 /// A tmpfs inode for `args`, charged to `acct` (a mount's limits) when given: Linux
 /// `shmem_get_inode` with `shmem_reserve_inode` and, for a long symlink, `shmem_symlink`'s
@@ -144,7 +236,12 @@ impl FileSystem for Tmpfs {
         _name: &[u8],
         args: NewInode<'_>,
     ) -> Result<Inode> {
-        new_inode(sb.next_ino(), sb.s_dev, args, sb.s_limits.as_ref())
+        new_inode(
+            self.next_ino(sb.s_dev),
+            sb.s_dev,
+            args,
+            self.limits.as_ref(),
+        )
     }
 }
 

@@ -13,9 +13,9 @@
 //!
 //! Lock order: data lock -> the inode's `attr_lock` (lib.rs).
 
+use super::Limits;
 use crate::cred::Cred;
 use crate::inode::{Inode, MAX_LFS_FILESIZE, PAGE_SIZE};
-use crate::super_block::Limits;
 use crate::sync::plain::Ordering;
 use crate::sync::{read, write, RwLock};
 use crate::types::Timespec;
