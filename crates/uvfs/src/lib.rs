@@ -71,8 +71,8 @@
 
 pub mod attr;
 pub mod cred;
+mod dcache;
 pub mod dentry;
-mod dir;
 pub mod errno;
 pub mod fdtable;
 pub mod file;

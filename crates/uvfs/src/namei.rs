@@ -17,8 +17,8 @@
 //! directory (and follows a final symlink).
 
 use crate::cred::{Cred, MAY_EXEC, MAY_READ, MAY_WRITE};
+use crate::dcache::{Dir, DirLocked};
 use crate::dentry::{DLink, Dentry, Name};
-use crate::dir::{Dir, DirLocked};
 use crate::fdtable::FdRef;
 use crate::fs::NewInode;
 use crate::inode::{Inode, LINK_MAX};
@@ -1330,7 +1330,7 @@ fn rename_locked<V: Variant>(
         }
     }
     // Commit: nothing below can fail. Each skip-list change is seen by lookups as it is made;
-    // a replaced target is bracketed by `replace_begin`/`replace_end` (dir.rs), so a lookup
+    // a replaced target is bracketed by `replace_begin`/`replace_end` (dcache.rs), so a lookup
     // of the new name sees the old or the new entry, never neither (rename(2)).
     let now = coarse_now();
     ol_lock.remove(ol.name);
@@ -1413,7 +1413,7 @@ fn exchange_locked<'l>(
     let (oc, tc) = (old.link(g).cookie, target.link(g).cookie);
     let (oname, nname): (Name, Name) = (Arc::from(ol.name), Arc::from(nl.name));
     // Both names are replaced, not removed: lockless lookups that miss either wait for the
-    // exchange to end (dir.rs), so neither name is ever seen missing.
+    // exchange to end (dcache.rs), so neither name is ever seen missing.
     ol_lock.replace_begin();
     if let Some(l) = nl_lock.as_mut() {
         l.replace_begin();

@@ -19,7 +19,7 @@
 //! so that opening a directory (as a `dirfd`, say) takes no directory lock; entries created
 //! between the open and the first call are listed, as 6.18 lists them.
 
-use crate::dir::FIRST_COOKIE;
+use crate::dcache::FIRST_COOKIE;
 use crate::inode::Inode;
 use crate::sync::plain::Ordering;
 use crate::sync::{epoch, plock};

@@ -5,7 +5,7 @@
 //! `shmem_symlink`).
 //!
 //! As in Linux, a tmpfs directory's entries live in the dentry cache (the VFS's directory
-//! index, dir.rs), which is authoritative: tmpfs keeps no directory data of its own. What
+//! index, dcache.rs), which is authoritative: tmpfs keeps no directory data of its own. What
 //! tmpfs keeps per inode (`TmpfsInode`): a regular file's pages (regular.rs), a
 //! symlink's target, and, on a mount with `size=`/`nr_inodes=` limits, the accounting that
 //! charges them to the mount.
@@ -20,6 +20,7 @@ mod options;
 mod regular;
 
 pub(crate) use limits::Limits;
+#[cfg(feature = "fuse")]
 pub(crate) use options::ram_pages;
 pub use options::TmpfsOptions;
 

@@ -1,4 +1,5 @@
-//! `Dir`: a tmpfs directory's entries, looked up without locks and listed in stable order.
+//! `Dir`: the dentry cache's index of a directory's children, looked up without locks and
+//! listed in stable order; for tmpfs, whose dentry cache is complete, the directory itself.
 //!
 //! Linux analogue: the dcache hash + RCU-walk for lookup (fs/dcache.c `__d_lookup_rcu`), and
 //! the tmpfs offset map for `getdents` (fs/libfs.c `simple_offset_*`, 6.6+).
