@@ -78,13 +78,17 @@ pub trait FileSystem: Send + Sync + fmt::Debug {
     /// # Errors
     /// `ENOSPC` when the file system has no inode or space left for it; `EPERM` for a kind
     /// of inode it cannot hold.
+    ///
+    /// Returns the inode already shared (`Arc`), so that a file system that indexes its
+    /// inodes (hostfs: one host inode = one uvfs inode) can record it before the VFS
+    /// publishes it.
     fn create(
         &self,
         sb: &SuperBlock,
         dir: &Inode,
         name: &[u8],
         args: NewInode<'_>,
-    ) -> Result<Inode>;
+    ) -> Result<std::sync::Arc<Inode>>;
 }
 
 /// Operations on one inode (Linux `inode_operations` and `super_operations`' per-inode
@@ -372,6 +376,12 @@ pub struct SetAttr {
     pub atime: Option<Timespec>,
     /// New modification time.
     pub mtime: Option<Timespec>,
+    /// `atime` is the current time (`UTIME_NOW`, or no times given), not a value the
+    /// caller chose (Linux: `ATTR_ATIME` without `ATTR_ATIME_SET`): a file system with a
+    /// clock of its own may take its own.
+    pub atime_now: bool,
+    /// As `atime_now`, for `mtime` (`ATTR_MTIME` without `ATTR_MTIME_SET`).
+    pub mtime_now: bool,
 }
 
 /// The errno of a data call on something without data: `EISDIR` for a directory, `EINVAL`

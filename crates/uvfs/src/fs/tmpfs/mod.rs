@@ -127,8 +127,8 @@ impl FileSystem for Tmpfs {
         _dir: &Inode,
         _name: &[u8],
         args: NewInode<'_>,
-    ) -> Result<Inode> {
-        new_inode(sb.next_ino(), sb.s_dev, args, sb.s_limits.as_ref())
+    ) -> Result<Arc<Inode>> {
+        new_inode(sb.next_ino(), sb.s_dev, args, sb.s_limits.as_ref()).map(Arc::new)
     }
 }
 
