@@ -253,8 +253,10 @@ pub trait FileOps: Send + Sync {
     /// `Inode::set_revalidate`): calls `emit(name, ino, d_type, next)` for each entry from
     /// position `pos` (0 = the first entry after `.` and `..`, which the VFS emits) until
     /// it returns `false` (the buffer is full) or the listing ends; returns the position
-    /// to resume from, or `None` at the end. Positions are stable cookies of the file
-    /// system's choosing, below 2^31 - 1.
+    /// to resume from. At the end that is the file system's end-of-directory position
+    /// (`Some`, where later calls resume and find nothing, as a host directory's
+    /// `DIR_OFFSET_EOD`), or `None` (the VFS parks at `i64::MAX`). Positions are stable
+    /// cookies of the file system's choosing, below `i64::MAX - 2`.
     ///
     /// # Errors
     /// `ENOTDIR` (the default, for file systems whose dentry cache is complete);
