@@ -31,6 +31,7 @@
 //! `revalidate`, `getattr`, `iterate_dir`, used for inodes marked
 //! `Inode::set_revalidate`) are those hostfs and the FUSE client need.
 
+pub mod hostfs;
 pub mod tmpfs;
 
 use crate::cred::Cred;

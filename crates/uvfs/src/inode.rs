@@ -130,7 +130,6 @@ struct Times {
 }
 
 /// Attributes a file system read from its backing store, for [`Inode::set_attrs`].
-#[allow(dead_code)] // for hostfs, next
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct FsAttrs {
     /// `st_mode` (the type bits are ignored: an inode's type never changes).
@@ -299,7 +298,6 @@ impl Inode {
 
     /// Marks a new inode as one whose file system may change it behind the VFS's back
     /// (`I_REVALIDATE`). Context: the inode is not yet published.
-    #[allow(dead_code)] // for file systems that change behind the VFS's back (hostfs, next)
     pub(crate) fn set_revalidate(&self) {
         // Relaxed: not yet published; whatever publishes the inode orders this store.
         self.i_state.fetch_or(I_REVALIDATE, Ordering::Relaxed);
@@ -311,7 +309,6 @@ impl Inode {
     /// the values that differ are written, the times through the seqcount (a ctime stored
     /// here clears the queried mark: it is the file system's, not a stamp of uvfs's). For
     /// inodes marked `I_REVALIDATE`, whose size and blocks are the file system's to write.
-    #[allow(dead_code)] // for hostfs, next
     pub(crate) fn set_attrs(&self, a: &FsAttrs) {
         let _g = self.lock_attr();
         let mode = (self.mode() & S_IFMT) | (a.mode & !S_IFMT);
@@ -431,7 +428,7 @@ impl Inode {
     /// removing entries writes no size (Linux stores `i_size` and adds or subtracts 20).
     /// A directory whose file system can change behind the VFS's back (`I_REVALIDATE`)
     /// has a cache that may hold only some entries: its size is the file system's,
-    /// stored by [`set_attrs`](Self::set_attrs).
+    /// stored by `set_attrs`.
     #[inline]
     pub fn size(&self) -> u64 {
         match &self.i_dir {

@@ -36,6 +36,7 @@
 //! | [`Inode`], [`Dentry`], [`SuperBlock`], [`Mount`] | same names (tmpfs: mm/shmem.c) |
 //! | `namei::Nameidata` | `struct nameidata` (fs/namei.c) |
 //! | [`AtDir`] | a `*at` call's `dirfd`, or a kernel caller's `struct path` |
+//! | [`hostfs::mount`] | a host directory as a file system, confined to it (gVisor's gofer idea) |
 //! | `fuse::UvfsFuse` (feature `fuse`) | a FUSE server (libfuse's `fuse_lowlevel_ops`) |
 //! | [`variant`]: `Variant`, `Uvfs`, the lessons' "before" types | the seed patches' before/after (ablation only) |
 //!
@@ -43,7 +44,9 @@
 //! `SuperBlock::s_rename_lock` -> directory locks (ancestor first, else by address) ->
 //! a regular file's data lock -> an inode's attribute lock. `FdTable::file_lock`,
 //! `FsStruct::lock` and a `File`'s `f_pos_lock` (taken before the data lock) are otherwise
-//! leaves. No lock is global; none is taken on `fget`. The FUSE server's node-table shard
+//! leaves. No lock is global; none is taken on `fget`. hostfs's locks (per-inode location,
+//! data descriptor, the mount's identity map and descriptor cache) are leaves below the
+//! attribute lock (fs/hostfs/mod.rs). The FUSE server's node-table shard
 //! locks are leaves held only around its own table (never across a call into uvfs). (The lesson-4 ablation variants in
 //! [`variant`] add a global `files_lock`, a leaf taken at open and at last close; the default
 //! [`variant::Uvfs`] has none.)
@@ -97,4 +100,5 @@ pub use super_block::{SuperBlock, TmpfsOptions};
 pub use task::Task;
 pub use types::{AtFlags, Fd, OpenFlags, RenameFlags, Stat, Timespec};
 
+pub use fs::hostfs;
 pub use fs::tmpfs;

@@ -200,7 +200,6 @@ impl SuperBlock {
 
     /// A super block for the file system `s_op` (any but tmpfs, whose options and limits
     /// [`SuperBlock::new`] takes): a fresh device number, no limits.
-    #[allow(dead_code)] // for the file systems after tmpfs (hostfs, next)
     pub(crate) fn with_fs(s_op: Box<dyn crate::fs::FileSystem>) -> SuperBlock {
         SuperBlock {
             s_op,
