@@ -938,6 +938,7 @@ impl Runner for UvfsRunner {
         let mut t = Uvfs {
             task,
             mnt: p.mnt.clone(),
+            host: p.host.clone(),
         };
         let (uid, gid, groups) = who.ids();
         t.set_cred(uid, gid, groups);
@@ -947,6 +948,7 @@ impl Runner for UvfsRunner {
         let root = Uvfs {
             task: uvfs::Task::init(&self.tasks[0].mnt),
             mnt: self.tasks[0].mnt.clone(),
+            host: self.tasks[0].host.clone(),
         };
         walk(&root as &dyn Sys)
     }
