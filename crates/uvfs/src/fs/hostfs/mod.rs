@@ -19,11 +19,13 @@
 //! resolves against the uvfs root and `..` stops at it. A directory renamed on the host
 //! while uvfs holds a descriptor of it stays the same directory, wherever it went (within
 //! the bound tree: a host process that moves a directory *out* of the bound tree moves it
-//! out of reach of nothing, as with a Linux bind mount). The one path string: `chmod`
-//! goes through `/proc/self/fd/N` of the file's own descriptor (the host's `fchmodat2`
-//! with `AT_EMPTY_PATH` needs a raw syscall, which this crate keeps out of file-system
-//! code); that magic link resolves to exactly the inode the descriptor holds, never to a
-//! name, so it reaches nothing else. Without `/proc`, `chmod` fails with the host's errno.
+//! out of reach of nothing, as with a Linux bind mount). The one path string:
+//! `/proc/self/fd/N` of a file's own descriptor, for `chmod` (the host's `fchmodat2` with
+//! `AT_EMPTY_PATH` needs a raw syscall, which this crate keeps out of file-system code)
+//! and to reopen a regular file for data from its cached `O_PATH` descriptor (whatever
+//! its names are now); that magic link resolves to exactly the inode the descriptor
+//! holds, never to a name, so it reaches nothing else. Without `/proc`, `chmod` fails
+//! with the host's errno and data opens go by name.
 //!
 //! # Identity
 //! One host inode (`st_dev`, `st_ino`) is one uvfs inode while uvfs holds it (hard links
@@ -59,8 +61,14 @@
 //!   inode lives.
 //! - A listing opens the directory for the one `getdents64` call and closes it.
 //!
+//! - An open directory keeps its `O_PATH` descriptor while open (so that a removed or
+//!   evicted directory stays usable as a `dirfd`).
+//!
 //! So the process holds at most `max_cached_fds + 1` path descriptors, one descriptor per
-//! regular file open in uvfs, and one per call in flight. A host `EMFILE`/`ENFILE` is
+//! regular file or directory open in uvfs (however many uvfs `File`s share it), and one
+//! per call in flight. A cached descriptor of a file removed on the host by another
+//! process keeps that file's space until it is evicted or its inode leaves uvfs; a file
+//! removed through uvfs loses its cached descriptor at once. A host `EMFILE`/`ENFILE` is
 //! `ENFILE` to the caller (the caller's own table is not full; the system's is).
 //!
 //! # Permissions
@@ -342,13 +350,27 @@ impl Shared {
         if let Some(fd) = path_fd {
             self.cache_fd(key, Arc::new(fd));
         }
-        let old = {
+        // Two lookups of one new host inode under two names (hard links) may race: the
+        // first to record its inode wins, the other's is dropped after the lock.
+        // Every `Arc<Inode>` and `Weak` leaves the lock alive: a last reference dropped
+        // under it would take it again (`HostInode::drop`).
+        let (winner, old, stale) = {
             let mut m = plock(&self.inodes);
-            m.insert(key, Arc::downgrade(&inode))
+            let cur = m.get(&key).and_then(Weak::upgrade);
+            if cur.as_ref().is_some_and(|i| i.mode() & S_IFMT == ty) {
+                (cur, None, None)
+            } else {
+                (None, m.insert(key, Arc::downgrade(&inode)), cur)
+            }
         };
-        // A `Weak` dropped outside the lock (dropping one never drops an inode).
-        drop(old);
-        Ok(inode)
+        drop((old, stale));
+        match winner {
+            Some(i) => {
+                drop(inode);
+                Ok(i)
+            }
+            None => Ok(inode),
+        }
     }
 }
 
