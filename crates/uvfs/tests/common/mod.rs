@@ -5,8 +5,9 @@
 //! # The host side
 //! Each run gets a fresh tmpfs mounted under a temporary directory (a plain temporary
 //! directory if mounting fails) and a fresh thread that behaves like a new process over it:
-//! `unshare(CLONE_FS | CLONE_FILES)`, `chroot` into the directory, close every descriptor
-//! (so descriptors are numbered from 0, as in a fresh uvfs `FdTable`), `umask(022)`. All of
+//! `unshare(CLONE_FS)`, `chroot` into the directory, a descriptor table of its own with no
+//! descriptor (`close_range(CLOSE_RANGE_UNSHARE)`: numbered from 0, as in a fresh uvfs
+//! `FdTable`; no copy of the process's descriptors), `umask(022)`. All of
 //! that is per thread, so tests keep running in parallel. Credentials are changed with the
 //! raw `setres[ug]id`/`setgroups` system calls, which (unlike glibc's wrappers) change only
 //! the calling thread. Calls are raw `syscall(2)`s so arbitrary (also invalid) descriptors
@@ -485,20 +486,16 @@ fn fcntl_raw(cmd: Fcntl) -> (libc::c_int, libc::c_long) {
 /// Makes the calling thread a fresh "process" rooted at `root` (see the module doc).
 fn enter_sandbox(sb: &Sandbox) {
     let r = cpath(sb.dir.path().as_os_str().as_encoded_bytes());
-    // SAFETY: plain system calls on this thread's own context: the fd table, fs context and
-    // mount namespace are this thread's private copies from here on, so closing its
-    // descriptors or mounting affects no one else.
+    // SAFETY: plain system calls on this thread's own context: the fd table (unshared
+    // empty by the `close_range` below), fs context and mount namespace are this thread's
+    // private copies from here on, so closing its descriptors or mounting affects no one
+    // else.
     unsafe {
         // A mount namespace of our own needs CAP_SYS_ADMIN; without it (e.g. a container
         // that forbids mounts) run on the bare directory, as before.
-        let own_ns = libc::unshare(libc::CLONE_FS | libc::CLONE_FILES | libc::CLONE_NEWNS) == 0;
+        let own_ns = libc::unshare(libc::CLONE_FS | libc::CLONE_NEWNS) == 0;
         if !own_ns {
-            assert_eq!(
-                libc::unshare(libc::CLONE_FS | libc::CLONE_FILES),
-                0,
-                "unshare: {}",
-                errno()
-            );
+            assert_eq!(libc::unshare(libc::CLONE_FS), 0, "unshare: {}", errno());
         }
         // Nothing mounted here propagates back to the host's namespace.
         let private = own_ns
@@ -536,7 +533,17 @@ fn enter_sandbox(sb: &Sandbox) {
         }
         assert_eq!(libc::chroot(r.as_ptr()), 0, "chroot: {}", errno());
         assert_eq!(libc::chdir(c"/".as_ptr()), 0);
-        sc(libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32)).unwrap();
+        // A table of our own with nothing in it: CLOSE_RANGE_UNSHARE over every descriptor
+        // copies none (`unshare(CLONE_FILES)` would copy them all, briefly holding other
+        // tests' host files open: hostfs's, whose space a test expects back at a close).
+        let unshare = libc::CLOSE_RANGE_UNSHARE;
+        sc(libc::syscall(
+            libc::SYS_close_range,
+            0u32,
+            u32::MAX,
+            unshare,
+        ))
+        .unwrap();
         libc::syscall(libc::SYS_umask, 0o022);
     }
 }
@@ -1067,6 +1074,16 @@ pub fn on_hostfs_data<T>(
         Ok(v) => Some(v),
         Err(p) => panic!("on hostfs: {}", panic_msg(&*p)),
     }
+}
+
+/// A fresh uvfs tmpfs and, unless hostfs runs are off, a fresh hostfs (default options),
+/// for uvfs-only tests (no Linux side) that hold on every file system.
+pub fn each_fs() -> Vec<Uvfs> {
+    let mut v = vec![Uvfs::new()];
+    if hostfs_enabled() {
+        v.push(Uvfs::hostfs(None, ""));
+    }
+    v
 }
 
 /// [`on_hostfs_data`] with the default root and options.
