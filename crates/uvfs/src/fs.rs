@@ -31,6 +31,7 @@
 //! `revalidate`, `getattr`, `iterate_dir`, used for inodes marked
 //! `Inode::set_revalidate`) are those hostfs and the FUSE client need.
 
+pub mod hostfs;
 pub mod tmpfs;
 
 use crate::cred::Cred;
@@ -78,13 +79,17 @@ pub trait FileSystem: Send + Sync + fmt::Debug {
     /// # Errors
     /// `ENOSPC` when the file system has no inode or space left for it; `EPERM` for a kind
     /// of inode it cannot hold.
+    ///
+    /// Returns the inode already shared (`Arc`), so that a file system that indexes its
+    /// inodes (hostfs: one host inode = one uvfs inode) can record it before the VFS
+    /// publishes it.
     fn create(
         &self,
         sb: &SuperBlock,
         dir: &Inode,
         name: &[u8],
         args: NewInode<'_>,
-    ) -> Result<Inode>;
+    ) -> Result<std::sync::Arc<Inode>>;
 }
 
 /// Operations on one inode (Linux `inode_operations` and `super_operations`' per-inode
@@ -286,8 +291,10 @@ pub trait FileOps: Send + Sync {
     /// `Inode::set_revalidate`): calls `emit(name, ino, d_type, next)` for each entry from
     /// position `pos` (0 = the first entry after `.` and `..`, which the VFS emits) until
     /// it returns `false` (the buffer is full) or the listing ends; returns the position
-    /// to resume from, or `None` at the end. Positions are stable cookies of the file
-    /// system's choosing, below 2^31 - 1.
+    /// to resume from. At the end that is the file system's end-of-directory position
+    /// (`Some`, where later calls resume and find nothing, as a host directory's
+    /// `DIR_OFFSET_EOD`), or `None` (the VFS parks at `i64::MAX`). Positions are stable
+    /// cookies of the file system's choosing, below `i64::MAX - 2`.
     ///
     /// # Errors
     /// `ENOTDIR` (the default, for file systems whose dentry cache is complete);
@@ -409,6 +416,12 @@ pub struct SetAttr {
     pub atime: Option<Timespec>,
     /// New modification time.
     pub mtime: Option<Timespec>,
+    /// `atime` is the current time (`UTIME_NOW`, or no times given), not a value the
+    /// caller chose (Linux: `ATTR_ATIME` without `ATTR_ATIME_SET`): a file system with a
+    /// clock of its own may take its own.
+    pub atime_now: bool,
+    /// As `atime_now`, for `mtime` (`ATTR_MTIME` without `ATTR_MTIME_SET`).
+    pub mtime_now: bool,
 }
 
 /// The errno of a data call on something without data: `EISDIR` for a directory, `EINVAL`

@@ -36,7 +36,9 @@
 //!   without locks (as `generic_fillattr` does); written under `attr_lock` (Linux: `i_rwsem`).
 //!   The times are read through a `SeqCount` so a reader never sees a torn timestamp. The
 //!   one write without `attr_lock` is `stat` setting `I_CTIME_QUERIED` (a `fetch_or`).
-//! - `i_size`, `i_blocks`: atomics, written only under the regular file's data write lock.
+//! - `i_size`, `i_blocks`: atomics, written only under the regular file's data write lock
+//!   (for an inode marked `I_REVALIDATE`: by its file system, from its backing store,
+//!   under `attr_lock` in `set_attrs` or under the file system's own data lock).
 //!   A directory's size is not stored: `size` derives it from the entry count (dcache.rs).
 //! - Directory contents: see `Dir` (dcache.rs).
 //!
@@ -125,6 +127,25 @@ struct Times {
     seq: SeqCount,
     sec: [AtomicU64; 3],
     nsec: [AtomicU32; 3],
+}
+
+/// Attributes a file system read from its backing store, for [`Inode::set_attrs`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct FsAttrs {
+    /// `st_mode` (the type bits are ignored: an inode's type never changes).
+    pub(crate) mode: u32,
+    /// Owner.
+    pub(crate) uid: u32,
+    /// Group.
+    pub(crate) gid: u32,
+    /// Link count.
+    pub(crate) nlink: u32,
+    /// Size in bytes.
+    pub(crate) size: u64,
+    /// 512-byte blocks.
+    pub(crate) blocks: u64,
+    /// `[atime, mtime, ctime]`.
+    pub(crate) times: [Timespec; 3],
 }
 
 /// An inode: identity, attributes and contents of one file.
@@ -277,10 +298,51 @@ impl Inode {
 
     /// Marks a new inode as one whose file system may change it behind the VFS's back
     /// (`I_REVALIDATE`). Context: the inode is not yet published.
-    #[allow(dead_code)] // for file systems that change behind the VFS's back (hostfs, next)
     pub(crate) fn set_revalidate(&self) {
         // Relaxed: not yet published; whatever publishes the inode orders this store.
         self.i_state.fetch_or(I_REVALIDATE, Ordering::Relaxed);
+    }
+
+    /// Stores attributes the file system read from its backing store (hostfs: a host
+    /// `fstat`; Linux: `fuse_change_attributes`, `nfs_refresh_inode`): permission bits
+    /// (the type bits are kept), owner, link count, size, blocks and the three times. Only
+    /// the values that differ are written, the times through the seqcount (a ctime stored
+    /// here clears the queried mark: it is the file system's, not a stamp of uvfs's). For
+    /// inodes marked `I_REVALIDATE`, whose size and blocks are the file system's to write.
+    pub(crate) fn set_attrs(&self, a: &FsAttrs) {
+        let _g = self.lock_attr();
+        let mode = (self.mode() & S_IFMT) | (a.mode & !S_IFMT);
+        if mode != self.mode() {
+            // Relaxed: writers are serialised by `attr_lock`; readers take a snapshot of
+            // each word, as everywhere else (`setattr`).
+            self.i_mode.store(mode, Ordering::Relaxed);
+        }
+        if a.uid != self.uid() {
+            // Relaxed: as above.
+            self.i_uid.store(a.uid, Ordering::Relaxed);
+        }
+        if a.gid != self.gid() {
+            // Relaxed: as above.
+            self.i_gid.store(a.gid, Ordering::Relaxed);
+        }
+        if a.nlink != self.nlink() {
+            // Relaxed: as above (`add_nlink` writes it under `attr_lock` too).
+            self.i_nlink.store(a.nlink, Ordering::Relaxed);
+        }
+        // Relaxed: a single-word snapshot for `stat`; data calls of a file system that
+        // sets these order their data by their own locks (hostfs: the host's).
+        self.i_size.store(a.size, Ordering::Relaxed);
+        // Relaxed: as above.
+        self.i_blocks.store(a.blocks, Ordering::Relaxed);
+        let ([at, mt, ct], _) = self.times_raw(false, true);
+        let new = [
+            (a.times[0] != at).then_some(a.times[0]),
+            (a.times[1] != mt).then_some(a.times[1]),
+            (a.times[2] != ct).then_some(a.times[2]),
+        ];
+        if new.iter().any(Option::is_some) {
+            self.store_times_locked(new);
+        }
     }
 
     /// Whether the inode's file system wants revalidation (`I_REVALIDATE`).
@@ -364,13 +426,16 @@ impl Inode {
     /// Size in bytes. A directory's is tmpfs's: 40 (`.` and `..`) plus `BOGO_DIRENT_SIZE`
     /// per entry, derived from the entry count rather than stored, so that creating and
     /// removing entries writes no size (Linux stores `i_size` and adds or subtracts 20).
+    /// A directory whose file system can change behind the VFS's back (`I_REVALIDATE`)
+    /// has a cache that may hold only some entries: its size is the file system's,
+    /// stored by `set_attrs`.
     #[inline]
     pub fn size(&self) -> u64 {
         match &self.i_dir {
-            Some(d) => (2 + d.len() as u64) * BOGO_DIRENT_SIZE,
+            Some(d) if !self.needs_revalidate() => (2 + d.len() as u64) * BOGO_DIRENT_SIZE,
             // Relaxed: single-word snapshot; readers of data take the data lock, which
             // orders the size with the pages.
-            None => self.i_size.load(Ordering::Relaxed),
+            _ => self.i_size.load(Ordering::Relaxed),
         }
     }
 
@@ -535,6 +600,8 @@ impl Inode {
         let attr = crate::fs::SetAttr {
             atime: value(atime),
             mtime: value(mtime),
+            atime_now: matches!(atime, TimeUpdate::Now),
+            mtime_now: matches!(mtime, TimeUpdate::Now),
             ..Default::default()
         };
         self.i_op.setattr(self, &attr)?;

@@ -38,6 +38,7 @@
 //! | [`tmpfs`] (fs/tmpfs/: inodes, accounting, page store) | mm/shmem.c |
 //! | `namei::Nameidata` | `struct nameidata` (fs/namei.c) |
 //! | [`AtDir`] | a `*at` call's `dirfd`, or a kernel caller's `struct path` |
+//! | [`hostfs::mount`] | a host directory as a file system, confined to it (gVisor's gofer idea) |
 //! | `fuse::UvfsFuse` (feature `fuse`) | a FUSE server (libfuse's `fuse_lowlevel_ops`) |
 //! | [`variant`]: `Variant`, `Uvfs`, the lessons' "before" types | the seed patches' before/after (ablation only) |
 //!
@@ -59,7 +60,9 @@
 //! a regular file's data lock -> an inode's attribute lock. `FdTable::file_lock`,
 //! `FsStruct::lock` and a `File`'s `f_pos_lock` (taken before the data lock) are otherwise
 //! leaves, as is a tmpfs inode's extended-attribute lock (taken alone). No lock is global;
-//! none is taken on `fget`. The FUSE server's node-table shard
+//! none is taken on `fget`. hostfs's locks (per-inode location, data descriptor, the
+//! mount's identity map and descriptor cache) are leaves below the attribute lock
+//! (fs/hostfs/mod.rs). The FUSE server's node-table shard
 //! locks are leaves held only around its own table (never across a call into uvfs); its
 //! handle registry lock is taken before a table's `file_lock`, only at a worker's first use
 //! of a table (not per request). (The lesson-4 ablation variants in
@@ -118,4 +121,5 @@ pub use super_block::SuperBlock;
 pub use task::Task;
 pub use types::{AtFlags, Fd, OpenFlags, RenameFlags, Stat, Timespec};
 
+pub use fs::hostfs;
 pub use fs::tmpfs;

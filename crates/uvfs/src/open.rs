@@ -411,7 +411,7 @@ impl<V: Variant> Task<V> {
         inode.init_tmpfile(!flags.contains(OpenFlags::EXCL));
         // d_tmpfile: a dentry under the directory, never hashed (no lookup finds it).
         let d = Arc::new(Dentry::new(
-            Arc::new(inode),
+            inode,
             Some(dir.clone()),
             Arc::from(&b"/"[..]),
             0,

@@ -174,9 +174,14 @@ impl<V: Variant> Task<V> {
         let new = match whence {
             SEEK_SET => offset,
             SEEK_CUR => cur.checked_add(offset).ok_or(Errno::EINVAL)?,
-            SEEK_END if !is_dir => (inode.size() as i64)
-                .checked_add(offset)
-                .ok_or(Errno::EINVAL)?,
+            SEEK_END if !is_dir => {
+                // A file system that changes behind the VFS's back gives its current size
+                // (Linux: `fuse_update_attributes` in `fuse_file_llseek`).
+                inode.refresh()?;
+                (inode.size() as i64)
+                    .checked_add(offset)
+                    .ok_or(Errno::EINVAL)?
+            }
             SEEK_DATA | SEEK_HOLE if !is_dir => {
                 if offset < 0 {
                     return Err(Errno::ENXIO);

@@ -96,6 +96,20 @@ const EOD_COOKIE: u64 = i32::MAX as u64;
 /// the largest `d_off`, as 64-bit hashed cookies (ext4) may use the rest.
 const FS_EOD: u64 = i64::MAX as u64;
 
+/// Sets the d_off of the last record in `buf[..used]` to `pos` (Linux `getdents64`:
+/// `lastdirent->d_off = buf.ctx.pos`).
+fn set_last_d_off(buf: &mut [u8], used: usize, pos: u64) {
+    let mut last = None;
+    let mut i = 0;
+    while i < used {
+        last = Some(i);
+        i += u16::from_ne_bytes([buf[i + 16], buf[i + 17]]) as usize;
+    }
+    if let Some(i) = last {
+        buf[i + 8..i + 16].copy_from_slice(&(pos as i64).to_ne_bytes());
+    }
+}
+
 impl<V: Variant> Task<V> {
     /// `getdents64(2)`: fills `buf` with `linux_dirent64` records from the directory position
     /// and advances it; returns bytes written, 0 at the end. Parse with [`parse_dirents`].
@@ -167,7 +181,15 @@ impl<V: Variant> Task<V> {
                 *pos = emitted;
                 match r {
                     Err(e) if used == 0 => break 'done Err(e),
-                    Ok(None) if !full => *pos = FS_EOD,
+                    // The end: the file system's own end position if it has one (a host
+                    // directory's `DIR_OFFSET_EOD`), which keeps later calls at the end
+                    // and `read(2)` at EISDIR as on the host; else the largest `d_off`.
+                    // As Linux's `getdents64`, the last record's d_off is the final
+                    // position.
+                    Ok(end) if !full => {
+                        *pos = end.map_or(FS_EOD, |p| p.saturating_add(FIRST_COOKIE).min(FS_EOD));
+                        set_last_d_off(buf, used, *pos);
+                    }
                     _ if used == 0 => break 'done Err(Errno::EINVAL),
                     _ => {}
                 }
@@ -208,15 +230,7 @@ impl<V: Variant> Task<V> {
             if !full {
                 *pos = EOD_COOKIE;
                 // As Linux's `getdents64`: the last record's d_off is the final position.
-                let mut last = None;
-                let mut i = 0;
-                while i < used {
-                    last = Some(i);
-                    i += u16::from_ne_bytes([buf[i + 16], buf[i + 17]]) as usize;
-                }
-                if let Some(i) = last {
-                    buf[i + 8..i + 16].copy_from_slice(&(EOD_COOKIE as i64).to_ne_bytes());
-                }
+                set_last_d_off(buf, used, EOD_COOKIE);
             }
             Ok(used)
         };

@@ -26,6 +26,9 @@
 //! `UVFS_PROPTEST_STATS=1` prints how often each operation gave each result (is a new
 //! operation reaching success, and which errnos?).
 //!
+//! Each program also runs on hostfs over a fresh host tmpfs (`common`'s `Uvfs::hostfs`;
+//! off with `UVFS_NO_HOSTFS=1`), compared with Linux the same way.
+//!
 //! Without root, or with `UVFS_NO_HOST=1`, the host side is unavailable: the test says so
 //! and checks uvfs-only invariants instead (each program gives the same results on two
 //! fresh file systems; the final tree is consistent: directory link counts, file sizes).
@@ -911,7 +914,7 @@ fn run(r: &mut dyn Runner, prog: &Program) -> Run {
     run
 }
 
-/// uvfs: one `Task` per task over one tmpfs.
+/// uvfs: one `Task` per task over one tmpfs (or one hostfs).
 struct UvfsRunner {
     tasks: Vec<Uvfs>,
 }
@@ -920,6 +923,13 @@ impl UvfsRunner {
     fn new() -> UvfsRunner {
         UvfsRunner {
             tasks: vec![Uvfs::new()],
+        }
+    }
+
+    /// Over a fresh hostfs on a fresh host tmpfs (`common`'s `Uvfs::hostfs`).
+    fn hostfs() -> UvfsRunner {
+        UvfsRunner {
+            tasks: vec![Uvfs::hostfs(None, "")],
         }
     }
 }
@@ -938,6 +948,7 @@ impl Runner for UvfsRunner {
         let mut t = Uvfs {
             task,
             mnt: p.mnt.clone(),
+            host: p.host.clone(),
         };
         let (uid, gid, groups) = who.ids();
         t.set_cred(uid, gid, groups);
@@ -947,6 +958,7 @@ impl Runner for UvfsRunner {
         let root = Uvfs {
             task: uvfs::Task::init(&self.tasks[0].mnt),
             mnt: self.tasks[0].mnt.clone(),
+            host: self.tasks[0].host.clone(),
         };
         walk(&root as &dyn Sys)
     }
@@ -1163,12 +1175,19 @@ fn check(prog: &Program) -> Result<(), TestCaseError> {
     if stats_wanted() {
         record_stats(prog, &u.outs);
     }
+    let hf = hostfs_enabled().then(|| run(&mut UvfsRunner::hostfs(), prog));
     match run_host(prog) {
         Some(h) => {
             if u.outs != h.outs || u.tree != h.tree {
                 return Err(TestCaseError::fail(format!(
                     "uvfs differs from Linux:\n{}",
                     report(prog, &u, &h)
+                )));
+            }
+            if let Some(hf) = hf.filter(|hf| hf.outs != h.outs || hf.tree != h.tree) {
+                return Err(TestCaseError::fail(format!(
+                    "hostfs (as uvfs) differs from Linux:\n{}",
+                    report(prog, &hf, &h)
                 )));
             }
         }
@@ -1181,6 +1200,12 @@ fn check(prog: &Program) -> Result<(), TestCaseError> {
                 )));
             }
             check_tree_invariants(&u.tree).map_err(TestCaseError::fail)?;
+            if let Some(hf) = hf.filter(|hf| hf.outs != u.outs || hf.tree != u.tree) {
+                return Err(TestCaseError::fail(format!(
+                    "hostfs (as uvfs) differs from uvfs tmpfs:\n{}",
+                    report(prog, &hf, &u)
+                )));
+            }
         }
     }
     Ok(())

@@ -1131,39 +1131,40 @@ fn punch_and_close_give_space_back() {
 /// 10000)` and SIGXFSZ ignored).
 #[test]
 fn rlimit_fsize_gives_efbig() {
-    let u = Uvfs::new();
-    let t = &u.task;
-    let fd = t.open("/f", CREAT | RW, 0o644).unwrap();
-    let big = t.open("/big", CREAT | RW, 0o644).unwrap();
-    t.ftruncate(big, 20000).unwrap();
-    t.setrlimit_fsize(10000);
-    assert_eq!(t.fallocate(fd, 0, 0, 10001), Err(Errno::EFBIG));
-    assert_eq!(t.fallocate(fd, KEEP, 0, 10001), Err(Errno::EFBIG));
-    assert_eq!(t.fallocate(fd, KEEP, 10000, 1), Err(Errno::EFBIG));
-    assert_eq!(t.fstat(fd).map(|s| (s.st_size, s.st_blocks)), Ok((0, 0)));
-    assert_eq!(t.fallocate(fd, 0, 0, 10000), Ok(()));
-    assert_eq!(
-        t.fstat(fd).map(|s| (s.st_size, s.st_blocks)),
-        Ok((10000, 24))
-    );
-    // Punching is not limited; the size is at the limit, the range past it.
-    assert_eq!(t.fallocate(fd, PUNCH, 0, 100000), Ok(()));
-    assert_eq!(
-        t.fstat(fd).map(|s| (s.st_size, s.st_blocks)),
-        Ok((10000, 0))
-    );
-    assert_eq!(t.fallocate(fd, KEEP, 0, 10001), Err(Errno::EFBIG));
-    // Within the size, a file already past the limit can be allocated.
-    assert_eq!(t.fallocate(big, 0, 0, 15000), Ok(()));
-    assert_eq!(t.fallocate(big, KEEP, 0, 20000), Ok(()));
-    assert_eq!(t.fallocate(big, 0, 0, 20001), Err(Errno::EFBIG));
-    assert_eq!(
-        t.fstat(big).map(|s| (s.st_size, s.st_blocks)),
-        Ok((20000, 40))
-    );
-    // EFBIG for overflow comes before the limit (vfs_fallocate), and an overflow of a
-    // punch too.
-    assert_eq!(t.fallocate(fd, PUNCH, i64::MAX, 1), Err(Errno::EFBIG));
+    for u in each_fs() {
+        let t = &u.task;
+        let fd = t.open("/f", CREAT | RW, 0o644).unwrap();
+        let big = t.open("/big", CREAT | RW, 0o644).unwrap();
+        t.ftruncate(big, 20000).unwrap();
+        t.setrlimit_fsize(10000);
+        assert_eq!(t.fallocate(fd, 0, 0, 10001), Err(Errno::EFBIG));
+        assert_eq!(t.fallocate(fd, KEEP, 0, 10001), Err(Errno::EFBIG));
+        assert_eq!(t.fallocate(fd, KEEP, 10000, 1), Err(Errno::EFBIG));
+        assert_eq!(t.fstat(fd).map(|s| (s.st_size, s.st_blocks)), Ok((0, 0)));
+        assert_eq!(t.fallocate(fd, 0, 0, 10000), Ok(()));
+        assert_eq!(
+            t.fstat(fd).map(|s| (s.st_size, s.st_blocks)),
+            Ok((10000, 24))
+        );
+        // Punching is not limited; the size is at the limit, the range past it.
+        assert_eq!(t.fallocate(fd, PUNCH, 0, 100000), Ok(()));
+        assert_eq!(
+            t.fstat(fd).map(|s| (s.st_size, s.st_blocks)),
+            Ok((10000, 0))
+        );
+        assert_eq!(t.fallocate(fd, KEEP, 0, 10001), Err(Errno::EFBIG));
+        // Within the size, a file already past the limit can be allocated.
+        assert_eq!(t.fallocate(big, 0, 0, 15000), Ok(()));
+        assert_eq!(t.fallocate(big, KEEP, 0, 20000), Ok(()));
+        assert_eq!(t.fallocate(big, 0, 0, 20001), Err(Errno::EFBIG));
+        assert_eq!(
+            t.fstat(big).map(|s| (s.st_size, s.st_blocks)),
+            Ok((20000, 40))
+        );
+        // EFBIG for overflow comes before the limit (vfs_fallocate), and an overflow of a
+        // punch too.
+        assert_eq!(t.fallocate(fd, PUNCH, i64::MAX, 1), Err(Errno::EFBIG));
+    }
 }
 
 /// Bug (issue 15 item 3): on `tmpfs::mount(Default::default())`, `fallocate` of 100 GiB

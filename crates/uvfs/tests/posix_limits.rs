@@ -217,29 +217,30 @@ fn write_past_the_largest_offset_is_einval() {
 /// threads of the test process.
 #[test]
 fn rlimit_fsize_gives_efbig_and_short_writes() {
-    let u = Uvfs::new();
-    let t = &u.task;
-    assert_eq!(t.getrlimit_fsize(), u64::MAX);
-    let fd = t.open("/f", CREAT | RW, 0o644).unwrap();
-    t.setrlimit_fsize(10);
-    assert_eq!(t.write(fd, &[1u8; 20]), Ok(10));
-    assert_eq!(t.write(fd, b"x"), Err(Errno::EFBIG));
-    assert_eq!(t.pwrite(fd, b"abc", 5), Ok(3));
-    assert_eq!(t.pwrite(fd, b"abcdef", 8), Ok(2));
-    assert_eq!(t.ftruncate(fd, 11), Err(Errno::EFBIG));
-    assert_eq!(t.truncate("/f", 100), Err(Errno::EFBIG));
-    assert_eq!(t.fstat(fd).map(|s| s.st_size), Ok(10));
-    assert_eq!(t.ftruncate(fd, 4), Ok(()));
-    assert_eq!(t.ftruncate(fd, 10), Ok(()));
-    // Threads share the limit; a fork copies it.
-    let th = t.clone_thread();
-    let child = t.fork();
-    th.setrlimit_fsize(2);
-    assert_eq!(t.getrlimit_fsize(), 2);
-    assert_eq!(child.getrlimit_fsize(), 10);
-    child.setrlimit_fsize(u64::MAX);
-    assert_eq!(t.getrlimit_fsize(), 2);
-    assert_eq!(child.write(fd, &[0u8; 100]), Ok(100));
+    for u in each_fs() {
+        let t = &u.task;
+        assert_eq!(t.getrlimit_fsize(), u64::MAX);
+        let fd = t.open("/f", CREAT | RW, 0o644).unwrap();
+        t.setrlimit_fsize(10);
+        assert_eq!(t.write(fd, &[1u8; 20]), Ok(10));
+        assert_eq!(t.write(fd, b"x"), Err(Errno::EFBIG));
+        assert_eq!(t.pwrite(fd, b"abc", 5), Ok(3));
+        assert_eq!(t.pwrite(fd, b"abcdef", 8), Ok(2));
+        assert_eq!(t.ftruncate(fd, 11), Err(Errno::EFBIG));
+        assert_eq!(t.truncate("/f", 100), Err(Errno::EFBIG));
+        assert_eq!(t.fstat(fd).map(|s| s.st_size), Ok(10));
+        assert_eq!(t.ftruncate(fd, 4), Ok(()));
+        assert_eq!(t.ftruncate(fd, 10), Ok(()));
+        // Threads share the limit; a fork copies it.
+        let th = t.clone_thread();
+        let child = t.fork();
+        th.setrlimit_fsize(2);
+        assert_eq!(t.getrlimit_fsize(), 2);
+        assert_eq!(child.getrlimit_fsize(), 10);
+        child.setrlimit_fsize(u64::MAX);
+        assert_eq!(t.getrlimit_fsize(), 2);
+        assert_eq!(child.write(fd, &[0u8; 100]), Ok(100));
+    }
 }
 
 #[test]

@@ -39,7 +39,7 @@ pub(crate) fn create_locked<V: Variant>(
         target,
         now,
     };
-    let inode = Arc::new(task.fs.new_inode(dir, name, args)?);
+    let inode = task.fs.new_inode(dir, name, args)?;
     let name: Name = Arc::from(name);
     let cookie = dl.next_cookie();
     let d = Arc::new(Dentry::new(
@@ -66,7 +66,12 @@ impl crate::task::FsStruct {
     /// are used up).
     ///
     /// [`FileSystem::create`]: crate::fs::FileSystem::create
-    pub(crate) fn new_inode(&self, dir: &Inode, name: &[u8], args: NewInode<'_>) -> Result<Inode> {
+    pub(crate) fn new_inode(
+        &self,
+        dir: &Inode,
+        name: &[u8],
+        args: NewInode<'_>,
+    ) -> Result<Arc<Inode>> {
         let g = epoch::pin();
         let sb = &self.root.load(&g).mnt.mnt_sb;
         sb.s_op.create(sb, dir, name, args)

@@ -5,8 +5,9 @@
 //! # The host side
 //! Each run gets a fresh tmpfs mounted under a temporary directory (a plain temporary
 //! directory if mounting fails) and a fresh thread that behaves like a new process over it:
-//! `unshare(CLONE_FS | CLONE_FILES)`, `chroot` into the directory, close every descriptor
-//! (so descriptors are numbered from 0, as in a fresh uvfs `FdTable`), `umask(022)`. All of
+//! `unshare(CLONE_FS)`, `chroot` into the directory, a descriptor table of its own with no
+//! descriptor (`close_range(CLOSE_RANGE_UNSHARE)`: numbered from 0, as in a fresh uvfs
+//! `FdTable`; no copy of the process's descriptors), `umask(022)`. All of
 //! that is per thread, so tests keep running in parallel. Credentials are changed with the
 //! raw `setres[ug]id`/`setgroups` system calls, which (unlike glibc's wrappers) change only
 //! the calling thread. Calls are raw `syscall(2)`s so arbitrary (also invalid) descriptors
@@ -14,6 +15,16 @@
 //!
 //! The host side needs root (`chroot`, `mount`). Without it, or with `UVFS_NO_HOST=1`,
 //! only uvfs runs and is checked against the expected value written in the test.
+//!
+//! # The hostfs side
+//! Every case that runs on a fresh uvfs tmpfs also runs on a fresh hostfs
+//! ([`Uvfs::hostfs`]) over a fresh host tmpfs (mounted with the same `mode=`, `size=`,
+//! `nr_inodes=` as the host side's, in a scratch thread's private mount namespace; a plain
+//! directory under `/dev/shm` where mounting is refused), with the same expectations:
+//! Linux's answer (`same`: the host's result when the host side runs, else uvfs tmpfs's).
+//! Cases whose subject is tmpfs's own and not a host directory's may opt out by name in
+//! [`HOSTFS_OPT_OUT`], with the reason; none needs to today. `UVFS_NO_HOSTFS=1` turns
+//! the hostfs side off.
 //!
 //! # Patterns
 //! - [`same`]: uvfs and Linux give equal results; returns the result.
@@ -131,10 +142,44 @@ pub trait Sys {
 // ---------------------------------------------------------------------------------------
 // uvfs side
 
-/// A fresh uvfs tmpfs and its init task.
+/// A fresh uvfs tmpfs (or hostfs, [`Uvfs::hostfs`]) and its init task.
 pub struct Uvfs {
     pub task: Task,
     pub mnt: Arc<Mount>,
+    /// The host directory of a hostfs mount, kept while the mount is used.
+    pub host: Option<Arc<HostDir>>,
+}
+
+/// The host directory under a hostfs mount: a fresh tmpfs mounted in a scratch thread's
+/// private mount namespace (so it is reachable only through the descriptors hostfs
+/// holds), or, where mounting is refused, a plain directory under `/dev/shm`.
+#[derive(Debug)]
+pub struct HostDir {
+    pub dir: tempfile::TempDir,
+    /// Whether `dir` is a plain directory (no tmpfs could be mounted on it).
+    pub plain: bool,
+}
+
+/// Whether the posix cases also run on hostfs (off with `UVFS_NO_HOSTFS=1`).
+pub fn hostfs_enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("UVFS_NO_HOSTFS").is_none_or(|v| v == "0"))
+}
+
+/// Cases that do not run on hostfs, by test function or table case name, with the reason:
+/// what they check is tmpfs's own (uvfs's in-memory file system), not a POSIX answer that
+/// a host directory must give.
+pub const HOSTFS_OPT_OUT: &[(&str, &str)] = &[];
+
+/// The reason the running test (or table case `case`) does not run on hostfs, if listed
+/// in [`HOSTFS_OPT_OUT`].
+pub fn hostfs_opt_out(case: Option<&str>) -> Option<&'static str> {
+    let t = std::thread::current();
+    let test = t.name().unwrap_or("");
+    HOSTFS_OPT_OUT.iter().find_map(|(n, why)| {
+        let hit = case == Some(*n) || test == *n || test.ends_with(&format!("::{n}"));
+        hit.then_some(*why)
+    })
 }
 
 impl Uvfs {
@@ -148,6 +193,49 @@ impl Uvfs {
         Uvfs {
             task: Task::init(&mnt),
             mnt,
+            host: None,
+        }
+    }
+
+    /// hostfs over a fresh host tmpfs mounted with `mode=root_mode` (default `1777`) and
+    /// `extra` options (e.g. `",size=65536"`), as the host side's sandbox.
+    pub fn hostfs(root_mode: Option<u32>, extra: &str) -> Uvfs {
+        let base = if std::path::Path::new("/dev/shm").is_dir() {
+            std::path::PathBuf::from("/dev/shm")
+        } else {
+            std::env::temp_dir()
+        };
+        let dir = tempfile::Builder::new()
+            .prefix("uvfs-hostfs-")
+            .tempdir_in(base)
+            .expect("tempdir");
+        let path = dir.path().to_owned();
+        let mode = root_mode.unwrap_or(0o1777);
+        let data = cpath(format!("mode={mode:o}{extra}").as_bytes());
+        let required = root_mode.is_some() || !extra.is_empty();
+        let (mnt, plain) = std::thread::spawn(move || {
+            let p = cpath(path.as_os_str().as_encoded_bytes());
+            // The thread ends right after mounting hostfs, whose descriptors keep the
+            // tmpfs alive (reachable through them only).
+            let mounted = mount_private_tmpfs(&p, &data);
+            if !mounted {
+                assert!(
+                    !required,
+                    "hostfs: a root mode or limits need a tmpfs mount"
+                );
+                // SAFETY: chmod of our own fresh directory.
+                unsafe { libc::chmod(p.as_ptr(), mode) };
+            }
+            let m = uvfs::hostfs::mount(&path, uvfs::hostfs::HostfsOptions::default())
+                .expect("hostfs mount");
+            (m, !mounted)
+        })
+        .join()
+        .expect("hostfs thread");
+        Uvfs {
+            task: Task::init(&mnt),
+            mnt,
+            host: Some(Arc::new(HostDir { dir, plain })),
         }
     }
 
@@ -160,6 +248,7 @@ impl Uvfs {
         Uvfs {
             task: Task::init(&mnt),
             mnt,
+            host: None,
         }
     }
 }
@@ -271,6 +360,7 @@ impl Sys for Uvfs {
         let mut child = Uvfs {
             task: self.task.fork(),
             mnt: self.mnt.clone(),
+            host: self.host.clone(),
         };
         f(&mut child);
     }
@@ -278,6 +368,7 @@ impl Sys for Uvfs {
         let mut t = Uvfs {
             task: self.task.clone_thread(),
             mnt: self.mnt.clone(),
+            host: self.host.clone(),
         };
         f(&mut t);
     }
@@ -414,20 +505,16 @@ fn fcntl_raw(cmd: Fcntl) -> (libc::c_int, libc::c_long) {
 /// Makes the calling thread a fresh "process" rooted at `root` (see the module doc).
 fn enter_sandbox(sb: &Sandbox) {
     let r = cpath(sb.dir.path().as_os_str().as_encoded_bytes());
-    // SAFETY: plain system calls on this thread's own context: the fd table, fs context and
-    // mount namespace are this thread's private copies from here on, so closing its
-    // descriptors or mounting affects no one else.
+    // SAFETY: plain system calls on this thread's own context: the fd table (unshared
+    // empty by the `close_range` below), fs context and mount namespace are this thread's
+    // private copies from here on, so closing its descriptors or mounting affects no one
+    // else.
     unsafe {
         // A mount namespace of our own needs CAP_SYS_ADMIN; without it (e.g. a container
         // that forbids mounts) run on the bare directory, as before.
-        let own_ns = libc::unshare(libc::CLONE_FS | libc::CLONE_FILES | libc::CLONE_NEWNS) == 0;
+        let own_ns = libc::unshare(libc::CLONE_FS | libc::CLONE_NEWNS) == 0;
         if !own_ns {
-            assert_eq!(
-                libc::unshare(libc::CLONE_FS | libc::CLONE_FILES),
-                0,
-                "unshare: {}",
-                errno()
-            );
+            assert_eq!(libc::unshare(libc::CLONE_FS), 0, "unshare: {}", errno());
         }
         // Nothing mounted here propagates back to the host's namespace.
         let private = own_ns
@@ -465,7 +552,17 @@ fn enter_sandbox(sb: &Sandbox) {
         }
         assert_eq!(libc::chroot(r.as_ptr()), 0, "chroot: {}", errno());
         assert_eq!(libc::chdir(c"/".as_ptr()), 0);
-        sc(libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32)).unwrap();
+        // A table of our own with nothing in it: CLOSE_RANGE_UNSHARE over every descriptor
+        // copies none (`unshare(CLONE_FILES)` would copy them all, briefly holding other
+        // tests' host files open: hostfs's, whose space a test expects back at a close).
+        let unshare = libc::CLOSE_RANGE_UNSHARE;
+        sc(libc::syscall(
+            libc::SYS_close_range,
+            0u32,
+            u32::MAX,
+            unshare,
+        ))
+        .unwrap();
         libc::syscall(libc::SYS_umask, 0o022);
     }
 }
@@ -949,29 +1046,34 @@ fn can_mount_private_tmpfs() -> bool {
         return false;
     };
     let p = cpath(dir.path().as_os_str().as_encoded_bytes());
-    std::thread::spawn(move || {
-        // SAFETY: plain system calls on this scratch thread's own context (its fs context
-        // and mount namespace become private; the thread ends right after).
-        unsafe {
-            libc::unshare(libc::CLONE_FS | libc::CLONE_NEWNS) == 0
-                && libc::mount(
-                    std::ptr::null(),
-                    c"/".as_ptr(),
-                    std::ptr::null(),
-                    libc::MS_REC | libc::MS_PRIVATE,
-                    std::ptr::null(),
-                ) == 0
-                && libc::mount(
-                    c"uvfs-probe".as_ptr(),
-                    p.as_ptr(),
-                    c"tmpfs".as_ptr(),
-                    0,
-                    c"mode=1777".as_ptr().cast(),
-                ) == 0
-        }
-    })
-    .join()
-    .unwrap_or(false)
+    std::thread::spawn(move || mount_private_tmpfs(&p, c"mode=1777"))
+        .join()
+        .unwrap_or(false)
+}
+
+/// On a scratch thread about to end: makes its fs context and mount namespace private and
+/// mounts a tmpfs with options `data` at `path` in it; whether that worked.
+fn mount_private_tmpfs(path: &std::ffi::CStr, data: &std::ffi::CStr) -> bool {
+    // SAFETY: plain system calls with valid NUL-terminated strings, on the calling
+    // thread's own context (its fs context and mount namespace become private copies;
+    // the caller is a scratch thread that ends right after).
+    unsafe {
+        libc::unshare(libc::CLONE_FS | libc::CLONE_NEWNS) == 0
+            && libc::mount(
+                std::ptr::null(),
+                c"/".as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            ) == 0
+            && libc::mount(
+                c"uvfs-tmpfs".as_ptr(),
+                path.as_ptr(),
+                c"tmpfs".as_ptr(),
+                0,
+                data.as_ptr().cast(),
+            ) == 0
+    }
 }
 
 fn panic_msg(p: &(dyn std::any::Any + Send)) -> String {
@@ -984,6 +1086,40 @@ fn panic_msg(p: &(dyn std::any::Any + Send)) -> String {
 /// Runs `f` on a fresh uvfs tmpfs and init task.
 pub fn on_uvfs<T>(f: &dyn Fn(&mut dyn Sys) -> T) -> T {
     f(&mut Uvfs::new())
+}
+
+/// Runs `f` on a fresh hostfs over a fresh host tmpfs (`root_mode`, `extra` as
+/// [`Uvfs::hostfs`]); `None` when hostfs runs are off or the running test (or `case`) is in
+/// [`HOSTFS_OPT_OUT`]. A panic in `f` is reported as hostfs's.
+pub fn on_hostfs_data<T>(
+    case: Option<&str>,
+    root_mode: Option<u32>,
+    extra: &str,
+    f: &dyn Fn(&mut dyn Sys) -> T,
+) -> Option<T> {
+    if !hostfs_enabled() || hostfs_opt_out(case).is_some() {
+        return None;
+    }
+    let mut u = Uvfs::hostfs(root_mode, extra);
+    match catch_unwind(AssertUnwindSafe(|| f(&mut u))) {
+        Ok(v) => Some(v),
+        Err(p) => panic!("on hostfs: {}", panic_msg(&*p)),
+    }
+}
+
+/// A fresh uvfs tmpfs and, unless hostfs runs are off, a fresh hostfs (default options),
+/// for uvfs-only tests (no Linux side) that hold on every file system.
+pub fn each_fs() -> Vec<Uvfs> {
+    let mut v = vec![Uvfs::new()];
+    if hostfs_enabled() {
+        v.push(Uvfs::hostfs(None, ""));
+    }
+    v
+}
+
+/// [`on_hostfs_data`] with the default root and options.
+pub fn on_hostfs<T>(f: &dyn Fn(&mut dyn Sys) -> T) -> Option<T> {
+    on_hostfs_data(None, None, "", f)
 }
 
 /// Runs `f` on a fresh host sandbox; `None` when the host side is unavailable.
@@ -1037,8 +1173,13 @@ where
     F: Fn(&mut dyn Sys) -> T + Sync,
 {
     let u = on_uvfs(&f);
-    if let Some(h) = on_host(&f) {
-        assert_eq!(u, h, "uvfs (left) differs from Linux (right)");
+    let h = on_host(&f);
+    if let Some(h) = &h {
+        assert_eq!(&u, h, "uvfs (left) differs from Linux (right)");
+    }
+    if let Some(hf) = on_hostfs(&f) {
+        let want = h.as_ref().unwrap_or(&u);
+        assert_eq!(&hf, want, "hostfs (left) differs from Linux (right)");
     }
     u
 }
@@ -1058,6 +1199,9 @@ where
         );
     }
     assert_eq!(u, want, "uvfs (left) differs from Linux (right)");
+    if let Some(hf) = on_hostfs(&f) {
+        assert_eq!(hf, want, "hostfs (left) differs from Linux (right)");
+    }
 }
 
 /// As [`expect`], on file systems whose root directory has permission bits `root_mode`
@@ -1076,6 +1220,9 @@ where
         );
     }
     assert_eq!(u, want, "uvfs (left) differs from Linux (right)");
+    if let Some(hf) = on_hostfs_data(None, Some(root_mode), "", &f) {
+        assert_eq!(hf, want, "hostfs (left) differs from Linux (right)");
+    }
 }
 
 /// As [`expect`], on file systems mounted with `size=size` (bytes) and `nr_inodes=inodes`
@@ -1091,13 +1238,17 @@ where
         nr_inodes: Some(inodes),
         ..Default::default()
     }));
-    if let Some(h) = on_host_data(None, &format!(",size={size},nr_inodes={inodes}"), &f) {
+    let extra = format!(",size={size},nr_inodes={inodes}");
+    if let Some(h) = on_host_data(None, &extra, &f) {
         assert_eq!(
             h, want,
             "the test's expectation (right) is not what Linux returns (left); uvfs gave {u:?}"
         );
     }
     assert_eq!(u, want, "uvfs (left) differs from Linux (right)");
+    if let Some(hf) = on_hostfs_data(None, None, &extra, &f) {
+        assert_eq!(hf, want, "hostfs (left) differs from Linux (right)");
+    }
 }
 
 /// One row of a [`table`]: a name, the expected (Linux) result, the operation.
@@ -1123,6 +1274,11 @@ where
         }
         if &u != want {
             failures.push(format!("{name}: uvfs gives {u:?}, Linux {want:?}"));
+        }
+        if let Some(hf) = on_hostfs_data(Some(name), None, "", f) {
+            if &hf != want {
+                failures.push(format!("{name}: hostfs gives {hf:?}, Linux {want:?}"));
+            }
         }
     }
     assert!(

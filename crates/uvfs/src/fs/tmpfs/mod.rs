@@ -236,13 +236,14 @@ impl FileSystem for Tmpfs {
         _dir: &Inode,
         _name: &[u8],
         args: NewInode<'_>,
-    ) -> Result<Inode> {
+    ) -> Result<Arc<Inode>> {
         new_inode(
             self.next_ino(sb.s_dev),
             sb.s_dev,
             args,
             self.limits.as_ref(),
         )
+        .map(Arc::new)
     }
 }
 

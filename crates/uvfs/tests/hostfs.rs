@@ -1,0 +1,610 @@
+//! hostfs's own proof (the POSIX suites run on it through `common`): confinement to the
+//! bound directory (symlinks to `/`, `../..` chains, absolute symlinks, a host thread
+//! swapping a directory with a symlink while uvfs walks through it), changes made on the
+//! host seen by uvfs, changes made through uvfs reaching the host, the descriptor bound,
+//! host `EMFILE` as `ENFILE`, read-only mounts and mount errors.
+//!
+//! These tests bind a plain directory under `/dev/shm` (visible to the host side), with a
+//! sentinel file next to it, outside the bound tree.
+
+mod common;
+use common::*;
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use uvfs::hostfs::{self, HostfsOptions};
+use uvfs::types::*;
+use uvfs::{AtFlags, Errno, Fd, OpenFlags, RenameFlags, Task};
+
+/// What the sentinel outside the bound tree holds (its size is unique in these tests).
+const SECRET: &[u8] = b"SECRET outside the bound directory: never to be seen through uvfs";
+
+/// A bound directory `outer/root` and a sentinel `outer/sentinel` next to it.
+struct Fixture {
+    outer: tempfile::TempDir,
+    sentinel_ino: u64,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let base = if Path::new("/dev/shm").is_dir() {
+            PathBuf::from("/dev/shm")
+        } else {
+            std::env::temp_dir()
+        };
+        let outer = tempfile::Builder::new()
+            .prefix("uvfs-hostfs-confine-")
+            .tempdir_in(base)
+            .unwrap();
+        std::fs::write(outer.path().join("sentinel"), SECRET).unwrap();
+        std::fs::create_dir(outer.path().join("root")).unwrap();
+        let sentinel_ino = std::os::unix::fs::MetadataExt::ino(
+            &std::fs::metadata(outer.path().join("sentinel")).unwrap(),
+        );
+        Fixture {
+            outer,
+            sentinel_ino,
+        }
+    }
+
+    fn root(&self) -> PathBuf {
+        self.outer.path().join("root")
+    }
+
+    fn mount(&self, opts: HostfsOptions) -> Uvfs {
+        let mnt = hostfs::mount(self.root(), opts).unwrap();
+        Uvfs {
+            task: Task::init(&mnt),
+            mnt,
+            host: None,
+        }
+    }
+
+    /// The sentinel is as it was, and `outer` holds only it and the bound directory.
+    fn check_untouched(&self) {
+        assert_eq!(
+            std::fs::read(self.outer.path().join("sentinel")).unwrap(),
+            SECRET
+        );
+        let mut names: Vec<_> = std::fs::read_dir(self.outer.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["root", "sentinel"]);
+    }
+}
+
+/// Watches `dir` with inotify for every event on it or its entries but `allowed`.
+struct Watch {
+    fd: i32,
+}
+
+impl Watch {
+    fn new(dir: &Path) -> Watch {
+        let p = CString::new(dir.as_os_str().as_bytes()).unwrap();
+        // SAFETY: plain system calls with a valid NUL-terminated path.
+        unsafe {
+            let fd = libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC);
+            assert!(fd >= 0);
+            let wd = libc::inotify_add_watch(fd, p.as_ptr(), libc::IN_ALL_EVENTS);
+            assert!(wd >= 0);
+            Watch { fd }
+        }
+    }
+
+    /// The names of the events so far (empty name: the directory itself).
+    fn events(&self) -> Vec<(u32, String)> {
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            // SAFETY: reads into our buffer of that length.
+            let n = unsafe { libc::read(self.fd, buf.as_mut_ptr().cast(), buf.len()) };
+            if n <= 0 {
+                return out;
+            }
+            let mut i = 0;
+            while i < n as usize {
+                let mask = u32::from_ne_bytes(buf[i + 4..i + 8].try_into().unwrap());
+                let len = u32::from_ne_bytes(buf[i + 12..i + 16].try_into().unwrap()) as usize;
+                let name = &buf[i + 16..i + 16 + len];
+                let end = name.iter().position(|&c| c == 0).unwrap_or(len);
+                out.push((mask, String::from_utf8_lossy(&name[..end]).into_owned()));
+                i += 16 + len;
+            }
+        }
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        // SAFETY: our descriptor.
+        unsafe { libc::close(self.fd) };
+    }
+}
+
+/// Whether an event is one on the bound directory itself (opening it to list it is
+/// hostfs's business); anything else in `outer` is an escape.
+fn escape(events: &[(u32, String)]) -> Vec<(u32, String)> {
+    events
+        .iter()
+        .filter(|(_, n)| n != "root")
+        .cloned()
+        .collect()
+}
+
+/// A uvfs result that must not show the sentinel: its data, size or inode number.
+fn check_stat(r: &uvfs::Result<uvfs::Stat>, fx: &Fixture) {
+    if let Ok(st) = r {
+        assert_ne!(st.st_ino, fx.sentinel_ino, "the sentinel was stat'ed");
+        assert_ne!(st.st_size, SECRET.len() as i64, "the sentinel was stat'ed");
+    }
+}
+
+#[test]
+fn symlinks_resolve_in_uvfs_namespace_never_outside() {
+    let fx = Fixture::new();
+    let r = fx.root();
+    let outer = fx.outer.path().to_str().unwrap().to_owned();
+    std::os::unix::fs::symlink("/", r.join("to_slash")).unwrap();
+    std::os::unix::fs::symlink("../..", r.join("up2")).unwrap();
+    std::os::unix::fs::symlink("..", r.join("up1")).unwrap();
+    std::os::unix::fs::symlink(format!("{outer}/sentinel"), r.join("abs")).unwrap();
+    std::os::unix::fs::symlink(&outer, r.join("abs_dir")).unwrap();
+    std::fs::create_dir(r.join("sub")).unwrap();
+    std::os::unix::fs::symlink("../../sentinel", r.join("sub/chain")).unwrap();
+    std::os::unix::fs::symlink("../up1/../up2/sentinel", r.join("sub/chain2")).unwrap();
+    std::fs::write(r.join("inside"), b"inside").unwrap();
+    let w = Watch::new(fx.outer.path());
+    let u = fx.mount(HostfsOptions::default());
+    let s: &dyn Sys = &u;
+    let paths: [&[u8]; 12] = [
+        b"/to_slash/sentinel",
+        b"/up2/sentinel",
+        b"/up1/sentinel",
+        b"/abs",
+        b"/abs_dir/sentinel",
+        b"/sub/chain",
+        b"/sub/chain2",
+        b"/../sentinel",
+        b"/sub/../../sentinel",
+        b"/to_slash/../../sentinel",
+        b"/up2/up2/up2/sentinel",
+        b"/abs_dir",
+    ];
+    for p in paths {
+        check_stat(&s.stat(p), &fx);
+        check_stat(&s.lstat(p), &fx);
+        if let Ok(d) = s.read_file(p) {
+            assert_ne!(d, SECRET, "read the sentinel through {}", show(p));
+        }
+        // A write through each: creates (if anything) inside the bound directory.
+        if let Ok(fd) = s.open(p, WO | CREAT | OpenFlags::APPEND, 0o644) {
+            s.write(fd, b"x").unwrap();
+            s.close(fd).unwrap();
+        }
+        if let Ok(names) = s.ls(p) {
+            assert!(!names.iter().any(|n| n == "root" || n == "sentinel"));
+        }
+    }
+    // Symlinks to `/` and `..` name uvfs's root: the bound directory.
+    let mut root_ls = s.ls(b"/").unwrap();
+    root_ls.sort();
+    let mut via = s.ls(b"/to_slash").unwrap();
+    via.sort();
+    assert_eq!(via, root_ls);
+    assert_eq!(s.read_file(b"/up2/inside").unwrap(), b"inside");
+    assert_eq!(s.read_file(b"/sub/../../../inside").unwrap(), b"inside");
+    // The absolute target is looked up in uvfs's namespace, where it does not exist.
+    assert_eq!(s.stat(b"/abs").map(drop), Err(Errno::ENOENT));
+    assert_eq!(
+        s.readlink(b"/abs").unwrap(),
+        format!("{outer}/sentinel").as_bytes()
+    );
+    drop(u);
+    assert_eq!(
+        escape(&w.events()),
+        vec![],
+        "host events outside the bound directory"
+    );
+    fx.check_untouched();
+}
+
+/// A host thread exchanges a directory with a symlink to `/` (and one to the absolute
+/// host path of the sentinel's directory) while uvfs walks through the name, 10,000
+/// rounds: uvfs sees the directory's file or no file, never the sentinel.
+#[test]
+fn host_swapping_a_directory_with_a_symlink_never_escapes() {
+    let fx = Fixture::new();
+    let r = fx.root();
+    let outer = fx.outer.path().to_str().unwrap().to_owned();
+    std::fs::create_dir(r.join("d")).unwrap();
+    std::fs::write(r.join("d/sentinel"), b"inside d").unwrap();
+    std::os::unix::fs::symlink("/", r.join("s1")).unwrap();
+    std::os::unix::fs::symlink(&outer, r.join("s2")).unwrap();
+    let w = Watch::new(fx.outer.path());
+    let u = fx.mount(HostfsOptions::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let swapper = {
+        let stop = stop.clone();
+        let r = r.clone();
+        std::thread::spawn(move || {
+            let dir = std::fs::File::open(&r).unwrap();
+            let mut n = 0u64;
+            // Relaxed: a stop flag; the join orders everything else.
+            while !stop.load(Ordering::Relaxed) {
+                let other = if n.is_multiple_of(2) { "s1" } else { "s2" };
+                rustix::fs::renameat_with(
+                    &dir,
+                    "d",
+                    &dir,
+                    other,
+                    rustix::fs::RenameFlags::EXCHANGE,
+                )
+                .unwrap();
+                n += 1;
+            }
+            n
+        })
+    };
+    let s: &dyn Sys = &u;
+    let mut seen_inside = 0;
+    let mut escapes = Vec::new();
+    for round in 0..10_000u32 {
+        let p: &[u8] = match round % 3 {
+            0 => b"/d/sentinel",
+            1 => b"/s1/sentinel",
+            _ => b"/s2/sentinel",
+        };
+        check_stat(&s.stat(p), &fx);
+        match s.read_file(p) {
+            Ok(d) => {
+                assert_eq!(d, b"inside d", "round {round}: read {:?}", show(&d));
+                seen_inside += 1;
+            }
+            Err(e) => assert!(
+                [Errno::ENOENT, Errno::ENOTDIR, Errno::ESTALE].contains(&e),
+                "round {round}: {e:?}"
+            ),
+        }
+        if let Ok(names) = s.ls(&p[..3]) {
+            assert!(
+                names
+                    .iter()
+                    .all(|n| n == "sentinel" || ["d", "s1", "s2"].contains(&&**n)),
+                "round {round}: listed {names:?}"
+            );
+        }
+        if round.is_multiple_of(10) {
+            if let Ok(fd) = s.open(p, WO | OpenFlags::APPEND, 0) {
+                let _ = s.write(fd, b"");
+                s.close(fd).unwrap();
+            }
+        }
+        if round.is_multiple_of(100) {
+            // Drained often, so the queue never overflows (an overflow would hide events).
+            escapes.extend(escape(&w.events()));
+        }
+    }
+    // Relaxed: see the swapper.
+    stop.store(true, Ordering::Relaxed);
+    let swaps = swapper.join().unwrap();
+    assert!(swaps > 0);
+    assert!(seen_inside > 0, "the directory was never seen");
+    drop(u);
+    escapes.extend(escape(&w.events()));
+    assert_eq!(escapes, vec![], "host events outside the bound directory");
+    fx.check_untouched();
+}
+
+#[test]
+fn host_changes_are_seen() {
+    let fx = Fixture::new();
+    let r = fx.root();
+    let u = fx.mount(HostfsOptions::default());
+    let s: &dyn Sys = &u;
+    // Created on the host: seen by stat, listing and read.
+    assert_eq!(s.stat(b"/f").map(drop), Err(Errno::ENOENT));
+    std::fs::write(r.join("f"), b"host data").unwrap();
+    assert_eq!(s.read_file(b"/f").unwrap(), b"host data");
+    assert_eq!(s.ls(b"/").unwrap(), ["f"]);
+    // Changed on the host: data, size, mode.
+    std::fs::write(r.join("f"), b"longer host data").unwrap();
+    assert_eq!(s.stat(b"/f").unwrap().st_size, 16);
+    assert_eq!(s.read_file(b"/f").unwrap(), b"longer host data");
+    std::fs::set_permissions(
+        r.join("f"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
+    assert_eq!(s.stat(b"/f").unwrap().st_mode, S_IFREG | 0o600);
+    // A file open in uvfs sees the host's writes; lseek(SEEK_END) the host's size.
+    let fd = s.open(b"/f", RO, 0).unwrap();
+    std::fs::write(r.join("f"), b"x").unwrap();
+    assert_eq!(s.lseek(fd, 0, SEEK_END), Ok(1));
+    assert_eq!(s.fstat(fd).unwrap().st_size, 1);
+    s.close(fd).unwrap();
+    // Renamed on the host.
+    std::fs::rename(r.join("f"), r.join("g")).unwrap();
+    assert_eq!(s.stat(b"/f").map(drop), Err(Errno::ENOENT));
+    assert_eq!(s.read_file(b"/g").unwrap(), b"x");
+    // A hard link made on the host is the same uvfs inode.
+    std::fs::hard_link(r.join("g"), r.join("h")).unwrap();
+    let (g, h) = (s.stat(b"/g").unwrap(), s.stat(b"/h").unwrap());
+    assert_eq!((g.st_ino, g.st_nlink), (h.st_ino, 2));
+    // Replaced by a directory, then removed, on the host.
+    std::fs::remove_file(r.join("g")).unwrap();
+    std::fs::create_dir(r.join("g")).unwrap();
+    assert_eq!(s.stat(b"/g").unwrap().st_mode & S_IFMT, S_IFDIR);
+    assert_eq!(s.stat(b"/h").unwrap().st_nlink, 1);
+    std::fs::remove_dir(r.join("g")).unwrap();
+    assert_eq!(s.stat(b"/g").map(drop), Err(Errno::ENOENT));
+    let mut ls = s.ls(b"/").unwrap();
+    ls.sort();
+    assert_eq!(ls, ["h"]);
+}
+
+#[test]
+fn uvfs_changes_reach_the_host() {
+    let fx = Fixture::new();
+    let r = fx.root();
+    let mut u = fx.mount(HostfsOptions::default());
+    let s: &mut dyn Sys = &mut u;
+    s.mkdir(b"/d");
+    s.fchmodat(CWD, b"/d", 0o777, AtFlags::empty()).unwrap();
+    s.mkfile(b"/d/f", b"uvfs data");
+    assert_eq!(std::fs::read(r.join("d/f")).unwrap(), b"uvfs data");
+    s.symlinkat(b"../x", CWD, b"/d/l").unwrap();
+    assert_eq!(
+        std::fs::read_link(r.join("d/l")).unwrap(),
+        Path::new("../x")
+    );
+    s.renameat2(CWD, b"/d/f", CWD, b"/d/l", RenameFlags::EXCHANGE)
+        .unwrap();
+    assert_eq!(std::fs::read(r.join("d/l")).unwrap(), b"uvfs data");
+    s.linkat(CWD, b"/d/l", CWD, b"/hard", AtFlags::empty())
+        .unwrap();
+    assert_eq!(std::fs::read(r.join("hard")).unwrap(), b"uvfs data");
+    // New files get the task's owner and exact mode (umask 022 of the task only).
+    s.set_cred(1000, 1000, &[]);
+    assert_eq!(s.umask(0), 0o022);
+    let fd = s.openat(CWD, b"/d/mine", CREAT | WO, 0o666).unwrap();
+    s.close(fd).unwrap();
+    s.mkdirat(CWD, b"/d/sub", 0o777).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(r.join("d/mine")).unwrap();
+    assert_eq!((m.uid(), m.gid(), m.mode()), (1000, 1000, S_IFREG | 0o666));
+    let m = std::fs::metadata(r.join("d/sub")).unwrap();
+    assert_eq!((m.uid(), m.mode()), (1000, S_IFDIR | 0o777));
+    // The task's credentials are checked by uvfs: a file of root's, mode 0600, is not
+    // readable by uid 1000 although the uvfs process (root) could read it.
+    s.set_cred(0, 0, &[]);
+    s.mkfile(b"/secret", b"root only");
+    s.fchmodat(CWD, b"/secret", 0o600, AtFlags::empty())
+        .unwrap();
+    s.set_cred(1000, 1000, &[]);
+    assert_eq!(s.read_file(b"/secret"), Err(Errno::EACCES));
+    s.set_cred(0, 0, &[]);
+    s.unlinkat(CWD, b"/hard", AtFlags::empty()).unwrap();
+    assert!(!r.join("hard").exists());
+    s.unlinkat(CWD, b"/d/sub", AtFlags::REMOVEDIR).unwrap();
+    assert!(!r.join("d/sub").exists());
+    // The host's ENOTEMPTY for a directory whose entries uvfs never looked up.
+    std::fs::write(r.join("d/hostonly"), b"").unwrap();
+    std::fs::create_dir(r.join("e")).unwrap();
+    std::fs::write(r.join("e/x"), b"").unwrap();
+    assert_eq!(
+        s.unlinkat(CWD, b"/e", AtFlags::REMOVEDIR),
+        Err(Errno::ENOTEMPTY)
+    );
+    assert_eq!(s.renameat(CWD, b"/d", CWD, b"/e"), Err(Errno::ENOTEMPTY));
+}
+
+#[test]
+fn attr_timeout_bounds_staleness() {
+    let fx = Fixture::new();
+    let r = fx.root();
+    let t = Duration::from_millis(300);
+    let u = fx.mount(HostfsOptions {
+        attr_timeout: t,
+        ..Default::default()
+    });
+    let s: &dyn Sys = &u;
+    std::fs::write(r.join("f"), b"1").unwrap();
+    assert_eq!(s.stat(b"/f").unwrap().st_size, 1);
+    std::fs::write(r.join("f"), b"22").unwrap();
+    let start = std::time::Instant::now();
+    // Within the timeout the cached size may show; after it, the host's must.
+    let early = s.stat(b"/f").unwrap().st_size;
+    if start.elapsed() < t {
+        assert!(early == 1 || early == 2);
+    }
+    std::thread::sleep(t + Duration::from_millis(50));
+    assert_eq!(s.stat(b"/f").unwrap().st_size, 2);
+    // A change through uvfs is seen at once whatever the timeout.
+    s.mkfile(b"/f", b"333");
+    assert_eq!(s.stat(b"/f").unwrap().st_size, 3);
+}
+
+/// Host descriptors of hostfs that point into `dir`.
+fn fds_into(dir: &Path) -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|p| p.starts_with(dir))
+        .count()
+}
+
+#[test]
+fn cached_descriptors_are_bounded() {
+    let fx = Fixture::new();
+    let cap = 8;
+    let u = fx.mount(HostfsOptions {
+        max_cached_fds: cap,
+        ..Default::default()
+    });
+    let s: &dyn Sys = &u;
+    let mut paths = Vec::new();
+    for i in 0..10 {
+        let d = format!("/d{i}");
+        s.mkdir(d.as_bytes());
+        for j in 0..10 {
+            let f = format!("{d}/f{j}");
+            s.mkfile(f.as_bytes(), f.as_bytes());
+            paths.push(f);
+        }
+    }
+    for p in &paths {
+        assert_eq!(s.read_file(p.as_bytes()).unwrap(), p.as_bytes());
+        assert!(s.stat(p.as_bytes()).is_ok());
+    }
+    // The root's descriptor, the cache, and nothing else (no file is open).
+    let n = fds_into(&fx.root());
+    assert!(n <= cap + 1, "{n} descriptors for a cache of {cap}");
+    // Open files hold one data descriptor per inode, however many uvfs files share it.
+    let fds: Vec<Fd> = (0..20).map(|_| s.open(b"/d0/f0", RO, 0).unwrap()).collect();
+    let n = fds_into(&fx.root());
+    assert!(n <= cap + 2, "{n} descriptors");
+    for fd in fds {
+        s.close(fd).unwrap();
+    }
+    // Everything still works after eviction (reopened by name from the parents).
+    for p in paths.iter().rev() {
+        assert_eq!(s.read_file(p.as_bytes()).unwrap(), p.as_bytes());
+    }
+}
+
+/// Bug class guarded: a host `EMFILE` (the uvfs process's table full) must reach the
+/// caller as a clear errno, not a panic and not `EMFILE` (the caller's table is not full).
+/// Runs in a child process of this test binary, whose descriptor limit it lowers.
+#[test]
+fn host_emfile_is_enfile() {
+    if std::env::var_os("UVFS_HOSTFS_EMFILE_CHILD").is_some() {
+        let fx = Fixture::new();
+        let u = fx.mount(HostfsOptions::default());
+        let s: &dyn Sys = &u;
+        for i in 0..64 {
+            s.mkfile(format!("/f{i}").as_bytes(), b"x");
+        }
+        let cur = std::fs::read_dir("/proc/self/fd").unwrap().count() as u64;
+        let hard = rustix::process::getrlimit(rustix::process::Resource::Nofile).maximum;
+        let lim = rustix::process::Rlimit {
+            current: Some(cur + 4),
+            maximum: hard,
+        };
+        rustix::process::setrlimit(rustix::process::Resource::Nofile, lim).unwrap();
+        let mut errs = Vec::new();
+        let mut fds = Vec::new();
+        for i in 0..64 {
+            match s.open(format!("/f{i}").as_bytes(), RO, 0) {
+                Ok(fd) => fds.push(fd),
+                Err(e) => errs.push(e),
+            }
+        }
+        assert!(!errs.is_empty(), "the limit was never reached");
+        assert!(errs.iter().all(|e| *e == Errno::ENFILE), "{errs:?}");
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let out = std::process::Command::new(exe)
+        .args(["--exact", "host_emfile_is_enfile", "--test-threads=1"])
+        .env("UVFS_HOSTFS_EMFILE_CHILD", "1")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "child: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+#[test]
+fn read_only_mount_gives_erofs() {
+    let fx = Fixture::new();
+    let r = fx.root();
+    std::fs::write(r.join("f"), b"data").unwrap();
+    std::fs::create_dir(r.join("d")).unwrap();
+    let u = fx.mount(HostfsOptions {
+        read_only: true,
+        ..Default::default()
+    });
+    let s: &dyn Sys = &u;
+    assert_eq!(s.read_file(b"/f").unwrap(), b"data");
+    let e = Err(Errno::EROFS);
+    assert_eq!(s.open(b"/f", WO, 0).map(drop), e);
+    assert_eq!(s.open(b"/f", RO | OpenFlags::TRUNC, 0).map(drop), e);
+    assert_eq!(s.open(b"/new", CREAT | RW, 0o644).map(drop), e);
+    assert_eq!(s.mkdirat(CWD, b"/new", 0o755), e);
+    assert_eq!(s.unlinkat(CWD, b"/f", AtFlags::empty()), e);
+    assert_eq!(s.unlinkat(CWD, b"/d", AtFlags::REMOVEDIR), e);
+    assert_eq!(s.renameat(CWD, b"/f", CWD, b"/g"), e);
+    assert_eq!(s.fchmodat(CWD, b"/f", 0o600, AtFlags::empty()), e);
+    assert_eq!(s.truncate(b"/f", 0), e);
+    assert_eq!(s.symlinkat(b"f", CWD, b"/l"), e);
+    assert_eq!(s.linkat(CWD, b"/f", CWD, b"/l", AtFlags::empty()), e);
+    assert_eq!(std::fs::read(r.join("f")).unwrap(), b"data");
+    assert_eq!(s.statfs(b"/").unwrap().f_flags & 1, 1, "ST_RDONLY");
+}
+
+#[test]
+fn mount_errors_are_the_hosts() {
+    let fx = Fixture::new();
+    let r = fx.root();
+    std::fs::write(r.join("file"), b"").unwrap();
+    let err = |p: PathBuf| hostfs::mount(p, HostfsOptions::default()).map(drop);
+    assert_eq!(err(r.join("missing")), Err(Errno::ENOENT));
+    assert_eq!(err(r.join("file")), Err(Errno::ENOTDIR));
+}
+
+/// Several tasks creating, writing, renaming, linking, listing and removing in shared
+/// directories at once: no deadlock, no panic, and the final tree is the host's.
+#[test]
+fn concurrent_tasks_on_one_mount() {
+    let fx = Fixture::new();
+    let u = fx.mount(HostfsOptions {
+        max_cached_fds: 16,
+        ..Default::default()
+    });
+    let s: &dyn Sys = &u;
+    s.mkdir(b"/shared");
+    std::thread::scope(|sc| {
+        for t in 0..4u32 {
+            let task = u.task.clone_thread();
+            sc.spawn(move || {
+                let mut buf = [0u8; 4096];
+                for i in 0..150u32 {
+                    let f = format!("/shared/t{t}-{i}");
+                    let g = format!("/shared/g{t}-{i}");
+                    let fd = task.open(&f, CREAT | RW, 0o644).unwrap();
+                    task.write(fd, f.as_bytes()).unwrap();
+                    task.close(fd).unwrap();
+                    task.renameat(CWD, &f, CWD, &g).unwrap();
+                    if i % 3 == 0 {
+                        task.linkat(CWD, &g, CWD, &f, AtFlags::empty()).unwrap();
+                    }
+                    let fd = task.open("/shared", RO | OpenFlags::DIRECTORY, 0).unwrap();
+                    while task.getdents64(fd, &mut buf).unwrap() > 0 {}
+                    task.close(fd).unwrap();
+                    let st = task.fstatat(CWD, &g, AtFlags::empty()).unwrap();
+                    assert_eq!(st.st_size, f.len() as i64);
+                    if i % 2 == 0 {
+                        task.unlinkat(CWD, &g, AtFlags::empty()).unwrap();
+                    }
+                }
+            });
+        }
+    });
+    let mut ours = s.ls(b"/shared").unwrap();
+    ours.sort();
+    let mut host: Vec<String> = std::fs::read_dir(fx.root().join("shared"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    host.sort();
+    assert_eq!(ours, host);
+    // 4 tasks x (75 renamed names kept + 50 links).
+    assert_eq!(host.len(), 4 * (75 + 50));
+}
