@@ -13,8 +13,9 @@
 //! (regular files and directories only), `trusted.` (`CAP_SYS_ADMIN`: root) and `security.`
 //! (no LSM: any caller reads, `CAP_SYS_ADMIN` writes, as commoncap). `system.` names,
 //! POSIX ACLs included, are `EOPNOTSUPP`: uvfs has no ACLs (a Linux tmpfs built with
-//! `CONFIG_TMPFS_POSIX_ACL` stores them). Values are stored as given; `security.capability`
-//! is not validated or converted as `cap_convert_nscap` does.
+//! `CONFIG_TMPFS_POSIX_ACL` stores them). Values are stored as given, but for
+//! `security.capability`, whose header is checked as `cap_convert_nscap` checks it (uvfs
+//! has one user namespace: a version 3 value keeps the root id it was given).
 //!
 //! [`InodeOps::getxattr`]: crate::fs::InodeOps::getxattr
 //! [`InodeOps::setxattr`]: crate::fs::InodeOps::setxattr
@@ -42,6 +43,33 @@ pub const XATTR_NAME_MAX: usize = 255;
 pub const XATTR_SIZE_MAX: usize = 65536;
 /// `XATTR_LIST_MAX`: the largest list `listxattr` copies, in bytes.
 pub const XATTR_LIST_MAX: usize = 65536;
+
+/// `XATTR_NAME_CAPS`: file capabilities.
+const XATTR_NAME_CAPS: &[u8] = b"security.capability";
+
+/// `cap_convert_nscap`'s first checks of a `security.capability` value: a version 2 (20
+/// bytes) or 3 (24 bytes) header (`validheader`), then `CAP_SETFCAP` (root).
+///
+/// # Errors
+/// `EINVAL` for any other value (version 1 ones included, as Linux refuses them on set),
+/// `EPERM` without `CAP_SETFCAP`.
+fn check_caps_value(value: &[u8], root: bool) -> Result<()> {
+    const REVISION_MASK: u32 = 0xff00_0000;
+    let magic = value
+        .get(..4)
+        .map(|m| u32::from_le_bytes([m[0], m[1], m[2], m[3]]) & REVISION_MASK);
+    let valid = matches!(
+        (value.len(), magic),
+        (20, Some(0x0200_0000)) | (24, Some(0x0300_0000))
+    );
+    if !valid {
+        return Err(Errno::EINVAL);
+    }
+    if !root {
+        return Err(Errno::EPERM);
+    }
+    Ok(())
+}
 
 /// The namespaces tmpfs has handlers for (`shmem_xattr_handlers`).
 const PREFIXES: [&[u8]; 3] = [b"security.", b"trusted.", b"user."];
@@ -170,6 +198,12 @@ impl<V: Variant> Task<V> {
         }
         self.with_xattr_target(target, |d| {
             let inode = &d.d_inode;
+            // vfs_setxattr: a file capability is checked (and would be converted) first.
+            if let (XATTR_NAME_CAPS, Some(v)) = (name, value) {
+                if !v.is_empty() {
+                    check_caps_value(v, self.cred.is_root())?;
+                }
+            }
             self.xattr_permission(inode, name, MAY_WRITE)?;
             resolve_name(name)?;
             inode.i_op.setxattr(inode, name, value, flags)?;
