@@ -80,6 +80,71 @@ pub struct MountArgs {
     /// Internal: this process is the background server of `--daemon`.
     #[arg(long, hide = true)]
     pub daemon_child: bool,
+    /// `HOST_DIR:PATH[:ro]`: serve the host directory HOST_DIR at PATH (hostfs: every host
+    /// call relative to HOST_DIR, never outside it), read-only with `:ro`. PATH `/` makes
+    /// HOST_DIR the whole mount (the tmpfs options then do not apply); other paths need
+    /// uvfs's mount tree, which is not built yet, and are refused.
+    #[arg(long, value_parser = parse_bind)]
+    pub bind: Vec<Bind>,
+}
+
+/// One `--bind HOST_DIR:PATH[:ro]`.
+#[derive(Clone, Debug)]
+pub struct Bind {
+    /// The host directory.
+    pub host: PathBuf,
+    /// Where it appears in the mount (absolute).
+    pub path: String,
+    /// `:ro`.
+    pub read_only: bool,
+}
+
+/// Parses `HOST_DIR:PATH[:ro]` (`--bind`).
+fn parse_bind(s: &str) -> Result<Bind, String> {
+    let (rest, read_only) = match s.strip_suffix(":ro") {
+        Some(r) => (r, true),
+        None => (s, false),
+    };
+    let (host, path) = rest
+        .rsplit_once(':')
+        .ok_or_else(|| format!("{s:?}: expected HOST_DIR:PATH[:ro]"))?;
+    if host.is_empty() {
+        return Err(format!("{s:?}: empty HOST_DIR"));
+    }
+    if !path.starts_with('/') {
+        return Err(format!("{s:?}: PATH must be absolute"));
+    }
+    Ok(Bind {
+        host: PathBuf::from(host),
+        path: path.to_owned(),
+        read_only,
+    })
+}
+
+/// The host directory to serve as the whole mount (`--bind DIR:/`), after checking the
+/// binds: one at most, at `/`, naming an existing directory.
+fn root_bind(args: &MountArgs) -> Result<Option<&Bind>, String> {
+    let mut root = None;
+    for b in &args.bind {
+        if !b.path.trim_end_matches('/').is_empty() {
+            return Err(format!(
+                "--bind {}:{}: binding at a path other than / needs uvfs's mount tree, which \
+                 is not built yet",
+                b.host.display(),
+                b.path
+            ));
+        }
+        if root.is_some() {
+            return Err(format!("--bind: {} is bound twice", b.path));
+        }
+        match std::fs::metadata(&b.host) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Err(format!("--bind {}: not a directory", b.host.display())),
+            Err(e) => return Err(format!("--bind {}: {e}", b.host.display())),
+        }
+        root = Some(b);
+    }
+    Ok(root)
 }
 
 /// `--daemon`: starts this command again without it, in the background, and returns when
@@ -110,6 +175,10 @@ fn daemonize(args: &MountArgs) -> Result<(), String> {
     }
     if args.allow_other {
         cmd.arg("--allow-other");
+    }
+    for b in &args.bind {
+        let ro = if b.read_only { ":ro" } else { "" };
+        cmd.arg(format!("--bind={}:{}{ro}", b.host.display(), b.path));
     }
     let perm = match args.permissions {
         PermissionsArg::Kernel => "kernel",
@@ -214,6 +283,7 @@ fn worker_threads(args: &MountArgs) -> usize {
 
 /// Checks what the mount needs before anything is mounted.
 fn preflight(args: &MountArgs) -> Result<(), String> {
+    root_bind(args)?;
     std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -298,13 +368,23 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
     let nr_inodes = args
         .nr_inodes
         .unwrap_or_else(TmpfsOptions::default_nr_inodes);
-    let mnt = uvfs::tmpfs::mount(TmpfsOptions {
-        uid: rustix::process::geteuid().as_raw(),
-        gid: rustix::process::getegid().as_raw(),
-        size: args.size,
-        nr_inodes: args.nr_inodes,
-        ..Default::default()
-    });
+    let mnt = match root_bind(args)? {
+        Some(b) => {
+            let opts = uvfs::hostfs::HostfsOptions {
+                read_only: b.read_only,
+                ..Default::default()
+            };
+            uvfs::hostfs::mount(&b.host, opts)
+                .map_err(|e| format!("--bind {}: {e}", b.host.display()))?
+        }
+        None => uvfs::tmpfs::mount(TmpfsOptions {
+            uid: rustix::process::geteuid().as_raw(),
+            gid: rustix::process::getegid().as_raw(),
+            size: args.size,
+            nr_inodes: args.nr_inodes,
+            ..Default::default()
+        }),
+    };
     mnt.set_protected_hardlinks(protected_hardlinks(args));
     let fs = UvfsFuse::new(
         &mnt,
@@ -342,13 +422,19 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
     let mp = &args.mountpoint;
     let mut session = Session::new(fs, mp, &config)
         .map_err(|e| format!("cannot mount on {}: {e}", mp.display()))?;
-    let size_text = match size {
-        0 => "no size limit".to_owned(),
-        n => format!("size {:.1} GiB", n as f64 / f64::from(1u32 << 30)),
+    let size_text = match (root_bind(args)?, size) {
+        (Some(b), _) => format!(
+            "host directory {}{}",
+            b.host.display(),
+            if b.read_only { " read-only" } else { "" }
+        ),
+        (None, 0) => "no size limit".to_owned(),
+        (None, n) => format!("size {:.1} GiB", n as f64 / f64::from(1u32 << 30)),
     };
-    let inodes_text = match nr_inodes {
-        0 => "no inode limit".to_owned(),
-        n => format!("{n} inodes"),
+    let inodes_text = match (args.bind.is_empty(), nr_inodes) {
+        (false, _) => "the host's space and inodes".to_owned(),
+        (true, 0) => "no inode limit".to_owned(),
+        (true, n) => format!("{n} inodes"),
     };
     say!(
         "uvfs: mounted on {} ({threads} threads, {size_text}, {inodes_text}, permissions \
