@@ -17,21 +17,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{MountGuard, UVFS_FSTYPE};
+use common::{on_host_tmpfs, uvfs_only, MountGuard, UVFS_FSTYPE};
 use rustix::process::Signal;
-
-/// True if the test applies: the subject is `uvfs mount` and it can run.
-fn uvfs_only(test: &str) -> bool {
-    if common::stand_in() {
-        println!("skipped: {test}: checks uvfs mount itself, the subject is a stand-in");
-        return false;
-    }
-    if let Some(why) = common::uvfs_missing() {
-        common::skip(test, &why);
-        return false;
-    }
-    true
-}
 
 /// The mount serves an empty directory in which files can be made, written,
 /// read back, listed and removed.
@@ -487,23 +474,6 @@ fn as_nobody(dir: &Path, script: &str) -> String {
         .output()
         .expect("setpriv");
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// `f(dir)` with a fresh kernel tmpfs mounted on `dir` (detached afterwards): what uvfs
-/// is compared with.
-fn on_host_tmpfs<T>(f: impl FnOnce(&Path) -> T) -> T {
-    let host = tempfile::tempdir().unwrap();
-    rustix::mount::mount(
-        "tmpfs",
-        host.path(),
-        "tmpfs",
-        rustix::mount::MountFlags::empty(),
-        None::<&std::ffi::CStr>,
-    )
-    .expect("mount a tmpfs to compare with");
-    let r = f(host.path());
-    let _ = rustix::mount::unmount(host.path(), rustix::mount::UnmountFlags::DETACH);
-    r
 }
 
 /// Sets up, as root, the files the permission checks below use.
