@@ -53,7 +53,7 @@
 //! | stat.rs | `fstat`, `fstatat`, `statx`, `futimens`, `utimensat` |
 //! | attr.rs | `fchmod(at)`, `fchown(at)`, `truncate`, `faccessat2` |
 //! | statfs.rs | `statfs`, `fstatfs`, `fsync`, `fdatasync` |
-//! | xattr.rs | `getxattr`, `setxattr`, `listxattr`, `removexattr` and their `l`/`f` forms |
+//! | xattr.rs | `getxattr`, `setxattr`, `listxattr`, `removexattr` and their `l`/`f`/`at` forms |
 //!
 //! # Global lock order
 //! `SuperBlock::s_rename_lock` -> directory locks (ancestor first, else by address) ->
