@@ -101,10 +101,24 @@ use crate::sync::padded::CacheLine;
 use crate::task::Task;
 use crate::types::{self, AtFlags, Fd, OpenFlags, RenameFlags, Stat, Timespec};
 
-/// How every file is opened for the kernel: `FOPEN_NOFLUSH`, because tmpfs has nothing to
-/// write back at close (shmem has no `flush`), so `close(2)` needs no `FUSE_FLUSH` round
-/// trip (POSIX locks, which `flush` would also release, are the kernel's own here).
-const OPEN_FLAGS: FopenFlags = FopenFlags::FOPEN_NOFLUSH;
+/// How a file opened with `flags` is opened for the kernel. `O_RDWR` opens, the only ones a
+/// shared writable mapping can be made of, without `FOPEN_NOFLUSH`: their `close(2)` then
+/// runs the kernel's `fuse_flush`, which writes the file's dirty mapped pages back
+/// (`write_inode_now`) and returns the error a WRITE of them got (`filemap_check_errors`:
+/// `ENOSPC` past `--size`), before it would send a `FLUSH`, which uvfs answers `ENOSYS`
+/// once so that the kernel sends none again (`no_flush`): no round trip per close. Every
+/// other open with `FOPEN_NOFLUSH`: its close cannot have dirtied pages (`O_WRONLY` writes
+/// are write-through, their errors are `write`'s), and need not take the inode lock to
+/// write back, or report, another descriptor's pages. (tmpfs itself has nothing to do at
+/// close, shmem has no `flush`; POSIX locks, which `FLUSH` would also release, are the
+/// kernel's own here.)
+fn fopen_flags(flags: OpenFlags) -> FopenFlags {
+    if flags & OpenFlags::ACCMODE == OpenFlags::RDWR {
+        FopenFlags::empty()
+    } else {
+        FopenFlags::FOPEN_NOFLUSH
+    }
+}
 
 /// `__FMODE_EXEC` in an `OPEN`'s flags: the kernel opens a file for `execve`
 /// (`do_open_execat`) and passes its `f_flags` on (include/linux/fcntl.h).
@@ -1047,7 +1061,10 @@ impl Filesystem for UvfsFuse {
         });
         match r {
             Ok((table, fd)) => {
-                reply.opened(fh_make(table, fd), OPEN_FLAGS);
+                reply.opened(
+                    fh_make(table, fd),
+                    fopen_flags(OpenFlags::from_bits_retain(flags.0 as u32)),
+                );
             }
             Err(e) => reply.error(fe(e)),
         }
@@ -1087,14 +1104,31 @@ impl Filesystem for UvfsFuse {
         fh: fuser::FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: fuser::WriteFlags,
+        write_flags: fuser::WriteFlags,
         _flags: fuser::OpenFlags,
         _lock_owner: Option<fuser::LockOwner>,
         reply: ReplyWrite,
     ) {
         let r = self.with_fh(req, fh, true, |t, fd, _| {
             let off = i64::try_from(offset).map_err(|_| Errno::EFBIG)?;
-            t.pwrite(fd, data, off)
+            let n = t.pwrite(fd, data, off)?;
+            if n == data.len() || !write_flags.contains(fuser::WriteFlags::FUSE_WRITE_CACHE) {
+                return Ok(n);
+            }
+            // A writeback of dirty pages (mmap stores): the kernel looks only at the error
+            // of the reply, never at a short count (fs/fuse/file.c `fuse_writepage_end`),
+            // so the pages past `n` would be dropped unreported. Write on: the rest is
+            // stored, or the reply is its error (ENOSPC past `--size`), which the kernel
+            // records for `msync`, `fsync` and `close` to return.
+            let mut done = n;
+            while done < data.len() {
+                let at = off + done as i64;
+                match t.pwrite(fd, &data[done..], at)? {
+                    0 => return Err(Errno::EIO),
+                    k => done += k,
+                }
+            }
+            Ok(done)
         });
         match r {
             Ok(n) => reply.written(n as u32),
@@ -1104,18 +1138,17 @@ impl Filesystem for UvfsFuse {
 
     fn flush(
         &self,
-        req: &Request,
+        _req: &Request,
         _ino: INodeNo,
-        fh: fuser::FileHandle,
+        _fh: fuser::FileHandle,
         _lock_owner: fuser::LockOwner,
         reply: ReplyEmpty,
     ) {
-        // tmpfs has nothing to write back at close (`shmem` has no `flush`); the handle
-        // must still be valid.
-        match self.with_fh(req, fh, false, |t, fd, _| t.fcntl(fd, crate::Fcntl::GetFd)) {
-            Ok(_) => reply.ok(),
-            Err(e) => reply.error(fe(e)),
-        }
+        // Only `O_RDWR` handles get here (`fopen_flags`), after the kernel has written their
+        // file's dirty pages back and checked for errors itself (`fuse_flush`). tmpfs has
+        // nothing more to do at close (`shmem` has no `flush`): ENOSYS makes the kernel send
+        // no FLUSH again, on any handle (`fc->no_flush`), and close returns 0 for it.
+        reply.error(fe(Errno::ENOSYS));
     }
 
     fn release(
@@ -1417,7 +1450,7 @@ impl Filesystem for UvfsFuse {
                     &attr,
                     Generation(0),
                     fh_make(table, fd),
-                    OPEN_FLAGS,
+                    fopen_flags(OpenFlags::from_bits_retain(flags as u32)),
                 );
             }
             Err(e) => reply.error(fe(e)),
