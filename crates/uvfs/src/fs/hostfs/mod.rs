@@ -92,10 +92,11 @@
 //! read-only mount before some permission checks; the mount tree's read-only flag in the
 //! VFS gives Linux's exact order.)
 //!
-//! Lock order: the directory locks of the VFS -> `Inode::attr_lock` ->
-//! `HostInode::data` / `HostInode::loc` / `Shared::inodes` / `Shared::fds` (leaves: each
-//! taken alone, and no `Arc<Inode>` is dropped while one is held, since the last drop
-//! takes `Shared::inodes`).
+//! Lock order: the directory locks of the VFS -> `HostInode::append` (an `O_APPEND`
+//! write) -> `Inode::attr_lock` -> a regular file's `HostInode::data` (held while its data
+//! descriptor is reopened) -> its parents' `data`, `HostInode::loc`, `Shared::inodes`,
+//! `Shared::fds` (leaves: each taken alone, and no `Arc<Inode>` is dropped while one of
+//! these leaves is held, since the last drop takes `Shared::inodes` and `Shared::fds`).
 
 mod inode;
 
