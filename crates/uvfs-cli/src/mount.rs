@@ -47,6 +47,17 @@ pub struct MountArgs {
     /// as tmpfs; 0: no limit).
     #[arg(long)]
     pub nr_inodes: Option<u64>,
+    /// The most open files one user may hold per worker thread (as `ulimit -n` per
+    /// process; past it that user's opens fail with EMFILE, nobody else's); at most 1048576
+    /// (Linux's `nr_open`); default: that, or less so that one user holds at most half of
+    /// --max-handles over all threads.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1 << 20))]
+    pub max_handles_per_user: Option<u32>,
+    /// The most open files of all users together (as `fs.file-max`; past it, opens by
+    /// users other than root fail with ENFILE; default: Linux's `file-max` for this RAM,
+    /// one per 10 KiB; 0: no limit).
+    #[arg(long)]
+    pub max_handles: Option<u64>,
     /// Let every user use the mount (FUSE's `allow_other`; for non-root mounters
     /// /etc/fuse.conf must say `user_allow_other`).
     #[arg(long)]
@@ -54,6 +65,11 @@ pub struct MountArgs {
     /// Who checks permissions.
     #[arg(long, value_enum, default_value = "kernel")]
     pub permissions: PermissionsArg,
+    /// With `--permissions uvfs`: whether a user may hard-link only files it owns or may
+    /// read and write (1) or any file (0), as the `fs.protected_hardlinks` sysctl (default:
+    /// the host's; with kernel checks the kernel applies the host's itself).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=1))]
+    pub protected_hardlinks: Option<u8>,
     /// Seconds the kernel may cache entries and attributes (0: ask uvfs every time).
     #[arg(long, default_value_t = 1.0, value_parser = parse_timeout, allow_negative_numbers = true)]
     pub timeout: f64,
@@ -82,6 +98,15 @@ fn daemonize(args: &MountArgs) -> Result<(), String> {
     }
     if let Some(n) = args.nr_inodes {
         cmd.arg(format!("--nr-inodes={n}"));
+    }
+    if let Some(n) = args.max_handles_per_user {
+        cmd.arg(format!("--max-handles-per-user={n}"));
+    }
+    if let Some(n) = args.max_handles {
+        cmd.arg(format!("--max-handles={n}"));
+    }
+    if let Some(p) = args.protected_hardlinks {
+        cmd.arg(format!("--protected-hardlinks={p}"));
     }
     if args.allow_other {
         cmd.arg("--allow-other");
@@ -169,6 +194,16 @@ fn lazy_unmount(mp: &std::path::Path) -> io::Result<()> {
     }
 }
 
+/// `--protected-hardlinks`, by default the host's `fs.protected_hardlinks` (on if it cannot
+/// be read: the stricter choice).
+fn protected_hardlinks(args: &MountArgs) -> bool {
+    match args.protected_hardlinks {
+        Some(p) => p == 1,
+        None => std::fs::read_to_string("/proc/sys/fs/protected_hardlinks")
+            .map_or(true, |s| s.trim() != "0"),
+    }
+}
+
 /// `--threads`, by default the number of CPUs.
 fn worker_threads(args: &MountArgs) -> usize {
     args.threads.map_or_else(
@@ -197,7 +232,8 @@ fn preflight(args: &MountArgs) -> Result<(), String> {
         Err(e) if e.raw_os_error() == Some(rustix::io::Errno::NOTCONN.raw_os_error()) => {
             return Err(format!(
                 "{}: {e}: a FUSE mount whose server died is still there; \
-                 `fusermount3 -u {}` (or `umount`) removes it",
+                 `fusermount3 -u -z {}` (or `umount -l`) removes it, also while a process \
+                 still has its working directory there",
                 mp.display(),
                 mp.display()
             ))
@@ -224,6 +260,21 @@ fn preflight(args: &MountArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether session error `e` is only the end of a session whose mount is gone: after an
+/// unmount (ours at a signal, or `fusermount3 -u` from outside) the kernel aborts the
+/// connection, and a worker that reads a request meanwhile (a RELEASE sent in the
+/// background) gets `ECONNABORTED` (fs/fuse/dev.c `fuse_dev_do_read`), where fuser 0.18
+/// ends cleanly only on `ENODEV`. A mount still there (a connection aborted through
+/// /sys/fs/fuse/connections) answers `ENOTCONN` and keeps the error.
+fn session_ended(e: io::Error, mp: &std::path::Path) -> io::Result<()> {
+    let aborted = e.raw_os_error() == Some(rustix::io::Errno::CONNABORTED.raw_os_error());
+    if aborted && std::fs::metadata(mp).is_ok() {
+        Ok(())
+    } else {
+        Err(e)
+    }
+}
+
 /// Runs `uvfs mount`: returns when the file system is unmounted (by a signal, or by
 /// `fusermount3 -u`/`umount` from outside).
 ///
@@ -240,26 +291,31 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
         PermissionsArg::Kernel => Permissions::Kernel,
         PermissionsArg::Uvfs => Permissions::Uvfs,
     };
-    // tmpfs's defaults (mm/shmem.c `shmem_default_max_blocks`/`_max_inodes`): half of RAM,
-    // and as many inodes as half of RAM has pages. A mount with `--allow-other` and no
-    // limit would let any user exhaust the server's memory.
-    let ram = rustix::system::sysinfo();
-    let ram = u64::from(ram.mem_unit).saturating_mul(ram.totalram as u64);
-    let size = args.size.unwrap_or(ram / 2);
-    let nr_inodes = args.nr_inodes.unwrap_or(ram / 4096 / 2);
+    // Without --size/--nr-inodes, the library's defaults: tmpfs's (half of RAM, as many
+    // inodes as half of RAM has pages). A mount with `--allow-other` and no limit would let
+    // any user exhaust the server's memory.
+    let size = args.size.unwrap_or_else(TmpfsOptions::default_size);
+    let nr_inodes = args
+        .nr_inodes
+        .unwrap_or_else(TmpfsOptions::default_nr_inodes);
     let mnt = uvfs::tmpfs::mount(TmpfsOptions {
         uid: rustix::process::geteuid().as_raw(),
         gid: rustix::process::getegid().as_raw(),
-        size: Some(size),
-        nr_inodes: Some(nr_inodes),
+        size: args.size,
+        nr_inodes: args.nr_inodes,
         ..Default::default()
     });
+    mnt.set_protected_hardlinks(protected_hardlinks(args));
     let fs = UvfsFuse::new(
         &mnt,
         FuseOptions {
             threads,
             permissions,
             timeout: Duration::from_secs_f64(args.timeout),
+            max_handles_per_user: args.max_handles_per_user,
+            max_handles: args
+                .max_handles
+                .unwrap_or_else(uvfs::fuse::default_max_handles),
         },
     );
     let mut options = vec![
@@ -360,7 +416,7 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
             failed.map_or(Ok(()), Err)
         })
     };
-    let r = session.run();
+    let r = session.run().or_else(|e| session_ended(e, mp));
     // Release: pairs with the watcher's Acquire load; it stops polling.
     done.store(true, Ordering::Release);
     let unmounted = watcher

@@ -459,6 +459,18 @@ fn times_before_1970_and_extremes_round_trip() {
     mnt.unmount();
 }
 
+/// True if the test applies ([`uvfs_only`]) and `setpriv` is there to run as another user.
+fn uvfs_and_setpriv(test: &str) -> bool {
+    if !uvfs_only(test) {
+        return false;
+    }
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        common::skip(test, "no setpriv");
+        return false;
+    }
+    true
+}
+
 /// What user 65534 gets from `script` (a `sh -c` script run with `setpriv`) in `dir`: its
 /// stdout, one line per check.
 fn as_nobody(dir: &Path, script: &str) -> String {
@@ -477,6 +489,23 @@ fn as_nobody(dir: &Path, script: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// `f(dir)` with a fresh kernel tmpfs mounted on `dir` (detached afterwards): what uvfs
+/// is compared with.
+fn on_host_tmpfs<T>(f: impl FnOnce(&Path) -> T) -> T {
+    let host = tempfile::tempdir().unwrap();
+    rustix::mount::mount(
+        "tmpfs",
+        host.path(),
+        "tmpfs",
+        rustix::mount::MountFlags::empty(),
+        None::<&std::ffi::CStr>,
+    )
+    .expect("mount a tmpfs to compare with");
+    let r = f(host.path());
+    let _ = rustix::mount::unmount(host.path(), rustix::mount::UnmountFlags::DETACH);
+    r
+}
+
 /// Sets up, as root, the files the permission checks below use.
 fn permission_fixture(dir: &Path) {
     use std::os::unix::fs::PermissionsExt;
@@ -485,6 +514,8 @@ fn permission_fixture(dir: &Path) {
     };
     fs::write(dir.join("prog"), b"#!/bin/sh\necho ran\n").unwrap();
     set("prog", 0o744); // root may run it, others may not
+    fs::copy("/bin/true", dir.join("xonly")).unwrap();
+    set("xonly", 0o711); // everyone may run it, only root may read it
     fs::create_dir(dir.join("priv")).unwrap();
     fs::write(dir.join("priv/f"), b"secret").unwrap();
     set("priv", 0o700);
@@ -494,17 +525,29 @@ fn permission_fixture(dir: &Path) {
     set("ro", 0o744); // readable, not searchable by others
     fs::write(dir.join("setid"), b"x").unwrap();
     set("setid", 0o6777);
+    fs::create_dir(dir.join("t")).unwrap();
+    set("t", 0o1777);
+    fs::write(dir.join("t/secret"), b"s").unwrap();
+    set("t/secret", 0o600); // others may link it only without protected_hardlinks
 }
 
-/// The checks, one output line each: exec of a 0744 file, reading through a 0700
-/// directory whose path the kernel has cached, listing a readable unsearchable directory,
-/// and a write by another user to a set-ID file (the bits must go, the write succeed).
+/// The checks, one output line each: exec of a 0744 file and of a 0711 program, reading
+/// through a 0700 directory whose path the kernel has cached, listing a readable
+/// unsearchable directory, a write by another user to a set-ID file (the bits must go,
+/// the write succeed), and a hard link to root's 0600 file (`fs.protected_hardlinks`).
 const PERMISSION_SCRIPT: &str = r#"
 "$D/prog" >/dev/null 2>&1 && echo exec:ran || echo exec:denied
+"$D/xonly" 2>/dev/null && echo xonly:ran || echo xonly:denied
 cat "$D/priv/f" >/dev/null 2>&1 && echo search:read || echo search:denied
 ls "$D/ro" 2>/dev/null | tr '\n' ' ' | sed 's/^/list:/'; echo
 echo x >> "$D/setid" && echo write:ok || echo write:failed
+ln "$D/t/secret" "$D/t/link" 2>/dev/null && echo link:made || echo link:denied
 "#;
+
+/// The host's `fs.protected_hardlinks` (Linux's built-in default, 0, if unreadable).
+fn host_protected_hardlinks() -> bool {
+    fs::read_to_string("/proc/sys/fs/protected_hardlinks").is_ok_and(|s| s.trim() == "1")
+}
 
 /// Bugs (found by a review and a fresh-user trial): with `--permissions uvfs` a 0744 root
 /// program ran for other users (the kernel checks only "some x bit"; the OPEN did not say
@@ -513,14 +556,12 @@ echo x >> "$D/setid" && echo write:ok || echo write:failed
 /// entries up as the lister), and another user's write to a set-ID file failed with EIO
 /// (the kernel's set-ID-dropping SETATTR, sent as the writer, was refused). Fix: exec opens
 /// check MAY_EXEC, entries are not cached in this mode, no readdirplus, and uvfs drops the
-/// bits itself (FUSE_HANDLE_KILLPRIV). Compared with a kernel tmpfs, mode bits included.
+/// bits itself (FUSE_HANDLE_KILLPRIV). Then (issue 15 item 8) a 0711 program did not run
+/// for other users: the exec open also checked read permission; it checks MAY_EXEC alone,
+/// as Linux's `do_open_execat`. Compared with a kernel tmpfs, mode bits included.
 #[test]
 fn uvfs_permission_mode_matches_tmpfs() {
-    if !uvfs_only("uvfs_permission_mode_matches_tmpfs") {
-        return;
-    }
-    if Command::new("setpriv").arg("--version").output().is_err() {
-        common::skip("uvfs_permission_mode_matches_tmpfs", "no setpriv");
+    if !uvfs_and_setpriv("uvfs_permission_mode_matches_tmpfs") {
         return;
     }
     let args = ["--allow-other", "--permissions", "uvfs"];
@@ -531,27 +572,192 @@ fn uvfs_permission_mode_matches_tmpfs() {
     let got = as_nobody(mnt.path(), PERMISSION_SCRIPT);
     let got_mode = fs::metadata(mnt.path().join("setid")).unwrap();
     // The same on a kernel tmpfs.
-    let host = tempfile::tempdir().unwrap();
-    rustix::mount::mount(
-        "tmpfs",
-        host.path(),
-        "tmpfs",
-        rustix::mount::MountFlags::empty(),
-        None::<&std::ffi::CStr>,
-    )
-    .expect("mount a tmpfs to compare with");
-    permission_fixture(host.path());
-    let want = as_nobody(host.path(), PERMISSION_SCRIPT);
-    let want_mode = fs::metadata(host.path().join("setid")).unwrap();
-    let _ = rustix::mount::unmount(host.path(), rustix::mount::UnmountFlags::DETACH);
+    let (want, want_mode) = on_host_tmpfs(|host| {
+        permission_fixture(host);
+        let want = as_nobody(host, PERMISSION_SCRIPT);
+        (want, fs::metadata(host.join("setid")).unwrap())
+    });
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(
         (got.as_str(), got_mode.permissions().mode() & 0o7777),
         (want.as_str(), want_mode.permissions().mode() & 0o7777)
     );
+    let link = if host_protected_hardlinks() {
+        "link:denied"
+    } else {
+        "link:made"
+    };
     assert_eq!(
-        want, "exec:denied\nsearch:denied\nlist:a \nwrite:ok\n",
+        want,
+        format!("exec:denied\nxonly:ran\nsearch:denied\nlist:a \nwrite:ok\n{link}\n"),
         "the host's answers"
     );
     mnt.unmount();
+}
+
+/// Bug (issue 15 item 9): with `--permissions uvfs`, uvfs refused other users' hard links
+/// to files they may not read and write even where the host's `fs.protected_hardlinks` is
+/// 0 (a kernel tmpfs, and the kernel-checked mount, follow the sysctl). Fix: the setting is
+/// the namespace's (`Mount::set_protected_hardlinks`); `uvfs mount` takes the host's, or
+/// `--protected-hardlinks`. (The host's value is compared with a kernel tmpfs in
+/// `uvfs_permission_mode_matches_tmpfs`; the sysctl itself is global, so this test sets the
+/// option both ways instead of the host's setting.)
+#[test]
+fn protected_hardlinks_follows_the_setting() {
+    let test = "protected_hardlinks_follows_the_setting";
+    if !uvfs_and_setpriv(test) {
+        return;
+    }
+    for (setting, want) in [("0", "link:made\n"), ("1", "link:denied\n")] {
+        let args = [
+            "--allow-other",
+            "--permissions",
+            "uvfs",
+            "--protected-hardlinks",
+            setting,
+        ];
+        let Some(mnt) = MountGuard::mount(test, &args) else {
+            return;
+        };
+        permission_fixture(mnt.path());
+        let script =
+            r#"ln "$D/t/secret" "$D/t/link" 2>/dev/null && echo link:made || echo link:denied"#;
+        assert_eq!(
+            as_nobody(mnt.path(), script),
+            want,
+            "--protected-hardlinks {setting}"
+        );
+        mnt.unmount();
+    }
+}
+
+/// Bug (issue 15 item 10): `uvfs mount` on a mount whose server died suggested
+/// `fusermount3 -u DIR`, which fails (EBUSY) while a process still has its working
+/// directory there, the usual case after a crash; `-u -z` (lazy) works. The test runs the
+/// command the message suggests, with such a process.
+#[test]
+fn dead_mount_hint_removes_a_busy_mount() {
+    let test = "dead_mount_hint_removes_a_busy_mount";
+    if !uvfs_only(test) {
+        return;
+    }
+    let Some(mut mnt) = MountGuard::mount(test, &[]) else {
+        return;
+    };
+    let mut busy = Command::new("sleep")
+        .arg("60")
+        .current_dir(mnt.path())
+        .spawn()
+        .expect("sleep in the mount");
+    mnt.signal(Signal::KILL);
+    assert!(
+        mnt.wait_exit(Duration::from_secs(5)).is_some(),
+        "server killed"
+    );
+    let (code, stderr) = uvfs(&["mount", mnt.path().to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("server died"), "{stderr}");
+    let hint = stderr.split('`').nth(1).expect("a command in backticks");
+    let st = Command::new("sh").arg("-c").arg(hint).status().unwrap();
+    let left = common::mount_at(mnt.path());
+    let _ = busy.kill();
+    let _ = busy.wait();
+    assert!(
+        st.success() && left.is_none(),
+        "`{hint}`: {st}, left {left:?}"
+    );
+}
+
+/// Set-ID files, their modes, and who truncates each with `open(O_TRUNC)` (true: root).
+const TRUNC_CASES: [(&str, u32, bool); 4] = [
+    ("suid", 0o4777, false),
+    ("sgidx", 0o2777, false),
+    ("sgid", 0o2767, false),
+    ("rootsuid", 0o4777, true),
+];
+
+/// The modes of [`TRUNC_CASES`]'s files in `dir` after uid 65534 (or root) truncated them
+/// with `open(O_TRUNC)`.
+fn modes_after_open_trunc(dir: &Path) -> Vec<(&'static str, u32)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut script = String::new();
+    for (name, mode, by_root) in TRUNC_CASES {
+        fs::write(dir.join(name), b"data").unwrap();
+        fs::set_permissions(dir.join(name), fs::Permissions::from_mode(mode)).unwrap();
+        if by_root {
+            OpenOptions::new()
+                .write(true)
+                .truncate(true)
+                .open(dir.join(name))
+                .unwrap();
+        } else {
+            script.push_str(&format!(": > \"$D/{name}\"\n"));
+        }
+    }
+    as_nobody(dir, &script);
+    TRUNC_CASES
+        .iter()
+        .map(|&(name, _, _)| {
+            let m = fs::metadata(dir.join(name)).unwrap();
+            assert_eq!(m.len(), 0, "{name} truncated");
+            (name, m.permissions().mode() & 0o7777)
+        })
+        .collect()
+}
+
+/// Bug (issue 15 item 5): with kernel checks, `open(O_TRUNC)` by a user without
+/// CAP_FSETID kept the file's set-ID bits (04777 stayed 04777; tmpfs gives 0777). Cause:
+/// with FUSE_ATOMIC_O_TRUNC the kernel sends no SETATTR after the OPEN, which uvfs ran with
+/// all capabilities. Fix: after such an open uvfs drops the bits with the caller's own
+/// credentials (fuser 0.18 does not pass FUSE_OPEN_KILL_SUIDGID on). Compared with a
+/// kernel tmpfs: set-user-ID, set-group-ID with and without group execute, and root's
+/// truncate (which keeps them).
+#[test]
+fn kernel_mode_open_trunc_drops_set_id_bits() {
+    let test = "kernel_mode_open_trunc_drops_set_id_bits";
+    if !uvfs_and_setpriv(test) {
+        return;
+    }
+    let Some(mnt) = MountGuard::mount(test, &["--allow-other"]) else {
+        return;
+    };
+    let got = modes_after_open_trunc(mnt.path());
+    let want = on_host_tmpfs(modes_after_open_trunc);
+    assert_eq!(got, want);
+    assert_eq!(
+        want,
+        [
+            ("suid", 0o777),
+            ("sgidx", 0o777),
+            ("sgid", 0o767),
+            ("rootsuid", 0o4777)
+        ],
+        "the host's answers"
+    );
+    mnt.unmount();
+}
+
+/// Bug (found while testing issue 15 item 1): SIGTERM right after many files were closed
+/// made the server exit 1 ("session failed: Software caused connection abort") in about 1
+/// of 4 tries. Cause: RELEASE is sent in the background; a worker that reads one while the
+/// unmount aborts the connection gets ECONNABORTED (fs/fuse/dev.c `fuse_dev_do_read`),
+/// where fuser 0.18 ends cleanly only on ENODEV. Fix: ECONNABORTED with the mount gone is
+/// the end of the session. Repeated, since it is a race.
+#[test]
+fn sigterm_with_releases_in_flight_exits_0() {
+    let test = "sigterm_with_releases_in_flight_exits_0";
+    if !uvfs_only(test) {
+        return;
+    }
+    for _ in 0..20 {
+        let Some(mnt) = MountGuard::mount(test, &["--threads", "1"]) else {
+            return;
+        };
+        let f = mnt.path().join("f");
+        fs::write(&f, b"").unwrap();
+        // Held, then closed at once: their RELEASEs queue up (under a 1024 fd limit).
+        let files: Vec<File> = (0..900).map(|_| File::open(&f).unwrap()).collect();
+        drop(files);
+        mnt.unmount();
+    }
 }

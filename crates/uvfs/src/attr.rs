@@ -106,7 +106,7 @@ impl<V: Variant> Task<V> {
     /// `user_path_at` with the credentials `cred`: the dentry `path` names relative to
     /// `dirfd` (an empty path, already allowed by `getname`, names `dirfd` or the cwd),
     /// following a final symlink when `follow`; runs `f` on it.
-    fn lookup_with<R>(
+    pub(crate) fn lookup_with<R>(
         &self,
         cred: &Cred,
         dirfd: AtDir<'_>,

@@ -55,6 +55,23 @@ pub(crate) struct DLink {
 pub struct Dentry {
     pub(crate) d_inode: Arc<Inode>,
     pub(crate) d_link: RcuCell<DLink>,
+    /// `DCACHE_*` flags, immutable after creation: [`DCACHE_OP_REVALIDATE`] when the inode's
+    /// file system can change it behind the VFS's back. On the line the walk reads anyway,
+    /// so testing it there costs no read of the inode's written lines (Linux tests
+    /// `d_flags`, not the inode, in `lookup_fast`).
+    pub(crate) d_flags: u32,
+}
+
+/// `DCACHE_OP_REVALIDATE`: walks must revalidate this entry (`InodeOps::revalidate`).
+pub(crate) const DCACHE_OP_REVALIDATE: u32 = 1 << 0;
+
+#[cfg(not(uvfs_loom))]
+mod layout {
+    use super::*;
+    use crate::sync::padded::CACHE_LINE;
+    use std::mem::size_of;
+    // What a walk reads of a dentry (inode, link, flags) is one line.
+    crate::const_assert!(size_of::<Dentry>() == CACHE_LINE);
 }
 
 impl fmt::Debug for Dentry {
@@ -76,8 +93,14 @@ impl Dentry {
         name: Name,
         cookie: u64,
     ) -> Dentry {
+        let d_flags = if inode.needs_revalidate() {
+            DCACHE_OP_REVALIDATE
+        } else {
+            0
+        };
         Dentry {
             d_inode: inode,
+            d_flags,
             d_link: RcuCell::new(DLink {
                 parent,
                 name,
@@ -85,6 +108,12 @@ impl Dentry {
                 unhashed: false,
             }),
         }
+    }
+
+    /// Whether walks must revalidate this entry (`DCACHE_OP_REVALIDATE`).
+    #[inline]
+    pub(crate) fn needs_revalidate(&self) -> bool {
+        self.d_flags & DCACHE_OP_REVALIDATE != 0
     }
 
     /// The inode this dentry names.

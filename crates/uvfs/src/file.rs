@@ -9,7 +9,7 @@
 //! line 0  FileHot: f_mode, f_flags, f_dentry, f_cred_id read by every syscall, written never
 //!                                                       (f_flags: only by F_SETFL)
 //! line 1  f_ref (FileRef)                               written by every fget/fput/dup/close
-//! line 2  f_pos_lock + f_pos                            written by read/write/lseek
+//! line 2  f_pos_lock + f_pos, f_dir_end                 written by read/write/lseek
 //! ```
 //! Readers of line 0 on other cores keep their copy while `dup`/`close` bounce line 1.
 //! Lines 0 and 1 are `V::Lines` and the count is `V::Ref` (see [`crate::variant`]): the
@@ -17,12 +17,13 @@
 //!
 //! # Invariants
 //! - `f_mode`, `f_dentry` and `f_cred_id` are immutable after `open`.
-//! - `f_pos` is protected by `f_pos_lock`; `pread`/`pwrite` never touch it.
+//! - `f_pos` and `f_dir_end` are protected by `f_pos_lock`; `pread`/`pwrite` never touch
+//!   them.
 
 use crate::dentry::Dentry;
 use crate::errno::Result;
 use crate::inode::Inode;
-use crate::sync::plain::{AtomicU32, Mutex, Ordering};
+use crate::sync::plain::{AtomicU32, AtomicU64, Mutex, Ordering};
 use crate::sync::rcu::{RcuRef, RcuRefcounted};
 use crate::sync::refcount::RefCount;
 use crate::types::OpenFlags;
@@ -90,6 +91,12 @@ pub struct File<V: Variant = Uvfs> {
     /// `f_pos_lock` + `f_pos` (bytes for regular files, a cookie for directories); starts
     /// line 2.
     pub(crate) f_pos: Mutex<u64>,
+    /// A directory's listing end: the directory's next cookie when the listing started
+    /// (its first `getdents64` since the open or since a seek to 0), 0 until then; entries
+    /// with this cookie or a later one are not listed (readdir.rs). Protected by
+    /// `f_pos_lock` (an atomic only so that `File` is `Sync` without unsafe code; Linux:
+    /// the `private_data` of a `simple_offset` directory, under `f_pos_lock` too).
+    pub(crate) f_dir_end: AtomicU64,
     /// The open-file tracker's entry (uvfs: none, zero bytes; the lesson-4 lists: an index,
     /// on line 2 after `f_pos`, like Linux 2.6's `f_list`, written only at open and last
     /// close).
@@ -126,6 +133,7 @@ unsafe impl<V: Variant> RcuRefcounted for File<V> {
             let File {
                 lines: _,
                 f_pos: _,
+                f_dir_end: _,
                 f_list: _,
             } = f;
         }
@@ -145,6 +153,7 @@ unsafe impl<V: Variant> RcuRefcounted for File<V> {
             inode.file_closed();
             V::Lines::drop_hot(std::ptr::addr_of_mut!((*this).lines));
             std::ptr::drop_in_place(std::ptr::addr_of_mut!((*this).f_pos));
+            std::ptr::drop_in_place(std::ptr::addr_of_mut!((*this).f_dir_end));
             std::ptr::drop_in_place(std::ptr::addr_of_mut!((*this).f_list));
         }
     }
@@ -236,6 +245,7 @@ impl<V: Variant> File<V> {
                 V::Ref::new(1),
             ),
             f_pos: Mutex::new(0),
+            f_dir_end: AtomicU64::new(0),
             f_list,
         }))
     }

@@ -226,6 +226,43 @@ pub trait InodeOps: Send + Sync {
         Err(not_regular(inode))
     }
 
+    /// The extended attribute `name` (full name, prefix included, checked by the VFS):
+    /// copies its value into `buf` and returns its length, or with `buf` `None` returns
+    /// the length only (`->get` of the name's `xattr_handler`).
+    ///
+    /// # Errors
+    /// `ENODATA` (no such attribute), `ERANGE` (`buf` too small), `EOPNOTSUPP` (the
+    /// default: no extended attributes).
+    fn getxattr(&self, inode: &Inode, name: &[u8], buf: Option<&mut [u8]>) -> Result<usize> {
+        let _ = (inode, name, buf);
+        Err(Errno::EOPNOTSUPP)
+    }
+
+    /// Sets (`Some(value)`, possibly empty) or removes (`None`) the extended attribute
+    /// `name`, after the VFS's permission checks, with `XATTR_CREATE`/`XATTR_REPLACE`
+    /// `flags` (`->set` of the name's `xattr_handler`, `simple_xattr_set`). Stamps the
+    /// ctime on success.
+    ///
+    /// # Errors
+    /// `EEXIST` (`XATTR_CREATE`, exists), `ENODATA` (`XATTR_REPLACE` or removal, absent),
+    /// `ENOSPC` (no space left for it), `EOPNOTSUPP` (the default).
+    fn setxattr(&self, inode: &Inode, name: &[u8], value: Option<&[u8]>, flags: u32) -> Result<()> {
+        let _ = (inode, name, value, flags);
+        Err(Errno::EOPNOTSUPP)
+    }
+
+    /// `->listxattr`: the NUL-terminated names of the extended attributes, into `buf` (or,
+    /// with `None`, only the length they need); `trusted` says whether the caller may see
+    /// `trusted.*` names (`CAP_SYS_ADMIN`; `simple_xattr_list` skips them otherwise).
+    ///
+    /// # Errors
+    /// `ERANGE` (`buf` too small). The default lists nothing (`Ok(0)`), as Linux for an
+    /// inode without `->listxattr`.
+    fn listxattr(&self, inode: &Inode, buf: Option<&mut [u8]>, trusted: bool) -> Result<usize> {
+        let _ = (inode, buf, trusted);
+        Ok(0)
+    }
+
     /// `->statfs` of the file system holding `inode` (Linux reaches it through
     /// `dentry->d_sb`; a uvfs inode reaches its file system through its own operations, so
     /// that creating one writes no count on the super block).

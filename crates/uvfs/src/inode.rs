@@ -39,14 +39,14 @@
 //! - `i_size`, `i_blocks`: atomics, written only under the regular file's data write lock
 //!   (for an inode marked `I_REVALIDATE`: by its file system, from its backing store,
 //!   under `attr_lock` in `set_attrs` or under the file system's own data lock).
-//!   A directory's size is not stored: `size` derives it from the entry count (dir.rs).
-//! - Directory contents: see `Dir` (dir.rs).
+//!   A directory's size is not stored: `size` derives it from the entry count (dcache.rs).
+//! - Directory contents: see `Dir` (dcache.rs).
 //!
 //! Lock order: `SuperBlock::s_rename_lock` -> `DirInner` (ancestor first, else by address)
 //! -> `RegData` (data `RwLock`) -> `attr_lock`.
 
 use crate::cred::Cred;
-use crate::dir::Dir;
+use crate::dcache::Dir;
 use crate::fs::FsInode;
 use crate::sync::padded::CacheLine;
 use crate::sync::plain::{AtomicU32, AtomicU64, Mutex, MutexGuard, Ordering};
@@ -198,7 +198,7 @@ pub struct Inode {
     /// Device number of a device node (`st_rdev`; 0 otherwise). Immutable after creation.
     pub(crate) i_rdev: u64,
     /// A directory's entries: the dentry cache's index of its children and their `getdents`
-    /// cookies (dir.rs); `None` for anything else. Immutable after creation (the index
+    /// cookies (dcache.rs); `None` for anything else. Immutable after creation (the index
     /// itself is lock-free).
     i_dir: Option<Box<Dir>>,
 }

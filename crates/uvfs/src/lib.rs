@@ -33,21 +33,39 @@
 //! | [`File`], [`FileHandle`] | `struct file`, `struct file *` (fs/file_table.c) |
 //! | [`FdTable`] | `struct files_struct` + `struct fdtable` (fs/file.c) |
 //! | [`Task`] | `task_struct` (`files`, `fs`, `cred`) |
-//! | [`Inode`], [`Dentry`], [`SuperBlock`], [`Mount`] | same names (tmpfs: mm/shmem.c) |
+//! | [`Inode`], [`Dentry`], [`SuperBlock`], [`Mount`] | same names (fs/inode.c, fs/dcache.c, fs/super.c, fs/namespace.c) |
+//! | [`fs::FileSystem`], [`fs::InodeOps`], [`fs::FileOps`] (fs.rs, the seam) | `super_operations`, `inode_operations`, `file_operations` (include/linux/fs.h) |
+//! | [`tmpfs`] (fs/tmpfs/: inodes, accounting, page store) | mm/shmem.c |
 //! | `namei::Nameidata` | `struct nameidata` (fs/namei.c) |
 //! | [`AtDir`] | a `*at` call's `dirfd`, or a kernel caller's `struct path` |
 //! | [`hostfs::mount`] | a host directory as a file system, confined to it (gVisor's gofer idea) |
 //! | `fuse::UvfsFuse` (feature `fuse`) | a FUSE server (libfuse's `fuse_lowlevel_ops`) |
 //! | [`variant`]: `Variant`, `Uvfs`, the lessons' "before" types | the seed patches' before/after (ablation only) |
 //!
+//! # Which file holds which syscall family (methods on [`Task`])
+//! | file | calls |
+//! |---|---|
+//! | open.rs | `openat`, `openat2`, `open`, `creat`, `O_TMPFILE`, `dentry_open`, `close`, `fcntl` |
+//! | fdtable.rs, task.rs | `dup`, `dup2`, `dup3`, `close_range`, `fork`, `exec`, rlimits, `umask` |
+//! | read_write.rs | `read`, `write`, `pread`, `pwrite`, `lseek`, `ftruncate`, `fallocate` |
+//! | readdir.rs | `getdents64` |
+//! | namei.rs | the walk; `mkdirat`, `mknodat`, `symlinkat`, `readlinkat`, `unlinkat`, `rmdir`, `renameat2`, `linkat`, `chdir`, `fchdir`, `chroot`, `getcwd` |
+//! | stat.rs | `fstat`, `fstatat`, `statx`, `futimens`, `utimensat` |
+//! | attr.rs | `fchmod(at)`, `fchown(at)`, `truncate`, `faccessat2` |
+//! | statfs.rs | `statfs`, `fstatfs`, `fsync`, `fdatasync` |
+//! | xattr.rs | `getxattr`, `setxattr`, `listxattr`, `removexattr` and their `l`/`f` forms |
+//!
 //! # Global lock order
 //! `SuperBlock::s_rename_lock` -> directory locks (ancestor first, else by address) ->
 //! a regular file's data lock -> an inode's attribute lock. `FdTable::file_lock`,
 //! `FsStruct::lock` and a `File`'s `f_pos_lock` (taken before the data lock) are otherwise
-//! leaves. No lock is global; none is taken on `fget`. hostfs's locks (per-inode location,
-//! data descriptor, the mount's identity map and descriptor cache) are leaves below the
-//! attribute lock (fs/hostfs/mod.rs). The FUSE server's node-table shard
-//! locks are leaves held only around its own table (never across a call into uvfs). (The lesson-4 ablation variants in
+//! leaves, as is a tmpfs inode's extended-attribute lock (taken alone). No lock is global;
+//! none is taken on `fget`. hostfs's locks (per-inode location, data descriptor, the
+//! mount's identity map and descriptor cache) are below the attribute lock
+//! (fs/hostfs/mod.rs). The FUSE server's node-table shard
+//! locks are leaves held only around its own table (never across a call into uvfs); its
+//! handle registry lock is taken before a table's `file_lock`, only at a worker's first use
+//! of a table (not per request). (The lesson-4 ablation variants in
 //! [`variant`] add a global `files_lock`, a leaf taken at open and at last close; the default
 //! [`variant::Uvfs`] has none.)
 
@@ -56,8 +74,8 @@
 
 pub mod attr;
 pub mod cred;
+mod dcache;
 pub mod dentry;
-mod dir;
 pub mod errno;
 pub mod fdtable;
 pub mod file;
@@ -79,6 +97,7 @@ pub mod task;
 mod time;
 pub mod types;
 pub mod variant;
+pub mod xattr;
 
 #[cfg(all(test, uvfs_loom))]
 mod tests;
@@ -88,15 +107,17 @@ pub use dentry::Dentry;
 pub use errno::{Errno, Result};
 pub use fdtable::FdTable;
 pub use file::{File, FileHandle};
+pub use fs::tmpfs::mount;
+pub use fs::tmpfs::TmpfsOptions;
 pub use inode::Inode;
 pub use io::OwnedFd;
-pub use mount::{mount, Mount, Path};
+pub use mount::{Mount, Path};
 pub use namei::AtDir;
 pub use open::{Fcntl, OpenHow};
 pub use readdir::{parse_dirents, DirEntry};
 pub use stat::Statx;
 pub use statfs::StatFs;
-pub use super_block::{SuperBlock, TmpfsOptions};
+pub use super_block::SuperBlock;
 pub use task::Task;
 pub use types::{AtFlags, Fd, OpenFlags, RenameFlags, Stat, Timespec};
 

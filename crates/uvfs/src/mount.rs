@@ -10,8 +10,8 @@
 //! read and written; their directories read as removed (`getdents`: `ENOENT`).
 
 use crate::dentry::Dentry;
-use crate::super_block::{SuperBlock, TmpfsOptions};
-use crate::types::S_IFDIR;
+use crate::super_block::SuperBlock;
+use crate::sync::plain::{AtomicBool, Ordering};
 use std::fmt;
 use std::sync::Arc;
 
@@ -24,6 +24,9 @@ use std::sync::Arc;
 pub struct Mount {
     pub(crate) mnt_sb: Arc<SuperBlock>,
     pub(crate) mnt_root: Arc<Dentry>,
+    /// The namespace's `fs.protected_hardlinks` (see [`Mount::set_protected_hardlinks`]).
+    /// Atomic; written by `set_protected_hardlinks`, read by `linkat`.
+    protected_hardlinks: AtomicBool,
 }
 
 impl fmt::Debug for Mount {
@@ -41,6 +44,30 @@ impl Mount {
     /// The root dentry.
     pub fn root(&self) -> &Arc<Dentry> {
         &self.mnt_root
+    }
+
+    /// Sets this namespace's `fs.protected_hardlinks`: with it on (the default, and most
+    /// distributions' setting), `linkat` lets a caller who is neither the file's owner nor
+    /// root link only a regular file that is neither set-user-ID nor
+    /// set-group-ID-and-group-executable and that it may read and write (`EPERM`
+    /// otherwise); off (Linux's built-in default), anyone who may write the new parent
+    /// links any file but a directory. Applies to the calls that start after it (as
+    /// writing the sysctl does).
+    ///
+    /// # References
+    /// Documentation/admin-guide/sysctl/fs.rst (`protected_hardlinks`); Linux
+    /// `may_linkat`, `safe_hardlink_source`.
+    pub fn set_protected_hardlinks(&self, on: bool) {
+        // Relaxed: an independent setting, as Linux's plain read of the sysctl in
+        // `may_linkat`; it orders no other memory.
+        self.protected_hardlinks.store(on, Ordering::Relaxed);
+    }
+
+    /// This namespace's `fs.protected_hardlinks` (see
+    /// [`set_protected_hardlinks`](Self::set_protected_hardlinks)).
+    pub fn protected_hardlinks(&self) -> bool {
+        // Relaxed: see `set_protected_hardlinks`.
+        self.protected_hardlinks.load(Ordering::Relaxed)
     }
 }
 
@@ -71,6 +98,7 @@ impl Mount {
         Arc::new(Mount {
             mnt_sb: sb,
             mnt_root: root,
+            protected_hardlinks: AtomicBool::new(true),
         })
     }
 }
@@ -82,29 +110,4 @@ pub struct Path {
     pub mnt: Arc<Mount>,
     /// The dentry.
     pub dentry: Arc<Dentry>,
-}
-
-/// tmpfs: creates a new, empty in-memory file system and mounts it.
-///
-/// The root directory is inode 1, mode `0o1777` (or `opts.mode`), owned by
-/// `opts.uid`/`opts.gid`, as `mount -t tmpfs` creates it.
-///
-/// # References
-/// Linux `mm/shmem.c` `shmem_fill_super`.
-pub fn mount(opts: TmpfsOptions) -> Arc<Mount> {
-    let sb = Arc::new(SuperBlock::new(opts));
-    let mode = S_IFDIR | sb.opts.mode.unwrap_or(0o1777) & 0o7777;
-    let args = crate::fs::NewInode {
-        mode,
-        uid: sb.opts.uid,
-        gid: sb.opts.gid,
-        rdev: 0,
-        target: None,
-        now: crate::time::coarse_now(),
-    };
-    // The root counts against nr_inodes (Linux: `shmem_reserve_inode` in `shmem_get_inode`
-    // for the root); a limit of at least 1 always fits it.
-    let root_inode = crate::fs::tmpfs::new_inode(1, sb.s_dev, args, sb.s_limits.as_ref())
-        .unwrap_or_else(|_| unreachable!("an empty mount holds its root"));
-    Mount::with_root(sb, Arc::new(root_inode))
 }

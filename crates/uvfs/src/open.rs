@@ -510,11 +510,7 @@ impl<V: Variant> Task<V> {
         if flags.intersects(OpenFlags::CREAT | OpenFlags::EXCL | O_TMPFILE_BIT) {
             return Err(Errno::EINVAL);
         }
-        let guard = crate::sync::epoch::pin();
-        if d.d_inode.i_dev != self.fs.root.load(&guard).mnt.mnt_sb.s_dev {
-            return Err(Errno::EXDEV);
-        }
-        drop(guard);
+        self.same_namespace(d)?;
         if flags.contains(OpenFlags::PATH) {
             // As `openat`'s walk with O_DIRECTORY (`LOOKUP_DIRECTORY`), which `do_open`
             // checks for the other opens.
@@ -529,6 +525,45 @@ impl<V: Variant> Task<V> {
             );
         }
         self.do_open(d.clone(), flags, false)
+    }
+
+    /// `EXDEV` unless `d` is a dentry of this task's namespace.
+    fn same_namespace(&self, d: &Arc<Dentry>) -> Result<()> {
+        let guard = crate::sync::epoch::pin();
+        if d.d_inode.i_dev != self.fs.root.load(&guard).mnt.mnt_sb.s_dev {
+            return Err(Errno::EXDEV);
+        }
+        Ok(())
+    }
+
+    /// The open of `execve(2)` on the file `d` names: read-only, checked for execute
+    /// permission alone (a `0711` program runs for users who may not read it), and only for
+    /// a regular file. For callers that hold a dentry, such as the FUSE server's `open` with
+    /// `__FMODE_EXEC`.
+    ///
+    /// # Errors
+    /// `EACCES` (no execute permission, or not a regular file: a directory, a special file),
+    /// `ELOOP` (a symlink), `EXDEV` (a dentry of another namespace).
+    ///
+    /// # References
+    /// execve(2); Linux `do_open_execat` (fs/exec.c: `acc_mode = MAY_EXEC`), `may_open`.
+    pub fn dentry_open_exec(&self, d: &Arc<Dentry>) -> Result<FileHandle<V>> {
+        self.same_namespace(d)?;
+        let inode = &d.d_inode;
+        if inode.is_symlink() {
+            return Err(Errno::ELOOP);
+        }
+        // may_open: MAY_EXEC of anything but a regular file.
+        if !inode.is_reg() {
+            return Err(Errno::EACCES);
+        }
+        inode.permission(&self.cred, crate::cred::MAY_EXEC)?;
+        File::open_handle(
+            d.clone(),
+            FMode::READ | FMode::LSEEK | FMode::PREAD | FMode::PWRITE,
+            OpenFlags::RDONLY | OpenFlags::LARGEFILE,
+            self.cred_id,
+        )
     }
 
     /// Installs `file` at the lowest free descriptor (for handles from

@@ -10,6 +10,7 @@
 //! number of descriptors never overwrite each other.
 
 use crate::file::{FMode, File};
+use crate::sync::plain::Ordering;
 use crate::sync::plock;
 use crate::task::Task;
 use crate::time::coarse_now;
@@ -192,6 +193,12 @@ impl<V: Variant> Task<V> {
         // `new <= MAX_LFS_FILESIZE` always holds for an i64 (MAX_LFS_FILESIZE = i64::MAX).
         if new < 0 {
             return Err(Errno::EINVAL);
+        }
+        if is_dir && new == 0 {
+            // A rewind starts a new listing, which records its own end (readdir.rs; Linux
+            // 6.11 `offset_dir_llseek`). Relaxed: `f_dir_end` is protected by
+            // `f_pos_lock`, held (`pos`).
+            f.f_dir_end.store(0, Ordering::Relaxed);
         }
         *pos = new as u64;
         Ok(new)

@@ -6,10 +6,22 @@
 //! Position 0 yields `.`, 1 yields `..`; positions `>= 2` are entry cookies: the listing
 //! resumes at the first entry whose cookie is at or after the position. Cookies grow and are
 //! never reused, so an entry linked for the whole listing appears exactly once, however many
-//! entries are created or removed meanwhile (a renamed entry gets a new cookie, as in Linux).
+//! entries are created or removed meanwhile (an entry renamed within the directory keeps
+//! its cookie; one renamed in from another directory gets a new one).
+//!
+//! A listing ends at the entries that existed when it started: its first `getdents64`
+//! after the open, or after a seek to 0 (`rewinddir`), records the directory's next cookie
+//! in `File::f_dir_end`, and entries with that cookie or a later one (created meanwhile) are
+//! not listed. Without that bound a program that creates an entry per entry read would list
+//! forever (xfstests generic/736; Linux 6.11's `offset_dir_open`/`offset_dir_llseek`
+//! recorded the next offset the same way, and 6.18's newest-first walk never reaches
+//! entries created behind it). The end is taken at the first call rather than at `open`,
+//! so that opening a directory (as a `dirfd`, say) takes no directory lock; entries created
+//! between the open and the first call are listed, as 6.18 lists them.
 
-use crate::dir::FIRST_COOKIE;
+use crate::dcache::FIRST_COOKIE;
 use crate::inode::Inode;
+use crate::sync::plain::Ordering;
 use crate::sync::{epoch, plock};
 use crate::task::Task;
 use crate::types::*;
@@ -183,14 +195,18 @@ impl<V: Variant> Task<V> {
                 }
                 break 'done Ok(used);
             }
+            // The listing's end, recorded at its first call (module doc). Relaxed:
+            // `f_dir_end` is protected by `f_pos_lock`, held (`pos`).
+            let mut end = f.f_dir_end.load(Ordering::Relaxed);
+            if end == 0 {
+                end = dl.peek_next_cookie();
+                // Relaxed: as above.
+                f.f_dir_end.store(end, Ordering::Relaxed);
+            }
             // Once a listing reaches the end, the position stays there (Linux's
-            // `DIR_OFFSET_EOD` in `offset_iterate_dir`): entries created afterwards are not
-            // listed until the directory is rewound.
-            let range = if *pos == EOD_COOKIE {
-                dl.inner.by_cookie.range(0..0)
-            } else {
-                dl.inner.by_cookie.range(*pos..)
-            };
+            // `DIR_OFFSET_EOD` in `offset_iterate_dir`, past any cookie): entries created
+            // afterwards are not listed until the directory is rewound.
+            let range = dl.inner.by_cookie.range((*pos).min(end)..end);
             let mut full = false;
             for (&cookie, d) in range {
                 let name = &d.link(&g).name;

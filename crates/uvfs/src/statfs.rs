@@ -4,11 +4,12 @@
 //! `calculate_f_flags`), mm/shmem.c (`shmem_statfs`), fs/sync.c (`do_fsync`).
 //!
 //! Block and inode counts come from the mount's `size=` and `nr_inodes=` limits
-//! ([`TmpfsOptions`](crate::TmpfsOptions)); a limit not set is unlimited in uvfs, as
-//! `size=0`/`nr_inodes=0` in Linux, where `shmem_statfs` then leaves those counts 0, and so
-//! does uvfs. (A Linux tmpfs mounted without options has default limits of half of RAM
-//! instead: uvfs has no such default.) Without limits uvfs keeps no used-space count, which
-//! keeps create, write and unlink free of a shared counter.
+//! ([`TmpfsOptions`](crate::TmpfsOptions)); a limit not set is tmpfs's default (half of RAM,
+//! and as many inodes as half of RAM has pages), so a default mount reports what a Linux
+//! tmpfs mounted without options reports. A limit of 0 is unlimited, as `size=0`/
+//! `nr_inodes=0` in Linux, where `shmem_statfs` then leaves those counts 0, and so does
+//! uvfs. Without limits uvfs keeps no used-space count, which keeps create, write and
+//! unlink free of a shared counter.
 
 use crate::namei::getname;
 use crate::task::Task;

@@ -901,3 +901,63 @@ fn all_caps_owns_as_the_caller_and_passes_checks_as_root() {
     // Capabilities pass fork on.
     assert!(caps.fork().cred().is_root());
 }
+
+/// Bug (issue 15 item 8): the FUSE server's exec open also checked read permission, so a
+/// 0711 program could not be run by users who may not read it. `dentry_open_exec` checks
+/// execute permission alone, as Linux's `do_open_execat` (`acc_mode = MAY_EXEC`), and opens
+/// only regular files; the file it gives is readable (the kernel reads the program).
+#[test]
+fn dentry_open_exec_checks_execute_alone() {
+    let mut t = ns();
+    put(&t, "/x711", b"prog", 0o711);
+    put(&t, "/x644", b"data", 0o644);
+    let (x711, x644) = (dentry_of(&t, "/x711"), dentry_of(&t, "/x644"));
+    let (dir, fifo, link) = (
+        dentry_of(&t, "/d"),
+        dentry_of(&t, "/p"),
+        dentry_of(&t, "/d/l"),
+    );
+    t.set_cred(Cred::new(1000, 1000, &[]));
+    assert_eq!(
+        t.dentry_open(&x711, RO).err(),
+        Some(Errno::EACCES),
+        "not readable"
+    );
+    let fd = t
+        .dentry_open_exec(&x711)
+        .and_then(|h| t.install_file(h, false))
+        .unwrap();
+    assert_eq!(contents(&t, fd), Ok(b"prog".to_vec()));
+    assert_eq!(t.write(fd, b"w"), Err(Errno::EBADF), "read-only");
+    let err = |d: &Arc<Dentry>| t.dentry_open_exec(d).err();
+    assert_eq!(err(&x644), Some(Errno::EACCES), "no execute bit");
+    assert_eq!(err(&dir), Some(Errno::EACCES), "a directory");
+    assert_eq!(err(&fifo), Some(Errno::EACCES), "a FIFO");
+    assert_eq!(err(&link), Some(Errno::ELOOP), "a symlink");
+}
+
+/// Issue 15 item 9: `fs.protected_hardlinks` is a setting of the namespace (the FUSE mount
+/// takes the host's), not always on: off, a user who may write the new parent links any
+/// file but a directory, as Linux with the sysctl at 0.
+#[test]
+fn protected_hardlinks_is_a_namespace_setting() {
+    let mnt = uvfs::tmpfs::mount(Default::default());
+    let mut t = Task::init(&mnt);
+    t.mkdirat(CWD, "/d", 0o755).unwrap();
+    t.mkdirat(CWD, "/t", 0o777).unwrap();
+    t.fchmodat(CWD, "/t", 0o1777, NOAT).unwrap();
+    put(&t, "/t/secret", b"s", 0o600);
+    t.set_cred(Cred::new(1000, 1000, &[]));
+    let ln = |t: &Task, to: &str| t.linkat(CWD, "/t/secret", CWD, to, NOAT);
+    assert!(mnt.protected_hardlinks(), "on by default");
+    assert_eq!(ln(&t, "/t/a"), Err(Errno::EPERM));
+    mnt.set_protected_hardlinks(false);
+    assert_eq!(ln(&t, "/t/a"), Ok(()));
+    assert_eq!(
+        t.linkat(CWD, "/d", CWD, "/t/dir", NOAT),
+        Err(Errno::EPERM),
+        "a directory"
+    );
+    mnt.set_protected_hardlinks(true);
+    assert_eq!(ln(&t, "/t/b"), Err(Errno::EPERM));
+}

@@ -1984,6 +1984,100 @@ fn getdents_after_end_does_not_list_new_entries() {
     });
 }
 
+/// Bug (issue 15 item 4, xfstests generic/736): reading a directory of 2000 files with
+/// 256-byte getdents64 buffers while creating one file in it per entry read listed past
+/// 100,000 entries; Linux 6.18 tmpfs lists the 2000 (and `.`, `..`) and stops.
+/// Cause: a listing resumed at the next cookie with no end, and every new entry gets a
+/// larger cookie than any the listing has passed, so each batch read made the next.
+/// Fix: a listing ends at the directory's next cookie when it started (recorded at its
+/// first getdents64 after the open or a seek to 0, `File::f_dir_end`); a rewind starts a
+/// new listing, which sees the new entries.
+#[test]
+fn regression_getdents_while_creating_ends_at_the_original_entries() {
+    const N: usize = 2000;
+    expect((N + 2, true, N, 2 * N + 2), |s| {
+        s.mkdir(b"/d");
+        for i in 0..N {
+            s.mkfile(format!("/d/f{i}").as_bytes(), b"");
+        }
+        let fd = s.open(b"/d", RO | OpenFlags::DIRECTORY, 0).unwrap();
+        let mut b = [0u8; 256];
+        let mut seen = Vec::new();
+        let mut made = 0;
+        // Bounded: without the fix this loop would not end.
+        while seen.len() <= 10 * N {
+            let n = s.getdents64(fd, &mut b).unwrap();
+            if n == 0 {
+                break;
+            }
+            for e in uvfs::parse_dirents(&b[..n]) {
+                if e.name != b"." && e.name != b".." {
+                    s.mkfile(format!("/d/new{made}").as_bytes(), b"");
+                    made += 1;
+                }
+                seen.push(String::from_utf8(e.name).unwrap());
+            }
+        }
+        let mut originals: Vec<&String> = seen.iter().filter(|n| n.starts_with('f')).collect();
+        originals.sort();
+        originals.dedup();
+        let only_originals = originals.len() == N && !seen.iter().any(|n| n.starts_with("new"));
+        // A rewind lists everything, the new entries too.
+        s.lseek(fd, 0, SEEK_SET).unwrap();
+        let again = s.list_fd(fd, 256).unwrap().len();
+        (seen.len(), only_originals, made, again)
+    });
+}
+
+/// The listing's end keeps the exactly-once rule under renames (uvfs only: a rename within
+/// the directory keeps the entry's cookie, where Linux gives it a new offset and may list
+/// it twice, README): renaming each entry as it is read, and another not yet read, lists
+/// every entry once, under one of its names; an entry moved out and back in (a new cookie)
+/// is not listed again.
+#[test]
+fn getdents_with_an_end_lists_renamed_entries_once() {
+    let (count, each_once) = on_uvfs(&|s| {
+        s.mkdir(b"/d");
+        s.mkdir(b"/o");
+        for i in 0..300 {
+            s.mkfile(format!("/d/f{i:03}").as_bytes(), b"");
+        }
+        let fd = s.open(b"/d", RO | OpenFlags::DIRECTORY, 0).unwrap();
+        let mut b = [0u8; 256];
+        let mut seen = Vec::new();
+        // Bounded: without the end, each entry moved back in is listed again, forever.
+        while seen.len() <= 3000 {
+            let n = s.getdents64(fd, &mut b).unwrap();
+            if n == 0 {
+                break;
+            }
+            for e in uvfs::parse_dirents(&b[..n]) {
+                let name = String::from_utf8(e.name).unwrap();
+                if let Some(i) = name.strip_prefix('f') {
+                    let i: usize = i.parse().unwrap();
+                    // The one just read: out and back in; one ahead, past this buffer: a new name
+                    // in place.
+                    let (a, o) = (format!("/d/{name}"), format!("/o/{name}"));
+                    s.renameat(CWD, a.as_bytes(), CWD, o.as_bytes()).unwrap();
+                    s.renameat(CWD, o.as_bytes(), CWD, a.as_bytes()).unwrap();
+                    let ahead = format!("/d/f{:03}", i + 25);
+                    if i + 25 < 300 && s.exists(ahead.as_bytes()) {
+                        let to = format!("/d/g{:03}", i + 25);
+                        s.renameat(CWD, ahead.as_bytes(), CWD, to.as_bytes())
+                            .unwrap();
+                    }
+                }
+                seen.push(name);
+            }
+        }
+        let id = |n: &String| n[1..].parse::<usize>().ok();
+        let mut ids: Vec<usize> = seen.iter().filter_map(id).collect();
+        ids.sort();
+        (seen.len(), ids == (0..300).collect::<Vec<_>>())
+    });
+    assert_eq!((count, each_once), (302, true));
+}
+
 /// Bug: a getdents64 whose buffer was too small for one record (EINVAL), or that returned
 /// only `.`, left the directory's atime alone; Linux stamps it.
 /// Cause: those paths returned before `file_accessed`; Linux's `iterate_dir` stamps atime

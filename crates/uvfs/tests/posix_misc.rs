@@ -50,17 +50,47 @@ fn statfs_fields() {
         let fd = s.open(b"/f", RO, 0).unwrap();
         s.fstatfs(fd).map(statfs_fixed)
     });
-    // A uvfs tmpfs without size=/nr_inodes= is unlimited: counts are 0 (as a Linux tmpfs
-    // with size=0,nr_inodes=0; the host side here is a default mount: half of RAM).
-    let u = on_uvfs(&|s| s.statfs(b"/").unwrap());
-    assert_eq!(
-        (u.f_blocks, u.f_bfree, u.f_bavail, u.f_files, u.f_ffree),
-        (0, 0, 0, 0, 0)
-    );
     // statfs and fstatfs agree, and the id is stable.
     same(|s| {
         let fd = s.open(b"/", RO, 0).unwrap();
         s.fstatfs(fd).unwrap() == s.statfs(b"/").unwrap()
+    });
+}
+
+/// Bug (issue 15 item 3): `tmpfs::mount(Default::default())` had no limits, so a program
+/// could fill the machine's memory through it (`fallocate` of 100 GiB grew until it ran
+/// out). Cause: `TmpfsOptions`' `None` meant unlimited, and only `uvfs mount` computed
+/// tmpfs's defaults. Fix: `None` is tmpfs's default, computed by the library as
+/// mm/shmem.c does; unlimited is `Some(0)`, as tmpfs's `size=0`.
+#[test]
+fn statfs_default_mount_has_tmpfs_default_limits() {
+    // shmem_default_max_blocks / shmem_default_max_inodes, from sysinfo(2) as si_meminfo.
+    // SAFETY: sysinfo fills the struct it is given.
+    let si = unsafe {
+        let mut si: libc::sysinfo = std::mem::zeroed();
+        assert_eq!(libc::sysinfo(&mut si), 0);
+        si
+    };
+    let pages = |n: u64| n * u64::from(si.mem_unit) / 4096;
+    let (total, high) = (pages(si.totalram), pages(si.totalhigh));
+    let blocks = total / 2;
+    let inodes = (total - high).min(total / 2);
+    // On both sides a fresh mount without options: no block used, one inode (the root).
+    expect((blocks, blocks, blocks, inodes, inodes - 1), |s| {
+        let a = s.statfs(b"/").unwrap();
+        (a.f_blocks, a.f_bfree, a.f_bavail, a.f_files, a.f_ffree)
+    });
+    assert_eq!(
+        (
+            uvfs::TmpfsOptions::default_size(),
+            uvfs::TmpfsOptions::default_nr_inodes()
+        ),
+        (blocks * 4096, inodes)
+    );
+    // Unlimited is an explicit choice: counts 0, as a Linux size=0,nr_inodes=0 tmpfs.
+    expect_limits(0, 0, (0, 0, 0, 0, 0), |s| {
+        let a = s.statfs(b"/").unwrap();
+        (a.f_blocks, a.f_bfree, a.f_bavail, a.f_files, a.f_ffree)
     });
 }
 

@@ -35,6 +35,9 @@ pub(crate) use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 /// `std` atomics and locks for the parts of uvfs the loom models do not explore (inodes,
 /// dentries, directories): keeping them out of loom keeps the models' state space small.
 pub(crate) mod plain {
+    /// The FUSE server's handle count (`fuse/handles.rs`).
+    #[cfg(feature = "fuse")]
+    pub(crate) use std::sync::atomic::AtomicI64;
     pub(crate) use std::sync::atomic::{
         AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering,
     };

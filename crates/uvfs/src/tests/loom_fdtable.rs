@@ -47,7 +47,10 @@ struct Setup<V: Variant = Uvfs> {
 impl<V: Variant> Setup<V> {
     /// Must run inside `loom::model`: the fd table's atomics and lock are loom objects.
     fn new() -> Setup<V> {
-        let mnt = tmpfs::mount(Default::default());
+        // Unlimited: a mount with limits (the default) charges its inodes to counters that
+        // are loom atomics, and an inode the epoch frees after this execution would touch
+        // them from the next one (loom: "index out of bounds" in its object store).
+        let mnt = tmpfs::mount(tmpfs::TmpfsOptions::unlimited());
         let task = Task::init_variant(&mnt);
         Setup {
             _mnt: mnt,

@@ -1,7 +1,7 @@
 //! Loom models of `Limits` (super_block.rs): the compare-and-swap reservation never lets the
 //! count pass its maximum and gives concurrent reservers exactly the space there is.
 
-use crate::super_block::Limits;
+use crate::fs::tmpfs::Limits;
 use loom::sync::Arc;
 use loom::thread;
 

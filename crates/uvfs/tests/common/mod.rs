@@ -49,6 +49,8 @@ use uvfs::{
 mod openfam;
 #[allow(unused_imports)]
 pub use openfam::*;
+mod xattrfam;
+pub use xattrfam::XTarget;
 
 /// `AT_FDCWD`.
 pub const CWD: Fd = Fd::AT_FDCWD;
@@ -130,6 +132,11 @@ pub trait Sys {
     fn mknodat(&self, dirfd: Fd, path: &[u8], mode: u32, dev: u64) -> Result<()>;
     /// `fallocate(2)` (`mode`: `FALLOC_FL_*` bits).
     fn fallocate(&self, fd: Fd, mode: i32, off: i64, len: i64) -> Result<()>;
+    // Extended attributes (xattrfam.rs): `getxattr`/`lgetxattr`/`fgetxattr` by target, ...
+    fn xattr_get(&self, t: XTarget<'_>, name: &[u8], buf: &mut [u8]) -> Result<usize>;
+    fn xattr_set(&self, t: XTarget<'_>, name: &[u8], value: &[u8], flags: u32) -> Result<()>;
+    fn xattr_list(&self, t: XTarget<'_>, buf: &mut [u8]) -> Result<usize>;
+    fn xattr_remove(&self, t: XTarget<'_>, name: &[u8]) -> Result<()>;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -419,6 +426,18 @@ impl Sys for Uvfs {
     }
     fn fallocate(&self, fd: Fd, mode: i32, off: i64, len: i64) -> Result<()> {
         self.task.fallocate(fd, mode, off, len)
+    }
+    fn xattr_get(&self, t: XTarget<'_>, name: &[u8], buf: &mut [u8]) -> Result<usize> {
+        xattrfam::uvfs_get(&self.task, t, name, buf)
+    }
+    fn xattr_set(&self, t: XTarget<'_>, name: &[u8], value: &[u8], flags: u32) -> Result<()> {
+        xattrfam::uvfs_set(&self.task, t, name, value, flags)
+    }
+    fn xattr_list(&self, t: XTarget<'_>, buf: &mut [u8]) -> Result<usize> {
+        xattrfam::uvfs_list(&self.task, t, buf)
+    }
+    fn xattr_remove(&self, t: XTarget<'_>, name: &[u8]) -> Result<()> {
+        xattrfam::uvfs_remove(&self.task, t, name)
     }
 }
 
@@ -944,6 +963,18 @@ impl Sys for Host {
     fn fallocate(&self, fd: Fd, mode: i32, off: i64, len: i64) -> Result<()> {
         // SAFETY: integer arguments.
         sc(unsafe { libc::syscall(libc::SYS_fallocate, fd.0, mode, off, len) }).map(drop)
+    }
+    fn xattr_get(&self, t: XTarget<'_>, name: &[u8], buf: &mut [u8]) -> Result<usize> {
+        xattrfam::host_get(t, name, buf)
+    }
+    fn xattr_set(&self, t: XTarget<'_>, name: &[u8], value: &[u8], flags: u32) -> Result<()> {
+        xattrfam::host_set(t, name, value, flags)
+    }
+    fn xattr_list(&self, t: XTarget<'_>, buf: &mut [u8]) -> Result<usize> {
+        xattrfam::host_list(t, buf)
+    }
+    fn xattr_remove(&self, t: XTarget<'_>, name: &[u8]) -> Result<()> {
+        xattrfam::host_remove(t, name)
     }
 }
 

@@ -432,7 +432,7 @@ pub fn mount(host_dir: impl AsRef<std::path::Path>, opts: HostfsOptions) -> Resu
         fds: Mutex::new(FdCache::default()),
         is_root: rustix::process::geteuid().is_root(),
     });
-    let sb = Arc::new(SuperBlock::with_fs(Box::new(HostFs {
+    let sb = Arc::new(SuperBlock::new(Box::new(HostFs {
         shared: shared.clone(),
     })));
     let loc = Loc {

@@ -5,8 +5,8 @@
 //! `shmem_symlink`).
 //!
 //! As in Linux, a tmpfs directory's entries live in the dentry cache (the VFS's directory
-//! index, dir.rs), which is authoritative: tmpfs keeps no directory data of its own. What
-//! tmpfs keeps per inode ([`TmpfsInode`]): a regular file's pages (regular.rs), a
+//! index, dcache.rs), which is authoritative: tmpfs keeps no directory data of its own. What
+//! tmpfs keeps per inode (`TmpfsInode`): a regular file's pages (regular.rs), a
 //! symlink's target, and, on a mount with `size=`/`nr_inodes=` limits, the accounting that
 //! charges them to the mount.
 //!
@@ -15,22 +15,33 @@
 //!   one while it exists), and one page of `size=` per present page (a symlink of 128
 //!   bytes or more: one); `evict` and `Drop` give them back exactly once.
 
+mod limits;
+mod options;
 mod regular;
 
-pub use crate::mount::mount;
-pub use crate::super_block::TmpfsOptions;
+pub(crate) use limits::Limits;
+#[cfg(feature = "fuse")]
+pub(crate) use options::ram_pages;
+pub use options::TmpfsOptions;
 
 use crate::cred::Cred;
 use crate::fs::{FileOps, FileSystem, InodeOps, NewInode};
 use crate::inode::{Inode, PAGE_SIZE};
+use crate::mount::Mount;
 use crate::namei::NAME_MAX;
 use crate::statfs::{StatFs, ST_RELATIME, ST_VALID, TMPFS_MAGIC};
-use crate::super_block::{Limits, SuperBlock};
+use crate::super_block::SuperBlock;
+use crate::sync::padded::CacheLine;
+use crate::sync::plain::Mutex;
 use crate::sync::plain::Ordering;
-use crate::sync::RwLock;
-use crate::types::{Timespec, S_IFLNK, S_IFMT, S_IFREG};
+use crate::sync::{plock, RwLock};
+use crate::types::{Timespec, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG};
+use crate::xattr::{XATTR_CREATE, XATTR_REPLACE};
+use crate::Errno;
 use crate::Result;
 use regular::{RegData, BLOCKS_PER_PAGE};
+use std::cell::Cell;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// What kind of tmpfs inode, with its contents.
@@ -49,6 +60,17 @@ pub(crate) struct TmpfsInode {
     /// Immutable.
     acct: Option<Arc<Limits>>,
     contents: Contents,
+    /// Extended attributes by full name (`info->xattrs`, a `simple_xattrs`), listed in
+    /// name order. Protected by its mutex (a leaf lock, taken under `attr_lock`).
+    xattrs: Mutex<Xattrs>,
+}
+
+/// Extended attributes: full name -> value.
+type Xattrs = BTreeMap<Box<[u8]>, Box<[u8]>>;
+
+/// `simple_xattr_space`: the inode space an extended attribute is charged.
+fn xattr_space(name: &[u8], value: &[u8]) -> u64 {
+    40 + name.len() as u64 + value.len() as u64
 }
 
 impl TmpfsInode {
@@ -60,10 +82,96 @@ impl TmpfsInode {
     }
 }
 
-/// The tmpfs file-system type; its per-mount state (options, limits, inode numbers) is in
-/// the [`SuperBlock`] for now.
-#[derive(Debug, Default)]
-pub(crate) struct Tmpfs;
+/// Inode numbers a thread takes from the mount at once (Linux: `SHMEM_INO_BATCH`).
+const INO_BATCH: u64 = 1024;
+
+thread_local! {
+    /// (device, next, end) of this thread's current inode-number batch.
+    static INO_CACHE: Cell<(u64, u64, u64)> = const { Cell::new((0, 0, 0)) };
+}
+
+/// One tmpfs mount's own state (`shmem_sb_info`): its options, its accounting, its inode
+/// numbers.
+///
+/// Nothing here is written on open, close, read or write. Inode numbers come from a
+/// per-thread batch of `INO_BATCH`, refilled from `next_ino` once per batch, so create
+/// writes the shared counter once per 1024 files (Linux: per-CPU `ino_batch`). A mount
+/// with `size` or `nr_inodes` limits (by default tmpfs's, half of RAM) also keeps
+/// [`Limits`]; one asked for without limits (`size: Some(0)` and `nr_inodes: Some(0)`, as
+/// tmpfs's `size=0,nr_inodes=0`) has none and writes no counter.
+#[derive(Debug)]
+pub(crate) struct Tmpfs {
+    /// Mount options (immutable).
+    opts: TmpfsOptions,
+    /// Space and inode accounting; `None` without limits (immutable).
+    limits: Option<Arc<Limits>>,
+    /// Next unassigned inode-number batch start; written once per `INO_BATCH` creates, on
+    /// a line of its own.
+    next_ino: CacheLine<crate::sync::plain::AtomicU64>,
+}
+
+impl Tmpfs {
+    /// The state of a new mount with `opts`: `None` limits are tmpfs's defaults, 0 is
+    /// unlimited (`u64::MAX`), as tmpfs.
+    fn new(opts: TmpfsOptions) -> Tmpfs {
+        let limit = |v: Option<u64>, default: fn() -> u64, unit: u64| match v {
+            Some(0) => u64::MAX,
+            v => v.unwrap_or_else(default).div_ceil(unit),
+        };
+        let max_blocks = limit(opts.size, TmpfsOptions::default_size, options::PAGE_BYTES);
+        let max_inodes = limit(opts.nr_inodes, TmpfsOptions::default_nr_inodes, 1);
+        let limits = (max_blocks != u64::MAX || max_inodes != u64::MAX)
+            .then(|| Arc::new(Limits::new(max_blocks, max_inodes)));
+        Tmpfs {
+            opts,
+            limits,
+            // 1 is the root directory.
+            next_ino: CacheLine(crate::sync::plain::AtomicU64::new(2)),
+        }
+    }
+
+    /// A fresh inode number of the mount with device `dev` (never reused within it).
+    fn next_ino(&self, dev: u64) -> u64 {
+        INO_CACHE.with(|c| {
+            let (d, next, end) = c.get();
+            if d == dev && next < end {
+                c.set((d, next + 1, end));
+                return next;
+            }
+            // Relaxed: only uniqueness is needed, which the RMW gives.
+            let start = self.next_ino.fetch_add(INO_BATCH, Ordering::Relaxed);
+            c.set((dev, start + 1, start + INO_BATCH));
+            start
+        })
+    }
+}
+
+/// tmpfs: creates a new, empty in-memory file system and mounts it.
+///
+/// The root directory is inode 1, mode `0o1777` (or `opts.mode`), owned by
+/// `opts.uid`/`opts.gid`, as `mount -t tmpfs` creates it; `size` and `nr_inodes` as
+/// [`TmpfsOptions`] says (by default Linux's: half of RAM).
+///
+/// # References
+/// Linux `mm/shmem.c` `shmem_fill_super`.
+pub fn mount(opts: TmpfsOptions) -> Arc<Mount> {
+    let fs = Tmpfs::new(opts);
+    let args = NewInode {
+        mode: S_IFDIR | fs.opts.mode.unwrap_or(0o1777) & 0o7777,
+        uid: fs.opts.uid,
+        gid: fs.opts.gid,
+        rdev: 0,
+        target: None,
+        now: crate::time::coarse_now(),
+    };
+    let limits = fs.limits.clone();
+    let sb = Arc::new(SuperBlock::new(Box::new(fs)));
+    // The root counts against nr_inodes (Linux: `shmem_reserve_inode` in `shmem_get_inode`
+    // for the root); a limit of at least 1 always fits it.
+    let root_inode = new_inode(1, sb.s_dev, args, limits.as_ref())
+        .unwrap_or_else(|_| unreachable!("an empty mount holds its root"));
+    Mount::with_root(sb, Arc::new(root_inode))
+}
 
 /// A tmpfs inode for `args`, charged to `acct` (a mount's limits) when given: Linux
 /// `shmem_get_inode` with `shmem_reserve_inode` and, for a long symlink, `shmem_symlink`'s
@@ -102,6 +210,7 @@ pub(crate) fn new_inode(
     let i_op = Box::new(TmpfsInode {
         acct: acct.cloned(),
         contents,
+        xattrs: Mutex::new(BTreeMap::new()),
     });
     let mut inode = Inode::new(ino, dev, args.mode, args.uid, args.gid, args.now, i_op);
     inode.i_rdev = args.rdev;
@@ -128,7 +237,13 @@ impl FileSystem for Tmpfs {
         _name: &[u8],
         args: NewInode<'_>,
     ) -> Result<Arc<Inode>> {
-        new_inode(sb.next_ino(), sb.s_dev, args, sb.s_limits.as_ref()).map(Arc::new)
+        new_inode(
+            self.next_ino(sb.s_dev),
+            sb.s_dev,
+            args,
+            self.limits.as_ref(),
+        )
+        .map(Arc::new)
     }
 }
 
@@ -193,9 +308,14 @@ impl InodeOps for TmpfsInode {
         Ok(())
     }
 
-    /// `shmem_evict_inode`: drops the pages and gives them back, and with `all` the inode.
+    /// `shmem_evict_inode`: drops the pages and gives them back, and with `all` the inode;
+    /// the extended attributes' space too (`simple_xattrs_free`).
     fn evict(&self, inode: &Inode, all: bool) {
         let Some(a) = &self.acct else { return };
+        let gone = std::mem::take(&mut *plock(&self.xattrs));
+        if a.limits_inodes() {
+            a.release_ispace(gone.iter().map(|(n, v)| xattr_space(n, v)).sum());
+        }
         match &self.contents {
             Contents::Reg(d) => a.release_blocks(regular::drop_pages(d, inode)),
             // A long symlink's page. Relaxed: nothing else writes a symlink's `i_blocks`,
@@ -213,6 +333,81 @@ impl InodeOps for TmpfsInode {
             Some(d) => regular::truncate(d, &self.acct, inode, len, now, stamp),
             None => Err(crate::fs::not_regular(inode)),
         }
+    }
+
+    /// `simple_xattr_get`.
+    fn getxattr(&self, _inode: &Inode, name: &[u8], buf: Option<&mut [u8]>) -> Result<usize> {
+        let x = plock(&self.xattrs);
+        let v = x.get(name).ok_or(Errno::ENODATA)?;
+        if let Some(buf) = buf {
+            let dst = buf.get_mut(..v.len()).ok_or(Errno::ERANGE)?;
+            dst.copy_from_slice(v);
+        }
+        Ok(v.len())
+    }
+
+    /// `shmem_xattr_handler_set` + `simple_xattr_set`: with `nr_inodes` set, a new value
+    /// is charged to the inode space first (`ENOSPC`) and the old one given back.
+    fn setxattr(
+        &self,
+        _inode: &Inode,
+        name: &[u8],
+        value: Option<&[u8]>,
+        flags: u32,
+    ) -> Result<()> {
+        let acct = self.acct.as_ref().filter(|a| a.limits_inodes());
+        let charge = match (acct, value) {
+            (Some(a), Some(v)) => {
+                let n = xattr_space(name, v);
+                a.reserve_ispace(n)?;
+                n
+            }
+            _ => 0,
+        };
+        let mut x = plock(&self.xattrs);
+        let exists = x.contains_key(name);
+        let refused = if exists && flags & XATTR_CREATE != 0 {
+            Some(Errno::EEXIST)
+        } else if !exists && (flags & XATTR_REPLACE != 0 || value.is_none()) {
+            Some(Errno::ENODATA)
+        } else {
+            None
+        };
+        if let Some(e) = refused {
+            drop(x);
+            if let Some(a) = acct {
+                a.release_ispace(charge);
+            }
+            return Err(e);
+        }
+        let old = match value {
+            Some(v) => x.insert(Box::from(name), Box::from(v)),
+            None => x.remove(name),
+        };
+        drop(x);
+        if let (Some(a), Some(old)) = (acct, old) {
+            a.release_ispace(xattr_space(name, &old));
+        }
+        Ok(())
+    }
+
+    /// `simple_xattr_list`: the names in order, `trusted.*` only for `CAP_SYS_ADMIN`.
+    fn listxattr(&self, _inode: &Inode, buf: Option<&mut [u8]>, trusted: bool) -> Result<usize> {
+        let x = plock(&self.xattrs);
+        let names = x.keys().filter(|n| trusted || !n.starts_with(b"trusted."));
+        let mut len = 0;
+        match buf {
+            None => names.for_each(|n| len += n.len() + 1),
+            Some(buf) => {
+                for n in names {
+                    let dst = buf.get_mut(len..len + n.len() + 1).ok_or(Errno::ERANGE)?;
+                    dst[..n.len()].copy_from_slice(n);
+                    dst[n.len()] = 0;
+                    len += n.len() + 1;
+                }
+            }
+        }
+        Ok(len)
     }
 
     /// `shmem_statfs`: block and inode counts from the mount's limits; a limit not set

@@ -13,15 +13,18 @@
 //!
 //! Lock order: data lock -> the inode's `attr_lock` (lib.rs).
 
+use super::Limits;
 use crate::cred::Cred;
 use crate::inode::{Inode, MAX_LFS_FILESIZE, PAGE_SIZE};
-use crate::super_block::Limits;
 use crate::sync::plain::Ordering;
 use crate::sync::{read, write, RwLock};
 use crate::types::Timespec;
 use crate::{Errno, Result};
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+/// Pages `fallocate` allocates under one hold of the data lock (2 MiB).
+const FALLOC_BATCH: u64 = 512;
 
 /// `i_blocks` units (512 bytes) per page.
 pub(super) const BLOCKS_PER_PAGE: u64 = PAGE_SIZE as u64 / 512;
@@ -208,11 +211,16 @@ pub(super) fn truncate(
 /// with `punch`, frees the whole pages inside the range and zeroes the partial ones at
 /// its ends (the size never changes); otherwise allocates zeroed pages for the holes in
 /// the range and, unless `keep_size`, grows the size to `off + len`. Both stamp mtime and
-/// ctime and drop set-user-ID (`file_modified`); nothing changes on failure.
+/// ctime and drop set-user-ID (`file_modified`); nothing changes on failure. The pages
+/// are charged before any is allocated, then allocated `FALLOC_BATCH` at a time, the
+/// data lock dropped between batches.
 ///
 /// # Errors
 /// `ENOSPC` when the mount's `size=` cannot hold the new pages, or the range is larger
-/// than the mount (nothing is allocated, as after shmem's `undone:` path);
+/// than the mount: at once, before any page is allocated (Linux allocates until the
+/// space runs out, then frees them again on shmem's `undone:` path). Only a range whose
+/// pages a concurrent punch or truncate freed meanwhile, when no page is left for them,
+/// fails part-way (keeping the pages allocated so far, size unchanged).
 /// `EISDIR`/`EINVAL` as `read_at`.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn fallocate(
@@ -254,21 +262,64 @@ pub(super) fn fallocate(
         }
     } else {
         let (first, past) = (off / ps, end.div_ceil(ps));
+        // Pages reserved for the holes of the range and not yet allocated.
+        let mut budget = 0;
         if let Some(a) = &acct {
             // "Try to avoid a swapstorm if len is impossible to satisfy": a range of
-            // more pages than the mount holds fails before any page is looked at.
+            // more pages than the mount holds fails before any page is looked at; one
+            // with more holes than pages are free fails before any is allocated.
             if past - first > a.counts().0 {
                 return Err(Errno::ENOSPC);
             }
             let held = data.pages.range(first..past).count() as u64;
-            a.reserve_blocks(past - first - held)
-                .map_err(|_| Errno::ENOSPC)?;
+            budget = past - first - held;
+            a.reserve_blocks(budget).map_err(|_| Errno::ENOSPC)?;
         }
-        for i in first..past {
-            data.pages
-                .entry(i)
-                .or_insert_with(|| Box::new([0u8; PAGE_SIZE]));
+        // `FALLOC_BATCH` pages at a time, the data lock dropped in between, so that
+        // reads and writes of the file wait for one batch, not for the whole range
+        // (Linux holds `i_rwsem` throughout but lets page faults in, `shmem_falloc`).
+        // A write in between allocates (and charges) its own page, which then uses
+        // no budget; a punch or truncate in between frees pages that were counted as
+        // held, whose holes are charged one by one.
+        let mut next = first;
+        let r = loop {
+            let stop = past.min(next + FALLOC_BATCH);
+            let mut short = false;
+            for i in next..stop {
+                let std::collections::btree_map::Entry::Vacant(v) = data.pages.entry(i) else {
+                    continue;
+                };
+                if let Some(a) = &acct {
+                    if budget > 0 {
+                        budget -= 1;
+                    } else if a.reserve_blocks(1).is_err() {
+                        short = true;
+                        break;
+                    }
+                }
+                v.insert(Box::new([0u8; PAGE_SIZE]));
+            }
+            // Relaxed: under the data write lock.
+            inode
+                .i_blocks
+                .store(data.pages.len() as u64 * BLOCKS_PER_PAGE, Ordering::Relaxed);
+            if short {
+                break Err(Errno::ENOSPC);
+            }
+            if stop == past {
+                break Ok(());
+            }
+            next = stop;
+            drop(data);
+            // The lock is not fair: without a yield this thread takes it again before
+            // a woken reader or writer runs.
+            std::thread::yield_now();
+            data = write(d);
+        };
+        if let Some(a) = &acct {
+            a.release_blocks(budget);
         }
+        r?;
         if !keep_size && end > inode.size() {
             // Relaxed: under the data write lock (as `write_at`).
             inode.i_size.store(end, Ordering::Relaxed);

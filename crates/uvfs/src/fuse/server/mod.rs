@@ -11,10 +11,13 @@
 //!
 //! # No shared written line on the request path
 //! - Each worker thread owns its [`Task`]s (credentials are set per request on the worker's
-//!   own task) and opens files into its own descriptor table; a handle names its table
-//!   (`fh = table << 32 | fd`), so a `read` on any worker finds the `File` with
-//!   [`FdTable::fget`](crate::FdTable::fget) (no lock) and a `release` on the opening worker
-//!   takes only that worker's table lock.
+//!   own task) and opens files into a descriptor table of its own per caller uid (made at
+//!   the first open of that caller on that worker, capped at
+//!   [`FuseOptions::max_handles_per_user`], all of them together at
+//!   [`FuseOptions::max_handles`]: one user cannot exhaust what others open from, see
+//!   `handles.rs`); a handle names its table (`fh = table << 32 | fd`), so a `read` on any
+//!   worker finds the `File` with [`FdTable::fget`](crate::FdTable::fget) (no lock) and a
+//!   `release` takes only that table's lock.
 //! - Nodes (`nodeid = st_ino`, the root is 1) live in [`NODE_SHARDS`] hash maps, each
 //!   behind its own lock on its own cache line; a request takes one shard's lock for a
 //!   moment. Requests on different inodes meet only when their inode numbers share a shard.
@@ -57,8 +60,9 @@
 //! (fs/fuse/dev.c `request_wait_answer`), which is what Linux's FUSE protocol defines for
 //! servers that do not interrupt.
 //!
-//! Lock order: a node shard lock is a leaf (never held across a call into uvfs); a table's
-//! owner `Mutex<Task>` is taken only when a worker thread starts.
+//! Lock order: a node shard lock is a leaf (never held across a call into uvfs); the
+//! handle registry's lock (`handles.rs`) is taken only at a worker's first use of a table
+//! or a new table, before that table's `file_lock`.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -75,8 +79,9 @@ use fuser::{
     ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek,
     ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow,
 };
-use parking_lot::{Mutex, RwLock};
+use parking_lot::RwLock;
 
+use super::handles::{default_max_handles, Handles, Opener};
 use crate::cred::Cred;
 use crate::dentry::Dentry;
 use crate::errno::{Errno, Result};
@@ -119,6 +124,18 @@ pub struct FuseOptions {
     pub permissions: Permissions,
     /// How long the kernel may cache entries and attributes.
     pub timeout: Duration,
+    /// The most file handles one caller uid may hold in one worker's table (as
+    /// `RLIMIT_NOFILE` per process: past it that caller's opens on that worker fail with
+    /// `EMFILE`); 1 to 2^20. `None`: 2^20 (`nr_open`), or less so that one user's tables on
+    /// all workers hold at most half of [`max_handles`](Self::max_handles) (one user alone
+    /// cannot make the others' opens fail with `ENFILE`).
+    pub max_handles_per_user: Option<u32>,
+    /// The most file handles, and the most descriptor tables, of the whole server (as
+    /// `fs.file-max`: past it, opens by callers other than root fail with `ENFILE`, reported
+    /// on stderr at most once a minute); may be exceeded by less than one per worker when
+    /// opens race. Default [`default_max_handles`] (Linux's `file-max` for this RAM); 0: no
+    /// limit.
+    pub max_handles: u64,
 }
 
 impl Default for FuseOptions {
@@ -127,6 +144,8 @@ impl Default for FuseOptions {
             threads: 1,
             permissions: Permissions::Kernel,
             timeout: Duration::from_secs(1),
+            max_handles_per_user: None,
+            max_handles: default_max_handles(),
         }
     }
 }
@@ -162,14 +181,42 @@ type NodeShard = RwLock<HashMap<u64, Node>>;
 /// Distinguishes servers in the per-thread worker state.
 static NEXT_SERVER_ID: AtomicU64 = AtomicU64::new(1);
 
-/// A worker thread's state: a task per descriptor table (index = table; made at the first
-/// request that needs that table), a read buffer.
+/// A worker thread's state: its tasks, a read buffer.
 struct Worker {
     server: u64,
-    /// The table this thread opens files into.
+    /// This worker's number (`0 .. threads`): which tables it opens files into.
     own: usize,
+    /// The task for requests that open nothing: a thread of the server's base task.
+    base: Task,
+    /// Table number -> this thread's task on that table (made at the first request that
+    /// needs it).
     tasks: Vec<Option<Task>>,
+    /// Caller uid -> the table this worker opens that caller's files into, and when that
+    /// table's being full may next be reported (seconds after the server's start).
+    own_tables: HashMap<u32, (usize, u64)>,
     buf: Vec<u8>,
+}
+
+impl Worker {
+    /// This thread's task on table `n` (made at its first use here).
+    ///
+    /// # Errors
+    /// `EBADF` for a table that does not exist (a forged file handle).
+    fn table_task<'a>(
+        tasks: &'a mut Vec<Option<Task>>,
+        handles: &Handles,
+        n: usize,
+    ) -> Result<&'a mut Task> {
+        if tasks.get(n).is_none_or(Option::is_none) {
+            // Checked before the vector grows: a forged `n` must not size it.
+            let t = handles.thread(n)?;
+            if tasks.len() <= n {
+                tasks.resize_with(n + 1, || None);
+            }
+            tasks[n] = Some(t);
+        }
+        tasks[n].as_mut().ok_or(Errno::EBADF)
+    }
 }
 
 thread_local! {
@@ -184,11 +231,11 @@ thread_local! {
 pub struct UvfsFuse {
     id: u64,
     mnt: Arc<Mount>,
-    /// One owner task per descriptor table (root credentials); workers clone threads of it.
-    tables: Box<[Mutex<Task>]>,
+    /// The descriptor tables of file handles and their limits.
+    handles: Handles,
     /// `nodeid -> Node`, sharded by inode number.
     nodes: Box<[CacheLine<NodeShard>]>,
-    /// Assigns worker threads their own table. Written once per thread start.
+    /// Assigns worker threads their numbers. Written once per thread start.
     next_worker: CacheLine<AtomicUsize>,
     opts: FuseOptions,
 }
@@ -196,7 +243,7 @@ pub struct UvfsFuse {
 impl fmt::Debug for UvfsFuse {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("UvfsFuse")
-            .field("tables", &self.tables.len())
+            .field("handles", &self.handles.open_count())
             .field("opts", &self.opts)
             .finish()
     }
@@ -345,28 +392,6 @@ fn empty(reply: impl Done, r: Result<()>) {
     }
 }
 
-/// Runs `open` with a descriptor already reserved in `t`'s table and installs the file
-/// there, as `openat` does (`get_unused_fd_flags` before the walk): when the table is full
-/// (`EMFILE`), nothing is opened, created or truncated.
-fn open_reserved(t: &Task, open: impl FnOnce() -> Result<crate::FileHandle>) -> Result<Fd> {
-    let fd = t.files.alloc_fd(0, false)?;
-    match open() {
-        Ok(f) => {
-            t.files.fd_install(fd, f);
-            Ok(Fd(fd as i32))
-        }
-        Err(e) => {
-            t.files.put_unused_fd(fd);
-            Err(e)
-        }
-    }
-}
-
-/// The table the calling worker thread opens files into (0 before its first request).
-fn own_table() -> usize {
-    WORKER.with(|w| w.borrow().as_ref().map_or(0, |w| w.own))
-}
-
 /// The file handle of descriptor `fd` in table `table`.
 fn fh_make(table: usize, fd: Fd) -> fuser::FileHandle {
     fuser::FileHandle((table as u64) << 32 | u64::from(fd.0 as u32))
@@ -394,22 +419,15 @@ fn proc_groups(pid: u32) -> Vec<u32> {
 }
 
 impl UvfsFuse {
-    /// A server for `mnt`'s namespace: `opts.threads` descriptor tables for file handles
-    /// (each with `RLIMIT_NOFILE` at its maximum, 2^20), root credentials, umask 0 (the
-    /// kernel applies the caller's umask before it sends a mode).
+    /// A server for `mnt`'s namespace: root credentials, umask 0 (the kernel applies the
+    /// caller's umask before it sends a mode), file handles in a descriptor table per worker
+    /// and caller uid with `RLIMIT_NOFILE` `opts.max_handles_per_user` (see
+    /// [`FuseOptions`]).
     pub fn new(mnt: &Arc<Mount>, opts: FuseOptions) -> UvfsFuse {
         let threads = opts.threads.max(1);
         let base = Task::init(mnt);
         base.umask(0);
-        let tables = (0..threads)
-            .map(|_| {
-                let mut t = base.fork();
-                t.unshare_files();
-                // The largest table Linux allows (`nr_open`); cannot fail at 2^20.
-                let _ = t.setrlimit_nofile(1 << 20);
-                Mutex::new(t)
-            })
-            .collect();
+        let handles = Handles::new(base, threads, opts.max_handles_per_user, opts.max_handles);
         let nodes = (0..NODE_SHARDS)
             .map(|_| CacheLine(RwLock::new(HashMap::new())))
             .collect();
@@ -417,7 +435,7 @@ impl UvfsFuse {
             // Relaxed: a unique id, no ordering with anything else.
             id: NEXT_SERVER_ID.fetch_add(1, Ordering::Relaxed),
             mnt: mnt.clone(),
-            tables,
+            handles,
             nodes,
             next_worker: CacheLine(AtomicUsize::new(0)),
             opts: FuseOptions { threads, ..opts },
@@ -491,31 +509,24 @@ impl UvfsFuse {
         }
     }
 
-    /// A new worker's state: its own table assigned round-robin; its tasks (threads of the
-    /// tables' owner tasks) are made when first needed.
+    /// A new worker's state: its number assigned round-robin; its tasks on tables (threads
+    /// of the tables' owner tasks) are made when first needed.
     #[cold]
     fn new_worker(&self) -> Worker {
         // Relaxed: only distinctness matters (the counter orders nothing).
-        let own = self.next_worker.0.fetch_add(1, Ordering::Relaxed) % self.tables.len();
+        let own = self.next_worker.0.fetch_add(1, Ordering::Relaxed) % self.opts.threads;
         Worker {
             server: self.id,
             own,
-            tasks: self.tables.iter().map(|_| None).collect(),
+            base: self.handles.base_thread(),
+            tasks: Vec::new(),
+            own_tables: HashMap::new(),
             buf: Vec::new(),
         }
     }
 
-    /// Runs `f` with the calling thread's task for table `table` (the thread's own table
-    /// when `None`) and the thread's buffer, the task's credentials as the last request
-    /// left them.
-    ///
-    /// # Errors
-    /// `EBADF` for a table that does not exist (a forged file handle); `f`'s.
-    fn worker_task<R>(
-        &self,
-        table: Option<usize>,
-        f: impl FnOnce(&mut Task, &mut Vec<u8>) -> Result<R>,
-    ) -> Result<R> {
+    /// Runs `f` with the calling thread's worker state (made at its first request).
+    fn worker<R>(&self, f: impl FnOnce(&mut Worker) -> Result<R>) -> Result<R> {
         WORKER.with(|w| {
             let mut w = w.borrow_mut();
             if w.as_ref().map(|w| w.server) != Some(self.id) {
@@ -524,27 +535,54 @@ impl UvfsFuse {
             let Some(w) = w.as_mut() else {
                 unreachable!("set above")
             };
-            let t = table.unwrap_or(w.own);
-            let slot = w.tasks.get_mut(t).ok_or(Errno::EBADF)?;
-            let task = slot.get_or_insert_with(|| self.tables[t].lock().clone_thread());
-            f(task, &mut w.buf)
+            f(w)
         })
     }
 
-    /// Runs `f` as `req`'s caller with the calling thread's task for table `table` (the
-    /// thread's own table when `None`) and the thread's buffer.
+    /// Runs `f` as `req`'s caller with the calling thread's task for requests that open
+    /// nothing, and the thread's buffer.
     ///
     /// # Errors
-    /// `EBADF` for a table that does not exist (a forged file handle); `f`'s.
+    /// `f`'s.
     fn with<R>(
         &self,
         req: &Request,
-        table: Option<usize>,
         f: impl FnOnce(&Task, &mut Vec<u8>) -> Result<R>,
     ) -> Result<R> {
-        self.worker_task(table, |task, buf| {
+        self.worker(|w| {
+            self.set_caller(&mut w.base, req);
+            f(&w.base, &mut w.buf)
+        })
+    }
+
+    /// Runs `f` as `req`'s caller on the table the calling worker opens that caller's files
+    /// into (made now if there is none), with an [`Opener`] for it; returns the table's
+    /// number (for [`fh_make`]) and `f`'s result.
+    ///
+    /// # Errors
+    /// `ENFILE` if a new table would pass [`FuseOptions::max_handles`]; `f`'s.
+    fn with_opener<R>(
+        &self,
+        req: &Request,
+        f: impl FnOnce(&Task, &mut Opener<'_>) -> Result<R>,
+    ) -> Result<(usize, R)> {
+        self.worker(|w| {
+            let uid = req.uid();
+            let (n, next_report) = match w.own_tables.entry(uid) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert((self.handles.table(w.own, uid)?, 0))
+                }
+            };
+            let task = Worker::table_task(&mut w.tasks, &self.handles, *n)?;
             self.set_caller(task, req);
-            f(task, buf)
+            let mut opener = Opener {
+                handles: &self.handles,
+                worker: w.own,
+                uid,
+                next_report,
+            };
+            Ok((*n, f(task, &mut opener)?))
         })
     }
 
@@ -565,7 +603,9 @@ impl UvfsFuse {
         f: impl FnOnce(&Task, Fd, &mut Vec<u8>) -> Result<R>,
     ) -> Result<R> {
         let (table, fd) = fh_split(fh);
-        self.worker_task(Some(table), |task, buf| {
+        self.worker(|w| {
+            let task = Worker::table_task(&mut w.tasks, &self.handles, table)?;
+            let buf = &mut w.buf;
             // With kernel checks the caller holds all capabilities: uvfs drops no bits
             // (the kernel's SETATTR does), so no credentials and no extra `fget` here.
             if modifies && self.opts.permissions == Permissions::Uvfs {
@@ -602,6 +642,31 @@ impl UvfsFuse {
         }
     }
 
+    /// With kernel checks, drops the set-ID bits of regular file `d` that `req`'s caller has
+    /// just opened with `O_TRUNC`, as Linux's `do_truncate` does for a caller without
+    /// `CAP_FSETID` (`setattr_should_drop_suidgid`). The kernel knows, but with
+    /// `FUSE_ATOMIC_O_TRUNC` it sends no `SETATTR` after the `OPEN` (fs/fuse/dir.c
+    /// `fuse_do_setattr`, `ATTR_OPEN`), and the flag that would tell (`FUSE_OPEN_KILL_SUIDGID`
+    /// with `FUSE_HANDLE_KILLPRIV_V2`) is not passed on by fuser 0.18; the `OPEN` ran with
+    /// all capabilities, which keep the bits. So the caller's own credentials decide here:
+    /// its uid, gid and supplementary groups (read from `/proc` only in this case); root
+    /// holds `CAP_FSETID`, as everywhere in uvfs. With uvfs checking, the open itself ran
+    /// with those credentials and dropped the bits already.
+    ///
+    /// # Errors
+    /// The file system's, from changing the mode (the open then fails, as Linux's when its
+    /// `notify_change` does).
+    fn kill_suid_after_open_trunc(&self, req: &Request, d: &Dentry) -> Result<()> {
+        let inode = d.inode();
+        let set_id = inode.mode() & (types::S_ISUID | types::S_ISGID) != 0;
+        let kernel = self.opts.permissions == Permissions::Kernel;
+        if !kernel || !set_id || !inode.is_reg() || req.uid() == 0 {
+            return Ok(());
+        }
+        let caller = Cred::new(req.uid(), req.gid(), &proc_groups(req.pid()));
+        inode.kill_suid(&caller, crate::time::coarse_now())
+    }
+
     /// `fstatat(d, "", AT_EMPTY_PATH)` as FUSE attributes.
     fn attr_of(task: &Task, d: &Arc<Dentry>) -> Result<FileAttr> {
         let st = task.fstatat(d, "", AtFlags::EMPTY_PATH | AtFlags::SYMLINK_NOFOLLOW)?;
@@ -629,7 +694,7 @@ impl UvfsFuse {
         negative: bool,
         reply: ReplyEntry,
     ) {
-        match self.with(req, None, |t, _| {
+        match self.with(req, |t, _| {
             let d = Self::lookup_one(t, parent, name)?;
             let attr = Self::attr_of(t, &d)?;
             self.remember(&d);
@@ -659,7 +724,7 @@ impl UvfsFuse {
         let r = (|| {
             let p = self.node(parent)?;
             let name = component(name)?;
-            self.with(req, None, |t, _| f(t, &p, name))?;
+            self.with(req, |t, _| f(t, &p, name))?;
             Ok((p, name))
         })();
         match r {
@@ -751,7 +816,7 @@ impl Filesystem for UvfsFuse {
             }),
             None => self
                 .node(ino)
-                .and_then(|d| self.with(req, None, |t, _| Self::attr_of(t, &d))),
+                .and_then(|d| self.with(req, |t, _| Self::attr_of(t, &d))),
         };
         match r {
             Ok(attr) => reply.attr(&self.opts.timeout, &attr),
@@ -803,12 +868,12 @@ impl Filesystem for UvfsFuse {
                 // ftruncate: on the handle's table (the kernel checked it is open for
                 // writing).
                 (Some(len), Some(fh)) => {
-                    self.with(req, None, |t, _| owner_and_mode(t))?;
+                    self.with(req, |t, _| owner_and_mode(t))?;
                     self.with_fh(req, fh, true, |t, fd, _| t.ftruncate(fd, len))?;
-                    self.with(req, None, |t, _| times_and_attr(t))
+                    self.with(req, |t, _| times_and_attr(t))
                 }
                 // Everything else in one call (one credential setup).
-                (size, _) => self.with(req, None, |t, _| {
+                (size, _) => self.with(req, |t, _| {
                     owner_and_mode(t)?;
                     if let Some(len) = size {
                         t.truncate_at(AtDir::Dentry(&d), b"", len)?;
@@ -825,7 +890,7 @@ impl Filesystem for UvfsFuse {
 
     fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
         let r = self.node(ino).and_then(|d| {
-            self.with(req, None, |t, buf| {
+            self.with(req, |t, buf| {
                 buf.resize(crate::namei::PATH_MAX + 1, 0);
                 let n = t.readlinkat(&*d, "", buf)?;
                 Ok(buf[..n].to_vec())
@@ -869,7 +934,7 @@ impl Filesystem for UvfsFuse {
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let r = self.node(parent).and_then(|p| {
             let name = component(name)?;
-            self.with(req, None, |t, _| t.unlinkat(&*p, name, AtFlags::empty()))
+            self.with(req, |t, _| t.unlinkat(&*p, name, AtFlags::empty()))
         });
         empty(reply, r);
     }
@@ -877,7 +942,7 @@ impl Filesystem for UvfsFuse {
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let r = self.node(parent).and_then(|p| {
             let name = component(name)?;
-            self.with(req, None, |t, _| t.unlinkat(&*p, name, AtFlags::REMOVEDIR))
+            self.with(req, |t, _| t.unlinkat(&*p, name, AtFlags::REMOVEDIR))
         });
         empty(reply, r);
     }
@@ -910,9 +975,7 @@ impl Filesystem for UvfsFuse {
             let (p, np) = (self.node(parent)?, self.node(newparent)?);
             let (name, newname) = (component(name)?, component(newname)?);
             let flags = RenameFlags::from_bits(flags.bits()).ok_or(Errno::EINVAL)?;
-            self.with(req, None, |t, _| {
-                t.renameat2(&*p, name, &*np, newname, flags)
-            })
+            self.with(req, |t, _| t.renameat2(&*p, name, &*np, newname, flags))
         })();
         empty(reply, r);
     }
@@ -928,7 +991,7 @@ impl Filesystem for UvfsFuse {
         let r = (|| {
             let (d, np) = (self.node(ino)?, self.node(newparent)?);
             let newname = component(newname)?;
-            self.with(req, None, |t, _| {
+            self.with(req, |t, _| {
                 t.linkat(&*d, "", &*np, newname, AtFlags::EMPTY_PATH)
             })?;
             Ok((np, newname))
@@ -941,25 +1004,26 @@ impl Filesystem for UvfsFuse {
 
     fn open(&self, req: &Request, ino: INodeNo, flags: fuser::OpenFlags, reply: ReplyOpen) {
         let r = self.node(ino).and_then(|d| {
-            self.with(req, None, |t, _| {
+            self.with_opener(req, |t, opener| {
                 let flags = OpenFlags::from_bits_retain(flags.0 as u32);
                 if flags.bits() & FMODE_EXEC != 0 {
                     // execve's open: without `default_permissions` the kernel checked only
-                    // that some execute bit is set (`fuse_permission`); uvfs checks
-                    // MAY_EXEC for this caller, as `may_open` of an exec would.
-                    t.faccessat2(
-                        &*d,
-                        "",
-                        crate::cred::MAY_EXEC,
-                        AtFlags::EACCESS | AtFlags::EMPTY_PATH,
-                    )?;
+                    // that some execute bit is set (`fuse_permission`); uvfs checks MAY_EXEC
+                    // alone for this caller, as `do_open_execat` does (a 0711 program runs).
+                    return opener.open(t, || t.dentry_open_exec(&d));
                 }
-                open_reserved(t, || t.dentry_open(&d, flags))
+                opener.open(t, || {
+                    let f = t.dentry_open(&d, flags)?;
+                    if flags.contains(OpenFlags::TRUNC) {
+                        self.kill_suid_after_open_trunc(req, &d)?;
+                    }
+                    Ok(f)
+                })
             })
         });
         match r {
-            Ok(fd) => {
-                reply.opened(fh_make(own_table(), fd), OPEN_FLAGS);
+            Ok((table, fd)) => {
+                reply.opened(fh_make(table, fd), OPEN_FLAGS);
             }
             Err(e) => reply.error(fe(e)),
         }
@@ -1032,7 +1096,7 @@ impl Filesystem for UvfsFuse {
 
     fn release(
         &self,
-        req: &Request,
+        _req: &Request,
         _ino: INodeNo,
         fh: fuser::FileHandle,
         _flags: fuser::OpenFlags,
@@ -1040,7 +1104,12 @@ impl Filesystem for UvfsFuse {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        empty(reply, self.with_fh(req, fh, false, |t, fd, _| t.close(fd)));
+        let (table, fd) = fh_split(fh);
+        let r = self.worker(|w| {
+            let t = Worker::table_task(&mut w.tasks, &self.handles, table)?;
+            self.handles.close(t, w.own, fd)
+        });
+        empty(reply, r);
     }
 
     fn fsync(
@@ -1160,7 +1229,7 @@ impl Filesystem for UvfsFuse {
     }
 
     fn statfs(&self, req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        match self.with(req, None, |t, _| t.statfs("/")) {
+        match self.with(req, |t, _| t.statfs("/")) {
             Ok(s) => reply.statfs(
                 s.f_blocks,
                 s.f_bfree,
@@ -1179,7 +1248,7 @@ impl Filesystem for UvfsFuse {
         // The kernel sends the caller's real ids for access(2) (`access_override_creds`
         // ran before `fuse_access`): check with them as the effective ones.
         let r = self.node(ino).and_then(|d| {
-            self.with(req, None, |t, _| {
+            self.with(req, |t, _| {
                 t.faccessat2(
                     &*d,
                     "",
@@ -1204,7 +1273,7 @@ impl Filesystem for UvfsFuse {
         let r = (|| {
             let p = self.node(parent)?;
             let name = component(name)?;
-            self.with(req, None, |t, _| {
+            self.with_opener(req, |t, opener| {
                 let flags = OpenFlags::from_bits_retain(flags as u32);
                 // The kernel sends CREATE only for a name it believes missing, and then skips
                 // its own permission check of the open (`may_open` of a new file). If the
@@ -1215,7 +1284,7 @@ impl Filesystem for UvfsFuse {
                 // LOOKUP_REVAL retry). A caller's own O_EXCL gets its EEXIST.
                 let excl = OpenFlags::CREAT | OpenFlags::EXCL;
                 let mut dentry = None;
-                let fd = open_reserved(t, || {
+                let fd = opener.open(t, || {
                     let f = match t.filp_open(&*p, name, flags | excl, mode) {
                         Err(Errno::EEXIST) if !flags.contains(OpenFlags::EXCL) => {
                             return Err(Errno::ESTALE)
@@ -1232,15 +1301,14 @@ impl Filesystem for UvfsFuse {
                         Ok((fd, attr))
                     }
                     Err(e) => {
-                        let _ = t.close(fd);
+                        let _ = opener.close(t, fd);
                         Err(e)
                     }
                 }
             })
         })();
         match r {
-            Ok((fd, attr)) => {
-                let table = own_table();
+            Ok((table, (fd, attr))) => {
                 reply.created(
                     &self.entry_ttl(),
                     &attr,
@@ -1372,7 +1440,7 @@ mod tests {
     #[test]
     fn file_handles_name_table_and_descriptor() {
         assert_eq!(fh_split(fuser::FileHandle(3 << 32 | 17)), (3, Fd(17)));
-        // A forged handle: a table that does not exist is refused by `with` (EBADF), a
+        // A forged handle: a table that does not exist is refused by `table_task` (EBADF), a
         // descriptor past i32 stays invalid (negative) for `fget`.
         assert_eq!(
             fh_split(fuser::FileHandle(u64::MAX)),

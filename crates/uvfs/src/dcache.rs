@@ -1,4 +1,5 @@
-//! `Dir`: a tmpfs directory's entries, looked up without locks and listed in stable order.
+//! `Dir`: the dentry cache's index of a directory's children, looked up without locks and
+//! listed in stable order; for tmpfs, whose dentry cache is complete, the directory itself.
 //!
 //! Linux analogue: the dcache hash + RCU-walk for lookup (fs/dcache.c `__d_lookup_rcu`), and
 //! the tmpfs offset map for `getdents` (fs/libfs.c `simple_offset_*`, 6.6+).
@@ -33,6 +34,7 @@ use crossbeam_skiplist::base::SkipList;
 use parking_lot::{Mutex, MutexGuard};
 use std::collections::BTreeMap;
 use std::fmt;
+use std::ops::Bound;
 use std::sync::Arc;
 
 /// The name -> dentry index, searched without locks.
@@ -162,6 +164,12 @@ impl DirLocked<'_> {
         self.inner.by_cookie.is_empty()
     }
 
+    /// The cookie the next new entry will get: every entry linked now has a smaller one
+    /// (the end of a listing that starts now, `readdir.rs`).
+    pub(crate) fn peek_next_cookie(&self) -> u64 {
+        self.inner.next_cookie
+    }
+
     /// Reserves the next cookie for a new entry.
     pub(crate) fn next_cookie(&mut self) -> u64 {
         let c = self.inner.next_cookie;
@@ -222,8 +230,20 @@ impl DirLocked<'_> {
     }
 
     /// Removes every entry (namespace teardown); returns them.
+    ///
+    /// `SkipList::clear` only marks the nodes of its last batch (up to 100) removed: they
+    /// stay linked, each holding its `Arc<Dentry>`, until some later search unlinks them,
+    /// and a torn-down directory is never searched again. A child's link holds its parent,
+    /// so those nodes kept the whole tree alive (issue 15 item 2). The search from the front
+    /// below unlinks every marked node at every level (each level is walked to its end, as
+    /// no entry is left unmarked), which gives each node's last reference to the epoch.
     pub(crate) fn clear(&mut self) -> Vec<Arc<Dentry>> {
         self.dir.children.clear(&mut self.guard);
+        let left = self
+            .dir
+            .children
+            .lower_bound::<[u8]>(Bound::Unbounded, &self.guard);
+        debug_assert!(left.is_none(), "no entry is inserted under the lock");
         std::mem::take(&mut self.inner.by_cookie)
             .into_values()
             .collect()

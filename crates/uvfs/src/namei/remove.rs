@@ -1,0 +1,103 @@
+//! Removing names: `unlinkat`, `rmdir`.
+//!
+//! Linux analogue: fs/namei.c (`do_unlinkat`, `do_rmdir`, `vfs_unlink`, `vfs_rmdir`).
+
+use super::*;
+
+impl<V: Variant> Task<V> {
+    /// `unlinkat(2)`: removes a name (`flags` 0) or an empty directory (`AT_REMOVEDIR`).
+    ///
+    /// # Errors
+    /// `EINVAL` (unknown flags; rmdir of `.`), `ENOENT`, `ENOTDIR`, `EISDIR` (unlink of a
+    /// directory, of `.`/`..`/`/`), `ENOTEMPTY` (rmdir of a non-empty directory or `..`),
+    /// `EBUSY` (rmdir of `/`), `EACCES`, `EPERM` (sticky directory), `ENAMETOOLONG`,
+    /// `ELOOP`, `EBADF`.
+    ///
+    /// # References
+    /// unlink(2), rmdir(2); Linux `do_unlinkat`, `do_rmdir`, `shmem_unlink`, `simple_rmdir`.
+    pub fn unlinkat<'a>(
+        &self,
+        dirfd: impl Into<AtDir<'a>>,
+        path: impl AsRef<[u8]>,
+        flags: AtFlags,
+    ) -> Result<()> {
+        let dirfd: AtDir<'_> = dirfd.into();
+        if !(flags - AtFlags::REMOVEDIR).is_empty() {
+            return Err(Errno::EINVAL);
+        }
+        let rmdir = flags.contains(AtFlags::REMOVEDIR);
+        let path = getname(path.as_ref(), false)?;
+        self.with_walk(dirfd, path, |nd, start, _| {
+            let last = nd.walk_parent(start, path)?;
+            match (last.ty, rmdir) {
+                (LastType::Norm, _) => {}
+                (LastType::DotDot, true) => return Err(Errno::ENOTEMPTY),
+                (LastType::Dot, true) => return Err(Errno::EINVAL),
+                (LastType::Root, true) => return Err(Errno::EBUSY),
+                (_, false) => return Err(Errno::EISDIR),
+            }
+            if last.name.len() > NAME_MAX {
+                return Err(Errno::ENAMETOOLONG);
+            }
+            let dir_inode = &last.dir.d_inode;
+            let dir = dir_inode.dir().ok_or(Errno::ENOTDIR)?;
+            let mut dl = dir.lock();
+            let victim = lookup_locked(last.dir, &mut dl, last.name)?.ok_or(Errno::ENOENT)?;
+            let vi = &victim.d_inode;
+            if !rmdir && last.trailing_slash {
+                return Err(if vi.is_dir() {
+                    Errno::EISDIR
+                } else {
+                    Errno::ENOTDIR
+                });
+            }
+            may_delete(&self.cred, dir_inode, vi, rmdir, dl.inner.dead)?;
+            let links = if rmdir {
+                let sub = vi.dir().ok_or(Errno::ENOTDIR)?;
+                let mut sl = sub.lock();
+                // A cache that may be incomplete cannot tell; the file system's rmdir does.
+                if !vi.needs_revalidate() && !sl.is_empty() {
+                    return Err(Errno::ENOTEMPTY);
+                }
+                dir_inode.i_op.rmdir(dir_inode, last.name, vi)?;
+                sl.inner.dead = true;
+                let stale = sl.clear();
+                drop(sl);
+                for c in &stale {
+                    unhash(c);
+                }
+                dir_inode.add_nlink(-1, None);
+                2
+            } else {
+                dir_inode.i_op.unlink(dir_inode, last.name, vi)?;
+                1
+            };
+            // simple_unlink: the directory's mtime and ctime become the victim's new ctime.
+            // Linux takes that time from the victim alone, so a directory queried in this
+            // tick would keep its time; uvfs starts from the directory's own current time,
+            // so that its change shows too (the two still get one time).
+            let now = dir_inode.current_time(coarse_now());
+            // The name goes first (Linux: `d_delete` before the final `iput`), so that a
+            // walk starting now cannot reach an inode whose space `add_nlink` may give back.
+            dl.remove(last.name);
+            unhash(&victim);
+            let t = vi.add_nlink(-links, Some(now));
+            dir_inode.touch_mtime_ctime(t);
+            Ok(())
+        })
+    }
+
+    /// `rmdir(2)`: removes the empty directory `path` (`unlinkat(AT_FDCWD, path,
+    /// AT_REMOVEDIR)`).
+    ///
+    /// # Errors
+    /// As [`unlinkat`](Self::unlinkat) with `AT_REMOVEDIR`: `ENOENT`, `ENOTDIR`,
+    /// `ENOTEMPTY` (also for a last component `..`), `EINVAL` (last component `.`), `EBUSY`
+    /// (`/`), `EACCES`, `EPERM` (sticky directory), `ENAMETOOLONG`, `ELOOP`.
+    ///
+    /// # References
+    /// rmdir(2); Linux `do_rmdir`.
+    pub fn rmdir(&self, path: impl AsRef<[u8]>) -> Result<()> {
+        self.unlinkat(Fd::AT_FDCWD, path, AtFlags::REMOVEDIR)
+    }
+}

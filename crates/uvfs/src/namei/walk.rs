@@ -1,0 +1,317 @@
+//! The path walk (`Nameidata`): components, `.` and `..`, symlinks, lookups in the dentry
+//! cache and, for file systems that revalidate, in the file system.
+//!
+//! Linux analogue: fs/namei.c (`link_path_walk`, `walk_component`, `lookup_fast`,
+//! `lookup_slow`, `handle_dots`, `pick_link`).
+
+use super::*;
+
+impl<'a> Nameidata<'a> {
+    pub(crate) fn new(guard: &'a Guard, cred: &'a Cred, root: &'a Path) -> Nameidata<'a> {
+        Nameidata {
+            guard,
+            cred,
+            root,
+            total_links: 0,
+            flags: 0,
+        }
+    }
+
+    /// `may_lookup`: search permission on `dir`.
+    #[inline]
+    fn may_lookup(&self, dir: &Dentry) -> Result<()> {
+        dir.d_inode.permission(self.cred, MAY_EXEC)
+    }
+
+    /// `..` of `cur`, clamped at the task's root and at the file system root.
+    ///
+    /// # Errors
+    /// Scoped walks only: `EXDEV` at the root with `LOOKUP_BENEATH`; `EAGAIN` when the
+    /// parent is no longer under the walk's root (a concurrent rename moved a directory out
+    /// from under the walk; Linux: the `rename_lock` seqcount retry in `handle_dots`).
+    fn dotdot(&self, cur: &'a Arc<Dentry>) -> Result<&'a Arc<Dentry>> {
+        if self.flags & LOOKUP_IS_SCOPED != 0 {
+            return self.dotdot_scoped(cur);
+        }
+        if Arc::ptr_eq(cur, &self.root.dentry) {
+            return Ok(cur);
+        }
+        Ok(cur.parent(self.guard).unwrap_or(cur))
+    }
+
+    /// `follow_dotdot` for `RESOLVE_BENEATH`/`RESOLVE_IN_ROOT` (see `dotdot`).
+    #[cold]
+    fn dotdot_scoped(&self, cur: &'a Arc<Dentry>) -> Result<&'a Arc<Dentry>> {
+        let root = &self.root.dentry;
+        let parent = match cur.parent(self.guard) {
+            Some(p) if !Arc::ptr_eq(cur, root) => p,
+            // At the walk's root (or the file system's): `in_root`.
+            _ if self.flags & LOOKUP_BENEATH != 0 => return Err(Errno::EXDEV),
+            _ => return Ok(cur),
+        };
+        let mut a = parent;
+        while !Arc::ptr_eq(a, root) {
+            a = a.parent(self.guard).ok_or(Errno::EAGAIN)?;
+        }
+        Ok(parent)
+    }
+
+    /// Looks `name` up in directory `dir` (search permission already checked); follows a
+    /// symlink result when `follow`.
+    fn step(&mut self, dir: &'a Arc<Dentry>, name: &[u8], follow: bool) -> Result<&'a Arc<Dentry>> {
+        let next = match name {
+            b"." => dir,
+            b".." => self.dotdot(dir)?,
+            _ => {
+                if name.len() > NAME_MAX {
+                    return Err(Errno::ENAMETOOLONG);
+                }
+                self.lookup_cached(dir, name)?.ok_or(Errno::ENOENT)?
+            }
+        };
+        if follow && next.d_inode.is_symlink() {
+            return self.follow_link(dir, next);
+        }
+        Ok(next)
+    }
+
+    /// `lookup_fast` (and `lookup_slow` when it must): the entry `name` of directory `dir`
+    /// (search permission checked by the caller), `None` when there is none. Lock-free for
+    /// a complete cache (tmpfs); for a directory marked `I_REVALIDATE`, a cached entry is
+    /// revalidated and a miss asks the file system.
+    ///
+    /// # Errors
+    /// `ENOTDIR` when `dir` is not a directory; the file system's.
+    #[inline]
+    pub(crate) fn lookup_cached(
+        &self,
+        dir: &'a Arc<Dentry>,
+        name: &[u8],
+    ) -> Result<Option<&'a Arc<Dentry>>> {
+        let d = dir.d_inode.dir().ok_or(Errno::ENOTDIR)?;
+        match d.lookup(name, self.guard) {
+            // The fast path: a cached entry that needs no revalidation (tmpfs: every one).
+            Some(e) if !e.needs_revalidate() => Ok(Some(e)),
+            found => self.lookup_revalidate(dir, name, found),
+        }
+    }
+
+    /// [`lookup_cached`](Self::lookup_cached) past its fast path: a miss (`ENOENT`, or for
+    /// a directory marked `I_REVALIDATE` the file system's lookup) or an entry to
+    /// revalidate (lock-free first, then under the directory lock).
+    #[cold]
+    fn lookup_revalidate(
+        &self,
+        dir: &'a Arc<Dentry>,
+        name: &[u8],
+        found: Option<&'a Arc<Dentry>>,
+    ) -> Result<Option<&'a Arc<Dentry>>> {
+        let di = &dir.d_inode;
+        match found {
+            Some(e) => match di.i_op.revalidate(di, name, &e.d_inode, true) {
+                Ok(true) => Ok(Some(e)),
+                Ok(false) | Err(Errno::ECHILD) => self.step_slow(dir, name),
+                Err(err) => Err(err),
+            },
+            None if di.needs_revalidate() => self.step_slow(dir, name),
+            None => Ok(None),
+        }
+    }
+
+    /// `lookup_slow`: the entry `name` of `dir` (marked `I_REVALIDATE`) after a miss or a
+    /// failed lock-free revalidation: under the directory's lock, revalidated or looked up
+    /// by the file system and linked into the dentry cache ([`lookup_locked`]).
+    ///
+    /// # Errors
+    /// The file system's.
+    #[cold]
+    fn step_slow(&self, dir: &'a Arc<Dentry>, name: &[u8]) -> Result<Option<&'a Arc<Dentry>>> {
+        let d = dir.d_inode.dir().ok_or(Errno::ENOTDIR)?;
+        loop {
+            let mut dl = d.lock();
+            if lookup_locked(dir, &mut dl, name)?.is_none() {
+                return Ok(None);
+            }
+            drop(dl);
+            // The entry is in the cache now, valid while the walk's guard is pinned; a
+            // concurrent unlink may take it away again, and then it is looked up anew.
+            if let Some(e) = d.lookup(name, self.guard) {
+                return Ok(Some(e));
+            }
+        }
+    }
+
+    /// `pick_link`: resolves symlink `link` found in `dir`.
+    fn follow_link(
+        &mut self,
+        dir: &'a Arc<Dentry>,
+        link: &'a Arc<Dentry>,
+    ) -> Result<&'a Arc<Dentry>> {
+        self.count_link()?;
+        link.d_inode.touch_atime();
+        let body: &'a [u8] = link.d_inode.i_op.get_link(&link.d_inode)?;
+        if body.is_empty() {
+            return Err(Errno::ENOENT);
+        }
+        self.walk(dir, body, true, false)
+    }
+
+    /// `link_path_walk`: walks every component of `path` but the last, starting at `start`
+    /// (or the root for an absolute path), checking search permission on the directory of
+    /// each component including the last.
+    ///
+    /// # Errors
+    /// `ENOTDIR` if `start` or an intermediate component is not a directory; `ENOENT`,
+    /// `EACCES`, `ELOOP`, `ENAMETOOLONG` from the components.
+    pub(crate) fn walk_parent<'p>(
+        &mut self,
+        start: &'a Arc<Dentry>,
+        path: &'p [u8],
+    ) -> Result<Last<'a, 'p>> {
+        let (mut cur, mut rest) = match path.first() {
+            // nd_jump_root: RESOLVE_BENEATH refuses absolute paths and symlinks.
+            Some(b'/') if self.flags & LOOKUP_BENEATH != 0 => return Err(Errno::EXDEV),
+            Some(b'/') => (&self.root.dentry, path),
+            _ => (start, path),
+        };
+        while let [b'/', tail @ ..] = rest {
+            rest = tail;
+        }
+        if rest.is_empty() {
+            return Ok(Last {
+                dir: cur,
+                name: rest,
+                ty: LastType::Root,
+                trailing_slash: false,
+            });
+        }
+        loop {
+            if !cur.d_inode.is_dir() {
+                return Err(Errno::ENOTDIR);
+            }
+            self.may_lookup(cur)?;
+            let end = rest.iter().position(|&c| c == b'/').unwrap_or(rest.len());
+            let comp = &rest[..end];
+            let mut after = &rest[end..];
+            while let [b'/', tail @ ..] = after {
+                after = tail;
+            }
+            if after.is_empty() {
+                let ty = match comp {
+                    b"." => LastType::Dot,
+                    b".." => LastType::DotDot,
+                    _ => LastType::Norm,
+                };
+                return Ok(Last {
+                    dir: cur,
+                    name: comp,
+                    ty,
+                    trailing_slash: end < rest.len(),
+                });
+            }
+            cur = self.step(cur, comp, true)?;
+            rest = after;
+        }
+    }
+
+    /// Resolves the last component of a walked path: `follow` a final symlink, and require a
+    /// directory when `want_dir` or the path had a trailing slash.
+    ///
+    /// # Errors
+    /// `ENOENT`, `ENOTDIR`, `ELOOP`, `ENAMETOOLONG` as the walk.
+    pub(crate) fn lookup_last(
+        &mut self,
+        last: Last<'a, '_>,
+        follow: bool,
+        want_dir: bool,
+    ) -> Result<&'a Arc<Dentry>> {
+        let follow = follow || last.trailing_slash;
+        let want_dir = want_dir || last.trailing_slash;
+        let d = match last.ty {
+            LastType::Root | LastType::Dot => last.dir,
+            LastType::DotDot => self.dotdot(last.dir)?,
+            LastType::Norm => self.step(last.dir, last.name, follow)?,
+        };
+        if want_dir && !d.d_inode.is_dir() {
+            return Err(Errno::ENOTDIR);
+        }
+        Ok(d)
+    }
+
+    /// Walks `path` from `start` to its final dentry.
+    pub(crate) fn walk(
+        &mut self,
+        start: &'a Arc<Dentry>,
+        path: &[u8],
+        follow: bool,
+        want_dir: bool,
+    ) -> Result<&'a Arc<Dentry>> {
+        let last = self.walk_parent(start, path)?;
+        self.lookup_last(last, follow, want_dir)
+    }
+
+    /// Counts one more symlink followed by a caller that restarts a walk at a symlink body
+    /// (open with `O_CREAT`).
+    ///
+    /// # Errors
+    /// `ELOOP` past 40, or at once under `LOOKUP_NO_SYMLINKS`.
+    pub(crate) fn count_link(&mut self) -> Result<()> {
+        if self.flags & LOOKUP_NO_SYMLINKS != 0 {
+            return Err(Errno::ELOOP);
+        }
+        self.total_links += 1;
+        if self.total_links > MAXSYMLINKS {
+            return Err(Errno::ELOOP);
+        }
+        Ok(())
+    }
+}
+
+/// The entry `name` of directory `dir`, whose lock `dl` the caller holds: the cached one, or
+/// for a directory marked `I_REVALIDATE` the file system's (`d_revalidate`, then
+/// `->lookup` on a miss, linking the result into the cache; a stale entry is dropped
+/// first). For a complete cache (tmpfs) this is the cache lookup alone.
+///
+/// # Errors
+/// The file system's; none for a complete cache.
+pub(crate) fn lookup_locked(
+    dir: &Arc<Dentry>,
+    dl: &mut DirLocked<'_>,
+    name: &[u8],
+) -> Result<Option<Arc<Dentry>>> {
+    let di = &dir.d_inode;
+    if let Some(d) = dl.get(name).cloned() {
+        if !d.needs_revalidate() || di.i_op.revalidate(di, name, &d.d_inode, false)? {
+            return Ok(Some(d));
+        }
+        // d_invalidate: the entry changed behind the VFS's back.
+        dl.remove(name);
+        unhash(&d);
+    }
+    if !di.needs_revalidate() || dl.inner.dead {
+        return Ok(None);
+    }
+    let Some(inode) = di.i_op.lookup(di, name)? else {
+        return Ok(None);
+    };
+    let name: Name = Arc::from(name);
+    let cookie = dl.next_cookie();
+    let d = Arc::new(Dentry::new(inode, Some(dir.clone()), name.clone(), cookie));
+    dl.insert(name, d.clone(), cookie);
+    Ok(Some(d))
+}
+
+/// Marks a removed dentry unhashed (its link keeps parent and name for `..` and getcwd).
+pub(crate) fn unhash(d: &Arc<Dentry>) {
+    let g = epoch::pin();
+    let l = d.link(&g);
+    d.d_link.replace(
+        DLink {
+            parent: l.parent.clone(),
+            name: l.name.clone(),
+            cookie: l.cookie,
+            unhashed: true,
+        },
+        &g,
+    );
+}

@@ -1,0 +1,361 @@
+//! Extended attributes: `getxattr`, `setxattr`, `listxattr`, `removexattr` and their `l`
+//! (no final symlink follow) and `f` (descriptor) forms.
+//!
+//! Linux analogue: fs/xattr.c (`setxattr_copy`, `import_xattr_name`, `xattr_permission`,
+//! `xattr_resolve_name`, `vfs_getxattr`, `vfs_listxattr`, `vfs_removexattr`),
+//! security/commoncap.c (`cap_inode_setxattr`, `cap_inode_removexattr`), mm/shmem.c
+//! (tmpfs's `security.`, `trusted.` and `user.` handlers).
+//!
+//! The VFS checks the arguments, the caller's rights and the name's namespace, in Linux's
+//! order; the file system stores the attributes ([`InodeOps::getxattr`],
+//! [`InodeOps::setxattr`], [`InodeOps::listxattr`]; tmpfs: per inode, charged to
+//! `nr_inodes`' inode space when the mount has it). The namespaces are tmpfs's: `user.`
+//! (regular files and directories only), `trusted.` (`CAP_SYS_ADMIN`: root) and `security.`
+//! (no LSM: any caller reads, `CAP_SYS_ADMIN` writes, as commoncap). `system.` names,
+//! POSIX ACLs included, are `EOPNOTSUPP`: uvfs has no ACLs (a Linux tmpfs built with
+//! `CONFIG_TMPFS_POSIX_ACL` stores them). Values are stored as given; `security.capability`
+//! is not validated or converted as `cap_convert_nscap` does.
+//!
+//! [`InodeOps::getxattr`]: crate::fs::InodeOps::getxattr
+//! [`InodeOps::setxattr`]: crate::fs::InodeOps::setxattr
+//! [`InodeOps::listxattr`]: crate::fs::InodeOps::listxattr
+
+use crate::cred::{MAY_READ, MAY_WRITE};
+use crate::dentry::Dentry;
+use crate::inode::Inode;
+use crate::namei::getname;
+use crate::task::Task;
+use crate::time::coarse_now;
+use crate::types::{Fd, S_IFDIR, S_IFMT, S_IFREG, S_ISVTX};
+use crate::variant::Variant;
+use crate::{Errno, Result};
+use std::sync::Arc;
+
+/// `XATTR_CREATE` (setxattr(2) `flags`): fail with `EEXIST` if the attribute exists.
+pub const XATTR_CREATE: u32 = 1;
+/// `XATTR_REPLACE` (setxattr(2) `flags`): fail with `ENODATA` if the attribute does not
+/// exist.
+pub const XATTR_REPLACE: u32 = 2;
+/// `XATTR_NAME_MAX`: the longest name, in bytes.
+pub const XATTR_NAME_MAX: usize = 255;
+/// `XATTR_SIZE_MAX`: the largest value, in bytes.
+pub const XATTR_SIZE_MAX: usize = 65536;
+/// `XATTR_LIST_MAX`: the largest list `listxattr` copies, in bytes.
+pub const XATTR_LIST_MAX: usize = 65536;
+
+/// The namespaces tmpfs has handlers for (`shmem_xattr_handlers`).
+const PREFIXES: [&[u8]; 3] = [b"security.", b"trusted.", b"user."];
+
+/// Which file a call is about: a path (following a final symlink or not) or a descriptor.
+#[derive(Clone, Copy)]
+enum Target<'a> {
+    Path(&'a [u8], bool),
+    Fd(Fd),
+}
+
+/// `import_xattr_name`: 1 ..= 255 bytes. An interior NUL (which a C caller could not pass)
+/// is `EINVAL`, as for paths (`getname`).
+fn import_name(name: &[u8]) -> Result<&[u8]> {
+    if name.is_empty() || name.len() > XATTR_NAME_MAX {
+        return Err(Errno::ERANGE);
+    }
+    if name.contains(&0) {
+        return Err(Errno::EINVAL);
+    }
+    Ok(name)
+}
+
+/// `xattr_resolve_name`: a name with one of tmpfs's prefixes and something after it.
+///
+/// # Errors
+/// `EINVAL` for a bare prefix (`user.`), `EOPNOTSUPP` for any other namespace (`system.`
+/// and POSIX ACLs included).
+fn resolve_name(name: &[u8]) -> Result<()> {
+    match PREFIXES.iter().find(|p| name.starts_with(p)) {
+        Some(p) if name.len() == p.len() => Err(Errno::EINVAL),
+        Some(_) => Ok(()),
+        None => Err(Errno::EOPNOTSUPP),
+    }
+}
+
+impl<V: Variant> Task<V> {
+    /// `xattr_permission`: may the caller read (`MAY_READ`) or write (`MAY_WRITE`) the
+    /// attribute `name` of `inode`; for writes also `cap_inode_setxattr` /
+    /// `cap_inode_removexattr` (`security.*` needs `CAP_SYS_ADMIN`).
+    ///
+    /// # Errors
+    /// Writes: `EPERM` (`trusted.*` or `security.*` without `CAP_SYS_ADMIN`; `user.*` on
+    /// anything but a regular file or directory, or on a sticky directory the caller does
+    /// not own). Reads: `ENODATA` for those `trusted.*` and `user.*` cases. `EACCES` from
+    /// the permission bits for `user.*` and unknown namespaces.
+    fn xattr_permission(&self, inode: &Inode, name: &[u8], mask: u32) -> Result<()> {
+        let write = mask & MAY_WRITE != 0;
+        let hidden = if write { Errno::EPERM } else { Errno::ENODATA };
+        if name.starts_with(b"security.") || name.starts_with(b"system.") {
+            if write && name.starts_with(b"security.") && !self.cred.is_root() {
+                return Err(Errno::EPERM);
+            }
+            return Ok(());
+        }
+        if name.starts_with(b"trusted.") {
+            return if self.cred.is_root() {
+                Ok(())
+            } else {
+                Err(hidden)
+            };
+        }
+        if name.starts_with(b"user.") {
+            let mode = inode.mode();
+            let ty = mode & S_IFMT;
+            if ty != S_IFREG && ty != S_IFDIR {
+                return Err(hidden);
+            }
+            if ty == S_IFDIR
+                && mode & S_ISVTX != 0
+                && write
+                && !self.cred.owner_or_capable(inode.uid())
+            {
+                return Err(Errno::EPERM);
+            }
+        }
+        inode.permission(&self.cred, mask)
+    }
+
+    /// Runs `f` on the dentry `target` names: a path looked up from the cwd, or an open
+    /// descriptor (`O_PATH` ones are `EBADF`, as `fdget`).
+    fn with_xattr_target<R>(
+        &self,
+        target: Target<'_>,
+        f: impl FnOnce(&Arc<Dentry>) -> Result<R>,
+    ) -> Result<R> {
+        match target {
+            Target::Fd(fd) => {
+                let file = self.fdget(fd)?;
+                f(file.dentry())
+            }
+            Target::Path(path, follow) => {
+                let path = getname(path, false)?;
+                self.lookup_with(&self.cred, Fd::AT_FDCWD.into(), path, follow, f)
+            }
+        }
+    }
+
+    fn do_getxattr(&self, target: Target<'_>, name: &[u8], buf: &mut [u8]) -> Result<usize> {
+        let name = import_name(name)?;
+        self.with_xattr_target(target, |d| {
+            let inode = &d.d_inode;
+            self.xattr_permission(inode, name, MAY_READ)?;
+            resolve_name(name)?;
+            inode.refresh()?;
+            let len = buf.len().min(XATTR_SIZE_MAX);
+            let buf = (len > 0).then(|| &mut buf[..len]);
+            inode.i_op.getxattr(inode, name, buf)
+        })
+    }
+
+    fn do_setxattr(
+        &self,
+        target: Target<'_>,
+        name: &[u8],
+        value: Option<&[u8]>,
+        flags: u32,
+    ) -> Result<()> {
+        // setxattr_copy: flags, the name, the size, before the lookup or the descriptor.
+        if flags & !(XATTR_CREATE | XATTR_REPLACE) != 0 {
+            return Err(Errno::EINVAL);
+        }
+        let name = import_name(name)?;
+        if value.is_some_and(|v| v.len() > XATTR_SIZE_MAX) {
+            return Err(Errno::E2BIG);
+        }
+        self.with_xattr_target(target, |d| {
+            let inode = &d.d_inode;
+            self.xattr_permission(inode, name, MAY_WRITE)?;
+            resolve_name(name)?;
+            inode.i_op.setxattr(inode, name, value, flags)?;
+            inode.touch_ctime(coarse_now());
+            Ok(())
+        })
+    }
+
+    fn do_listxattr(&self, target: Target<'_>, buf: &mut [u8]) -> Result<usize> {
+        self.with_xattr_target(target, |d| {
+            let inode = &d.d_inode;
+            inode.refresh()?;
+            let len = buf.len().min(XATTR_LIST_MAX);
+            let trusted = self.cred.is_root();
+            if len == 0 {
+                return inode.i_op.listxattr(inode, None, trusted);
+            }
+            match inode.i_op.listxattr(inode, Some(&mut buf[..len]), trusted) {
+                // A list longer than any buffer may be (`listxattr` in fs/xattr.c).
+                Err(Errno::ERANGE) if len == XATTR_LIST_MAX => Err(Errno::E2BIG),
+                r => r,
+            }
+        })
+    }
+
+    /// `getxattr(2)`: copies the value of extended attribute `name` of the file `path`
+    /// names (following a final symlink) into `buf` and returns its length; with an empty
+    /// `buf`, returns the length only.
+    ///
+    /// # Errors
+    /// `ERANGE` (`name` empty or longer than 255 bytes; `buf` too small), `EINVAL` (a bare
+    /// namespace prefix such as `user.`; a NUL in `name`), `EOPNOTSUPP` (a namespace other
+    /// than `user.`, `trusted.`, `security.`), `ENODATA` (no such attribute; `trusted.*`
+    /// without `CAP_SYS_ADMIN`; `user.*` on a symlink or special file), `EACCES` (no read
+    /// permission, `user.*`), and the walk's (`ENOENT`, `ENOTDIR`, `ELOOP`, ...).
+    ///
+    /// # References
+    /// getxattr(2), xattr(7); Linux `path_getxattr`, `vfs_getxattr`, `simple_xattr_get`.
+    pub fn getxattr(
+        &self,
+        path: impl AsRef<[u8]>,
+        name: impl AsRef<[u8]>,
+        buf: &mut [u8],
+    ) -> Result<usize> {
+        self.do_getxattr(Target::Path(path.as_ref(), true), name.as_ref(), buf)
+    }
+
+    /// `lgetxattr(2)`: [`getxattr`](Self::getxattr) of a final symlink itself.
+    ///
+    /// # Errors
+    /// As [`getxattr`](Self::getxattr).
+    pub fn lgetxattr(
+        &self,
+        path: impl AsRef<[u8]>,
+        name: impl AsRef<[u8]>,
+        buf: &mut [u8],
+    ) -> Result<usize> {
+        self.do_getxattr(Target::Path(path.as_ref(), false), name.as_ref(), buf)
+    }
+
+    /// `fgetxattr(2)`: [`getxattr`](Self::getxattr) of the open file `fd`.
+    ///
+    /// # Errors
+    /// As [`getxattr`](Self::getxattr), with `EBADF` (not open, or `O_PATH`) after the
+    /// name's checks in place of the walk's.
+    pub fn fgetxattr(&self, fd: Fd, name: impl AsRef<[u8]>, buf: &mut [u8]) -> Result<usize> {
+        self.do_getxattr(Target::Fd(fd), name.as_ref(), buf)
+    }
+
+    /// `setxattr(2)`: sets extended attribute `name` of the file `path` names to `value`
+    /// (empty is a value, not a removal); `flags`: [`XATTR_CREATE`] (fail if it exists),
+    /// [`XATTR_REPLACE`] (fail if it does not), or 0. Stamps the ctime.
+    ///
+    /// # Errors
+    /// `EINVAL` (unknown `flags`; a bare prefix; a NUL in `name`), `ERANGE` (`name` empty or
+    /// longer than 255 bytes), `E2BIG` (`value` longer than 65536 bytes) — these three before
+    /// the walk — then the walk's, `EPERM` (`trusted.*`/`security.*` without
+    /// `CAP_SYS_ADMIN`; `user.*` on a symlink, special file or another user's sticky
+    /// directory), `EACCES` (no write permission), `EOPNOTSUPP` (other namespaces),
+    /// `EEXIST`, `ENODATA` (the flags), `ENOSPC` (the mount's `nr_inodes` inode space).
+    ///
+    /// # References
+    /// setxattr(2); Linux `path_setxattr`, `setxattr_copy`, `vfs_setxattr`,
+    /// `shmem_xattr_handler_set`.
+    pub fn setxattr(
+        &self,
+        path: impl AsRef<[u8]>,
+        name: impl AsRef<[u8]>,
+        value: &[u8],
+        flags: u32,
+    ) -> Result<()> {
+        let t = Target::Path(path.as_ref(), true);
+        self.do_setxattr(t, name.as_ref(), Some(value), flags)
+    }
+
+    /// `lsetxattr(2)`: [`setxattr`](Self::setxattr) of a final symlink itself.
+    ///
+    /// # Errors
+    /// As [`setxattr`](Self::setxattr).
+    pub fn lsetxattr(
+        &self,
+        path: impl AsRef<[u8]>,
+        name: impl AsRef<[u8]>,
+        value: &[u8],
+        flags: u32,
+    ) -> Result<()> {
+        let t = Target::Path(path.as_ref(), false);
+        self.do_setxattr(t, name.as_ref(), Some(value), flags)
+    }
+
+    /// `fsetxattr(2)`: [`setxattr`](Self::setxattr) of the open file `fd`.
+    ///
+    /// # Errors
+    /// As [`setxattr`](Self::setxattr), with `EBADF` (not open, or `O_PATH`) after the
+    /// argument checks in place of the walk's.
+    pub fn fsetxattr(
+        &self,
+        fd: Fd,
+        name: impl AsRef<[u8]>,
+        value: &[u8],
+        flags: u32,
+    ) -> Result<()> {
+        self.do_setxattr(Target::Fd(fd), name.as_ref(), Some(value), flags)
+    }
+
+    /// `listxattr(2)`: the NUL-terminated names of the extended attributes of the file
+    /// `path` names, in name order, into `buf`; returns their length (with an empty `buf`,
+    /// the length only). `trusted.*` names are listed only for root (`CAP_SYS_ADMIN`).
+    /// Needs no permission on the file.
+    ///
+    /// # Errors
+    /// `ERANGE` (`buf` too small), `E2BIG` (the list is longer than 65536 bytes and `buf`
+    /// is at least that long), and the walk's.
+    ///
+    /// # References
+    /// listxattr(2); Linux `path_listxattr`, `vfs_listxattr`, `simple_xattr_list`.
+    pub fn listxattr(&self, path: impl AsRef<[u8]>, buf: &mut [u8]) -> Result<usize> {
+        self.do_listxattr(Target::Path(path.as_ref(), true), buf)
+    }
+
+    /// `llistxattr(2)`: [`listxattr`](Self::listxattr) of a final symlink itself.
+    ///
+    /// # Errors
+    /// As [`listxattr`](Self::listxattr).
+    pub fn llistxattr(&self, path: impl AsRef<[u8]>, buf: &mut [u8]) -> Result<usize> {
+        self.do_listxattr(Target::Path(path.as_ref(), false), buf)
+    }
+
+    /// `flistxattr(2)`: [`listxattr`](Self::listxattr) of the open file `fd`.
+    ///
+    /// # Errors
+    /// `EBADF` (not open, or `O_PATH`); then as [`listxattr`](Self::listxattr).
+    pub fn flistxattr(&self, fd: Fd, buf: &mut [u8]) -> Result<usize> {
+        self.do_listxattr(Target::Fd(fd), buf)
+    }
+
+    /// `removexattr(2)`: removes extended attribute `name` of the file `path` names.
+    /// Stamps the ctime.
+    ///
+    /// # Errors
+    /// `ERANGE`/`EINVAL` (the name, before the walk), the walk's, `EPERM`/`EACCES` as
+    /// [`setxattr`](Self::setxattr), `EOPNOTSUPP` (other namespaces), `ENODATA` (no such
+    /// attribute).
+    ///
+    /// # References
+    /// removexattr(2); Linux `path_removexattr`, `vfs_removexattr`.
+    pub fn removexattr(&self, path: impl AsRef<[u8]>, name: impl AsRef<[u8]>) -> Result<()> {
+        let t = Target::Path(path.as_ref(), true);
+        self.do_setxattr(t, name.as_ref(), None, XATTR_REPLACE)
+    }
+
+    /// `lremovexattr(2)`: [`removexattr`](Self::removexattr) of a final symlink itself.
+    ///
+    /// # Errors
+    /// As [`removexattr`](Self::removexattr).
+    pub fn lremovexattr(&self, path: impl AsRef<[u8]>, name: impl AsRef<[u8]>) -> Result<()> {
+        let t = Target::Path(path.as_ref(), false);
+        self.do_setxattr(t, name.as_ref(), None, XATTR_REPLACE)
+    }
+
+    /// `fremovexattr(2)`: [`removexattr`](Self::removexattr) of the open file `fd`.
+    ///
+    /// # Errors
+    /// As [`removexattr`](Self::removexattr), with `EBADF` (not open, or `O_PATH`) after
+    /// the name's checks in place of the walk's.
+    pub fn fremovexattr(&self, fd: Fd, name: impl AsRef<[u8]>) -> Result<()> {
+        self.do_setxattr(Target::Fd(fd), name.as_ref(), None, XATTR_REPLACE)
+    }
+}

@@ -1,0 +1,480 @@
+//! Extended attributes (`getxattr`, `setxattr`, `listxattr`, `removexattr` and their `l`/`f`
+//! forms), asserted against Linux's tmpfs (see `common`): values, flags, name and size
+//! limits, the `user.`/`trusted.`/`security.` namespaces and their permission rules, and
+//! the inode space a mount with `nr_inodes` charges them. Issue 15 (the xattr gap
+//! stress-ng's xattr stressor found: only uvfs failed it).
+//!
+//! Lists are compared as sorted name sets: Linux's order is its rbtree's (6.x) or hash
+//! table's, uvfs's is name order.
+
+mod common;
+use common::*;
+use uvfs::xattr::{XATTR_CREATE, XATTR_REPLACE};
+use uvfs::{Errno, OpenFlags};
+
+type R<T> = Result<T, Errno>;
+
+const F: XTarget<'static> = XTarget::Path(b"/f");
+
+/// `/f` (0644, "data"), `/d/` (0755), `/l -> f`, `/s/` (1777, sticky), `/p` (0600).
+fn tree(s: &dyn Sys) {
+    s.mkfile(b"/f", b"data");
+    s.mkdir(b"/d");
+    s.symlink(b"f", b"/l");
+    s.mkdirat(CWD, b"/s", 0o777).unwrap();
+    s.fchmodat(CWD, b"/s", 0o1777, NOAT).unwrap();
+    s.mkfile(b"/p", b"");
+    s.fchmodat(CWD, b"/p", 0o600, NOAT).unwrap();
+}
+
+/// The value of `name` on `t`, read with a buffer of `cap` bytes.
+fn get(s: &dyn Sys, t: XTarget<'_>, name: &[u8], cap: usize) -> R<Vec<u8>> {
+    let mut buf = vec![0; cap];
+    let n = s.xattr_get(t, name, &mut buf)?;
+    buf.truncate(n);
+    Ok(buf)
+}
+
+/// The names `listxattr` gives for `t`, sorted; and the size it reports for an empty buffer.
+fn list(s: &dyn Sys, t: XTarget<'_>) -> R<(Vec<String>, usize)> {
+    let need = s.xattr_list(t, &mut [])?;
+    let mut buf = vec![0; need + 16];
+    let n = s.xattr_list(t, &mut buf)?;
+    let mut names: Vec<String> = buf[..n]
+        .split(|&c| c == 0)
+        .filter(|n| !n.is_empty())
+        .map(|n| String::from_utf8_lossy(n).into_owned())
+        .collect();
+    names.sort();
+    Ok((names, need))
+}
+
+#[test]
+fn set_get_and_flags() {
+    table::<R<Vec<u8>>>(&[
+        ("roundtrip", Ok(b"hello".to_vec()), |s| {
+            tree(s);
+            s.xattr_set(F, b"user.a", b"hello", 0)?;
+            get(s, F, b"user.a", 64)
+        }),
+        ("size query (empty buffer)", Ok(vec![0; 5]), |s| {
+            tree(s);
+            s.xattr_set(F, b"user.a", b"hello", 0)?;
+            let n = s.xattr_get(F, b"user.a", &mut [])?;
+            Ok(vec![0; n])
+        }),
+        ("buffer too small: ERANGE", Err(Errno::ERANGE), |s| {
+            tree(s);
+            s.xattr_set(F, b"user.a", b"hello", 0)?;
+            get(s, F, b"user.a", 4)
+        }),
+        ("absent: ENODATA", Err(Errno::ENODATA), |s| {
+            tree(s);
+            get(s, F, b"user.none", 64)
+        }),
+        ("empty value is a value", Ok(vec![]), |s| {
+            tree(s);
+            s.xattr_set(F, b"user.e", b"", 0)?;
+            get(s, F, b"user.e", 64)
+        }),
+        (
+            "XATTR_CREATE over an existing one: EEXIST",
+            Err(Errno::EEXIST),
+            |s| {
+                tree(s);
+                s.xattr_set(F, b"user.a", b"1", 0)?;
+                s.xattr_set(F, b"user.a", b"2", XATTR_CREATE)?;
+                get(s, F, b"user.a", 64)
+            },
+        ),
+        (
+            "XATTR_REPLACE of an absent one: ENODATA",
+            Err(Errno::ENODATA),
+            |s| {
+                tree(s);
+                s.xattr_set(F, b"user.a", b"2", XATTR_REPLACE)?;
+                get(s, F, b"user.a", 64)
+            },
+        ),
+        ("XATTR_REPLACE of an existing one", Ok(b"2".to_vec()), |s| {
+            tree(s);
+            s.xattr_set(F, b"user.a", b"1", XATTR_CREATE)?;
+            s.xattr_set(F, b"user.a", b"2", XATTR_REPLACE)?;
+            get(s, F, b"user.a", 64)
+        }),
+        ("both flags, absent: ENODATA", Err(Errno::ENODATA), |s| {
+            tree(s);
+            s.xattr_set(F, b"user.a", b"1", XATTR_CREATE | XATTR_REPLACE)?;
+            get(s, F, b"user.a", 64)
+        }),
+        ("unknown flag: EINVAL", Err(Errno::EINVAL), |s| {
+            tree(s);
+            s.xattr_set(F, b"user.a", b"1", 4)?;
+            get(s, F, b"user.a", 64)
+        }),
+        ("largest value (65536 bytes)", Ok(vec![7; 65536]), |s| {
+            tree(s);
+            s.xattr_set(F, b"user.big", &[7; 65536], 0)?;
+            get(s, F, b"user.big", 70000)
+        }),
+        ("value of 65537 bytes: E2BIG", Err(Errno::E2BIG), |s| {
+            tree(s);
+            s.xattr_set(F, b"user.big", &[7; 65537], 0)?;
+            get(s, F, b"user.big", 70000)
+        }),
+        ("a directory has user.*", Ok(b"v".to_vec()), |s| {
+            tree(s);
+            let d = XTarget::Path(b"/d");
+            s.xattr_set(d, b"user.a", b"v", 0)?;
+            get(s, d, b"user.a", 8)
+        }),
+        ("setxattr follows a symlink", Ok(b"v".to_vec()), |s| {
+            tree(s);
+            s.xattr_set(XTarget::Path(b"/l"), b"user.a", b"v", 0)?;
+            get(s, F, b"user.a", 8)
+        }),
+        ("by descriptor (read-only open)", Ok(b"v".to_vec()), |s| {
+            tree(s);
+            let fd = s.open(b"/f", RO, 0)?;
+            s.xattr_set(XTarget::Fd(fd), b"user.a", b"v", 0)?;
+            get(s, XTarget::Fd(fd), b"user.a", 8)
+        }),
+        ("trusted.* as root", Ok(b"t".to_vec()), |s| {
+            tree(s);
+            s.xattr_set(F, b"trusted.a", b"t", 0)?;
+            get(s, F, b"trusted.a", 8)
+        }),
+        ("security.* as root", Ok(b"x".to_vec()), |s| {
+            tree(s);
+            s.xattr_set(F, b"security.uvfs_test", b"x", 0)?;
+            get(s, F, b"security.uvfs_test", 8)
+        }),
+    ]);
+}
+
+#[test]
+fn names() {
+    table::<R<()>>(&[
+        ("empty name: ERANGE", Err(Errno::ERANGE), |s| {
+            tree(s);
+            s.xattr_set(F, b"", b"v", 0)
+        }),
+        ("256-byte name: ERANGE", Err(Errno::ERANGE), |s| {
+            tree(s);
+            let mut n = b"user.".to_vec();
+            n.resize(256, b'n');
+            s.xattr_set(F, &n, b"v", 0)
+        }),
+        ("255-byte name", Ok(()), |s| {
+            tree(s);
+            let mut n = b"user.".to_vec();
+            n.resize(255, b'n');
+            s.xattr_set(F, &n, b"v", 0)?;
+            s.xattr_get(F, &n, &mut [0; 4]).map(drop)
+        }),
+        ("bare prefix: EINVAL", Err(Errno::EINVAL), |s| {
+            tree(s);
+            s.xattr_set(F, b"user.", b"v", 0)
+        }),
+        (
+            "unknown namespace: EOPNOTSUPP",
+            Err(Errno::EOPNOTSUPP),
+            |s| {
+                tree(s);
+                s.xattr_set(F, b"nosuch.a", b"v", 0)
+            },
+        ),
+        (
+            "system.* other than ACLs: EOPNOTSUPP",
+            Err(Errno::EOPNOTSUPP),
+            |s| {
+                tree(s);
+                s.xattr_set(F, b"system.uvfs", b"v", 0)
+            },
+        ),
+        (
+            "name checked before the walk: ERANGE",
+            Err(Errno::ERANGE),
+            |s| s.xattr_set(XTarget::Path(b"/missing"), b"", b"v", 0),
+        ),
+        (
+            "size checked before the walk: E2BIG",
+            Err(Errno::E2BIG),
+            |s| s.xattr_set(XTarget::Path(b"/missing"), b"user.a", &[0; 65537], 0),
+        ),
+        ("missing file: ENOENT", Err(Errno::ENOENT), |s| {
+            s.xattr_set(XTarget::Path(b"/missing"), b"user.a", b"v", 0)
+        }),
+        ("get: bare prefix: EINVAL", Err(Errno::EINVAL), |s| {
+            tree(s);
+            s.xattr_get(F, b"user.", &mut [0; 4]).map(drop)
+        }),
+        (
+            "get: unknown namespace: EOPNOTSUPP",
+            Err(Errno::EOPNOTSUPP),
+            |s| {
+                tree(s);
+                s.xattr_get(F, b"nosuch.a", &mut [0; 4]).map(drop)
+            },
+        ),
+    ]);
+}
+
+#[test]
+fn symlinks_and_descriptors() {
+    table::<R<()>>(&[
+        (
+            "lsetxattr user.* on a symlink: EPERM",
+            Err(Errno::EPERM),
+            |s| {
+                tree(s);
+                s.xattr_set(XTarget::LPath(b"/l"), b"user.a", b"v", 0)
+            },
+        ),
+        (
+            "lgetxattr user.* on a symlink: ENODATA",
+            Err(Errno::ENODATA),
+            |s| {
+                tree(s);
+                s.xattr_set(F, b"user.a", b"v", 0)?;
+                s.xattr_get(XTarget::LPath(b"/l"), b"user.a", &mut [0; 4])
+                    .map(drop)
+            },
+        ),
+        ("lsetxattr trusted.* on a symlink (root)", Ok(()), |s| {
+            tree(s);
+            let l = XTarget::LPath(b"/l");
+            s.xattr_set(l, b"trusted.a", b"v", 0)?;
+            s.xattr_get(l, b"trusted.a", &mut [0; 4]).map(drop)
+        }),
+        ("O_PATH descriptor: EBADF", Err(Errno::EBADF), |s| {
+            tree(s);
+            let fd = s.open(b"/f", OpenFlags::PATH, 0)?;
+            s.xattr_set(XTarget::Fd(fd), b"user.a", b"v", 0)
+        }),
+        ("O_PATH descriptor, get: EBADF", Err(Errno::EBADF), |s| {
+            tree(s);
+            let fd = s.open(b"/f", OpenFlags::PATH, 0)?;
+            s.xattr_get(XTarget::Fd(fd), b"user.a", &mut []).map(drop)
+        }),
+        (
+            "fsetxattr: a bad name before a bad descriptor: ERANGE",
+            Err(Errno::ERANGE),
+            |s| s.xattr_set(XTarget::Fd(uvfs::Fd(77)), b"", b"v", 0),
+        ),
+        (
+            "fgetxattr: a bad name before a bad descriptor: ERANGE",
+            Err(Errno::ERANGE),
+            |s| {
+                s.xattr_get(XTarget::Fd(uvfs::Fd(77)), b"", &mut [])
+                    .map(drop)
+            },
+        ),
+        (
+            "fremovexattr: a bad name before a bad descriptor: ERANGE",
+            Err(Errno::ERANGE),
+            |s| s.xattr_remove(XTarget::Fd(uvfs::Fd(77)), b""),
+        ),
+        (
+            "flistxattr: bad descriptor: EBADF",
+            Err(Errno::EBADF),
+            |s| s.xattr_list(XTarget::Fd(uvfs::Fd(77)), &mut []).map(drop),
+        ),
+        (
+            "remove, then remove again: ENODATA",
+            Err(Errno::ENODATA),
+            |s| {
+                tree(s);
+                s.xattr_set(F, b"user.a", b"v", 0)?;
+                s.xattr_remove(F, b"user.a")?;
+                s.xattr_remove(F, b"user.a")
+            },
+        ),
+        ("removed: get is ENODATA", Err(Errno::ENODATA), |s| {
+            tree(s);
+            s.xattr_set(F, b"user.a", b"v", 0)?;
+            s.xattr_remove(XTarget::Fd(s.open(b"/f", RO, 0)?), b"user.a")?;
+            s.xattr_get(F, b"user.a", &mut [0; 4]).map(drop)
+        }),
+    ]);
+}
+
+#[test]
+fn listing() {
+    table::<R<(Vec<String>, usize)>>(&[
+        ("none", Ok((vec![], 0)), |s| {
+            tree(s);
+            list(s, F)
+        }),
+        (
+            "names and size, root sees trusted.*",
+            Ok((
+                vec!["trusted.t".into(), "user.a".into(), "user.bb".into()],
+                25,
+            )),
+            |s| {
+                tree(s);
+                s.xattr_set(F, b"user.bb", b"2", 0)?;
+                s.xattr_set(F, b"user.a", b"1", 0)?;
+                s.xattr_set(F, b"trusted.t", b"3", 0)?;
+                list(s, F)
+            },
+        ),
+        (
+            "a non-root caller does not see trusted.*",
+            Ok((vec!["user.a".into()], 7)),
+            |s| {
+                tree(s);
+                s.xattr_set(F, b"user.a", b"1", 0)?;
+                s.xattr_set(F, b"trusted.t", b"3", 0)?;
+                s.set_cred(1000, 1000, &[]);
+                list(s, F)
+            },
+        ),
+        (
+            "llistxattr of a symlink",
+            Ok((vec!["trusted.l".into()], 10)),
+            |s| {
+                tree(s);
+                s.xattr_set(XTarget::LPath(b"/l"), b"trusted.l", b"1", 0)?;
+                s.xattr_set(F, b"user.a", b"1", 0)?;
+                list(s, XTarget::LPath(b"/l"))
+            },
+        ),
+        ("buffer too small: ERANGE", Err(Errno::ERANGE), |s| {
+            tree(s);
+            s.xattr_set(F, b"user.abc", b"1", 0)?;
+            s.xattr_list(F, &mut [0; 8])?;
+            Ok((vec![], 0))
+        }),
+    ]);
+}
+
+#[test]
+fn permissions() {
+    table::<R<()>>(&[
+        (
+            "non-root set user.* without write permission: EACCES",
+            Err(Errno::EACCES),
+            |s| {
+                tree(s);
+                s.set_cred(1000, 1000, &[]);
+                s.xattr_set(F, b"user.a", b"v", 0)
+            },
+        ),
+        ("non-root get user.* with read permission", Ok(()), |s| {
+            tree(s);
+            s.xattr_set(F, b"user.a", b"v", 0)?;
+            s.set_cred(1000, 1000, &[]);
+            s.xattr_get(F, b"user.a", &mut [0; 4]).map(drop)
+        }),
+        (
+            "non-root get user.* without read permission: EACCES",
+            Err(Errno::EACCES),
+            |s| {
+                tree(s);
+                s.xattr_set(XTarget::Path(b"/p"), b"user.a", b"v", 0)?;
+                s.set_cred(1000, 1000, &[]);
+                s.xattr_get(XTarget::Path(b"/p"), b"user.a", &mut [0; 4])
+                    .map(drop)
+            },
+        ),
+        ("non-root trusted.* set: EPERM", Err(Errno::EPERM), |s| {
+            tree(s);
+            s.fchmodat(CWD, b"/f", 0o666, NOAT)?;
+            s.set_cred(1000, 1000, &[]);
+            s.xattr_set(F, b"trusted.a", b"v", 0)
+        }),
+        (
+            "non-root trusted.* get: ENODATA",
+            Err(Errno::ENODATA),
+            |s| {
+                tree(s);
+                s.xattr_set(F, b"trusted.a", b"v", 0)?;
+                s.set_cred(1000, 1000, &[]);
+                s.xattr_get(F, b"trusted.a", &mut [0; 4]).map(drop)
+            },
+        ),
+        ("non-root security.* set: EPERM", Err(Errno::EPERM), |s| {
+            tree(s);
+            s.fchmodat(CWD, b"/f", 0o666, NOAT)?;
+            s.set_cred(1000, 1000, &[]);
+            s.xattr_set(F, b"security.uvfs_test", b"v", 0)
+        }),
+        (
+            "owner of a 0444 file may not set user.*: EACCES",
+            Err(Errno::EACCES),
+            |s| {
+                tree(s);
+                s.set_cred(1000, 1000, &[]);
+                s.mkfile(b"/s/mine", b"");
+                s.fchmodat(CWD, b"/s/mine", 0o444, NOAT)?;
+                s.xattr_set(XTarget::Path(b"/s/mine"), b"user.a", b"v", 0)
+            },
+        ),
+        (
+            "user.* on another's sticky directory: EPERM",
+            Err(Errno::EPERM),
+            |s| {
+                tree(s);
+                s.set_cred(1000, 1000, &[]);
+                s.xattr_set(XTarget::Path(b"/s"), b"user.a", b"v", 0)
+            },
+        ),
+        (
+            "non-root remove of trusted.*: EPERM",
+            Err(Errno::EPERM),
+            |s| {
+                tree(s);
+                s.xattr_set(F, b"trusted.a", b"v", 0)?;
+                s.set_cred(1000, 1000, &[]);
+                s.xattr_remove(F, b"trusted.a")
+            },
+        ),
+    ]);
+}
+
+#[test]
+fn setxattr_stamps_ctime() {
+    expect(Ok::<_, Errno>(true), |s| {
+        tree(s);
+        let before = s.stat(b"/f")?.st_ctime;
+        s.xattr_set(F, b"user.a", b"v", 0)?;
+        let after = s.stat(b"/f")?.st_ctime;
+        Ok(after > before)
+    });
+}
+
+/// tmpfs charges each attribute `40 + name + value` bytes of the `nr_inodes` inode space
+/// (1024 bytes an inode, `simple_xattr_space`): on a mount of 3 inodes with the root and
+/// one file, 1024 bytes are left.
+#[test]
+fn inode_space() {
+    expect_limits(1 << 20, 3, Ok::<_, Errno>((3, 0)), |s| {
+        s.mkfile(b"/f", b"");
+        // 40 + 6 + 978 = 1024: fits exactly; one byte more does not.
+        assert_eq!(s.xattr_set(F, b"user.b", &[0; 979], 0), Err(Errno::ENOSPC));
+        s.xattr_set(F, b"user.a", &[0; 978], 0)?;
+        let st = s.statfs(b"/")?;
+        Ok((st.f_files, st.f_ffree))
+    });
+    expect_limits(1 << 20, 3, Ok::<_, Errno>(1), |s| {
+        s.mkfile(b"/f", b"");
+        s.xattr_set(F, b"user.a", &[0; 978], 0)?;
+        // Removing gives the space back: one more inode fits.
+        s.xattr_remove(F, b"user.a")?;
+        Ok(s.statfs(b"/")?.f_ffree)
+    });
+    // The last unlink gives the attributes' space back with the inode's.
+    expect_limits(1 << 20, 3, Ok::<_, Errno>(2), |s| {
+        s.mkfile(b"/f", b"");
+        s.xattr_set(F, b"user.a", &[0; 978], 0)?;
+        s.unlinkat(CWD, b"/f", NOAT)?;
+        Ok(s.statfs(b"/")?.f_ffree)
+    });
+    // Without nr_inodes nothing is charged.
+    expect_limits(1 << 20, 0, Ok::<_, Errno>(()), |s| {
+        s.mkfile(b"/f", b"");
+        s.xattr_set(F, b"user.a", &[0; 65536], 0)
+    });
+}
