@@ -334,6 +334,20 @@ fn chmod_fd(fd: &OwnedFd, mode: u32) -> Result<()> {
     .h()
 }
 
+/// The path through which the host's (path-based) xattr calls reach exactly the inode `fd`
+/// holds: its `/proc/self/fd` magic link (see the module doc). Not for a symlink, whose
+/// link the path calls would follow on the host.
+///
+/// # Errors
+/// `EOPNOTSUPP` for a symlink.
+fn xattr_path(inode: &Inode, fd: &OwnedFd) -> Result<String> {
+    use std::os::fd::AsRawFd;
+    if inode.is_symlink() {
+        return Err(Errno::EOPNOTSUPP);
+    }
+    Ok(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+}
+
 /// The task's owner and exact mode for a file the host just created (see the module doc:
 /// the host's umask and the uvfs process's owner are not the task's).
 fn fix_new(
@@ -631,6 +645,68 @@ impl InodeOps for HostInode {
             rustix::fs::utimensat(&fd, "", &times, HAt::EMPTY_PATH | HAt::SYMLINK_NOFOLLOW).h()?;
         }
         Ok(())
+    }
+
+    /// The host's `getxattr` on the inode (through its descriptor's magic link).
+    fn getxattr(&self, inode: &Inode, name: &[u8], buf: Option<&mut [u8]>) -> Result<usize> {
+        let fd = self.path_fd()?;
+        let p = xattr_path(inode, &fd)?;
+        match buf {
+            Some(b) => rustix::fs::getxattr(p.as_str(), name, b).h(),
+            None => rustix::fs::getxattr_query(p.as_str(), name).h(),
+        }
+    }
+
+    /// The host's `setxattr` (`Some`) or `removexattr` (`None`).
+    fn setxattr(&self, inode: &Inode, name: &[u8], value: Option<&[u8]>, flags: u32) -> Result<()> {
+        self.writable()?;
+        let fd = self.path_fd()?;
+        let p = xattr_path(inode, &fd)?;
+        self.invalidate();
+        match value {
+            Some(v) => {
+                let fl = rustix::fs::XattrFlags::from_bits_retain(flags as _);
+                rustix::fs::setxattr(p.as_str(), name, v, fl).h()
+            }
+            None => rustix::fs::removexattr(p.as_str(), name).h(),
+        }
+    }
+
+    /// The host's `listxattr`, without `trusted.*` names for a caller that may not see
+    /// them (the uvfs process, as root, sees them on the host).
+    fn listxattr(&self, inode: &Inode, buf: Option<&mut [u8]>, trusted: bool) -> Result<usize> {
+        let fd = self.path_fd()?;
+        let Ok(p) = xattr_path(inode, &fd) else {
+            return Ok(0);
+        };
+        let mut all = Vec::new();
+        loop {
+            let n = rustix::fs::listxattr_query(p.as_str()).h()?;
+            all.resize(n, 0);
+            match rustix::fs::listxattr(p.as_str(), &mut all[..]) {
+                Ok(m) => {
+                    all.truncate(m);
+                    break;
+                }
+                // Grown since the query.
+                Err(rustix::io::Errno::RANGE) => continue,
+                Err(e) => return Err(host_err(e)),
+            }
+        }
+        let mut out = Vec::with_capacity(all.len());
+        for n in all.split_inclusive(|&c| c == 0) {
+            if trusted || !n.starts_with(b"trusted.") {
+                out.extend_from_slice(n);
+            }
+        }
+        match buf {
+            None => Ok(out.len()),
+            Some(b) if b.len() < out.len() => Err(Errno::ERANGE),
+            Some(b) => {
+                b[..out.len()].copy_from_slice(&out);
+                Ok(out.len())
+            }
+        }
     }
 
     /// `fstat` of the inode's descriptor, unless checked within `attr_timeout`. A file
