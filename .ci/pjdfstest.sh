@@ -17,6 +17,8 @@
 #   PJDFSTEST_LOGS      where the logs go (default: target/pjdfstest): tmpfs.log, subject.log,
 #                       server.log
 #   PJDFSTEST_TIMEOUT   seconds each pjdfstest run may take (default 600)
+#   PJDFSTEST_SRC_TMPFS 1: mount a fresh tmpfs (mode=1777) on $SRC before the subject starts
+#                       (for a subject serving $SRC, e.g. uvfs mount --bind "$SRC":/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -53,6 +55,9 @@ work=$(mktemp -d /tmp/uvfs-pjdfstest.XXXXXX)
 chmod 755 "$work"
 mkdir "$work/tmpfs" "$work/mnt" "$work/src"
 export MNT="$work/mnt" SRC="$work/src"
+if [ "${PJDFSTEST_SRC_TMPFS:-}" = 1 ]; then
+  mount -t tmpfs -o mode=1777 uvfs-pjdfstest-src "$SRC"
+fi
 server=
 
 mounted() { awk -v m="$1" '$5 == m { found = 1 } END { exit !found }' /proc/self/mountinfo; }
@@ -65,7 +70,10 @@ cleanup() {
   fi
   if mounted "$work/mnt"; then fusermount3 -u -z "$work/mnt" || umount -l "$work/mnt" || true; fi
   if mounted "$work/tmpfs"; then umount -l "$work/tmpfs" || true; fi
-  if ! mounted "$work/mnt" && ! mounted "$work/tmpfs"; then rm -rf "$work"; fi
+  if mounted "$work/src"; then umount -l "$work/src" || true; fi
+  if ! mounted "$work/mnt" && ! mounted "$work/tmpfs" && ! mounted "$work/src"; then
+    rm -rf "$work"
+  fi
 }
 trap cleanup EXIT
 

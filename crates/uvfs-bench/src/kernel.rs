@@ -242,12 +242,16 @@ thread_local! {
 /// tmpfs mounted afterwards is seen only by this process and its later
 /// threads, and is gone when the process exits, however it exits.
 ///
+/// Also for a thread of its own in a process that has others (`uvfs mount`
+/// mounts fusectl in one to abort its connection): only the calling thread
+/// moves.
+///
 /// Once per thread: later calls return the first call's result and stay in
 /// that namespace. A second `unshare` would copy the mounts made so far into
 /// a new namespace, and a FUSE server started before it (a child process,
 /// in the first namespace) could not unmount the copy: its mount point
 /// could then not be removed.
-pub(crate) fn private_mount_namespace() -> rustix::io::Result<()> {
+pub fn private_mount_namespace() -> rustix::io::Result<()> {
     PRIVATE_NAMESPACE.with(|done| {
         if let Some(result) = done.get() {
             return result;

@@ -130,6 +130,10 @@ pub enum TargetKind {
     Uvfs,
     /// The Linux kernel through system calls (a private tmpfs when it can mount one).
     Kernel,
+    /// uvfs over hostfs bound to a fresh host directory (a private tmpfs when it can mount
+    /// one, as `kernel`'s): the workloads on a host directory through uvfs.
+    #[value(name = "uvfs-hostfs")]
+    UvfsHostfs,
     /// `uvfs mount`: uvfs's tmpfs served over FUSE by this executable, the
     /// workloads through system calls in a fresh mount (module `uvfs_mount`).
     /// Alone, `--target mount` means mount, mount-uvfs-perms, passthrough-ll,
@@ -335,6 +339,10 @@ fn bench_with(args: &BenchArgs) -> Result<Report> {
         }
         targets.push(match kind {
             TargetKind::Uvfs => Box::new(uvfs_target::UvfsTarget::new()?),
+            TargetKind::UvfsHostfs => {
+                let host = kernel::HostDir::create(args.host_dir.as_deref())?;
+                Box::new(uvfs_target::UvfsTarget::hostfs(host)?)
+            }
             TargetKind::Kernel => {
                 let host = kernel::HostDir::create(args.host_dir.as_deref())?;
                 Box::new(kernel::KernelTarget::new(host)?)

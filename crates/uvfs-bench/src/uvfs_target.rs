@@ -47,8 +47,10 @@ pub struct UvfsTarget<V: Variant = Uvfs> {
     trees: u64,
     /// `uvfs`, or `uvfs[<variant>]` for an ablation variant.
     name: String,
-    /// The tmpfs everything lives on.
+    /// The file system everything lives on (tmpfs, or hostfs over `host`).
     _mount: Arc<Mount>,
+    /// For `uvfs-hostfs`: the host directory hostfs is bound to, closed after the mount.
+    host: Option<crate::kernel::HostDir>,
 }
 
 /// One run's shared state.
@@ -81,6 +83,35 @@ struct UvfsTree {
 }
 
 impl UvfsTarget {
+    /// `uvfs-hostfs`: uvfs over hostfs bound to the host directory `host` (a fresh host
+    /// tmpfs, as the kernel peer's), entries and attributes trusted for 1 s between host
+    /// checks (FUSE's default entry timeout), and `/bench` created in it.
+    ///
+    /// # Errors
+    ///
+    /// Mounting hostfs or `mkdir("/bench")` fails.
+    pub fn hostfs(host: crate::kernel::HostDir) -> Result<UvfsTarget> {
+        let opts = ::uvfs::hostfs::HostfsOptions {
+            attr_timeout: std::time::Duration::from_secs(1),
+            ..Default::default()
+        };
+        let mount = ::uvfs::hostfs::mount(host.path(), opts)
+            .with_context(|| format!("hostfs::mount({})", host.path().display()))?;
+        let init = Task::init(&mount);
+        init.mkdirat(Fd::AT_FDCWD, "/bench", DIR_MODE)
+            .with_context(|| "uvfs-hostfs: mkdir(/bench)".to_owned())?;
+        Ok(UvfsTarget {
+            run: None,
+            tree: None,
+            init,
+            runs: 0,
+            trees: 0,
+            name: "uvfs-hostfs".to_owned(),
+            _mount: mount,
+            host: Some(host),
+        })
+    }
+
     /// Mounts a fresh tmpfs with default options and creates `/bench`.
     ///
     /// # Errors
@@ -118,6 +149,7 @@ impl<V: Variant> UvfsTarget<V> {
             trees: 0,
             name,
             _mount: mount,
+            host: None,
         })
     }
 
@@ -226,6 +258,13 @@ impl<V: Variant> Target for UvfsTarget<V> {
     }
 
     fn description(&self) -> String {
+        if let Some(host) = &self.host {
+            return format!(
+                "uvfs over hostfs bound to {} (entries and attributes rechecked after 1 s); \
+                 tasks as for uvfs",
+                host.description()
+            );
+        }
         if self.name != "uvfs" {
             // The variants run the same workloads the same way; say only what differs.
             return format!("as uvfs, {}", V::DESCRIPTION);
@@ -356,6 +395,23 @@ impl<V: Variant> Target for UvfsTarget<V> {
             });
         }
         Ok(workers)
+    }
+
+    fn close(self: Box<Self>) -> Result<()> {
+        let UvfsTarget {
+            run,
+            tree,
+            init,
+            host,
+            _mount,
+            ..
+        } = *self;
+        // Every task, file and the mount first: hostfs holds descriptors in the directory.
+        drop((run, tree, init, _mount));
+        match host {
+            Some(h) => h.close(),
+            None => Ok(()),
+        }
     }
 
     fn teardown(&mut self) -> Result<()> {

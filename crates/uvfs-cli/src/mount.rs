@@ -1,5 +1,6 @@
-//! `uvfs mount`: serves a fresh uvfs tmpfs at a mount point over FUSE until SIGINT or
-//! SIGTERM, then unmounts.
+//! `uvfs mount`: serves a fresh uvfs tmpfs at a mount point over FUSE until SIGINT,
+//! SIGTERM or SIGHUP, then unmounts and exits within [`DETACHED_GRACE`] (aborting its
+//! connection if something still holds the mount then).
 
 use std::io;
 use std::path::PathBuf;
@@ -80,6 +81,71 @@ pub struct MountArgs {
     /// Internal: this process is the background server of `--daemon`.
     #[arg(long, hide = true)]
     pub daemon_child: bool,
+    /// `HOST_DIR:PATH[:ro]`: serve the host directory HOST_DIR at PATH (hostfs: every host
+    /// call relative to HOST_DIR, never outside it), read-only with `:ro`. PATH `/` makes
+    /// HOST_DIR the whole mount (the tmpfs options then do not apply); other paths need
+    /// uvfs's mount tree, which is not built yet, and are refused.
+    #[arg(long, value_parser = parse_bind)]
+    pub bind: Vec<Bind>,
+}
+
+/// One `--bind HOST_DIR:PATH[:ro]`.
+#[derive(Clone, Debug)]
+pub struct Bind {
+    /// The host directory.
+    pub host: PathBuf,
+    /// Where it appears in the mount (absolute).
+    pub path: String,
+    /// `:ro`.
+    pub read_only: bool,
+}
+
+/// Parses `HOST_DIR:PATH[:ro]` (`--bind`).
+fn parse_bind(s: &str) -> Result<Bind, String> {
+    let (rest, read_only) = match s.strip_suffix(":ro") {
+        Some(r) => (r, true),
+        None => (s, false),
+    };
+    let (host, path) = rest
+        .rsplit_once(':')
+        .ok_or_else(|| format!("{s:?}: expected HOST_DIR:PATH[:ro]"))?;
+    if host.is_empty() {
+        return Err(format!("{s:?}: empty HOST_DIR"));
+    }
+    if !path.starts_with('/') {
+        return Err(format!("{s:?}: PATH must be absolute"));
+    }
+    Ok(Bind {
+        host: PathBuf::from(host),
+        path: path.to_owned(),
+        read_only,
+    })
+}
+
+/// The host directory to serve as the whole mount (`--bind DIR:/`), after checking the
+/// binds: one at most, at `/`, naming an existing directory.
+fn root_bind(args: &MountArgs) -> Result<Option<&Bind>, String> {
+    let mut root = None;
+    for b in &args.bind {
+        if !b.path.trim_end_matches('/').is_empty() {
+            return Err(format!(
+                "--bind {}:{}: binding at a path other than / needs uvfs's mount tree, which \
+                 is not built yet",
+                b.host.display(),
+                b.path
+            ));
+        }
+        if root.is_some() {
+            return Err(format!("--bind: {} is bound twice", b.path));
+        }
+        match std::fs::metadata(&b.host) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Err(format!("--bind {}: not a directory", b.host.display())),
+            Err(e) => return Err(format!("--bind {}: {e}", b.host.display())),
+        }
+        root = Some(b);
+    }
+    Ok(root)
 }
 
 /// `--daemon`: starts this command again without it, in the background, and returns when
@@ -110,6 +176,10 @@ fn daemonize(args: &MountArgs) -> Result<(), String> {
     }
     if args.allow_other {
         cmd.arg("--allow-other");
+    }
+    for b in &args.bind {
+        let ro = if b.read_only { ":ro" } else { "" };
+        cmd.arg(format!("--bind={}:{}{ro}", b.host.display(), b.path));
     }
     let perm = match args.permissions {
         PermissionsArg::Kernel => "kernel",
@@ -194,6 +264,110 @@ fn lazy_unmount(mp: &std::path::Path) -> io::Result<()> {
     }
 }
 
+/// How long after the signal's unmount a mount that is gone from this namespace but still
+/// in use is served: files or working directories in a lazily detached mount, or a copy of
+/// the mount in another mount namespace (any `unshare -m`, container or service started
+/// while it was mounted, which a plain unmount here does not reach). Its connection is then
+/// aborted, so that the server exits within this bound whatever holds it.
+pub const DETACHED_GRACE: Duration = Duration::from_secs(2);
+
+/// The FUSE connection number of the mount at `mp` (canonical): the minor of its device, as
+/// `/proc/self/mountinfo` shows it (reading it sends the server no request, where a
+/// `stat` of the mount point would wait for the not yet running session), which names its
+/// directory in fusectl (`/sys/fs/fuse/connections/N`, fs/fuse/control.c).
+fn fuse_connection(mp: &std::path::Path) -> Option<u32> {
+    use std::os::unix::ffi::OsStrExt;
+    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    text.lines().rev().find_map(|line| {
+        let (pre, post) = line.split_once(" - ")?;
+        let pre: Vec<&str> = pre.split(' ').collect();
+        let dev = pre.get(2)?;
+        let point = unescape_mountinfo(pre.get(4)?);
+        let fuse = post.split(' ').next()?.starts_with("fuse");
+        if !fuse || point != mp.as_os_str().as_bytes() {
+            return None;
+        }
+        dev.split_once(':')?.1.parse().ok()
+    })
+}
+
+/// Undoes mountinfo's octal escapes of space, tab, newline and backslash (`\040`, ...).
+fn unescape_mountinfo(field: &str) -> Vec<u8> {
+    let b = field.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let oct = b.get(i + 1..i + 4).and_then(|o| {
+            let o = std::str::from_utf8(o).ok()?;
+            u8::from_str_radix(o, 8).ok()
+        });
+        match oct {
+            Some(c) if b[i] == b'\\' => {
+                out.push(c);
+                i += 4;
+            }
+            _ => {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+/// Aborts FUSE connection `conn` (fs/fuse/control.c `fuse_conn_abort_write`): its requests
+/// fail, its users get `ENOTCONN`, and the workers' reads end (`ECONNABORTED`). Through
+/// fusectl at /sys/fs/fuse/connections, which the mounting user may write; where fusectl is
+/// not mounted there, root mounts it in a private mount namespace of a thread of its own
+/// (nothing shows outside it, and it goes with the thread).
+///
+/// # Errors
+/// Writing the `abort` file failed; fusectl is not mounted and this is not root (or the
+/// private mount failed).
+fn abort_connection(conn: u32) -> io::Result<()> {
+    let abort = format!("/sys/fs/fuse/connections/{conn}/abort");
+    match std::fs::write(&abort, b"1") {
+        Err(e) if e.kind() == io::ErrorKind::NotFound && rustix::process::geteuid().is_root() => {}
+        r => return r,
+    }
+    std::thread::spawn(move || -> io::Result<()> {
+        uvfs_bench::kernel::private_mount_namespace()?;
+        let dir = "/sys/fs/fuse/connections";
+        rustix::mount::mount(
+            "fusectl",
+            dir,
+            "fusectl",
+            rustix::mount::MountFlags::empty(),
+            None,
+        )?;
+        match std::fs::write(&abort, b"1") {
+            // No such connection: it has ended meanwhile.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            r => r,
+        }
+    })
+    .join()
+    .unwrap_or_else(|_| Err(io::Error::other("the abort thread panicked")))
+}
+
+/// The mount at `mp` is gone from this namespace but its session still runs
+/// [`DETACHED_GRACE`] after: aborts its connection `conn`, which ends the session.
+fn stop_session(conn: Option<u32>, mp: &std::path::Path) {
+    let r = conn
+        .ok_or_else(|| io::Error::other("its connection number is unknown"))
+        .and_then(abort_connection);
+    match r {
+        Ok(()) => say!(
+            "uvfs: {} still in use {DETACHED_GRACE:?} after unmounting: connection aborted",
+            mp.display()
+        ),
+        Err(e) => say!(
+            "uvfs: cannot abort the connection of {} ({e}); exiting when its last user leaves",
+            mp.display()
+        ),
+    }
+}
+
 /// `--protected-hardlinks`, by default the host's `fs.protected_hardlinks` (on if it cannot
 /// be read: the stricter choice).
 fn protected_hardlinks(args: &MountArgs) -> bool {
@@ -214,6 +388,7 @@ fn worker_threads(args: &MountArgs) -> usize {
 
 /// Checks what the mount needs before anything is mounted.
 fn preflight(args: &MountArgs) -> Result<(), String> {
+    root_bind(args)?;
     std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -264,8 +439,10 @@ fn preflight(args: &MountArgs) -> Result<(), String> {
 /// unmount (ours at a signal, or `fusermount3 -u` from outside) the kernel aborts the
 /// connection, and a worker that reads a request meanwhile (a RELEASE sent in the
 /// background) gets `ECONNABORTED` (fs/fuse/dev.c `fuse_dev_do_read`), where fuser 0.18
-/// ends cleanly only on `ENODEV`. A mount still there (a connection aborted through
-/// /sys/fs/fuse/connections) answers `ENOTCONN` and keeps the error.
+/// ends cleanly only on `ENODEV`; so does one whose connection the watcher aborted after
+/// [`DETACHED_GRACE`] (the mount gone here, held elsewhere). A mount still there (a
+/// connection aborted from outside through /sys/fs/fuse/connections) answers `ENOTCONN`
+/// and keeps the error.
 fn session_ended(e: io::Error, mp: &std::path::Path) -> io::Result<()> {
     let aborted = e.raw_os_error() == Some(rustix::io::Errno::CONNABORTED.raw_os_error());
     if aborted && std::fs::metadata(mp).is_ok() {
@@ -298,13 +475,23 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
     let nr_inodes = args
         .nr_inodes
         .unwrap_or_else(TmpfsOptions::default_nr_inodes);
-    let mnt = uvfs::tmpfs::mount(TmpfsOptions {
-        uid: rustix::process::geteuid().as_raw(),
-        gid: rustix::process::getegid().as_raw(),
-        size: args.size,
-        nr_inodes: args.nr_inodes,
-        ..Default::default()
-    });
+    let mnt = match root_bind(args)? {
+        Some(b) => {
+            let opts = uvfs::hostfs::HostfsOptions {
+                read_only: b.read_only,
+                ..Default::default()
+            };
+            uvfs::hostfs::mount(&b.host, opts)
+                .map_err(|e| format!("--bind {}: {e}", b.host.display()))?
+        }
+        None => uvfs::tmpfs::mount(TmpfsOptions {
+            uid: rustix::process::geteuid().as_raw(),
+            gid: rustix::process::getegid().as_raw(),
+            size: args.size,
+            nr_inodes: args.nr_inodes,
+            ..Default::default()
+        }),
+    };
     mnt.set_protected_hardlinks(protected_hardlinks(args));
     let fs = UvfsFuse::new(
         &mnt,
@@ -340,15 +527,25 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
     config.n_threads = Some(threads);
     config.clone_fd = true;
     let mp = &args.mountpoint;
+    // Canonical as fuser mounts it (and before it is mounted: resolving the mount point
+    // afterwards would wait on the session).
+    let canonical = mp.canonicalize().ok();
     let mut session = Session::new(fs, mp, &config)
         .map_err(|e| format!("cannot mount on {}: {e}", mp.display()))?;
-    let size_text = match size {
-        0 => "no size limit".to_owned(),
-        n => format!("size {:.1} GiB", n as f64 / f64::from(1u32 << 30)),
+    let conn = canonical.as_deref().and_then(fuse_connection);
+    let size_text = match (root_bind(args)?, size) {
+        (Some(b), _) => format!(
+            "host directory {}{}",
+            b.host.display(),
+            if b.read_only { " read-only" } else { "" }
+        ),
+        (None, 0) => "no size limit".to_owned(),
+        (None, n) => format!("size {:.1} GiB", n as f64 / f64::from(1u32 << 30)),
     };
-    let inodes_text = match nr_inodes {
-        0 => "no inode limit".to_owned(),
-        n => format!("{n} inodes"),
+    let inodes_text = match (args.bind.is_empty(), nr_inodes) {
+        (false, _) => "the host's space and inodes".to_owned(),
+        (true, 0) => "no inode limit".to_owned(),
+        (true, n) => format!("{n} inodes"),
     };
     say!(
         "uvfs: mounted on {} ({threads} threads, {size_text}, {inodes_text}, permissions \
@@ -366,17 +563,24 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
             let _ = rustix::stdio::dup2_stderr(&null);
         }
     }
-    // SIGINT/SIGTERM: unmount, which ends `run` below.
-    let mut unmounter = session.unmount_callable();
+    // SIGINT/SIGTERM/SIGHUP: unmount, which ends `run` below; if it has not ended
+    // DETACHED_GRACE later, abort the connection, which does.
+    let mut unmounter = Some(session.unmount_callable());
     let done = Arc::new(AtomicBool::new(false));
     let watcher = {
         let done = done.clone();
         let mp = mp.clone();
         std::thread::spawn(move || -> io::Result<()> {
             let mut failed: Option<io::Error> = None;
+            let mut unmounted: Option<std::time::Instant> = None;
             // Acquire: pairs with the Release store after `run` returns.
             while !done.load(Ordering::Acquire) {
-                if let Some(sig) = uvfs_bench::interrupt::received() {
+                if let Some(at) = unmounted {
+                    if at.elapsed() >= DETACHED_GRACE {
+                        stop_session(conn, &mp);
+                        return Ok(());
+                    }
+                } else if let Some(sig) = uvfs_bench::interrupt::received() {
                     if failed.is_none() {
                         say!(
                             "uvfs: {} received, unmounting {}",
@@ -386,29 +590,38 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
                     }
                     // A process still using the mount (or a worker thread of ours that has
                     // not let go of it yet) makes a plain unmount EBUSY: detach it then, as
-                    // `umount -l` / `fusermount3 -u -z` do, so the session ends either way.
-                    match unmounter.unmount() {
-                        Ok(()) => return Ok(()),
-                        Err(e) => match lazy_unmount(&mp) {
-                            Ok(()) => {
+                    // `umount -l` / `fusermount3 -u -z` do. fuser's unmounter is used once
+                    // (it gives up its mount: a second call would do nothing).
+                    let plain = match unmounter.take() {
+                        Some(mut u) => u.unmount(),
+                        None => Err(io::Error::other("tried before")),
+                    };
+                    let r = plain.or_else(|e| {
+                        let lazy = lazy_unmount(&mp);
+                        lazy.map_err(|l| io::Error::other(format!("{e}; detaching: {l}")))
+                            .map(|()| {
                                 say!(
-                                    "uvfs: {} is busy: detached; exiting when its last user \
-                                     leaves",
-                                    mp.display()
-                                );
-                                return Ok(());
+                                "uvfs: {} is busy: detached; serving its remaining users for at \
+                                 most {DETACHED_GRACE:?}",
+                                mp.display()
+                            );
+                            })
+                    });
+                    match r {
+                        Ok(()) => {
+                            failed = None;
+                            unmounted = Some(std::time::Instant::now());
+                        }
+                        // Keep serving and try again each second: the mount must not be
+                        // left without its server.
+                        Err(e) => {
+                            if failed.is_none() {
+                                say!("uvfs: cannot unmount {}: {e}; retrying", mp.display());
                             }
-                            // Keep serving and try again each second: the mount must not be
-                            // left without its server.
-                            Err(_) => {
-                                if failed.is_none() {
-                                    say!("uvfs: cannot unmount {}: {e}; retrying", mp.display());
-                                }
-                                failed = Some(e);
-                                std::thread::sleep(Duration::from_secs(1));
-                                continue;
-                            }
-                        },
+                            failed = Some(e);
+                            std::thread::sleep(Duration::from_secs(1));
+                            continue;
+                        }
                     }
                 }
                 std::thread::sleep(Duration::from_millis(20));

@@ -240,8 +240,8 @@ pub trait InodeOps: Send + Sync {
 
     /// Sets (`Some(value)`, possibly empty) or removes (`None`) the extended attribute
     /// `name`, after the VFS's permission checks, with `XATTR_CREATE`/`XATTR_REPLACE`
-    /// `flags` (`->set` of the name's `xattr_handler`, `simple_xattr_set`). Stamps the
-    /// ctime on success.
+    /// `flags` (`->set` of the name's `xattr_handler`, `simple_xattr_set`). The VFS stamps
+    /// the ctime on success.
     ///
     /// # Errors
     /// `EEXIST` (`XATTR_CREATE`, exists), `ENODATA` (`XATTR_REPLACE` or removal, absent),

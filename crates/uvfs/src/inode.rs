@@ -780,7 +780,16 @@ impl Inode {
     /// `ENOENT` when the link count is 0 and the inode is not `I_LINKABLE` (a removed file);
     /// `EMLINK` when the count is at [`LINK_MAX`] (tmpfs has no limit of its own: Linux would
     /// wrap the 32-bit count after 2^32 links; uvfs refuses the last one).
-    pub(crate) fn link_inc(&self, now: Timespec) -> Result<Timespec> {
+    ///
+    /// `fs_link` is the file system's `->link` (the new name on its side), called under
+    /// `attr_lock` after the VFS's checks and the inode's own bookkeeping, as `vfs_link`
+    /// calls `->link` with the inode locked after its checks; its error undoes the
+    /// bookkeeping and changes nothing.
+    pub(crate) fn link_inc(
+        &self,
+        now: Timespec,
+        fs_link: impl FnOnce() -> Result<()>,
+    ) -> Result<Timespec> {
         let _g = self.lock_attr();
         // Relaxed: writers are serialised by `attr_lock`; readers take a snapshot.
         let n = self.i_nlink.load(Ordering::Relaxed);
@@ -795,6 +804,12 @@ impl Inode {
         // The file system's bookkeeping last (tmpfs: `ENOSPC` from `nr_inodes`), after
         // every check of the VFS's, as `vfs_link` calls `->link` last.
         self.i_op.nlink_inc(self, n == 0)?;
+        if let Err(e) = fs_link() {
+            if self.evictable() {
+                self.i_op.nlink_dec(self, n + 1, n);
+            }
+            return Err(e);
+        }
         // Relaxed: as above.
         self.i_nlink.store(n + 1, Ordering::Relaxed);
         if st & I_LINKABLE != 0 {
@@ -1068,22 +1083,22 @@ mod tests {
     fn link_inc_refuses_removed_and_full() {
         let t = coarse_now();
         let i = reg(t);
-        assert!(i.link_inc(t).is_ok());
+        assert!(i.link_inc(t, || Ok(())).is_ok());
         assert_eq!(i.nlink(), 2);
         // A count at LINK_MAX (here 2 - 3, wrapped) refuses one more link, unchanged.
         i.add_nlink(-3, None);
         assert_eq!(i.nlink(), LINK_MAX);
-        assert_eq!(i.link_inc(t), Err(Errno::EMLINK));
+        assert_eq!(i.link_inc(t, || Ok(())), Err(Errno::EMLINK));
         assert_eq!(i.nlink(), LINK_MAX);
         // No links: ENOENT, unless marked linkable (O_TMPFILE), which one link clears.
         i.add_nlink(1, None);
         assert_eq!(i.nlink(), 0);
-        assert_eq!(i.link_inc(t), Err(Errno::ENOENT));
+        assert_eq!(i.link_inc(t, || Ok(())), Err(Errno::ENOENT));
         i.set_linkable();
-        assert!(i.link_inc(t).is_ok());
+        assert!(i.link_inc(t, || Ok(())).is_ok());
         assert_eq!(i.nlink(), 1);
         i.add_nlink(-1, None);
-        assert_eq!(i.link_inc(t), Err(Errno::ENOENT));
+        assert_eq!(i.link_inc(t, || Ok(())), Err(Errno::ENOENT));
     }
 
     #[test]

@@ -53,7 +53,7 @@
 //! | stat.rs | `fstat`, `fstatat`, `statx`, `futimens`, `utimensat` |
 //! | attr.rs | `fchmod(at)`, `fchown(at)`, `truncate`, `faccessat2` |
 //! | statfs.rs | `statfs`, `fstatfs`, `fsync`, `fdatasync` |
-//! | xattr.rs | `getxattr`, `setxattr`, `listxattr`, `removexattr` and their `l`/`f` forms |
+//! | xattr.rs | `getxattr`, `setxattr`, `listxattr`, `removexattr` and their `l`/`f`/`at` forms |
 //!
 //! # Global lock order
 //! `SuperBlock::s_rename_lock` -> directory locks (ancestor first, else by address) ->
@@ -61,7 +61,7 @@
 //! `FsStruct::lock` and a `File`'s `f_pos_lock` (taken before the data lock) are otherwise
 //! leaves, as is a tmpfs inode's extended-attribute lock (taken alone). No lock is global;
 //! none is taken on `fget`. hostfs's locks (per-inode location, data descriptor, the
-//! mount's identity map and descriptor cache) are below the attribute lock
+//! mount's identity map and descriptor cache) are leaves below the attribute lock
 //! (fs/hostfs/mod.rs). The FUSE server's node-table shard
 //! locks are leaves held only around its own table (never across a call into uvfs); its
 //! handle registry lock is taken before a table's `file_lock`, only at a worker's first use

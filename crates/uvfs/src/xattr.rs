@@ -1,5 +1,6 @@
 //! Extended attributes: `getxattr`, `setxattr`, `listxattr`, `removexattr` and their `l`
-//! (no final symlink follow) and `f` (descriptor) forms.
+//! (no final symlink follow), `f` (descriptor) and `at` (relative to a directory or a
+//! dentry, Linux 6.13) forms.
 //!
 //! Linux analogue: fs/xattr.c (`setxattr_copy`, `import_xattr_name`, `xattr_permission`,
 //! `xattr_resolve_name`, `vfs_getxattr`, `vfs_listxattr`, `vfs_removexattr`),
@@ -13,8 +14,9 @@
 //! (regular files and directories only), `trusted.` (`CAP_SYS_ADMIN`: root) and `security.`
 //! (no LSM: any caller reads, `CAP_SYS_ADMIN` writes, as commoncap). `system.` names,
 //! POSIX ACLs included, are `EOPNOTSUPP`: uvfs has no ACLs (a Linux tmpfs built with
-//! `CONFIG_TMPFS_POSIX_ACL` stores them). Values are stored as given; `security.capability`
-//! is not validated or converted as `cap_convert_nscap` does.
+//! `CONFIG_TMPFS_POSIX_ACL` stores them). Values are stored as given, but for
+//! `security.capability`, whose header is checked as `cap_convert_nscap` checks it (uvfs
+//! has one user namespace: a version 3 value keeps the root id it was given).
 //!
 //! [`InodeOps::getxattr`]: crate::fs::InodeOps::getxattr
 //! [`InodeOps::setxattr`]: crate::fs::InodeOps::setxattr
@@ -23,10 +25,10 @@
 use crate::cred::{MAY_READ, MAY_WRITE};
 use crate::dentry::Dentry;
 use crate::inode::Inode;
-use crate::namei::getname;
+use crate::namei::{getname, AtDir};
 use crate::task::Task;
 use crate::time::coarse_now;
-use crate::types::{Fd, S_IFDIR, S_IFMT, S_IFREG, S_ISVTX};
+use crate::types::{AtFlags, Fd, S_IFDIR, S_IFMT, S_IFREG, S_ISVTX};
 use crate::variant::Variant;
 use crate::{Errno, Result};
 use std::sync::Arc;
@@ -43,14 +45,76 @@ pub const XATTR_SIZE_MAX: usize = 65536;
 /// `XATTR_LIST_MAX`: the largest list `listxattr` copies, in bytes.
 pub const XATTR_LIST_MAX: usize = 65536;
 
+/// `XATTR_NAME_CAPS`: file capabilities.
+const XATTR_NAME_CAPS: &[u8] = b"security.capability";
+
+/// `cap_convert_nscap`'s first checks of a `security.capability` value: a version 2 (20
+/// bytes) or 3 (24 bytes) header (`validheader`), then `CAP_SETFCAP` (root).
+///
+/// # Errors
+/// `EINVAL` for any other value (version 1 ones included, as Linux refuses them on set),
+/// `EPERM` without `CAP_SETFCAP`.
+fn check_caps_value(value: &[u8], root: bool) -> Result<()> {
+    const REVISION_MASK: u32 = 0xff00_0000;
+    let magic = value
+        .get(..4)
+        .map(|m| u32::from_le_bytes([m[0], m[1], m[2], m[3]]) & REVISION_MASK);
+    let valid = matches!(
+        (value.len(), magic),
+        (20, Some(0x0200_0000)) | (24, Some(0x0300_0000))
+    );
+    if !valid {
+        return Err(Errno::EINVAL);
+    }
+    if !root {
+        return Err(Errno::EPERM);
+    }
+    Ok(())
+}
+
 /// The namespaces tmpfs has handlers for (`shmem_xattr_handlers`).
 const PREFIXES: [&[u8]; 3] = [b"security.", b"trusted.", b"user."];
 
-/// Which file a call is about: a path (following a final symlink or not) or a descriptor.
+/// Which file a call is about: a path relative to a directory (following a final symlink
+/// or not; whether an empty path names the directory itself, `AT_EMPTY_PATH`) or a
+/// descriptor.
 #[derive(Clone, Copy)]
 enum Target<'a> {
-    Path(&'a [u8], bool),
+    Path {
+        dir: AtDir<'a>,
+        path: &'a [u8],
+        follow: bool,
+        empty_ok: bool,
+    },
     Fd(Fd),
+}
+
+impl<'a> Target<'a> {
+    /// `path` from the cwd, as the `getxattr`/`lgetxattr` families.
+    fn cwd(path: &'a [u8], follow: bool) -> Target<'a> {
+        Target::Path {
+            dir: AtDir::Fd(Fd::AT_FDCWD),
+            path,
+            follow,
+            empty_ok: false,
+        }
+    }
+
+    /// `path` relative to `dir` with `at_flags`, as the `getxattrat` family (Linux 6.13).
+    ///
+    /// # Errors
+    /// `EINVAL` for flags other than `AT_SYMLINK_NOFOLLOW` and `AT_EMPTY_PATH`.
+    fn at(dir: AtDir<'a>, path: &'a [u8], at_flags: AtFlags) -> Result<Target<'a>> {
+        if !(at_flags - (AtFlags::SYMLINK_NOFOLLOW | AtFlags::EMPTY_PATH)).is_empty() {
+            return Err(Errno::EINVAL);
+        }
+        Ok(Target::Path {
+            dir,
+            path,
+            follow: !at_flags.contains(AtFlags::SYMLINK_NOFOLLOW),
+            empty_ok: at_flags.contains(AtFlags::EMPTY_PATH),
+        })
+    }
 }
 
 /// `import_xattr_name`: 1 ..= 255 bytes. An interior NUL (which a C caller could not pass)
@@ -121,8 +185,10 @@ impl<V: Variant> Task<V> {
         inode.permission(&self.cred, mask)
     }
 
-    /// Runs `f` on the dentry `target` names: a path looked up from the cwd, or an open
-    /// descriptor (`O_PATH` ones are `EBADF`, as `fdget`).
+    /// Runs `f` on the dentry `target` names: a path looked up from its directory, or an
+    /// open descriptor (`O_PATH` ones are `EBADF`, as `fdget`). An empty path with
+    /// `AT_EMPTY_PATH` names a descriptor directory as that descriptor (so `AT_FDCWD` and
+    /// `O_PATH` ones are `EBADF`, as Linux's `path_getxattrat`), a dentry as itself.
     fn with_xattr_target<R>(
         &self,
         target: Target<'_>,
@@ -133,9 +199,17 @@ impl<V: Variant> Task<V> {
                 let file = self.fdget(fd)?;
                 f(file.dentry())
             }
-            Target::Path(path, follow) => {
-                let path = getname(path, false)?;
-                self.lookup_with(&self.cred, Fd::AT_FDCWD.into(), path, follow, f)
+            Target::Path {
+                dir,
+                path,
+                follow,
+                empty_ok,
+            } => {
+                let path = getname(path, empty_ok)?;
+                match dir {
+                    AtDir::Fd(fd) if path.is_empty() => self.with_xattr_target(Target::Fd(fd), f),
+                    dir => self.lookup_with(&self.cred, dir, path, follow, f),
+                }
             }
         }
     }
@@ -170,6 +244,12 @@ impl<V: Variant> Task<V> {
         }
         self.with_xattr_target(target, |d| {
             let inode = &d.d_inode;
+            // vfs_setxattr: a file capability is checked (and would be converted) first.
+            if let (XATTR_NAME_CAPS, Some(v)) = (name, value) {
+                if !v.is_empty() {
+                    check_caps_value(v, self.cred.is_root())?;
+                }
+            }
             self.xattr_permission(inode, name, MAY_WRITE)?;
             resolve_name(name)?;
             inode.i_op.setxattr(inode, name, value, flags)?;
@@ -214,7 +294,7 @@ impl<V: Variant> Task<V> {
         name: impl AsRef<[u8]>,
         buf: &mut [u8],
     ) -> Result<usize> {
-        self.do_getxattr(Target::Path(path.as_ref(), true), name.as_ref(), buf)
+        self.do_getxattr(Target::cwd(path.as_ref(), true), name.as_ref(), buf)
     }
 
     /// `lgetxattr(2)`: [`getxattr`](Self::getxattr) of a final symlink itself.
@@ -227,7 +307,7 @@ impl<V: Variant> Task<V> {
         name: impl AsRef<[u8]>,
         buf: &mut [u8],
     ) -> Result<usize> {
-        self.do_getxattr(Target::Path(path.as_ref(), false), name.as_ref(), buf)
+        self.do_getxattr(Target::cwd(path.as_ref(), false), name.as_ref(), buf)
     }
 
     /// `fgetxattr(2)`: [`getxattr`](Self::getxattr) of the open file `fd`.
@@ -261,7 +341,7 @@ impl<V: Variant> Task<V> {
         value: &[u8],
         flags: u32,
     ) -> Result<()> {
-        let t = Target::Path(path.as_ref(), true);
+        let t = Target::cwd(path.as_ref(), true);
         self.do_setxattr(t, name.as_ref(), Some(value), flags)
     }
 
@@ -276,7 +356,7 @@ impl<V: Variant> Task<V> {
         value: &[u8],
         flags: u32,
     ) -> Result<()> {
-        let t = Target::Path(path.as_ref(), false);
+        let t = Target::cwd(path.as_ref(), false);
         self.do_setxattr(t, name.as_ref(), Some(value), flags)
     }
 
@@ -307,7 +387,7 @@ impl<V: Variant> Task<V> {
     /// # References
     /// listxattr(2); Linux `path_listxattr`, `vfs_listxattr`, `simple_xattr_list`.
     pub fn listxattr(&self, path: impl AsRef<[u8]>, buf: &mut [u8]) -> Result<usize> {
-        self.do_listxattr(Target::Path(path.as_ref(), true), buf)
+        self.do_listxattr(Target::cwd(path.as_ref(), true), buf)
     }
 
     /// `llistxattr(2)`: [`listxattr`](Self::listxattr) of a final symlink itself.
@@ -315,7 +395,7 @@ impl<V: Variant> Task<V> {
     /// # Errors
     /// As [`listxattr`](Self::listxattr).
     pub fn llistxattr(&self, path: impl AsRef<[u8]>, buf: &mut [u8]) -> Result<usize> {
-        self.do_listxattr(Target::Path(path.as_ref(), false), buf)
+        self.do_listxattr(Target::cwd(path.as_ref(), false), buf)
     }
 
     /// `flistxattr(2)`: [`listxattr`](Self::listxattr) of the open file `fd`.
@@ -337,7 +417,7 @@ impl<V: Variant> Task<V> {
     /// # References
     /// removexattr(2); Linux `path_removexattr`, `vfs_removexattr`.
     pub fn removexattr(&self, path: impl AsRef<[u8]>, name: impl AsRef<[u8]>) -> Result<()> {
-        let t = Target::Path(path.as_ref(), true);
+        let t = Target::cwd(path.as_ref(), true);
         self.do_setxattr(t, name.as_ref(), None, XATTR_REPLACE)
     }
 
@@ -346,7 +426,7 @@ impl<V: Variant> Task<V> {
     /// # Errors
     /// As [`removexattr`](Self::removexattr).
     pub fn lremovexattr(&self, path: impl AsRef<[u8]>, name: impl AsRef<[u8]>) -> Result<()> {
-        let t = Target::Path(path.as_ref(), false);
+        let t = Target::cwd(path.as_ref(), false);
         self.do_setxattr(t, name.as_ref(), None, XATTR_REPLACE)
     }
 
@@ -357,5 +437,90 @@ impl<V: Variant> Task<V> {
     /// the name's checks in place of the walk's.
     pub fn fremovexattr(&self, fd: Fd, name: impl AsRef<[u8]>) -> Result<()> {
         self.do_setxattr(Target::Fd(fd), name.as_ref(), None, XATTR_REPLACE)
+    }
+    /// `getxattrat(2)` (Linux 6.13): [`getxattr`](Self::getxattr) of `path` relative to
+    /// `dirfd`; `at_flags`: `AT_SYMLINK_NOFOLLOW` (as [`lgetxattr`](Self::lgetxattr)),
+    /// `AT_EMPTY_PATH` (an empty path names `dirfd` itself: a descriptor as
+    /// [`fgetxattr`](Self::fgetxattr), a dentry as that dentry, which is how the FUSE
+    /// server names a node).
+    ///
+    /// # Errors
+    /// `EINVAL` (other `at_flags`, first), then as [`getxattr`](Self::getxattr); `EBADF` for
+    /// an empty path with a descriptor that is not open, `O_PATH`, or `AT_FDCWD`.
+    ///
+    /// # References
+    /// getxattrat(2); Linux `path_getxattrat`.
+    pub fn getxattrat<'a>(
+        &self,
+        dirfd: impl Into<AtDir<'a>>,
+        path: impl AsRef<[u8]>,
+        at_flags: AtFlags,
+        name: impl AsRef<[u8]>,
+        buf: &mut [u8],
+    ) -> Result<usize> {
+        let t = Target::at(dirfd.into(), path.as_ref(), at_flags)?;
+        self.do_getxattr(t, name.as_ref(), buf)
+    }
+
+    /// `setxattrat(2)` (Linux 6.13): [`setxattr`](Self::setxattr) of `path` relative to
+    /// `dirfd`, `at_flags` as [`getxattrat`](Self::getxattrat).
+    ///
+    /// # Errors
+    /// `EINVAL` (other `at_flags`, first), then as [`setxattr`](Self::setxattr) and
+    /// [`getxattrat`](Self::getxattrat).
+    ///
+    /// # References
+    /// setxattrat(2); Linux `path_setxattrat`.
+    pub fn setxattrat<'a>(
+        &self,
+        dirfd: impl Into<AtDir<'a>>,
+        path: impl AsRef<[u8]>,
+        at_flags: AtFlags,
+        name: impl AsRef<[u8]>,
+        value: &[u8],
+        flags: u32,
+    ) -> Result<()> {
+        let t = Target::at(dirfd.into(), path.as_ref(), at_flags)?;
+        self.do_setxattr(t, name.as_ref(), Some(value), flags)
+    }
+
+    /// `listxattrat(2)` (Linux 6.13): [`listxattr`](Self::listxattr) of `path` relative to
+    /// `dirfd`, `at_flags` as [`getxattrat`](Self::getxattrat).
+    ///
+    /// # Errors
+    /// `EINVAL` (other `at_flags`), then as [`listxattr`](Self::listxattr) and
+    /// [`getxattrat`](Self::getxattrat).
+    ///
+    /// # References
+    /// listxattrat(2); Linux `path_listxattrat`.
+    pub fn listxattrat<'a>(
+        &self,
+        dirfd: impl Into<AtDir<'a>>,
+        path: impl AsRef<[u8]>,
+        at_flags: AtFlags,
+        buf: &mut [u8],
+    ) -> Result<usize> {
+        let t = Target::at(dirfd.into(), path.as_ref(), at_flags)?;
+        self.do_listxattr(t, buf)
+    }
+
+    /// `removexattrat(2)` (Linux 6.13): [`removexattr`](Self::removexattr) of `path`
+    /// relative to `dirfd`, `at_flags` as [`getxattrat`](Self::getxattrat).
+    ///
+    /// # Errors
+    /// `EINVAL` (other `at_flags`, first), then as [`removexattr`](Self::removexattr) and
+    /// [`getxattrat`](Self::getxattrat).
+    ///
+    /// # References
+    /// removexattrat(2); Linux `path_removexattrat`.
+    pub fn removexattrat<'a>(
+        &self,
+        dirfd: impl Into<AtDir<'a>>,
+        path: impl AsRef<[u8]>,
+        at_flags: AtFlags,
+        name: impl AsRef<[u8]>,
+    ) -> Result<()> {
+        let t = Target::at(dirfd.into(), path.as_ref(), at_flags)?;
+        self.do_setxattr(t, name.as_ref(), None, XATTR_REPLACE)
     }
 }

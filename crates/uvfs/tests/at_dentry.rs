@@ -961,3 +961,52 @@ fn protected_hardlinks_is_a_namespace_setting() {
     mnt.set_protected_hardlinks(true);
     assert_eq!(ln(&t, "/t/b"), Err(Errno::EPERM));
 }
+
+/// The `*xattrat` calls (Linux 6.13's `getxattrat` family), which the FUSE server uses on a
+/// node: relative to a dentry as to an `O_PATH` descriptor; an empty path with
+/// `AT_EMPTY_PATH` is the dentry itself, but `EBADF` for an `O_PATH` descriptor and for
+/// `AT_FDCWD` (Linux's `fdget`); other flags `EINVAL` before anything else.
+#[test]
+fn xattrat_on_dentries() {
+    let name = "user.a";
+    expect("/d", Ok((1, b"v".to_vec(), 7)), |t, at| {
+        t.setxattrat(at, "f", NOAT, name, b"v", 0)?;
+        let mut buf = [0; 8];
+        let n = t.getxattrat(at, "l", NOAT, name, &mut buf)?;
+        let listed = t.listxattrat(at, "f", NOAT, &mut [0; 64])?;
+        t.removexattrat(at, "f", NOAT, name)?;
+        Ok::<_, Errno>((n, buf[..n].to_vec(), listed))
+    });
+    expect("/d", Err(Errno::ENODATA), |t, at| {
+        t.getxattrat(at, "l", NOFOLLOW, "trusted.none", &mut [])
+    });
+    expect("/d", Err(Errno::EINVAL), |t, at| {
+        t.getxattrat(at, "nonexistent", AtFlags::REMOVEDIR, name, &mut [])
+    });
+    expect("/d", Err(Errno::ENOENT), |t, at| {
+        t.getxattrat(at, "", NOAT, name, &mut [])
+    });
+    let t = ns();
+    let f = dentry_of(&t, "/d/f");
+    assert_eq!(t.setxattrat(&f, "", EMPTY, name, b"w", 0), Ok(()));
+    assert_eq!(t.getxattr("/d/f", name, &mut [0; 8]), Ok(1));
+    assert_eq!(t.getxattrat(&f, "", EMPTY, name, &mut []), Ok(1));
+    assert_eq!(t.listxattrat(&f, "", EMPTY, &mut []), Ok(7));
+    assert_eq!(t.removexattrat(&f, "", EMPTY, name), Ok(()));
+    assert_eq!(t.getxattr("/d/f", name, &mut [0; 8]), Err(Errno::ENODATA));
+    // A symlink's own dentry: `user.*` is not for symlinks.
+    let l = dentry_of(&t, "/d/l");
+    assert_eq!(
+        t.setxattrat(&l, "", EMPTY | NOFOLLOW, name, b"w", 0),
+        Err(Errno::EPERM)
+    );
+    let fd = t.openat(CWD, "/d/f", O_PATH, 0).unwrap();
+    assert_eq!(
+        t.getxattrat(fd, "", EMPTY, name, &mut []),
+        Err(Errno::EBADF)
+    );
+    assert_eq!(
+        t.getxattrat(CWD, "", EMPTY, name, &mut []),
+        Err(Errno::EBADF)
+    );
+}

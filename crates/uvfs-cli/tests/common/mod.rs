@@ -519,6 +519,37 @@ impl Drop for MountGuard {
     }
 }
 
+/// True if a test of `uvfs mount` itself applies: the subject is `uvfs mount` (not a
+/// stand-in) and it can run (else the test is skipped, see [`skip`]).
+pub fn uvfs_only(test: &str) -> bool {
+    if stand_in() {
+        println!("skipped: {test}: checks uvfs mount itself, the subject is a stand-in");
+        return false;
+    }
+    if let Some(why) = uvfs_missing() {
+        skip(test, &why);
+        return false;
+    }
+    true
+}
+
+/// `f(dir)` with a fresh kernel tmpfs mounted on `dir` (detached afterwards): what uvfs
+/// is compared with (needs root, as the FUSE tests do).
+pub fn on_host_tmpfs<T>(f: impl FnOnce(&Path) -> T) -> T {
+    let host = tempfile::tempdir().unwrap();
+    rustix::mount::mount(
+        "tmpfs",
+        host.path(),
+        "tmpfs",
+        rustix::mount::MountFlags::empty(),
+        None::<&std::ffi::CStr>,
+    )
+    .expect("mount a tmpfs to compare with");
+    let r = f(host.path());
+    let _ = rustix::mount::unmount(host.path(), rustix::mount::UnmountFlags::DETACH);
+    r
+}
+
 /// Number of open descriptors of process `pid` (entries of `/proc/PID/fd`).
 pub fn fd_count(pid: u32) -> usize {
     fs::read_dir(format!("/proc/{pid}/fd"))

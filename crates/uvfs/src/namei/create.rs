@@ -315,8 +315,7 @@ impl<V: Variant> Task<V> {
             // shmem_link: the inode's new ctime, which the directory's mtime and ctime take
             // (from the directory's current time, so its change shows too; see `unlinkat`).
             let now = ndir_i.current_time(coarse_now());
-            ndir_i.i_op.link(ndir_i, nl.name, oi)?;
-            let t = oi.link_inc(now)?;
+            let t = oi.link_inc(now, || ndir_i.i_op.link(ndir_i, nl.name, oi))?;
             let name: Name = Arc::from(nl.name);
             let cookie = dl.next_cookie();
             let d = Arc::new(Dentry::new(

@@ -22,8 +22,8 @@
 //! `nr_inodes=` as the host side's, in a scratch thread's private mount namespace; a plain
 //! directory under `/dev/shm` where mounting is refused), with the same expectations:
 //! Linux's answer (`same`: the host's result when the host side runs, else uvfs tmpfs's).
-//! Cases whose subject is tmpfs's own and not a host directory's, or that hostfs cannot do
-//! yet, opt out by name in [`HOSTFS_OPT_OUT`], with the reason (two: xattrs on symlinks). `UVFS_NO_HOSTFS=1` turns
+//! Cases whose subject is tmpfs's own and not a host directory's may opt out by name in
+//! [`HOSTFS_OPT_OUT`], with the reason; none needs to today. `UVFS_NO_HOSTFS=1` turns
 //! the hostfs side off.
 //!
 //! # Patterns
@@ -169,17 +169,7 @@ pub fn hostfs_enabled() -> bool {
 /// Cases that do not run on hostfs, by test function or table case name, with the reason:
 /// what they check is tmpfs's own (uvfs's in-memory file system), not a POSIX answer that
 /// a host directory must give.
-pub const HOSTFS_OPT_OUT: &[(&str, &str)] = &[
-    (
-        "llistxattr of a symlink",
-        "hostfs has no xattrs on symlinks yet: the host's path-based calls through \
-         /proc/self/fd would follow the link, and *xattrat (Linux 6.13) is not in rustix 1.1",
-    ),
-    (
-        "lsetxattr trusted.* on a symlink (root)",
-        "as \"llistxattr of a symlink\"",
-    ),
-];
+pub const HOSTFS_OPT_OUT: &[(&str, &str)] = &[];
 
 /// The reason the running test (or table case `case`) does not run on hostfs, if listed
 /// in [`HOSTFS_OPT_OUT`].

@@ -334,18 +334,12 @@ fn chmod_fd(fd: &OwnedFd, mode: u32) -> Result<()> {
     .h()
 }
 
-/// The path through which the host's (path-based) xattr calls reach exactly the inode `fd`
-/// holds: its `/proc/self/fd` magic link (see the module doc). Not for a symlink, whose
-/// link the path calls would follow on the host.
-///
-/// # Errors
-/// `EOPNOTSUPP` for a symlink.
-fn xattr_path(inode: &Inode, fd: &OwnedFd) -> Result<String> {
+/// The `/proc/self/fd` link of `fd`: a path that names exactly the file `fd` holds (a
+/// magic link; a symlink's `O_PATH` descriptor names the symlink itself, which the
+/// following `*xattr` calls then act on, not its target).
+fn fd_link(fd: &Arc<OwnedFd>) -> String {
     use std::os::fd::AsRawFd;
-    if inode.is_symlink() {
-        return Err(Errno::EOPNOTSUPP);
-    }
-    Ok(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+    format!("/proc/self/fd/{}", fd.as_raw_fd())
 }
 
 /// The task's owner and exact mode for a file the host just created (see the module doc:
@@ -647,68 +641,6 @@ impl InodeOps for HostInode {
         Ok(())
     }
 
-    /// The host's `getxattr` on the inode (through its descriptor's magic link).
-    fn getxattr(&self, inode: &Inode, name: &[u8], buf: Option<&mut [u8]>) -> Result<usize> {
-        let fd = self.path_fd()?;
-        let p = xattr_path(inode, &fd)?;
-        match buf {
-            Some(b) => rustix::fs::getxattr(p.as_str(), name, b).h(),
-            None => rustix::fs::getxattr_query(p.as_str(), name).h(),
-        }
-    }
-
-    /// The host's `setxattr` (`Some`) or `removexattr` (`None`).
-    fn setxattr(&self, inode: &Inode, name: &[u8], value: Option<&[u8]>, flags: u32) -> Result<()> {
-        self.writable()?;
-        let fd = self.path_fd()?;
-        let p = xattr_path(inode, &fd)?;
-        self.invalidate();
-        match value {
-            Some(v) => {
-                let fl = rustix::fs::XattrFlags::from_bits_retain(flags as _);
-                rustix::fs::setxattr(p.as_str(), name, v, fl).h()
-            }
-            None => rustix::fs::removexattr(p.as_str(), name).h(),
-        }
-    }
-
-    /// The host's `listxattr`, without `trusted.*` names for a caller that may not see
-    /// them (the uvfs process, as root, sees them on the host).
-    fn listxattr(&self, inode: &Inode, buf: Option<&mut [u8]>, trusted: bool) -> Result<usize> {
-        let fd = self.path_fd()?;
-        let Ok(p) = xattr_path(inode, &fd) else {
-            return Ok(0);
-        };
-        let mut all = Vec::new();
-        loop {
-            let n = rustix::fs::listxattr_query(p.as_str()).h()?;
-            all.resize(n, 0);
-            match rustix::fs::listxattr(p.as_str(), &mut all[..]) {
-                Ok(m) => {
-                    all.truncate(m);
-                    break;
-                }
-                // Grown since the query.
-                Err(rustix::io::Errno::RANGE) => continue,
-                Err(e) => return Err(host_err(e)),
-            }
-        }
-        let mut out = Vec::with_capacity(all.len());
-        for n in all.split_inclusive(|&c| c == 0) {
-            if trusted || !n.starts_with(b"trusted.") {
-                out.extend_from_slice(n);
-            }
-        }
-        match buf {
-            None => Ok(out.len()),
-            Some(b) if b.len() < out.len() => Err(Errno::ERANGE),
-            Some(b) => {
-                b[..out.len()].copy_from_slice(&out);
-                Ok(out.len())
-            }
-        }
-    }
-
     /// `fstat` of the inode's descriptor, unless checked within `attr_timeout`. A file
     /// uvfs can no longer reach on the host keeps its attributes if it has no links left
     /// (an unlinked file held open only through `O_PATH`); otherwise `ESTALE`.
@@ -748,6 +680,63 @@ impl InodeOps for HostInode {
 
     /// `fstatfs` of the inode's descriptor: the host file system's numbers, with uvfs's
     /// `f_fsid` and `ST_RDONLY` on a read-only mount.
+    /// The host's attribute (`getxattr` of the inode's `/proc/self/fd` link).
+    fn getxattr(&self, _inode: &Inode, name: &[u8], buf: Option<&mut [u8]>) -> Result<usize> {
+        // `fd` is held until the call returns: the link names it by number.
+        let fd = self.path_fd()?;
+        let link = fd_link(&fd);
+        match buf {
+            Some(buf) => rustix::fs::getxattr(link.as_str(), name, buf).h(),
+            None => rustix::fs::getxattr_query(link.as_str(), name).h(),
+        }
+    }
+
+    /// The host's `setxattr`/`removexattr`, after `EROFS` on a read-only mount.
+    fn setxattr(
+        &self,
+        _inode: &Inode,
+        name: &[u8],
+        value: Option<&[u8]>,
+        flags: u32,
+    ) -> Result<()> {
+        self.writable()?;
+        // `fd` is held until the call returns: the link names it by number.
+        let fd = self.path_fd()?;
+        let link = fd_link(&fd);
+        match value {
+            Some(v) => {
+                let flags = rustix::fs::XattrFlags::from_bits_retain(flags);
+                rustix::fs::setxattr(link.as_str(), name, v, flags).h()
+            }
+            None => rustix::fs::removexattr(link.as_str(), name).h(),
+        }
+    }
+
+    /// The host's list, without `trusted.*` names for a caller who may not see them (the
+    /// host shows them to the uvfs process when it runs as root, whoever the task is).
+    fn listxattr(&self, _inode: &Inode, buf: Option<&mut [u8]>, trusted: bool) -> Result<usize> {
+        // `fd` is held until the call returns: the link names it by number.
+        let fd = self.path_fd()?;
+        let link = fd_link(&fd);
+        let mut all = vec![0u8; crate::xattr::XATTR_LIST_MAX];
+        let n = rustix::fs::listxattr(link.as_str(), &mut all[..]).h()?;
+        let names = all[..n]
+            .split_inclusive(|&c| c == 0)
+            .filter(|e| trusted || !e.starts_with(b"trusted."));
+        let mut len = 0;
+        match buf {
+            None => names.for_each(|e| len += e.len()),
+            Some(buf) => {
+                for e in names {
+                    let dst = buf.get_mut(len..len + e.len()).ok_or(Errno::ERANGE)?;
+                    dst.copy_from_slice(e);
+                    len += e.len();
+                }
+            }
+        }
+        Ok(len)
+    }
+
     fn statfs(&self, inode: &Inode) -> StatFs {
         let dev = inode.i_dev;
         let mut out = StatFs {

@@ -22,12 +22,12 @@
 //! out of reach of nothing, as with a Linux bind mount). The one path string:
 //! `/proc/self/fd/N` of a file's own descriptor, for `chmod` (the host's `fchmodat2` with
 //! `AT_EMPTY_PATH` needs a raw syscall, which this crate keeps out of file-system code),
-//! for the extended-attribute calls (an `O_PATH` descriptor takes no `f*xattr`; not for
-//! symlinks, whose target those path calls would follow: `EOPNOTSUPP` there), and to
+//! for the extended-attribute calls (an `O_PATH` descriptor takes no `f*xattr`), and to
 //! reopen a regular file for data from its cached `O_PATH` descriptor (whatever its names
-//! are now); that magic link resolves to exactly the inode the descriptor holds, never to
-//! a name, so it reaches nothing else. Without `/proc`, `chmod` and xattrs fail with the
-//! host's errno and data opens go by name.
+//! are now); that magic link resolves to exactly the inode the descriptor holds (a
+//! symlink's names the symlink itself), never to a name, so it reaches nothing else.
+//! Without `/proc`, `chmod` and xattrs fail with the host's errno and data opens go by
+//! name.
 //!
 //! # Identity
 //! One host inode (`st_dev`, `st_ino`) is one uvfs inode while uvfs holds it (hard links

@@ -61,7 +61,7 @@ pub(crate) struct TmpfsInode {
     acct: Option<Arc<Limits>>,
     contents: Contents,
     /// Extended attributes by full name (`info->xattrs`, a `simple_xattrs`), listed in
-    /// name order. Protected by its mutex (a leaf lock, taken under `attr_lock`).
+    /// name order. Protected by its mutex (a leaf lock, taken alone).
     xattrs: Mutex<Xattrs>,
 }
 

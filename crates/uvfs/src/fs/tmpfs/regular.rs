@@ -33,6 +33,42 @@ pub(super) const BLOCKS_PER_PAGE: u64 = PAGE_SIZE as u64 / 512;
 #[derive(Default)]
 pub(crate) struct RegData {
     pages: BTreeMap<u64, Box<[u8; PAGE_SIZE]>>,
+    /// The `fallocate` in progress on a mount with limits, if any (one at a time).
+    falloc: Option<Falloc>,
+}
+
+/// An `fallocate` filling pages `[first, past)` batch by batch, the data lock dropped in
+/// between: the pages it has charged and not yet allocated. A write that allocates a page
+/// in the range between two batches takes it from `budget` instead of charging its own,
+/// so it never sees `ENOSPC` for space the fallocate holds for that very page (Linux holds
+/// `inode_lock` across `shmem_fallocate`: the write waits, then finds the page there).
+struct Falloc {
+    first: u64,
+    past: u64,
+    budget: u64,
+}
+
+impl RegData {
+    /// Takes one page of the running fallocate's budget for page `idx`, if it is in its
+    /// range and the budget is not spent.
+    fn take_falloc_page(&mut self, idx: u64) -> bool {
+        match &mut self.falloc {
+            Some(f) if f.budget > 0 && (f.first..f.past).contains(&idx) => {
+                f.budget -= 1;
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The running fallocate's state. Context: the caller started it (`falloc` is `Some`).
+fn data_falloc(f: &mut Option<Falloc>) -> &mut Falloc {
+    f.get_or_insert(Falloc {
+        first: 0,
+        past: 0,
+        budget: 0,
+    })
 }
 
 /// Drops every page of a file (eviction); returns how many were held. Context: no name and
@@ -120,18 +156,20 @@ pub(super) fn write_at(
         let idx = pos / PAGE_SIZE as u64;
         let in_page = (pos % PAGE_SIZE as u64) as usize;
         let chunk = (PAGE_SIZE - in_page).min(want - done);
-        let page = match data.pages.entry(idx) {
-            std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::btree_map::Entry::Vacant(v) => {
-                // A new page counts against `size=` (`shmem_inode_acct_blocks`); when
-                // none is left the write stops short, or fails if nothing was written
-                // (`generic_perform_write`).
+        if !data.pages.contains_key(&idx) {
+            // A new page counts against `size=` (`shmem_inode_acct_blocks`), unless a
+            // running fallocate charged it already; when none is left the write stops
+            // short, or fails if nothing was written (`generic_perform_write`).
+            if acct.is_some() && !data.take_falloc_page(idx) {
                 if let Some(Err(_)) = acct.as_ref().map(|a| a.reserve_blocks(1)) {
                     break;
                 }
-                v.insert(Box::new([0u8; PAGE_SIZE]))
             }
-        };
+        }
+        let page = data
+            .pages
+            .entry(idx)
+            .or_insert_with(|| Box::new([0u8; PAGE_SIZE]));
         page[in_page..in_page + chunk].copy_from_slice(&buf[done..done + chunk]);
         done += chunk;
     }
@@ -263,7 +301,6 @@ pub(super) fn fallocate(
     } else {
         let (first, past) = (off / ps, end.div_ceil(ps));
         // Pages reserved for the holes of the range and not yet allocated.
-        let mut budget = 0;
         if let Some(a) = &acct {
             // "Try to avoid a swapstorm if len is impossible to satisfy": a range of
             // more pages than the mount holds fails before any page is looked at; one
@@ -271,27 +308,41 @@ pub(super) fn fallocate(
             if past - first > a.counts().0 {
                 return Err(Errno::ENOSPC);
             }
+            // One fallocate at a time per file (Linux: `inode_lock`): another one's
+            // budget may hold the space this one needs.
+            while data.falloc.is_some() {
+                drop(data);
+                std::thread::yield_now();
+                data = write(d);
+            }
             let held = data.pages.range(first..past).count() as u64;
-            budget = past - first - held;
+            let budget = past - first - held;
             a.reserve_blocks(budget).map_err(|_| Errno::ENOSPC)?;
+            data.falloc = Some(Falloc {
+                first,
+                past,
+                budget,
+            });
         }
         // `FALLOC_BATCH` pages at a time, the data lock dropped in between, so that
         // reads and writes of the file wait for one batch, not for the whole range
         // (Linux holds `i_rwsem` throughout but lets page faults in, `shmem_falloc`).
-        // A write in between allocates (and charges) its own page, which then uses
-        // no budget; a punch or truncate in between frees pages that were counted as
-        // held, whose holes are charged one by one.
+        // A write in between allocates a page of the range from the budget (`Falloc`);
+        // a punch or truncate in between frees pages that were counted as held, whose
+        // holes are charged one by one once the budget is spent.
         let mut next = first;
         let r = loop {
             let stop = past.min(next + FALLOC_BATCH);
             let mut short = false;
+            let RegData { pages, falloc } = &mut *data;
             for i in next..stop {
-                let std::collections::btree_map::Entry::Vacant(v) = data.pages.entry(i) else {
+                let std::collections::btree_map::Entry::Vacant(v) = pages.entry(i) else {
                     continue;
                 };
                 if let Some(a) = &acct {
-                    if budget > 0 {
-                        budget -= 1;
+                    let f = data_falloc(falloc);
+                    if f.budget > 0 {
+                        f.budget -= 1;
                     } else if a.reserve_blocks(1).is_err() {
                         short = true;
                         break;
@@ -317,7 +368,9 @@ pub(super) fn fallocate(
             data = write(d);
         };
         if let Some(a) = &acct {
-            a.release_blocks(budget);
+            if let Some(f) = data.falloc.take() {
+                a.release_blocks(f.budget);
+            }
         }
         r?;
         if !keep_size && end > inode.size() {

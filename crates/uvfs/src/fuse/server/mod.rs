@@ -44,6 +44,15 @@
 //! caller costs a read of `/proc/PID/status` per request, and a caller in another PID
 //! namespace (pid 0 in the request) is checked without its supplementary groups.
 //!
+//! # Extended attributes
+//! `GETXATTR`, `SETXATTR`, `LISTXATTR` and `REMOVEXATTR` are the `*xattrat` calls on the
+//! node's dentry (`AT_EMPTY_PATH`, no symlink follow), as the caller. The kernel runs
+//! `xattr_permission` itself before it sends one (fs/xattr.c: `trusted.*` needs the caller's
+//! `CAP_SYS_ADMIN`, `user.*` only on regular files and directories, sticky directories for
+//! their owner, then `inode_permission`, which with `default_permissions` checks the mode
+//! bits); what it does not do is filter a list, so `LISTXATTR` runs with the caller's own
+//! rights (no `trusted.*` names for others than root) in both modes.
+//!
 //! # Caching
 //! Entries, attributes and missing names (negative entries) are cached by the kernel for
 //! [`FuseOptions::timeout`] (1 s by default, libfuse's default). Every change made through the mount updates the kernel's
@@ -77,7 +86,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use fuser::{
     FileAttr, FileType, Filesystem, FopenFlags, Generation, INodeNo, KernelConfig, ReplyAttr,
     ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek,
-    ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow,
+    ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
 };
 use parking_lot::RwLock;
 
@@ -389,6 +398,21 @@ fn empty(reply: impl Done, r: Result<()>) {
     match r {
         Ok(()) => reply.ok(),
         Err(e) => reply.error(fe(e)),
+    }
+}
+
+/// How the xattr requests name their node: the dentry itself, a symlink not followed.
+const XATTR_AT: AtFlags = AtFlags::EMPTY_PATH.union(AtFlags::SYMLINK_NOFOLLOW);
+
+/// Answers a `GETXATTR`/`LISTXATTR` of `size` bytes whose answer is `len` bytes long, `data`
+/// (empty for a size query): the length alone when the kernel asked for it (`size` 0), else
+/// the bytes.
+fn xattr_reply(reply: ReplyXattr, size: u32, data: &[u8], len: usize) {
+    if size == 0 {
+        // A value or list is at most 64 KiB (XATTR_SIZE_MAX, XATTR_LIST_MAX).
+        reply.size(u32::try_from(len).unwrap_or(u32::MAX));
+    } else {
+        reply.data(data);
     }
 }
 
@@ -1242,6 +1266,85 @@ impl Filesystem for UvfsFuse {
             ),
             Err(e) => reply.error(fe(e)),
         }
+    }
+
+    fn setxattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        position: u32,
+        reply: ReplyEmpty,
+    ) {
+        // `position` is macOS's resource-fork offset; Linux always sends 0.
+        let r = if position != 0 {
+            Err(Errno::EINVAL)
+        } else {
+            self.node(ino).and_then(|d| {
+                self.with(req, |t, _| {
+                    t.setxattrat(&*d, "", XATTR_AT, name.as_bytes(), value, flags as u32)
+                })
+            })
+        };
+        empty(reply, r);
+    }
+
+    fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        // The value is sent from the worker's buffer, inside the call.
+        let mut reply = Some(reply);
+        let r = self.node(ino).and_then(|d| {
+            self.with(req, |t, buf| {
+                // The kernel caps `size` at XATTR_SIZE_MAX (fs/xattr.c `do_getxattr`).
+                buf.resize((size as usize).min(crate::xattr::XATTR_SIZE_MAX), 0);
+                let n = t.getxattrat(&*d, "", XATTR_AT, name.as_bytes(), buf)?;
+                if let Some(reply) = reply.take() {
+                    xattr_reply(reply, size, &buf[..n.min(buf.len())], n);
+                }
+                Ok(())
+            })
+        });
+        if let (Err(e), Some(reply)) = (r, reply) {
+            reply.error(fe(e));
+        }
+    }
+
+    fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let mut reply = Some(reply);
+        let r = self.node(ino).and_then(|d| {
+            self.worker(|w| {
+                self.set_caller(&mut w.base, req);
+                if self.opts.permissions == Permissions::Kernel {
+                    // The kernel leaves the list as the server sends it (fs/fuse/xattr.c
+                    // `fuse_listxattr`), and `trusted.*` names are for CAP_SYS_ADMIN only
+                    // (`simple_xattr_list`): list with the caller's own rights, not the
+                    // capabilities kernel-checked requests otherwise run with.
+                    let c = w.base.cred();
+                    let own = Cred::new(c.uid, c.gid, &[]);
+                    w.base.override_creds(own);
+                }
+                let buf = &mut w.buf;
+                buf.resize((size as usize).min(crate::xattr::XATTR_LIST_MAX), 0);
+                let n = w.base.listxattrat(&*d, "", XATTR_AT, buf)?;
+                if let Some(reply) = reply.take() {
+                    xattr_reply(reply, size, &buf[..n.min(buf.len())], n);
+                }
+                Ok(())
+            })
+        });
+        if let (Err(e), Some(reply)) = (r, reply) {
+            reply.error(fe(e));
+        }
+    }
+
+    fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let r = self.node(ino).and_then(|d| {
+            self.with(req, |t, _| {
+                t.removexattrat(&*d, "", XATTR_AT, name.as_bytes())
+            })
+        });
+        empty(reply, r);
     }
 
     fn access(&self, req: &Request, ino: INodeNo, mask: fuser::AccessFlags, reply: ReplyEmpty) {
