@@ -8,8 +8,7 @@
 //!   it), updated by lookups, creations, links and renames; `None` parent: the root, or an
 //!   `O_TMPFILE` file before its first link (which keeps its data descriptor, `pinned`).
 //!
-//! Lock order: see the `hostfs` module doc; `data`, `loc` and `append` are leaves but for
-//! `append` -> `data`.
+//! Lock order: see the `hostfs` module doc.
 
 use super::{host_err, key_of, open_path, store_attrs, HostResult, Key, Shared};
 use crate::cred::Cred;
@@ -188,17 +187,19 @@ impl HostInode {
     /// `ESTALE` when the last known name no longer holds this inode; `ELOOP` for a chain
     /// of parents longer than `MAX_DEPTH`; the host's.
     pub(crate) fn path_fd(&self) -> Result<Arc<OwnedFd>> {
-        self.path_fd_depth(0)
+        self.path_fd_depth(0, true)
     }
 
-    fn path_fd_depth(&self, depth: u32) -> Result<Arc<OwnedFd>> {
+    /// [`path_fd`](Self::path_fd) `depth` parents down; the data descriptor counts only
+    /// with `use_data` (not for a caller holding `data`).
+    fn path_fd_depth(&self, depth: u32, use_data: bool) -> Result<Arc<OwnedFd>> {
         if self.is_root {
             return Ok(self.fs.root_fd.clone());
         }
         if let Some(fd) = self.fs.cached_fd(self.key) {
             return Ok(fd);
         }
-        if let Some(fd) = self.data_fd() {
+        if let Some(fd) = use_data.then(|| self.data_fd()).flatten() {
             return Ok(fd);
         }
         if depth > MAX_DEPTH {
@@ -209,7 +210,7 @@ impl HostInode {
             (l.parent.clone(), l.name.clone())
         };
         let parent = parent.ok_or(Errno::ESTALE)?;
-        let pfd = host(&parent)?.path_fd_depth(depth + 1)?;
+        let pfd = host(&parent)?.path_fd_depth(depth + 1, true)?;
         drop(parent);
         let fd = self.reopen_in(&pfd, &name, OFlags::PATH)?;
         let fd = Arc::new(fd);
@@ -252,19 +253,27 @@ impl HostInode {
     }
 
     /// Opens the inode (a regular file) for data with `flags`: through the magic link of
-    /// its cached descriptor (the inode itself, whatever its names now are; see the module
-    /// doc), else by its last known name.
+    /// its `O_PATH` descriptor (cached, or reopened by name with its identity checked), so
+    /// that what is opened is this inode whatever its names are now, and never a FIFO or
+    /// device the host put under its name; without `/proc`, by its last known name
+    /// (`O_NONBLOCK`, so that a FIFO put there does not block; checked after).
+    ///
+    /// Context: the caller may hold `data` (this never takes it).
     fn reopen_data(&self, flags: OFlags) -> Result<OwnedFd> {
-        if let Some(fd) = self.fs.cached_fd(self.key) {
+        let pfd = self.path_fd_depth(0, false)?;
+        {
             use std::os::fd::AsRawFd;
-            let p = format!("/proc/self/fd/{}", fd.as_raw_fd());
+            let p = format!("/proc/self/fd/{}", pfd.as_raw_fd());
             let fl = flags | OFlags::CLOEXEC | OFlags::NOCTTY;
             if let Ok(f) = rustix::fs::open(p.as_str(), fl, Mode::empty()) {
-                if rustix::fs::fstat(&f).is_ok_and(|st| key_of(&st) == self.key) {
-                    return Ok(f);
+                let st = rustix::fs::fstat(&f).h()?;
+                if key_of(&st) != self.key {
+                    return Err(Errno::ESTALE);
                 }
+                return Ok(f);
             }
         }
+        drop(pfd);
         let (parent, name) = {
             let l = plock(&self.loc);
             (l.parent.clone(), l.name.clone())
@@ -272,7 +281,7 @@ impl HostInode {
         let parent = parent.ok_or(Errno::ESTALE)?;
         let pfd = host(&parent)?.path_fd()?;
         drop(parent);
-        self.reopen_in(&pfd, &name, flags)
+        self.reopen_in(&pfd, &name, flags | OFlags::NONBLOCK)
     }
 
     /// Refreshes the VFS attributes of `inode` from `fd`.

@@ -21,11 +21,13 @@
 //! the bound tree: a host process that moves a directory *out* of the bound tree moves it
 //! out of reach of nothing, as with a Linux bind mount). The one path string:
 //! `/proc/self/fd/N` of a file's own descriptor, for `chmod` (the host's `fchmodat2` with
-//! `AT_EMPTY_PATH` needs a raw syscall, which this crate keeps out of file-system code)
-//! and to reopen a regular file for data from its cached `O_PATH` descriptor (whatever
-//! its names are now); that magic link resolves to exactly the inode the descriptor
-//! holds, never to a name, so it reaches nothing else. Without `/proc`, `chmod` fails
-//! with the host's errno and data opens go by name.
+//! `AT_EMPTY_PATH` needs a raw syscall, which this crate keeps out of file-system code),
+//! for the extended-attribute calls (an `O_PATH` descriptor takes no `f*xattr`), and to
+//! reopen a regular file for data from its cached `O_PATH` descriptor (whatever its names
+//! are now); that magic link resolves to exactly the inode the descriptor holds (a
+//! symlink's names the symlink itself), never to a name, so it reaches nothing else.
+//! Without `/proc`, `chmod` and xattrs fail with the host's errno and data opens go by
+//! name.
 //!
 //! # Identity
 //! One host inode (`st_dev`, `st_ino`) is one uvfs inode while uvfs holds it (hard links
@@ -92,10 +94,11 @@
 //! read-only mount before some permission checks; the mount tree's read-only flag in the
 //! VFS gives Linux's exact order.)
 //!
-//! Lock order: the directory locks of the VFS -> `Inode::attr_lock` ->
-//! `HostInode::data` / `HostInode::loc` / `Shared::inodes` / `Shared::fds` (leaves: each
-//! taken alone, and no `Arc<Inode>` is dropped while one is held, since the last drop
-//! takes `Shared::inodes`).
+//! Lock order: the directory locks of the VFS -> `HostInode::append` (an `O_APPEND`
+//! write) -> `Inode::attr_lock` -> a regular file's `HostInode::data` (held while its data
+//! descriptor is reopened) -> its parents' `data`, `HostInode::loc`, `Shared::inodes`,
+//! `Shared::fds` (leaves: each taken alone, and no `Arc<Inode>` is dropped while one of
+//! these leaves is held, since the last drop takes `Shared::inodes` and `Shared::fds`).
 
 mod inode;
 
