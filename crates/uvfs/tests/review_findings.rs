@@ -41,6 +41,7 @@ fn write_during_fallocate_of_the_whole_mount_is_not_enospc() {
                 let mut n = 0;
                 // From the last page down: pages the fallocate (ascending) has not reached.
                 let mut page = SIZE / 4096;
+                // Relaxed: the stop flag publishes nothing.
                 while !done.load(Ordering::Relaxed) && page > 0 {
                     page -= 1;
                     match writer.pwrite(fd, b"x", (page * 4096) as i64) {
@@ -53,6 +54,7 @@ fn write_during_fallocate_of_the_whole_mount_is_not_enospc() {
                 n
             });
             let r = t.fallocate(fd, 0, 0, SIZE as i64);
+            // Relaxed: a stop flag only; the join below orders everything else.
             done.store(true, Ordering::Relaxed);
             (r, w.join().unwrap())
         });
