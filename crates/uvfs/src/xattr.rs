@@ -48,17 +48,23 @@ pub const XATTR_LIST_MAX: usize = 65536;
 /// `XATTR_NAME_CAPS`: file capabilities.
 const XATTR_NAME_CAPS: &[u8] = b"security.capability";
 
-/// `cap_convert_nscap`'s first checks of a `security.capability` value: a version 2 (20
-/// bytes) or 3 (24 bytes) header (`validheader`), then `CAP_SETFCAP` (root).
+/// `cap_convert_nscap`'s checks of a `security.capability` value: a version 2 (20 bytes)
+/// or 3 (24 bytes) header whose magic is exactly the revision, bar the effective flag
+/// (`validheader`, `sansflags`), then `CAP_SETFCAP` (root), then a version 3 root id that
+/// maps to a user (not `(uid_t)-1`).
 ///
 /// # Errors
 /// `EINVAL` for any other value (version 1 ones included, as Linux refuses them on set),
 /// `EPERM` without `CAP_SETFCAP`.
 fn check_caps_value(value: &[u8], root: bool) -> Result<()> {
-    const REVISION_MASK: u32 = 0xff00_0000;
-    let magic = value
-        .get(..4)
-        .map(|m| u32::from_le_bytes([m[0], m[1], m[2], m[3]]) & REVISION_MASK);
+    /// `VFS_CAP_FLAGS_EFFECTIVE`.
+    const FLAGS_EFFECTIVE: u32 = 0x0000_0001;
+    let word = |at: usize| {
+        value
+            .get(at..at + 4)
+            .map(|m| u32::from_le_bytes([m[0], m[1], m[2], m[3]]))
+    };
+    let magic = word(0).map(|m| m & !FLAGS_EFFECTIVE);
     let valid = matches!(
         (value.len(), magic),
         (20, Some(0x0200_0000)) | (24, Some(0x0300_0000))
@@ -68,6 +74,9 @@ fn check_caps_value(value: &[u8], root: bool) -> Result<()> {
     }
     if !root {
         return Err(Errno::EPERM);
+    }
+    if value.len() == 24 && word(20) == Some(u32::MAX) {
+        return Err(Errno::EINVAL);
     }
     Ok(())
 }

@@ -130,12 +130,41 @@ fn xattrs_are_served_over_the_mount() {
 /// 12/20/24) -> `EINVAL`, then `CAP_SETFCAP` (root) -> `EPERM`, before `xattr_permission`.
 #[test]
 fn security_capability_value_is_validated() {
-    table::<Result<(), Errno>>(&[(
-        "root sets security.capability to a bogus value",
-        Err(Errno::EINVAL),
-        |s| {
+    table::<Result<(), Errno>>(&[
+        (
+            "root sets security.capability to a bogus value",
+            Err(Errno::EINVAL),
+            |s| {
+                s.mkfile(b"/f", b"");
+                s.xattr_set(XTarget::Path(b"/f"), b"security.capability", b"v", 0)
+            },
+        ),
+        (
+            "a version 2 magic with stray flag bits",
+            Err(Errno::EINVAL),
+            |s| {
+                s.mkfile(b"/f", b"");
+                let mut v = [0u8; 20];
+                v[..4].copy_from_slice(&0x0200_0002u32.to_le_bytes());
+                s.xattr_set(XTarget::Path(b"/f"), b"security.capability", &v, 0)
+            },
+        ),
+        ("a version 2 value with the effective flag", Ok(()), |s| {
             s.mkfile(b"/f", b"");
-            s.xattr_set(XTarget::Path(b"/f"), b"security.capability", b"v", 0)
-        },
-    )]);
+            let mut v = [0u8; 20];
+            v[..4].copy_from_slice(&0x0200_0001u32.to_le_bytes());
+            s.xattr_set(XTarget::Path(b"/f"), b"security.capability", &v, 0)
+        }),
+        (
+            "a version 3 value whose root id maps to no user",
+            Err(Errno::EINVAL),
+            |s| {
+                s.mkfile(b"/f", b"");
+                let mut v = [0u8; 24];
+                v[..4].copy_from_slice(&0x0300_0000u32.to_le_bytes());
+                v[20..].copy_from_slice(&u32::MAX.to_le_bytes());
+                s.xattr_set(XTarget::Path(b"/f"), b"security.capability", &v, 0)
+            },
+        ),
+    ]);
 }
