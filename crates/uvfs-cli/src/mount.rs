@@ -115,8 +115,10 @@ fn parse_bind(s: &str) -> Result<Bind, String> {
     if !path.starts_with('/') {
         return Err(format!("{s:?}: PATH must be absolute"));
     }
+    // Absolute now: `--daemon`'s server runs in `/`, and must serve the same directory.
+    let host = std::path::absolute(host).map_err(|e| format!("{s:?}: {e}"))?;
     Ok(Bind {
-        host: PathBuf::from(host),
+        host,
         path: path.to_owned(),
         read_only,
     })
@@ -155,7 +157,10 @@ fn daemonize(args: &MountArgs) -> Result<(), String> {
     use std::os::unix::process::CommandExt;
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
     let mut cmd = std::process::Command::new(exe);
-    cmd.arg("mount").arg(&args.mountpoint).arg("--daemon-child");
+    // Absolute: the server runs in `/` (below) and must mount where the caller meant.
+    let mountpoint = std::path::absolute(&args.mountpoint)
+        .map_err(|e| format!("{}: {e}", args.mountpoint.display()))?;
+    cmd.arg("mount").arg(&mountpoint).arg("--daemon-child");
     if let Some(t) = args.threads {
         cmd.arg(format!("--threads={t}"));
     }
@@ -505,10 +510,18 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
                 .unwrap_or_else(uvfs::fuse::default_max_handles),
         },
     );
+    // A read-only bind is a read-only mount: the kernel answers EROFS first, as for any
+    // read-only mount (`mnt_want_write` before the lookup, `sb_permission`), and statvfs
+    // shows ST_RDONLY.
+    let read_only = root_bind(args)?.is_some_and(|b| b.read_only);
     let mut options = vec![
         MountOption::FSName("uvfs".into()),
         MountOption::Subtype("uvfs".into()),
-        MountOption::RW,
+        if read_only {
+            MountOption::RO
+        } else {
+            MountOption::RW
+        },
     ];
     if permissions == Permissions::Kernel {
         options.push(MountOption::DefaultPermissions);
