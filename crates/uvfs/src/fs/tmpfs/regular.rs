@@ -62,15 +62,6 @@ impl RegData {
     }
 }
 
-/// The running fallocate's state. Context: the caller started it (`falloc` is `Some`).
-fn data_falloc(f: &mut Option<Falloc>) -> &mut Falloc {
-    f.get_or_insert(Falloc {
-        first: 0,
-        past: 0,
-        budget: 0,
-    })
-}
-
 /// Drops every page of a file (eviction); returns how many were held. Context: no name and
 /// no open file are left, or the mount is torn down.
 pub(super) fn drop_pages(d: &RwLock<RegData>, inode: &Inode) -> u64 {
@@ -340,12 +331,15 @@ pub(super) fn fallocate(
                     continue;
                 };
                 if let Some(a) = &acct {
-                    let f = data_falloc(falloc);
-                    if f.budget > 0 {
-                        f.budget -= 1;
-                    } else if a.reserve_blocks(1).is_err() {
-                        short = true;
-                        break;
+                    // This fallocate's budget (set above whenever `acct` is), then one
+                    // page at a time once it is spent.
+                    match falloc {
+                        Some(f) if f.budget > 0 => f.budget -= 1,
+                        _ if a.reserve_blocks(1).is_err() => {
+                            short = true;
+                            break;
+                        }
+                        _ => {}
                     }
                 }
                 v.insert(Box::new([0u8; PAGE_SIZE]));
