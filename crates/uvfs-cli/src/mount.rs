@@ -81,10 +81,11 @@ pub struct MountArgs {
     /// Internal: this process is the background server of `--daemon`.
     #[arg(long, hide = true)]
     pub daemon_child: bool,
-    /// `HOST_DIR:PATH[:ro]`: serve the host directory HOST_DIR at PATH (hostfs: every host
-    /// call relative to HOST_DIR, never outside it), read-only with `:ro`. PATH `/` makes
-    /// HOST_DIR the whole mount (the tmpfs options then do not apply); other paths need
-    /// uvfs's mount tree, which is not built yet, and are refused.
+    /// `HOST_DIR:PATH[:ro]` (repeatable): serve the host directory HOST_DIR at PATH
+    /// (hostfs: every host call relative to HOST_DIR, never outside it), read-only with
+    /// `:ro`. PATH `/` makes HOST_DIR the whole mount (the tmpfs options then do not
+    /// apply); another PATH is a mount inside the tmpfs (or inside the host directory bound
+    /// at `/`), made (with its parents) if missing.
     #[arg(long, value_parser = parse_bind)]
     pub bind: Vec<Bind>,
 }
@@ -124,30 +125,107 @@ fn parse_bind(s: &str) -> Result<Bind, String> {
     })
 }
 
-/// The host directory to serve as the whole mount (`--bind DIR:/`), after checking the
-/// binds: one at most, at `/`, naming an existing directory.
-fn root_bind(args: &MountArgs) -> Result<Option<&Bind>, String> {
+/// A bind's PATH without trailing (or repeated) slashes; `/` for the root.
+fn bind_path(b: &Bind) -> String {
+    let parts: Vec<&str> = b.path.split('/').filter(|c| !c.is_empty()).collect();
+    format!("/{}", parts.join("/"))
+}
+
+/// Checks the binds: existing host directories, no PATH twice, no `.` or `..` in a PATH.
+/// Returns the one at `/` (the whole mount), if any, and the others, parents first.
+fn check_binds(args: &MountArgs) -> Result<(Option<&Bind>, Vec<&Bind>), String> {
     let mut root = None;
+    let mut subs: Vec<&Bind> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for b in &args.bind {
-        if !b.path.trim_end_matches('/').is_empty() {
+        let path = bind_path(b);
+        if path.split('/').any(|c| c == "." || c == "..") {
             return Err(format!(
-                "--bind {}:{}: binding at a path other than / needs uvfs's mount tree, which \
-                 is not built yet",
+                "--bind {}:{}: PATH must not contain . or ..",
                 b.host.display(),
                 b.path
             ));
         }
-        if root.is_some() {
-            return Err(format!("--bind: {} is bound twice", b.path));
+        if !seen.insert(path.clone()) {
+            return Err(format!("--bind: {path} is bound twice"));
         }
         match std::fs::metadata(&b.host) {
             Ok(m) if m.is_dir() => {}
             Ok(_) => return Err(format!("--bind {}: not a directory", b.host.display())),
             Err(e) => return Err(format!("--bind {}: {e}", b.host.display())),
         }
-        root = Some(b);
+        if path == "/" {
+            root = Some(b);
+        } else {
+            subs.push(b);
+        }
     }
-    Ok(root)
+    subs.sort_by_key(|b| bind_path(b).matches('/').count());
+    Ok((root, subs))
+}
+
+/// The host directory to serve as the whole mount (`--bind DIR:/`), after checking the
+/// binds (see [`check_binds`]).
+fn root_bind(args: &MountArgs) -> Result<Option<&Bind>, String> {
+    Ok(check_binds(args)?.0)
+}
+
+/// Mounts the binds other than `/` inside the namespace of `mnt`, parents first: PATH and
+/// its missing parents made as directories (mode 0755), then the host directory mounted
+/// there (read-only with `:ro`).
+fn mount_sub_binds(mnt: &Arc<uvfs::Mount>, subs: &[&Bind]) -> Result<(), String> {
+    if subs.is_empty() {
+        return Ok(());
+    }
+    let t = uvfs::Task::init(mnt);
+    let owner = (
+        rustix::process::geteuid().as_raw(),
+        rustix::process::getegid().as_raw(),
+    );
+    for b in subs {
+        let path = bind_path(b);
+        let err = |what: &str, e: uvfs::Errno| {
+            format!("--bind {}:{}: {what}: {e}", b.host.display(), b.path)
+        };
+        let mut at = String::new();
+        for comp in path.split('/').filter(|c| !c.is_empty()) {
+            at.push('/');
+            at.push_str(comp);
+            match t.mkdirat(uvfs::Fd::AT_FDCWD, &at, 0o755) {
+                // Owned by the server's user, as the tmpfs root is.
+                Ok(()) => t
+                    .fchownat(
+                        uvfs::Fd::AT_FDCWD,
+                        &at,
+                        owner.0,
+                        owner.1,
+                        uvfs::AtFlags::empty(),
+                    )
+                    .map_err(|e| err(&format!("cannot chown {at}"), e))?,
+                Err(uvfs::Errno::EEXIST) => {}
+                Err(e) => return Err(err(&format!("cannot make {at}"), e)),
+            }
+        }
+        match t.fstatat(uvfs::Fd::AT_FDCWD, &path, uvfs::AtFlags::empty()) {
+            Ok(st) if st.st_mode & 0o170000 == 0o040000 => {}
+            Ok(_) => return Err(err("PATH is not a directory", uvfs::Errno::ENOTDIR)),
+            Err(e) => return Err(err("PATH", e)),
+        }
+        let opts = uvfs::hostfs::HostfsOptions {
+            read_only: b.read_only,
+            ..Default::default()
+        };
+        let fs = uvfs::hostfs::mount(&b.host, opts)
+            .map_err(|e| format!("--bind {}: {e}", b.host.display()))?;
+        let flags = if b.read_only {
+            uvfs::MountFlags::RDONLY
+        } else {
+            uvfs::MountFlags::empty()
+        };
+        t.mount(&fs, &path, flags)
+            .map_err(|e| err("cannot mount", e))?;
+    }
+    Ok(())
 }
 
 /// `--daemon`: starts this command again without it, in the background, and returns when
@@ -510,6 +588,9 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
                 .unwrap_or_else(uvfs::fuse::default_max_handles),
         },
     );
+    // After the server's first task exists: a namespace lives as long as a task of it, and
+    // the server's is the one that must see the binds.
+    mount_sub_binds(&mnt, &check_binds(args)?.1)?;
     // A read-only bind is a read-only mount: the kernel answers EROFS first, as for any
     // read-only mount (`mnt_want_write` before the lookup, `sb_permission`), and statvfs
     // shows ST_RDONLY.
@@ -555,10 +636,10 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
         (None, 0) => "no size limit".to_owned(),
         (None, n) => format!("size {:.1} GiB", n as f64 / f64::from(1u32 << 30)),
     };
-    let inodes_text = match (args.bind.is_empty(), nr_inodes) {
-        (false, _) => "the host's space and inodes".to_owned(),
-        (true, 0) => "no inode limit".to_owned(),
-        (true, n) => format!("{n} inodes"),
+    let inodes_text = match (root_bind(args)?.is_some(), nr_inodes) {
+        (true, _) => "the host's space and inodes".to_owned(),
+        (false, 0) => "no inode limit".to_owned(),
+        (false, n) => format!("{n} inodes"),
     };
     say!(
         "uvfs: mounted on {} ({threads} threads, {size_text}, {inodes_text}, permissions \

@@ -13,6 +13,7 @@
 use crate::cred::{Cred, MAY_WRITE};
 use crate::dentry::Dentry;
 use crate::inode::Inode;
+use crate::mount::{Mount, MountFlags};
 use crate::namei::AtDir;
 use crate::namei::{getname, Nameidata};
 use crate::sync::epoch;
@@ -112,17 +113,18 @@ impl<V: Variant> Task<V> {
         dirfd: AtDir<'_>,
         path: &[u8],
         follow: bool,
-        f: impl FnOnce(&Arc<Dentry>) -> Result<R>,
+        f: impl FnOnce(&Arc<Dentry>, &Mount) -> Result<R>,
     ) -> Result<R> {
         let start = self.start(dirfd, path)?;
         let guard = epoch::pin();
         let root = self.fs.root.load(&guard);
-        let sd: &Arc<Dentry> = start.dentry(&self.fs.cwd.load(&guard).dentry);
+        let (sd, sm) = start.path(self.fs.cwd.load(&guard));
         if path.is_empty() {
-            return f(sd);
+            return f(sd, sm);
         }
-        let mut nd = Nameidata::new(&guard, cred, root);
-        f(nd.walk(sd, path, follow, false)?)
+        let mut nd = Nameidata::new(&guard, cred, root, &self.fs.ns, sm);
+        let d = nd.walk(sd, path, follow, false)?;
+        f(d, nd.mnt)
     }
 
     /// `fchmod(2)`: sets the permission bits (`mode & 0o7777`) of the open file `fd`;
@@ -136,6 +138,8 @@ impl<V: Variant> Task<V> {
     /// chmod(2); Linux `fchmod` syscall, `chmod_common`, `setattr_prepare`.
     pub fn fchmod(&self, fd: Fd, mode: u32) -> Result<()> {
         let f = self.fdget(fd)?;
+        // mnt_want_write_file.
+        f.mount().want_write()?;
         chmod_common(&self.cred, f.inode(), mode)
     }
 
@@ -168,7 +172,9 @@ impl<V: Variant> Task<V> {
         }
         let path = getname(path.as_ref(), flags.contains(AtFlags::EMPTY_PATH))?;
         let follow = !flags.contains(AtFlags::SYMLINK_NOFOLLOW);
-        self.lookup_with(&self.cred, dirfd, path, follow, |d| {
+        self.lookup_with(&self.cred, dirfd, path, follow, |d, m| {
+            // do_fchmodat: mnt_want_write after the walk.
+            m.want_write()?;
             chmod_common(&self.cred, &d.d_inode, mode)
         })
     }
@@ -190,6 +196,8 @@ impl<V: Variant> Task<V> {
     /// `chgrp_ok`), `notify_change`.
     pub fn fchown(&self, fd: Fd, uid: u32, gid: u32) -> Result<()> {
         let f = self.fdget(fd)?;
+        // mnt_want_write_file.
+        f.mount().want_write()?;
         chown_common(&self.cred, f.inode(), uid, gid)
     }
 
@@ -220,7 +228,9 @@ impl<V: Variant> Task<V> {
         }
         let path = getname(path.as_ref(), flags.contains(AtFlags::EMPTY_PATH))?;
         let follow = !flags.contains(AtFlags::SYMLINK_NOFOLLOW);
-        self.lookup_with(&self.cred, dirfd, path, follow, |d| {
+        self.lookup_with(&self.cred, dirfd, path, follow, |d, m| {
+            // do_fchownat: mnt_want_write after the walk.
+            m.want_write()?;
             chown_common(&self.cred, &d.d_inode, uid, gid)
         })
     }
@@ -254,7 +264,7 @@ impl<V: Variant> Task<V> {
             return Err(Errno::EINVAL);
         }
         let path = getname(path, matches!(at, AtDir::Dentry(_)))?;
-        self.lookup_with(&self.cred, at, path, true, |d| {
+        self.lookup_with(&self.cred, at, path, true, |d, m| {
             let inode = &d.d_inode;
             if inode.is_dir() {
                 return Err(Errno::EISDIR);
@@ -262,6 +272,8 @@ impl<V: Variant> Task<V> {
             if !inode.is_reg() {
                 return Err(Errno::EINVAL);
             }
+            // vfs_truncate: mnt_want_write before the permission check.
+            m.want_write()?;
             inode.permission(&self.cred, MAY_WRITE)?;
             inode.newsize_ok(length as u64, self.getrlimit_fsize())?;
             let now = coarse_now();
@@ -313,8 +325,23 @@ impl<V: Variant> Task<V> {
             &real
         };
         // R_OK, W_OK, X_OK are MAY_READ, MAY_WRITE, MAY_EXEC.
-        self.lookup_with(cred, dirfd, path, follow, |d| {
-            d.d_inode.permission(cred, mode)
+        self.lookup_with(cred, dirfd, path, follow, |d, m| {
+            let inode = &d.d_inode;
+            // do_faccessat: X_OK of a regular file on a `noexec` mount; then the
+            // permission; then W_OK of a non-special file on a read-only mount ("SuS v2
+            // requires we report a read only fs too").
+            if mode & X_OK != 0 && inode.is_reg() && m.flags().contains(MountFlags::NOEXEC) {
+                return Err(Errno::EACCES);
+            }
+            inode.permission(cred, mode)?;
+            let special = matches!(
+                inode.mode() & S_IFMT,
+                S_IFCHR | S_IFBLK | S_IFIFO | S_IFSOCK
+            );
+            if mode & W_OK != 0 && !special {
+                m.want_write()?;
+            }
+            Ok(())
         })
     }
 }

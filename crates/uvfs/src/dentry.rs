@@ -5,18 +5,19 @@
 //!
 //! # Reference graph and release order
 //! ```text
-//! Mount --Arc--> root Dentry --Arc--> Inode --Dir--> skip list + cookie map --Arc--> child Dentry
+//! SuperBlock --Arc--> root Dentry --Arc--> Inode --Dir--> skip list + cookie map --Arc--> child Dentry
 //! child Dentry --d_link (RcuCell)--> DLink --Arc--> parent Dentry
 //! File --Arc--> Dentry;   FsStruct (root, cwd) --Arc--> Mount, Dentry
 //! ```
 //! Parent and child point at each other while the child is linked; `unlink`/`rmdir`/`rename`
-//! remove the downward edge, and dropping the `Mount` clears every directory
-//! (`Mount::drop`), so no cycle outlives the namespace. A dentry read under an epoch `Guard`
+//! remove the downward edge, and dropping the `SuperBlock` (with its last `Mount`) clears
+//! every directory (`SuperBlock::drop`), so no cycle outlives the file system. A dentry read under an epoch `Guard`
 //! stays valid until the guard unpins, because the skip-list nodes and links that hold it are
 //! retired through the epoch too (the RCU-walk rule: a path walk takes no reference).
 
 use crate::inode::Inode;
 use crate::sync::epoch::Guard;
+use crate::sync::plain::{AtomicU32, Ordering};
 use crate::sync::rcu::RcuCell;
 use std::fmt;
 use std::sync::Arc;
@@ -55,15 +56,19 @@ pub(crate) struct DLink {
 pub struct Dentry {
     pub(crate) d_inode: Arc<Inode>,
     pub(crate) d_link: RcuCell<DLink>,
-    /// `DCACHE_*` flags, immutable after creation: [`DCACHE_OP_REVALIDATE`] when the inode's
-    /// file system can change it behind the VFS's back. On the line the walk reads anyway,
-    /// so testing it there costs no read of the inode's written lines (Linux tests
-    /// `d_flags`, not the inode, in `lookup_fast`).
-    pub(crate) d_flags: u32,
+    /// `DCACHE_*` flags: [`DCACHE_OP_REVALIDATE`] (immutable) when the inode's file system
+    /// can change it behind the VFS's back, [`DCACHE_MOUNTED`] while a mount covers it. On
+    /// the line the walk reads anyway, so testing it there costs no read of the inode's
+    /// written lines (Linux tests `d_flags`, not the inode, in `lookup_fast`). Written only
+    /// by mount and umount (under the namespace lock).
+    pub(crate) d_flags: AtomicU32,
 }
 
 /// `DCACHE_OP_REVALIDATE`: walks must revalidate this entry (`InodeOps::revalidate`).
 pub(crate) const DCACHE_OP_REVALIDATE: u32 = 1 << 0;
+/// `DCACHE_MOUNTED`: a mount covers this dentry in some namespace; a walk reaching it looks
+/// in its namespace's mount table (`d_mountpoint`).
+pub(crate) const DCACHE_MOUNTED: u32 = 1 << 1;
 
 #[cfg(not(uvfs_loom))]
 mod layout {
@@ -100,7 +105,7 @@ impl Dentry {
         };
         Dentry {
             d_inode: inode,
-            d_flags,
+            d_flags: AtomicU32::new(d_flags),
             d_link: RcuCell::new(DLink {
                 parent,
                 name,
@@ -113,7 +118,28 @@ impl Dentry {
     /// Whether walks must revalidate this entry (`DCACHE_OP_REVALIDATE`).
     #[inline]
     pub(crate) fn needs_revalidate(&self) -> bool {
-        self.d_flags & DCACHE_OP_REVALIDATE != 0
+        // Relaxed: the bit is immutable after creation.
+        self.d_flags.load(Ordering::Relaxed) & DCACHE_OP_REVALIDATE != 0
+    }
+
+    /// Whether a mount covers this dentry (`d_mountpoint`).
+    #[inline]
+    pub(crate) fn is_mounted(&self) -> bool {
+        // Relaxed: a hint; the mount table (published with Release, loaded with Acquire)
+        // is the truth. A walk that misses a concurrent mount's bit sees the tree as it
+        // was before the mount, which a walk racing a mount may.
+        self.d_flags.load(Ordering::Relaxed) & DCACHE_MOUNTED != 0
+    }
+
+    /// Sets or clears [`DCACHE_MOUNTED`] (mount and umount, under the namespace lock).
+    pub(crate) fn set_mounted(&self, on: bool) {
+        if on {
+            // Relaxed: see `is_mounted`.
+            self.d_flags.fetch_or(DCACHE_MOUNTED, Ordering::Relaxed);
+        } else {
+            // Relaxed: see `is_mounted`.
+            self.d_flags.fetch_and(!DCACHE_MOUNTED, Ordering::Relaxed);
+        }
     }
 
     /// The inode this dentry names.

@@ -23,6 +23,7 @@
 use crate::dentry::Dentry;
 use crate::errno::Result;
 use crate::inode::Inode;
+use crate::mount::{MntRef, Mount, Path};
 use crate::sync::plain::{AtomicU32, AtomicU64, Mutex, Ordering};
 use crate::sync::rcu::{RcuRef, RcuRefcounted};
 use crate::sync::refcount::RefCount;
@@ -51,11 +52,15 @@ bitflags! {
         /// and `fcntl` (`F_DUPFD*`, `F_GETFD`, `F_SETFD`, `F_GETFL`) work; every other call
         /// on the descriptor is `EBADF` (Linux: `empty_fops`, `fdget` vs `fdget_raw`).
         const PATH = 0x4000;
+        /// `FMODE_WRITER`: the file holds a write count on its mount (an open for writing
+        /// of a regular file), carried by its mount reference and given back with it at
+        /// the last close.
+        const WRITER = 0x10000;
     }
 }
 
 /// The read-mostly first cache line of a `File`: `f_mode`, `f_flags`, the dentry, the
-/// opener's credential identity (24 bytes).
+/// mount, the opener's credential identity (40 bytes).
 #[derive(Debug)]
 pub struct FileHot {
     /// Immutable after open.
@@ -63,10 +68,13 @@ pub struct FileHot {
     /// Open flags; `O_APPEND`/`O_NONBLOCK` change under F_SETFL (atomic; written rarely).
     pub(crate) f_flags: AtomicU32,
     /// The dentry opened (Linux: `f_path.dentry`; `f_inode` is its inode). Immutable after
-    /// open. The only reference an open takes: no `Arc<Mount>` (Linux keeps `f_path.mnt`
-    /// with a per-CPU count; a plain shared count would be a namespace-wide line written by
-    /// every open and close) and no second count on the inode, which the dentry holds.
+    /// open. No second count on the inode, which the dentry holds.
     pub(crate) f_dentry: Arc<Dentry>,
+    /// The mount it was opened through (Linux `f_path.mnt`), held by a per-thread-sharded
+    /// count ([`MntRef`]): the open and the last close each write the calling thread's
+    /// shard line, never a namespace-wide one. Immutable after open; dropped after the
+    /// dentry at the last close (`__fput`: `dput`, then `mntput`).
+    pub(crate) f_mnt: MntRef,
     /// The opener's credential identity (`Task::cred_id`; Linux: `f_cred`). Immutable after
     /// open; read only by `linkat` with `AT_EMPTY_PATH`.
     pub(crate) f_cred_id: u64,
@@ -214,12 +222,16 @@ impl<V: Variant> File<V> {
     /// # Errors
     /// The file system's `->open`; `ENFILE` from the variant's open-file list (never for
     /// [`Uvfs`]).
+    /// With [`FMode::WRITER`] in `mode`, `path`'s mount reference carries a write count
+    /// ([`Mount::get_write_access`]), which the file now owns (and on error gives back with
+    /// the reference).
     pub(crate) fn open_handle(
-        dentry: Arc<Dentry>,
+        path: Path,
         mode: FMode,
         flags: OpenFlags,
         cred_id: u64,
     ) -> Result<FileHandle<V>> {
+        let Path { mnt, dentry } = path;
         let inode = &dentry.d_inode;
         if !mode.contains(FMode::PATH) {
             inode.i_op.open(inode, flags)?;
@@ -240,6 +252,7 @@ impl<V: Variant> File<V> {
                     f_mode: mode,
                     f_flags: AtomicU32::new(flags.bits()),
                     f_dentry: dentry,
+                    f_mnt: mnt,
                     f_cred_id: cred_id,
                 },
                 V::Ref::new(1),
@@ -293,6 +306,12 @@ impl<V: Variant> File<V> {
     /// The dentry the file was opened at (its name may have changed since, by rename).
     pub fn dentry(&self) -> &Arc<Dentry> {
         &self.hot().f_dentry
+    }
+
+    /// The mount the file was opened through.
+    #[inline]
+    pub fn mount(&self) -> &Mount {
+        &self.hot().f_mnt
     }
 
     /// Number of references: one per fd table naming the file, plus handles; a snapshot

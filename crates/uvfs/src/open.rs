@@ -7,6 +7,7 @@
 use crate::cred::{MAY_READ, MAY_WRITE};
 use crate::dentry::Dentry;
 use crate::file::{FMode, File, FileHandle};
+use crate::mount::{MountFlags, Path};
 use crate::namei::AtDir;
 use crate::namei::{create_locked, getname, inode_init_owner, mode_strip_sgid, LastType, NAME_MAX};
 use crate::task::Task;
@@ -241,7 +242,7 @@ impl<V: Variant> Task<V> {
         if flags.intersects(O_TMPFILE_BIT) {
             return self.do_tmpfile(dirfd, path, flags, raw_mode, lookup);
         }
-        let (p, created) = self.with_walk_flags(dirfd, path, lookup, |nd, start, _| {
+        let (p, created) = self.with_walk_flags(dirfd, path, lookup, |nd, start| {
             let (d, created) = if flags.contains(OpenFlags::CREAT) {
                 let mut start = start;
                 let mut path: &[u8] = path;
@@ -277,18 +278,14 @@ impl<V: Variant> Task<V> {
                                     if dl.inner.dead {
                                         return Err(Errno::ENOENT);
                                     }
+                                    // lookup_open: without write access to the mount the
+                                    // create error is EROFS (may_o_create is not run).
+                                    last.mnt.want_write()?;
                                     dir_inode
                                         .permission(nd.cred, MAY_WRITE | crate::cred::MAY_EXEC)?;
                                     let m = mode & mode_strip_sgid(nd.cred, dir_inode, raw_mode);
-                                    let d = create_locked(
-                                        self,
-                                        last.dir,
-                                        &mut dl,
-                                        last.name,
-                                        S_IFREG | m,
-                                        0,
-                                        None,
-                                    )?;
+                                    let d =
+                                        create_locked(self, &last, &mut dl, S_IFREG | m, 0, None)?;
                                     drop(dl);
                                     break (Some(d), true);
                                 }
@@ -296,6 +293,7 @@ impl<V: Variant> Task<V> {
                         }
                     };
                     let Some(d) = found else { continue };
+                    let d = nd.follow_mounts(d)?;
                     if flags.contains(OpenFlags::EXCL) {
                         return Err(Errno::EEXIST);
                     }
@@ -351,7 +349,7 @@ impl<V: Variant> Task<V> {
                 (Some(d.clone()), false)
             };
             let d: Arc<Dentry> = d.ok_or(Errno::ENOENT)?;
-            Ok((d, created))
+            Ok((nd.path(&d)?, created))
         })?;
         self.do_open(p, flags, created)
     }
@@ -366,12 +364,12 @@ impl<V: Variant> Task<V> {
         flags: OpenFlags,
         lookup: u32,
     ) -> Result<FileHandle<V>> {
-        let d = self.with_walk_flags(dirfd, path, lookup, |nd, start, _| {
+        let p = self.with_walk_flags(dirfd, path, lookup, |nd, start| {
             let follow = !flags.contains(OpenFlags::NOFOLLOW);
             let d = nd.walk(start, path, follow, flags.contains(OpenFlags::DIRECTORY))?;
-            Ok(d.clone())
+            nd.path(d)
         })?;
-        File::open_handle(d, FMode::PATH, flags - OpenFlags::CLOEXEC, self.cred_id)
+        File::open_handle(p, FMode::PATH, flags - OpenFlags::CLOEXEC, self.cred_id)
     }
 
     /// `do_tmpfile` + `vfs_tmpfile` + `shmem_tmpfile`: an unnamed regular file in directory
@@ -388,11 +386,15 @@ impl<V: Variant> Task<V> {
         raw_mode: u32,
         lookup: u32,
     ) -> Result<FileHandle<V>> {
-        let dir = self.with_walk_flags(dirfd, path, lookup, |nd, start, _| {
+        let dirp = self.with_walk_flags(dirfd, path, lookup, |nd, start| {
             let follow = !flags.contains(OpenFlags::NOFOLLOW);
-            Ok(nd.walk(start, path, follow, true)?.clone())
+            let d = nd.walk(start, path, follow, true)?;
+            nd.path(d)
         })?;
+        let dir = &dirp.dentry;
         let di = &dir.d_inode;
+        // do_tmpfile: mnt_want_write before vfs_tmpfile's permission check.
+        dirp.mnt.want_write()?;
         di.permission(&self.cred, MAY_WRITE | crate::cred::MAY_EXEC)?;
         // vfs_prepare_mode (mode_strip_sgid, then the umask) + inode_init_owner, as for a
         // named file (`create_locked`).
@@ -407,7 +409,7 @@ impl<V: Variant> Task<V> {
             now: crate::time::coarse_now(),
         };
         // `->tmpfile` (tmpfs: ENOSPC past the mount's limits).
-        let inode = self.fs.new_inode(di, b"", args)?;
+        let inode = crate::namei::new_inode(&dirp.mnt, di, b"", args)?;
         inode.init_tmpfile(!flags.contains(OpenFlags::EXCL));
         // d_tmpfile: a dentry under the directory, never hashed (no lookup finds it).
         let d = Arc::new(Dentry::new(
@@ -418,13 +420,17 @@ impl<V: Variant> Task<V> {
         ));
         crate::namei::unhash(&d);
         // may_open with no access to check: O_NOATIME is the creator's own file.
-        self.do_open(d, flags, true)
+        let p = Path {
+            mnt: dirp.mnt.clone(),
+            dentry: d,
+        };
+        self.do_open(p, flags, true)
     }
 
     /// `do_open` + `may_open` + `vfs_open`: checks access to the looked-up file and builds
     /// the `File`.
-    fn do_open(&self, p: Arc<Dentry>, flags: OpenFlags, created: bool) -> Result<FileHandle<V>> {
-        let inode = &p.d_inode;
+    fn do_open(&self, mut p: Path, flags: OpenFlags, created: bool) -> Result<FileHandle<V>> {
+        let inode = &p.dentry.d_inode;
         let acc = flags.access_mode();
         let mut acc_mode = match acc {
             0 => MAY_READ,
@@ -441,11 +447,22 @@ impl<V: Variant> Task<V> {
         {
             return Err(Errno::ENOTDIR);
         }
+        // do_open: O_TRUNC of an existing regular file needs write access to the mount
+        // before may_open's checks.
+        if flags.contains(OpenFlags::TRUNC) && inode.is_reg() && !created {
+            p.mnt.want_write()?;
+        }
         if inode.is_symlink() {
             return Err(Errno::ELOOP);
         }
         if inode.is_dir() && acc_mode & MAY_WRITE != 0 {
             return Err(Errno::EISDIR);
+        }
+        // may_open: device nodes on a `nodev` mount.
+        if matches!(inode.mode() & S_IFMT, S_IFCHR | S_IFBLK)
+            && p.mnt.flags().contains(MountFlags::NODEV)
+        {
+            return Err(Errno::EACCES);
         }
         if !created {
             inode.permission(&self.cred, acc_mode)?;
@@ -455,10 +472,6 @@ impl<V: Variant> Task<V> {
         if flags.contains(OpenFlags::NOATIME) && !self.cred.owner_or_capable(inode.uid()) {
             return Err(Errno::EPERM);
         }
-        // vfs_open -> the file type's `open`.
-        if !inode.is_reg() && !inode.is_dir() {
-            return Err(special_open_errno(inode.mode(), flags));
-        }
         // OPEN_FMODE: access mode 3 grants neither read nor write.
         let mut fmode = FMode::LSEEK | FMode::PREAD | FMode::PWRITE;
         if acc == 0 || acc == 2 {
@@ -466,6 +479,17 @@ impl<V: Variant> Task<V> {
         }
         if acc == 1 || acc == 2 {
             fmode |= FMode::WRITE;
+        }
+        // do_dentry_open: a regular file opened for writing takes a write count on the
+        // mount (EROFS on a read-only one), before the file type's open.
+        if fmode.contains(FMode::WRITE) && inode.is_reg() {
+            p.mnt.get_write_access()?;
+            p.mnt.absorb(crate::sync::pcp_ref::WRITER);
+            fmode |= FMode::WRITER;
+        }
+        // vfs_open -> the file type's `open`.
+        if !inode.is_reg() && !inode.is_dir() {
+            return Err(special_open_errno(inode.mode(), flags));
         }
         if inode.is_dir() {
             fmode -= FMode::PWRITE;
@@ -510,30 +534,29 @@ impl<V: Variant> Task<V> {
         if flags.intersects(OpenFlags::CREAT | OpenFlags::EXCL | O_TMPFILE_BIT) {
             return Err(Errno::EINVAL);
         }
-        self.same_namespace(d)?;
+        let p = self.dentry_path(d)?;
         if flags.contains(OpenFlags::PATH) {
             // As `openat`'s walk with O_DIRECTORY (`LOOKUP_DIRECTORY`), which `do_open`
             // checks for the other opens.
             if flags.contains(OpenFlags::DIRECTORY) && !d.d_inode.is_dir() {
                 return Err(Errno::ENOTDIR);
             }
-            return File::open_handle(
-                d.clone(),
-                FMode::PATH,
-                flags - OpenFlags::CLOEXEC,
-                self.cred_id,
-            );
+            return File::open_handle(p, FMode::PATH, flags - OpenFlags::CLOEXEC, self.cred_id);
         }
-        self.do_open(d.clone(), flags, false)
+        self.do_open(p, flags, false)
     }
 
+    /// `d` with the mount of this task's namespace it is in.
+    ///
+    /// # Errors
     /// `EXDEV` unless `d` is a dentry of this task's namespace.
-    fn same_namespace(&self, d: &Arc<Dentry>) -> Result<()> {
+    fn dentry_path(&self, d: &Arc<Dentry>) -> Result<Path> {
         let guard = crate::sync::epoch::pin();
-        if d.d_inode.i_dev != self.fs.root.load(&guard).mnt.mnt_sb.s_dev {
-            return Err(Errno::EXDEV);
-        }
-        Ok(())
+        let m = self.fs.ns.mount_of(d, &guard).ok_or(Errno::EXDEV)?;
+        Ok(Path {
+            mnt: m.get_ref(crate::sync::pcp_ref::REF, &guard)?,
+            dentry: d.clone(),
+        })
     }
 
     /// The open of `execve(2)` on the file `d` names: read-only, checked for execute
@@ -543,15 +566,50 @@ impl<V: Variant> Task<V> {
     ///
     /// # Errors
     /// `EACCES` (no execute permission, or not a regular file: a directory, a special file),
-    /// `ELOOP` (a symlink), `EXDEV` (a dentry of another namespace).
+    /// `ELOOP` (a symlink), `EACCES` (a `noexec` mount: the first mount of the dentry's file
+    /// system in this namespace whose tree holds it; see [`open_exec`](Self::open_exec) for the
+    /// path's own), `EXDEV` (a dentry of another namespace).
     ///
     /// # References
     /// execve(2); Linux `do_open_execat` (fs/exec.c: `acc_mode = MAY_EXEC`), `may_open`.
     pub fn dentry_open_exec(&self, d: &Arc<Dentry>) -> Result<FileHandle<V>> {
-        self.same_namespace(d)?;
-        let inode = &d.d_inode;
+        let p = self.dentry_path(d)?;
+        self.open_exec_path(p)
+    }
+
+    /// `do_open_execat`: the open of `execve(2)` of `path` (relative to `dirfd`, symlinks
+    /// followed), checked as [`dentry_open_exec`](Self::dentry_open_exec) on the mount the
+    /// walk ended in (so a `noexec` bind of an executable mount refuses, and an executable
+    /// bind of a `noexec` one allows).
+    ///
+    /// # Errors
+    /// The walk's (`ENOENT`, `ENOTDIR`, `EACCES`, `ELOOP`, `ENAMETOOLONG`, `EBADF`), then
+    /// those of [`dentry_open_exec`](Self::dentry_open_exec).
+    ///
+    /// # References
+    /// execve(2); Linux `do_open_execat`.
+    pub fn open_exec<'a>(
+        &self,
+        dirfd: impl Into<AtDir<'a>>,
+        path: impl AsRef<[u8]>,
+    ) -> Result<FileHandle<V>> {
+        let path = getname(path.as_ref(), false)?;
+        let p = self.with_walk(dirfd.into(), path, |nd, start| {
+            let d = nd.walk(start, path, true, false)?;
+            nd.path(d)
+        })?;
+        self.open_exec_path(p)
+    }
+
+    /// The checks and the open of an exec open of `p`.
+    fn open_exec_path(&self, p: Path) -> Result<FileHandle<V>> {
+        let inode = &p.dentry.d_inode;
         if inode.is_symlink() {
             return Err(Errno::ELOOP);
+        }
+        // may_open: MAY_EXEC on a `noexec` mount.
+        if p.mnt.flags().contains(MountFlags::NOEXEC) {
+            return Err(Errno::EACCES);
         }
         // may_open: MAY_EXEC of anything but a regular file.
         if !inode.is_reg() {
@@ -559,7 +617,7 @@ impl<V: Variant> Task<V> {
         }
         inode.permission(&self.cred, crate::cred::MAY_EXEC)?;
         File::open_handle(
-            d.clone(),
+            p,
             FMode::READ | FMode::LSEEK | FMode::PREAD | FMode::PWRITE,
             OpenFlags::RDONLY | OpenFlags::LARGEFILE,
             self.cred_id,
@@ -706,8 +764,8 @@ impl<V: Variant> Task<V> {
     }
 }
 
-/// `openat2` `resolve` flag: no mount-point crossing (uvfs has one mount per namespace:
-/// nothing to refuse).
+/// `openat2` `resolve` flag: crossing a mount (into one, or out of one with `..`, or to a
+/// root on another mount) is `EXDEV`.
 pub const RESOLVE_NO_XDEV: u64 = 0x01;
 /// `openat2` `resolve` flag: no magic links (`/proc/self/fd/N`); uvfs has none: accepted.
 pub const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
@@ -774,6 +832,9 @@ fn build_open_how2(how: &OpenHow) -> Result<(OpenFlags, u32)> {
         return Err(Errno::EAGAIN);
     }
     let mut lookup = 0;
+    if how.resolve & RESOLVE_NO_XDEV != 0 {
+        lookup |= crate::namei::LOOKUP_NO_XDEV;
+    }
     if how.resolve & RESOLVE_NO_SYMLINKS != 0 {
         lookup |= crate::namei::LOOKUP_NO_SYMLINKS;
     }

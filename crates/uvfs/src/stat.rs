@@ -66,13 +66,13 @@ impl<V: Variant> Task<V> {
         }
         let path = getname(path.as_ref(), flags.contains(AtFlags::EMPTY_PATH))?;
         if path.is_empty() {
-            return self.with_walk(dirfd, path, |_, start, _| {
+            return self.with_walk(dirfd, path, |_, start| {
                 start.d_inode.refresh()?;
                 Ok(start.d_inode.stat_marking(V::TEST_BEFORE_SET))
             });
         }
         let follow = !flags.contains(AtFlags::SYMLINK_NOFOLLOW);
-        self.with_walk(dirfd, path, |nd, start, _| {
+        self.with_walk(dirfd, path, |nd, start| {
             let inode = &nd.walk(start, path, follow, false)?.d_inode;
             inode.refresh()?;
             Ok(inode.stat_marking(V::TEST_BEFORE_SET))
@@ -103,7 +103,7 @@ impl<V: Variant> Task<V> {
             return Err(Errno::EFAULT);
         }
         let f = self.fdget(fd)?;
-        self.utimes_inode(f.inode(), times)
+        self.utimes_inode(f.mount(), f.inode(), times)
     }
 
     /// `utimensat(2)`: as `futimens` on `path` (follows a final symlink unless
@@ -129,19 +129,26 @@ impl<V: Variant> Task<V> {
         }
         let path = getname(path.as_ref(), flags.contains(AtFlags::EMPTY_PATH))?;
         let follow = !flags.contains(AtFlags::SYMLINK_NOFOLLOW);
-        self.with_walk(dirfd, path, |nd, start, _| {
+        self.with_walk(dirfd, path, |nd, start| {
             let d = if path.is_empty() {
                 start
             } else {
                 nd.walk(start, path, follow, false)?
             };
-            self.utimes_inode(&d.d_inode, times)
+            self.utimes_inode(nd.mnt, &d.d_inode, times)
         })
     }
 
     /// `vfs_utimes` + `setattr_prepare` on one inode: validates the nanoseconds (after the
     /// lookup, as Linux), then the caller's right to set the times.
-    fn utimes_inode(&self, inode: &Inode, times: Option<&[Timespec; 2]>) -> Result<()> {
+    /// `mnt` is the mount the file was reached through (`EROFS` when read-only, after the
+    /// nanoseconds).
+    fn utimes_inode(
+        &self,
+        mnt: &crate::Mount,
+        inode: &Inode,
+        times: Option<&[Timespec; 2]>,
+    ) -> Result<()> {
         if let Some(t) = times {
             if !nsec_valid(t[0].tv_nsec) || !nsec_valid(t[1].tv_nsec) {
                 return Err(Errno::EINVAL);
@@ -156,6 +163,8 @@ impl<V: Variant> Task<V> {
         if a.tv_nsec == omit && m.tv_nsec == omit {
             return Ok(());
         }
+        // vfs_utimes: mnt_want_write.
+        mnt.want_write()?;
         // ATTR_TIMES_SET: any `times` but "both now" (which vfs_utimes turns into NULL, i.e.
         // ATTR_TOUCH) needs ownership; `UTIME_OMIT` next to `UTIME_NOW` counts as explicit.
         let explicit = !(a.tv_nsec == now_ns && m.tv_nsec == now_ns);
@@ -278,8 +287,11 @@ pub struct Statx {
     pub stx_dev_major: u32,
     /// Minor device number of the file system.
     pub stx_dev_minor: u32,
-    /// Mount id: uvfs has one mount per namespace and gives it its super block's device
-    /// number (Linux: a small id, or a 64-bit unique one with `STATX_MNT_ID_UNIQUE`).
+    /// Mount id of the mount the file was reached through ([`Mount::id`], unique in the
+    /// process; the same for `STATX_MNT_ID` and `STATX_MNT_ID_UNIQUE`: Linux gives a small
+    /// reused id for the first and a 64-bit unique one for the second).
+    ///
+    /// [`Mount::id`]: crate::Mount::id
     pub stx_mnt_id: u64,
 }
 
@@ -328,7 +340,7 @@ impl<V: Variant> Task<V> {
         }
         let path = getname(path.as_ref(), flags.contains(AtFlags::EMPTY_PATH))?;
         let follow = !flags.contains(AtFlags::SYMLINK_NOFOLLOW);
-        self.with_walk(dirfd, path, |nd, start, mnt| {
+        self.with_walk(dirfd, path, |nd, start| {
             let d = if path.is_empty() {
                 start
             } else {
@@ -359,6 +371,7 @@ impl<V: Variant> Task<V> {
             } else {
                 Default::default()
             };
+            let mnt = nd.mnt;
             let root = std::sync::Arc::ptr_eq(d, &mnt.mnt_root);
             Ok(Statx {
                 stx_mask,
@@ -380,7 +393,7 @@ impl<V: Variant> Task<V> {
                 stx_rdev_minor: rdev_minor,
                 stx_dev_major: dev_major,
                 stx_dev_minor: dev_minor,
-                stx_mnt_id: mnt.mnt_sb.s_dev,
+                stx_mnt_id: mnt.mnt_id,
             })
         })
     }

@@ -23,6 +23,21 @@ pub const TMPFS_MAGIC: i64 = 0x0102_1994;
 pub const ST_VALID: i64 = 0x0020;
 /// `ST_RELATIME`: atime under relatime rules (uvfs's only atime policy).
 pub const ST_RELATIME: i64 = 0x1000;
+/// `ST_RDONLY`: a read-only mount (or file system).
+pub const ST_RDONLY: i64 = 0x0001;
+/// `ST_NOSUID`: a `nosuid` mount.
+pub const ST_NOSUID: i64 = 0x0002;
+/// `ST_NODEV`: a `nodev` mount.
+pub const ST_NODEV: i64 = 0x0004;
+/// `ST_NOEXEC`: a `noexec` mount.
+pub const ST_NOEXEC: i64 = 0x0008;
+
+/// `calculate_f_flags`: the file system's flags and the mount's (`flags_by_mnt`).
+fn with_mount_flags(mut st: StatFs, mnt: &crate::Mount) -> StatFs {
+    // The per-mount flag bits are the ST_* bits of the same meaning.
+    st.f_flags |= (mnt.flags() & crate::MountFlags::PER_MOUNT).bits() as i64;
+    st
+}
 
 /// File-system statistics, as `statfs(2)` returns them (`struct statfs`, x86_64 field set).
 ///
@@ -51,7 +66,8 @@ pub struct StatFs {
     pub f_namelen: i64,
     /// Fragment size: 4096, as `f_bsize`.
     pub f_frsize: i64,
-    /// Mount flags (`ST_*`): `ST_VALID | ST_RELATIME`.
+    /// Mount flags (`ST_*`): `ST_VALID | ST_RELATIME`, and `ST_RDONLY`, `ST_NOSUID`,
+    /// `ST_NODEV`, `ST_NOEXEC` as the mount (or the file system) has them.
     pub f_flags: i64,
 }
 
@@ -67,9 +83,9 @@ impl<V: Variant> Task<V> {
     /// statfs(2); Linux `user_statfs`, `shmem_statfs`.
     pub fn statfs(&self, path: impl AsRef<[u8]>) -> Result<StatFs> {
         let path = getname(path.as_ref(), false)?;
-        self.with_walk(Fd::AT_FDCWD.into(), path, |nd, start, _| {
+        self.with_walk(Fd::AT_FDCWD.into(), path, |nd, start| {
             let d = nd.walk(start, path, true, false)?;
-            Ok(d.d_inode.i_op.statfs(&d.d_inode))
+            Ok(with_mount_flags(d.d_inode.i_op.statfs(&d.d_inode), nd.mnt))
         })
     }
 
@@ -83,7 +99,10 @@ impl<V: Variant> Task<V> {
     /// fstatfs(2); Linux `fd_statfs` (`fdget_raw`).
     pub fn fstatfs(&self, fd: Fd) -> Result<StatFs> {
         let f = self.fdget_raw(fd)?;
-        Ok(f.inode().i_op.statfs(f.inode()))
+        Ok(with_mount_flags(
+            f.inode().i_op.statfs(f.inode()),
+            f.mount(),
+        ))
     }
 
     /// `fsync(2)`: tmpfs data lives in memory only, so there is nothing to write back;

@@ -3,14 +3,17 @@
 //!
 //! Linux analogue: `struct super_block` (include/linux/fs.h, fs/super.c).
 //!
-//! Nothing here is written on open, close, read or write. What a file system keeps per
+//! Nothing here is written on open, close, read or write. The super block lives as long as
+//! one of its mounts (each holds it), and tears its dentry tree down when the last goes. What a file system keeps per
 //! mount (tmpfs: options, limits, inode numbers) is its own ([`FileSystem`] behind
 //! `s_op`; fs/tmpfs/).
 //!
 //! [`FileSystem`]: crate::fs::FileSystem
 
+use crate::dentry::Dentry;
 use crate::sync::plain::{AtomicU64, Mutex, Ordering};
 use std::fmt;
+use std::sync::Arc;
 
 /// Device numbers handed to super blocks (anonymous devices: major 0).
 static NEXT_DEV: AtomicU64 = AtomicU64::new(0x30);
@@ -24,6 +27,9 @@ pub struct SuperBlock {
     /// The file system behind this super block (Linux `s_op`, `s_type`, `s_fs_info`);
     /// immutable.
     pub(crate) s_op: Box<dyn crate::fs::FileSystem>,
+    /// The root dentry (`s_root`), set once when the first mount is made. Dropping the
+    /// super block (its last mount is gone) tears the tree down from here.
+    s_root: std::sync::OnceLock<Arc<Dentry>>,
 }
 
 impl fmt::Debug for SuperBlock {
@@ -44,11 +50,43 @@ impl SuperBlock {
             s_dev: NEXT_DEV.fetch_add(1, Ordering::Relaxed),
             s_rename_lock: Mutex::new(()),
             s_op,
+            s_root: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Records the root dentry (`d_make_root` in `fill_super`); later calls change nothing.
+    pub(crate) fn set_root(&self, root: &Arc<Dentry>) {
+        let _ = self.s_root.set(root.clone());
     }
 
     /// Device number (`st_dev` of every inode here).
     pub fn dev(&self) -> u64 {
         self.s_dev
+    }
+}
+
+impl Drop for SuperBlock {
+    /// `kill_sb` after the last mount: tears the tree down like a forced unmount. Every
+    /// directory is emptied and marked removed, and its entries unhashed, which breaks the
+    /// parent/child reference cycles (dentry.rs). Files still open keep their data and can
+    /// be read and written; their directories read as removed (`getdents`: `ENOENT`).
+    fn drop(&mut self) {
+        let Some(root) = self.s_root.take() else {
+            return;
+        };
+        // Iterative teardown: empty every directory reachable from the root.
+        let mut stack = vec![root];
+        while let Some(d) = stack.pop() {
+            if let Some(dir) = d.d_inode.dir() {
+                let mut l = dir.lock();
+                l.inner.dead = true;
+                let children = l.clear();
+                drop(l);
+                for c in &children {
+                    crate::namei::unhash(c);
+                }
+                stack.extend(children);
+            }
+        }
     }
 }

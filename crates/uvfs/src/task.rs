@@ -14,7 +14,7 @@
 use crate::cred::Cred;
 use crate::fdtable::{FdRef, FdTable};
 use crate::file::FMode;
-use crate::mount::{Mount, Path};
+use crate::mount::{root_path, MntNamespace, Mount, Path};
 use crate::sync::epoch::Guard;
 use crate::sync::plain::{AtomicI32, AtomicU32, AtomicU64, Mutex, Ordering};
 use crate::sync::plock;
@@ -49,6 +49,9 @@ pub struct FsStruct {
     umask: AtomicU32,
     /// Serialises writers of `root` and `cwd`.
     lock: Mutex<()>,
+    /// The mount namespace (Linux: `nsproxy->mnt_ns`, per task; uvfs keeps it here, shared
+    /// by `CLONE_FS` threads and by `fork`).
+    pub(crate) ns: Arc<MntNamespace>,
 }
 
 impl fmt::Debug for FsStruct {
@@ -69,6 +72,7 @@ impl FsStruct {
             // Relaxed: a snapshot for the child; no ordering with other data.
             umask: AtomicU32::new(self.umask.load(Ordering::Relaxed)),
             lock: Mutex::new(()),
+            ns: self.ns.clone(),
         }
     }
 
@@ -76,6 +80,9 @@ impl FsStruct {
         let _g = plock(&self.lock);
         let guard = crate::sync::epoch::pin();
         self.cwd.replace(p, &guard);
+        // The old cwd holds its mount (which a lazy umount may be waiting on): hand it to
+        // the collector now rather than when this thread's bag fills.
+        guard.flush();
     }
 
     /// Replaces the root (`set_fs_root`), for every task sharing this context.
@@ -83,6 +90,8 @@ impl FsStruct {
         let _g = plock(&self.lock);
         let guard = crate::sync::epoch::pin();
         self.root.replace(p, &guard);
+        // As in `set_cwd`.
+        guard.flush();
     }
 }
 
@@ -118,8 +127,11 @@ impl<V: Variant> fmt::Debug for Task<V> {
 }
 
 impl Task {
-    /// The first task of a namespace: pid 1, root credentials, root and cwd at `mnt`'s root,
-    /// umask `0o022`, an empty fd table.
+    /// A first task: pid 1, root credentials, root and cwd at `mnt`'s root, umask `0o022`,
+    /// an empty fd table. Its mount namespace is the one `mnt` is attached in (tasks made
+    /// from the same mount share one, and see each other's mounts), or, for a mount never
+    /// attached, a new one with `mnt` as its root mount. A mount unmounted since gets a new
+    /// namespace rooted at a fresh mount of the same tree.
     pub fn init(mnt: &Arc<Mount>) -> Task {
         Self::with_cred(mnt, Cred::root())
     }
@@ -140,10 +152,8 @@ impl<V: Variant> Task<V> {
 
     /// Like [`with_cred`](Task::with_cred) for the variant `V`.
     pub fn with_cred_variant(mnt: &Arc<Mount>, cred: Cred) -> Task<V> {
-        let root = Path {
-            mnt: mnt.clone(),
-            dentry: mnt.mnt_root.clone(),
-        };
+        let (ns, mnt) = MntNamespace::of(mnt);
+        let root = root_path(&mnt);
         Task {
             files: Arc::new(FdTable::new_variant()),
             fs: Arc::new(FsStruct {
@@ -151,6 +161,7 @@ impl<V: Variant> Task<V> {
                 cwd: RcuCell::new(root),
                 umask: AtomicU32::new(0o022),
                 lock: Mutex::new(()),
+                ns,
             }),
             cred,
             cred_id: new_cred_id(),

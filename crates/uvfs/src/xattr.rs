@@ -25,6 +25,7 @@
 use crate::cred::{MAY_READ, MAY_WRITE};
 use crate::dentry::Dentry;
 use crate::inode::Inode;
+use crate::mount::Mount;
 use crate::namei::{getname, AtDir};
 use crate::task::Task;
 use crate::time::coarse_now;
@@ -201,12 +202,12 @@ impl<V: Variant> Task<V> {
     fn with_xattr_target<R>(
         &self,
         target: Target<'_>,
-        f: impl FnOnce(&Arc<Dentry>) -> Result<R>,
+        f: impl FnOnce(&Arc<Dentry>, &Mount) -> Result<R>,
     ) -> Result<R> {
         match target {
             Target::Fd(fd) => {
                 let file = self.fdget(fd)?;
-                f(file.dentry())
+                f(file.dentry(), file.mount())
             }
             Target::Path {
                 dir,
@@ -225,7 +226,7 @@ impl<V: Variant> Task<V> {
 
     fn do_getxattr(&self, target: Target<'_>, name: &[u8], buf: &mut [u8]) -> Result<usize> {
         let name = import_name(name)?;
-        self.with_xattr_target(target, |d| {
+        self.with_xattr_target(target, |d, _| {
             let inode = &d.d_inode;
             self.xattr_permission(inode, name, MAY_READ)?;
             resolve_name(name)?;
@@ -251,8 +252,10 @@ impl<V: Variant> Task<V> {
         if value.is_some_and(|v| v.len() > XATTR_SIZE_MAX) {
             return Err(Errno::E2BIG);
         }
-        self.with_xattr_target(target, |d| {
+        self.with_xattr_target(target, |d, m| {
             let inode = &d.d_inode;
+            // path_setxattr / file_setxattr: mnt_want_write before vfs_setxattr.
+            m.want_write()?;
             // vfs_setxattr: a file capability is checked (and would be converted) first.
             if let (XATTR_NAME_CAPS, Some(v)) = (name, value) {
                 if !v.is_empty() {
@@ -268,7 +271,7 @@ impl<V: Variant> Task<V> {
     }
 
     fn do_listxattr(&self, target: Target<'_>, buf: &mut [u8]) -> Result<usize> {
-        self.with_xattr_target(target, |d| {
+        self.with_xattr_target(target, |d, _| {
             let inode = &d.d_inode;
             inode.refresh()?;
             let len = buf.len().min(XATTR_LIST_MAX);

@@ -9,17 +9,35 @@ use super::*;
 /// `CAP_MKNOD`.
 const WHITEOUT_DEV: u32 = 0;
 
-/// Creates a new inode named `name` in the locked directory `dl` of `parent`
+/// A new inode for `dir` (on mount `mnt`) from the file system owning it
+/// ([`FileSystem::create`]).
+///
+/// # Errors
+/// Those of [`FileSystem::create`] (tmpfs: `ENOSPC` when the mount's inodes or pages are
+/// used up).
+///
+/// [`FileSystem::create`]: crate::fs::FileSystem::create
+pub(crate) fn new_inode(
+    mnt: &Mount,
+    dir: &Inode,
+    name: &[u8],
+    args: NewInode<'_>,
+) -> Result<Arc<Inode>> {
+    let sb = &mnt.mnt_sb;
+    sb.s_op.create(sb, dir, name, args)
+}
+
+/// Creates a new inode named `last.name` in the locked directory `dl` of `last.dir`
 /// (`shmem_mknod`/`shmem_symlink` + `d_instantiate`). Checks nothing but the link count.
 pub(crate) fn create_locked<V: Variant>(
     task: &Task<V>,
-    parent: &Arc<Dentry>,
+    last: &Last<'_, '_>,
     dl: &mut DirLocked<'_>,
-    name: &[u8],
     mode: u32,
     rdev: u64,
     target: Option<&[u8]>,
 ) -> Result<Arc<Dentry>> {
+    let (mnt, parent, name) = (last.mnt, last.dir, last.name);
     let dir = &parent.d_inode;
     let is_dir = mode & S_IFMT == S_IFDIR;
     if is_dir && dir.nlink() == LINK_MAX {
@@ -39,7 +57,7 @@ pub(crate) fn create_locked<V: Variant>(
         target,
         now,
     };
-    let inode = task.fs.new_inode(dir, name, args)?;
+    let inode = new_inode(mnt, dir, name, args)?;
     let name: Name = Arc::from(name);
     let cookie = dl.next_cookie();
     let d = Arc::new(Dentry::new(
@@ -54,28 +72,6 @@ pub(crate) fn create_locked<V: Variant>(
     }
     dir.touch_mtime_ctime(now);
     Ok(d)
-}
-
-impl crate::task::FsStruct {
-    /// A new inode for `dir` from the file system owning it ([`FileSystem::create`]).
-    /// With one mount per namespace that is the root mount's; the mount tree (issue 10)
-    /// will pass the walk's mount instead.
-    ///
-    /// # Errors
-    /// Those of [`FileSystem::create`] (tmpfs: `ENOSPC` when the mount's inodes or pages
-    /// are used up).
-    ///
-    /// [`FileSystem::create`]: crate::fs::FileSystem::create
-    pub(crate) fn new_inode(
-        &self,
-        dir: &Inode,
-        name: &[u8],
-        args: NewInode<'_>,
-    ) -> Result<Arc<Inode>> {
-        let g = epoch::pin();
-        let sb = &self.root.load(&g).mnt.mnt_sb;
-        sb.s_op.create(sb, dir, name, args)
-    }
 }
 
 impl<V: Variant> Task<V> {
@@ -94,7 +90,7 @@ impl<V: Variant> Task<V> {
         dir: bool,
         f: impl FnOnce(&Last<'_, '_>, &mut DirLocked<'_>) -> Result<R>,
     ) -> Result<R> {
-        self.with_walk(dirfd, path, |nd, start, _| {
+        self.with_walk(dirfd, path, |nd, start| {
             let last = nd.walk_parent(start, path)?;
             if last.ty != LastType::Norm {
                 return Err(Errno::EEXIST);
@@ -110,6 +106,8 @@ impl<V: Variant> Task<V> {
             if last.trailing_slash && !dir {
                 return Err(Errno::ENOENT);
             }
+            // filename_create: a read-only mount is reported after the lookup's errors.
+            last.mnt.want_write()?;
             may_create(&self.cred, &last.dir.d_inode, dl.inner.dead)?;
             f(&last, &mut dl)
         })
@@ -136,7 +134,7 @@ impl<V: Variant> Task<V> {
         // are dropped (a subdirectory gets S_ISGID only from a setgid parent).
         let mode = S_IFDIR | (mode & 0o1777 & !self.current_umask());
         self.filename_create(dirfd, path, true, |last, dl| {
-            create_locked(self, last.dir, dl, last.name, mode, 0, None).map(drop)
+            create_locked(self, last, dl, mode, 0, None).map(drop)
         })
     }
 
@@ -160,7 +158,7 @@ impl<V: Variant> Task<V> {
         let path = getname(linkpath.as_ref(), false)?;
         self.filename_create(dirfd, path, false, |last, dl| {
             let mode = S_IFLNK | 0o777;
-            create_locked(self, last.dir, dl, last.name, mode, 0, Some(target))?;
+            create_locked(self, last, dl, mode, 0, Some(target))?;
             Ok(())
         })
     }
@@ -188,7 +186,7 @@ impl<V: Variant> Task<V> {
         // LOOKUP_EMPTY: an empty path reads the symlink `dirfd` names (an `O_PATH|O_NOFOLLOW`
         // descriptor); anything else is then ENOENT rather than EINVAL.
         let path = getname(path.as_ref(), true)?;
-        self.with_walk(dirfd, path, |nd, start, _| {
+        self.with_walk(dirfd, path, |nd, start| {
             let d = if path.is_empty() {
                 start
             } else {
@@ -275,18 +273,18 @@ impl<V: Variant> Task<V> {
             }
         }
         let follow = flags.contains(AtFlags::SYMLINK_FOLLOW);
-        let (old, protected): (Arc<Dentry>, bool) = {
+        let (old, old_mnt, protected): (Arc<Dentry>, u64, bool) = {
             let guard = epoch::pin();
             let root = self.fs.root.load(&guard);
             let protected = root.mnt.protected_hardlinks();
-            let cwd = self.fs.cwd.load(&guard);
-            let osd = ostart.dentry(&cwd.dentry);
-            let mut nd = Nameidata::new(&guard, &self.cred, root);
-            (nd.walk(osd, oldpath, follow, false)?.clone(), protected)
+            let (osd, osm) = ostart.path(self.fs.cwd.load(&guard));
+            let mut nd = Nameidata::new(&guard, &self.cred, root, &self.fs.ns, osm);
+            let d = nd.walk(osd, oldpath, follow, false)?.clone();
+            (d, nd.mnt.mnt_id, protected)
         };
         // filename_create of the target.
         let newpath = getname(newpath.as_ref(), false)?;
-        self.with_walk(newdirfd, newpath, |nd, start, _| {
+        self.with_walk(newdirfd, newpath, |nd, start| {
             let nl = nd.walk_parent(start, newpath)?;
             if nl.ty != LastType::Norm {
                 return Err(Errno::EEXIST);
@@ -303,8 +301,10 @@ impl<V: Variant> Task<V> {
             if nl.trailing_slash || dl.inner.dead {
                 return Err(Errno::ENOENT);
             }
+            // filename_create's mnt_want_write, then do_linkat's same-mount check.
+            nl.mnt.want_write()?;
             let oi = &old.d_inode;
-            if oi.i_dev != ndir_i.i_dev {
+            if old_mnt != nl.mnt.mnt_id {
                 return Err(Errno::EXDEV);
             }
             may_linkat(&self.cred, oi, protected)?;
@@ -387,7 +387,7 @@ impl<V: Variant> Task<V> {
             // vfs_prepare_mode: set-group-ID is stripped from the mode as given, before the
             // umask (as `openat` does).
             let perm = perm & mode_strip_sgid(&self.cred, &last.dir.d_inode, mode & 0o7777);
-            create_locked(self, last.dir, dl, last.name, ty | perm, rdev, None)?;
+            create_locked(self, last, dl, ty | perm, rdev, None)?;
             Ok(())
         })
     }

@@ -13,13 +13,10 @@ impl<V: Variant> Task<V> {
     /// `ELOOP`, `ENAMETOOLONG`.
     pub fn chdir(&self, path: impl AsRef<[u8]>) -> Result<()> {
         let path = getname(path.as_ref(), false)?;
-        let p = self.with_walk(Fd::AT_FDCWD.into(), path, |nd, start, mnt| {
+        let p = self.with_walk(Fd::AT_FDCWD.into(), path, |nd, start| {
             let d = nd.walk(start, path, true, true)?;
             d.d_inode.permission(&self.cred, MAY_EXEC)?;
-            Ok(Path {
-                mnt: mnt.clone(),
-                dentry: d.clone(),
-            })
+            nd.path(d)
         })?;
         self.fs.set_cwd(p);
         Ok(())
@@ -36,14 +33,12 @@ impl<V: Variant> Task<V> {
             return Err(Errno::ENOTDIR);
         }
         f.inode().permission(&self.cred, MAY_EXEC)?;
-        let guard = epoch::pin();
-        let mnt = self.fs.root.load(&guard).mnt.clone();
-        if f.inode().i_dev != mnt.mnt_sb.s_dev {
+        if f.mount().mnt_ns_id() != self.fs.ns.id() {
             // As for a dirfd (`start`): another namespace's tree is out of reach.
             return Err(Errno::EXDEV);
         }
         self.fs.set_cwd(Path {
-            mnt,
+            mnt: f.hot().f_mnt.clone(),
             dentry: f.dentry().clone(),
         });
         Ok(())
@@ -63,13 +58,10 @@ impl<V: Variant> Task<V> {
     /// chroot(2); Linux `ksys_chroot`, `set_fs_root`.
     pub fn chroot(&self, path: impl AsRef<[u8]>) -> Result<()> {
         let path = getname(path.as_ref(), false)?;
-        let p = self.with_walk(Fd::AT_FDCWD.into(), path, |nd, start, mnt| {
+        let p = self.with_walk(Fd::AT_FDCWD.into(), path, |nd, start| {
             let d = nd.walk(start, path, true, true)?;
             d.d_inode.permission(&self.cred, MAY_EXEC)?;
-            Ok(Path {
-                mnt: mnt.clone(),
-                dentry: d.clone(),
-            })
+            nd.path(d)
         })?;
         if !self.cred.is_root() {
             return Err(Errno::EPERM);
@@ -92,18 +84,44 @@ impl<V: Variant> Task<V> {
     pub fn getcwd(&self) -> Result<Vec<u8>> {
         let g = epoch::pin();
         let root = self.fs.root.load(&g);
-        let mut cur = &self.fs.cwd.load(&g).dentry;
-        let mut parts: Vec<&[u8]> = Vec::new();
-        let mut unreachable = false;
-        while !Arc::ptr_eq(cur, &root.dentry) {
-            let l = cur.link(&g);
-            if l.unhashed {
-                return Err(Errno::ENOENT);
-            }
-            match &l.parent {
-                Some(p) => {
-                    parts.push(&l.name);
-                    cur = p;
+        let cwd = self.fs.cwd.load(&g);
+        let out = d_path(root, &cwd.mnt, &cwd.dentry, &self.fs.ns, &g, true)?;
+        if out.len() >= PATH_MAX {
+            return Err(Errno::ENAMETOOLONG);
+        }
+        Ok(out)
+    }
+}
+
+/// `d_path`/`prepend_path`: the path of `d` (on `mnt`) from `root`, across mount points of
+/// `ns`; prefixed `(unreachable)` when the climb ends at a file-system root (or a detached
+/// mount's root) that is not `root`. With `check_unhashed`, a removed dentry on the way is
+/// `ENOENT` (getcwd of a removed directory).
+///
+/// # Errors
+/// `ENOENT` as said.
+pub(crate) fn d_path(
+    root: &Path,
+    mnt: &Mount,
+    d: &Arc<Dentry>,
+    ns: &MntNamespace,
+    g: &Guard,
+    check_unhashed: bool,
+) -> Result<Vec<u8>> {
+    let table = ns.table(g);
+    let (mut cur, mut m) = (d, mnt);
+    let mut parts: Vec<&[u8]> = Vec::new();
+    let mut unreachable = false;
+    loop {
+        if Arc::ptr_eq(cur, &root.dentry) && std::ptr::eq(m, &*root.mnt) {
+            break;
+        }
+        if Arc::ptr_eq(cur, &m.mnt_root) {
+            match table.parent(m) {
+                Some(mp) => {
+                    m = &mp.parent;
+                    cur = &mp.dentry;
+                    continue;
                 }
                 None => {
                     unreachable = true;
@@ -111,20 +129,31 @@ impl<V: Variant> Task<V> {
                 }
             }
         }
-        let mut out = Vec::new();
-        if unreachable {
-            out.extend_from_slice(b"(unreachable)");
+        let l = cur.link(g);
+        if check_unhashed && l.unhashed {
+            return Err(Errno::ENOENT);
         }
-        for p in parts.iter().rev() {
-            out.push(b'/');
-            out.extend_from_slice(p);
+        match &l.parent {
+            Some(p) => {
+                parts.push(&l.name);
+                cur = p;
+            }
+            None => {
+                unreachable = true;
+                break;
+            }
         }
-        if parts.is_empty() {
-            out.push(b'/');
-        }
-        if out.len() >= PATH_MAX {
-            return Err(Errno::ENAMETOOLONG);
-        }
-        Ok(out)
     }
+    let mut out = Vec::new();
+    if unreachable {
+        out.extend_from_slice(b"(unreachable)");
+    }
+    for p in parts.iter().rev() {
+        out.push(b'/');
+        out.extend_from_slice(p);
+    }
+    if parts.is_empty() {
+        out.push(b'/');
+    }
+    Ok(out)
 }

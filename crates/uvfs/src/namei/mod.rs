@@ -28,7 +28,7 @@ use crate::dentry::{DLink, Dentry, Name};
 use crate::fdtable::FdRef;
 use crate::fs::NewInode;
 use crate::inode::{Inode, LINK_MAX};
-use crate::mount::{Mount, Path};
+use crate::mount::{MntNamespace, Mount, Path};
 use crate::sync::epoch::{self, Guard};
 use crate::sync::plock;
 use crate::task::Task;
@@ -40,12 +40,13 @@ use std::sync::Arc;
 
 mod create;
 mod cwd;
+pub(crate) use cwd::d_path;
 mod may;
 mod remove;
 mod rename;
 mod walk;
 
-pub(crate) use create::create_locked;
+pub(crate) use create::{create_locked, new_inode};
 pub(crate) use may::{inode_init_owner, mode_strip_sgid};
 use may::{may_create, may_delete, may_linkat};
 pub(crate) use walk::{lookup_locked, unhash};
@@ -68,6 +69,8 @@ pub(crate) enum LastType {
 
 /// The parent directory and last component of a walked path.
 pub(crate) struct Last<'a, 'p> {
+    /// The mount of `dir`.
+    pub(crate) mnt: &'a Mount,
     pub(crate) dir: &'a Arc<Dentry>,
     pub(crate) name: &'p [u8],
     pub(crate) ty: LastType,
@@ -83,16 +86,38 @@ pub(crate) const LOOKUP_BENEATH: u32 = 1 << 1;
 pub(crate) const LOOKUP_IN_ROOT: u32 = 1 << 2;
 /// `LOOKUP_IS_SCOPED`: either scoping flag.
 pub(crate) const LOOKUP_IS_SCOPED: u32 = LOOKUP_BENEATH | LOOKUP_IN_ROOT;
+/// `LOOKUP_NO_XDEV` (`RESOLVE_NO_XDEV`): crossing a mount, either way, is `EXDEV`.
+pub(crate) const LOOKUP_NO_XDEV: u32 = 1 << 3;
 
 /// State of one path walk (`struct nameidata`).
 pub(crate) struct Nameidata<'a> {
     pub(crate) guard: &'a Guard,
     pub(crate) cred: &'a Cred,
     pub(crate) root: &'a Path,
+    /// The mount of the dentry the walk is at (Linux `nd->path.mnt`): the start's, then
+    /// changed by every mount crossing. After a walk returns a dentry, its mount.
+    pub(crate) mnt: &'a Mount,
+    /// The task's mount namespace, whose table the crossings read.
+    pub(crate) ns: &'a MntNamespace,
     total_links: u32,
     /// `LOOKUP_*` restrictions (openat2's `resolve`); 0 for every other call, so the checks
     /// cost one branch on a word already in cache.
     pub(crate) flags: u32,
+}
+
+impl Nameidata<'_> {
+    /// `d` (where the walk is, in [`mnt`](Self::mnt)) as a counted [`Path`]: what a call
+    /// that keeps its result (open, chdir) takes at the end of the walk
+    /// (`legitimize_path`).
+    ///
+    /// # Errors
+    /// None in practice (a plain reference is never refused); typed for the writer form.
+    pub(crate) fn path(&self, d: &Arc<Dentry>) -> Result<Path> {
+        Ok(Path {
+            mnt: self.mnt.get_ref(crate::sync::pcp_ref::REF, self.guard)?,
+            dentry: d.clone(),
+        })
+    }
 }
 
 /// `getname`: checks a user path's length and contents.
@@ -149,21 +174,21 @@ impl<'a> From<&'a Arc<Dentry>> for AtDir<'a> {
     }
 }
 
-/// Where a walk starts: the dirfd's file (kept alive for the walk), a caller's dentry, or
-/// the cwd.
+/// Where a walk starts: the dirfd's file (kept alive for the walk), a caller's dentry (with
+/// the mount found for it), or the cwd.
 pub(crate) enum Start<'t, V: Variant> {
     Cwd,
     File(FdRef<'t, V>),
-    Dentry(&'t Arc<Dentry>),
+    Dentry(&'t Arc<Dentry>, Arc<Mount>),
 }
 
 impl<V: Variant> Start<'_, V> {
-    /// The start dentry, `cwd` for [`Start::Cwd`].
-    pub(crate) fn dentry<'s>(&'s self, cwd: &'s Arc<Dentry>) -> &'s Arc<Dentry> {
+    /// The start dentry and its mount, `cwd`'s for [`Start::Cwd`].
+    pub(crate) fn path<'s>(&'s self, cwd: &'s Path) -> (&'s Arc<Dentry>, &'s Mount) {
         match self {
-            Start::Cwd => cwd,
-            Start::File(f) => f.dentry(),
-            Start::Dentry(d) => d,
+            Start::Cwd => (&cwd.dentry, &cwd.mnt),
+            Start::File(f) => (f.dentry(), f.mount()),
+            Start::Dentry(d, m) => (d, m),
         }
     }
 }
@@ -172,41 +197,42 @@ impl<V: Variant> Task<V> {
     /// Resolves `dirfd` for a relative `path` (absolute paths ignore it, even if invalid).
     ///
     /// # Errors
-    /// `EBADF` if `dirfd` is neither `AT_FDCWD` nor open (only for relative paths).
+    /// `EBADF` if `dirfd` is neither `AT_FDCWD` nor open (only for relative paths); `EXDEV`
+    /// for a descriptor or dentry of another namespace.
     pub(crate) fn start<'t>(&'t self, dirfd: AtDir<'t>, path: &[u8]) -> Result<Start<'t, V>> {
         if path.first() == Some(&b'/') || matches!(dirfd, AtDir::Fd(Fd::AT_FDCWD)) {
             return Ok(Start::Cwd);
         }
-        let guard = epoch::pin();
-        let dev = self.fs.root.load(&guard).mnt.mnt_sb.s_dev;
         let f = match dirfd {
             AtDir::Fd(fd) => self.fdget_raw(fd)?,
-            AtDir::Dentry(d) if d.d_inode.i_dev == dev => return Ok(Start::Dentry(d)),
-            AtDir::Dentry(_) => return Err(Errno::EXDEV),
+            AtDir::Dentry(d) => {
+                let guard = epoch::pin();
+                let m = self.fs.ns.mount_of(d, &guard).ok_or(Errno::EXDEV)?;
+                return Ok(Start::Dentry(d, m));
+            }
         };
-        if f.inode().i_dev != dev {
-            // A descriptor of another namespace (installed with `install_file`): its tree has
-            // its own super block (inode numbers, rename lock), which this task cannot reach.
+        if f.mount().mnt_ns_id() != self.fs.ns.id() {
+            // A descriptor of another namespace (installed with `install_file`): its tree is
+            // not this task's to reach.
             return Err(Errno::EXDEV);
         }
         Ok(Start::File(f))
     }
 
-    /// Runs `f` with a path walk set up for `dirfd`/`path`: the walk state, the start dentry
-    /// and the mount (a uvfs namespace has one mount, the task's root's; `start` refuses
-    /// descriptors of other namespaces).
+    /// Runs `f` with a path walk set up for `dirfd`/`path`: the walk state (at the start's
+    /// mount) and the start dentry.
     pub(crate) fn with_walk<R>(
         &self,
         dirfd: AtDir<'_>,
         path: &[u8],
-        f: impl for<'a> FnOnce(&mut Nameidata<'a>, &'a Arc<Dentry>, &'a Arc<Mount>) -> Result<R>,
+        f: impl for<'a> FnOnce(&mut Nameidata<'a>, &'a Arc<Dentry>) -> Result<R>,
     ) -> Result<R> {
         let start = self.start(dirfd, path)?;
         let guard = epoch::pin();
         let root = self.fs.root.load(&guard);
-        let sd: &Arc<Dentry> = start.dentry(&self.fs.cwd.load(&guard).dentry);
-        let mut nd = Nameidata::new(&guard, &self.cred, root);
-        f(&mut nd, sd, &root.mnt)
+        let (sd, sm) = start.path(self.fs.cwd.load(&guard));
+        let mut nd = Nameidata::new(&guard, &self.cred, root, &self.fs.ns, sm);
+        f(&mut nd, sd)
     }
 
     /// As [`with_walk`](Self::with_walk), under `LOOKUP_*` restrictions `lookup` (openat2's
@@ -221,7 +247,7 @@ impl<V: Variant> Task<V> {
         dirfd: AtDir<'_>,
         path: &[u8],
         lookup: u32,
-        f: impl for<'a> FnOnce(&mut Nameidata<'a>, &'a Arc<Dentry>, &'a Arc<Mount>) -> Result<R>,
+        f: impl for<'a> FnOnce(&mut Nameidata<'a>, &'a Arc<Dentry>) -> Result<R>,
     ) -> Result<R> {
         if lookup == 0 {
             return self.with_walk(dirfd, path, f);
@@ -237,19 +263,19 @@ impl<V: Variant> Task<V> {
         };
         let guard = epoch::pin();
         let root = self.fs.root.load(&guard);
-        let sd: &Arc<Dentry> = start.dentry(&self.fs.cwd.load(&guard).dentry);
+        let (sd, sm) = start.path(self.fs.cwd.load(&guard));
         let scoped;
         let nd_root = if lookup & LOOKUP_IS_SCOPED != 0 {
             scoped = Path {
-                mnt: root.mnt.clone(),
+                mnt: sm.get_ref(crate::sync::pcp_ref::REF, &guard)?,
                 dentry: sd.clone(),
             };
             &scoped
         } else {
             root
         };
-        let mut nd = Nameidata::new(&guard, &self.cred, nd_root);
+        let mut nd = Nameidata::new(&guard, &self.cred, nd_root, &self.fs.ns, sm);
         nd.flags = lookup;
-        f(&mut nd, sd, &root.mnt)
+        f(&mut nd, sd)
     }
 }

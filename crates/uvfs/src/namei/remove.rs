@@ -10,8 +10,8 @@ impl<V: Variant> Task<V> {
     /// # Errors
     /// `EINVAL` (unknown flags; rmdir of `.`), `ENOENT`, `ENOTDIR`, `EISDIR` (unlink of a
     /// directory, of `.`/`..`/`/`), `ENOTEMPTY` (rmdir of a non-empty directory or `..`),
-    /// `EBUSY` (rmdir of `/`), `EACCES`, `EPERM` (sticky directory), `ENAMETOOLONG`,
-    /// `ELOOP`, `EBADF`.
+    /// `EBUSY` (rmdir of `/`; a mount point), `EROFS` (a read-only mount), `EACCES`, `EPERM`
+    /// (sticky directory), `ENAMETOOLONG`, `ELOOP`, `EBADF`.
     ///
     /// # References
     /// unlink(2), rmdir(2); Linux `do_unlinkat`, `do_rmdir`, `shmem_unlink`, `simple_rmdir`.
@@ -27,7 +27,7 @@ impl<V: Variant> Task<V> {
         }
         let rmdir = flags.contains(AtFlags::REMOVEDIR);
         let path = getname(path.as_ref(), false)?;
-        self.with_walk(dirfd, path, |nd, start, _| {
+        self.with_walk(dirfd, path, |nd, start| {
             let last = nd.walk_parent(start, path)?;
             match (last.ty, rmdir) {
                 (LastType::Norm, _) => {}
@@ -36,6 +36,8 @@ impl<V: Variant> Task<V> {
                 (LastType::Root, true) => return Err(Errno::EBUSY),
                 (_, false) => return Err(Errno::EISDIR),
             }
+            // do_unlinkat/do_rmdir: mnt_want_write before the last component's lookup.
+            last.mnt.want_write()?;
             if last.name.len() > NAME_MAX {
                 return Err(Errno::ENAMETOOLONG);
             }
@@ -52,6 +54,10 @@ impl<V: Variant> Task<V> {
                 });
             }
             may_delete(&self.cred, dir_inode, vi, rmdir, dl.inner.dead)?;
+            // vfs_unlink/vfs_rmdir: a mount point of this namespace stays.
+            if victim.is_mounted() && nd.ns.table(nd.guard).is_mountpoint(&victim) {
+                return Err(Errno::EBUSY);
+            }
             let links = if rmdir {
                 let sub = vi.dir().ok_or(Errno::ENOTDIR)?;
                 let mut sl = sub.lock();

@@ -88,15 +88,15 @@ impl<V: Variant> Task<V> {
         let guard = epoch::pin();
         let root = self.fs.root.load(&guard);
         let cwd = self.fs.cwd.load(&guard);
-        let osd = ostart.dentry(&cwd.dentry);
-        let mut nd = Nameidata::new(&guard, &self.cred, root);
+        let (osd, osm) = ostart.path(cwd);
+        let mut nd = Nameidata::new(&guard, &self.cred, root, &self.fs.ns, osm);
         let ol = nd.walk_parent(osd, oldpath)?;
         let newpath = getname(newpath.as_ref(), false)?;
         let nstart = self.start(newdirfd, newpath)?;
-        let nsd = nstart.dentry(&cwd.dentry);
-        let mut nd2 = Nameidata::new(&guard, &self.cred, root);
+        let (nsd, nsm) = nstart.path(cwd);
+        let mut nd2 = Nameidata::new(&guard, &self.cred, root, &self.fs.ns, nsm);
         let nl = nd2.walk_parent(nsd, newpath)?;
-        if ol.dir.d_inode.i_dev != nl.dir.d_inode.i_dev {
+        if !std::ptr::eq(ol.mnt, nl.mnt) {
             return Err(Errno::EXDEV);
         }
         if ol.ty != LastType::Norm {
@@ -109,10 +109,12 @@ impl<V: Variant> Task<V> {
                 Errno::EBUSY
             });
         }
+        // do_renameat2: mnt_want_write after the last components' types.
+        ol.mnt.want_write()?;
         if ol.name.len() > NAME_MAX || nl.name.len() > NAME_MAX {
             return Err(Errno::ENAMETOOLONG);
         }
-        rename_locked(self, &ol, &nl, &root.mnt, flags)
+        rename_locked(self, &ol, &nl, &self.fs.ns, &guard, flags)
     }
 }
 
@@ -139,9 +141,11 @@ fn rename_locked<V: Variant>(
     task: &Task<V>,
     ol: &Last<'_, '_>,
     nl: &Last<'_, '_>,
-    mnt: &Arc<Mount>,
+    ns: &MntNamespace,
+    guard: &Guard,
     flags: RenameFlags,
 ) -> Result<()> {
+    let mnt = ol.mnt;
     let cred = &task.cred;
     let exchange = flags.contains(RenameFlags::EXCHANGE);
     let odir_i = &ol.dir.d_inode;
@@ -247,6 +251,13 @@ fn rename_locked<V: Variant>(
         if let (true, Some(t)) = (exchange && new_is_dir, &target) {
             t.d_inode.permission(cred, MAY_WRITE)?;
         }
+    }
+    // vfs_rename: neither may be a mount point of this namespace.
+    let mounted = |d: &Arc<Dentry>| d.is_mounted() && ns.table(guard).is_mountpoint(d);
+    if mounted(&old) || target.as_ref().is_some_and(mounted) {
+        return Err(Errno::EBUSY);
+    }
+    if !same {
         // tmpfs has no link limit (`s_max_links` 0); uvfs refuses to wrap the 32-bit count.
         if is_dir && !new_is_dir && ndir_i.nlink() == LINK_MAX {
             return Err(Errno::EMLINK);

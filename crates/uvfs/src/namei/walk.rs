@@ -7,11 +7,19 @@
 use super::*;
 
 impl<'a> Nameidata<'a> {
-    pub(crate) fn new(guard: &'a Guard, cred: &'a Cred, root: &'a Path) -> Nameidata<'a> {
+    pub(crate) fn new(
+        guard: &'a Guard,
+        cred: &'a Cred,
+        root: &'a Path,
+        ns: &'a MntNamespace,
+        mnt: &'a Mount,
+    ) -> Nameidata<'a> {
         Nameidata {
             guard,
             cred,
             root,
+            mnt,
+            ns,
             total_links: 0,
             flags: 0,
         }
@@ -23,37 +31,117 @@ impl<'a> Nameidata<'a> {
         dir.d_inode.permission(self.cred, MAY_EXEC)
     }
 
-    /// `..` of `cur`, clamped at the task's root and at the file system root.
+    /// Whether the walk is at its root (the task's, or a scoped walk's start).
+    #[inline]
+    fn at_root(&self, d: &Arc<Dentry>) -> bool {
+        Arc::ptr_eq(d, &self.root.dentry) && std::ptr::eq(self.mnt, &*self.root.mnt)
+    }
+
+    /// `traverse_mounts`: from `d` (in `self.mnt`), down through every mount stacked on it,
+    /// to the topmost mount's root; `d` itself when nothing is mounted there.
     ///
     /// # Errors
-    /// Scoped walks only: `EXDEV` at the root with `LOOKUP_BENEATH`; `EAGAIN` when the
-    /// parent is no longer under the walk's root (a concurrent rename moved a directory out
-    /// from under the walk; Linux: the `rename_lock` seqcount retry in `handle_dots`).
-    fn dotdot(&self, cur: &'a Arc<Dentry>) -> Result<&'a Arc<Dentry>> {
+    /// `EXDEV` under `LOOKUP_NO_XDEV` when there is a mount to cross.
+    #[inline]
+    pub(crate) fn follow_mounts(&mut self, mut d: &'a Arc<Dentry>) -> Result<&'a Arc<Dentry>> {
+        if !d.is_mounted() {
+            return Ok(d);
+        }
+        let table = self.ns.table(self.guard);
+        while let Some(m) = crate::mount::mounted_on(table, self.mnt, d) {
+            if self.flags & LOOKUP_NO_XDEV != 0 {
+                return Err(Errno::EXDEV);
+            }
+            self.mnt = &**m;
+            d = &m.mnt_root;
+        }
+        Ok(d)
+    }
+
+    /// `follow_dotdot`'s climb out of mount roots: from `d`, while it is the root of the
+    /// walk's current mount (and not the walk's root), up to the mount point in the parent
+    /// mount. `None` when `d` is the root of the namespace's top mount or of a detached one.
+    fn climb_mounts(&mut self, mut d: &'a Arc<Dentry>) -> Result<Option<&'a Arc<Dentry>>> {
+        let table = self.ns.table(self.guard);
+        while Arc::ptr_eq(d, &self.mnt.mnt_root) {
+            if self.at_root(d) {
+                return Ok(Some(d));
+            }
+            let Some(mp) = table.parent(self.mnt) else {
+                return Ok(None);
+            };
+            if self.flags & LOOKUP_NO_XDEV != 0 {
+                return Err(Errno::EXDEV);
+            }
+            self.mnt = &*mp.parent;
+            d = &mp.dentry;
+        }
+        Ok(Some(d))
+    }
+
+    /// `..` of `cur`, clamped at the walk's root and at the namespace's root; crosses mount
+    /// roots upwards and then any mount on the parent downwards (`follow_dotdot`,
+    /// `step_into`).
+    ///
+    /// # Errors
+    /// `EXDEV` under `LOOKUP_NO_XDEV` for a crossing; scoped walks only: `EXDEV` at the root
+    /// with `LOOKUP_BENEATH`; `EAGAIN` when the parent is no longer under the walk's root (a
+    /// concurrent rename moved a directory out from under the walk; Linux: the
+    /// `rename_lock` seqcount retry in `handle_dots`).
+    fn dotdot(&mut self, cur: &'a Arc<Dentry>) -> Result<&'a Arc<Dentry>> {
         if self.flags & LOOKUP_IS_SCOPED != 0 {
             return self.dotdot_scoped(cur);
         }
-        if Arc::ptr_eq(cur, &self.root.dentry) {
+        if self.at_root(cur) {
             return Ok(cur);
         }
-        Ok(cur.parent(self.guard).unwrap_or(cur))
+        let Some(d) = self.climb_mounts(cur)? else {
+            return Ok(&self.mnt.mnt_root);
+        };
+        if self.at_root(d) {
+            return Ok(d);
+        }
+        let p = d.parent(self.guard).unwrap_or(d);
+        self.follow_mounts(p)
     }
 
     /// `follow_dotdot` for `RESOLVE_BENEATH`/`RESOLVE_IN_ROOT` (see `dotdot`).
     #[cold]
-    fn dotdot_scoped(&self, cur: &'a Arc<Dentry>) -> Result<&'a Arc<Dentry>> {
-        let root = &self.root.dentry;
-        let parent = match cur.parent(self.guard) {
-            Some(p) if !Arc::ptr_eq(cur, root) => p,
-            // At the walk's root (or the file system's): `in_root`.
+    fn dotdot_scoped(&mut self, cur: &'a Arc<Dentry>) -> Result<&'a Arc<Dentry>> {
+        if self.at_root(cur) {
+            // At the walk's root: `in_root`.
+            if self.flags & LOOKUP_BENEATH != 0 {
+                return Err(Errno::EXDEV);
+            }
+            return Ok(cur);
+        }
+        let d = match self.climb_mounts(cur)? {
+            Some(d) if !self.at_root(d) => d,
+            // The walk's root (reached climbing) or the namespace's top: `in_root`.
             _ if self.flags & LOOKUP_BENEATH != 0 => return Err(Errno::EXDEV),
-            _ => return Ok(cur),
+            Some(d) => return Ok(d),
+            None => return Ok(&self.mnt.mnt_root),
         };
-        let mut a = parent;
-        while !Arc::ptr_eq(a, root) {
+        let Some(parent) = d.parent(self.guard) else {
+            return Ok(d);
+        };
+        // The parent must still be under the walk's root: climb from it (across mounts) to
+        // the root without moving the walk.
+        let (mut a, mut am) = (parent, self.mnt);
+        let table = self.ns.table(self.guard);
+        loop {
+            if Arc::ptr_eq(a, &self.root.dentry) && std::ptr::eq(am, &*self.root.mnt) {
+                break;
+            }
+            if Arc::ptr_eq(a, &am.mnt_root) {
+                let mp = table.parent(am).ok_or(Errno::EAGAIN)?;
+                am = &*mp.parent;
+                a = &mp.dentry;
+                continue;
+            }
             a = a.parent(self.guard).ok_or(Errno::EAGAIN)?;
         }
-        Ok(parent)
+        self.follow_mounts(parent)
     }
 
     /// Looks `name` up in directory `dir` (search permission already checked); follows a
@@ -66,7 +154,8 @@ impl<'a> Nameidata<'a> {
                 if name.len() > NAME_MAX {
                     return Err(Errno::ENAMETOOLONG);
                 }
-                self.lookup_cached(dir, name)?.ok_or(Errno::ENOENT)?
+                let d = self.lookup_cached(dir, name)?.ok_or(Errno::ENOENT)?;
+                self.follow_mounts(d)?
             }
         };
         if follow && next.d_inode.is_symlink() {
@@ -169,9 +258,17 @@ impl<'a> Nameidata<'a> {
         path: &'p [u8],
     ) -> Result<Last<'a, 'p>> {
         let (mut cur, mut rest) = match path.first() {
-            // nd_jump_root: RESOLVE_BENEATH refuses absolute paths and symlinks.
+            // nd_jump_root: RESOLVE_BENEATH refuses absolute paths and symlinks, and
+            // RESOLVE_NO_XDEV a jump to a root on another mount.
             Some(b'/') if self.flags & LOOKUP_BENEATH != 0 => return Err(Errno::EXDEV),
-            Some(b'/') => (&self.root.dentry, path),
+            Some(b'/') => {
+                let rm: &'a Mount = &self.root.mnt;
+                if self.flags & LOOKUP_NO_XDEV != 0 && !std::ptr::eq(self.mnt, rm) {
+                    return Err(Errno::EXDEV);
+                }
+                self.mnt = rm;
+                (&self.root.dentry, path)
+            }
             _ => (start, path),
         };
         while let [b'/', tail @ ..] = rest {
@@ -179,6 +276,7 @@ impl<'a> Nameidata<'a> {
         }
         if rest.is_empty() {
             return Ok(Last {
+                mnt: self.mnt,
                 dir: cur,
                 name: rest,
                 ty: LastType::Root,
@@ -203,6 +301,7 @@ impl<'a> Nameidata<'a> {
                     _ => LastType::Norm,
                 };
                 return Ok(Last {
+                    mnt: self.mnt,
                     dir: cur,
                     name: comp,
                     ty,
@@ -227,6 +326,7 @@ impl<'a> Nameidata<'a> {
     ) -> Result<&'a Arc<Dentry>> {
         let follow = follow || last.trailing_slash;
         let want_dir = want_dir || last.trailing_slash;
+        self.mnt = last.mnt;
         let d = match last.ty {
             LastType::Root | LastType::Dot => last.dir,
             LastType::DotDot => self.dotdot(last.dir)?,

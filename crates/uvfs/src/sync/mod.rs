@@ -13,6 +13,7 @@
 
 pub mod file_ref;
 pub mod padded;
+pub(crate) mod pcp_ref;
 pub mod rcu;
 pub mod refcount;
 pub mod seqcount;

@@ -256,3 +256,29 @@ impl<T: RcuRefcounted + fmt::Debug> fmt::Debug for RcuRef<T> {
         (**self).fmt(f)
     }
 }
+
+/// Waits one grace period (`synchronize_rcu`): returns after every thread pinned when it was
+/// called has unpinned, so that whatever they read before a store the caller made earlier
+/// is done with. The caller must not be pinned (it would wait for itself).
+pub(crate) fn synchronize() {
+    debug_assert!(
+        !epoch::is_pinned(),
+        "synchronize from inside a grace period"
+    );
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    {
+        let g = epoch::pin();
+        let d = done.clone();
+        // Release/Acquire: the deferred store runs after every guard pinned now is gone;
+        // our Acquire load below orders what follows after it.
+        g.defer(move || d.store(true, std::sync::atomic::Ordering::Release));
+        g.flush();
+    }
+    // Acquire: pairs with the deferred Release store.
+    while !done.load(std::sync::atomic::Ordering::Acquire) {
+        let g = epoch::pin();
+        g.flush();
+        drop(g);
+        std::thread::yield_now();
+    }
+}

@@ -1,3 +1,4 @@
 //! Loom models of the lock-free protocols in `sync/` (run with `--cfg uvfs_loom`).
 
 mod loom_file_ref;
+mod loom_pcp_ref;

@@ -261,6 +261,15 @@ pub struct UvfsFuse {
     /// Assigns worker threads their numbers. Written once per thread start.
     next_worker: CacheLine<AtomicUsize>,
     opts: FuseOptions,
+    /// The root mount's device: its inode numbers are the node ids and `st_ino`s the
+    /// kernel sees, unchanged.
+    root_dev: u64,
+    /// The other file systems mounted in the served namespace, by device, in order of first
+    /// sight: the one at index `i` gets its inode numbers XORed with `(i + 1) << 48`, so
+    /// that node ids and `st_ino`s of different file systems (which share the FUSE mount's
+    /// one `st_dev`) do not collide. Read on every request naming such a file system;
+    /// written once per file system.
+    devs: std::sync::RwLock<Vec<u64>>,
 }
 
 impl fmt::Debug for UvfsFuse {
@@ -477,6 +486,8 @@ impl UvfsFuse {
             nodes,
             next_worker: CacheLine(AtomicUsize::new(0)),
             opts: FuseOptions { threads, ..opts },
+            root_dev: mnt.mnt_sb.s_dev,
+            devs: std::sync::RwLock::new(Vec::new()),
         }
     }
 
@@ -517,9 +528,46 @@ impl UvfsFuse {
             .ok_or(Errno::ESTALE)
     }
 
+    /// The inode number the kernel sees for inode `ino` of the file system on device `dev`
+    /// (its node id, and `st_ino`): `ino` itself on the root mount's file system, else `ino`
+    /// XORed with that file system's tag (see `devs`). Inode numbers of 2^48 or more on a
+    /// mounted file system could collide with another's; tmpfs's and common host file
+    /// systems' stay far below.
+    fn ino_of(&self, dev: u64, ino: u64) -> u64 {
+        if dev == self.root_dev {
+            return ino;
+        }
+        let find = |v: &Vec<u64>| v.iter().position(|&d| d == dev);
+        // The read guard must end before the write lock (a `match` on it would keep it).
+        let found = find(&crate::sync::read(&self.devs));
+        let i = match found {
+            Some(i) => i,
+            None => {
+                let mut w = crate::sync::write(&self.devs);
+                find(&w).unwrap_or_else(|| {
+                    w.push(dev);
+                    w.len() - 1
+                })
+            }
+        };
+        ino ^ (((i as u64) + 1) << 48)
+    }
+
+    /// `d`'s node id ([`ino_of`](Self::ino_of) of its inode).
+    fn node_id(&self, d: &Arc<Dentry>) -> u64 {
+        self.ino_of(d.d_inode.i_dev, d.inode().ino())
+    }
+
+    /// The attributes of `st` as FUSE sends them, with the inode number the kernel sees.
+    fn file_attr(&self, st: &Stat, btime: Timespec) -> FileAttr {
+        let mut a = file_attr(st, btime);
+        a.ino = INodeNo(self.ino_of(st.st_dev, st.st_ino));
+        a
+    }
+
     /// Counts one more kernel reference to `d`'s inode (an entry reply is about to go out).
     fn remember(&self, d: &Arc<Dentry>) {
-        let ino = d.inode().ino();
+        let ino = self.node_id(d);
         if ino == 1 {
             return;
         }
@@ -706,14 +754,14 @@ impl UvfsFuse {
     }
 
     /// `fstatat(d, "", AT_EMPTY_PATH)` as FUSE attributes.
-    fn attr_of(task: &Task, d: &Arc<Dentry>) -> Result<FileAttr> {
+    fn attr_of(&self, task: &Task, d: &Arc<Dentry>) -> Result<FileAttr> {
         let st = task.fstatat(d, "", AtFlags::EMPTY_PATH | AtFlags::SYMLINK_NOFOLLOW)?;
-        Ok(file_attr(&st, d.inode().btime()))
+        Ok(self.file_attr(&st, d.inode().btime()))
     }
 
     /// `lookup_one`: the entry `name` in directory `dir`, not following a final symlink.
     fn lookup_one(task: &Task, dir: &Arc<Dentry>, name: &[u8]) -> Result<Arc<Dentry>> {
-        task.with_walk(AtDir::Dentry(dir), name, |nd, start, _| {
+        task.with_walk(AtDir::Dentry(dir), name, |nd, start| {
             Ok(nd.walk(start, name, false, false)?.clone())
         })
     }
@@ -734,7 +782,7 @@ impl UvfsFuse {
     ) {
         match self.with(req, |t, _| {
             let d = Self::lookup_one(t, parent, name)?;
-            let attr = Self::attr_of(t, &d)?;
+            let attr = self.attr_of(t, &d)?;
             self.remember(&d);
             Ok(attr)
         }) {
@@ -783,13 +831,15 @@ impl UvfsFuse {
         let offset = i64::try_from(offset).map_err(|_| Errno::EINVAL)?;
         self.with_fh(req, fh, false, |t, fd, buf| {
             t.lseek(fd, offset, types::SEEK_SET)?;
+            let dev = t.fstat(fd)?.st_dev;
             buf.resize(16 * 1024, 0);
             loop {
                 let n = t.getdents64(fd, buf)?;
                 if n == 0 {
                     return Ok(());
                 }
-                for e in parse_dirents(&buf[..n]) {
+                for mut e in parse_dirents(&buf[..n]) {
+                    e.d_ino = self.ino_of(dev, e.d_ino);
                     if add(t, e)? {
                         return Ok(());
                     }
@@ -850,11 +900,11 @@ impl Filesystem for UvfsFuse {
             Some(fh) => self.with_fh(req, fh, false, |t, fd, _| {
                 let st = t.fstat(fd)?;
                 let btime = self.node(ino).map(|d| d.inode().btime());
-                Ok(file_attr(&st, btime.unwrap_or(st.st_ctime)))
+                Ok(self.file_attr(&st, btime.unwrap_or(st.st_ctime)))
             }),
             None => self
                 .node(ino)
-                .and_then(|d| self.with(req, |t, _| Self::attr_of(t, &d))),
+                .and_then(|d| self.with(req, |t, _| self.attr_of(t, &d))),
         };
         match r {
             Ok(attr) => reply.attr(&self.opts.timeout, &attr),
@@ -900,7 +950,7 @@ impl Filesystem for UvfsFuse {
                 if atime.is_some() || mtime.is_some() {
                     t.utimensat(&*d, "", Some(&[utime(atime), utime(mtime)]), empty)?;
                 }
-                Self::attr_of(t, &d)
+                self.attr_of(t, &d)
             };
             match (size, fh) {
                 // ftruncate: on the handle's table (the kernel checked it is open for
@@ -1232,10 +1282,10 @@ impl Filesystem for UvfsFuse {
                 // node id whatever `ino` says).
                 let (nodeid, attr, d) = if dot {
                     let st = t.fstatat(&*dir, &e.name, AtFlags::SYMLINK_NOFOLLOW)?;
-                    (0, file_attr(&st, st.st_ctime), None)
+                    (0, self.file_attr(&st, st.st_ctime), None)
                 } else {
                     match Self::lookup_one(t, &dir, &e.name) {
-                        Ok(d) => (e.d_ino, Self::attr_of(t, &d)?, Some(d)),
+                        Ok(d) => (self.node_id(&d), self.attr_of(t, &d)?, Some(d)),
                         // Removed since getdents listed it: skip it.
                         Err(Errno::ENOENT) => return Ok(false),
                         Err(err) => return Err(err),
@@ -1431,7 +1481,7 @@ impl Filesystem for UvfsFuse {
                     Ok(f)
                 })?;
                 let d = dentry.ok_or(Errno::EIO)?;
-                match Self::attr_of(t, &d) {
+                match self.attr_of(t, &d) {
                     Ok(attr) => {
                         self.remember(&d);
                         Ok((fd, attr))
