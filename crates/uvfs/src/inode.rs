@@ -81,14 +81,14 @@ const I_LINKABLE: u32 = 1 << 0;
 /// what was written since.
 const I_FREEING: u32 = 1 << 1;
 
-/// `I_EVICTABLE` in `Inode::i_state`: the file system wants [`InodeOps::evict`] (tmpfs: a
+/// `I_EVICTABLE` in `Inode::i_flags`: the file system wants [`InodeOps::evict`] (tmpfs: a
 /// mount with limits), so opens are counted and the last unlink or close evicts. Set
 /// before the inode is published, never cleared.
 ///
 /// [`InodeOps::evict`]: crate::fs::InodeOps::evict
 const I_EVICTABLE: u32 = 1 << 2;
 
-/// `I_REVALIDATE` in `Inode::i_state`: the inode's file system can change behind the VFS's
+/// `I_REVALIDATE` in `Inode::i_flags`: the inode's file system can change behind the VFS's
 /// back (hostfs, the FUSE client): the walk revalidates its cached entries and asks the
 /// file system on a miss (`InodeOps::lookup`, `revalidate`), `stat` refreshes its
 /// attributes first (`getattr`) and `getdents` lists through `iterate_dir`. Set before the
@@ -171,6 +171,12 @@ pub struct Inode {
     i_mode: AtomicU32,
     i_uid: AtomicU32,
     i_gid: AtomicU32,
+    /// What the file system wants of the VFS (`I_EVICTABLE`, `I_REVALIDATE`): set before
+    /// the inode is published, never changed since. On line 0 (in the hole before
+    /// `i_btime`), not with `i_state` on the written line 1, so that the walk's miss path,
+    /// `stat`, open and close test these bits without reading a line other cores write
+    /// (a directory's line 1 takes every create's and unlink's times).
+    i_flags: AtomicU32,
     /// Creation time (`statx`'s `stx_btime`; tmpfs: `i_crtime`). Immutable after creation.
     i_btime: Timespec,
     /// The file system's part: its data and its operations (Linux `i_op`, `i_fop` and
@@ -207,7 +213,7 @@ impl Drop for Inode {
     fn drop(&mut self) {
         // Relaxed: `&mut self`, no other access.
         let st = self.i_state.load(Ordering::Relaxed);
-        if st & I_EVICTABLE != 0 {
+        if self.evictable() {
             // What is still held: everything if never evicted (a mount torn down with files
             // in it), else pages written by an open that raced with the last unlink.
             self.i_op.evict(self, st & I_FREEING == 0);
@@ -222,6 +228,8 @@ mod layout {
     use std::mem::{align_of, offset_of, size_of};
     crate::const_assert!(align_of::<Inode>() == CACHE_LINE);
     crate::const_assert!(offset_of!(Inode, i_gid) < CACHE_LINE);
+    // The immutable flags fill the hole before `i_btime` (line 0 stays one line).
+    crate::const_assert!(offset_of!(Inode, i_flags) + 4 <= offset_of!(Inode, i_btime));
     // Read-mostly identity and attributes, the creation time included, fill line 0 only.
     crate::const_assert!(offset_of!(Inode, i_btime) + size_of::<Timespec>() <= CACHE_LINE);
     crate::const_assert!(offset_of!(Inode, i_nlink) == CACHE_LINE);
@@ -269,6 +277,7 @@ impl Inode {
             i_mode: AtomicU32::new(mode),
             i_uid: AtomicU32::new(uid),
             i_gid: AtomicU32::new(gid),
+            i_flags: AtomicU32::new(0),
             i_btime: now,
             i_op,
             _line1: CacheLine(()),
@@ -293,14 +302,14 @@ impl Inode {
     /// inode is not yet published.
     pub(crate) fn set_evictable(&self) {
         // Relaxed: not yet published; whatever publishes the inode orders this store.
-        self.i_state.fetch_or(I_EVICTABLE, Ordering::Relaxed);
+        self.i_flags.fetch_or(I_EVICTABLE, Ordering::Relaxed);
     }
 
     /// Marks a new inode as one whose file system may change it behind the VFS's back
     /// (`I_REVALIDATE`). Context: the inode is not yet published.
     pub(crate) fn set_revalidate(&self) {
         // Relaxed: not yet published; whatever publishes the inode orders this store.
-        self.i_state.fetch_or(I_REVALIDATE, Ordering::Relaxed);
+        self.i_flags.fetch_or(I_REVALIDATE, Ordering::Relaxed);
     }
 
     /// Stores attributes the file system read from its backing store (hostfs: a host
@@ -349,7 +358,7 @@ impl Inode {
     #[inline]
     pub(crate) fn needs_revalidate(&self) -> bool {
         // Relaxed: set before the inode was published, never changed since.
-        self.i_state.load(Ordering::Relaxed) & I_REVALIDATE != 0
+        self.i_flags.load(Ordering::Relaxed) & I_REVALIDATE != 0
     }
 
     /// `vfs_getattr`'s refresh: for an inode marked `I_REVALIDATE`, asks the file system to
@@ -369,7 +378,7 @@ impl Inode {
     #[inline]
     fn evictable(&self) -> bool {
         // Relaxed: set before the inode was published, never changed since.
-        self.i_state.load(Ordering::Relaxed) & I_EVICTABLE != 0
+        self.i_flags.load(Ordering::Relaxed) & I_EVICTABLE != 0
     }
 
     /// Turns a new, unnamed regular file into an `O_TMPFILE` one (`d_tmpfile`): link count 0
