@@ -556,23 +556,31 @@ impl Inode {
     ///
     /// Context: caller holds `attr_lock`.
     fn stamp_locked(&self, now: Timespec, atime: TimeUpdate, mtime: TimeUpdate) -> Timespec {
-        let t = self.ctime_locked(now);
-        self.stamp_at_locked(t, atime, mtime)
+        let (cur, t) = self.ctime_locked(now);
+        self.stamp_at_locked(cur, t, atime, mtime)
     }
 
-    /// The ctime a change now gets (`next_ctime` of the current one). Context: caller holds
-    /// `attr_lock`.
-    fn ctime_locked(&self, now: Timespec) -> Timespec {
+    /// The current `[atime, mtime, ctime]` and the ctime a change now gets (`next_ctime` of
+    /// the current one): one read of the times, which stay valid until the caller stores
+    /// new ones (under `attr_lock` only the queried mark changes, and only `next_ctime`
+    /// reads it). Context: caller holds `attr_lock`.
+    fn ctime_locked(&self, now: Timespec) -> ([Timespec; 3], Timespec) {
         debug_assert!(self.attr_lock.try_lock().is_err(), "caller holds attr_lock");
-        // Under `attr_lock` only the queried mark can change under us.
-        let ([_, _, c], queried) = self.times_raw(false, true);
-        next_ctime(now, c, queried, fine_now)
+        let (cur, queried) = self.times_raw(false, true);
+        (cur, next_ctime(now, cur[2], queried, fine_now))
     }
 
-    /// [`stamp_locked`](Self::stamp_locked) with the new ctime `t` chosen already.
-    /// Context: caller holds `attr_lock`.
-    fn stamp_at_locked(&self, t: Timespec, atime: TimeUpdate, mtime: TimeUpdate) -> Timespec {
-        let ([a, m, c], _) = self.times_raw(false, true);
+    /// [`stamp_locked`](Self::stamp_locked) with the current times `cur` and the new ctime
+    /// `t` from [`ctime_locked`](Self::ctime_locked) (no second read of the times).
+    /// Context: caller holds `attr_lock`, held since `cur` was read.
+    fn stamp_at_locked(
+        &self,
+        cur: [Timespec; 3],
+        t: Timespec,
+        atime: TimeUpdate,
+        mtime: TimeUpdate,
+    ) -> Timespec {
+        let [a, m, c] = cur;
         let pick = |u: TimeUpdate, cur: Timespec| {
             match u {
                 TimeUpdate::Keep => None,
@@ -600,7 +608,7 @@ impl Inode {
         mtime: TimeUpdate,
     ) -> Result<()> {
         let _g = self.lock_attr();
-        let t = self.ctime_locked(now);
+        let (cur, t) = self.ctime_locked(now);
         let value = |u: TimeUpdate| match u {
             TimeUpdate::Keep => None,
             TimeUpdate::Now => Some(t),
@@ -613,8 +621,10 @@ impl Inode {
             mtime_now: matches!(mtime, TimeUpdate::Now),
             ..Default::default()
         };
+        // `cur` is still the inode's: the file system's `setattr` cannot store VFS times
+        // (that takes `attr_lock`, held here).
         self.i_op.setattr(self, &attr)?;
-        self.stamp_at_locked(t, atime, mtime);
+        self.stamp_at_locked(cur, t, atime, mtime);
         Ok(())
     }
 
