@@ -96,6 +96,15 @@ const I_EVICTABLE: u32 = 1 << 2;
 /// listings test one bit and make no call.
 const I_REVALIDATE: u32 = 1 << 3;
 
+/// `I_VFS_ATTRS` in `Inode::i_flags`: the VFS inode is the only store of the attributes
+/// that [`InodeOps::setattr`] is told of (mode, owner, times): the file system keeps no
+/// copy and its `setattr` does nothing (tmpfs), so the VFS neither builds the request nor
+/// makes the call (futimens, chmod, chown, the set-ID drop of a write). Set before the
+/// inode is published, never cleared; a file system that does not set it is always asked.
+///
+/// [`InodeOps::setattr`]: crate::fs::InodeOps::setattr
+const I_VFS_ATTRS: u32 = 1 << 4;
+
 /// What `Inode::evict` gives back.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Evict {
@@ -171,7 +180,8 @@ pub struct Inode {
     i_mode: AtomicU32,
     i_uid: AtomicU32,
     i_gid: AtomicU32,
-    /// What the file system wants of the VFS (`I_EVICTABLE`, `I_REVALIDATE`): set before
+    /// What the file system wants of the VFS (`I_EVICTABLE`, `I_REVALIDATE`,
+    /// `I_VFS_ATTRS`): set before
     /// the inode is published, never changed since. On line 0 (in the hole before
     /// `i_btime`), not with `i_state` on the written line 1, so that the walk's miss path,
     /// `stat`, open and close test these bits without reading a line other cores write
@@ -352,6 +362,29 @@ impl Inode {
         if new.iter().any(Option::is_some) {
             self.store_times_locked(new);
         }
+    }
+
+    /// Marks a new inode as one whose attributes live in the VFS inode alone
+    /// (`I_VFS_ATTRS`): its file system's `setattr` is never called. Context: the inode is
+    /// not yet published.
+    pub(crate) fn set_vfs_attrs(&mut self) {
+        // `&mut`: a plain store, no locked instruction on the create path.
+        *self.i_flags.get_mut() |= I_VFS_ATTRS;
+    }
+
+    /// `->setattr` with the request `attr` builds, unless the file system keeps no
+    /// attributes of its own (`I_VFS_ATTRS`: no request, no call). Context: caller holds
+    /// `attr_lock`.
+    ///
+    /// # Errors
+    /// The file system's ([`InodeOps::setattr`](crate::fs::InodeOps)).
+    #[inline]
+    fn fs_setattr(&self, attr: impl FnOnce() -> crate::fs::SetAttr) -> Result<()> {
+        // Relaxed: set before the inode was published, never changed since.
+        if self.i_flags.load(Ordering::Relaxed) & I_VFS_ATTRS != 0 {
+            return Ok(());
+        }
+        self.i_op.setattr(self, &attr())
     }
 
     /// Whether the inode's file system wants revalidation (`I_REVALIDATE`).
@@ -614,16 +647,15 @@ impl Inode {
             TimeUpdate::Now => Some(t),
             TimeUpdate::Set(v) => Some(v),
         };
-        let attr = crate::fs::SetAttr {
+        // `cur` is still the inode's: the file system's `setattr` cannot store VFS times
+        // (that takes `attr_lock`, held here).
+        self.fs_setattr(|| crate::fs::SetAttr {
             atime: value(atime),
             mtime: value(mtime),
             atime_now: matches!(atime, TimeUpdate::Now),
             mtime_now: matches!(mtime, TimeUpdate::Now),
             ..Default::default()
-        };
-        // `cur` is still the inode's: the file system's `setattr` cannot store VFS times
-        // (that takes `attr_lock`, held here).
-        self.i_op.setattr(self, &attr)?;
+        })?;
         self.stamp_at_locked(cur, t, atime, mtime);
         Ok(())
     }
@@ -855,14 +887,13 @@ impl Inode {
         let (mode, uid, gid) = (self.mode(), self.uid(), self.gid());
         let (new_mode, new_uid, new_gid) = f(mode, uid, gid)?;
         let new_mode = (mode & S_IFMT) | (new_mode & !S_IFMT);
-        let attr = crate::fs::SetAttr {
+        // The file system's change after the VFS's checks, before the VFS's copy.
+        self.fs_setattr(|| crate::fs::SetAttr {
             mode: (new_mode != mode).then_some(new_mode & 0o7777),
             uid: (new_uid != uid).then_some(new_uid),
             gid: (new_gid != gid).then_some(new_gid),
             ..Default::default()
-        };
-        // The file system's change after the VFS's checks, before the VFS's copy.
-        self.i_op.setattr(self, &attr)?;
+        })?;
         if new_mode != mode {
             // Relaxed: writers are serialised by `attr_lock`; readers take a snapshot of
             // each word (as Linux reads `i_mode`, `i_uid`, `i_gid` without locks).
@@ -900,11 +931,10 @@ impl Inode {
             if drop_sgid(mode) {
                 new &= !S_ISGID;
             }
-            let attr = crate::fs::SetAttr {
+            self.fs_setattr(|| crate::fs::SetAttr {
                 mode: Some(new & 0o7777),
                 ..Default::default()
-            };
-            self.i_op.setattr(self, &attr)?;
+            })?;
             // Relaxed: serialised by `attr_lock`.
             self.i_mode.store(new, Ordering::Relaxed);
             self.stamp_locked(now, TimeUpdate::Keep, TimeUpdate::Keep);
