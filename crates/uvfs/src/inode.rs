@@ -81,20 +81,29 @@ const I_LINKABLE: u32 = 1 << 0;
 /// what was written since.
 const I_FREEING: u32 = 1 << 1;
 
-/// `I_EVICTABLE` in `Inode::i_state`: the file system wants [`InodeOps::evict`] (tmpfs: a
+/// `I_EVICTABLE` in `Inode::i_flags`: the file system wants [`InodeOps::evict`] (tmpfs: a
 /// mount with limits), so opens are counted and the last unlink or close evicts. Set
 /// before the inode is published, never cleared.
 ///
 /// [`InodeOps::evict`]: crate::fs::InodeOps::evict
 const I_EVICTABLE: u32 = 1 << 2;
 
-/// `I_REVALIDATE` in `Inode::i_state`: the inode's file system can change behind the VFS's
+/// `I_REVALIDATE` in `Inode::i_flags`: the inode's file system can change behind the VFS's
 /// back (hostfs, the FUSE client): the walk revalidates its cached entries and asks the
 /// file system on a miss (`InodeOps::lookup`, `revalidate`), `stat` refreshes its
 /// attributes first (`getattr`) and `getdents` lists through `iterate_dir`. Set before the
 /// inode is published, never cleared; tmpfs never sets it, so its walks, stats and
 /// listings test one bit and make no call.
 const I_REVALIDATE: u32 = 1 << 3;
+
+/// `I_VFS_ATTRS` in `Inode::i_flags`: the VFS inode is the only store of the attributes
+/// that [`InodeOps::setattr`] is told of (mode, owner, times): the file system keeps no
+/// copy and its `setattr` does nothing (tmpfs), so the VFS neither builds the request nor
+/// makes the call (futimens, chmod, chown, the set-ID drop of a write). Set before the
+/// inode is published, never cleared; a file system that does not set it is always asked.
+///
+/// [`InodeOps::setattr`]: crate::fs::InodeOps::setattr
+const I_VFS_ATTRS: u32 = 1 << 4;
 
 /// What `Inode::evict` gives back.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -171,6 +180,13 @@ pub struct Inode {
     i_mode: AtomicU32,
     i_uid: AtomicU32,
     i_gid: AtomicU32,
+    /// What the file system wants of the VFS (`I_EVICTABLE`, `I_REVALIDATE`,
+    /// `I_VFS_ATTRS`): set before
+    /// the inode is published, never changed since. On line 0 (in the hole before
+    /// `i_btime`), not with `i_state` on the written line 1, so that the walk's miss path,
+    /// `stat`, open and close test these bits without reading a line other cores write
+    /// (a directory's line 1 takes every create's and unlink's times).
+    i_flags: AtomicU32,
     /// Creation time (`statx`'s `stx_btime`; tmpfs: `i_crtime`). Immutable after creation.
     i_btime: Timespec,
     /// The file system's part: its data and its operations (Linux `i_op`, `i_fop` and
@@ -207,7 +223,7 @@ impl Drop for Inode {
     fn drop(&mut self) {
         // Relaxed: `&mut self`, no other access.
         let st = self.i_state.load(Ordering::Relaxed);
-        if st & I_EVICTABLE != 0 {
+        if self.evictable() {
             // What is still held: everything if never evicted (a mount torn down with files
             // in it), else pages written by an open that raced with the last unlink.
             self.i_op.evict(self, st & I_FREEING == 0);
@@ -222,6 +238,8 @@ mod layout {
     use std::mem::{align_of, offset_of, size_of};
     crate::const_assert!(align_of::<Inode>() == CACHE_LINE);
     crate::const_assert!(offset_of!(Inode, i_gid) < CACHE_LINE);
+    // The immutable flags fill the hole before `i_btime` (line 0 stays one line).
+    crate::const_assert!(offset_of!(Inode, i_flags) + 4 <= offset_of!(Inode, i_btime));
     // Read-mostly identity and attributes, the creation time included, fill line 0 only.
     crate::const_assert!(offset_of!(Inode, i_btime) + size_of::<Timespec>() <= CACHE_LINE);
     crate::const_assert!(offset_of!(Inode, i_nlink) == CACHE_LINE);
@@ -269,6 +287,7 @@ impl Inode {
             i_mode: AtomicU32::new(mode),
             i_uid: AtomicU32::new(uid),
             i_gid: AtomicU32::new(gid),
+            i_flags: AtomicU32::new(0),
             i_btime: now,
             i_op,
             _line1: CacheLine(()),
@@ -293,14 +312,14 @@ impl Inode {
     /// inode is not yet published.
     pub(crate) fn set_evictable(&self) {
         // Relaxed: not yet published; whatever publishes the inode orders this store.
-        self.i_state.fetch_or(I_EVICTABLE, Ordering::Relaxed);
+        self.i_flags.fetch_or(I_EVICTABLE, Ordering::Relaxed);
     }
 
     /// Marks a new inode as one whose file system may change it behind the VFS's back
     /// (`I_REVALIDATE`). Context: the inode is not yet published.
     pub(crate) fn set_revalidate(&self) {
         // Relaxed: not yet published; whatever publishes the inode orders this store.
-        self.i_state.fetch_or(I_REVALIDATE, Ordering::Relaxed);
+        self.i_flags.fetch_or(I_REVALIDATE, Ordering::Relaxed);
     }
 
     /// Stores attributes the file system read from its backing store (hostfs: a host
@@ -345,11 +364,34 @@ impl Inode {
         }
     }
 
+    /// Marks a new inode as one whose attributes live in the VFS inode alone
+    /// (`I_VFS_ATTRS`): its file system's `setattr` is never called. Context: the inode is
+    /// not yet published.
+    pub(crate) fn set_vfs_attrs(&mut self) {
+        // `&mut`: a plain store, no locked instruction on the create path.
+        *self.i_flags.get_mut() |= I_VFS_ATTRS;
+    }
+
+    /// `->setattr` with the request `attr` builds, unless the file system keeps no
+    /// attributes of its own (`I_VFS_ATTRS`: no request, no call). Context: caller holds
+    /// `attr_lock`.
+    ///
+    /// # Errors
+    /// The file system's ([`InodeOps::setattr`](crate::fs::InodeOps)).
+    #[inline]
+    fn fs_setattr(&self, attr: impl FnOnce() -> crate::fs::SetAttr) -> Result<()> {
+        // Relaxed: set before the inode was published, never changed since.
+        if self.i_flags.load(Ordering::Relaxed) & I_VFS_ATTRS != 0 {
+            return Ok(());
+        }
+        self.i_op.setattr(self, &attr())
+    }
+
     /// Whether the inode's file system wants revalidation (`I_REVALIDATE`).
     #[inline]
     pub(crate) fn needs_revalidate(&self) -> bool {
         // Relaxed: set before the inode was published, never changed since.
-        self.i_state.load(Ordering::Relaxed) & I_REVALIDATE != 0
+        self.i_flags.load(Ordering::Relaxed) & I_REVALIDATE != 0
     }
 
     /// `vfs_getattr`'s refresh: for an inode marked `I_REVALIDATE`, asks the file system to
@@ -369,7 +411,7 @@ impl Inode {
     #[inline]
     fn evictable(&self) -> bool {
         // Relaxed: set before the inode was published, never changed since.
-        self.i_state.load(Ordering::Relaxed) & I_EVICTABLE != 0
+        self.i_flags.load(Ordering::Relaxed) & I_EVICTABLE != 0
     }
 
     /// Turns a new, unnamed regular file into an `O_TMPFILE` one (`d_tmpfile`): link count 0
@@ -547,23 +589,31 @@ impl Inode {
     ///
     /// Context: caller holds `attr_lock`.
     fn stamp_locked(&self, now: Timespec, atime: TimeUpdate, mtime: TimeUpdate) -> Timespec {
-        let t = self.ctime_locked(now);
-        self.stamp_at_locked(t, atime, mtime)
+        let (cur, t) = self.ctime_locked(now);
+        self.stamp_at_locked(cur, t, atime, mtime)
     }
 
-    /// The ctime a change now gets (`next_ctime` of the current one). Context: caller holds
-    /// `attr_lock`.
-    fn ctime_locked(&self, now: Timespec) -> Timespec {
+    /// The current `[atime, mtime, ctime]` and the ctime a change now gets (`next_ctime` of
+    /// the current one): one read of the times, which stay valid until the caller stores
+    /// new ones (under `attr_lock` only the queried mark changes, and only `next_ctime`
+    /// reads it). Context: caller holds `attr_lock`.
+    fn ctime_locked(&self, now: Timespec) -> ([Timespec; 3], Timespec) {
         debug_assert!(self.attr_lock.try_lock().is_err(), "caller holds attr_lock");
-        // Under `attr_lock` only the queried mark can change under us.
-        let ([_, _, c], queried) = self.times_raw(false, true);
-        next_ctime(now, c, queried, fine_now)
+        let (cur, queried) = self.times_raw(false, true);
+        (cur, next_ctime(now, cur[2], queried, fine_now))
     }
 
-    /// [`stamp_locked`](Self::stamp_locked) with the new ctime `t` chosen already.
-    /// Context: caller holds `attr_lock`.
-    fn stamp_at_locked(&self, t: Timespec, atime: TimeUpdate, mtime: TimeUpdate) -> Timespec {
-        let ([a, m, c], _) = self.times_raw(false, true);
+    /// [`stamp_locked`](Self::stamp_locked) with the current times `cur` and the new ctime
+    /// `t` from [`ctime_locked`](Self::ctime_locked) (no second read of the times).
+    /// Context: caller holds `attr_lock`, held since `cur` was read.
+    fn stamp_at_locked(
+        &self,
+        cur: [Timespec; 3],
+        t: Timespec,
+        atime: TimeUpdate,
+        mtime: TimeUpdate,
+    ) -> Timespec {
+        let [a, m, c] = cur;
         let pick = |u: TimeUpdate, cur: Timespec| {
             match u {
                 TimeUpdate::Keep => None,
@@ -591,21 +641,22 @@ impl Inode {
         mtime: TimeUpdate,
     ) -> Result<()> {
         let _g = self.lock_attr();
-        let t = self.ctime_locked(now);
+        let (cur, t) = self.ctime_locked(now);
         let value = |u: TimeUpdate| match u {
             TimeUpdate::Keep => None,
             TimeUpdate::Now => Some(t),
             TimeUpdate::Set(v) => Some(v),
         };
-        let attr = crate::fs::SetAttr {
+        // `cur` is still the inode's: the file system's `setattr` cannot store VFS times
+        // (that takes `attr_lock`, held here).
+        self.fs_setattr(|| crate::fs::SetAttr {
             atime: value(atime),
             mtime: value(mtime),
             atime_now: matches!(atime, TimeUpdate::Now),
             mtime_now: matches!(mtime, TimeUpdate::Now),
             ..Default::default()
-        };
-        self.i_op.setattr(self, &attr)?;
-        self.stamp_at_locked(t, atime, mtime);
+        })?;
+        self.stamp_at_locked(cur, t, atime, mtime);
         Ok(())
     }
 
@@ -836,14 +887,13 @@ impl Inode {
         let (mode, uid, gid) = (self.mode(), self.uid(), self.gid());
         let (new_mode, new_uid, new_gid) = f(mode, uid, gid)?;
         let new_mode = (mode & S_IFMT) | (new_mode & !S_IFMT);
-        let attr = crate::fs::SetAttr {
+        // The file system's change after the VFS's checks, before the VFS's copy.
+        self.fs_setattr(|| crate::fs::SetAttr {
             mode: (new_mode != mode).then_some(new_mode & 0o7777),
             uid: (new_uid != uid).then_some(new_uid),
             gid: (new_gid != gid).then_some(new_gid),
             ..Default::default()
-        };
-        // The file system's change after the VFS's checks, before the VFS's copy.
-        self.i_op.setattr(self, &attr)?;
+        })?;
         if new_mode != mode {
             // Relaxed: writers are serialised by `attr_lock`; readers take a snapshot of
             // each word (as Linux reads `i_mode`, `i_uid`, `i_gid` without locks).
@@ -881,11 +931,10 @@ impl Inode {
             if drop_sgid(mode) {
                 new &= !S_ISGID;
             }
-            let attr = crate::fs::SetAttr {
+            self.fs_setattr(|| crate::fs::SetAttr {
                 mode: Some(new & 0o7777),
                 ..Default::default()
-            };
-            self.i_op.setattr(self, &attr)?;
+            })?;
             // Relaxed: serialised by `attr_lock`.
             self.i_mode.store(new, Ordering::Relaxed);
             self.stamp_locked(now, TimeUpdate::Keep, TimeUpdate::Keep);

@@ -221,6 +221,8 @@ pub(crate) fn new_inode(
     if acct.is_some() {
         inode.set_evictable();
     }
+    // The attributes are the VFS inode's alone (`setattr` below does nothing).
+    inode.set_vfs_attrs();
     Ok(inode)
 }
 
@@ -303,7 +305,8 @@ impl InodeOps for TmpfsInode {
     }
 
     /// `shmem_setattr` without a size: the attributes are the VFS inode's, which the VFS
-    /// stores; tmpfs keeps no copy.
+    /// stores; tmpfs keeps no copy. Never called: tmpfs inodes are marked
+    /// `Inode::set_vfs_attrs`.
     fn setattr(&self, _inode: &Inode, _attr: &crate::fs::SetAttr) -> Result<()> {
         Ok(())
     }

@@ -20,6 +20,7 @@ use crate::sync::plain::Ordering;
 use crate::sync::{read, write, RwLock};
 use crate::types::Timespec;
 use crate::{Errno, Result};
+use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -48,17 +49,16 @@ struct Falloc {
     budget: u64,
 }
 
-impl RegData {
-    /// Takes one page of the running fallocate's budget for page `idx`, if it is in its
-    /// range and the budget is not spent.
-    fn take_falloc_page(&mut self, idx: u64) -> bool {
-        match &mut self.falloc {
-            Some(f) if f.budget > 0 && (f.first..f.past).contains(&idx) => {
-                f.budget -= 1;
-                true
-            }
-            _ => false,
+/// Takes one page of the running fallocate `falloc`'s budget for page `idx`, if it is in
+/// its range and the budget is not spent. (A function of the field, not of `RegData`, so
+/// that a write can call it while it holds an entry of `pages`.)
+fn take_falloc_page(falloc: &mut Option<Falloc>, idx: u64) -> bool {
+    match falloc {
+        Some(f) if f.budget > 0 && (f.first..f.past).contains(&idx) => {
+            f.budget -= 1;
+            true
         }
+        _ => false,
     }
 }
 
@@ -147,20 +147,22 @@ pub(super) fn write_at(
         let idx = pos / PAGE_SIZE as u64;
         let in_page = (pos % PAGE_SIZE as u64) as usize;
         let chunk = (PAGE_SIZE - in_page).min(want - done);
-        if !data.pages.contains_key(&idx) {
-            // A new page counts against `size=` (`shmem_inode_acct_blocks`), unless a
-            // running fallocate charged it already; when none is left the write stops
-            // short, or fails if nothing was written (`generic_perform_write`).
-            if acct.is_some() && !data.take_falloc_page(idx) {
-                if let Some(Err(_)) = acct.as_ref().map(|a| a.reserve_blocks(1)) {
-                    break;
+        // One search of the page map per page (the entry), whether the page is there or not.
+        let RegData { pages, falloc } = &mut *data;
+        let page = match pages.entry(idx) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(v) => {
+                // A new page counts against `size=` (`shmem_inode_acct_blocks`), unless a
+                // running fallocate charged it already; when none is left the write stops
+                // short, or fails if nothing was written (`generic_perform_write`).
+                if let Some(a) = acct {
+                    if !take_falloc_page(falloc, idx) && a.reserve_blocks(1).is_err() {
+                        break;
+                    }
                 }
+                v.insert(Box::new([0u8; PAGE_SIZE]))
             }
-        }
-        let page = data
-            .pages
-            .entry(idx)
-            .or_insert_with(|| Box::new([0u8; PAGE_SIZE]));
+        };
         page[in_page..in_page + chunk].copy_from_slice(&buf[done..done + chunk]);
         done += chunk;
     }
