@@ -244,23 +244,37 @@ impl Mount {
     ///
     /// # Errors
     /// `EROFS` when `units` asks for a writer on a read-only mount.
+    #[inline]
     pub(crate) fn get_ref(&self, units: u64, guard: &Guard) -> Result<MntRef> {
         // Relaxed: MNT_EXPIRE's mark is advisory (a use since the last expiry attempt);
         // written only when set, so an open writes nothing here in the common case.
         if self.mnt_expiry_mark.load(Ordering::Relaxed) {
             self.mnt_expiry_mark.store(false, Ordering::Relaxed);
         }
+        // SAFETY: `self` was reached under `guard`, through a table that held it or a live
+        // reference (the caller's contract, stated above), so it is allocated until the
+        // guard unpins.
+        match unsafe { MntRef::try_get(NonNull::from(self), units, guard) } {
+            Ok(r) => Ok(r),
+            Err(e) => self.get_ref_slow(units, guard, e),
+        }
+    }
+
+    /// [`get_ref`](Self::get_ref) after a refusal: `EROFS`, or wait out the count's
+    /// summer and try again.
+    #[cold]
+    fn get_ref_slow(&self, units: u64, guard: &Guard, mut e: TryGet) -> Result<MntRef> {
         loop {
-            // SAFETY: `self` was reached under `guard`, through a table that held it or a live
-            // reference (the caller's contract, stated above), so it is allocated until the
-            // guard unpins.
-            match unsafe { MntRef::try_get(NonNull::from(self), units, guard) } {
-                Ok(r) => return Ok(r),
-                Err(TryGet::ReadOnly) => return Err(Errno::EROFS),
+            match e {
+                TryGet::ReadOnly => return Err(Errno::EROFS),
                 // A umount's busy check or a read-only switch is counting: it ends soon
                 // (module doc of sync/pcp_ref.rs).
-                Err(TryGet::Retry) => std::thread::yield_now(),
-                Err(TryGet::Got) => unreachable!("try_get returns Got only as Ok"),
+                TryGet::Retry | TryGet::Got => std::thread::yield_now(),
+            }
+            // SAFETY: as in `get_ref`.
+            match unsafe { MntRef::try_get(NonNull::from(self), units, guard) } {
+                Ok(r) => return Ok(r),
+                Err(next) => e = next,
             }
         }
     }

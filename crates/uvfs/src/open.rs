@@ -349,7 +349,7 @@ impl<V: Variant> Task<V> {
                 (Some(d.clone()), false)
             };
             let d: Arc<Dentry> = d.ok_or(Errno::ENOENT)?;
-            Ok((nd.path(&d)?, created))
+            Ok((nd.path_of(d)?, created))
         })?;
         self.do_open(p, flags, created)
     }

@@ -113,9 +113,14 @@ impl Nameidata<'_> {
     /// # Errors
     /// None in practice (a plain reference is never refused); typed for the writer form.
     pub(crate) fn path(&self, d: &Arc<Dentry>) -> Result<Path> {
+        self.path_of(d.clone())
+    }
+
+    /// As [`path`](Self::path) for a dentry reference the caller already holds.
+    pub(crate) fn path_of(&self, dentry: Arc<Dentry>) -> Result<Path> {
         Ok(Path {
             mnt: self.mnt.get_ref(crate::sync::pcp_ref::REF, self.guard)?,
-            dentry: d.clone(),
+            dentry,
         })
     }
 }

@@ -42,11 +42,18 @@ impl<'a> Nameidata<'a> {
     ///
     /// # Errors
     /// `EXDEV` under `LOOKUP_NO_XDEV` when there is a mount to cross.
-    #[inline]
-    pub(crate) fn follow_mounts(&mut self, mut d: &'a Arc<Dentry>) -> Result<&'a Arc<Dentry>> {
+    #[inline(always)]
+    pub(crate) fn follow_mounts(&mut self, d: &'a Arc<Dentry>) -> Result<&'a Arc<Dentry>> {
         if !d.is_mounted() {
             return Ok(d);
         }
+        self.follow_mounts_slow(d)
+    }
+
+    /// [`follow_mounts`](Self::follow_mounts) at a dentry marked mounted.
+    #[cold]
+    #[inline(never)]
+    fn follow_mounts_slow(&mut self, mut d: &'a Arc<Dentry>) -> Result<&'a Arc<Dentry>> {
         let table = self.ns.table(self.guard);
         while let Some(m) = crate::mount::mounted_on(table, self.mnt, d) {
             if self.flags & LOOKUP_NO_XDEV != 0 {

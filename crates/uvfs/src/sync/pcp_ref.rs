@@ -292,6 +292,7 @@ impl<F: Family> PcpCount<F> {
     /// reached the object through its tree (or a pointer retired through the epoch).
     /// On [`TryGet::Retry`] or [`TryGet::ReadOnly`] nothing is held; `release` is true when
     /// undoing made this the last reference of a detached object (the caller releases it).
+    #[inline]
     pub(crate) fn try_get_on(&self, i: usize, units: u64) -> (TryGet, bool) {
         // SeqCst (both): the increment and the state read are one side of the Dekker pair
         // with a summer's set-SYNC-then-sum (`busy_check`, `check_zero`) and with
@@ -300,12 +301,24 @@ impl<F: Family> PcpCount<F> {
         self.shard(i).fetch_add(units, Ordering::SeqCst);
         F::dekker_fence();
         let s = self.state.load(Ordering::SeqCst);
+        let writer = if units & WRITER != 0 {
+            WRITE_HOLD | F_RDONLY
+        } else {
+            0
+        };
+        if s & (SYNC | DOOMED | writer) == 0 {
+            return (TryGet::Got, false);
+        }
+        self.refuse(i, units, s)
+    }
+
+    /// [`try_get_on`](Self::try_get_on) refused (state `s`): undoes the increment.
+    #[cold]
+    fn refuse(&self, i: usize, units: u64, s: u64) -> (TryGet, bool) {
         let refused = if s & (SYNC | DOOMED) != 0 || units & WRITER != 0 && s & WRITE_HOLD != 0 {
             TryGet::Retry
-        } else if units & WRITER != 0 && s & F_RDONLY != 0 {
-            TryGet::ReadOnly
         } else {
-            return (TryGet::Got, false);
+            TryGet::ReadOnly
         };
         let release = self.put_slow_on(i, units);
         (refused, release)
@@ -488,6 +501,7 @@ impl<T: PcpCounted> PcpRef<T> {
     /// # Safety
     /// `t` was reached while `_guard` was (and is) pinned, through a tree that held it or a
     /// `PcpRef` alive at the time, so that it is allocated now.
+    #[inline]
     pub(crate) unsafe fn try_get(
         ptr: NonNull<T>,
         units: u64,

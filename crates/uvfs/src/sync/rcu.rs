@@ -210,11 +210,13 @@ impl<T: RcuRefcounted> RcuRef<T> {
     /// - The caller's put released the last reference of the object at `ptr`.
     #[cold]
     unsafe fn release(ptr: NonNull<T>) {
+        // Pinned first: what the payload's drop does under a pin of its own (a `File`'s mount
+        // put) then nests in this one, which costs a counter instead of a pin.
+        let guard = epoch::pin();
         // SAFETY: we own the object (last reference). Dropping the other fields in place now
         // frees what they hold; concurrent `try_get_raw` callers only touch the count (through
         // `file_ref_raw`), which is not dropped and stays allocated until `defer_destroy`.
         unsafe { T::drop_payload(ptr.as_ptr()) };
-        let guard = epoch::pin();
         let raw = ptr.as_ptr() as *const ManuallyDrop<T>;
         // SAFETY: `ManuallyDrop<T>` is `repr(transparent)` over `T`, and the allocation came
         // from `Box<T>` in `new`, so `Box<ManuallyDrop<T>>` frees it without dropping `T`
