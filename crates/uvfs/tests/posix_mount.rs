@@ -221,6 +221,47 @@ fn stat_of_a_mount_point_is_the_mounted_root() {
     });
 }
 
+/// A descriptor of a directory opened before something was mounted on it still names the
+/// covered directory: its entries, `.` is itself, and `..` then the name crosses into the
+/// mount.
+#[test]
+fn a_descriptor_of_the_covered_directory() {
+    expect(ok(("h".to_string(), true, true, sv(&["f"]))), |s| {
+        s.mkdir(b"/m");
+        s.mkfile(b"/m/hidden", b"h");
+        let fd = s.open(b"/m", DIR, 0)?;
+        let under = fid(s.fstat(fd)?);
+        mount(s, b"/m");
+        s.mkfile(b"/m/f", b"");
+        let f = s.openat(fd, b"hidden", RO, 0)?;
+        let h = String::from_utf8(s.read_to_end(f)?).unwrap();
+        Ok((
+            h,
+            fid(s.fstatat(fd, b".", NOAT)?) == under,
+            fid(s.fstatat(fd, b"../m", NOAT)?) == id(s, b"/m")?,
+            s.ls(b"/m")?,
+        ))
+    });
+}
+
+/// A second mount on a mount point covers the first; unmounting it shows the first again.
+#[test]
+fn stacked_mounts() {
+    expect(ok((sv(&["two"]), sv(&["one"]), true, sv(&[]))), |s| {
+        s.mkdir(b"/m");
+        mount(s, b"/m");
+        s.mkfile(b"/m/one", b"");
+        let first = id(s, b"/m")?;
+        mount(s, b"/m");
+        s.mkfile(b"/m/two", b"");
+        let top = s.ls(b"/m")?;
+        s.umount2(b"/m", NOUM)?;
+        let again = (s.ls(b"/m")?, id(s, b"/m")? == first);
+        s.umount2(b"/m", NOUM)?;
+        Ok((top, again.0, again.1, s.ls(b"/m")?))
+    });
+}
+
 // ---------------------------------------------------------------------------------------
 // EXDEV
 
@@ -1505,6 +1546,16 @@ fn mount_table_shape() {
             sorted_shape(s)
         },
     );
+    // A root inside a mount (not its root): that mount's root is above the task's root,
+    // so only what is mounted under the task's root is listed (Linux's `show_mountinfo`
+    // skips a mount whose root `seq_path_root` cannot reach).
+    expect(vec![e("/inner", "/", NONE, None)], |s| {
+        tree(s);
+        s.mkdir(b"/m/sub/inner");
+        mount(s, b"/m/sub/inner");
+        s.chroot(b"/m/sub").unwrap();
+        mount_shape(&s.mountinfo().unwrap())
+    });
     // A recursive bind copies the submounts' entries.
     expect(
         vec![
