@@ -687,6 +687,15 @@ fn umount_errors() {
             let _ = s.umount2(b"/m", UmountFlags::EXPIRE);
             s.umount2(b"/m", UmountFlags::EXPIRE)
         }),
+        (
+            "MNT_EXPIRE the first time, busy: marked first",
+            Err(Errno::EAGAIN),
+            |s| {
+                tree(s);
+                let _fd = s.open(b"/m/f", RO, 0).unwrap();
+                s.umount2(b"/m", UmountFlags::EXPIRE)
+            },
+        ),
         ("MNT_EXPIRE the second time, busy", Err(Errno::EBUSY), |s| {
             tree(s);
             let _fd = s.open(b"/m/f", RO, 0).unwrap();
@@ -751,7 +760,21 @@ fn umount_of_the_task_root_mount() {
         let w = s.mkdirat(CWD, b"/new", 0o755);
         Ok((r, w, s.exists(b"/f")))
     });
-    // With MNT_DETACH it is detached; the task's root lives on.
+}
+
+/// `MNT_EXPIRE` of the caller's root mount: `EINVAL` (do_umount).
+#[test]
+fn umount_expire_of_the_task_root_mount() {
+    expect(ok(Err(Errno::EINVAL)), |s| {
+        tree(s);
+        s.chroot(b"/m")?;
+        Ok(s.umount2(b"/", UmountFlags::EXPIRE))
+    });
+}
+
+/// With `MNT_DETACH` the caller's root mount is detached; the task's root lives on.
+#[test]
+fn umount_detach_of_the_task_root_mount() {
     expect(ok((Ok(()), "in".to_string())), |s| {
         tree(s);
         s.chroot(b"/m")?;
