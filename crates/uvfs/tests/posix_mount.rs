@@ -688,8 +688,8 @@ fn umount_errors() {
             s.umount2(b"/m", UmountFlags::EXPIRE)
         }),
         (
-            "MNT_EXPIRE the first time, busy: marked first",
-            Err(Errno::EAGAIN),
+            "MNT_EXPIRE the first time, busy: EBUSY before marking",
+            Err(Errno::EBUSY),
             |s| {
                 tree(s);
                 let _fd = s.open(b"/m/f", RO, 0).unwrap();
