@@ -1618,3 +1618,113 @@ fn mount_table_shape() {
         t.len()
     });
 }
+
+// ---------------------------------------------------------------------------------------
+// uvfs's own API (no Linux side: what `Sys` cannot say or the host sandbox cannot show)
+
+/// Another task's root or cwd inside a mount makes it busy (Linux: the `fs_struct`'s
+/// references count in `mnt_get_count`); the caller's own root is `umount_of_the_task_root_mount`.
+#[test]
+fn umount_busy_with_another_tasks_root() {
+    for u in each_fs() {
+        let s: &dyn Sys = &u;
+        tree(s);
+        let t = &u.task;
+        let child = t.fork();
+        child.chroot("/m/sub").unwrap();
+        assert_eq!(t.umount2("/m", NOUM), Err(Errno::EBUSY), "a root inside");
+        drop(child);
+        let child = t.fork();
+        child.chdir("/m/sub").unwrap();
+        assert_eq!(t.umount2("/m", NOUM), Err(Errno::EBUSY), "a cwd inside");
+        drop(child);
+        assert_eq!(t.umount2("/m", NOUM), Ok(()), "both gone");
+    }
+}
+
+/// The calls' own argument rules: a file system attaches once (`EBUSY` after); flags
+/// outside a call's set are `EINVAL` (uvfs's mount_bind refuses per-mount flags, which
+/// Linux's `MS_BIND` silently ignores); the namespace's root mount does not unmount.
+#[test]
+fn uvfs_mount_api_rules() {
+    for u in each_fs() {
+        let t = &u.task;
+        for d in ["/a", "/b", "/c"] {
+            t.mkdirat(CWD, d, 0o755).unwrap();
+        }
+        let fs = uvfs::tmpfs::mount(Default::default());
+        assert_eq!(t.mount(&fs, "/a", NONE), Ok(()));
+        assert_eq!(
+            t.mount(&fs, "/b", NONE),
+            Err(Errno::EBUSY),
+            "attached before"
+        );
+        assert_eq!(
+            t.mount(&u.mnt, "/b", NONE),
+            Err(Errno::EBUSY),
+            "the root's own"
+        );
+        let fs2 = uvfs::tmpfs::mount(Default::default());
+        for bad in [MountFlags::BIND, REC, MountFlags::REMOUNT] {
+            assert_eq!(t.mount(&fs2, "/b", bad), Err(Errno::EINVAL), "{bad:?}");
+            assert_eq!(t.mount_setflags("/a", bad), Err(Errno::EINVAL), "{bad:?}");
+        }
+        assert_eq!(t.mount_bind("/a", "/b", RDONLY), Err(Errno::EINVAL));
+        assert_eq!(t.mount_bind("/a", "/b", REC), Ok(()));
+        assert_eq!(
+            t.umount2("/", NOUM),
+            Err(Errno::EINVAL),
+            "the namespace root"
+        );
+        assert_eq!(
+            t.umount2("/", DETACH),
+            Err(Errno::EINVAL),
+            "the namespace root"
+        );
+        assert_eq!(t.umount2("/a", NOUM), Ok(()));
+        assert_eq!(
+            t.mount(&fs, "/c", NONE),
+            Err(Errno::EBUSY),
+            "attached before, gone"
+        );
+    }
+}
+
+/// The listing's documented shape: the top is the root mount, its parent id its own;
+/// `dev` is `st_dev`; `fs_type` names the file system; `root` is a bind's directory.
+#[test]
+fn uvfs_mountinfo_fields() {
+    for u in each_fs() {
+        let s: &dyn Sys = &u;
+        tree(s);
+        s.mkdir(b"/b");
+        bind(s, b"/m/sub", b"/b", NONE);
+        s.mount_setflags(b"/b", RDONLY | MountFlags::NOSUID)
+            .unwrap();
+        let mi = u.task.mountinfo();
+        let kind = if u.host.is_some() { "hostfs" } else { "tmpfs" };
+        assert_eq!(mi.len(), 3, "{mi:?}");
+        assert_eq!(
+            (mi[0].mount_point.as_slice(), mi[0].parent_id, mi[0].fs_type),
+            (&b"/"[..], mi[0].mnt_id, kind)
+        );
+        let m = &mi[1];
+        assert_eq!(
+            (m.mount_point.as_slice(), m.root.as_slice()),
+            (&b"/m"[..], &b"/"[..])
+        );
+        assert_eq!(
+            (m.parent_id, m.fs_type, m.flags),
+            (mi[0].mnt_id, kind, NONE)
+        );
+        assert_eq!(m.dev, s.stat(b"/m/f").unwrap().st_dev);
+        let b = &mi[2];
+        assert_eq!(
+            (b.mount_point.as_slice(), b.root.as_slice()),
+            (&b"/b"[..], &b"/sub"[..])
+        );
+        assert_eq!((b.parent_id, b.dev), (mi[0].mnt_id, m.dev));
+        assert_eq!(b.flags, RDONLY | MountFlags::NOSUID);
+        assert_eq!(b.mnt_id, mnt_id(s, b"/b/g"));
+    }
+}

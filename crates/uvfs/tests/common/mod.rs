@@ -481,27 +481,31 @@ impl Sys for Uvfs {
         xattrfam::uvfs_remove(&self.task, t, name)
     }
     fn mount_new(&self, target: &[u8], flags: MountFlags) -> Result<()> {
-        let _ = (target, flags);
-        Err(Errno::ENOSYS) // TEMPORARY: until the mount tree lands
+        let fs = match &self.host {
+            None => uvfs::tmpfs::mount(Default::default()),
+            Some(h) => {
+                let (m, dir) = new_hostfs(None, "");
+                h.children.lock().unwrap().push(dir);
+                m
+            }
+        };
+        self.task.mount(&fs, target, flags)
     }
     fn mount_bind(&self, source: &[u8], target: &[u8], flags: MountFlags) -> Result<()> {
-        let _ = (source, target, flags);
-        Err(Errno::ENOSYS)
+        self.task.mount_bind(source, target, flags)
     }
     fn mount_setflags(&self, target: &[u8], flags: MountFlags) -> Result<()> {
-        let _ = (target, flags);
-        Err(Errno::ENOSYS)
+        self.task.mount_setflags(target, flags)
     }
     fn umount2(&self, target: &[u8], flags: UmountFlags) -> Result<()> {
-        let _ = (target, flags);
-        Err(Errno::ENOSYS)
+        self.task.umount2(target, flags)
     }
     fn mountinfo(&self) -> Result<Vec<Mnt>> {
-        Err(Errno::ENOSYS)
+        Ok(mountfam::from_uvfs(self.task.mountinfo()))
     }
     fn exec_check(&self, path: &[u8]) -> Result<()> {
-        let _ = path;
-        Err(Errno::ENOSYS)
+        let h = self.task.filp_open(CWD, path, OpenFlags::PATH, 0)?;
+        self.task.dentry_open_exec(h.dentry()).map(drop)
     }
 }
 

@@ -11,51 +11,7 @@ use super::Sys as _;
 use super::{cpath, sc};
 use uvfs::{Errno, Fd, Result};
 
-// TEMPORARY until the mount tree lands on main: stand-ins with uvfs's names and bits.
-// pub use uvfs::{MountFlags, UmountFlags};
-pub use tmpflags::{MountFlags, UmountFlags};
-mod tmpflags {
-    macro_rules! flags {
-        ($name:ident, $t:ty, $($c:ident = $v:expr),*) => {
-            #[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
-            pub struct $name($t);
-            impl $name {
-                $(pub const $c: $name = $name($v);)*
-                pub const fn empty() -> Self { $name(0) }
-                pub const fn bits(self) -> $t { self.0 }
-                pub const fn union(self, o: Self) -> Self { $name(self.0 | o.0) }
-                pub const fn contains(self, o: Self) -> bool { self.0 & o.0 == o.0 }
-                pub const fn from_bits_retain(b: $t) -> Self { $name(b) }
-            }
-            impl std::ops::BitOr for $name {
-                type Output = Self;
-                fn bitor(self, o: Self) -> Self { $name(self.0 | o.0) }
-            }
-            impl std::ops::BitOrAssign for $name {
-                fn bitor_assign(&mut self, o: Self) { self.0 |= o.0 }
-            }
-        };
-    }
-    flags!(
-        MountFlags,
-        u64,
-        RDONLY = 1,
-        NOSUID = 2,
-        NODEV = 4,
-        NOEXEC = 8,
-        REMOUNT = 32,
-        BIND = 4096,
-        REC = 16384
-    );
-    flags!(
-        UmountFlags,
-        u32,
-        FORCE = 1,
-        DETACH = 2,
-        EXPIRE = 4,
-        NOFOLLOW = 8
-    );
-}
+pub use uvfs::{MountFlags, UmountFlags};
 
 /// The per-mount flags a mount table entry reports (`ro`, `nosuid`, `nodev`, `noexec`).
 pub const MNT_FLAGS: MountFlags = MountFlags::RDONLY
@@ -133,6 +89,21 @@ pub fn check_mount_table(s: &dyn super::Sys, t: &[Mnt]) {
             assert_eq!(st.st_dev, m.dev, "{}: st_dev of {m:?}", s.kind());
         }
     }
+}
+
+/// uvfs's mount table as [`Mnt`]s.
+pub(crate) fn from_uvfs(t: Vec<uvfs::MountInfo>) -> Vec<Mnt> {
+    t.into_iter()
+        .map(|m| Mnt {
+            id: m.mnt_id,
+            parent_id: m.parent_id,
+            dev: m.dev,
+            root: m.root,
+            mount_point: m.mount_point,
+            flags: m.flags.intersection(MNT_FLAGS),
+            fs_type: m.fs_type.to_string(),
+        })
+        .collect()
 }
 
 // ---------------------------------------------------------------------------------------
