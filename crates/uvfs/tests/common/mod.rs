@@ -159,7 +159,7 @@ pub trait Sys {
     fn mountinfo(&self) -> Result<Vec<Mnt>>;
     /// The open of `execve(2)` on `path`, an empty file: `Ok` where it may be executed
     /// (Linux: `execveat` failing with `ENOEXEC`, as no binary format takes an empty file;
-    /// uvfs: `Task::dentry_open_exec` of the walk's result).
+    /// uvfs: `Task::open_exec`, which checks `noexec` on the walk's own mount).
     fn exec_check(&self, path: &[u8]) -> Result<()>;
 }
 
@@ -504,8 +504,7 @@ impl Sys for Uvfs {
         Ok(mountfam::from_uvfs(self.task.mountinfo()))
     }
     fn exec_check(&self, path: &[u8]) -> Result<()> {
-        let h = self.task.filp_open(CWD, path, OpenFlags::PATH, 0)?;
-        self.task.dentry_open_exec(h.dentry()).map(drop)
+        self.task.open_exec(CWD, path).map(drop)
     }
 }
 
