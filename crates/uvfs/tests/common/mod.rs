@@ -51,6 +51,9 @@ mod openfam;
 pub use openfam::*;
 mod xattrfam;
 pub use xattrfam::XTarget;
+mod mountfam;
+#[allow(unused_imports)]
+pub use mountfam::{check_mount_table, mount_shape, Mnt, MntShape, MountFlags, UmountFlags};
 
 /// `AT_FDCWD`.
 pub const CWD: Fd = Fd::AT_FDCWD;
@@ -137,6 +140,27 @@ pub trait Sys {
     fn xattr_set(&self, t: XTarget<'_>, name: &[u8], value: &[u8], flags: u32) -> Result<()>;
     fn xattr_list(&self, t: XTarget<'_>, buf: &mut [u8]) -> Result<usize>;
     fn xattr_remove(&self, t: XTarget<'_>, name: &[u8]) -> Result<()>;
+    // The mount tree (mountfam.rs).
+    /// `mount(2)` of a new, empty file system at directory `target` with per-mount `flags`
+    /// (`RDONLY|NOSUID|NODEV|NOEXEC`). Linux: a tmpfs (`mount("tmpfs", target, "tmpfs",
+    /// flags, NULL)`); uvfs: one of the kind under test (a tmpfs on tmpfs; on hostfs a
+    /// hostfs over a fresh host tmpfs, as [`Uvfs::hostfs`]'s own).
+    fn mount_new(&self, target: &[u8], flags: MountFlags) -> Result<()>;
+    /// `mount(source, target, NULL, MS_BIND | flags, NULL)` (`flags`: `MS_REC` or nothing).
+    fn mount_bind(&self, source: &[u8], target: &[u8], flags: MountFlags) -> Result<()>;
+    /// `mount(NULL, target, NULL, MS_REMOUNT | MS_BIND | flags, NULL)`: sets the per-mount
+    /// flags of the mount whose root is `target`.
+    fn mount_setflags(&self, target: &[u8], flags: MountFlags) -> Result<()>;
+    /// `umount2(2)`.
+    fn umount2(&self, target: &[u8], flags: UmountFlags) -> Result<()>;
+    /// The mounts visible under the task's root, as `/proc/thread-self/mountinfo` lists
+    /// them (Linux: read through a procfs mounted for the moment; uvfs:
+    /// `Task::mountinfo`). Call it as root.
+    fn mountinfo(&self) -> Result<Vec<Mnt>>;
+    /// The open of `execve(2)` on `path`, an empty file: `Ok` where it may be executed
+    /// (Linux: `execveat` failing with `ENOEXEC`, as no binary format takes an empty file;
+    /// uvfs: `Task::open_exec`, which checks `noexec` on the walk's own mount).
+    fn exec_check(&self, path: &[u8]) -> Result<()>;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -158,6 +182,9 @@ pub struct HostDir {
     pub dir: tempfile::TempDir,
     /// Whether `dir` is a plain directory (no tmpfs could be mounted on it).
     pub plain: bool,
+    /// The host directories of the hostfs mounts [`Sys::mount_new`] attached inside this
+    /// one, kept while this one is.
+    pub children: std::sync::Mutex<Vec<HostDir>>,
 }
 
 /// Whether the posix cases also run on hostfs (off with `UVFS_NO_HOSTFS=1`).
@@ -200,42 +227,11 @@ impl Uvfs {
     /// hostfs over a fresh host tmpfs mounted with `mode=root_mode` (default `1777`) and
     /// `extra` options (e.g. `",size=65536"`), as the host side's sandbox.
     pub fn hostfs(root_mode: Option<u32>, extra: &str) -> Uvfs {
-        let base = if std::path::Path::new("/dev/shm").is_dir() {
-            std::path::PathBuf::from("/dev/shm")
-        } else {
-            std::env::temp_dir()
-        };
-        let dir = tempfile::Builder::new()
-            .prefix("uvfs-hostfs-")
-            .tempdir_in(base)
-            .expect("tempdir");
-        let path = dir.path().to_owned();
-        let mode = root_mode.unwrap_or(0o1777);
-        let data = cpath(format!("mode={mode:o}{extra}").as_bytes());
-        let required = root_mode.is_some() || !extra.is_empty();
-        let (mnt, plain) = std::thread::spawn(move || {
-            let p = cpath(path.as_os_str().as_encoded_bytes());
-            // The thread ends right after mounting hostfs, whose descriptors keep the
-            // tmpfs alive (reachable through them only).
-            let mounted = mount_private_tmpfs(&p, &data);
-            if !mounted {
-                assert!(
-                    !required,
-                    "hostfs: a root mode or limits need a tmpfs mount"
-                );
-                // SAFETY: chmod of our own fresh directory.
-                unsafe { libc::chmod(p.as_ptr(), mode) };
-            }
-            let m = uvfs::hostfs::mount(&path, uvfs::hostfs::HostfsOptions::default())
-                .expect("hostfs mount");
-            (m, !mounted)
-        })
-        .join()
-        .expect("hostfs thread");
+        let (mnt, dir) = new_hostfs(root_mode, extra);
         Uvfs {
             task: Task::init(&mnt),
             mnt,
-            host: Some(Arc::new(HostDir { dir, plain })),
+            host: Some(Arc::new(dir)),
         }
     }
 
@@ -251,6 +247,51 @@ impl Uvfs {
             host: None,
         }
     }
+}
+
+/// A hostfs over a fresh host tmpfs (see [`Uvfs::hostfs`]), and its host directory.
+fn new_hostfs(root_mode: Option<u32>, extra: &str) -> (Arc<Mount>, HostDir) {
+    let base = if std::path::Path::new("/dev/shm").is_dir() {
+        std::path::PathBuf::from("/dev/shm")
+    } else {
+        std::env::temp_dir()
+    };
+    let dir = tempfile::Builder::new()
+        .prefix("uvfs-hostfs-")
+        .tempdir_in(base)
+        .expect("tempdir");
+    let path = dir.path().to_owned();
+    let mode = root_mode.unwrap_or(0o1777);
+    let data = cpath(format!("mode={mode:o}{extra}").as_bytes());
+    let required = root_mode.is_some() || !extra.is_empty();
+    let (mnt, plain) = std::thread::spawn(move || {
+        let p = cpath(path.as_os_str().as_encoded_bytes());
+        // The thread ends right after mounting hostfs, whose descriptors keep the
+        // tmpfs alive (reachable through them only).
+        let mounted = mount_private_tmpfs(&p, &data);
+        if !mounted {
+            assert!(
+                !required,
+                "hostfs: a root mode or limits need a tmpfs mount"
+            );
+            // SAFETY: chmod of our own fresh directory.
+            unsafe { libc::chmod(p.as_ptr(), mode) };
+        }
+        let m = uvfs::hostfs::mount(&path, uvfs::hostfs::HostfsOptions::default())
+            .expect("hostfs mount");
+        (m, !mounted)
+    })
+    .join()
+    .expect("hostfs thread");
+    let children = Default::default();
+    (
+        mnt,
+        HostDir {
+            dir,
+            plain,
+            children,
+        },
+    )
 }
 
 impl Default for Uvfs {
@@ -438,6 +479,32 @@ impl Sys for Uvfs {
     }
     fn xattr_remove(&self, t: XTarget<'_>, name: &[u8]) -> Result<()> {
         xattrfam::uvfs_remove(&self.task, t, name)
+    }
+    fn mount_new(&self, target: &[u8], flags: MountFlags) -> Result<()> {
+        let fs = match &self.host {
+            None => uvfs::tmpfs::mount(Default::default()),
+            Some(h) => {
+                let (m, dir) = new_hostfs(None, "");
+                h.children.lock().unwrap().push(dir);
+                m
+            }
+        };
+        self.task.mount(&fs, target, flags)
+    }
+    fn mount_bind(&self, source: &[u8], target: &[u8], flags: MountFlags) -> Result<()> {
+        self.task.mount_bind(source, target, flags)
+    }
+    fn mount_setflags(&self, target: &[u8], flags: MountFlags) -> Result<()> {
+        self.task.mount_setflags(target, flags)
+    }
+    fn umount2(&self, target: &[u8], flags: UmountFlags) -> Result<()> {
+        self.task.umount2(target, flags)
+    }
+    fn mountinfo(&self) -> Result<Vec<Mnt>> {
+        Ok(mountfam::from_uvfs(self.task.mountinfo()))
+    }
+    fn exec_check(&self, path: &[u8]) -> Result<()> {
+        self.task.open_exec(CWD, path).map(drop)
     }
 }
 
@@ -975,6 +1042,24 @@ impl Sys for Host {
     }
     fn xattr_remove(&self, t: XTarget<'_>, name: &[u8]) -> Result<()> {
         xattrfam::host_remove(t, name)
+    }
+    fn mount_new(&self, target: &[u8], flags: MountFlags) -> Result<()> {
+        mountfam::host_mount_tmpfs(target, flags)
+    }
+    fn mount_bind(&self, source: &[u8], target: &[u8], flags: MountFlags) -> Result<()> {
+        mountfam::host_mount_bind(source, target, flags)
+    }
+    fn mount_setflags(&self, target: &[u8], flags: MountFlags) -> Result<()> {
+        mountfam::host_mount_setflags(target, flags)
+    }
+    fn umount2(&self, target: &[u8], flags: UmountFlags) -> Result<()> {
+        mountfam::host_umount2(target, flags)
+    }
+    fn mountinfo(&self) -> Result<Vec<Mnt>> {
+        mountfam::host_mountinfo()
+    }
+    fn exec_check(&self, path: &[u8]) -> Result<()> {
+        mountfam::host_exec_check(path)
     }
 }
 
