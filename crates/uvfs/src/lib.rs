@@ -49,13 +49,16 @@
 //! | fdtable.rs, task.rs | `dup`, `dup2`, `dup3`, `close_range`, `fork`, `exec`, rlimits, `umask` |
 //! | read_write.rs | `read`, `write`, `pread`, `pwrite`, `lseek`, `ftruncate`, `fallocate` |
 //! | readdir.rs | `getdents64` |
-//! | namei.rs | the walk; `mkdirat`, `mknodat`, `symlinkat`, `readlinkat`, `unlinkat`, `rmdir`, `renameat2`, `linkat`, `chdir`, `fchdir`, `chroot`, `getcwd` |
+//! | namei/ | the walk (with mount crossing); `mkdirat`, `mknodat`, `symlinkat`, `readlinkat`, `unlinkat`, `rmdir`, `renameat2`, `linkat`, `chdir`, `fchdir`, `chroot`, `getcwd` |
 //! | stat.rs | `fstat`, `fstatat`, `statx`, `futimens`, `utimensat` |
 //! | attr.rs | `fchmod(at)`, `fchown(at)`, `truncate`, `faccessat2` |
 //! | statfs.rs | `statfs`, `fstatfs`, `fsync`, `fdatasync` |
 //! | xattr.rs | `getxattr`, `setxattr`, `listxattr`, `removexattr` and their `l`/`f`/`at` forms |
+//! | namespace.rs | `mount` (a new file system, `mount_bind`, `mount_setflags`), `umount2`, `mountinfo` |
 //!
 //! # Global lock order
+//! A namespace's lock (mount and umount only) -> a mount point's parent directory lock, and
+//! -> a mount's count lock (a leaf, also taken alone by the last put of a detached mount).
 //! `SuperBlock::s_rename_lock` -> directory locks (ancestor first, else by address) ->
 //! a regular file's data lock -> an inode's attribute lock. `FdTable::file_lock`,
 //! `FsStruct::lock` and a `File`'s `f_pos_lock` (taken before the data lock) are otherwise

@@ -6,17 +6,17 @@
 //! `umount_tree`, `mntput_no_expire`).
 //!
 //! # Counting
-//! Open files and task roots and cwds hold their mount with a [`MntRef`], a per-thread
-//! sharded count ([`PcpCount`]): an open and a close write only the calling thread's shard
+//! Open files and task roots and cwds hold their mount with a `MntRef`, a per-thread
+//! sharded count (`PcpCount`): an open and a close write only the calling thread's shard
 //! line, as Linux's per-CPU `mnt_count`. While a mount is attached its namespace holds it;
 //! unmounting detaches it, waits one epoch grace period and sums the shards; the mount (and,
 //! with its last mount, the super block and its tree) goes when the sum reaches zero,
 //! possibly at the last close of a file on a lazily unmounted mount.
 //!
 //! # The table
-//! A namespace's mounts are a [`MountTable`] published in an [`RcuCell`] and replaced whole
+//! A namespace's mounts are a `MountTable` published in an [`RcuCell`] and replaced whole
 //! (copy on write) under the namespace lock: walks read it without locks and only when they
-//! reach a dentry marked [`DCACHE_MOUNTED`] or go up from a mount's root; mount and umount
+//! reach a dentry marked `DCACHE_MOUNTED` or go up from a mount's root; mount and umount
 //! are the rare path (Linux: the mount hash under RCU and `mount_lock`).
 //!
 //! Lock order: `MntNamespace::ns_lock` -> a mount's `PcpCount` lock; `mnt_keep` is a leaf.
@@ -92,8 +92,8 @@ static NEXT_MNT_ID: AtomicU64 = AtomicU64::new(1);
 /// # Refcounting
 /// Memory: `Arc<Mount>`, held by the embedder (what [`tmpfs::mount`](crate::tmpfs::mount)
 /// returns), by the namespace's table while attached, and by the mount itself
-/// (`mnt_keep`) from attach until its last [`MntRef`] is gone after it was detached.
-/// Users (open files, task roots and cwds): [`MntRef`]s on the sharded count.
+/// (`mnt_keep`) from attach until its last `MntRef` is gone after it was detached.
+/// Users (open files, task roots and cwds): `MntRef`s on the sharded count.
 pub struct Mount {
     pub(crate) mnt_sb: Arc<SuperBlock>,
     pub(crate) mnt_root: Arc<Dentry>,
@@ -338,7 +338,7 @@ impl Mount {
 
 /// A position in the namespace: a mount and a dentry in it (`struct path`).
 ///
-/// Holds a reference on the mount ([`MntRef`]) and on the dentry.
+/// Holds a reference on the mount (`MntRef`) and on the dentry.
 #[derive(Clone, Debug)]
 pub struct Path {
     /// The mount.
