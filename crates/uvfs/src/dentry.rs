@@ -157,3 +157,18 @@ impl Dentry {
         self.link(guard).parent.as_ref()
     }
 }
+
+/// Marks a removed dentry unhashed (its link keeps parent and name for `..` and getcwd).
+pub(crate) fn unhash(d: &Arc<Dentry>) {
+    let g = crate::sync::epoch::pin();
+    let l = d.link(&g);
+    d.d_link.replace(
+        DLink {
+            parent: l.parent.clone(),
+            name: l.name.clone(),
+            cookie: l.cookie,
+            unhashed: true,
+        },
+        &g,
+    );
+}

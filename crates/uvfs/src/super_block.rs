@@ -83,7 +83,7 @@ impl Drop for SuperBlock {
                 let children = l.clear();
                 drop(l);
                 for c in &children {
-                    crate::namei::unhash(c);
+                    crate::dentry::unhash(c);
                 }
                 stack.extend(children);
             }

@@ -407,18 +407,3 @@ pub(crate) fn lookup_locked(
     dl.insert(name, d.clone(), cookie);
     Ok(Some(d))
 }
-
-/// Marks a removed dentry unhashed (its link keeps parent and name for `..` and getcwd).
-pub(crate) fn unhash(d: &Arc<Dentry>) {
-    let g = epoch::pin();
-    let l = d.link(&g);
-    d.d_link.replace(
-        DLink {
-            parent: l.parent.clone(),
-            name: l.name.clone(),
-            cookie: l.cookie,
-            unhashed: true,
-        },
-        &g,
-    );
-}
