@@ -87,6 +87,24 @@ pub struct MountArgs {
     /// uvfs's mount tree, which is not built yet, and are refused.
     #[arg(long, value_parser = parse_bind)]
     pub bind: Vec<Bind>,
+    /// The mount's source as /proc/self/mountinfo, `df` and `umount SOURCE` show it (FUSE's
+    /// `fsname`; `mount.fuse.uvfs` passes the device argument of `mount -t fuse.uvfs`).
+    #[arg(long, default_value = "uvfs", value_parser = parse_fsname)]
+    pub fsname: String,
+}
+
+/// A `--fsname`: non-empty, and nothing that would split or garble a mountinfo line or a
+/// mount option list (whitespace, `,`, `\\`).
+fn parse_fsname(s: &str) -> Result<String, String> {
+    if s.is_empty()
+        || s.chars()
+            .any(|c| c.is_whitespace() || c.is_control() || c == ',' || c == '\\')
+    {
+        return Err(format!(
+            "{s:?}: a name without spaces, commas or backslashes"
+        ));
+    }
+    Ok(s.to_owned())
 }
 
 /// One `--bind HOST_DIR:PATH[:ro]`.
@@ -190,6 +208,7 @@ fn daemonize(args: &MountArgs) -> Result<(), String> {
         PermissionsArg::Kernel => "kernel",
         PermissionsArg::Uvfs => "uvfs",
     };
+    cmd.arg(format!("--fsname={}", args.fsname));
     cmd.arg(format!("--permissions={perm}"))
         .arg(format!("--timeout={}", args.timeout))
         .stdin(std::process::Stdio::null())
@@ -515,7 +534,7 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
     // shows ST_RDONLY.
     let read_only = root_bind(args)?.is_some_and(|b| b.read_only);
     let mut options = vec![
-        MountOption::FSName("uvfs".into()),
+        MountOption::FSName(args.fsname.clone()),
         MountOption::Subtype("uvfs".into()),
         if read_only {
             MountOption::RO
