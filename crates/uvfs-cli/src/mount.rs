@@ -271,6 +271,82 @@ fn in_path(name: &str) -> bool {
         .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
 }
 
+/// As root: mounts FUSE on `mp` with mount(2) as fuser 0.18's `fuse_mount_sys` does (type
+/// `fuse`, source `fsname`, set-ID bits and device nodes honoured as on a tmpfs root mounts)
+/// and returns the `/dev/fuse` descriptor for `Session::from_fd`.
+///
+/// Not fuser's own mount: its `Mount` drop, at the end of `Session::run`, unmounts the mount
+/// point *by path* unless `is_mounted` says the connection is gone, and that test is
+/// inverted in 0.18 (a POLLERR, the connection gone, counts as mounted). After an unmount
+/// from outside (`umount SOURCE`, as xfstests does before it mounts again) it unmounted
+/// whatever was on the mount point by then: the next `uvfs mount` there, whose users then
+/// wrote to the directory underneath (1 in about 50 umount-then-mount cycles).
+///
+/// # Errors
+/// Opening `/dev/fuse` or the mount failed.
+fn mount_as_root(
+    mp: &std::path::Path,
+    fsname: &str,
+    read_only: bool,
+    default_permissions: bool,
+    allow_other: bool,
+) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::MetadataExt;
+    let root_mode = std::fs::metadata(mp)?.mode();
+    let dev = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")?;
+    let mut data = format!(
+        "fd={},rootmode={root_mode:o},user_id={},group_id={}",
+        dev.as_raw_fd(),
+        rustix::process::getuid().as_raw(),
+        rustix::process::getgid().as_raw()
+    );
+    if default_permissions {
+        data.push_str(",default_permissions");
+    }
+    if allow_other {
+        data.push_str(",allow_other");
+    }
+    let data = std::ffi::CString::new(data).map_err(io::Error::other)?;
+    let flags = if read_only {
+        rustix::mount::MountFlags::RDONLY
+    } else {
+        rustix::mount::MountFlags::empty()
+    };
+    rustix::mount::mount(fsname, mp, "fuse", flags, data.as_c_str())?;
+    Ok(dev.into())
+}
+
+/// How the signal watcher unmounts: fuser's unmounter (a mount made through fusermount3), or
+/// as root the mount made by [`mount_as_root`], at this canonical path, while it is the one
+/// with this connection number (not one mounted there since).
+enum Unmounter {
+    Fuser(fuser::SessionUnmounter),
+    Root(Option<PathBuf>, Option<u32>),
+}
+
+impl Unmounter {
+    /// A plain unmount (`EBUSY` while in use); nothing if the mount is no longer ours.
+    fn unmount(&mut self) -> io::Result<()> {
+        match self {
+            Unmounter::Fuser(u) => u.unmount(),
+            Unmounter::Root(Some(mp), Some(conn)) => {
+                if fuse_connection(mp) != Some(*conn) {
+                    return Ok(());
+                }
+                rustix::mount::unmount(mp.as_path(), rustix::mount::UnmountFlags::empty())
+                    .map_err(Into::into)
+            }
+            Unmounter::Root(..) => Err(io::Error::other(
+                "the mount point or the connection number is unknown",
+            )),
+        }
+    }
+}
+
 /// Detaches the mount at `mp` (`MNT_DETACH`; through `fusermount3 -u -z` when not root).
 fn lazy_unmount(mp: &std::path::Path) -> io::Result<()> {
     if rustix::process::geteuid().is_root() {
@@ -562,8 +638,22 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
     // Canonical as fuser mounts it (and before it is mounted: resolving the mount point
     // afterwards would wait on the session).
     let canonical = mp.canonicalize().ok();
-    let mut session = Session::new(fs, mp, &config)
-        .map_err(|e| format!("cannot mount on {}: {e}", mp.display()))?;
+    // As root, mounted here and served with `Session::from_fd`, so that fuser never
+    // unmounts it (see `mount_as_root`); otherwise fuser mounts through fusermount3.
+    let as_root = rustix::process::geteuid().is_root();
+    let mut session = if as_root {
+        mount_as_root(
+            mp,
+            &args.fsname,
+            read_only,
+            permissions == Permissions::Kernel,
+            args.allow_other,
+        )
+        .and_then(|fd| Session::from_fd(fs, fd, config.acl, config.clone()))
+    } else {
+        Session::new(fs, mp, &config)
+    }
+    .map_err(|e| format!("cannot mount on {}: {e}", mp.display()))?;
     let conn = canonical.as_deref().and_then(fuse_connection);
     let size_text = match (root_bind(args)?, size) {
         (Some(b), _) => format!(
@@ -597,7 +687,11 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
     }
     // SIGINT/SIGTERM/SIGHUP: unmount, which ends `run` below; if it has not ended
     // DETACHED_GRACE later, abort the connection, which does.
-    let mut unmounter = Some(session.unmount_callable());
+    let mut unmounter = Some(if as_root {
+        Unmounter::Root(canonical.clone(), conn)
+    } else {
+        Unmounter::Fuser(session.unmount_callable())
+    });
     let done = Arc::new(AtomicBool::new(false));
     let watcher = {
         let done = done.clone();
