@@ -88,6 +88,24 @@ pub struct MountArgs {
     /// at `/`), made (with its parents) if missing.
     #[arg(long, value_parser = parse_bind)]
     pub bind: Vec<Bind>,
+    /// The mount's source as /proc/self/mountinfo, `df` and `umount SOURCE` show it (FUSE's
+    /// `fsname`; `mount.fuse.uvfs` passes the device argument of `mount -t fuse.uvfs`).
+    #[arg(long, default_value = "uvfs", value_parser = parse_fsname)]
+    pub fsname: String,
+}
+
+/// A `--fsname`: non-empty, and nothing that would split or garble a mountinfo line or a
+/// mount option list (whitespace, `,`, `\\`).
+fn parse_fsname(s: &str) -> Result<String, String> {
+    if s.is_empty()
+        || s.chars()
+            .any(|c| c.is_whitespace() || c.is_control() || c == ',' || c == '\\')
+    {
+        return Err(format!(
+            "{s:?}: a name without spaces, commas or backslashes"
+        ));
+    }
+    Ok(s.to_owned())
 }
 
 /// One `--bind HOST_DIR:PATH[:ro]`.
@@ -268,6 +286,7 @@ fn daemonize(args: &MountArgs) -> Result<(), String> {
         PermissionsArg::Kernel => "kernel",
         PermissionsArg::Uvfs => "uvfs",
     };
+    cmd.arg(format!("--fsname={}", args.fsname));
     cmd.arg(format!("--permissions={perm}"))
         .arg(format!("--timeout={}", args.timeout))
         .stdin(std::process::Stdio::null())
@@ -328,6 +347,82 @@ fn parse_timeout(s: &str) -> Result<f64, String> {
 fn in_path(name: &str) -> bool {
     std::env::var_os("PATH")
         .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
+}
+
+/// As root: mounts FUSE on `mp` with mount(2) as fuser 0.18's `fuse_mount_sys` does (type
+/// `fuse`, source `fsname`, set-ID bits and device nodes honoured as on a tmpfs root mounts)
+/// and returns the `/dev/fuse` descriptor for `Session::from_fd`.
+///
+/// Not fuser's own mount: its `Mount` drop, at the end of `Session::run`, unmounts the mount
+/// point *by path* unless `is_mounted` says the connection is gone, and that test is
+/// inverted in 0.18 (a POLLERR, the connection gone, counts as mounted). After an unmount
+/// from outside (`umount SOURCE`, as xfstests does before it mounts again) it unmounted
+/// whatever was on the mount point by then: the next `uvfs mount` there, whose users then
+/// wrote to the directory underneath (1 in about 50 umount-then-mount cycles).
+///
+/// # Errors
+/// Opening `/dev/fuse` or the mount failed.
+fn mount_as_root(
+    mp: &std::path::Path,
+    fsname: &str,
+    read_only: bool,
+    default_permissions: bool,
+    allow_other: bool,
+) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::MetadataExt;
+    let root_mode = std::fs::metadata(mp)?.mode();
+    let dev = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")?;
+    let mut data = format!(
+        "fd={},rootmode={root_mode:o},user_id={},group_id={}",
+        dev.as_raw_fd(),
+        rustix::process::getuid().as_raw(),
+        rustix::process::getgid().as_raw()
+    );
+    if default_permissions {
+        data.push_str(",default_permissions");
+    }
+    if allow_other {
+        data.push_str(",allow_other");
+    }
+    let data = std::ffi::CString::new(data).map_err(io::Error::other)?;
+    let flags = if read_only {
+        rustix::mount::MountFlags::RDONLY
+    } else {
+        rustix::mount::MountFlags::empty()
+    };
+    rustix::mount::mount(fsname, mp, "fuse", flags, data.as_c_str())?;
+    Ok(dev.into())
+}
+
+/// How the signal watcher unmounts: fuser's unmounter (a mount made through fusermount3), or
+/// as root the mount made by [`mount_as_root`], at this canonical path, while it is the one
+/// with this connection number (not one mounted there since).
+enum Unmounter {
+    Fuser(fuser::SessionUnmounter),
+    Root(Option<PathBuf>, Option<u32>),
+}
+
+impl Unmounter {
+    /// A plain unmount (`EBUSY` while in use); nothing if the mount is no longer ours.
+    fn unmount(&mut self) -> io::Result<()> {
+        match self {
+            Unmounter::Fuser(u) => u.unmount(),
+            Unmounter::Root(Some(mp), Some(conn)) => {
+                if fuse_connection(mp) != Some(*conn) {
+                    return Ok(());
+                }
+                rustix::mount::unmount(mp.as_path(), rustix::mount::UnmountFlags::empty())
+                    .map_err(Into::into)
+            }
+            Unmounter::Root(..) => Err(io::Error::other(
+                "the mount point or the connection number is unknown",
+            )),
+        }
+    }
 }
 
 /// Detaches the mount at `mp` (`MNT_DETACH`; through `fusermount3 -u -z` when not root).
@@ -596,7 +691,7 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
     // shows ST_RDONLY.
     let read_only = root_bind(args)?.is_some_and(|b| b.read_only);
     let mut options = vec![
-        MountOption::FSName("uvfs".into()),
+        MountOption::FSName(args.fsname.clone()),
         MountOption::Subtype("uvfs".into()),
         if read_only {
             MountOption::RO
@@ -624,8 +719,22 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
     // Canonical as fuser mounts it (and before it is mounted: resolving the mount point
     // afterwards would wait on the session).
     let canonical = mp.canonicalize().ok();
-    let mut session = Session::new(fs, mp, &config)
-        .map_err(|e| format!("cannot mount on {}: {e}", mp.display()))?;
+    // As root, mounted here and served with `Session::from_fd`, so that fuser never
+    // unmounts it (see `mount_as_root`); otherwise fuser mounts through fusermount3.
+    let as_root = rustix::process::geteuid().is_root();
+    let mut session = if as_root {
+        mount_as_root(
+            mp,
+            &args.fsname,
+            read_only,
+            permissions == Permissions::Kernel,
+            args.allow_other,
+        )
+        .and_then(|fd| Session::from_fd(fs, fd, config.acl, config.clone()))
+    } else {
+        Session::new(fs, mp, &config)
+    }
+    .map_err(|e| format!("cannot mount on {}: {e}", mp.display()))?;
     let conn = canonical.as_deref().and_then(fuse_connection);
     let size_text = match (root_bind(args)?, size) {
         (Some(b), _) => format!(
@@ -659,7 +768,11 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
     }
     // SIGINT/SIGTERM/SIGHUP: unmount, which ends `run` below; if it has not ended
     // DETACHED_GRACE later, abort the connection, which does.
-    let mut unmounter = Some(session.unmount_callable());
+    let mut unmounter = Some(if as_root {
+        Unmounter::Root(canonical.clone(), conn)
+    } else {
+        Unmounter::Fuser(session.unmount_callable())
+    });
     let done = Arc::new(AtomicBool::new(false));
     let watcher = {
         let done = done.clone();

@@ -410,6 +410,54 @@ fn daemon_returns_and_exits_when_unmounted() {
     );
 }
 
+/// Bug: a mount made right after an unmount of the same mount point from outside (as
+/// xfstests does: `umount SOURCE`, then `mount -t fuse.uvfs` again) vanished about once in
+/// 50 cycles; its users then wrote to the directory underneath (xfstests generic/366).
+/// Cause: at the end of `Session::run`, fuser 0.18's `Mount` drop unmounts the mount point
+/// by path unless `is_mounted()`, which is inverted (true on POLLERR, the connection gone):
+/// the old server unmounted the new server's mount. Fix: as root, `uvfs mount` mounts with
+/// mount(2) itself and serves with `Session::from_fd` (fuser owns no mount). Root only: a
+/// mount through fusermount3 still goes through fuser's `Mount`.
+#[test]
+fn remount_at_once_is_not_unmounted_by_the_old_server() {
+    let test = "remount_at_once_is_not_unmounted_by_the_old_server";
+    if !uvfs_only(test) {
+        return;
+    }
+    if !rustix::process::geteuid().is_root() {
+        common::skip(
+            test,
+            "needs root (mounts through fusermount3 keep fuser's race)",
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap().keep().canonicalize().unwrap();
+    let mut cleanup = DaemonCleanup {
+        dir: dir.clone(),
+        pid: None,
+    };
+    let d = dir.to_str().unwrap();
+    for i in 0..200 {
+        let (code, stderr) = uvfs(&["mount", d, "--daemon", "--fsname=uvfs-remount-test"]);
+        assert_eq!(code, Some(0), "cycle {i}: uvfs mount --daemon: {stderr}");
+        cleanup.pid = find_server(&dir);
+        fs::write(dir.join("f"), b"x").unwrap();
+        let m = common::mount_at(&dir);
+        assert_eq!(
+            m.map(|m| m.source),
+            Some("uvfs-remount-test".to_owned()),
+            "cycle {i}: the mount is gone after a write through it"
+        );
+        rustix::mount::unmount(&dir, rustix::mount::UnmountFlags::empty())
+            .unwrap_or_else(|e| panic!("cycle {i}: umount: {e}"));
+    }
+    assert!(
+        matches!(fs::read_dir(&dir).map(|d| d.count()), Ok(0)),
+        "nothing written under the mount point"
+    );
+    drop(cleanup);
+}
+
 /// Bug: `touch -d '1969-12-31 23:59:59.25'` through the mount stored 23:59:58.75, and a
 /// time of i64::MIN seconds (any user may set it on their own file) panicked a debug build
 /// of the server, ending the mount. Cause: fuser 0.18.0 decodes SETATTR times before 1970 as
