@@ -15,16 +15,6 @@ const OMIT: Timespec = Timespec::UTIME_OMIT;
 type RS = Result<Shape, Errno>;
 type R = Result<(), Errno>;
 
-/// `/d/` (with `f`), `/f` = "hello", `/l -> f`, `/ld -> d`, `/dangling -> nowhere`.
-fn tree(s: &dyn Sys) {
-    s.mkdir(b"/d");
-    s.mkfile(b"/d/f", b"");
-    s.mkfile(b"/f", b"hello");
-    s.symlink(b"f", b"/l");
-    s.symlink(b"d", b"/ld");
-    s.symlink(b"nowhere", b"/dangling");
-}
-
 const FILE: Shape = Shape {
     mode: S_IFREG | 0o644,
     nlink: 1,
@@ -33,12 +23,14 @@ const FILE: Shape = Shape {
     size: 5,
     blocks: 8,
 };
+/// `/d` of [`posix_tree`]: two links plus one for its subdirectory `sub`; tmpfs's size
+/// is 40 plus 20 per entry (`f`, `sub`).
 const DIR: Shape = Shape {
     mode: S_IFDIR | 0o755,
-    nlink: 2,
+    nlink: 3,
     uid: 0,
     gid: 0,
-    size: 60,
+    size: 40 + 2 * 20,
     blocks: 0,
 };
 const LINK: Shape = Shape {
@@ -49,12 +41,14 @@ const LINK: Shape = Shape {
     size: 1,
     blocks: 0,
 };
+/// `/` of [`posix_tree`]: two links plus one per subdirectory (`d`, `e`, `sticky`); its
+/// 10 entries at 20 each.
 const ROOT: Shape = Shape {
     mode: S_IFDIR | 0o1777,
-    nlink: 3,
+    nlink: 5,
     uid: 0,
     gid: 0,
-    size: 40 + 5 * 20,
+    size: 40 + 10 * 20,
     blocks: 0,
 };
 
@@ -66,79 +60,79 @@ fn st(s: &dyn Sys, dirfd: Fd, p: &[u8], f: AtFlags) -> RS {
 fn fstatat_cases() {
     table::<RS>(&[
         ("file", Ok(FILE), |s| {
-            tree(s);
+            posix_tree(s);
             st(s, CWD, b"/f", NOAT)
         }),
         ("dir", Ok(DIR), |s| {
-            tree(s);
+            posix_tree(s);
             st(s, CWD, b"/d", NOAT)
         }),
         ("root", Ok(ROOT), |s| {
-            tree(s);
+            posix_tree(s);
             st(s, CWD, b"/", NOAT)
         }),
         ("symlink followed", Ok(FILE), |s| {
-            tree(s);
+            posix_tree(s);
             st(s, CWD, b"/l", NOAT)
         }),
         ("symlink not followed", Ok(LINK), |s| {
-            tree(s);
+            posix_tree(s);
             st(s, CWD, b"/l", NOFOLLOW)
         }),
         ("file with AT_SYMLINK_NOFOLLOW", Ok(FILE), |s| {
-            tree(s);
+            posix_tree(s);
             st(s, CWD, b"/f", NOFOLLOW)
         }),
         (
             "intermediate symlink followed with NOFOLLOW",
             Ok(DIR),
             |s| {
-                tree(s);
+                posix_tree(s);
                 st(s, CWD, b"/ld/.", NOFOLLOW)
             },
         ),
         ("trailing slash follows with NOFOLLOW", Ok(DIR), |s| {
-            tree(s);
+            posix_tree(s);
             st(s, CWD, b"/ld/", NOFOLLOW)
         }),
         (
             "trailing slash on a symlink to a file",
             Err(Errno::ENOTDIR),
             |s| {
-                tree(s);
+                posix_tree(s);
                 st(s, CWD, b"/l/", NOFOLLOW)
             },
         ),
         ("dangling followed", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             st(s, CWD, b"/dangling", NOAT)
         }),
         (
             "dangling not followed",
             Ok(Shape { size: 7, ..LINK }),
             |s| {
-                tree(s);
+                posix_tree(s);
                 st(s, CWD, b"/dangling", NOFOLLOW)
             },
         ),
         ("missing", Err(Errno::ENOENT), |s| st(s, CWD, b"/x", NOAT)),
         ("file as a dir", Err(Errno::ENOTDIR), |s| {
-            tree(s);
+            posix_tree(s);
             st(s, CWD, b"/f/x", NOAT)
         }),
         ("empty path", Err(Errno::ENOENT), |s| st(s, CWD, b"", NOAT)),
         ("empty path, AT_EMPTY_PATH, cwd", Ok(DIR), |s| {
-            tree(s);
+            posix_tree(s);
             s.chdir(b"/d").unwrap();
             st(s, CWD, b"", EMPTY)
         }),
         ("empty path, AT_EMPTY_PATH, file fd", Ok(FILE), |s| {
-            tree(s);
+            posix_tree(s);
             let fd = s.open(b"/f", RO, 0).unwrap();
             st(s, fd, b"", EMPTY)
         }),
         ("empty path, AT_EMPTY_PATH, write-only fd", Ok(FILE), |s| {
-            tree(s);
+            posix_tree(s);
             let fd = s.open(b"/f", WO, 0).unwrap();
             st(s, fd, b"", EMPTY)
         }),
@@ -146,7 +140,7 @@ fn fstatat_cases() {
             "empty path, AT_EMPTY_PATH, unlinked file",
             Ok(Shape { nlink: 0, ..FILE }),
             |s| {
-                tree(s);
+                posix_tree(s);
                 let fd = s.open(b"/f", RO, 0).unwrap();
                 s.unlinkat(CWD, b"/f", NOAT).unwrap();
                 st(s, fd, b"", EMPTY)
@@ -161,51 +155,43 @@ fn fstatat_cases() {
             "empty path without AT_EMPTY_PATH, file fd",
             Err(Errno::ENOENT),
             |s| {
-                tree(s);
+                posix_tree(s);
                 let fd = s.open(b"/f", RO, 0).unwrap();
                 st(s, fd, b"", NOAT)
             },
         ),
         ("AT_EMPTY_PATH with a path", Ok(FILE), |s| {
-            tree(s);
+            posix_tree(s);
             st(s, CWD, b"/f", EMPTY)
         }),
-        (
-            "relative to a dir fd",
-            Ok(Shape {
-                size: 0,
-                blocks: 0,
-                ..FILE
-            }),
-            |s| {
-                tree(s);
-                let d = s.open(b"/d", RO, 0).unwrap();
-                st(s, d, b"f", NOAT)
-            },
-        ),
+        ("relative to a dir fd", Ok(Shape { size: 4, ..FILE }), |s| {
+            posix_tree(s);
+            let d = s.open(b"/d", RO, 0).unwrap();
+            st(s, d, b"f", NOAT)
+        }),
         ("relative to a file fd", Err(Errno::ENOTDIR), |s| {
-            tree(s);
+            posix_tree(s);
             let fd = s.open(b"/f", RO, 0).unwrap();
             st(s, fd, b"x", NOAT)
         }),
         ("relative to a bad fd", Err(Errno::EBADF), |s| {
-            tree(s);
+            posix_tree(s);
             st(s, Fd(9), b"f", NOAT)
         }),
         ("absolute path, bad fd", Ok(FILE), |s| {
-            tree(s);
+            posix_tree(s);
             st(s, Fd(9), b"/f", NOAT)
         }),
         ("AT_NO_AUTOMOUNT is accepted", Ok(FILE), |s| {
-            tree(s);
+            posix_tree(s);
             st(s, CWD, b"/f", AtFlags::NO_AUTOMOUNT)
         }),
         ("AT_REMOVEDIR is EINVAL", Err(Errno::EINVAL), |s| {
-            tree(s);
+            posix_tree(s);
             st(s, CWD, b"/f", AtFlags::REMOVEDIR)
         }),
         ("unknown flag is EINVAL", Err(Errno::EINVAL), |s| {
-            tree(s);
+            posix_tree(s);
             st(s, CWD, b"/f", AtFlags::from_bits_retain(0x8000))
         }),
         (
@@ -249,15 +235,15 @@ fn fstatat_cases() {
 fn regression_fstatat_accepts_statx_sync_flags() {
     table::<RS>(&[
         ("AT_STATX_FORCE_SYNC", Ok(FILE), |s| {
-            tree(s);
+            posix_tree(s);
             st(s, CWD, b"/f", AtFlags::from_bits_retain(0x2000))
         }),
         ("AT_STATX_DONT_SYNC", Ok(FILE), |s| {
-            tree(s);
+            posix_tree(s);
             st(s, CWD, b"/f", AtFlags::from_bits_retain(0x4000))
         }),
         ("both", Ok(FILE), |s| {
-            tree(s);
+            posix_tree(s);
             st(s, CWD, b"/f", AtFlags::from_bits_retain(0x6000))
         }),
     ]);
@@ -267,29 +253,29 @@ fn regression_fstatat_accepts_statx_sync_flags() {
 fn fstat_cases() {
     table::<RS>(&[
         ("file", Ok(FILE), |s| {
-            tree(s);
+            posix_tree(s);
             let fd = s.open(b"/f", RO, 0).unwrap();
             s.fstat(fd).map(shape)
         }),
         ("dir", Ok(DIR), |s| {
-            tree(s);
+            posix_tree(s);
             let fd = s.open(b"/d", RO, 0).unwrap();
             s.fstat(fd).map(shape)
         }),
         ("through a symlink", Ok(FILE), |s| {
-            tree(s);
+            posix_tree(s);
             let fd = s.open(b"/l", RO, 0).unwrap();
             s.fstat(fd).map(shape)
         }),
         ("dup", Ok(FILE), |s| {
-            tree(s);
+            posix_tree(s);
             let fd = s.open(b"/f", RO, 0).unwrap();
             let d = s.dup(fd).unwrap();
             s.close(fd).unwrap();
             s.fstat(d).map(shape)
         }),
         ("unlinked", Ok(Shape { nlink: 0, ..FILE }), |s| {
-            tree(s);
+            posix_tree(s);
             let fd = s.open(b"/f", RO, 0).unwrap();
             s.unlinkat(CWD, b"/f", NOAT).unwrap();
             s.fstat(fd).map(shape)
@@ -314,7 +300,7 @@ fn fstat_cases() {
         }),
         ("AT_FDCWD", Err(Errno::EBADF), |s| s.fstat(CWD).map(shape)),
         ("closed fd", Err(Errno::EBADF), |s| {
-            tree(s);
+            posix_tree(s);
             let fd = s.open(b"/f", RO, 0).unwrap();
             s.close(fd).unwrap();
             s.fstat(fd).map(shape)
@@ -327,7 +313,7 @@ fn stat_identity() {
     // Same device everywhere; distinct inode numbers; a symlink's stat is its target's;
     // the block size is a page; no device numbers.
     expect((true, true, true, true, true), |s| {
-        tree(s);
+        posix_tree(s);
         let all: Vec<Stat> = [&b"/"[..], b"/d", b"/d/f", b"/f"]
             .iter()
             .map(|p| s.stat(p).unwrap())
@@ -489,15 +475,15 @@ fn utimens_errors() {
     const BAD_BIG: Timespec = Timespec::new(0, 1_000_000_000);
     table::<R>(&[
         ("negative nsec", Err(Errno::EINVAL), |s| {
-            tree(s);
+            posix_tree(s);
             s.utimensat(CWD, b"/f", Some(&[BAD_NEG, T2001]), NOAT)
         }),
         ("nsec of one second", Err(Errno::EINVAL), |s| {
-            tree(s);
+            posix_tree(s);
             s.utimensat(CWD, b"/f", Some(&[T2001, BAD_BIG]), NOAT)
         }),
         ("bad nsec next to UTIME_OMIT", Err(Errno::EINVAL), |s| {
-            tree(s);
+            posix_tree(s);
             s.utimensat(CWD, b"/f", Some(&[OMIT, BAD_BIG]), NOAT)
         }),
         ("futimens, bad fd", Err(Errno::EBADF), |s| {
@@ -507,7 +493,7 @@ fn utimens_errors() {
             s.futimens(Fd(-2), Some(&[T2001, T2001]))
         }),
         ("unknown flag", Err(Errno::EINVAL), |s| {
-            tree(s);
+            posix_tree(s);
             s.utimensat(CWD, b"/f", None, AtFlags::REMOVEDIR)
         }),
         ("missing", Err(Errno::ENOENT), |s| {
@@ -517,32 +503,32 @@ fn utimens_errors() {
             s.utimensat(CWD, b"", None, NOAT)
         }),
         ("empty path with AT_EMPTY_PATH", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             let fd = s.open(b"/f", RO, 0).unwrap();
             s.utimensat(fd, b"", Some(&[T2001, T2001]), EMPTY)?;
             assert_eq!(s.fstat(fd).unwrap().st_mtime, T2001);
             Ok(())
         }),
         ("empty path with AT_EMPTY_PATH, cwd", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             s.chdir(b"/d").unwrap();
             s.utimensat(CWD, b"", Some(&[T2001, T2001]), EMPTY)?;
             assert_eq!(s.stat(b"/d").unwrap().st_mtime, T2001);
             Ok(())
         }),
         ("dangling symlink followed", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             s.utimensat(CWD, b"/dangling", None, NOAT)
         }),
         ("dangling symlink, AT_SYMLINK_NOFOLLOW", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             s.utimensat(CWD, b"/dangling", None, NOFOLLOW)
         }),
         ("relative to a bad fd", Err(Errno::EBADF), |s| {
             s.utimensat(Fd(5), b"f", None, NOAT)
         }),
         ("file as a dir", Err(Errno::ENOTDIR), |s| {
-            tree(s);
+            posix_tree(s);
             s.utimensat(CWD, b"/f/", None, NOAT)
         }),
     ]);
@@ -609,7 +595,7 @@ fn regression_utimens_check_order_and_now_omit() {
 fn utimens_symlinks() {
     // Without the flag the target changes; with it, the link itself.
     expect((T2001, T2002, T2002, T2001), |s| {
-        tree(s);
+        posix_tree(s);
         s.set_times(b"/f", T2001, T2001);
         s.utimensat(CWD, b"/l", Some(&[T2001, T2001]), NOFOLLOW)
             .unwrap();
@@ -875,7 +861,7 @@ const FCHMODAT_BAD_FLAG: AtFlags = AtFlags::from_bits_retain(0x8000);
 fn chmod_cases() {
     table::<RA>(&[
         ("chmod a file", Ok((S_IFREG | 0o600, 0, 0, 5)), |s| {
-            tree(s);
+            posix_tree(s);
             s.fchmodat(CWD, b"/f", 0o600, NOAT)?;
             attrs(s, b"/f")
         }),
@@ -883,18 +869,22 @@ fn chmod_cases() {
             "file type bits in mode are ignored",
             Ok((S_IFREG | 0o7755, 0, 0, 5)),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.fchmodat(CWD, b"/f", S_IFDIR | 0o7755, NOAT)?;
                 attrs(s, b"/f")
             },
         ),
-        ("chmod a directory", Ok((S_IFDIR | 0o1700, 0, 0, 60)), |s| {
-            tree(s);
-            s.fchmodat(CWD, b"/d", 0o1700, NOAT)?;
-            attrs(s, b"/d")
-        }),
+        (
+            "chmod a directory",
+            Ok((S_IFDIR | 0o1700, 0, 0, DIR.size)),
+            |s| {
+                posix_tree(s);
+                s.fchmodat(CWD, b"/d", 0o1700, NOAT)?;
+                attrs(s, b"/d")
+            },
+        ),
         ("follows a symlink", Ok((S_IFREG | 0o400, 0, 0, 5)), |s| {
-            tree(s);
+            posix_tree(s);
             s.fchmodat(CWD, b"/l", 0o400, NOAT)?;
             assert_eq!(attrs(s, b"/l").unwrap().0, S_IFLNK | 0o777);
             attrs(s, b"/f")
@@ -903,7 +893,7 @@ fn chmod_cases() {
             "AT_SYMLINK_NOFOLLOW on a symlink",
             Err(Errno::EOPNOTSUPP),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.fchmodat(CWD, b"/l", 0o400, NOFOLLOW)?;
                 attrs(s, b"/f")
             },
@@ -912,28 +902,28 @@ fn chmod_cases() {
             "AT_SYMLINK_NOFOLLOW on a file",
             Ok((S_IFREG | 0o640, 0, 0, 5)),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.fchmodat(CWD, b"/f", 0o640, NOFOLLOW)?;
                 attrs(s, b"/f")
             },
         ),
         ("dangling symlink", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             s.fchmodat(CWD, b"/dangling", 0o640, NOAT)?;
             attrs(s, b"/f")
         }),
         ("unknown flag", Err(Errno::EINVAL), |s| {
-            tree(s);
+            posix_tree(s);
             s.fchmodat(CWD, b"/f", 0o640, FCHMODAT_BAD_FLAG)?;
             attrs(s, b"/f")
         }),
         ("AT_REMOVEDIR is unknown here", Err(Errno::EINVAL), |s| {
-            tree(s);
+            posix_tree(s);
             s.fchmodat(CWD, b"/f", 0o640, AtFlags::REMOVEDIR)?;
             attrs(s, b"/f")
         }),
         ("empty path", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             s.fchmodat(CWD, b"", 0o640, NOAT)?;
             attrs(s, b"/f")
         }),
@@ -941,7 +931,7 @@ fn chmod_cases() {
             "AT_EMPTY_PATH with a file descriptor",
             Ok((S_IFREG | 0o604, 0, 0, 5)),
             |s| {
-                tree(s);
+                posix_tree(s);
                 let fd = s.open(b"/f", RO, 0)?;
                 s.fchmodat(fd, b"", 0o604, EMPTY)?;
                 attrs(s, b"/f")
@@ -949,22 +939,22 @@ fn chmod_cases() {
         ),
         (
             "AT_EMPTY_PATH with the cwd",
-            Ok((S_IFDIR | 0o711, 0, 0, 60)),
+            Ok((S_IFDIR | 0o711, 0, 0, DIR.size)),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.chdir(b"/d")?;
                 s.fchmodat(CWD, b"", 0o711, EMPTY)?;
                 attrs(s, b"/d")
             },
         ),
         ("relative to a file descriptor", Err(Errno::ENOTDIR), |s| {
-            tree(s);
+            posix_tree(s);
             let fd = s.open(b"/f", RO, 0)?;
             s.fchmodat(fd, b"x", 0o604, NOAT)?;
             attrs(s, b"/f")
         }),
         ("trailing slash on a file", Err(Errno::ENOTDIR), |s| {
-            tree(s);
+            posix_tree(s);
             s.fchmodat(CWD, b"/f/", 0o604, NOAT)?;
             attrs(s, b"/f")
         }),
@@ -972,14 +962,14 @@ fn chmod_cases() {
             "fchmod on a read-only descriptor",
             Ok((S_IFREG | 0o4711, 0, 0, 5)),
             |s| {
-                tree(s);
+                posix_tree(s);
                 let fd = s.open(b"/f", RO, 0)?;
                 s.fchmod(fd, 0o4711)?;
                 attrs(s, b"/f")
             },
         ),
         ("fchmod on a bad descriptor", Err(Errno::EBADF), |s| {
-            tree(s);
+            posix_tree(s);
             s.fchmod(Fd(9), 0o600)?;
             attrs(s, b"/f")
         }),
@@ -989,7 +979,7 @@ fn chmod_cases() {
 #[test]
 fn chmod_and_chown_stamp_ctime_only() {
     same(|s| {
-        tree(s);
+        posix_tree(s);
         s.set_times(b"/f", T2001, T2002);
         let a = s.stat(b"/f").unwrap();
         s.fchmodat(CWD, b"/f", 0o644, NOAT).unwrap(); // the same mode: still a change
@@ -1013,7 +1003,7 @@ fn chown_cases() {
             "root chowns a file",
             Ok((S_IFREG | 0o644, 1000, 2000, 5)),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.fchownat(CWD, b"/f", 1000, 2000, NOAT)?;
                 attrs(s, b"/f")
             },
@@ -1022,18 +1012,18 @@ fn chown_cases() {
             "-1 leaves the owner",
             Ok((S_IFREG | 0o644, 0, 2000, 5)),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.fchownat(CWD, b"/f", M, 2000, NOAT)?;
                 attrs(s, b"/f")
             },
         ),
         ("-1 leaves the group", Ok((S_IFREG | 0o644, 7, 0, 5)), |s| {
-            tree(s);
+            posix_tree(s);
             s.fchownat(CWD, b"/f", 7, M, NOAT)?;
             attrs(s, b"/f")
         }),
         ("follows a symlink", Ok((S_IFREG | 0o644, 5, 6, 5)), |s| {
-            tree(s);
+            posix_tree(s);
             s.fchownat(CWD, b"/l", 5, 6, NOAT)?;
             assert_eq!(attrs(s, b"/l").unwrap().1, 0);
             attrs(s, b"/f")
@@ -1042,7 +1032,7 @@ fn chown_cases() {
             "AT_SYMLINK_NOFOLLOW changes the symlink",
             Ok((S_IFLNK | 0o777, 5, 6, 1)),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.fchownat(CWD, b"/l", 5, 6, NOFOLLOW)?;
                 assert_eq!(attrs(s, b"/f").unwrap().1, 0);
                 attrs(s, b"/l")
@@ -1052,7 +1042,7 @@ fn chown_cases() {
             "AT_EMPTY_PATH with a descriptor",
             Ok((S_IFREG | 0o644, 3, 3, 5)),
             |s| {
-                tree(s);
+                posix_tree(s);
                 let fd = s.open(b"/f", RO, 0)?;
                 s.fchownat(fd, b"", 3, 3, EMPTY)?;
                 attrs(s, b"/f")
@@ -1062,30 +1052,30 @@ fn chown_cases() {
             "empty path without AT_EMPTY_PATH",
             Err(Errno::ENOENT),
             |s| {
-                tree(s);
+                posix_tree(s);
                 let fd = s.open(b"/f", RO, 0)?;
                 s.fchownat(fd, b"", 3, 3, NOAT)?;
                 attrs(s, b"/f")
             },
         ),
         ("unknown flag", Err(Errno::EINVAL), |s| {
-            tree(s);
+            posix_tree(s);
             s.fchownat(CWD, b"/f", 3, 3, FCHMODAT_BAD_FLAG)?;
             attrs(s, b"/f")
         }),
         ("missing", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             s.fchownat(CWD, b"/nope", 3, 3, NOAT)?;
             attrs(s, b"/f")
         }),
         ("fchown", Ok((S_IFREG | 0o644, 9, 8, 5)), |s| {
-            tree(s);
+            posix_tree(s);
             let fd = s.open(b"/f", RO, 0)?;
             s.fchown(fd, 9, 8)?;
             attrs(s, b"/f")
         }),
         ("fchown on a bad descriptor", Err(Errno::EBADF), |s| {
-            tree(s);
+            posix_tree(s);
             s.fchown(Fd(9), 9, 8)?;
             attrs(s, b"/f")
         }),
@@ -1093,7 +1083,7 @@ fn chown_cases() {
             "root's chown clears set-user-ID",
             Ok((S_IFREG | 0o755, 0, 0, 5)),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.fchmodat(CWD, b"/f", 0o4755, NOAT)?;
                 s.fchownat(CWD, b"/f", 0, 0, NOAT)?;
                 attrs(s, b"/f")
@@ -1103,7 +1093,7 @@ fn chown_cases() {
             "even with both ids -1",
             Ok((S_IFREG | 0o755, 0, 0, 5)),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.fchmodat(CWD, b"/f", 0o6755, NOAT)?;
                 s.fchownat(CWD, b"/f", M, M, NOAT)?;
                 attrs(s, b"/f")
@@ -1113,7 +1103,7 @@ fn chown_cases() {
             "root keeps set-group-ID without group execute",
             Ok((S_IFREG | 0o2644, 0, 5, 5)),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.fchmodat(CWD, b"/f", 0o6644, NOAT)?;
                 s.fchownat(CWD, b"/f", M, 5, NOAT)?;
                 attrs(s, b"/f")
@@ -1121,9 +1111,9 @@ fn chown_cases() {
         ),
         (
             "a directory keeps its set-ID bits",
-            Ok((S_IFDIR | 0o7755, 4, 4, 60)),
+            Ok((S_IFDIR | 0o7755, 4, 4, DIR.size)),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.fchmodat(CWD, b"/d", 0o7755, NOAT)?;
                 s.fchownat(CWD, b"/d", 4, 4, NOAT)?;
                 attrs(s, b"/d")
@@ -1136,12 +1126,12 @@ fn chown_cases() {
 fn truncate_cases() {
     table::<RA>(&[
         ("grow", Ok((S_IFREG | 0o644, 0, 0, 10_000)), |s| {
-            tree(s);
+            posix_tree(s);
             s.truncate(b"/f", 10_000)?;
             attrs(s, b"/f")
         }),
         ("shrink", Ok((S_IFREG | 0o644, 0, 0, 2)), |s| {
-            tree(s);
+            posix_tree(s);
             s.truncate(b"/f", 2)?;
             assert_eq!(s.read_file(b"/f").unwrap(), b"he");
             attrs(s, b"/f")
@@ -1150,7 +1140,7 @@ fn truncate_cases() {
             "shrink then grow reads zeros",
             Ok((S_IFREG | 0o644, 0, 0, 4)),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.truncate(b"/f", 1)?;
                 s.truncate(b"/f", 4)?;
                 assert_eq!(s.read_file(b"/f").unwrap(), b"h\0\0\0");
@@ -1158,18 +1148,18 @@ fn truncate_cases() {
             },
         ),
         ("follows a symlink", Ok((S_IFREG | 0o644, 0, 0, 1)), |s| {
-            tree(s);
+            posix_tree(s);
             s.truncate(b"l", 1)?;
             attrs(s, b"/f")
         }),
         ("relative to the cwd", Ok((S_IFREG | 0o644, 0, 0, 3)), |s| {
-            tree(s);
+            posix_tree(s);
             s.chdir(b"/d")?;
             s.truncate(b"f", 3)?;
             attrs(s, b"/d/f")
         }),
         ("negative length", Err(Errno::EINVAL), |s| {
-            tree(s);
+            posix_tree(s);
             s.truncate(b"/f", -1)?;
             attrs(s, b"/f")
         }),
@@ -1182,27 +1172,27 @@ fn truncate_cases() {
             },
         ),
         ("a directory", Err(Errno::EISDIR), |s| {
-            tree(s);
+            posix_tree(s);
             s.truncate(b"/d", 0)?;
             attrs(s, b"/d")
         }),
         ("a symlink to a directory", Err(Errno::EISDIR), |s| {
-            tree(s);
+            posix_tree(s);
             s.truncate(b"/ld", 0)?;
             attrs(s, b"/d")
         }),
         ("dangling symlink", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             s.truncate(b"/dangling", 0)?;
             attrs(s, b"/f")
         }),
         ("trailing slash", Err(Errno::ENOTDIR), |s| {
-            tree(s);
+            posix_tree(s);
             s.truncate(b"/f/", 0)?;
             attrs(s, b"/f")
         }),
         ("empty path", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             s.truncate(b"", 0)?;
             attrs(s, b"/f")
         }),
@@ -1210,14 +1200,14 @@ fn truncate_cases() {
             "root needs no write permission",
             Ok((S_IFREG, 0, 0, 0)),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.fchmodat(CWD, b"/f", 0, NOAT)?;
                 s.truncate(b"/f", 0)?;
                 attrs(s, b"/f")
             },
         ),
         ("no write permission", Err(Errno::EACCES), |s| {
-            tree(s);
+            posix_tree(s);
             s.set_cred(1000, 1000, &[]);
             s.truncate(b"/f", 0)?;
             attrs(s, b"/f")
@@ -1226,7 +1216,7 @@ fn truncate_cases() {
             "write permission through other",
             Ok((S_IFREG | 0o666, 0, 0, 1)),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.fchmodat(CWD, b"/f", 0o666, NOAT)?;
                 s.set_cred(1000, 1000, &[]);
                 s.truncate(b"/f", 1)?;
@@ -1234,7 +1224,7 @@ fn truncate_cases() {
             },
         ),
         ("owner without write permission", Err(Errno::EACCES), |s| {
-            tree(s);
+            posix_tree(s);
             s.fchownat(CWD, b"/f", 1000, 1000, NOAT)?;
             s.fchmodat(CWD, b"/f", 0o466, NOAT)?;
             s.set_cred(1000, 1000, &[]);
@@ -1245,7 +1235,7 @@ fn truncate_cases() {
             "non-root clears set-ID bits",
             Ok((S_IFREG | 0o777, 0, 0, 1)),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.fchmodat(CWD, b"/f", 0o6777, NOAT)?;
                 s.set_cred(1000, 1000, &[]);
                 s.truncate(b"/f", 1)?;
@@ -1256,7 +1246,7 @@ fn truncate_cases() {
             "root keeps set-ID bits",
             Ok((S_IFREG | 0o6777, 0, 0, 1)),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.fchmodat(CWD, b"/f", 0o6777, NOAT)?;
                 s.truncate(b"/f", 1)?;
                 attrs(s, b"/f")
@@ -1270,7 +1260,7 @@ fn truncate_cases() {
 #[test]
 fn truncate_times() {
     expect((true, true), |s| {
-        tree(s);
+        posix_tree(s);
         s.set_times(b"/f", T2001, T2002);
         let a = s.stat(b"/f").unwrap();
         s.truncate(b"/f", 5).unwrap();
@@ -1288,26 +1278,26 @@ fn access_cases() {
     const EACCESS: AtFlags = AtFlags::EACCESS;
     table::<R>(&[
         ("F_OK", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             s.faccessat2(CWD, b"/f", F_OK, NOAT)
         }),
         ("missing", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             s.faccessat2(CWD, b"/nope", F_OK, NOAT)
         }),
         ("bad mode", Err(Errno::EINVAL), |s| {
-            tree(s);
+            posix_tree(s);
             s.faccessat2(CWD, b"/f", 8, NOAT)
         }),
         ("bad mode before the lookup", Err(Errno::EINVAL), |s| {
             s.faccessat2(Fd(9), b"nope", 0o10, NOAT)
         }),
         ("bad flag", Err(Errno::EINVAL), |s| {
-            tree(s);
+            posix_tree(s);
             s.faccessat2(CWD, b"/f", F_OK, AtFlags::NO_AUTOMOUNT)
         }),
         ("root reads and writes a 000 file", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             s.fchmodat(CWD, b"/f", 0, NOAT).unwrap();
             s.faccessat2(CWD, b"/f", R_OK | W_OK, NOAT)
         }),
@@ -1315,37 +1305,37 @@ fn access_cases() {
             "root cannot execute a file without x bits",
             Err(Errno::EACCES),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.faccessat2(CWD, b"/f", X_OK, NOAT)
             },
         ),
         ("root executes a file with any x bit", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             s.fchmodat(CWD, b"/f", 0o001, NOAT).unwrap();
             s.faccessat2(CWD, b"/f", R_OK | W_OK | X_OK, NOAT)
         }),
         ("root searches a 000 directory", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             s.fchmodat(CWD, b"/d", 0, NOAT).unwrap();
             s.faccessat2(CWD, b"/d", R_OK | W_OK | X_OK, EACCESS)
         }),
         ("follows a dangling symlink", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             s.faccessat2(CWD, b"/dangling", F_OK, NOAT)
         }),
         ("AT_SYMLINK_NOFOLLOW checks the symlink", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             s.set_cred(1000, 1000, &[]);
             s.faccessat2(CWD, b"/dangling", R_OK | W_OK | X_OK, NOFOLLOW)
         }),
         ("AT_EMPTY_PATH with a descriptor", Err(Errno::EACCES), |s| {
-            tree(s);
+            posix_tree(s);
             let fd = s.open(b"/f", RO, 0).unwrap();
             s.set_cred(1000, 1000, &[]);
             s.faccessat2(fd, b"", W_OK, EMPTY)
         }),
         ("AT_EMPTY_PATH reads with a descriptor", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             let fd = s.open(b"/f", RO, 0).unwrap();
             s.set_cred(1000, 1000, &[]);
             s.faccessat2(fd, b"", R_OK, EMPTY)
@@ -1354,12 +1344,12 @@ fn access_cases() {
             "empty path without AT_EMPTY_PATH",
             Err(Errno::ENOENT),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.faccessat2(CWD, b"", F_OK, NOAT)
             },
         ),
         ("trailing slash on a file", Err(Errno::ENOTDIR), |s| {
-            tree(s);
+            posix_tree(s);
             s.faccessat2(CWD, b"/f/", F_OK, NOAT)
         }),
     ]);

@@ -10,20 +10,6 @@ use uvfs::{AtFlags, Errno, Fd, OpenFlags};
 const RMDIR: AtFlags = AtFlags::REMOVEDIR;
 type R = Result<(), Errno>;
 
-/// `/d/` (`f` = "data", `sub/`), `/e/` (empty), `/f` = "hello", `/l -> f`, `/ld -> d`,
-/// `/dangling -> nowhere`, `/loop -> loop`.
-fn tree(s: &dyn Sys) {
-    s.mkdir(b"/d");
-    s.mkfile(b"/d/f", b"data");
-    s.mkdir(b"/d/sub");
-    s.mkdir(b"/e");
-    s.mkfile(b"/f", b"hello");
-    s.symlink(b"f", b"/l");
-    s.symlink(b"d", b"/ld");
-    s.symlink(b"nowhere", b"/dangling");
-    s.symlink(b"loop", b"/loop");
-}
-
 fn long(prefix: &[u8], n: usize) -> Vec<u8> {
     let mut p = prefix.to_vec();
     p.extend(name(b'n', n));
@@ -37,38 +23,38 @@ fn long(prefix: &[u8], n: usize) -> Vec<u8> {
 fn mkdir_errors() {
     table::<R>(&[
         ("new", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             s.mkdirat(CWD, b"/new", 0o755)
         }),
         ("new with trailing slashes", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             s.mkdirat(CWD, b"/new//", 0o755)
         }),
         ("existing dir", Err(Errno::EEXIST), |s| {
-            tree(s);
+            posix_tree(s);
             s.mkdirat(CWD, b"/d", 0o755)
         }),
         ("existing file", Err(Errno::EEXIST), |s| {
-            tree(s);
+            posix_tree(s);
             s.mkdirat(CWD, b"/f", 0o755)
         }),
         (
             "existing file with a trailing slash",
             Err(Errno::EEXIST),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.mkdirat(CWD, b"/f/", 0o755)
             },
         ),
         ("dangling symlink", Err(Errno::EEXIST), |s| {
-            tree(s);
+            posix_tree(s);
             s.mkdirat(CWD, b"/dangling", 0o755)
         }),
         (
             "symlink to a dir with a trailing slash",
             Err(Errno::EEXIST),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.mkdirat(CWD, b"/ld/", 0o755)
             },
         ),
@@ -76,7 +62,7 @@ fn mkdir_errors() {
             "dangling symlink with a trailing slash",
             Err(Errno::EEXIST),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.mkdirat(CWD, b"/dangling/", 0o755)
             },
         ),
@@ -86,27 +72,27 @@ fn mkdir_errors() {
             s.mkdirat(CWD, b"..", 0o755)
         }),
         ("dir/dot", Err(Errno::EEXIST), |s| {
-            tree(s);
+            posix_tree(s);
             s.mkdirat(CWD, b"/d/.", 0o755)
         }),
         ("missing/dot", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             s.mkdirat(CWD, b"/x/.", 0o755)
         }),
         ("missing parent", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             s.mkdirat(CWD, b"/x/y", 0o755)
         }),
         ("parent is a file", Err(Errno::ENOTDIR), |s| {
-            tree(s);
+            posix_tree(s);
             s.mkdirat(CWD, b"/f/y", 0o755)
         }),
         ("parent is a dangling symlink", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             s.mkdirat(CWD, b"/dangling/y", 0o755)
         }),
         ("through a symlink to a dir", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             s.mkdirat(CWD, b"/ld/y", 0o755)
         }),
         ("empty path", Err(Errno::ENOENT), |s| {
@@ -124,12 +110,12 @@ fn mkdir_errors() {
             |s| s.mkdirat(CWD, &long(b"/x/", 256), 0o755),
         ),
         ("relative to a dir fd", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             let d = s.open(b"/d", RO, 0).unwrap();
             s.mkdirat(d, b"new", 0o755)
         }),
         ("relative to a file fd", Err(Errno::ENOTDIR), |s| {
-            tree(s);
+            posix_tree(s);
             let f = s.open(b"/f", RO, 0).unwrap();
             s.mkdirat(f, b"new", 0o755)
         }),
@@ -137,7 +123,7 @@ fn mkdir_errors() {
             s.mkdirat(Fd(3), b"new", 0o755)
         }),
         ("in a removed dir", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             let e = s.open(b"/e", RO, 0).unwrap();
             s.unlinkat(CWD, b"/e", RMDIR).unwrap();
             s.mkdirat(e, b"new", 0o755)
@@ -281,64 +267,64 @@ fn regression_create_in_setgid_dir_strips_setgid() {
 fn unlink_errors() {
     table::<R>(&[
         ("file", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             s.unlinkat(CWD, b"/f", NOAT)
         }),
         ("symlink, not its target", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             s.unlinkat(CWD, b"/l", NOAT)?;
             s.stat(b"/f").map(drop)
         }),
         ("symlink to a dir", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             s.unlinkat(CWD, b"/ld", NOAT)
         }),
         ("dangling symlink", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             s.unlinkat(CWD, b"/dangling", NOAT)
         }),
         ("dir", Err(Errno::EISDIR), |s| {
-            tree(s);
+            posix_tree(s);
             s.unlinkat(CWD, b"/e", NOAT)
         }),
         ("missing", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             s.unlinkat(CWD, b"/x", NOAT)
         }),
         ("missing parent", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             s.unlinkat(CWD, b"/x/y", NOAT)
         }),
         ("parent is a file", Err(Errno::ENOTDIR), |s| {
-            tree(s);
+            posix_tree(s);
             s.unlinkat(CWD, b"/f/y", NOAT)
         }),
         ("file with a trailing slash", Err(Errno::ENOTDIR), |s| {
-            tree(s);
+            posix_tree(s);
             s.unlinkat(CWD, b"/f/", NOAT)
         }),
         ("dir with a trailing slash", Err(Errno::EISDIR), |s| {
-            tree(s);
+            posix_tree(s);
             s.unlinkat(CWD, b"/e/", NOAT)
         }),
         (
             "symlink to a dir with a trailing slash",
             Err(Errno::ENOTDIR),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.unlinkat(CWD, b"/ld/", NOAT)
             },
         ),
         ("missing with a trailing slash", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             s.unlinkat(CWD, b"/x/", NOAT)
         }),
         ("dot", Err(Errno::EISDIR), |s| {
-            tree(s);
+            posix_tree(s);
             s.unlinkat(CWD, b"/d/.", NOAT)
         }),
         ("dot-dot", Err(Errno::EISDIR), |s| {
-            tree(s);
+            posix_tree(s);
             s.unlinkat(CWD, b"/d/..", NOAT)
         }),
         ("root", Err(Errno::EISDIR), |s| s.unlinkat(CWD, b"/", NOAT)),
@@ -352,23 +338,23 @@ fn unlink_errors() {
             s.unlinkat(CWD, &long(b"/", 255), NOAT)
         }),
         ("unknown flag", Err(Errno::EINVAL), |s| {
-            tree(s);
+            posix_tree(s);
             s.unlinkat(CWD, b"/f", AtFlags::SYMLINK_NOFOLLOW)
         }),
         ("unknown flag, missing file", Err(Errno::EINVAL), |s| {
             s.unlinkat(CWD, b"/x", AtFlags::from_bits_retain(0x8000))
         }),
         ("relative to a dir fd", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             let d = s.open(b"/d", RO, 0).unwrap();
             s.unlinkat(d, b"f", NOAT)
         }),
         ("relative to a bad fd", Err(Errno::EBADF), |s| {
-            tree(s);
+            posix_tree(s);
             s.unlinkat(Fd(9), b"f", NOAT)
         }),
         ("absolute path, bad fd", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             s.unlinkat(Fd(9), b"/f", NOAT)
         }),
     ]);
@@ -378,52 +364,52 @@ fn unlink_errors() {
 fn rmdir_errors() {
     table::<R>(&[
         ("empty dir", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             s.unlinkat(CWD, b"/e", RMDIR)
         }),
         ("empty dir with trailing slashes", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             s.unlinkat(CWD, b"/e//", RMDIR)
         }),
         ("non-empty dir", Err(Errno::ENOTEMPTY), |s| {
-            tree(s);
+            posix_tree(s);
             s.unlinkat(CWD, b"/d", RMDIR)
         }),
         ("file", Err(Errno::ENOTDIR), |s| {
-            tree(s);
+            posix_tree(s);
             s.unlinkat(CWD, b"/f", RMDIR)
         }),
         ("file with a trailing slash", Err(Errno::ENOTDIR), |s| {
-            tree(s);
+            posix_tree(s);
             s.unlinkat(CWD, b"/f/", RMDIR)
         }),
         ("symlink to a dir", Err(Errno::ENOTDIR), |s| {
-            tree(s);
+            posix_tree(s);
             s.unlinkat(CWD, b"/ld", RMDIR)
         }),
         (
             "symlink to a dir with a trailing slash",
             Err(Errno::ENOTDIR),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.unlinkat(CWD, b"/ld/", RMDIR)
             },
         ),
         ("missing", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             s.unlinkat(CWD, b"/x", RMDIR)
         }),
         ("dot", Err(Errno::EINVAL), |s| {
-            tree(s);
+            posix_tree(s);
             s.unlinkat(CWD, b"/e/.", RMDIR)
         }),
         ("dot alone", Err(Errno::EINVAL), |s| {
-            tree(s);
+            posix_tree(s);
             s.chdir(b"/e").unwrap();
             s.unlinkat(CWD, b".", RMDIR)
         }),
         ("dot-dot", Err(Errno::ENOTEMPTY), |s| {
-            tree(s);
+            posix_tree(s);
             s.unlinkat(CWD, b"/e/..", RMDIR)
         }),
         ("root", Err(Errno::EBUSY), |s| s.unlinkat(CWD, b"/", RMDIR)),
@@ -431,17 +417,17 @@ fn rmdir_errors() {
             s.unlinkat(CWD, b"/x/.", RMDIR)
         }),
         ("dot below a file", Err(Errno::ENOTDIR), |s| {
-            tree(s);
+            posix_tree(s);
             s.unlinkat(CWD, b"/f/.", RMDIR)
         }),
         ("dir emptied first", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             s.unlinkat(CWD, b"/d/f", NOAT).unwrap();
             s.unlinkat(CWD, b"/d/sub", RMDIR).unwrap();
             s.unlinkat(CWD, b"/d", RMDIR)
         }),
         ("the cwd", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             s.chdir(b"/e").unwrap();
             s.unlinkat(CWD, b"/e", RMDIR)
         }),
@@ -459,18 +445,19 @@ fn unlink_and_rmdir_results() {
             Ok(b"hello".to_vec()),
             Ok(0),
             false,
+            // `/`: posix_tree's 10 entries less `f` and `e`; subdirectories `d`, `sticky`.
             Ok(Shape {
                 mode: S_IFDIR | 0o1777,
-                nlink: 3,
+                nlink: 4,
                 uid: 0,
                 gid: 0,
-                size: 40 + 5 * 20,
+                size: 40 + 8 * 20,
                 blocks: 0,
             }),
             Ok(0),
         ),
         |s| {
-            tree(s);
+            posix_tree(s);
             let fd = s.open(b"/f", RO, 0).unwrap();
             let e = s.open(b"/e", RO, 0).unwrap();
             s.unlinkat(CWD, b"/f", NOAT).unwrap();
@@ -680,87 +667,87 @@ fn rn(s: &dyn Sys, a: &[u8], b: &[u8]) -> R {
 fn rename_errors() {
     table::<R>(&[
         ("file to a new name", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             rn(s, b"/f", b"/g")
         }),
         ("file over a file", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             rn(s, b"/f", b"/d/f")
         }),
         ("file over itself", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             rn(s, b"/f", b"/f")
         }),
         ("file over a symlink to it", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             rn(s, b"/f", b"/l")
         }),
         ("file over a dir", Err(Errno::EISDIR), |s| {
-            tree(s);
+            posix_tree(s);
             rn(s, b"/f", b"/e")
         }),
         ("dir over a file", Err(Errno::ENOTDIR), |s| {
-            tree(s);
+            posix_tree(s);
             rn(s, b"/e", b"/f")
         }),
         ("dir over an empty dir", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             rn(s, b"/d", b"/e")
         }),
         ("dir over a non-empty dir", Err(Errno::ENOTEMPTY), |s| {
-            tree(s);
+            posix_tree(s);
             rn(s, b"/e", b"/d")
         }),
         ("dir over itself", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             rn(s, b"/d", b"/d")
         }),
         ("dir into itself", Err(Errno::EINVAL), |s| {
-            tree(s);
+            posix_tree(s);
             rn(s, b"/d", b"/d/x")
         }),
         ("dir into its subdir", Err(Errno::EINVAL), |s| {
-            tree(s);
+            posix_tree(s);
             rn(s, b"/d", b"/d/sub/x")
         }),
         ("dir over its own child", Err(Errno::EINVAL), |s| {
-            tree(s);
+            posix_tree(s);
             rn(s, b"/d", b"/d/sub")
         }),
         ("dir over its own child's child", Err(Errno::EINVAL), |s| {
-            tree(s);
+            posix_tree(s);
             s.mkdir(b"/d/sub/x");
             rn(s, b"/d", b"/d/sub/x")
         }),
         ("dir over its grandparent", Err(Errno::ENOTEMPTY), |s| {
-            tree(s);
+            posix_tree(s);
             s.mkdir(b"/d/sub/x");
             rn(s, b"/d/sub/x", b"/d")
         }),
         ("the replaced dir is dead", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             s.mkdir(b"/e2");
             let e = s.open(b"/e", RO, 0).unwrap();
             rn(s, b"/e2", b"/e").unwrap();
             s.getdents64(e, &mut [0; 100]).map(drop)
         }),
         ("dir over its parent", Err(Errno::ENOTEMPTY), |s| {
-            tree(s);
+            posix_tree(s);
             rn(s, b"/d/sub", b"/d")
         }),
         ("dir over its empty parent's sibling", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             rn(s, b"/d/sub", b"/e")
         }),
         ("dir with trailing slashes", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             rn(s, b"/e/", b"/new/")
         }),
         (
             "file with a trailing slash on the source",
             Err(Errno::ENOTDIR),
             |s| {
-                tree(s);
+                posix_tree(s);
                 rn(s, b"/f/", b"/g")
             },
         ),
@@ -768,7 +755,7 @@ fn rename_errors() {
             "file with a trailing slash on the target",
             Err(Errno::ENOTDIR),
             |s| {
-                tree(s);
+                posix_tree(s);
                 rn(s, b"/f", b"/g/")
             },
         ),
@@ -776,7 +763,7 @@ fn rename_errors() {
             "file over a dir with a trailing slash",
             Err(Errno::ENOTDIR),
             |s| {
-                tree(s);
+                posix_tree(s);
                 rn(s, b"/f", b"/e/")
             },
         ),
@@ -784,102 +771,102 @@ fn rename_errors() {
             "symlink to a dir with a trailing slash",
             Err(Errno::ENOTDIR),
             |s| {
-                tree(s);
+                posix_tree(s);
                 rn(s, b"/ld/", b"/x")
             },
         ),
         ("symlink renames the link", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             rn(s, b"/ld", b"/e/ld")?;
             assert!(s.lstat(b"/e/ld").unwrap().file_type() == S_IFLNK);
             assert!(s.stat(b"/d").is_ok());
             Ok(())
         }),
         ("missing source", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             rn(s, b"/x", b"/y")
         }),
         ("missing source over a dir", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             rn(s, b"/x", b"/d")
         }),
         ("missing target parent", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             rn(s, b"/f", b"/x/y")
         }),
         ("target parent is a file", Err(Errno::ENOTDIR), |s| {
-            tree(s);
+            posix_tree(s);
             rn(s, b"/f", b"/f/y")
         }),
         ("source parent is a file", Err(Errno::ENOTDIR), |s| {
-            tree(s);
+            posix_tree(s);
             rn(s, b"/f/x", b"/y")
         }),
         ("source dot", Err(Errno::EBUSY), |s| {
-            tree(s);
+            posix_tree(s);
             rn(s, b"/d/.", b"/y")
         }),
         ("source dot-dot", Err(Errno::EBUSY), |s| {
-            tree(s);
+            posix_tree(s);
             rn(s, b"/d/..", b"/y")
         }),
         ("target dot", Err(Errno::EBUSY), |s| {
-            tree(s);
+            posix_tree(s);
             rn(s, b"/e", b"/d/.")
         }),
         ("target dot-dot", Err(Errno::EBUSY), |s| {
-            tree(s);
+            posix_tree(s);
             rn(s, b"/e", b"/d/..")
         }),
         ("source root", Err(Errno::EBUSY), |s| {
-            tree(s);
+            posix_tree(s);
             rn(s, b"/", b"/y")
         }),
         ("target root", Err(Errno::EBUSY), |s| {
-            tree(s);
+            posix_tree(s);
             rn(s, b"/e", b"/")
         }),
         ("missing source dot", Err(Errno::ENOENT), |s| {
             rn(s, b"/x/.", b"/y")
         }),
         ("empty source", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             rn(s, b"", b"/y")
         }),
         ("empty target", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             rn(s, b"/f", b"")
         }),
         ("long target name", Err(Errno::ENAMETOOLONG), |s| {
-            tree(s);
+            posix_tree(s);
             rn(s, b"/f", &long(b"/", 256))
         }),
         ("long source name", Err(Errno::ENAMETOOLONG), |s| {
-            tree(s);
+            posix_tree(s);
             rn(s, &long(b"/", 256), b"/f")
         }),
         ("into a removed dir", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             let e = s.open(b"/e", RO, 0).unwrap();
             s.unlinkat(CWD, b"/e", RMDIR).unwrap();
             s.renameat(CWD, b"/f", e, b"f")
         }),
         ("relative to dir fds", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             let d = s.open(b"/d", RO, 0).unwrap();
             let e = s.open(b"/e", RO, 0).unwrap();
             s.renameat(d, b"f", e, b"g")
         }),
         ("relative to a bad old fd", Err(Errno::EBADF), |s| {
-            tree(s);
+            posix_tree(s);
             s.renameat(Fd(8), b"f", CWD, b"g")
         }),
         ("relative to a bad new fd", Err(Errno::EBADF), |s| {
-            tree(s);
+            posix_tree(s);
             s.renameat(CWD, b"/f", Fd(8), b"g")
         }),
         ("relative to a file fd", Err(Errno::ENOTDIR), |s| {
-            tree(s);
+            posix_tree(s);
             let f = s.open(b"/f", RO, 0).unwrap();
             s.renameat(f, b"x", CWD, b"/g")
         }),
@@ -896,17 +883,22 @@ fn rename_results() {
                 "dangling".into(),
                 "f".into(),
                 "l".into(),
+                "labs".into(),
                 "ld".into(),
+                "private".into(),
+                "sticky".into(),
             ]),
             Ok(vec!["f".to_string(), "moved".into(), "sub".into()]),
             Ok(b"hello".to_vec()),
             Ok(0),
+            // `/`: posix_tree's 10 entries less `e`, `f` and `loop` moved away, plus `f`
+            // (the old `loop`) back: 8; its subdirectories `d` and `sticky`.
             Ok(Shape {
                 mode: S_IFDIR | 0o1777,
-                nlink: 3,
+                nlink: 4,
                 uid: 0,
                 gid: 0,
-                size: 140,
+                size: 40 + 8 * 20,
                 blocks: 0,
             }),
             Ok(Shape {
@@ -919,7 +911,7 @@ fn rename_results() {
             }),
         ),
         |s| {
-            tree(s);
+            posix_tree(s);
             let old = s.open(b"/d/f", RO, 0).unwrap();
             rn(s, b"/e", b"/d/moved").unwrap();
             rn(s, b"/f", b"/d/f").unwrap();
@@ -940,7 +932,7 @@ fn rename_results() {
 fn rename_symlink_over_file() {
     // The link moves as is: its relative body now resolves from /d (to itself: ELOOP).
     expect((Ok(()), Err(Errno::ELOOP), Ok(b"f".to_vec()), Ok(1)), |s| {
-        tree(s);
+        posix_tree(s);
         let r = rn(s, b"/l", b"/d/f");
         (
             r,
@@ -1051,35 +1043,35 @@ fn symlink_errors() {
             s.symlinkat(&name(b't', 4096), CWD, b"/s")
         }),
         ("existing file", Err(Errno::EEXIST), |s| {
-            tree(s);
+            posix_tree(s);
             s.symlinkat(b"x", CWD, b"/f")
         }),
         ("existing dangling symlink", Err(Errno::EEXIST), |s| {
-            tree(s);
+            posix_tree(s);
             s.symlinkat(b"x", CWD, b"/dangling")
         }),
         (
             "existing dir with a trailing slash",
             Err(Errno::EEXIST),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.symlinkat(b"x", CWD, b"/d/")
             },
         ),
         ("new name with a trailing slash", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             s.symlinkat(b"x", CWD, b"/new/")
         }),
         ("missing parent", Err(Errno::ENOENT), |s| {
             s.symlinkat(b"x", CWD, b"/x/y")
         }),
         ("parent is a file", Err(Errno::ENOTDIR), |s| {
-            tree(s);
+            posix_tree(s);
             s.symlinkat(b"x", CWD, b"/f/y")
         }),
         ("root", Err(Errno::EEXIST), |s| s.symlinkat(b"x", CWD, b"/")),
         ("dot", Err(Errno::EEXIST), |s| {
-            tree(s);
+            posix_tree(s);
             s.symlinkat(b"x", CWD, b"/d/.")
         }),
         ("empty path", Err(Errno::ENOENT), |s| {
@@ -1092,7 +1084,7 @@ fn symlink_errors() {
             s.symlinkat(b"x", Fd(3), b"s")
         }),
         ("relative to a dir fd", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             let d = s.open(b"/d", RO, 0).unwrap();
             s.symlinkat(b"x", d, b"s")?;
             s.lstat(b"/d/s").map(drop)
@@ -1133,15 +1125,15 @@ fn readlink_cases() {
     type RV = Result<Vec<u8>, Errno>;
     table::<RV>(&[
         ("symlink", Ok(b"f".to_vec()), |s| {
-            tree(s);
+            posix_tree(s);
             s.readlink(b"/l")
         }),
         ("dangling symlink", Ok(b"nowhere".to_vec()), |s| {
-            tree(s);
+            posix_tree(s);
             s.readlink(b"/dangling")
         }),
         ("via a symlinked dir", Ok(b"f".to_vec()), |s| {
-            tree(s);
+            posix_tree(s);
             s.symlink(b"f", b"/d/lf");
             s.readlink(b"/ld/lf")
         }),
@@ -1150,24 +1142,24 @@ fn readlink_cases() {
             s.readlink(b"/s")
         }),
         ("truncated", Ok(b"nowh".to_vec()), |s| {
-            tree(s);
+            posix_tree(s);
             let mut b = [0u8; 4];
             let n = s.readlinkat(CWD, b"/dangling", &mut b)?;
             Ok(b[..n].to_vec())
         }),
         ("empty buffer", Err(Errno::EINVAL), |s| {
-            tree(s);
+            posix_tree(s);
             s.readlinkat(CWD, b"/l", &mut []).map(|_| vec![])
         }),
         ("empty buffer, missing", Err(Errno::EINVAL), |s| {
             s.readlinkat(CWD, b"/x", &mut []).map(|_| vec![])
         }),
         ("regular file", Err(Errno::EINVAL), |s| {
-            tree(s);
+            posix_tree(s);
             s.readlink(b"/f")
         }),
         ("dir", Err(Errno::EINVAL), |s| {
-            tree(s);
+            posix_tree(s);
             s.readlink(b"/d")
         }),
         ("missing", Err(Errno::ENOENT), |s| s.readlink(b"/x")),
@@ -1175,25 +1167,25 @@ fn readlink_cases() {
             "trailing slash follows to a file",
             Err(Errno::ENOTDIR),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.readlink(b"/l/")
             },
         ),
         ("trailing slash follows to a dir", Err(Errno::EINVAL), |s| {
-            tree(s);
+            posix_tree(s);
             s.readlink(b"/ld/")
         }),
         ("loop", Ok(b"loop".to_vec()), |s| {
-            tree(s);
+            posix_tree(s);
             s.readlink(b"/loop")
         }),
         ("loop as a parent", Err(Errno::ELOOP), |s| {
-            tree(s);
+            posix_tree(s);
             s.readlink(b"/loop/x")
         }),
         ("empty path", Err(Errno::ENOENT), |s| s.readlink(b"")),
         ("relative to a dir fd", Ok(b"f".to_vec()), |s| {
-            tree(s);
+            posix_tree(s);
             let d = s.open(b"/", RO, 0).unwrap();
             let mut b = [0u8; 10];
             let n = s.readlinkat(d, b"l", &mut b)?;
@@ -1223,11 +1215,14 @@ fn getdents_lists_every_entry_once() {
             ("e".into(), DT_DIR),
             ("f".into(), DT_REG),
             ("l".into(), DT_LNK),
+            ("labs".into(), DT_LNK),
             ("ld".into(), DT_LNK),
             ("loop".into(), DT_LNK),
+            ("private".into(), DT_REG),
+            ("sticky".into(), DT_DIR),
         ]),
         |s| {
-            tree(s);
+            posix_tree(s);
             let fd = s.open(b"/", RO | OpenFlags::DIRECTORY, 0).unwrap();
             let mut v = s.list_fd(fd, 4096)?;
             v.sort();
@@ -1455,44 +1450,44 @@ fn path_walk() {
     }
     table::<Result<bool, Errno>>(&[
         ("dot-dot never climbs above the root", Ok(true), |s| {
-            tree(s);
+            posix_tree(s);
             ino_of(s, b"/../../..", b"/")
         }),
         ("dot-dot from the root, then down", Ok(true), |s| {
-            tree(s);
+            posix_tree(s);
             ino_of(s, b"/../d/../../d/f", b"/d/f")
         }),
         ("relative dot-dot above the root", Ok(true), |s| {
-            tree(s);
+            posix_tree(s);
             s.chdir(b"/d").unwrap();
             ino_of(s, b"../../../f", b"/f")
         }),
         ("dots and slashes", Ok(true), |s| {
-            tree(s);
+            posix_tree(s);
             ino_of(s, b"//d/./sub/..//./f", b"/d/f")
         }),
         (
             "dot-dot after a symlinked dir is the target's parent",
             Ok(true),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.mkdir(b"/d/sub/deep");
                 s.symlink(b"/d/sub/deep", b"/e/ldeep");
                 ino_of(s, b"/e/ldeep/..", b"/d/sub")
             },
         ),
         ("absolute symlink is relative to the root", Ok(true), |s| {
-            tree(s);
+            posix_tree(s);
             s.symlink(b"/../../d", b"/e/up");
             ino_of(s, b"/e/up/f", b"/d/f")
         }),
         ("relative symlink in a subdir", Ok(true), |s| {
-            tree(s);
+            posix_tree(s);
             s.symlink(b"../../f", b"/d/sub/lf");
             ino_of(s, b"/d/sub/lf", b"/f")
         }),
         ("symlink with a trailing slash in its body", Ok(true), |s| {
-            tree(s);
+            posix_tree(s);
             s.symlink(b"d/", b"/lds");
             ino_of(s, b"/lds/f", b"/d/f")
         }),
@@ -1500,55 +1495,55 @@ fn path_walk() {
             "symlink body with a trailing slash to a file",
             Err(Errno::ENOTDIR),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.symlink(b"f/", b"/lfs");
                 ino_of(s, b"/lfs", b"/f")
             },
         ),
         ("symlink chain", Ok(true), |s| {
-            tree(s);
+            posix_tree(s);
             s.symlink(b"l", b"/ll");
             s.symlink(b"/ll", b"/lll");
             ino_of(s, b"/lll", b"/f")
         }),
         ("file as a dir", Err(Errno::ENOTDIR), |s| {
-            tree(s);
+            posix_tree(s);
             ino_of(s, b"/f/x", b"/f")
         }),
         ("symlink to a file as a dir", Err(Errno::ENOTDIR), |s| {
-            tree(s);
+            posix_tree(s);
             ino_of(s, b"/l/x", b"/f")
         }),
         ("file with a trailing slash", Err(Errno::ENOTDIR), |s| {
-            tree(s);
+            posix_tree(s);
             ino_of(s, b"/f/", b"/f")
         }),
         (
             "symlink to a file with a trailing slash",
             Err(Errno::ENOTDIR),
             |s| {
-                tree(s);
+                posix_tree(s);
                 ino_of(s, b"/l/", b"/f")
             },
         ),
         ("symlink to a dir with a trailing slash", Ok(true), |s| {
-            tree(s);
+            posix_tree(s);
             ino_of(s, b"/ld/", b"/d")
         }),
         (
             "dangling symlink with a trailing slash",
             Err(Errno::ENOENT),
             |s| {
-                tree(s);
+                posix_tree(s);
                 ino_of(s, b"/dangling/", b"/")
             },
         ),
         ("dangling intermediate", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             ino_of(s, b"/dangling/x", b"/")
         }),
         ("loop", Err(Errno::ELOOP), |s| {
-            tree(s);
+            posix_tree(s);
             ino_of(s, b"/loop", b"/")
         }),
         ("two-link loop", Err(Errno::ELOOP), |s| {
@@ -1557,7 +1552,7 @@ fn path_walk() {
             ino_of(s, b"/a/x", b"/")
         }),
         ("missing intermediate", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             ino_of(s, b"/x/d", b"/")
         }),
         ("component of 256 bytes", Err(Errno::ENAMETOOLONG), |s| {
@@ -1685,12 +1680,12 @@ fn cwd_calls() {
     table::<RV>(&[
         ("initial", Ok(b"/".to_vec()), |s| s.getcwd()),
         ("chdir", Ok(b"/d/sub".to_vec()), |s| {
-            tree(s);
+            posix_tree(s);
             s.chdir(b"/d/sub")?;
             s.getcwd()
         }),
         ("chdir relative", Ok(b"/d/sub".to_vec()), |s| {
-            tree(s);
+            posix_tree(s);
             s.chdir(b"/d")?;
             s.chdir(b"sub")?;
             s.getcwd()
@@ -1701,17 +1696,17 @@ fn cwd_calls() {
             s.getcwd()
         }),
         ("chdir through a symlink", Ok(b"/d".to_vec()), |s| {
-            tree(s);
+            posix_tree(s);
             s.chdir(b"/ld")?;
             s.getcwd()
         }),
         ("chdir to a file", Err(Errno::ENOTDIR), |s| {
-            tree(s);
+            posix_tree(s);
             s.chdir(b"/f")?;
             s.getcwd()
         }),
         ("chdir to a symlink to a file", Err(Errno::ENOTDIR), |s| {
-            tree(s);
+            posix_tree(s);
             s.chdir(b"/l")?;
             s.getcwd()
         }),
@@ -1728,19 +1723,19 @@ fn cwd_calls() {
             s.getcwd()
         }),
         ("failed chdir keeps the cwd", Ok(b"/d".to_vec()), |s| {
-            tree(s);
+            posix_tree(s);
             s.chdir(b"/d")?;
             s.chdir(b"/f").unwrap_err();
             s.getcwd()
         }),
         ("fchdir", Ok(b"/d/sub".to_vec()), |s| {
-            tree(s);
+            posix_tree(s);
             let fd = s.open(b"/d/sub", RO, 0).unwrap();
             s.fchdir(fd)?;
             s.getcwd()
         }),
         ("fchdir to a file", Err(Errno::ENOTDIR), |s| {
-            tree(s);
+            posix_tree(s);
             let fd = s.open(b"/f", RO, 0).unwrap();
             s.fchdir(fd)?;
             s.getcwd()
@@ -1753,7 +1748,7 @@ fn cwd_calls() {
             "getcwd after the cwd was renamed",
             Ok(b"/e/moved".to_vec()),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.chdir(b"/d/sub")?;
                 s.renameat(CWD, b"/d/sub", CWD, b"/e/moved")?;
                 s.getcwd()
@@ -1763,7 +1758,7 @@ fn cwd_calls() {
             "getcwd after the cwd's parent was renamed",
             Ok(b"/x/sub".to_vec()),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.chdir(b"/d/sub")?;
                 s.renameat(CWD, b"/d", CWD, b"/x")?;
                 s.getcwd()
@@ -1773,7 +1768,7 @@ fn cwd_calls() {
             "getcwd after the cwd was removed",
             Err(Errno::ENOENT),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.chdir(b"/e")?;
                 s.unlinkat(CWD, b"/e", RMDIR)?;
                 s.getcwd()
@@ -1783,7 +1778,7 @@ fn cwd_calls() {
             "relative lookups in a removed cwd",
             Err(Errno::ENOENT),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.chdir(b"/e")?;
                 s.unlinkat(CWD, b"/e", RMDIR)?;
                 s.open(b"new", CREAT | RW, 0o644)?;
@@ -1791,7 +1786,7 @@ fn cwd_calls() {
             },
         ),
         ("dot-dot from a removed cwd", Ok(b"/".to_vec()), |s| {
-            tree(s);
+            posix_tree(s);
             s.chdir(b"/e")?;
             s.unlinkat(CWD, b"/e", RMDIR)?;
             s.chdir(b"..")?;

@@ -15,20 +15,6 @@ const NOREPLACE: RenameFlags = RenameFlags::NOREPLACE;
 const EXCHANGE: RenameFlags = RenameFlags::EXCHANGE;
 const WHITEOUT: RenameFlags = RenameFlags::WHITEOUT;
 
-/// `/d/` (`f` = "data", `sub/`), `/e/` (empty), `/f` = "hello", `/l -> f`, `/ld -> d`,
-/// `/dangling -> nowhere`, `/loop -> loop`.
-fn tree(s: &dyn Sys) {
-    s.mkdir(b"/d");
-    s.mkfile(b"/d/f", b"data");
-    s.mkdir(b"/d/sub");
-    s.mkdir(b"/e");
-    s.mkfile(b"/f", b"hello");
-    s.symlink(b"f", b"/l");
-    s.symlink(b"d", b"/ld");
-    s.symlink(b"nowhere", b"/dangling");
-    s.symlink(b"loop", b"/loop");
-}
-
 fn ln(s: &dyn Sys, a: &[u8], b: &[u8]) -> R {
     s.linkat(CWD, a, CWD, b, NOAT)
 }
@@ -55,123 +41,123 @@ fn ino(s: &dyn Sys, p: &[u8]) -> u64 {
 fn link_errors() {
     table::<R>(&[
         ("file to a new name", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             ln(s, b"/f", b"/g")
         }),
         ("into another dir", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             ln(s, b"/f", b"/d/sub/g")
         }),
         ("over an existing file", Err(Errno::EEXIST), |s| {
-            tree(s);
+            posix_tree(s);
             ln(s, b"/f", b"/d/f")
         }),
         ("over itself", Err(Errno::EEXIST), |s| {
-            tree(s);
+            posix_tree(s);
             ln(s, b"/f", b"/f")
         }),
         ("over a dir", Err(Errno::EEXIST), |s| {
-            tree(s);
+            posix_tree(s);
             ln(s, b"/f", b"/e")
         }),
         ("over a dangling symlink", Err(Errno::EEXIST), |s| {
-            tree(s);
+            posix_tree(s);
             ln(s, b"/f", b"/dangling")
         }),
         (
             "over an existing dir with a slash",
             Err(Errno::EEXIST),
             |s| {
-                tree(s);
+                posix_tree(s);
                 ln(s, b"/f", b"/e/")
             },
         ),
         ("new name with a trailing slash", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             ln(s, b"/f", b"/g/")
         }),
         ("target root", Err(Errno::EEXIST), |s| {
-            tree(s);
+            posix_tree(s);
             ln(s, b"/f", b"/")
         }),
         ("target dot", Err(Errno::EEXIST), |s| {
-            tree(s);
+            posix_tree(s);
             ln(s, b"/f", b"/d/.")
         }),
         ("target dot-dot", Err(Errno::EEXIST), |s| {
-            tree(s);
+            posix_tree(s);
             ln(s, b"/f", b"/d/..")
         }),
         ("a dir", Err(Errno::EPERM), |s| {
-            tree(s);
+            posix_tree(s);
             ln(s, b"/d", b"/g")
         }),
         ("a dir with a trailing slash", Err(Errno::EPERM), |s| {
-            tree(s);
+            posix_tree(s);
             ln(s, b"/d/", b"/g")
         }),
         ("the root", Err(Errno::EPERM), |s| {
-            tree(s);
+            posix_tree(s);
             ln(s, b"/", b"/g")
         }),
         ("dot", Err(Errno::EPERM), |s| {
-            tree(s);
+            posix_tree(s);
             ln(s, b"/d/.", b"/g")
         }),
         ("a file with a trailing slash", Err(Errno::ENOTDIR), |s| {
-            tree(s);
+            posix_tree(s);
             ln(s, b"/f/", b"/g")
         }),
         ("missing source", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             ln(s, b"/x", b"/g")
         }),
         (
             "missing source over an existing name",
             Err(Errno::ENOENT),
             |s| {
-                tree(s);
+                posix_tree(s);
                 ln(s, b"/x", b"/f")
             },
         ),
         ("missing source parent", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             ln(s, b"/x/y", b"/g")
         }),
         ("source parent is a file", Err(Errno::ENOTDIR), |s| {
-            tree(s);
+            posix_tree(s);
             ln(s, b"/f/y", b"/g")
         }),
         ("missing target parent", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             ln(s, b"/f", b"/x/g")
         }),
         ("target parent is a file", Err(Errno::ENOTDIR), |s| {
-            tree(s);
+            posix_tree(s);
             ln(s, b"/f", b"/f/g")
         }),
         ("target through a symlink to a dir", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             ln(s, b"/f", b"/ld/g")
         }),
         ("empty source", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             ln(s, b"", b"/g")
         }),
         ("empty target", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             ln(s, b"/f", b"")
         }),
         ("unknown flag", Err(Errno::EINVAL), |s| {
-            tree(s);
+            posix_tree(s);
             s.linkat(CWD, b"/f", CWD, b"/g", AtFlags::from_bits_retain(1))
         }),
         ("AT_SYMLINK_NOFOLLOW", Err(Errno::EINVAL), |s| {
-            tree(s);
+            posix_tree(s);
             s.linkat(CWD, b"/f", CWD, b"/g", AtFlags::SYMLINK_NOFOLLOW)
         }),
         ("AT_REMOVEDIR", Err(Errno::EINVAL), |s| {
-            tree(s);
+            posix_tree(s);
             s.linkat(CWD, b"/f", CWD, b"/g", AtFlags::REMOVEDIR)
         }),
         (
@@ -180,15 +166,15 @@ fn link_errors() {
             |s| s.linkat(CWD, b"", CWD, b"", AtFlags::from_bits_retain(0x8000)),
         ),
         ("long target name", Err(Errno::ENAMETOOLONG), |s| {
-            tree(s);
+            posix_tree(s);
             ln(s, b"/f", &long(b"/", 256))
         }),
         ("target name of 255 bytes", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             ln(s, b"/f", &long(b"/", 255))
         }),
         ("long source name", Err(Errno::ENAMETOOLONG), |s| {
-            tree(s);
+            posix_tree(s);
             ln(s, &long(b"/", 256), b"/g")
         }),
         (
@@ -197,84 +183,84 @@ fn link_errors() {
             |s| ln(s, b"/x", &long(b"/", 5000)),
         ),
         ("into a removed dir", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             let e = s.open(b"/e", RO, 0).unwrap();
             s.unlinkat(CWD, b"/e", AtFlags::REMOVEDIR).unwrap();
             s.linkat(CWD, b"/f", e, b"g", NOAT)
         }),
         // Symlinks: not followed unless AT_SYMLINK_FOLLOW.
         ("a symlink", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             ln(s, b"/l", b"/g")
         }),
         ("a dangling symlink", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             ln(s, b"/dangling", b"/g")
         }),
         ("a looping symlink", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             ln(s, b"/loop", b"/g")
         }),
         ("a symlink to a dir", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             ln(s, b"/ld", b"/g")
         }),
         ("a symlink to a dir, with a slash", Err(Errno::EPERM), |s| {
-            tree(s);
+            posix_tree(s);
             ln(s, b"/ld/", b"/g")
         }),
         ("followed symlink", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             s.linkat(CWD, b"/l", CWD, b"/g", FOLLOW)
         }),
         ("followed dangling symlink", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             s.linkat(CWD, b"/dangling", CWD, b"/g", FOLLOW)
         }),
         ("followed looping symlink", Err(Errno::ELOOP), |s| {
-            tree(s);
+            posix_tree(s);
             s.linkat(CWD, b"/loop", CWD, b"/g", FOLLOW)
         }),
         ("followed symlink to a dir", Err(Errno::EPERM), |s| {
-            tree(s);
+            posix_tree(s);
             s.linkat(CWD, b"/ld", CWD, b"/g", FOLLOW)
         }),
         // Descriptors.
         ("relative to dir fds", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             let d = s.open(b"/d", RO, 0).unwrap();
             let e = s.open(b"/e", RO, 0).unwrap();
             s.linkat(d, b"f", e, b"g", NOAT)
         }),
         ("relative to a bad old fd", Err(Errno::EBADF), |s| {
-            tree(s);
+            posix_tree(s);
             s.linkat(Fd(8), b"f", CWD, b"/g", NOAT)
         }),
         ("relative to a bad new fd", Err(Errno::EBADF), |s| {
-            tree(s);
+            posix_tree(s);
             s.linkat(CWD, b"/f", Fd(8), b"g", NOAT)
         }),
         ("missing source and a bad new fd", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             s.linkat(CWD, b"/x", Fd(8), b"g", NOAT)
         }),
         ("absolute paths ignore bad fds", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             s.linkat(Fd(8), b"/f", Fd(9), b"/g", NOAT)
         }),
         ("relative to a file fd", Err(Errno::ENOTDIR), |s| {
-            tree(s);
+            posix_tree(s);
             let f = s.open(b"/f", RO, 0).unwrap();
             s.linkat(f, b"x", CWD, b"/g", NOAT)
         }),
         // AT_EMPTY_PATH (as root: CAP_DAC_READ_SEARCH).
         ("empty path: the file of the fd", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             let f = s.open(b"/f", RO, 0).unwrap();
             s.linkat(f, b"", CWD, b"/g", EMPTY)
         }),
         ("empty path: a write-only fd", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             let f = s.open(b"/f", WO, 0).unwrap();
             s.linkat(f, b"", CWD, b"/g", EMPTY)
         }),
@@ -282,26 +268,26 @@ fn link_errors() {
             "empty path without AT_EMPTY_PATH",
             Err(Errno::ENOENT),
             |s| {
-                tree(s);
+                posix_tree(s);
                 let f = s.open(b"/f", RO, 0).unwrap();
                 s.linkat(f, b"", CWD, b"/g", NOAT)
             },
         ),
         ("empty path: a dir fd", Err(Errno::EPERM), |s| {
-            tree(s);
+            posix_tree(s);
             let d = s.open(b"/d", RO, 0).unwrap();
             s.linkat(d, b"", CWD, b"/g", EMPTY)
         }),
         ("empty path: the cwd", Err(Errno::EPERM), |s| {
-            tree(s);
+            posix_tree(s);
             s.linkat(CWD, b"", CWD, b"/g", EMPTY)
         }),
         ("empty path: a bad fd", Err(Errno::EBADF), |s| {
-            tree(s);
+            posix_tree(s);
             s.linkat(Fd(8), b"", CWD, b"/g", EMPTY)
         }),
         ("empty path: an unlinked file", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             let f = s.open(b"/f", RO, 0).unwrap();
             s.unlinkat(CWD, b"/f", NOAT).unwrap();
             s.linkat(f, b"", CWD, b"/g", EMPTY)
@@ -310,7 +296,7 @@ fn link_errors() {
             "empty path: an unlinked name of a linked file",
             Ok(()),
             |s| {
-                tree(s);
+                posix_tree(s);
                 ln(s, b"/f", b"/f2").unwrap();
                 let f = s.open(b"/f", RO, 0).unwrap();
                 s.unlinkat(CWD, b"/f", NOAT).unwrap();
@@ -321,18 +307,18 @@ fn link_errors() {
             "empty path: over an existing name",
             Err(Errno::EEXIST),
             |s| {
-                tree(s);
+                posix_tree(s);
                 let f = s.open(b"/f", RO, 0).unwrap();
                 s.linkat(f, b"", CWD, b"/d/f", EMPTY)
             },
         ),
         ("AT_EMPTY_PATH with a path", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             let d = s.open(b"/d", RO, 0).unwrap();
             s.linkat(d, b"f", CWD, b"/g", EMPTY)
         }),
         ("AT_EMPTY_PATH with both flags", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             let f = s.open(b"/f", RO, 0).unwrap();
             s.linkat(f, b"", CWD, b"/g", EMPTY | FOLLOW)
         }),
@@ -340,7 +326,7 @@ fn link_errors() {
             "AT_EMPTY_PATH and a missing file",
             Err(Errno::ENOENT),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.linkat(CWD, b"/x", CWD, b"/g", EMPTY)
             },
         ),
@@ -362,7 +348,7 @@ fn link_results() {
             vec!["f".to_string(), "g".into(), "sub".into()],
         ),
         |s| {
-            tree(s);
+            posix_tree(s);
             let before = s.stat(b"/d").unwrap().st_size;
             ln(s, b"/f", b"/d/g").unwrap();
             let fd = s.open(b"/d/g", WO | OpenFlags::APPEND, 0).unwrap();
@@ -409,7 +395,7 @@ fn link_by_descriptor_results() {
     // AT_EMPTY_PATH gives the open file a name: also one whose other name was removed, and
     // a file opened write-only. The directory fd as newdirfd.
     expect((Ok(2), Ok(b"data".to_vec()), Ok(2)), |s| {
-        tree(s);
+        posix_tree(s);
         let f = s.open(b"/d/f", WO, 0).unwrap();
         ln(s, b"/d/f", b"/keep").unwrap();
         s.unlinkat(CWD, b"/d/f", NOAT).unwrap();
@@ -453,7 +439,7 @@ fn link_times() {
 fn link_refused_changes_nothing() {
     // After each refused link: no new name, the link count and ctime unchanged.
     expect(true, |s| {
-        tree(s);
+        posix_tree(s);
         let before = (s.stat(b"/f").unwrap(), s.stat(b"/d").unwrap());
         let r = [
             ln(s, b"/f", b"/d/f"),
@@ -676,23 +662,23 @@ fn link_and_rename_across_namespaces() {
 fn rename2_flag_errors() {
     table::<R>(&[
         ("no flags", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             rn2(s, b"/f", b"/g", RenameFlags::empty())
         }),
         ("unknown flag", Err(Errno::EINVAL), |s| {
-            tree(s);
+            posix_tree(s);
             rn2(s, b"/f", b"/g", RenameFlags::from_bits_retain(8))
         }),
         ("high unknown flag", Err(Errno::EINVAL), |s| {
-            tree(s);
+            posix_tree(s);
             rn2(s, b"/f", b"/g", RenameFlags::from_bits_retain(1 << 31))
         }),
         ("NOREPLACE | EXCHANGE", Err(Errno::EINVAL), |s| {
-            tree(s);
+            posix_tree(s);
             rn2(s, b"/f", b"/d/f", NOREPLACE | EXCHANGE)
         }),
         ("EXCHANGE | WHITEOUT", Err(Errno::EINVAL), |s| {
-            tree(s);
+            posix_tree(s);
             rn2(s, b"/f", b"/d/f", EXCHANGE | WHITEOUT)
         }),
         (
@@ -725,52 +711,52 @@ fn rename2_flag_errors() {
 fn rename2_noreplace() {
     table::<R>(&[
         ("to a new name", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             rn2(s, b"/f", b"/g", NOREPLACE)
         }),
         ("dir to a new name", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             rn2(s, b"/d", b"/e/d", NOREPLACE)
         }),
         ("over a file", Err(Errno::EEXIST), |s| {
-            tree(s);
+            posix_tree(s);
             rn2(s, b"/f", b"/d/f", NOREPLACE)
         }),
         ("over itself", Err(Errno::EEXIST), |s| {
-            tree(s);
+            posix_tree(s);
             rn2(s, b"/f", b"/f", NOREPLACE)
         }),
         ("over a hard link of itself", Err(Errno::EEXIST), |s| {
-            tree(s);
+            posix_tree(s);
             ln(s, b"/f", b"/g").unwrap();
             rn2(s, b"/f", b"/g", NOREPLACE)
         }),
         ("over a dangling symlink", Err(Errno::EEXIST), |s| {
-            tree(s);
+            posix_tree(s);
             rn2(s, b"/f", b"/dangling", NOREPLACE)
         }),
         ("empty dir over an empty dir", Err(Errno::EEXIST), |s| {
-            tree(s);
+            posix_tree(s);
             s.mkdir(b"/e2");
             rn2(s, b"/e2", b"/e", NOREPLACE)
         }),
         ("file over a dir", Err(Errno::EEXIST), |s| {
-            tree(s);
+            posix_tree(s);
             rn2(s, b"/f", b"/e", NOREPLACE)
         }),
         ("missing source over a file", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             rn2(s, b"/x", b"/f", NOREPLACE)
         }),
         ("file with a slash over a file", Err(Errno::EEXIST), |s| {
-            tree(s);
+            posix_tree(s);
             rn2(s, b"/f/", b"/d/f", NOREPLACE)
         }),
         (
             "file with a slash to a new name",
             Err(Errno::ENOTDIR),
             |s| {
-                tree(s);
+                posix_tree(s);
                 rn2(s, b"/f/", b"/g", NOREPLACE)
             },
         ),
@@ -778,24 +764,24 @@ fn rename2_noreplace() {
             "file to a new name with a slash",
             Err(Errno::ENOTDIR),
             |s| {
-                tree(s);
+                posix_tree(s);
                 rn2(s, b"/f", b"/g/", NOREPLACE)
             },
         ),
         ("target dot", Err(Errno::EEXIST), |s| {
-            tree(s);
+            posix_tree(s);
             rn2(s, b"/e", b"/d/.", NOREPLACE)
         }),
         ("target root", Err(Errno::EEXIST), |s| {
-            tree(s);
+            posix_tree(s);
             rn2(s, b"/e", b"/", NOREPLACE)
         }),
         ("source dot", Err(Errno::EBUSY), |s| {
-            tree(s);
+            posix_tree(s);
             rn2(s, b"/d/.", b"/y", NOREPLACE)
         }),
         ("dir into itself", Err(Errno::EINVAL), |s| {
-            tree(s);
+            posix_tree(s);
             rn2(s, b"/d", b"/d/sub/x", NOREPLACE)
         }),
     ]);
@@ -805,112 +791,112 @@ fn rename2_noreplace() {
 fn rename2_exchange_errors() {
     table::<R>(&[
         ("two files", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             rn2(s, b"/f", b"/d/f", EXCHANGE)
         }),
         ("a file and a dir", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             rn2(s, b"/f", b"/e", EXCHANGE)
         }),
         ("a dir and a file", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             rn2(s, b"/e", b"/f", EXCHANGE)
         }),
         ("two non-empty dirs", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             s.mkfile(b"/e/x", b"");
             rn2(s, b"/d", b"/e", EXCHANGE)
         }),
         ("a symlink and a dir", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             rn2(s, b"/ld", b"/e", EXCHANGE)
         }),
         ("with itself", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             rn2(s, b"/f", b"/f", EXCHANGE)
         }),
         ("dir with itself", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             rn2(s, b"/d", b"/d", EXCHANGE)
         }),
         ("with a hard link of itself", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             ln(s, b"/f", b"/d/g").unwrap();
             rn2(s, b"/f", b"/d/g", EXCHANGE)
         }),
         ("missing target", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             rn2(s, b"/f", b"/g", EXCHANGE)
         }),
         ("missing source", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             rn2(s, b"/x", b"/f", EXCHANGE)
         }),
         ("both missing", Err(Errno::ENOENT), |s| {
             rn2(s, b"/x", b"/y", EXCHANGE)
         }),
         ("file, dir with a slash", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             rn2(s, b"/f", b"/e/", EXCHANGE)
         }),
         ("dir, file with a slash", Err(Errno::ENOTDIR), |s| {
-            tree(s);
+            posix_tree(s);
             rn2(s, b"/e", b"/f/", EXCHANGE)
         }),
         ("file with a slash, dir", Err(Errno::ENOTDIR), |s| {
-            tree(s);
+            posix_tree(s);
             rn2(s, b"/f/", b"/e", EXCHANGE)
         }),
         ("file with a slash, missing", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             rn2(s, b"/f/", b"/g", EXCHANGE)
         }),
         ("dirs with slashes", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             rn2(s, b"/d/", b"/e/", EXCHANGE)
         }),
         ("dir with its child", Err(Errno::EINVAL), |s| {
-            tree(s);
+            posix_tree(s);
             rn2(s, b"/d", b"/d/sub", EXCHANGE)
         }),
         ("dir with its grandchild", Err(Errno::EINVAL), |s| {
-            tree(s);
+            posix_tree(s);
             s.mkfile(b"/d/sub/x", b"");
             rn2(s, b"/d", b"/d/sub/x", EXCHANGE)
         }),
         ("child with its dir", Err(Errno::EINVAL), |s| {
-            tree(s);
+            posix_tree(s);
             rn2(s, b"/d/sub", b"/d", EXCHANGE)
         }),
         ("grandchild with its dir", Err(Errno::EINVAL), |s| {
-            tree(s);
+            posix_tree(s);
             s.mkfile(b"/d/sub/x", b"");
             rn2(s, b"/d/sub/x", b"/d", EXCHANGE)
         }),
         ("a file with its own dir", Err(Errno::EINVAL), |s| {
-            tree(s);
+            posix_tree(s);
             rn2(s, b"/d/f", b"/d", EXCHANGE)
         }),
         ("dir with a sibling's child", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             rn2(s, b"/e", b"/d/sub", EXCHANGE)
         }),
         ("target dot", Err(Errno::EBUSY), |s| {
-            tree(s);
+            posix_tree(s);
             rn2(s, b"/e", b"/d/.", EXCHANGE)
         }),
         ("source dot-dot", Err(Errno::EBUSY), |s| {
-            tree(s);
+            posix_tree(s);
             rn2(s, b"/d/..", b"/e", EXCHANGE)
         }),
         ("into a removed dir", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             let e = s.open(b"/e", RO, 0).unwrap();
             s.unlinkat(CWD, b"/e", AtFlags::REMOVEDIR).unwrap();
             s.renameat2(CWD, b"/f", e, b"f", EXCHANGE)
         }),
         ("relative to dir fds", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             let d = s.open(b"/d", RO, 0).unwrap();
             let r = s.open(b"/", RO, 0).unwrap();
             s.renameat2(d, b"f", r, b"f", EXCHANGE)
@@ -927,12 +913,14 @@ fn rename2_exchange_results() {
         (
             (S_IFDIR, S_IFREG, true, true),
             (b"in dir".to_vec(), vec!["f".to_string(), "sub".into()]),
-            ((3, 5), (2, 6)),
+            // `/`'s links: 2 + `d`, `e`, `sticky`, `a` (posix_tree's plus `/a`), then the
+            // directory swapped in for `f`; its size: posix_tree's 10 entries plus `a`.
+            ((3, 6), (2, 7)),
             (true, true),
-            ((200, 60), (200, 60)),
+            ((40 + 11 * 20, 60), (40 + 11 * 20, 60)),
         ),
         |s| {
-            tree(s);
+            posix_tree(s);
             s.mkdir(b"/a");
             s.mkdir(b"/a/dir");
             s.mkfile(b"/a/dir/f", b"in dir");
@@ -1011,10 +999,18 @@ fn rename2_exchange_keeps_open_files() {
         (
             Ok(b"hello".to_vec()),
             Ok(b"data".to_vec()),
-            vec!["d".to_string(), "dangling".into(), "e".into(), "f".into()],
+            vec![
+                "d".to_string(),
+                "dangling".into(),
+                "e".into(),
+                "f".into(),
+                "labs".into(),
+                "private".into(),
+                "sticky".into(),
+            ],
         ),
         |s| {
-            tree(s);
+            posix_tree(s);
             s.unlinkat(CWD, b"/l", NOAT).unwrap();
             s.unlinkat(CWD, b"/ld", NOAT).unwrap();
             s.unlinkat(CWD, b"/loop", NOAT).unwrap();
@@ -1164,7 +1160,7 @@ fn rename2_exchange_permissions() {
 #[test]
 fn rename2_whiteout() {
     let u = on_uvfs(&|s| {
-        tree(s);
+        posix_tree(s);
         (
             rn2(s, b"/f", b"/g", WHITEOUT),
             s.exists(b"/f"),
@@ -1174,7 +1170,7 @@ fn rename2_whiteout() {
     assert_eq!(u, (Err(Errno::EINVAL), true, false));
     // What Linux does instead, recorded so a change in the kernel shows.
     if let Some(h) = on_host(&|s| {
-        tree(s);
+        posix_tree(s);
         let r = rn2(s, b"/f", b"/g", WHITEOUT);
         (r, s.lstat(b"/f").map(|st| (st.file_type(), st.st_rdev)))
     }) {
@@ -1197,7 +1193,7 @@ fn rename_over_an_open_file_keeps_its_data() {
             Ok(b"hello".to_vec()),
         ),
         |s| {
-            tree(s);
+            posix_tree(s);
             let old = s.open(b"/d/f", RW, 0).unwrap();
             s.renameat2(CWD, b"/f", CWD, b"/d/f", RenameFlags::empty())
                 .unwrap();
@@ -1235,9 +1231,9 @@ fn rmdir_is_unlinkat_removedir() {
         b"",
     ] {
         let a = Uvfs::new();
-        tree(&a);
+        posix_tree(&a);
         let b = Uvfs::new();
-        tree(&b);
+        posix_tree(&b);
         assert_eq!(
             a.task.rmdir(p),
             b.task.unlinkat(CWD, p, AtFlags::REMOVEDIR),
@@ -1247,7 +1243,7 @@ fn rmdir_is_unlinkat_removedir() {
         assert_eq!(a.task.getdents_names("/"), b.task.getdents_names("/"));
     }
     let a = Uvfs::new();
-    tree(&a);
+    posix_tree(&a);
     assert_eq!(a.task.rmdir("/e"), Ok(()));
     assert_eq!(a.task.rmdir("/d"), Err(Errno::ENOTEMPTY));
     assert_eq!(a.task.rmdir("/f"), Err(Errno::ENOTDIR));

@@ -34,12 +34,12 @@ const ST_NOEXEC: i64 = 8;
 /// The `f_flags` of a mount with no per-mount flags.
 const ST_BASE: i64 = ST_VALID | ST_RELATIME;
 
-/// `/d/` (`x` = "out", `e/` empty), `/m/` (`hidden` = "h"), then a new file system mounted
-/// on `/m` holding `f` = "in", `sub/` (`g` = "g").
-fn tree(s: &dyn Sys) {
-    s.mkdir(b"/d");
-    s.mkfile(b"/d/x", b"out");
-    s.mkdir(b"/d/e");
+/// The mount tests' tree: [`posix_tree`] (whose `/d/f` = "data" and empty `/d/sub/` serve
+/// as a file and a directory outside any mount), plus `/m/` (`hidden` = "h") with a new
+/// file system mounted on it holding `f` = "in", `sub/` (`g` = "g"). A variant because
+/// these cases need a mount in the tree they start from (`hidden` is what it covers).
+fn mount_tree(s: &dyn Sys) {
+    posix_tree(s);
     s.mkdir(b"/m");
     s.mkfile(b"/m/hidden", b"h");
     mount(s, b"/m");
@@ -112,12 +112,12 @@ fn walk_into_a_mount_and_back_with_dotdot() {
     expect(
         ok((
             (true, true, true, true),
-            ("in".to_string(), "out".to_string()),
+            ("in".to_string(), "data".to_string()),
             (b"/m/sub".to_vec(), b"/".to_vec(), true),
             sv(&["f", "sub"]),
         )),
         |s| {
-            tree(s);
+            mount_tree(s);
             let root = id(s, b"/")?;
             let m = id(s, b"/m")?;
             let ids = (
@@ -126,7 +126,7 @@ fn walk_into_a_mount_and_back_with_dotdot() {
                 id(s, b"/m/..")? == root,
                 id(s, b"/m/sub/../..")? == root,
             );
-            let reads = (cat(s, b"/m/sub/../f")?, cat(s, b"/m/../d/x")?);
+            let reads = (cat(s, b"/m/sub/../f")?, cat(s, b"/m/../d/f")?);
             s.chdir(b"/m/sub")?;
             let inside = s.getcwd()?;
             s.chdir(b"../..")?;
@@ -151,7 +151,7 @@ fn dotdot_clamps_at_a_chroot_root() {
             b"/".to_vec(),
         )),
         |s| {
-            tree(s);
+            mount_tree(s);
             s.chroot(b"/m")?;
             s.chdir(b"/")?;
             let r = id(s, b"/")?;
@@ -164,14 +164,14 @@ fn dotdot_clamps_at_a_chroot_root() {
     );
     // Root at a directory inside a mount.
     expect(ok((true, sv(&["g"]))), |s| {
-        tree(s);
+        mount_tree(s);
         s.chroot(b"/m/sub")?;
         Ok((id(s, b"/..")? == id(s, b"/")?, s.ls(b"/../..")?))
     });
     // Root above a mount: `..` out of the mount goes to the mount point's parent, then
     // clamps.
-    expect(ok((true, true, sv(&["e", "mm", "x"]))), |s| {
-        tree(s);
+    expect(ok((true, true, sv(&["f", "mm", "sub"]))), |s| {
+        mount_tree(s);
         s.mkdir(b"/d/mm");
         mount(s, b"/d/mm");
         s.chroot(b"/d")?;
@@ -269,61 +269,61 @@ fn stacked_mounts() {
 fn rename_and_link_across_mounts_is_exdev() {
     table::<R>(&[
         ("rename out of a mount", Err(Errno::EXDEV), |s| {
-            tree(s);
+            mount_tree(s);
             s.renameat(CWD, b"/m/f", CWD, b"/f2")
         }),
         ("rename into a mount", Err(Errno::EXDEV), |s| {
-            tree(s);
-            s.renameat(CWD, b"/d/x", CWD, b"/m/x")
+            mount_tree(s);
+            s.renameat(CWD, b"/d/f", CWD, b"/m/x")
         }),
         ("rename into a mount over a file", Err(Errno::EXDEV), |s| {
-            tree(s);
-            s.renameat(CWD, b"/d/x", CWD, b"/m/f")
+            mount_tree(s);
+            s.renameat(CWD, b"/d/f", CWD, b"/m/f")
         }),
         ("RENAME_EXCHANGE across", Err(Errno::EXDEV), |s| {
-            tree(s);
-            s.renameat2(CWD, b"/d/x", CWD, b"/m/f", RenameFlags::EXCHANGE)
+            mount_tree(s);
+            s.renameat2(CWD, b"/d/f", CWD, b"/m/f", RenameFlags::EXCHANGE)
         }),
         ("rename inside a mount", Ok(()), |s| {
-            tree(s);
+            mount_tree(s);
             s.renameat(CWD, b"/m/f", CWD, b"/m/sub/f")
         }),
         ("link out of a mount", Err(Errno::EXDEV), |s| {
-            tree(s);
+            mount_tree(s);
             s.linkat(CWD, b"/m/f", CWD, b"/f2", NOAT)
         }),
         ("link into a mount", Err(Errno::EXDEV), |s| {
-            tree(s);
-            s.linkat(CWD, b"/d/x", CWD, b"/m/x", NOAT)
+            mount_tree(s);
+            s.linkat(CWD, b"/d/f", CWD, b"/m/x", NOAT)
         }),
         ("link inside a mount", Ok(()), |s| {
-            tree(s);
+            mount_tree(s);
             s.linkat(CWD, b"/m/f", CWD, b"/m/sub/f", NOAT)
         }),
         (
             "rename between two binds of one fs",
             Err(Errno::EXDEV),
             |s| {
-                tree(s);
-                bind(s, b"/m/sub", b"/d/e", NONE);
-                s.renameat(CWD, b"/m/f", CWD, b"/d/e/f")
+                mount_tree(s);
+                bind(s, b"/m/sub", b"/d/sub", NONE);
+                s.renameat(CWD, b"/m/f", CWD, b"/d/sub/f")
             },
         ),
         ("link between two binds of one fs", Err(Errno::EXDEV), |s| {
-            tree(s);
-            bind(s, b"/m/sub", b"/d/e", NONE);
-            s.linkat(CWD, b"/m/f", CWD, b"/d/e/f", NOAT)
+            mount_tree(s);
+            bind(s, b"/m/sub", b"/d/sub", NONE);
+            s.linkat(CWD, b"/m/f", CWD, b"/d/sub/f", NOAT)
         }),
         ("rename from a dirfd in the mount", Err(Errno::EXDEV), |s| {
-            tree(s);
+            mount_tree(s);
             let fd = s.open(b"/m", DIR, 0).unwrap();
-            s.renameat(fd, b"f", CWD, b"/d/f")
+            s.renameat(fd, b"f", CWD, b"/d/new")
         }),
         (
             "rename over the mount point (EXDEV first)",
             Err(Errno::EXDEV),
             |s| {
-                tree(s);
+                mount_tree(s);
                 s.renameat(CWD, b"/m/f", CWD, b"/m")
             },
         ),
@@ -333,28 +333,28 @@ fn rename_and_link_across_mounts_is_exdev() {
 #[test]
 fn resolve_no_xdev() {
     fn dirfd_m(s: &dyn Sys, path: &[u8]) -> R {
-        tree(s);
-        s.symlink(b"/d/x", b"/m/abs");
+        mount_tree(s);
+        s.symlink(b"/d/f", b"/m/abs");
         s.symlink(b"sub/g", b"/m/rel");
         let fd = s.open(b"/m", DIR, 0).unwrap();
         open2(s, fd, path, RESOLVE_NO_XDEV)
     }
     table::<R>(&[
         ("into a mount", Err(Errno::EXDEV), |s| {
-            tree(s);
+            mount_tree(s);
             open2(s, CWD, b"/m/f", RESOLVE_NO_XDEV)
         }),
         ("ending on a mount point", Err(Errno::EXDEV), |s| {
-            tree(s);
+            mount_tree(s);
             open2(s, CWD, b"/m", RESOLVE_NO_XDEV)
         }),
         ("without the flag", Ok(()), |s| {
-            tree(s);
+            mount_tree(s);
             open2(s, CWD, b"/m/f", 0)
         }),
         ("within the root mount", Ok(()), |s| {
-            tree(s);
-            open2(s, CWD, b"/d/x", RESOLVE_NO_XDEV)
+            mount_tree(s);
+            open2(s, CWD, b"/d/f", RESOLVE_NO_XDEV)
         }),
         ("within the mount from its root", Ok(()), |s| {
             dirfd_m(s, b"sub/g")
@@ -365,12 +365,12 @@ fn resolve_no_xdev() {
             dirfd_m(s, b"..")
         }),
         (".. out of the mount and on", Err(Errno::EXDEV), |s| {
-            dirfd_m(s, b"../d/x")
+            dirfd_m(s, b"../d/f")
         }),
         (
             "an absolute path from a dirfd in another mount",
             Ok(()),
-            |s| dirfd_m(s, b"/d/x"),
+            |s| dirfd_m(s, b"/d/f"),
         ),
         ("an absolute path crossing later", Err(Errno::EXDEV), |s| {
             dirfd_m(s, b"/m/f")
@@ -382,10 +382,10 @@ fn resolve_no_xdev() {
         ),
         ("a relative symlink inside", Ok(()), |s| dirfd_m(s, b"rel")),
         ("into a bind of the same fs", Err(Errno::EXDEV), |s| {
-            tree(s);
-            bind(s, b"/m/sub", b"/d/e", NONE);
+            mount_tree(s);
+            bind(s, b"/m/sub", b"/d/sub", NONE);
             let fd = s.open(b"/m", DIR, 0).unwrap();
-            open2(s, fd, b"../d/e/g", RESOLVE_NO_XDEV)
+            open2(s, fd, b"../d/sub/g", RESOLVE_NO_XDEV)
         }),
     ]);
 }
@@ -403,23 +403,23 @@ fn mount_points_are_busy() {
     }
     table::<R>(&[
         ("rmdir of a mount point", Err(Errno::EBUSY), |s| {
-            tree(s);
+            mount_tree(s);
             s.unlinkat(CWD, b"/m", RMDIR)
         }),
         (
             "unlink of a directory mount point: EISDIR first",
             Err(Errno::EISDIR),
             |s| {
-                tree(s);
+                mount_tree(s);
                 s.unlinkat(CWD, b"/m", NOAT)
             },
         ),
         ("rename of a mount point", Err(Errno::EBUSY), |s| {
-            tree(s);
+            mount_tree(s);
             s.renameat(CWD, b"/m", CWD, b"/m2")
         }),
         ("rename over a mount point", Err(Errno::EBUSY), |s| {
-            tree(s);
+            mount_tree(s);
             s.mkdir(b"/empty");
             s.renameat(CWD, b"/empty", CWD, b"/m")
         }),
@@ -427,20 +427,20 @@ fn mount_points_are_busy() {
             "RENAME_EXCHANGE with a mount point",
             Err(Errno::EBUSY),
             |s| {
-                tree(s);
+                mount_tree(s);
                 s.renameat2(CWD, b"/d", CWD, b"/m", RenameFlags::EXCHANGE)
             },
         ),
         ("rmdir of a bind mount point", Err(Errno::EBUSY), |s| {
-            tree(s);
-            bind(s, b"/m/sub", b"/d/e", NONE);
-            s.unlinkat(CWD, b"/d/e", RMDIR)
+            mount_tree(s);
+            bind(s, b"/m/sub", b"/d/sub", NONE);
+            s.unlinkat(CWD, b"/d/sub", RMDIR)
         }),
         (
             "rmdir of a bind's source (not a mount point)",
             Ok(()),
             |s| {
-                tree(s);
+                mount_tree(s);
                 s.mkdir(b"/src");
                 s.mkdir(b"/b");
                 bind(s, b"/src", b"/b", NONE);
@@ -489,23 +489,23 @@ fn mount_points_are_busy() {
 fn umount_of_a_busy_mount() {
     table::<R>(&[
         ("an open file inside", Err(Errno::EBUSY), |s| {
-            tree(s);
+            mount_tree(s);
             let _fd = s.open(b"/m/f", RO, 0).unwrap();
             s.umount2(b"/m", NOUM)
         }),
         ("an open file, closed", Ok(()), |s| {
-            tree(s);
+            mount_tree(s);
             let fd = s.open(b"/m/sub/g", RW, 0).unwrap();
             s.close(fd).unwrap();
             s.umount2(b"/m", NOUM)
         }),
         ("an O_PATH descriptor inside", Err(Errno::EBUSY), |s| {
-            tree(s);
+            mount_tree(s);
             let _fd = s.open(b"/m/sub", PATH, 0).unwrap();
             s.umount2(b"/m", NOUM)
         }),
         ("a descriptor of its root", Err(Errno::EBUSY), |s| {
-            tree(s);
+            mount_tree(s);
             let _fd = s.open(b"/m", DIR, 0).unwrap();
             s.umount2(b"/m", NOUM)
         }),
@@ -527,17 +527,17 @@ fn umount_of_a_busy_mount() {
             },
         ),
         ("the cwd inside", Err(Errno::EBUSY), |s| {
-            tree(s);
+            mount_tree(s);
             s.chdir(b"/m/sub").unwrap();
             s.umount2(b"/m", NOUM)
         }),
         ("the cwd at its root", Err(Errno::EBUSY), |s| {
-            tree(s);
+            mount_tree(s);
             s.chdir(b"/m").unwrap();
             s.umount2(b"/m", NOUM)
         }),
         ("the cwd left again", Ok(()), |s| {
-            tree(s);
+            mount_tree(s);
             s.chdir(b"/m/sub").unwrap();
             s.chdir(b"/").unwrap();
             s.umount2(b"/m", NOUM)
@@ -546,7 +546,7 @@ fn umount_of_a_busy_mount() {
         // see `umount_of_the_task_root_mount`; another task's root there is EBUSY on both
         // (`umount_busy_with_another_tasks_root`).
         ("the root left again", Ok(()), |s| {
-            tree(s);
+            mount_tree(s);
             let top = s.open(b"/", PATH, 0).unwrap();
             s.chroot(b"/m/sub").unwrap();
             s.fchdir(top).unwrap();
@@ -554,47 +554,47 @@ fn umount_of_a_busy_mount() {
             s.umount2(b"/m", NOUM)
         }),
         ("a submount", Err(Errno::EBUSY), |s| {
-            tree(s);
+            mount_tree(s);
             mount(s, b"/m/sub");
             s.umount2(b"/m", NOUM)
         }),
         ("a submount unmounted first", Ok(()), |s| {
-            tree(s);
+            mount_tree(s);
             mount(s, b"/m/sub");
             s.umount2(b"/m/sub", NOUM).unwrap();
             s.umount2(b"/m", NOUM)
         }),
         ("a busy submount", Err(Errno::EBUSY), |s| {
-            tree(s);
+            mount_tree(s);
             mount(s, b"/m/sub");
             let _fd = s.open(b"/m/sub", DIR, 0).unwrap();
             s.umount2(b"/m/sub", NOUM)
         }),
         ("MNT_FORCE on a busy mount", Err(Errno::EBUSY), |s| {
-            tree(s);
+            mount_tree(s);
             let _fd = s.open(b"/m/f", RO, 0).unwrap();
             s.umount2(b"/m", UmountFlags::FORCE)
         }),
         ("MNT_DETACH on a busy mount", Ok(()), |s| {
-            tree(s);
+            mount_tree(s);
             let _fd = s.open(b"/m/f", RO, 0).unwrap();
             s.chdir(b"/m/sub").unwrap();
             s.umount2(b"/m", DETACH)
         }),
         ("MNT_DETACH with a submount", Ok(()), |s| {
-            tree(s);
+            mount_tree(s);
             mount(s, b"/m/sub");
             s.umount2(b"/m", DETACH)
         }),
         ("a bind of it elsewhere does not pin it", Ok(()), |s| {
-            tree(s);
-            bind(s, b"/m", b"/d/e", NONE);
+            mount_tree(s);
+            bind(s, b"/m", b"/d/sub", NONE);
             s.umount2(b"/m", NOUM)
         }),
     ]);
     // After a detach with submounts, neither is reachable.
     expect(ok((sv(&["hidden"]), Err(Errno::ENOENT))), |s| {
-        tree(s);
+        mount_tree(s);
         mount(s, b"/m/sub");
         s.umount2(b"/m", DETACH)?;
         Ok((s.ls(b"/m")?, s.stat(b"/m/sub").map(drop)))
@@ -605,78 +605,78 @@ fn umount_of_a_busy_mount() {
 fn umount_errors() {
     table::<R>(&[
         ("not a mount", Err(Errno::EINVAL), |s| {
-            tree(s);
+            mount_tree(s);
             s.umount2(b"/d", NOUM)
         }),
         ("a directory inside a mount", Err(Errno::EINVAL), |s| {
-            tree(s);
+            mount_tree(s);
             s.umount2(b"/m/sub", NOUM)
         }),
         ("a file", Err(Errno::EINVAL), |s| {
-            tree(s);
+            mount_tree(s);
             s.umount2(b"/m/f", NOUM)
         }),
         ("missing", Err(Errno::ENOENT), |s| {
-            tree(s);
+            mount_tree(s);
             s.umount2(b"/nope", NOUM)
         }),
         ("through a file", Err(Errno::ENOTDIR), |s| {
-            tree(s);
-            s.umount2(b"/d/x/y", NOUM)
+            mount_tree(s);
+            s.umount2(b"/d/f/y", NOUM)
         }),
         ("empty path", Err(Errno::ENOENT), |s| {
-            tree(s);
+            mount_tree(s);
             s.umount2(b"", NOUM)
         }),
         ("twice", Err(Errno::EINVAL), |s| {
-            tree(s);
+            mount_tree(s);
             s.umount2(b"/m", NOUM).unwrap();
             s.umount2(b"/m", NOUM)
         }),
         ("a symlink to a mount point is followed", Ok(()), |s| {
-            tree(s);
+            mount_tree(s);
             s.symlink(b"m", b"/lm");
             s.umount2(b"/lm", NOUM)
         }),
         ("UMOUNT_NOFOLLOW on a symlink", Err(Errno::EINVAL), |s| {
-            tree(s);
+            mount_tree(s);
             s.symlink(b"m", b"/lm");
             s.umount2(b"/lm", UmountFlags::NOFOLLOW)
         }),
         ("UMOUNT_NOFOLLOW on the mount point", Ok(()), |s| {
-            tree(s);
+            mount_tree(s);
             s.umount2(b"/m", UmountFlags::NOFOLLOW)
         }),
         ("a trailing slash", Ok(()), |s| {
-            tree(s);
+            mount_tree(s);
             s.umount2(b"/m/", NOUM)
         }),
         ("unknown flag bits", Err(Errno::EINVAL), |s| {
-            tree(s);
+            mount_tree(s);
             s.umount2(b"/m", UmountFlags::from_bits_retain(0x10))
         }),
         ("MNT_FORCE, not busy", Ok(()), |s| {
-            tree(s);
+            mount_tree(s);
             s.umount2(b"/m", UmountFlags::FORCE)
         }),
         ("MNT_FORCE | MNT_DETACH", Ok(()), |s| {
-            tree(s);
+            mount_tree(s);
             s.umount2(b"/m", UmountFlags::FORCE | DETACH)
         }),
         ("MNT_EXPIRE | MNT_DETACH", Err(Errno::EINVAL), |s| {
-            tree(s);
+            mount_tree(s);
             s.umount2(b"/m", UmountFlags::EXPIRE | DETACH)
         }),
         ("MNT_EXPIRE | MNT_FORCE", Err(Errno::EINVAL), |s| {
-            tree(s);
+            mount_tree(s);
             s.umount2(b"/m", UmountFlags::EXPIRE | UmountFlags::FORCE)
         }),
         ("MNT_EXPIRE the first time", Err(Errno::EAGAIN), |s| {
-            tree(s);
+            mount_tree(s);
             s.umount2(b"/m", UmountFlags::EXPIRE)
         }),
         ("MNT_EXPIRE the second time", Ok(()), |s| {
-            tree(s);
+            mount_tree(s);
             let _ = s.umount2(b"/m", UmountFlags::EXPIRE);
             s.umount2(b"/m", UmountFlags::EXPIRE)
         }),
@@ -684,13 +684,13 @@ fn umount_errors() {
             "MNT_EXPIRE the first time, busy: EBUSY before marking",
             Err(Errno::EBUSY),
             |s| {
-                tree(s);
+                mount_tree(s);
                 let _fd = s.open(b"/m/f", RO, 0).unwrap();
                 s.umount2(b"/m", UmountFlags::EXPIRE)
             },
         ),
         ("MNT_EXPIRE the second time, busy", Err(Errno::EBUSY), |s| {
-            tree(s);
+            mount_tree(s);
             let _fd = s.open(b"/m/f", RO, 0).unwrap();
             let _ = s.umount2(b"/m", UmountFlags::EXPIRE);
             s.umount2(b"/m", UmountFlags::EXPIRE)
@@ -699,7 +699,7 @@ fn umount_errors() {
             "MNT_EXPIRE after a use in between",
             Err(Errno::EAGAIN),
             |s| {
-                tree(s);
+                mount_tree(s);
                 let _ = s.umount2(b"/m", UmountFlags::EXPIRE);
                 let fd = s.open(b"/m/f", RO, 0).unwrap();
                 s.close(fd).unwrap();
@@ -707,12 +707,12 @@ fn umount_errors() {
             },
         ),
         ("not root", Err(Errno::EPERM), |s| {
-            tree(s);
+            mount_tree(s);
             s.set_cred(1000, 1000, &[]);
             s.umount2(b"/m", NOUM)
         }),
         ("not root, not a mount", Err(Errno::EPERM), |s| {
-            tree(s);
+            mount_tree(s);
             s.set_cred(1000, 1000, &[]);
             s.umount2(b"/d", NOUM)
         }),
@@ -720,7 +720,7 @@ fn umount_errors() {
             "not root, missing: the walk first",
             Err(Errno::ENOENT),
             |s| {
-                tree(s);
+                mount_tree(s);
                 s.set_cred(1000, 1000, &[]);
                 s.umount2(b"/nope", NOUM)
             },
@@ -729,13 +729,13 @@ fn umount_errors() {
             "not root, unknown flags: EINVAL first",
             Err(Errno::EINVAL),
             |s| {
-                tree(s);
+                mount_tree(s);
                 s.set_cred(1000, 1000, &[]);
                 s.umount2(b"/nope", UmountFlags::from_bits_retain(0x10))
             },
         ),
         ("a mount outside the task's root", Err(Errno::ENOENT), |s| {
-            tree(s);
+            mount_tree(s);
             s.chroot(b"/d").unwrap();
             s.umount2(b"/m", NOUM)
         }),
@@ -754,7 +754,7 @@ fn umount_of_the_task_root_mount() {
     type Out = Result<(R, R, bool), Errno>;
     // The caller's root is the mount's root.
     let at_root = |s: &mut dyn Sys| -> Out {
-        tree(s);
+        mount_tree(s);
         s.chroot(b"/m")?;
         let r = s.umount2(b"/", NOUM);
         let w = s.mkdirat(CWD, b"/new", 0o755);
@@ -762,7 +762,7 @@ fn umount_of_the_task_root_mount() {
     };
     // The caller's root is a directory inside the mount, its cwd outside the root.
     let inside = |s: &mut dyn Sys| -> Out {
-        tree(s);
+        mount_tree(s);
         let top = s.open(b"/", PATH, 0)?;
         s.chroot(b"/m/sub")?;
         s.fchdir(top)?;
@@ -793,7 +793,7 @@ fn umount_of_the_task_root_mount() {
 #[test]
 fn umount_expire_of_the_task_root_mount() {
     expect(ok(Err(Errno::EINVAL)), |s| {
-        tree(s);
+        mount_tree(s);
         s.chroot(b"/m")?;
         Ok(s.umount2(b"/", UmountFlags::EXPIRE))
     });
@@ -803,7 +803,7 @@ fn umount_expire_of_the_task_root_mount() {
 #[test]
 fn umount_detach_of_the_task_root_mount() {
     expect(ok((Ok(()), "in".to_string())), |s| {
-        tree(s);
+        mount_tree(s);
         s.chroot(b"/m")?;
         Ok((s.umount2(b"/", DETACH), cat(s, b"/f")?))
     });
@@ -819,7 +819,7 @@ fn lazy_umount_keeps_open_files_and_cwd() {
             (sv(&["f", "sub"]), true, "inX".to_string()),
         )),
         |s| {
-            tree(s);
+            mount_tree(s);
             let fd = s.open(b"/m/f", RW, 0)?;
             s.chdir(b"/m/sub")?;
             s.umount2(b"/m", DETACH)?;
@@ -844,14 +844,14 @@ fn lazy_umount_keeps_open_files_and_cwd() {
     );
     // getcwd in a detached mount.
     let _cwd = same(|s| {
-        tree(s);
+        mount_tree(s);
         s.chdir(b"/m/sub").unwrap();
         s.umount2(b"/m", DETACH).unwrap();
         s.getcwd()
     });
     // An open directory descriptor of a detached mount still reads and creates.
     expect(ok((sv(&["f", "new", "sub"]), true)), |s| {
-        tree(s);
+        mount_tree(s);
         let fd = s.open(b"/m", DIR, 0)?;
         s.umount2(b"/m", DETACH)?;
         let nfd = s.openat(fd, b"new", CREAT | WO, 0o644)?;
@@ -959,7 +959,7 @@ fn mount_errors() {
             s.mount_setflags(b"/nope", RDONLY)
         }),
         ("setflags: not root", Err(Errno::EPERM), |s| {
-            tree(s);
+            mount_tree(s);
             s.set_cred(1000, 1000, &[]);
             s.mount_setflags(b"/m", RDONLY)
         }),
@@ -1006,7 +1006,7 @@ fn bind_of_a_subdirectory() {
     );
     // A bind of a directory of another mount: that mount's st_dev.
     expect(ok((true, true, true)), |s| {
-        tree(s);
+        mount_tree(s);
         s.mkdir(b"/b");
         bind(s, b"/m/sub", b"/b", NONE);
         Ok((
@@ -1017,7 +1017,7 @@ fn bind_of_a_subdirectory() {
     });
     // Unmounting the bind leaves the source as it was.
     expect(ok((sv(&[]), sv(&["g"]))), |s| {
-        tree(s);
+        mount_tree(s);
         s.mkdir(b"/b");
         bind(s, b"/m/sub", b"/b", NONE);
         s.umount2(b"/b", NOUM)?;
@@ -1074,7 +1074,7 @@ fn bind_recursion_and_submounts() {
 /// [`tree`] with `/m/sym -> f`, the xattr `user.a` = "v" on `/m/f`, and `/m` then made
 /// read-only.
 fn ro(s: &dyn Sys) {
-    tree(s);
+    mount_tree(s);
     s.symlink(b"f", b"/m/sym");
     s.xattr_set(XTarget::Path(b"/m/f"), b"user.a", b"v", 0)
         .unwrap();
@@ -1248,7 +1248,7 @@ fn read_only_mount_erofs() {
             s.mkdirat(CWD, b"/new", 0o755)
         }),
         ("a submount of a read-only mount is writable", Ok(()), |s| {
-            tree(s);
+            mount_tree(s);
             mount(s, b"/m/sub");
             s.mount_setflags(b"/m", RDONLY).unwrap();
             s.mkdirat(CWD, b"/m/sub/new", 0o755)
@@ -1266,13 +1266,13 @@ fn read_only_mount_erofs() {
             "made read-only with a file open for writing",
             Err(Errno::EBUSY),
             |s| {
-                tree(s);
+                mount_tree(s);
                 let _fd = s.open(b"/m/f", WO, 0).unwrap();
                 s.mount_setflags(b"/m", RDONLY)
             },
         ),
         ("made read-only with a file open for reading", Ok(()), |s| {
-            tree(s);
+            mount_tree(s);
             let _fd = s.open(b"/m/f", RO, 0).unwrap();
             s.mount_setflags(b"/m", RDONLY)
         }),
@@ -1311,31 +1311,31 @@ fn read_only_mount_erofs() {
 fn read_only_bind_of_a_writable_mount() {
     table::<R>(&[
         ("mkdir through the read-only bind", Err(Errno::EROFS), |s| {
-            tree(s);
-            bind(s, b"/m", b"/d/e", NONE);
-            s.mount_setflags(b"/d/e", RDONLY).unwrap();
-            s.mkdirat(CWD, b"/d/e/new", 0o755)
+            mount_tree(s);
+            bind(s, b"/m", b"/d/sub", NONE);
+            s.mount_setflags(b"/d/sub", RDONLY).unwrap();
+            s.mkdirat(CWD, b"/d/sub/new", 0o755)
         }),
         ("open for writing through it", Err(Errno::EROFS), |s| {
-            tree(s);
-            bind(s, b"/m", b"/d/e", NONE);
-            s.mount_setflags(b"/d/e", RDONLY).unwrap();
-            s.open(b"/d/e/f", WO, 0).map(drop)
+            mount_tree(s);
+            bind(s, b"/m", b"/d/sub", NONE);
+            s.mount_setflags(b"/d/sub", RDONLY).unwrap();
+            s.open(b"/d/sub/f", WO, 0).map(drop)
         }),
         ("mkdir through the original", Ok(()), |s| {
-            tree(s);
-            bind(s, b"/m", b"/d/e", NONE);
-            s.mount_setflags(b"/d/e", RDONLY).unwrap();
+            mount_tree(s);
+            bind(s, b"/m", b"/d/sub", NONE);
+            s.mount_setflags(b"/d/sub", RDONLY).unwrap();
             s.mkdirat(CWD, b"/m/new", 0o755)
         }),
         (
             "a file opened for writing through the original",
             Ok(()),
             |s| {
-                tree(s);
+                mount_tree(s);
                 let fd = s.open(b"/m/f", WO, 0).unwrap();
-                bind(s, b"/m", b"/d/e", NONE);
-                s.mount_setflags(b"/d/e", RDONLY).unwrap();
+                bind(s, b"/m", b"/d/sub", NONE);
+                s.mount_setflags(b"/d/sub", RDONLY).unwrap();
                 s.write(fd, b"w").map(drop)
             },
         ),
@@ -1343,42 +1343,42 @@ fn read_only_bind_of_a_writable_mount() {
             "open for writing, not permitted: EACCES first",
             Err(Errno::EACCES),
             |s| {
-                tree(s);
-                bind(s, b"/m", b"/d/e", NONE);
-                s.mount_setflags(b"/d/e", RDONLY).unwrap();
+                mount_tree(s);
+                bind(s, b"/m", b"/d/sub", NONE);
+                s.mount_setflags(b"/d/sub", RDONLY).unwrap();
                 s.set_cred(1000, 1000, &[]);
-                s.open(b"/d/e/f", WO, 0).map(drop)
+                s.open(b"/d/sub/f", WO, 0).map(drop)
             },
         ),
         (
             "a read-only bind of a directory of the root mount",
             Err(Errno::EROFS),
             |s| {
-                tree(s);
+                mount_tree(s);
                 bind(s, b"/d", b"/m/sub", NONE);
                 s.mount_setflags(b"/m/sub", RDONLY).unwrap();
                 s.unlinkat(CWD, b"/m/sub/x", NOAT)
             },
         ),
         ("... leaves the source writable", Ok(()), |s| {
-            tree(s);
+            mount_tree(s);
             bind(s, b"/d", b"/m/sub", NONE);
             s.mount_setflags(b"/m/sub", RDONLY).unwrap();
-            s.unlinkat(CWD, b"/d/x", NOAT)
+            s.unlinkat(CWD, b"/d/f", NOAT)
         }),
         ("a rw bind of a read-only mount is writable", Ok(()), |s| {
             ro(s);
-            bind(s, b"/m", b"/d/e", NONE);
-            s.mount_setflags(b"/d/e", NONE).unwrap();
-            s.mkdirat(CWD, b"/d/e/new", 0o755)
+            bind(s, b"/m", b"/d/sub", NONE);
+            s.mount_setflags(b"/d/sub", NONE).unwrap();
+            s.mkdirat(CWD, b"/d/sub/new", 0o755)
         }),
         (
             "a bind of a read-only mount is read-only",
             Err(Errno::EROFS),
             |s| {
                 ro(s);
-                bind(s, b"/m", b"/d/e", NONE);
-                s.mkdirat(CWD, b"/d/e/new", 0o755)
+                bind(s, b"/m", b"/d/sub", NONE);
+                s.mkdirat(CWD, b"/d/sub/new", 0o755)
             },
         ),
     ]);
@@ -1398,7 +1398,7 @@ fn statfs_flags_per_mount() {
             ST_BASE | ST_NOEXEC,
         )),
         |s| {
-            tree(s);
+            mount_tree(s);
             s.mount_setflags(b"/m", RDONLY)?;
             s.mkdir(b"/b");
             bind(s, b"/d", b"/b", NONE);
@@ -1409,7 +1409,7 @@ fn statfs_flags_per_mount() {
             Ok((
                 s.statfs(b"/d")?.f_flags,
                 s.statfs(b"/m/f")?.f_flags,
-                s.statfs(b"/b/x")?.f_flags,
+                s.statfs(b"/b/f")?.f_flags,
                 s.fstatfs(fd)?.f_flags,
                 s.statfs(b"/n")?.f_flags,
             ))
@@ -1419,7 +1419,7 @@ fn statfs_flags_per_mount() {
     expect(
         ok((ST_BASE | ST_NOEXEC | ST_NOSUID, ST_BASE | ST_NODEV, ST_BASE)),
         |s| {
-            tree(s);
+            mount_tree(s);
             s.mount_setflags(b"/m", MountFlags::NOEXEC | MountFlags::NOSUID)?;
             let a = s.statfs(b"/m")?.f_flags;
             s.mount_setflags(b"/m", MountFlags::NODEV)?;
@@ -1434,7 +1434,7 @@ fn statfs_flags_per_mount() {
 fn noexec() {
     /// `/m/prog` (empty, 0755) and `/m/dir/`, `/m` then `noexec`.
     fn setup(s: &dyn Sys, flags: MountFlags) {
-        tree(s);
+        mount_tree(s);
         s.mkfile(b"/m/prog", b"");
         s.fchmodat(CWD, b"/m/prog", 0o755, NOAT).unwrap();
         s.mkdir(b"/m/dir");
@@ -1468,18 +1468,18 @@ fn noexec() {
         }),
         ("exec through a plain bind of a noexec mount", Ok(()), |s| {
             setup(s, MountFlags::NOEXEC);
-            bind(s, b"/m", b"/d/e", NONE);
-            s.mount_setflags(b"/d/e", NONE).unwrap();
-            s.exec_check(b"/d/e/prog")
+            bind(s, b"/m", b"/d/sub", NONE);
+            s.mount_setflags(b"/d/sub", NONE).unwrap();
+            s.exec_check(b"/d/sub/prog")
         }),
         (
             "exec through a noexec bind of a plain mount",
             Err(Errno::EACCES),
             |s| {
                 setup(s, NONE);
-                bind(s, b"/m", b"/d/e", NONE);
-                s.mount_setflags(b"/d/e", MountFlags::NOEXEC).unwrap();
-                s.exec_check(b"/d/e/prog")
+                bind(s, b"/m", b"/d/sub", NONE);
+                s.mount_setflags(b"/d/sub", MountFlags::NOEXEC).unwrap();
+                s.exec_check(b"/d/sub/prog")
             },
         ),
         ("exec on a new noexec mount", Err(Errno::EACCES), |s| {
@@ -1496,7 +1496,7 @@ fn noexec() {
 fn nodev() {
     /// `/m/c`, a character device with no driver (240:7), `/m` then with `flags`.
     fn dev(s: &dyn Sys, flags: MountFlags) -> R {
-        tree(s);
+        mount_tree(s);
         s.mknodat(CWD, b"/m/c", S_IFCHR | 0o666, (240 << 8) | 7)
             .unwrap();
         s.mount_setflags(b"/m", flags).unwrap();
@@ -1512,13 +1512,13 @@ fn nodev() {
             s.open(b"/m/c", PATH, 0).map(drop)
         }),
         ("mknod of a device on nodev", Ok(()), |s| {
-            tree(s);
+            mount_tree(s);
             s.mount_setflags(b"/m", MountFlags::NODEV).unwrap();
             s.mknodat(CWD, b"/m/c", S_IFCHR | 0o666, (240 << 8) | 7)
         }),
         // A FIFO is no device: no EACCES (no reader: ENXIO, as without nodev).
         ("open of a FIFO on nodev", Err(Errno::ENXIO), |s| {
-            tree(s);
+            mount_tree(s);
             s.mknodat(CWD, b"/m/p", S_IFIFO | 0o666, 0).unwrap();
             s.mount_setflags(b"/m", MountFlags::NODEV).unwrap();
             s.open(b"/m/p", WO | OpenFlags::NONBLOCK, 0).map(drop)
@@ -1532,13 +1532,13 @@ fn nodev() {
 #[test]
 fn stx_mnt_id_per_mount() {
     expect(ok(((true, true), (true, true, true), true, true)), |s| {
-        tree(s);
+        mount_tree(s);
         s.mkdir(b"/b");
         bind(s, b"/m/sub", b"/b", NONE);
         let (root, m, b) = (mnt_id(s, b"/"), mnt_id(s, b"/m"), mnt_id(s, b"/b"));
         let mask = s.statx(CWD, b"/m/f", NOAT, STATX_MNT_ID)?.stx_mask;
         Ok((
-            (mnt_id(s, b"/d/x") == root, mnt_id(s, b"/m/sub/g") == m),
+            (mnt_id(s, b"/d/f") == root, mnt_id(s, b"/m/sub/g") == m),
             (m != root, b != m, b != root),
             mnt_id(s, b"/b/g") == b,
             mask & STATX_MNT_ID != 0,
@@ -1546,7 +1546,7 @@ fn stx_mnt_id_per_mount() {
     });
     // The id is the mount table's.
     expect(ok(true), |s| {
-        tree(s);
+        mount_tree(s);
         let id = mnt_id(s, b"/m/f");
         let t = s.mountinfo()?;
         Ok(t.iter().any(|e| e.mount_point == b"/m" && e.id == id))
@@ -1582,7 +1582,7 @@ fn mount_table_shape() {
             e("/m/sub", "/", MountFlags::NODEV, Some("/m")),
         ],
         |s| {
-            tree(s);
+            mount_tree(s);
             s.mkdir(b"/b");
             bind(s, b"/m", b"/m", NONE);
             bind(s, b"/m/sub", b"/b", NONE);
@@ -1596,7 +1596,7 @@ fn mount_table_shape() {
     expect(
         vec![e("/", "/", NONE, None), e("/sub", "/", NONE, Some("/"))],
         |s| {
-            tree(s);
+            mount_tree(s);
             s.mkdir(b"/n");
             mount(s, b"/n");
             mount(s, b"/m/sub");
@@ -1609,7 +1609,7 @@ fn mount_table_shape() {
     // so only what is mounted under the task's root is listed (Linux's `show_mountinfo`
     // skips a mount whose root `seq_path_root` cannot reach).
     expect(vec![e("/inner", "/", NONE, None)], |s| {
-        tree(s);
+        mount_tree(s);
         s.mkdir(b"/m/sub/inner");
         mount(s, b"/m/sub/inner");
         s.chroot(b"/m/sub").unwrap();
@@ -1625,7 +1625,7 @@ fn mount_table_shape() {
             e("/m/sub", "/", NONE, Some("/m")),
         ],
         |s| {
-            tree(s);
+            mount_tree(s);
             mount(s, b"/m/sub");
             s.mkdir(b"/b");
             bind(s, b"/m", b"/b", REC);
@@ -1634,7 +1634,7 @@ fn mount_table_shape() {
     );
     // Entries in table order: parents first (the sides may order siblings differently).
     same(|s| {
-        tree(s);
+        mount_tree(s);
         mount(s, b"/m/sub");
         s.mkdir(b"/n");
         mount(s, b"/n");
@@ -1655,7 +1655,7 @@ fn mount_table_shape() {
 fn umount_busy_with_another_tasks_root() {
     for u in each_fs() {
         let s: &dyn Sys = &u;
-        tree(s);
+        mount_tree(s);
         let t = &u.task;
         let child = t.fork();
         child.chroot("/m/sub").unwrap();
@@ -1723,7 +1723,7 @@ fn uvfs_mount_api_rules() {
 fn uvfs_mountinfo_fields() {
     for u in each_fs() {
         let s: &dyn Sys = &u;
-        tree(s);
+        mount_tree(s);
         s.mkdir(b"/b");
         bind(s, b"/m/sub", b"/b", NONE);
         s.mount_setflags(b"/b", RDONLY | MountFlags::NOSUID)

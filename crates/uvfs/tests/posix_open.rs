@@ -14,25 +14,9 @@ const DIRECTORY: OpenFlags = OpenFlags::DIRECTORY;
 const NOFOLLOW: OpenFlags = OpenFlags::NOFOLLOW;
 const CLOEXEC: OpenFlags = OpenFlags::CLOEXEC;
 
-/// The tree most cases start from:
-/// `/d/` (`f` = "data", `sub/`), `/e/` (empty), `/f` = "hello", `/l -> f`, `/ld -> d`,
-/// `/labs -> /d/f`, `/dangling -> nowhere`, `/loop -> loop`.
-fn tree(s: &dyn Sys) {
-    s.mkdir(b"/d");
-    s.mkfile(b"/d/f", b"data");
-    s.mkdir(b"/d/sub");
-    s.mkdir(b"/e");
-    s.mkfile(b"/f", b"hello");
-    s.symlink(b"f", b"/l");
-    s.symlink(b"d", b"/ld");
-    s.symlink(b"/d/f", b"/labs");
-    s.symlink(b"nowhere", b"/dangling");
-    s.symlink(b"loop", b"/loop");
-}
-
-/// Opens `path` after building the tree and returns what open returned, then closes it.
+/// Opens `path` after building [`posix_tree`] and returns what open returned, then closes it.
 fn open_in_tree(s: &dyn Sys, path: &[u8], flags: OpenFlags) -> Result<Fd, Errno> {
-    tree(s);
+    posix_tree(s);
     let r = s.open(path, flags, 0o644);
     if let Ok(fd) = r {
         s.close(fd).unwrap();
@@ -186,7 +170,7 @@ fn open_creat() {
             "dangling symlink into a missing dir",
             Err(Errno::ENOENT),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.symlink(b"/missing/x", b"/dl2");
                 s.open(b"/dl2", CREAT | RW, 0o644)
             },
@@ -195,7 +179,7 @@ fn open_creat() {
             "dangling symlink whose body ends in a slash",
             Err(Errno::EISDIR),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.symlink(b"nowhere/", b"/dl3");
                 s.open(b"/dl3", CREAT | RW, 0o644)
             },
@@ -204,7 +188,7 @@ fn open_creat() {
             "dangling symlink to a name of 256 bytes",
             Err(Errno::ENAMETOOLONG),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.symlink(&name(b'n', 256), b"/dl4");
                 s.open(b"/dl4", CREAT | RW, 0o644)
             },
@@ -222,13 +206,13 @@ fn open_creat() {
             open_in_tree(s, b"/loop", CREAT | RW)
         }),
         ("name of 255 bytes", Ok(Fd(0)), |s| {
-            tree(s);
+            posix_tree(s);
             let mut p = b"/".to_vec();
             p.extend(name(b'n', 255));
             s.open(&p, CREAT | RW, 0o644)
         }),
         ("name of 256 bytes", Err(Errno::ENAMETOOLONG), |s| {
-            tree(s);
+            posix_tree(s);
             let mut p = b"/".to_vec();
             p.extend(name(b'n', 256));
             s.open(&p, CREAT | RW, 0o644)
@@ -240,7 +224,7 @@ fn open_creat() {
 fn open_creat_results() {
     // The dangling symlink's target is created in the symlink's directory.
     expect((Ok(true), Ok(Fd(0))), |s| {
-        tree(s);
+        posix_tree(s);
         s.mkdir(b"/d/x");
         s.symlink(b"../made", b"/d/x/link");
         let fd = s.open(b"/d/x/link", CREAT | RW, 0o600).unwrap();
@@ -521,7 +505,7 @@ fn open_nofollow_and_symlinks() {
             open_in_tree(s, b"/dangling/", RO)
         }),
         ("symlink with dot-dot", Ok(Fd(0)), |s| {
-            tree(s);
+            posix_tree(s);
             s.symlink(b"../f", b"/d/up");
             s.open(b"/d/up", RO, 0)
         }),
@@ -559,55 +543,55 @@ fn open_returns_lowest_free_descriptor() {
 fn open_dirfd() {
     table::<R>(&[
         ("relative to a dir fd", Ok(Fd(1)), |s| {
-            tree(s);
+            posix_tree(s);
             let d = s.open(b"/d", DIRECTORY, 0).unwrap();
             s.openat(d, b"f", RO, 0)
         }),
         ("dot relative to a dir fd", Ok(Fd(1)), |s| {
-            tree(s);
+            posix_tree(s);
             let d = s.open(b"/d", DIRECTORY, 0).unwrap();
             s.openat(d, b".", RO, 0)
         }),
         ("relative to a file fd", Err(Errno::ENOTDIR), |s| {
-            tree(s);
+            posix_tree(s);
             let f = s.open(b"/f", RO, 0).unwrap();
             s.openat(f, b"x", RO, 0)
         }),
         ("absolute path ignores a file fd", Ok(Fd(1)), |s| {
-            tree(s);
+            posix_tree(s);
             let f = s.open(b"/f", RO, 0).unwrap();
             s.openat(f, b"/f", RO, 0)
         }),
         ("relative to a bad fd", Err(Errno::EBADF), |s| {
-            tree(s);
+            posix_tree(s);
             s.openat(Fd(7), b"f", RO, 0)
         }),
         ("relative to a negative fd", Err(Errno::EBADF), |s| {
-            tree(s);
+            posix_tree(s);
             s.openat(Fd(-1), b"f", RO, 0)
         }),
         ("absolute path ignores a bad fd", Ok(Fd(0)), |s| {
-            tree(s);
+            posix_tree(s);
             s.openat(Fd(-5), b"/f", RO, 0)
         }),
         ("empty path relative to a dir fd", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             let d = s.open(b"/d", DIRECTORY, 0).unwrap();
             s.openat(d, b"", RO, 0)
         }),
         ("relative to the cwd", Ok(Fd(0)), |s| {
-            tree(s);
+            posix_tree(s);
             s.chdir(b"/d").unwrap();
             s.openat(CWD, b"sub/../f", RO, 0)
         }),
         ("dir fd of a removed dir", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             let d = s.open(b"/e", DIRECTORY, 0).unwrap();
             s.unlinkat(CWD, b"/e", uvfs::AtFlags::REMOVEDIR).unwrap();
             s.openat(d, b"new", CREAT | RW, 0o644)
         }),
         ("dot of a removed dir", Ok(Fd(1)), |s| {
-            tree(s);
+            posix_tree(s);
             let d = s.open(b"/e", DIRECTORY, 0).unwrap();
             s.unlinkat(CWD, b"/e", uvfs::AtFlags::REMOVEDIR).unwrap();
             s.openat(d, b".", RO, 0)

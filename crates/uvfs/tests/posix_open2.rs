@@ -12,21 +12,9 @@ const DIRECTORY: OpenFlags = OpenFlags::DIRECTORY;
 const NOFOLLOW: OpenFlags = OpenFlags::NOFOLLOW;
 const EMPTY: AtFlags = AtFlags::EMPTY_PATH;
 
-/// `/d/` (`f` = "data", `sub/`), `/f` = "hello", `/l -> f`, `/ld -> d`,
-/// `/dangling -> nowhere`.
-fn tree(s: &dyn Sys) {
-    s.mkdir(b"/d");
-    s.mkfile(b"/d/f", b"data");
-    s.mkdir(b"/d/sub");
-    s.mkfile(b"/f", b"hello");
-    s.symlink(b"f", b"/l");
-    s.symlink(b"d", b"/ld");
-    s.symlink(b"nowhere", b"/dangling");
-}
-
-/// Opens `path` with `O_PATH | flags` in the tree; returns `F_GETFL` and the file type.
+/// Opens `path` with `O_PATH | flags` in [`posix_tree`]; returns `F_GETFL` and the file type.
 fn o_path(s: &dyn Sys, path: &[u8], flags: OpenFlags) -> Result<(i32, u32), Errno> {
-    tree(s);
+    posix_tree(s);
     let fd = s.open(path, PATH | flags, 0o644)?;
     let fl = s.fcntl(fd, Fcntl::GetFl).unwrap();
     let st = s.fstat(fd).unwrap();
@@ -107,7 +95,7 @@ fn o_path_open() {
 fn o_path_keeps_data_and_times() {
     // O_TRUNC is dropped: the data stays; the atime is not touched.
     expect(ok((5, T2001)), |s| {
-        tree(s);
+        posix_tree(s);
         s.set_times(b"/f", T2001, T2002);
         let fd = s.open(b"/f", PATH | OpenFlags::TRUNC | WO, 0).unwrap();
         let st = s.fstat(fd)?;
@@ -115,7 +103,7 @@ fn o_path_keeps_data_and_times() {
     });
     // The descriptor is close-on-exec with O_CLOEXEC, and F_SETFD works.
     expect(ok((FD_CLOEXEC, 0)), |s| {
-        tree(s);
+        posix_tree(s);
         let fd = s.open(b"/f", PATH | OpenFlags::CLOEXEC, 0).unwrap();
         let a = s.fcntl(fd, Fcntl::GetFd)?;
         s.fcntl(fd, Fcntl::SetFd(0))?;
@@ -125,7 +113,7 @@ fn o_path_keeps_data_and_times() {
 
 /// Opens `/f` (or `/d` for `dir`) with `O_PATH` at descriptor 0.
 fn pfd(s: &dyn Sys, dir: bool) -> Fd {
-    tree(s);
+    posix_tree(s);
     s.open(if dir { b"/d" } else { b"/f" }, PATH, 0).unwrap()
 }
 
@@ -265,7 +253,7 @@ fn o_path_allowed_calls() {
             s.utimensat(fd, b"", None, EMPTY).map(|_| 0)
         }),
         ("readlinkat of an O_PATH symlink", Ok(1), |s| {
-            tree(s);
+            posix_tree(s);
             let fd = s.open(b"/l", PATH | NOFOLLOW, 0)?;
             s.readlinkat(fd, b"", &mut [0; 16]).map(|n| n as u64)
         }),
@@ -288,13 +276,13 @@ fn o_path_allowed_calls() {
 fn o_path_permissions() {
     table::<U>(&[
         ("file without any permission", Ok(0), |s| {
-            tree(s);
+            posix_tree(s);
             s.openat(CWD, b"/x", CREAT | WO, 0).unwrap();
             s.set_cred(1000, 1000, &[]);
             s.open(b"/x", PATH, 0).map(|_| 0)
         }),
         ("dir without search: O_PATH open is fine", Ok(0), |s| {
-            tree(s);
+            posix_tree(s);
             s.mkdirat(CWD, b"/n", 0o600).unwrap();
             s.set_cred(1000, 1000, &[]);
             s.open(b"/n", PATH, 0).map(|_| 0)
@@ -303,7 +291,7 @@ fn o_path_permissions() {
             "dir without search: lookups in it are not",
             Err(Errno::EACCES),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.mkdirat(CWD, b"/n", 0o600).unwrap();
                 s.set_cred(1000, 1000, &[]);
                 let fd = s.open(b"/n", PATH, 0).unwrap();
@@ -311,14 +299,14 @@ fn o_path_permissions() {
             },
         ),
         ("path without search", Err(Errno::EACCES), |s| {
-            tree(s);
+            posix_tree(s);
             s.mkdirat(CWD, b"/n", 0o600).unwrap();
             s.mkfile(b"/n/x", b"");
             s.set_cred(1000, 1000, &[]);
             s.open(b"/n/x", PATH, 0).map(|f| f.0 as u64)
         }),
         ("fchdir needs search on the dir", Err(Errno::EACCES), |s| {
-            tree(s);
+            posix_tree(s);
             s.mkdirat(CWD, b"/n", 0o600).unwrap();
             s.set_cred(1000, 1000, &[]);
             let fd = s.open(b"/n", PATH, 0).unwrap();
@@ -335,7 +323,7 @@ type T = Result<(Shape, i32), Errno>;
 
 /// Opens an `O_TMPFILE` in `dir` with `flags` and `mode`; returns its shape and `F_GETFL`.
 fn tmpfile(s: &dyn Sys, dir: &[u8], flags: OpenFlags, mode: u32) -> T {
-    tree(s);
+    posix_tree(s);
     let fd = s.open(dir, flags, mode)?;
     let st = s.fstat(fd).unwrap();
     Ok((shape(st), s.fcntl(fd, Fcntl::GetFl).unwrap()))
@@ -404,7 +392,7 @@ fn o_tmpfile_open() {
             "in a dir without write permission",
             Err(Errno::EACCES),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.mkdirat(CWD, b"/ro", 0o555).unwrap();
                 s.set_cred(1000, 1000, &[]);
                 s.open(b"/ro", TMPFILE | RW, 0o600)
@@ -415,7 +403,7 @@ fn o_tmpfile_open() {
             "as another user",
             Ok((reg(0o640, 1000, 1000), FL_TMP_RW)),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.set_cred(1000, 1000, &[]);
                 let fd = s.open(b"/", TMPFILE | RW, 0o640)?;
                 Ok((shape(s.fstat(fd)?), s.fcntl(fd, Fcntl::GetFl)?))
@@ -466,7 +454,7 @@ fn o_tmpfile_data_and_directory() {
             T2002,
         )),
         |s| {
-            tree(s);
+            posix_tree(s);
             s.set_times(b"/d", T2001, T2002);
             let fd = s.open(b"/d", TMPFILE | RW, 0o600)?;
             s.write(fd, b"tmp data")?;
@@ -479,7 +467,7 @@ fn o_tmpfile_data_and_directory() {
     );
     // Two tmpfiles are distinct inodes; each keeps its own data.
     same(|s| {
-        tree(s);
+        posix_tree(s);
         let a = s.open(b"/d", TMPFILE | RW, 0o600).unwrap();
         let b = s.open(b"/d", TMPFILE | RW, 0o600).unwrap();
         s.write(a, b"a").unwrap();
@@ -489,7 +477,7 @@ fn o_tmpfile_data_and_directory() {
     });
     // A tmpfile in a removed directory: Linux's shmem_tmpfile does not check for it.
     expect(ok(()), |s| {
-        tree(s);
+        posix_tree(s);
         let d = s.open(b"/d/sub", RO, 0).unwrap();
         s.unlinkat(CWD, b"/d/sub", AtFlags::REMOVEDIR).unwrap();
         s.openat(d, b".", TMPFILE | RW, 0o600).map(|_| ())
@@ -517,10 +505,10 @@ use uvfs::open::{
     RESOLVE_NO_SYMLINKS, RESOLVE_NO_XDEV,
 };
 
-/// The tree plus, in `/d`: `abs -> /f`, `up -> ../f`, `in -> sub`, `sub/up -> ../f`,
+/// [`posix_tree`] plus, in `/d`: `abs -> /f`, `up -> ../f`, `in -> sub`, `sub/up -> ../f`,
 /// `sub/g` = "g", `dl -> nowhere`. Returns `/d` opened `O_PATH|O_DIRECTORY` (descriptor 0).
-fn tree2(s: &dyn Sys) -> Fd {
-    tree(s);
+fn openat2_tree(s: &dyn Sys) -> Fd {
+    posix_tree(s);
     s.symlink(b"/f", b"/d/abs");
     s.symlink(b"../f", b"/d/up");
     s.symlink(b"sub", b"/d/in");
@@ -530,9 +518,9 @@ fn tree2(s: &dyn Sys) -> Fd {
     s.open(b"/d", PATH | DIRECTORY, 0).unwrap()
 }
 
-/// `openat2(/d, path, how)` in `tree2`; the file type and size of what was opened.
+/// `openat2(/d, path, how)` in `openat2_tree`; the file type and size of what was opened.
 fn o2(s: &dyn Sys, path: &[u8], flags: OpenFlags, mode: u64, resolve: u64) -> P2 {
-    let d = tree2(s);
+    let d = openat2_tree(s);
     let how = OpenHow {
         flags: flags.bits() as u64,
         mode,
@@ -557,7 +545,7 @@ fn openat2_argument_checks() {
             o2(s, b"f", OpenFlags::from_bits_retain(1 << 30), 0, 0)
         }),
         ("flag bit above 32", Err(Errno::EINVAL), |s| {
-            let d = tree2(s);
+            let d = openat2_tree(s);
             let how = OpenHow {
                 flags: 1 << 40,
                 ..Default::default()
@@ -618,7 +606,7 @@ fn openat2_argument_checks() {
     ]);
     // Flags and close-on-exec of the result, as openat's (with O_LARGEFILE).
     same(|s| {
-        let d = tree2(s);
+        let d = openat2_tree(s);
         let how = OpenHow {
             flags: (RW | OpenFlags::CLOEXEC | OpenFlags::APPEND).bits() as u64,
             ..Default::default()
@@ -665,7 +653,7 @@ fn openat2_no_symlinks() {
             "dirfd itself may be reached by a symlink before",
             IN_D,
             |s| {
-                tree2(s);
+                openat2_tree(s);
                 let d = s.open(b"/ld", PATH, 0).unwrap();
                 let how = OpenHow {
                     resolve: R,
@@ -712,7 +700,7 @@ fn openat2_beneath() {
             "O_CREAT through an escaping symlink",
             Err(Errno::EXDEV),
             |s| {
-                tree2(s);
+                openat2_tree(s);
                 s.symlink(b"/newtop", b"/d/esc");
                 let how = OpenHow {
                     flags: (CREAT | WO).bits() as u64,
@@ -736,7 +724,7 @@ fn openat2_beneath() {
             },
         ),
         ("AT_FDCWD at the root: dot-dot", Err(Errno::EXDEV), |s| {
-            tree2(s);
+            openat2_tree(s);
             let how = OpenHow {
                 resolve: R,
                 ..Default::default()
@@ -744,7 +732,7 @@ fn openat2_beneath() {
             s.openat2(CWD, b"..", &how).map(|_| (0, 0))
         }),
         ("AT_FDCWD, a child", TOP, |s| {
-            tree2(s);
+            openat2_tree(s);
             let how = OpenHow {
                 resolve: R,
                 ..Default::default()
@@ -778,7 +766,7 @@ fn openat2_in_root() {
             "O_CREAT through an absolute symlink",
             Ok((S_IFREG, 0)),
             |s| {
-                tree2(s);
+                openat2_tree(s);
                 s.symlink(b"/newtop", b"/d/esc");
                 let how = OpenHow {
                     flags: (CREAT | WO).bits() as u64,
@@ -871,7 +859,7 @@ fn o_tmpfile_linkat() {
                 b"tmp".to_vec(),
             )),
             |s| {
-                tree(s);
+                posix_tree(s);
                 let fd = s.open(b"/d", TMPFILE | RW, 0o600).unwrap();
                 s.write(fd, b"tmp").unwrap();
                 link_fd(s, fd, b"/d/named")?;
@@ -883,14 +871,14 @@ fn o_tmpfile_linkat() {
             },
         ),
         ("O_EXCL: never linkable", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             let fd = s
                 .open(b"/d", TMPFILE | RW | OpenFlags::EXCL, 0o600)
                 .unwrap();
             link_fd(s, fd, b"/d/named").map(|_| (reg(0, 0, 0), vec![]))
         }),
         ("linked, unlinked: not again", Err(Errno::ENOENT), |s| {
-            tree(s);
+            posix_tree(s);
             let fd = s.open(b"/d", TMPFILE | RW, 0o600).unwrap();
             link_fd(s, fd, b"/d/a").unwrap();
             s.unlinkat(CWD, b"/d/a", NOAT).unwrap();
@@ -900,7 +888,7 @@ fn o_tmpfile_linkat() {
             "through an O_PATH descriptor of a file",
             Ok((reg(0o644, 0, 0), b"hello".to_vec())),
             |s| {
-                tree(s);
+                posix_tree(s);
                 let fd = s.open(b"/f", PATH, 0).unwrap();
                 link_fd(s, fd, b"/g")?;
                 let mut sh = s.shape_of(b"/g").unwrap();

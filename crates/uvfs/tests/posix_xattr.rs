@@ -16,17 +16,6 @@ type R<T> = Result<T, Errno>;
 
 const F: XTarget<'static> = XTarget::Path(b"/f");
 
-/// `/f` (0644, "data"), `/d/` (0755), `/l -> f`, `/s/` (1777, sticky), `/p` (0600).
-fn tree(s: &dyn Sys) {
-    s.mkfile(b"/f", b"data");
-    s.mkdir(b"/d");
-    s.symlink(b"f", b"/l");
-    s.mkdirat(CWD, b"/s", 0o777).unwrap();
-    s.fchmodat(CWD, b"/s", 0o1777, NOAT).unwrap();
-    s.mkfile(b"/p", b"");
-    s.fchmodat(CWD, b"/p", 0o600, NOAT).unwrap();
-}
-
 /// The value of `name` on `t`, read with a buffer of `cap` bytes.
 fn get(s: &dyn Sys, t: XTarget<'_>, name: &[u8], cap: usize) -> R<Vec<u8>> {
     let mut buf = vec![0; cap];
@@ -53,27 +42,27 @@ fn list(s: &dyn Sys, t: XTarget<'_>) -> R<(Vec<String>, usize)> {
 fn set_get_and_flags() {
     table::<R<Vec<u8>>>(&[
         ("roundtrip", Ok(b"hello".to_vec()), |s| {
-            tree(s);
+            posix_tree(s);
             s.xattr_set(F, b"user.a", b"hello", 0)?;
             get(s, F, b"user.a", 64)
         }),
         ("size query (empty buffer)", Ok(vec![0; 5]), |s| {
-            tree(s);
+            posix_tree(s);
             s.xattr_set(F, b"user.a", b"hello", 0)?;
             let n = s.xattr_get(F, b"user.a", &mut [])?;
             Ok(vec![0; n])
         }),
         ("buffer too small: ERANGE", Err(Errno::ERANGE), |s| {
-            tree(s);
+            posix_tree(s);
             s.xattr_set(F, b"user.a", b"hello", 0)?;
             get(s, F, b"user.a", 4)
         }),
         ("absent: ENODATA", Err(Errno::ENODATA), |s| {
-            tree(s);
+            posix_tree(s);
             get(s, F, b"user.none", 64)
         }),
         ("empty value is a value", Ok(vec![]), |s| {
-            tree(s);
+            posix_tree(s);
             s.xattr_set(F, b"user.e", b"", 0)?;
             get(s, F, b"user.e", 64)
         }),
@@ -81,7 +70,7 @@ fn set_get_and_flags() {
             "XATTR_CREATE over an existing one: EEXIST",
             Err(Errno::EEXIST),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.xattr_set(F, b"user.a", b"1", 0)?;
                 s.xattr_set(F, b"user.a", b"2", XATTR_CREATE)?;
                 get(s, F, b"user.a", 64)
@@ -91,61 +80,61 @@ fn set_get_and_flags() {
             "XATTR_REPLACE of an absent one: ENODATA",
             Err(Errno::ENODATA),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.xattr_set(F, b"user.a", b"2", XATTR_REPLACE)?;
                 get(s, F, b"user.a", 64)
             },
         ),
         ("XATTR_REPLACE of an existing one", Ok(b"2".to_vec()), |s| {
-            tree(s);
+            posix_tree(s);
             s.xattr_set(F, b"user.a", b"1", XATTR_CREATE)?;
             s.xattr_set(F, b"user.a", b"2", XATTR_REPLACE)?;
             get(s, F, b"user.a", 64)
         }),
         ("both flags, absent: ENODATA", Err(Errno::ENODATA), |s| {
-            tree(s);
+            posix_tree(s);
             s.xattr_set(F, b"user.a", b"1", XATTR_CREATE | XATTR_REPLACE)?;
             get(s, F, b"user.a", 64)
         }),
         ("unknown flag: EINVAL", Err(Errno::EINVAL), |s| {
-            tree(s);
+            posix_tree(s);
             s.xattr_set(F, b"user.a", b"1", 4)?;
             get(s, F, b"user.a", 64)
         }),
         ("largest value (65536 bytes)", Ok(vec![7; 65536]), |s| {
-            tree(s);
+            posix_tree(s);
             s.xattr_set(F, b"user.big", &[7; 65536], 0)?;
             get(s, F, b"user.big", 70000)
         }),
         ("value of 65537 bytes: E2BIG", Err(Errno::E2BIG), |s| {
-            tree(s);
+            posix_tree(s);
             s.xattr_set(F, b"user.big", &[7; 65537], 0)?;
             get(s, F, b"user.big", 70000)
         }),
         ("a directory has user.*", Ok(b"v".to_vec()), |s| {
-            tree(s);
+            posix_tree(s);
             let d = XTarget::Path(b"/d");
             s.xattr_set(d, b"user.a", b"v", 0)?;
             get(s, d, b"user.a", 8)
         }),
         ("setxattr follows a symlink", Ok(b"v".to_vec()), |s| {
-            tree(s);
+            posix_tree(s);
             s.xattr_set(XTarget::Path(b"/l"), b"user.a", b"v", 0)?;
             get(s, F, b"user.a", 8)
         }),
         ("by descriptor (read-only open)", Ok(b"v".to_vec()), |s| {
-            tree(s);
+            posix_tree(s);
             let fd = s.open(b"/f", RO, 0)?;
             s.xattr_set(XTarget::Fd(fd), b"user.a", b"v", 0)?;
             get(s, XTarget::Fd(fd), b"user.a", 8)
         }),
         ("trusted.* as root", Ok(b"t".to_vec()), |s| {
-            tree(s);
+            posix_tree(s);
             s.xattr_set(F, b"trusted.a", b"t", 0)?;
             get(s, F, b"trusted.a", 8)
         }),
         ("security.* as root", Ok(b"x".to_vec()), |s| {
-            tree(s);
+            posix_tree(s);
             s.xattr_set(F, b"security.uvfs_test", b"x", 0)?;
             get(s, F, b"security.uvfs_test", 8)
         }),
@@ -156,31 +145,31 @@ fn set_get_and_flags() {
 fn names() {
     table::<R<()>>(&[
         ("empty name: ERANGE", Err(Errno::ERANGE), |s| {
-            tree(s);
+            posix_tree(s);
             s.xattr_set(F, b"", b"v", 0)
         }),
         ("256-byte name: ERANGE", Err(Errno::ERANGE), |s| {
-            tree(s);
+            posix_tree(s);
             let mut n = b"user.".to_vec();
             n.resize(256, b'n');
             s.xattr_set(F, &n, b"v", 0)
         }),
         ("255-byte name", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             let mut n = b"user.".to_vec();
             n.resize(255, b'n');
             s.xattr_set(F, &n, b"v", 0)?;
             s.xattr_get(F, &n, &mut [0; 4]).map(drop)
         }),
         ("bare prefix: EINVAL", Err(Errno::EINVAL), |s| {
-            tree(s);
+            posix_tree(s);
             s.xattr_set(F, b"user.", b"v", 0)
         }),
         (
             "unknown namespace: EOPNOTSUPP",
             Err(Errno::EOPNOTSUPP),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.xattr_set(F, b"nosuch.a", b"v", 0)
             },
         ),
@@ -188,7 +177,7 @@ fn names() {
             "system.* other than ACLs: EOPNOTSUPP",
             Err(Errno::EOPNOTSUPP),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.xattr_set(F, b"system.uvfs", b"v", 0)
             },
         ),
@@ -206,14 +195,14 @@ fn names() {
             s.xattr_set(XTarget::Path(b"/missing"), b"user.a", b"v", 0)
         }),
         ("get: bare prefix: EINVAL", Err(Errno::EINVAL), |s| {
-            tree(s);
+            posix_tree(s);
             s.xattr_get(F, b"user.", &mut [0; 4]).map(drop)
         }),
         (
             "get: unknown namespace: EOPNOTSUPP",
             Err(Errno::EOPNOTSUPP),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.xattr_get(F, b"nosuch.a", &mut [0; 4]).map(drop)
             },
         ),
@@ -227,7 +216,7 @@ fn symlinks_and_descriptors() {
             "lsetxattr user.* on a symlink: EPERM",
             Err(Errno::EPERM),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.xattr_set(XTarget::LPath(b"/l"), b"user.a", b"v", 0)
             },
         ),
@@ -235,25 +224,25 @@ fn symlinks_and_descriptors() {
             "lgetxattr user.* on a symlink: ENODATA",
             Err(Errno::ENODATA),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.xattr_set(F, b"user.a", b"v", 0)?;
                 s.xattr_get(XTarget::LPath(b"/l"), b"user.a", &mut [0; 4])
                     .map(drop)
             },
         ),
         ("lsetxattr trusted.* on a symlink (root)", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             let l = XTarget::LPath(b"/l");
             s.xattr_set(l, b"trusted.a", b"v", 0)?;
             s.xattr_get(l, b"trusted.a", &mut [0; 4]).map(drop)
         }),
         ("O_PATH descriptor: EBADF", Err(Errno::EBADF), |s| {
-            tree(s);
+            posix_tree(s);
             let fd = s.open(b"/f", OpenFlags::PATH, 0)?;
             s.xattr_set(XTarget::Fd(fd), b"user.a", b"v", 0)
         }),
         ("O_PATH descriptor, get: EBADF", Err(Errno::EBADF), |s| {
-            tree(s);
+            posix_tree(s);
             let fd = s.open(b"/f", OpenFlags::PATH, 0)?;
             s.xattr_get(XTarget::Fd(fd), b"user.a", &mut []).map(drop)
         }),
@@ -284,14 +273,14 @@ fn symlinks_and_descriptors() {
             "remove, then remove again: ENODATA",
             Err(Errno::ENODATA),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.xattr_set(F, b"user.a", b"v", 0)?;
                 s.xattr_remove(F, b"user.a")?;
                 s.xattr_remove(F, b"user.a")
             },
         ),
         ("removed: get is ENODATA", Err(Errno::ENODATA), |s| {
-            tree(s);
+            posix_tree(s);
             s.xattr_set(F, b"user.a", b"v", 0)?;
             s.xattr_remove(XTarget::Fd(s.open(b"/f", RO, 0)?), b"user.a")?;
             s.xattr_get(F, b"user.a", &mut [0; 4]).map(drop)
@@ -303,7 +292,7 @@ fn symlinks_and_descriptors() {
 fn listing() {
     table::<R<(Vec<String>, usize)>>(&[
         ("none", Ok((vec![], 0)), |s| {
-            tree(s);
+            posix_tree(s);
             list(s, F)
         }),
         (
@@ -313,7 +302,7 @@ fn listing() {
                 25,
             )),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.xattr_set(F, b"user.bb", b"2", 0)?;
                 s.xattr_set(F, b"user.a", b"1", 0)?;
                 s.xattr_set(F, b"trusted.t", b"3", 0)?;
@@ -324,7 +313,7 @@ fn listing() {
             "a non-root caller does not see trusted.*",
             Ok((vec!["user.a".into()], 7)),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.xattr_set(F, b"user.a", b"1", 0)?;
                 s.xattr_set(F, b"trusted.t", b"3", 0)?;
                 s.set_cred(1000, 1000, &[]);
@@ -335,14 +324,14 @@ fn listing() {
             "llistxattr of a symlink",
             Ok((vec!["trusted.l".into()], 10)),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.xattr_set(XTarget::LPath(b"/l"), b"trusted.l", b"1", 0)?;
                 s.xattr_set(F, b"user.a", b"1", 0)?;
                 list(s, XTarget::LPath(b"/l"))
             },
         ),
         ("buffer too small: ERANGE", Err(Errno::ERANGE), |s| {
-            tree(s);
+            posix_tree(s);
             s.xattr_set(F, b"user.abc", b"1", 0)?;
             s.xattr_list(F, &mut [0; 8])?;
             Ok((vec![], 0))
@@ -357,13 +346,13 @@ fn permissions() {
             "non-root set user.* without write permission: EACCES",
             Err(Errno::EACCES),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.set_cred(1000, 1000, &[]);
                 s.xattr_set(F, b"user.a", b"v", 0)
             },
         ),
         ("non-root get user.* with read permission", Ok(()), |s| {
-            tree(s);
+            posix_tree(s);
             s.xattr_set(F, b"user.a", b"v", 0)?;
             s.set_cred(1000, 1000, &[]);
             s.xattr_get(F, b"user.a", &mut [0; 4]).map(drop)
@@ -372,15 +361,15 @@ fn permissions() {
             "non-root get user.* without read permission: EACCES",
             Err(Errno::EACCES),
             |s| {
-                tree(s);
-                s.xattr_set(XTarget::Path(b"/p"), b"user.a", b"v", 0)?;
+                posix_tree(s);
+                s.xattr_set(XTarget::Path(b"/private"), b"user.a", b"v", 0)?;
                 s.set_cred(1000, 1000, &[]);
-                s.xattr_get(XTarget::Path(b"/p"), b"user.a", &mut [0; 4])
+                s.xattr_get(XTarget::Path(b"/private"), b"user.a", &mut [0; 4])
                     .map(drop)
             },
         ),
         ("non-root trusted.* set: EPERM", Err(Errno::EPERM), |s| {
-            tree(s);
+            posix_tree(s);
             s.fchmodat(CWD, b"/f", 0o666, NOAT)?;
             s.set_cred(1000, 1000, &[]);
             s.xattr_set(F, b"trusted.a", b"v", 0)
@@ -389,14 +378,14 @@ fn permissions() {
             "non-root trusted.* get: ENODATA",
             Err(Errno::ENODATA),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.xattr_set(F, b"trusted.a", b"v", 0)?;
                 s.set_cred(1000, 1000, &[]);
                 s.xattr_get(F, b"trusted.a", &mut [0; 4]).map(drop)
             },
         ),
         ("non-root security.* set: EPERM", Err(Errno::EPERM), |s| {
-            tree(s);
+            posix_tree(s);
             s.fchmodat(CWD, b"/f", 0o666, NOAT)?;
             s.set_cred(1000, 1000, &[]);
             s.xattr_set(F, b"security.uvfs_test", b"v", 0)
@@ -405,27 +394,27 @@ fn permissions() {
             "owner of a 0444 file may not set user.*: EACCES",
             Err(Errno::EACCES),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.set_cred(1000, 1000, &[]);
-                s.mkfile(b"/s/mine", b"");
-                s.fchmodat(CWD, b"/s/mine", 0o444, NOAT)?;
-                s.xattr_set(XTarget::Path(b"/s/mine"), b"user.a", b"v", 0)
+                s.mkfile(b"/sticky/mine", b"");
+                s.fchmodat(CWD, b"/sticky/mine", 0o444, NOAT)?;
+                s.xattr_set(XTarget::Path(b"/sticky/mine"), b"user.a", b"v", 0)
             },
         ),
         (
             "user.* on another's sticky directory: EPERM",
             Err(Errno::EPERM),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.set_cred(1000, 1000, &[]);
-                s.xattr_set(XTarget::Path(b"/s"), b"user.a", b"v", 0)
+                s.xattr_set(XTarget::Path(b"/sticky"), b"user.a", b"v", 0)
             },
         ),
         (
             "non-root remove of trusted.*: EPERM",
             Err(Errno::EPERM),
             |s| {
-                tree(s);
+                posix_tree(s);
                 s.xattr_set(F, b"trusted.a", b"v", 0)?;
                 s.set_cred(1000, 1000, &[]);
                 s.xattr_remove(F, b"trusted.a")
@@ -437,7 +426,7 @@ fn permissions() {
 #[test]
 fn setxattr_stamps_ctime() {
     expect(Ok::<_, Errno>(true), |s| {
-        tree(s);
+        posix_tree(s);
         let before = s.stat(b"/f")?.st_ctime;
         s.xattr_set(F, b"user.a", b"v", 0)?;
         let after = s.stat(b"/f")?.st_ctime;

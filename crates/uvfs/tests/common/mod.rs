@@ -51,6 +51,9 @@ mod openfam;
 pub use openfam::*;
 mod xattrfam;
 pub use xattrfam::XTarget;
+mod fixture;
+#[allow(unused_imports)]
+pub use fixture::posix_tree;
 mod mountfam;
 #[allow(unused_imports)]
 pub use mountfam::{check_mount_table, mount_shape, Mnt, MntShape, MountFlags, UmountFlags};
