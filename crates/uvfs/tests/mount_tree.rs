@@ -257,6 +257,7 @@ fn opens_race_mounts_and_umounts() {
             std::thread::spawn(move || {
                 let name = format!("/m/f{i}");
                 let mut done = 0u32;
+                // Relaxed: a stop flag; the join orders what the workers did.
                 while !stop.load(Ordering::Relaxed) {
                     match w.openat(CWD, &name, RW_CREAT, 0o644) {
                         Ok(fd) => {
@@ -288,6 +289,7 @@ fn opens_race_mounts_and_umounts() {
         // Lazily if the plain one found it busy (still mounted).
         let _ = t.umount2("/m", UmountFlags::DETACH);
     }
+    // Relaxed: see the workers' load.
     stop.store(true, Ordering::Relaxed);
     let done: u32 = workers.into_iter().map(|w| w.join().unwrap()).sum();
     assert!(done > 0);
