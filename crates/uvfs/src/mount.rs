@@ -239,11 +239,14 @@ impl Mount {
         })
     }
 
-    /// A reference on this mount, reached under `guard` through a namespace table or a live
-    /// [`MntRef`] (`legitimize_mnt`); waits out a concurrent umount's busy check.
+    /// A reference on this mount, reached under `guard` through a namespace table, a live
+    /// `MntRef` or an `Arc` the caller holds (`legitimize_mnt`); waits out a concurrent
+    /// umount's busy check.
     ///
     /// # Errors
-    /// `EROFS` when `units` asks for a writer on a read-only mount.
+    /// `EROFS` when `units` asks for a writer on a read-only mount; `ENOENT` when the mount
+    /// was unmounted and released since the caller found it (possible only for a mount held
+    /// by an `Arc` across an unpinned gap, as `AtDir::Dentry`'s).
     #[inline]
     pub(crate) fn get_ref(&self, units: u64, guard: &Guard) -> Result<MntRef> {
         // Relaxed: MNT_EXPIRE's mark is advisory (a use since the last expiry attempt);
@@ -251,9 +254,9 @@ impl Mount {
         if self.mnt_expiry_mark.load(Ordering::Relaxed) {
             self.mnt_expiry_mark.store(false, Ordering::Relaxed);
         }
-        // SAFETY: `self` was reached under `guard`, through a table that held it or a live
-        // reference (the caller's contract, stated above), so it is allocated until the
-        // guard unpins.
+        // SAFETY: `self` was reached under `guard`, through a table that held it, a live
+        // reference, or an `Arc` the caller holds (the caller's contract, stated above), so
+        // it is allocated until the guard unpins; a released one refuses (`Gone`).
         match unsafe { MntRef::try_get(NonNull::from(self), units, guard) } {
             Ok(r) => Ok(r),
             Err(e) => self.get_ref_slow(units, guard, e),
@@ -267,6 +270,9 @@ impl Mount {
         loop {
             match e {
                 TryGet::ReadOnly => return Err(Errno::EROFS),
+                // Unmounted and released since the caller found it (a dentry's mount looked
+                // up before an unpinned gap, `AtDir::Dentry`): the start is gone.
+                TryGet::Gone => return Err(Errno::ENOENT),
                 // A umount's busy check or a read-only switch is counting: it ends soon
                 // (module doc of sync/pcp_ref.rs).
                 TryGet::Retry | TryGet::Got => std::thread::yield_now(),
@@ -290,6 +296,8 @@ impl Mount {
                 // Undoing a writer never releases: the caller's reference is left.
                 (TryGet::Got, _) => return Ok(()),
                 (TryGet::ReadOnly, _) => return Err(Errno::EROFS),
+                // The caller holds a reference, so the mount is not released; kept total.
+                (TryGet::Gone, _) => return Err(Errno::ENOENT),
                 // A switch to read-only is counting writers: it ends soon.
                 (TryGet::Retry, _) => std::thread::yield_now(),
             }

@@ -224,6 +224,10 @@ pub(crate) enum TryGet {
     Retry,
     /// Not taken: a writer was asked for and the object is read-only (`EROFS`).
     ReadOnly,
+    /// Not taken: the object was released (its last reference went after it was detached);
+    /// it never comes back. Only a caller that held the object by other means than the
+    /// count (an `Arc` across an unpinned gap) can see this.
+    Gone,
 }
 
 /// A sharded reference count with a state word (see the module doc).
@@ -315,7 +319,9 @@ impl<F: Family> PcpCount<F> {
     /// [`try_get_on`](Self::try_get_on) refused (state `s`): undoes the increment.
     #[cold]
     fn refuse(&self, i: usize, units: u64, s: u64) -> (TryGet, bool) {
-        let refused = if s & (SYNC | DOOMED) != 0 || units & WRITER != 0 && s & WRITE_HOLD != 0 {
+        let refused = if s & DOOMED != 0 {
+            TryGet::Gone
+        } else if s & SYNC != 0 || units & WRITER != 0 && s & WRITE_HOLD != 0 {
             TryGet::Retry
         } else {
             TryGet::ReadOnly
@@ -499,8 +505,9 @@ impl<T: PcpCounted> PcpRef<T> {
     /// Takes a reference (`units`: [`REF`] or [`WRITER`]) on `t`, borrowed under `_guard`.
     ///
     /// # Safety
-    /// `t` was reached while `_guard` was (and is) pinned, through a tree that held it or a
-    /// `PcpRef` alive at the time, so that it is allocated now.
+    /// `t` is allocated until `_guard` unpins: reached while pinned through a tree that held
+    /// it or a `PcpRef` alive at the time, or held by the caller by other means (an `Arc`).
+    /// A released object refuses ([`TryGet::Gone`]).
     #[inline]
     pub(crate) unsafe fn try_get(
         ptr: NonNull<T>,
