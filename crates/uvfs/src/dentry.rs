@@ -66,8 +66,10 @@ pub struct Dentry {
 
 /// `DCACHE_OP_REVALIDATE`: walks must revalidate this entry (`InodeOps::revalidate`).
 pub(crate) const DCACHE_OP_REVALIDATE: u32 = 1 << 0;
-/// `DCACHE_MOUNTED`: a mount covers this dentry in some namespace; a walk reaching it looks
-/// in its namespace's mount table (`d_mountpoint`).
+/// `DCACHE_MOUNTED`: a mount covers (or once covered) this dentry in some namespace; a walk
+/// reaching it looks in its own namespace's mount table (`d_mountpoint`). Never cleared:
+/// namespaces that share dentries (a detached mount given to `Task::init`) may each mount on
+/// one, and a stale bit costs only a table lookup.
 pub(crate) const DCACHE_MOUNTED: u32 = 1 << 1;
 
 #[cfg(not(uvfs_loom))]
@@ -131,15 +133,10 @@ impl Dentry {
         self.d_flags.load(Ordering::Relaxed) & DCACHE_MOUNTED != 0
     }
 
-    /// Sets or clears [`DCACHE_MOUNTED`] (mount and umount, under the namespace lock).
-    pub(crate) fn set_mounted(&self, on: bool) {
-        if on {
-            // Relaxed: see `is_mounted`.
-            self.d_flags.fetch_or(DCACHE_MOUNTED, Ordering::Relaxed);
-        } else {
-            // Relaxed: see `is_mounted`.
-            self.d_flags.fetch_and(!DCACHE_MOUNTED, Ordering::Relaxed);
-        }
+    /// Sets [`DCACHE_MOUNTED`] (mount, under the namespace lock).
+    pub(crate) fn set_mounted(&self) {
+        // Relaxed: see `is_mounted`.
+        self.d_flags.fetch_or(DCACHE_MOUNTED, Ordering::Relaxed);
     }
 
     /// The inode this dentry names.

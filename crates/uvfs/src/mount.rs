@@ -81,6 +81,10 @@ bitflags! {
     }
 }
 
+/// Most mounts in one namespace (`fs.mount-max`'s default, Documentation/admin-guide/
+/// sysctl/fs.rst): a mount past it is `ENOSPC`.
+pub const MOUNT_MAX: usize = 100_000;
+
 /// Namespace ids (the first is 1).
 static NEXT_NS_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -309,17 +313,27 @@ impl Mount {
     /// # Errors
     /// `EBUSY` when it was attached before (a mount is attached once; bind it instead).
     fn attach_to(self: &Arc<Mount>, ns: &Arc<MntNamespace>) -> Result<()> {
-        // Relaxed: the namespace lock (or the single owner at namespace creation) orders
-        // attaches; the swap only detects a second one.
-        if self.mnt_used.swap(true, Ordering::Relaxed) {
+        if !self.claim() {
             return Err(Errno::EBUSY);
         }
+        self.wire(ns);
+        Ok(())
+    }
+
+    /// Claims the mount's one attach; false when it was claimed before.
+    fn claim(&self) -> bool {
+        // Relaxed: the namespace lock (or the single owner at namespace creation) orders
+        // attaches; the swap only detects a second one.
+        !self.mnt_used.swap(true, Ordering::Relaxed)
+    }
+
+    /// Makes a claimed mount part of `ns` (its namespace link and its hold on itself).
+    fn wire(self: &Arc<Mount>, ns: &Arc<MntNamespace>) {
         *plock(&self.mnt_ns) = Arc::downgrade(ns);
         // Relaxed: published to other threads with the table (Release) or the task that
         // makes the namespace.
         self.mnt_ns_id.store(ns.id, Ordering::Relaxed);
         *plock(&self.mnt_keep) = Some(self.clone());
-        Ok(())
     }
 
     /// Whether this mount was ever attached (a mount is attached once).
@@ -501,7 +515,7 @@ impl MountTable {
             .points
             .entry(&*mp.dentry as *const Dentry as usize)
             .or_insert(0) += 1;
-        mp.dentry.set_mounted(true);
+        mp.dentry.set_mounted();
         self.parents.insert(&*m as *const Mount as usize, mp);
         self.list.push(m);
     }
@@ -514,8 +528,9 @@ impl MountTable {
             if let Some(n) = self.points.get_mut(&p) {
                 *n -= 1;
                 if *n == 0 {
+                    // The dentry's DCACHE_MOUNTED stays: another namespace may still mount on
+                    // it (the bit is a hint that sends walks to their own table).
                     self.points.remove(&p);
-                    mp.dentry.set_mounted(false);
                 }
             }
         }
@@ -555,24 +570,28 @@ impl MntNamespace {
         if let Some(ns) = mnt.namespace() {
             return (ns, mnt.clone());
         }
-        let mut root = mnt.clone();
-        loop {
-            let ns = Arc::new(MntNamespace {
-                // Relaxed: a unique id; namespaces are made on the rare path.
-                id: NEXT_NS_ID.fetch_add(1, Ordering::Relaxed),
-                table: RcuCell::new(MountTable {
-                    list: vec![root.clone()],
-                    ..Default::default()
-                }),
-                ns_lock: Mutex::new(()),
-                root: root.clone(),
-            });
-            if root.attach_to(&ns).is_ok() {
-                return (ns, root);
-            }
-            // Attached before (or by a racing `Task::init` of the same fresh mount): a copy.
-            root = Mount::new(root.mnt_sb.clone(), root.mnt_root.clone(), root.flags());
-        }
+        // Claimed first, so that no namespace is ever made around (and, dropped, would
+        // detach) a mount another one holds: attached before, or by a racing `Task::init` of
+        // the same fresh mount, it is replaced by a copy.
+        let root = if mnt.claim() {
+            mnt.clone()
+        } else {
+            let copy = Mount::new(mnt.mnt_sb.clone(), mnt.mnt_root.clone(), mnt.flags());
+            copy.claim();
+            copy
+        };
+        let ns = Arc::new(MntNamespace {
+            // Relaxed: a unique id; namespaces are made on the rare path.
+            id: NEXT_NS_ID.fetch_add(1, Ordering::Relaxed),
+            table: RcuCell::new(MountTable {
+                list: vec![root.clone()],
+                ..Default::default()
+            }),
+            ns_lock: Mutex::new(()),
+            root: root.clone(),
+        });
+        root.wire(&ns);
+        (ns, root)
     }
 
     /// The namespace's id.
@@ -623,12 +642,17 @@ impl MntNamespace {
         m: Arc<Mount>,
         mp: MountPoint,
         extra: Vec<(Arc<Mount>, MountPoint)>,
+        flags: Option<MountFlags>,
     ) -> Result<()> {
         let _l = plock(&self.ns_lock);
         let g = epoch::pin();
         let mut t = self.table(&g).clone();
         if !t.contains(&mp.parent) {
             return Err(Errno::EINVAL);
+        }
+        // fs.mount-max (Linux's default 100000): more is ENOSPC.
+        if t.list.len() + 1 + extra.len() > MOUNT_MAX {
+            return Err(Errno::ENOSPC);
         }
         // lock_mount: the mount point's directory lock keeps it from being removed (or
         // renamed) until the new table is published; a removed one is ENOENT.
@@ -638,6 +662,10 @@ impl MntNamespace {
             return Err(Errno::ENOENT);
         }
         m.attach_to(self)?;
+        if let Some(f) = flags {
+            // A mount just attached has no files open through it: no writer to refuse.
+            m.mnt_count.set_flags(f.bits());
+        }
         t.insert(m, mp);
         for (c, cmp) in extra {
             if c.attach_to(self).is_ok() {
@@ -769,19 +797,14 @@ pub(crate) fn mounted_on<'g>(
     }
 }
 
-/// The root of `mnt` (attached, or held by the caller) as a counted [`Path`] (a new task's
-/// root and cwd).
-pub(crate) fn root_path(mnt: &Arc<Mount>) -> Path {
+/// The root of `mnt` (held by the caller's `Arc`) as a counted [`Path`] (a new task's root
+/// and cwd); `None` when `mnt` was unmounted and released meanwhile (the caller starts
+/// again: [`MntNamespace::of`] then gives a fresh mount).
+pub(crate) fn root_path(mnt: &Arc<Mount>) -> Option<Path> {
     let g = epoch::pin();
-    // `mnt` is held by the caller's `Arc`; a plain reference (REF) is never
-    // refused (only writers are), so the error arm is unreachable.
-    let mnt_ref = loop {
-        if let Ok(r) = mnt.get_ref(REF, &g) {
-            break r;
-        }
-    };
-    Path {
+    let mnt_ref = mnt.get_ref(REF, &g).ok()?;
+    Some(Path {
         mnt: mnt_ref,
         dentry: mnt.mnt_root.clone(),
-    }
+    })
 }

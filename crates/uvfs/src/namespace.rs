@@ -79,8 +79,10 @@ impl<V: Variant> Task<V> {
     /// # Errors
     /// In Linux's order: `EINVAL` (other flags), the walk's (`ENOENT`, `ENOTDIR`, `EACCES`,
     /// `ELOOP`, `ENAMETOOLONG`), `EPERM` (not root), `EBUSY` (`fs` was attached before:
-    /// bind it instead), `ENOENT` (the target was removed meanwhile), `ENOTDIR` (the target
-    /// is not a directory).
+    /// bind it instead), `ENOTDIR` (the target is not a directory), `ENOENT` (the target was
+    /// removed meanwhile), `ENOSPC` (the namespace has [`MOUNT_MAX`] mounts).
+    ///
+    /// [`MOUNT_MAX`]: crate::mount::MOUNT_MAX
     ///
     /// # References
     /// mount(2); Linux `path_mount`, `do_new_mount`, `do_add_mount`, `graft_tree`.
@@ -98,19 +100,15 @@ impl<V: Variant> Task<V> {
         if fs.was_attached() {
             return Err(Errno::EBUSY);
         }
-        // A mount never attached has no files open through it: no writer to refuse.
-        fs.mnt_count.set_flags(flags.bits());
         if pd.d_inode.is_dir() != fs.mnt_root.d_inode.is_dir() {
             return Err(Errno::ENOTDIR);
         }
-        self.fs.ns.attach(
-            fs.clone(),
-            MountPoint {
-                parent: pm,
-                dentry: pd,
-            },
-            Vec::new(),
-        )
+        // The flags are set once the mount is attached (a failed mount leaves them alone).
+        let mp = MountPoint {
+            parent: pm,
+            dentry: pd,
+        };
+        self.fs.ns.attach(fs.clone(), mp, Vec::new(), Some(flags))
     }
 
     /// `mount(source, target, NULL, MS_BIND | (flags & MS_REC), NULL)`: makes the file or
@@ -123,7 +121,8 @@ impl<V: Variant> Task<V> {
     /// on a bind, which a remount sets; uvfs refuses rather than silently ignore), the
     /// target's walk errors, `EPERM` (not root), the source's walk errors, `EINVAL` (source
     /// or target in a detached mount), `ENOTDIR` (a directory onto a non-directory or the
-    /// reverse), `ENOENT` (the target was removed meanwhile).
+    /// reverse), `ENOENT` (the target was removed meanwhile), `ENOSPC` (past
+    /// [`MOUNT_MAX`](crate::mount::MOUNT_MAX) mounts with the copies).
     ///
     /// # References
     /// mount(2) (`MS_BIND`, `MS_REC`); Linux `do_loopback`, `clone_mnt`, `copy_tree`.
@@ -156,6 +155,7 @@ impl<V: Variant> Task<V> {
                 dentry: pd,
             },
             extra,
+            None,
         )
     }
 

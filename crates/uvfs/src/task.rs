@@ -152,8 +152,13 @@ impl<V: Variant> Task<V> {
 
     /// Like [`with_cred`](Task::with_cred) for the variant `V`.
     pub fn with_cred_variant(mnt: &Arc<Mount>, cred: Cred) -> Task<V> {
-        let (ns, mnt) = MntNamespace::of(mnt);
-        let root = root_path(&mnt);
+        // A mount unmounted and released between the two steps: again (a fresh copy then).
+        let (ns, root) = loop {
+            let (ns, m) = MntNamespace::of(mnt);
+            if let Some(root) = root_path(&m) {
+                break (ns, root);
+            }
+        };
         Task {
             files: Arc::new(FdTable::new_variant()),
             fs: Arc::new(FsStruct {

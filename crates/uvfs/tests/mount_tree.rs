@@ -301,3 +301,85 @@ fn opens_race_mounts_and_umounts() {
     let left = sbs.iter().filter(|s| s.upgrade().is_some()).count();
     assert_eq!(left, 0, "file systems never freed");
 }
+
+/// Review finding: `Task::init` of a mount racing its lazy unmount hung both threads (a
+/// namespace made around a mount another one had claimed was dropped, detaching that
+/// mount; a released root was retried forever while pinned). Now every init gets a root.
+#[test]
+fn task_init_races_lazy_umount() {
+    use std::sync::Mutex;
+    let t = Task::init(&tmpfs::mount(Default::default()));
+    t.mkdirat(CWD, "/m", 0o755).unwrap();
+    let cur = Arc::new(Mutex::new(tmpfs::mount(Default::default())));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let initer = {
+        let (cur, stop) = (cur.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut n = 0u32;
+            // Relaxed: a stop flag; the join orders the rest.
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let m = cur.lock().unwrap().clone();
+                let u = Task::init(&m);
+                assert!(u.fstatat(CWD, "/", AtFlags::empty()).is_ok());
+                n += 1;
+            }
+            n
+        })
+    };
+    for _ in 0..300 {
+        let fs = tmpfs::mount(Default::default());
+        t.mount(&fs, "/m", MountFlags::empty()).unwrap();
+        *cur.lock().unwrap() = fs;
+        t.umount2("/m", UmountFlags::DETACH).unwrap();
+    }
+    // Relaxed: see the loop.
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(initer.join().unwrap() > 0);
+}
+
+/// Review finding: a mount that failed (`ENOTDIR`) left its flags set on the file system's
+/// mount, so a later `Task::init` of it got a read-only root.
+#[test]
+fn failed_mount_leaves_flags_alone() {
+    let t = Task::init(&tmpfs::mount(Default::default()));
+    let fd = t.openat(CWD, "/file", RW_CREAT, 0o644).unwrap();
+    t.close(fd).unwrap();
+    let fs = tmpfs::mount(Default::default());
+    assert_eq!(
+        t.mount(&fs, "/file", MountFlags::RDONLY),
+        Err(Errno::ENOTDIR)
+    );
+    assert_eq!(fs.flags(), MountFlags::empty());
+    let u = Task::init(&fs);
+    assert!(u.openat(CWD, "/new", RW_CREAT, 0o644).is_ok());
+}
+
+/// Review finding: one namespace's umount cleared the dentry's mounted bit while another
+/// namespace still had a mount on that dentry, hiding it from walks and letting rmdir remove
+/// the live mount point.
+#[test]
+fn mount_points_shared_by_two_namespaces() {
+    let a = Task::init(&tmpfs::mount(Default::default()));
+    a.mkdirat(CWD, "/mnt", 0o755).unwrap();
+    let x = tmpfs::mount(Default::default());
+    a.mount(&x, "/mnt", MountFlags::empty()).unwrap();
+    a.mkdirat(CWD, "/mnt/d", 0o755).unwrap();
+    a.mkdirat(CWD, "/mnt2", 0o755).unwrap();
+    a.mount_bind("/mnt", "/mnt2", MountFlags::empty()).unwrap();
+    a.umount2("/mnt", UmountFlags::DETACH).unwrap();
+    // A second namespace on x's tree (a fresh mount of it: x was attached before).
+    let b = Task::init(&x);
+    b.mount(&tmpfs::mount(Default::default()), "/d", MountFlags::empty())
+        .unwrap();
+    a.mount(
+        &tmpfs::mount(Default::default()),
+        "/mnt2/d",
+        MountFlags::empty(),
+    )
+    .unwrap();
+    let fd = a.openat(CWD, "/mnt2/d/inw", RW_CREAT, 0o644).unwrap();
+    a.close(fd).unwrap();
+    b.umount2("/d", UmountFlags::empty()).unwrap();
+    assert!(a.fstatat(CWD, "/mnt2/d/inw", AtFlags::empty()).is_ok());
+    assert_eq!(a.rmdir("/mnt2/d"), Err(Errno::EBUSY));
+}

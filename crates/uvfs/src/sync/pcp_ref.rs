@@ -33,8 +33,10 @@
 //! A reference taken from a borrowed pointer (a walk that crossed into a mount under the
 //! epoch, holding nothing) is [`try_get`](PcpCount::try_get_on): increment, then read the
 //! state; if a summer has raised `SYNC` (umount checking, or a locked sum about to free) or
-//! `DOOMED`, the increment may have been missed, so it is undone under the lock and the
-//! caller retries its walk. Increment-then-read against set-`SYNC`-then-sum is a Dekker
+//! `DOOMED`, the increment may have been missed, so it is undone under the lock; the caller
+//! (`Mount::get_ref`) waits for `SYNC` to drop and takes the reference then (on a mount a
+//! racing umount may have detached meanwhile, which the exact sum counts), and gives up on a
+//! `DOOMED` one. Increment-then-read against set-`SYNC`-then-sum is a Dekker
 //! pair (both `SeqCst`): either the sum sees the increment or the getter sees `SYNC`.
 //! Writers do the same against `WRITE_HOLD` (making a mount read-only).
 //!
