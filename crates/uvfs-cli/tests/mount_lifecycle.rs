@@ -448,8 +448,19 @@ fn remount_at_once_is_not_unmounted_by_the_old_server() {
             Some("uvfs-remount-test".to_owned()),
             "cycle {i}: the mount is gone after a write through it"
         );
-        rustix::mount::unmount(&dir, rustix::mount::UnmountFlags::empty())
-            .unwrap_or_else(|e| panic!("cycle {i}: umount: {e}"));
+        // The kernel may still hold the file just closed (FUSE sends its RELEASE in the
+        // background): EBUSY for a moment, as for any FUSE mount; wait up to 2 s.
+        let mut tries = 0;
+        loop {
+            match rustix::mount::unmount(&dir, rustix::mount::UnmountFlags::empty()) {
+                Ok(()) => break,
+                Err(rustix::io::Errno::BUSY) if tries < 100 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err(e) => panic!("cycle {i}: umount: {e}"),
+            }
+        }
     }
     assert!(
         matches!(fs::read_dir(&dir).map(|d| d.count()), Ok(0)),
