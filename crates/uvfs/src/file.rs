@@ -95,7 +95,7 @@ pub struct FileHot {
 #[repr(C, align(64))]
 pub struct File<V: Variant = Uvfs> {
     /// `FileHot` and `f_ref`, laid out by the variant (two lines for every variant).
-    pub(crate) lines: V::Lines,
+    pub(crate) lines: V::Lines<FileHot>,
     /// `f_pos_lock` + `f_pos` (bytes for regular files, a cookie for directories); starts
     /// line 2.
     pub(crate) f_pos: Mutex<u64>,
@@ -129,7 +129,7 @@ unsafe impl<V: Variant> RcuRefcounted for File<V> {
     unsafe fn file_ref_raw(this: *const Self) -> *const V::Ref {
         // SAFETY: `this` points to an allocated `File` (caller's contract); `addr_of!`
         // projects to the field without creating a reference, and `f_ref_raw` likewise.
-        unsafe { V::Lines::f_ref_raw(std::ptr::addr_of!((*this).lines)) }
+        unsafe { V::Lines::<FileHot>::f_ref_raw(std::ptr::addr_of!((*this).lines)) }
     }
 
     unsafe fn drop_payload(this: *mut Self) {
@@ -153,13 +153,13 @@ unsafe impl<V: Variant> RcuRefcounted for File<V> {
             // The last close of the inode's file (`__fput` -> `->release`, `dput` ->
             // `iput`): the file system's release for a file it opened, and on a mount with
             // limits an unlinked file's space comes back now.
-            let hot = V::Lines::hot(&*std::ptr::addr_of!((*this).lines));
+            let hot = V::Lines::<FileHot>::hot(&*std::ptr::addr_of!((*this).lines));
             let inode = &hot.f_dentry.d_inode;
             if !hot.f_mode.contains(FMode::PATH) {
                 inode.i_op.release(inode);
             }
             inode.file_closed();
-            V::Lines::drop_hot(std::ptr::addr_of_mut!((*this).lines));
+            V::Lines::<FileHot>::drop_hot(std::ptr::addr_of_mut!((*this).lines));
             std::ptr::drop_in_place(std::ptr::addr_of_mut!((*this).f_pos));
             std::ptr::drop_in_place(std::ptr::addr_of_mut!((*this).f_dir_end));
             std::ptr::drop_in_place(std::ptr::addr_of_mut!((*this).f_list));
@@ -172,17 +172,20 @@ mod layout {
     use super::*;
     use crate::sync::file_ref::FileRef;
     use crate::sync::padded::CACHE_LINE;
-    use crate::variant::SplitLines;
     use crate::variant::{
         AlignedFileListVariant, BlindSetVariant, CasRefVariant, GlobalFileListVariant,
         SharedLineVariant,
     };
+    use crate::variant::{SharedLine, SplitLines};
     use std::mem::{offset_of, size_of};
     crate::const_assert!(size_of::<FileHot>() <= CACHE_LINE);
     crate::const_assert!(size_of::<File>() == 192);
     crate::const_assert!(offset_of!(File, lines) == 0);
     // The count is on line 1 (`SplitLines` asserts its own offset).
-    crate::const_assert!(size_of::<SplitLines<FileRef>>() == 2 * CACHE_LINE);
+    crate::const_assert!(size_of::<SplitLines<FileRef, FileHot>>() == 2 * CACHE_LINE);
+    // Lesson 1 before: `FileHot` and the count share line 0 (two lines in all only if the
+    // count fits beside it; the second is padding).
+    crate::const_assert!(size_of::<SharedLine<FileRef, FileHot>>() == 2 * CACHE_LINE);
     crate::const_assert!(offset_of!(File, f_pos) == 2 * CACHE_LINE);
     // Every ablation variant has the same size and the same `f_pos` line, so that each
     // differs from uvfs in its one mechanism only (not in allocation size or lines touched).
@@ -247,7 +250,7 @@ impl<V: Variant> File<V> {
         };
         dentry.d_inode.file_opened();
         Ok(RcuRef::new(File {
-            lines: V::Lines::new(
+            lines: V::Lines::<FileHot>::new(
                 FileHot {
                     f_mode: mode,
                     f_flags: AtomicU32::new(flags.bits()),

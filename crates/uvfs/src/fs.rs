@@ -36,8 +36,7 @@ pub mod tmpfs;
 
 use crate::cred::Cred;
 use crate::inode::Inode;
-use crate::statfs::StatFs;
-use crate::super_block::SuperBlock;
+use crate::types::StatFs;
 use crate::types::Timespec;
 use crate::{Errno, Result};
 use std::fmt;
@@ -62,7 +61,7 @@ pub struct NewInode<'a> {
     pub now: Timespec,
 }
 
-/// A mounted file-system instance: what a [`SuperBlock`] delegates to (Linux
+/// A mounted file-system instance: what a [`SuperBlock`](crate::SuperBlock) delegates to (Linux
 /// `super_operations` plus `file_system_type`).
 ///
 /// # Errors
@@ -74,7 +73,8 @@ pub trait FileSystem: Send + Sync + fmt::Debug {
     /// A new inode for the new name `name` in `dir` (empty for `O_TMPFILE`: no name yet):
     /// Linux `new_inode` + `->create`/`->mkdir`/`->symlink`/`->mknod`/`->tmpfile` before
     /// `d_instantiate`. The VFS has checked permissions, the name and the parent's link
-    /// count; it links the result into the dentry cache.
+    /// count; it links the result into the dentry cache. `dev` is the super block's device
+    /// number (`s_dev`), the new inode's `i_dev`.
     ///
     /// # Errors
     /// `ENOSPC` when the file system has no inode or space left for it; `EPERM` for a kind
@@ -85,7 +85,7 @@ pub trait FileSystem: Send + Sync + fmt::Debug {
     /// publishes it.
     fn create(
         &self,
-        sb: &SuperBlock,
+        dev: u64,
         dir: &Inode,
         name: &[u8],
         args: NewInode<'_>,

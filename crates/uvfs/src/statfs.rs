@@ -17,58 +17,15 @@ use crate::types::*;
 use crate::variant::Variant;
 use crate::Result;
 
-/// `TMPFS_MAGIC` (include/uapi/linux/magic.h): `f_type` of a tmpfs.
-pub const TMPFS_MAGIC: i64 = 0x0102_1994;
-/// `ST_VALID`: `f_flags` is valid (always set by Linux `statfs`).
-pub const ST_VALID: i64 = 0x0020;
-/// `ST_RELATIME`: atime under relatime rules (uvfs's only atime policy).
-pub const ST_RELATIME: i64 = 0x1000;
-/// `ST_RDONLY`: a read-only mount (or file system).
-pub const ST_RDONLY: i64 = 0x0001;
-/// `ST_NOSUID`: a `nosuid` mount.
-pub const ST_NOSUID: i64 = 0x0002;
-/// `ST_NODEV`: a `nodev` mount.
-pub const ST_NODEV: i64 = 0x0004;
-/// `ST_NOEXEC`: a `noexec` mount.
-pub const ST_NOEXEC: i64 = 0x0008;
+pub use crate::types::{
+    StatFs, ST_NODEV, ST_NOEXEC, ST_NOSUID, ST_RDONLY, ST_RELATIME, ST_VALID, TMPFS_MAGIC,
+};
 
 /// `calculate_f_flags`: the file system's flags and the mount's (`flags_by_mnt`).
 fn with_mount_flags(mut st: StatFs, mnt: &crate::Mount) -> StatFs {
     // The per-mount flag bits are the ST_* bits of the same meaning.
     st.f_flags |= (mnt.flags() & crate::MountFlags::PER_MOUNT).bits() as i64;
     st
-}
-
-/// File-system statistics, as `statfs(2)` returns them (`struct statfs`, x86_64 field set).
-///
-/// Units: `f_blocks`, `f_bfree`, `f_bavail` in `f_bsize` (4096-byte) blocks.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
-pub struct StatFs {
-    /// File-system type: [`TMPFS_MAGIC`].
-    pub f_type: i64,
-    /// Block size: 4096 (`PAGE_SIZE`).
-    pub f_bsize: i64,
-    /// Total blocks: the `size=` limit in pages; 0 without one (see the module doc).
-    pub f_blocks: u64,
-    /// Free blocks: the limit less the pages in use; 0 without a limit.
-    pub f_bfree: u64,
-    /// Free blocks for unprivileged users: as `f_bfree` (tmpfs reserves none for root).
-    pub f_bavail: u64,
-    /// Total inodes: the `nr_inodes=` limit; 0 without one.
-    pub f_files: u64,
-    /// Free inodes: the limit less the inodes in use (hard links count, as tmpfs); 0
-    /// without a limit.
-    pub f_ffree: u64,
-    /// File-system id: the device number, split in two words (Linux: from the super
-    /// block's uuid).
-    pub f_fsid: [i32; 2],
-    /// Longest file name: 255.
-    pub f_namelen: i64,
-    /// Fragment size: 4096, as `f_bsize`.
-    pub f_frsize: i64,
-    /// Mount flags (`ST_*`): `ST_VALID | ST_RELATIME`, and `ST_RDONLY`, `ST_NOSUID`,
-    /// `ST_NODEV`, `ST_NOEXEC` as the mount (or the file system) has them.
-    pub f_flags: i64,
 }
 
 impl<V: Variant> Task<V> {

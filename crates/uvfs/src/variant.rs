@@ -31,7 +31,6 @@
 //! [`FileHandle`]: crate::FileHandle
 
 use crate::errno::{Errno, Result};
-use crate::file::FileHot;
 use crate::sync::file_ref::FileRef;
 use crate::sync::padded::CacheLine;
 use crate::sync::plain::{AtomicUsize, Mutex, Ordering};
@@ -48,7 +47,9 @@ pub trait Variant: Send + Sync + 'static {
     /// Lesson 2: the open file's reference count.
     type Ref: RefCount;
     /// Lesson 1: where that count sits relative to the read-mostly fields.
-    type Lines: FileLines<Self::Ref>;
+    /// Generic over the read-mostly part `H` (the file's [`FileHot`](crate::file::FileHot)),
+    /// so that this module, below `file.rs`, does not name it.
+    type Lines<H: Send + Sync + 'static>: FileLines<Self::Ref, H>;
     /// Lesson 3: `stat` tests the sticky `I_CTIME_QUERIED` mark before setting it (`true`)
     /// or sets it with an unconditional `fetch_or` (`false`).
     const TEST_BEFORE_SET: bool;
@@ -63,7 +64,7 @@ impl Variant for Uvfs {
     const NAME: &'static str = "uvfs";
     const DESCRIPTION: &'static str = "the product: every lesson applied";
     type Ref = FileRef;
-    type Lines = SplitLines<FileRef>;
+    type Lines<H: Send + Sync + 'static> = SplitLines<FileRef, H>;
     const TEST_BEFORE_SET: bool = true;
     type Files = NoFileList;
 }
@@ -77,7 +78,7 @@ impl Variant for SharedLineVariant {
     const DESCRIPTION: &'static str =
         "lesson 1 before: f_ref on the line of f_mode, f_flags and the dentry";
     type Ref = FileRef;
-    type Lines = SharedLine<FileRef>;
+    type Lines<H: Send + Sync + 'static> = SharedLine<FileRef, H>;
     const TEST_BEFORE_SET: bool = true;
     type Files = NoFileList;
 }
@@ -90,7 +91,7 @@ impl Variant for CasRefVariant {
     const DESCRIPTION: &'static str =
         "lesson 2 before: fget takes references with a compare-and-swap inc-not-zero loop";
     type Ref = CasRef;
-    type Lines = SplitLines<CasRef>;
+    type Lines<H: Send + Sync + 'static> = SplitLines<CasRef, H>;
     const TEST_BEFORE_SET: bool = true;
     type Files = NoFileList;
 }
@@ -103,7 +104,7 @@ impl Variant for BlindSetVariant {
     const DESCRIPTION: &'static str =
         "lesson 3 before: stat sets I_CTIME_QUERIED with an unconditional fetch_or";
     type Ref = FileRef;
-    type Lines = SplitLines<FileRef>;
+    type Lines<H: Send + Sync + 'static> = SplitLines<FileRef, H>;
     const TEST_BEFORE_SET: bool = false;
     type Files = NoFileList;
 }
@@ -118,7 +119,7 @@ impl Variant for GlobalFileListVariant {
     const DESCRIPTION: &'static str =
         "lesson 4, 2003: every open file on a global list under files_lock, on max_files' line";
     type Ref = FileRef;
-    type Lines = SplitLines<FileRef>;
+    type Lines<H: Send + Sync + 'static> = SplitLines<FileRef, H>;
     const TEST_BEFORE_SET: bool = true;
     type Files = GlobalFileList;
 }
@@ -131,30 +132,31 @@ impl Variant for AlignedFileListVariant {
     const DESCRIPTION: &'static str =
         "lesson 4, the patch: the same global list, files_lock on its own cache line";
     type Ref = FileRef;
-    type Lines = SplitLines<FileRef>;
+    type Lines<H: Send + Sync + 'static> = SplitLines<FileRef, H>;
     const TEST_BEFORE_SET: bool = true;
     type Files = AlignedFileList;
 }
 
-/// Lesson 1: the first part of a `File`, holding the read-mostly fields ([`FileHot`]) and
-/// the reference count, in some layout.
+/// Lesson 1: the first part of a `File`, holding the read-mostly fields `H` (a
+/// [`FileHot`](crate::file::FileHot), at most one line) and the reference count, in some
+/// layout.
 ///
 /// # Safety
-/// `f_ref` and `f_ref_raw` give the same field; `drop_hot` drops the [`FileHot`] and never
-/// the count.
-pub unsafe trait FileLines<R: RefCount>: Send + Sync + 'static {
+/// `f_ref` and `f_ref_raw` give the same field; `drop_hot` drops the `H` and never the
+/// count.
+pub unsafe trait FileLines<R: RefCount, H>: Send + Sync + 'static {
     /// The lines holding `hot` and `count`.
-    fn new(hot: FileHot, count: R) -> Self;
+    fn new(hot: H, count: R) -> Self;
     /// The read-mostly fields.
-    fn hot(&self) -> &FileHot;
+    fn hot(&self) -> &H;
     /// The reference count.
     fn f_ref(&self) -> &R;
     /// The count of the lines at `this`, without a reference to the rest.
     ///
     /// # Safety
-    /// `this` points to an allocated `Self` (its `FileHot` possibly dropped).
+    /// `this` points to an allocated `Self` (its `H` possibly dropped).
     unsafe fn f_ref_raw(this: *const Self) -> *const R;
-    /// Drops the [`FileHot`] in place.
+    /// Drops the `H` in place.
     ///
     /// # Safety
     /// Called once, by the owner of the file being released.
@@ -164,22 +166,22 @@ pub unsafe trait FileLines<R: RefCount>: Send + Sync + 'static {
 /// uvfs (since Linux 6.15's layout): the read-mostly fields on one 64-byte line, the count
 /// on the next. 128 bytes.
 #[repr(C)]
-pub struct SplitLines<R> {
-    hot: CacheLine<FileHot>,
+pub struct SplitLines<R, H> {
+    hot: CacheLine<H>,
     f_ref: CacheLine<R>,
 }
 
 // SAFETY: `f_ref`/`f_ref_raw` both give the `f_ref` field; `drop_hot` drops only `hot`.
-unsafe impl<R: RefCount> FileLines<R> for SplitLines<R> {
+unsafe impl<R: RefCount, H: Send + Sync + 'static> FileLines<R, H> for SplitLines<R, H> {
     #[inline]
-    fn new(hot: FileHot, count: R) -> Self {
+    fn new(hot: H, count: R) -> Self {
         SplitLines {
             hot: CacheLine(hot),
             f_ref: CacheLine(count),
         }
     }
     #[inline]
-    fn hot(&self) -> &FileHot {
+    fn hot(&self) -> &H {
         &self.hot
     }
     #[inline]
@@ -202,16 +204,16 @@ unsafe impl<R: RefCount> FileLines<R> for SplitLines<R> {
 /// line; the second line is padding, so `File` keeps its size and its `f_pos` line.
 /// 128 bytes.
 #[repr(C, align(64))]
-pub struct SharedLine<R> {
-    hot: FileHot,
+pub struct SharedLine<R, H> {
+    hot: H,
     f_ref: R,
     _pad: CacheLine<[u8; 1]>,
 }
 
 // SAFETY: as for `SplitLines`.
-unsafe impl<R: RefCount> FileLines<R> for SharedLine<R> {
+unsafe impl<R: RefCount, H: Send + Sync + 'static> FileLines<R, H> for SharedLine<R, H> {
     #[inline]
-    fn new(hot: FileHot, count: R) -> Self {
+    fn new(hot: H, count: R) -> Self {
         SharedLine {
             hot,
             f_ref: count,
@@ -219,7 +221,7 @@ unsafe impl<R: RefCount> FileLines<R> for SharedLine<R> {
         }
     }
     #[inline]
-    fn hot(&self) -> &FileHot {
+    fn hot(&self) -> &H {
         &self.hot
     }
     #[inline]
@@ -237,12 +239,12 @@ unsafe impl<R: RefCount> FileLines<R> for SharedLine<R> {
     }
 }
 
-impl<R> fmt::Debug for SplitLines<R> {
+impl<R, H> fmt::Debug for SplitLines<R, H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("SplitLines")
     }
 }
-impl<R> fmt::Debug for SharedLine<R> {
+impl<R, H> fmt::Debug for SharedLine<R, H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("SharedLine")
     }
@@ -393,11 +395,14 @@ mod layout {
     use super::*;
     use crate::sync::padded::CACHE_LINE;
     use std::mem::{offset_of, size_of};
-    crate::const_assert!(size_of::<SplitLines<FileRef>>() == 2 * CACHE_LINE);
-    crate::const_assert!(offset_of!(SplitLines<FileRef>, f_ref) == CACHE_LINE);
-    crate::const_assert!(size_of::<SharedLine<FileRef>>() == 2 * CACHE_LINE);
-    crate::const_assert!(offset_of!(SharedLine<FileRef>, f_ref) < CACHE_LINE);
-    crate::const_assert!(size_of::<SplitLines<CasRef>>() == 2 * CACHE_LINE);
+    // The lines with a read-mostly part of a full line, as `FileHot` may be (file.rs
+    // asserts the same with `FileHot` itself).
+    type Hot = [u8; 56];
+    crate::const_assert!(size_of::<SplitLines<FileRef, Hot>>() == 2 * CACHE_LINE);
+    crate::const_assert!(offset_of!(SplitLines<FileRef, Hot>, f_ref) == CACHE_LINE);
+    crate::const_assert!(size_of::<SharedLine<FileRef, Hot>>() == 2 * CACHE_LINE);
+    crate::const_assert!(offset_of!(SharedLine<FileRef, Hot>, f_ref) < CACHE_LINE);
+    crate::const_assert!(size_of::<SplitLines<CasRef, Hot>>() == 2 * CACHE_LINE);
     // 2003: the lock within the first line, next to `max_files`.
     crate::const_assert!(offset_of!(UnalignedGlobals, files_lock) < CACHE_LINE);
     crate::const_assert!(size_of::<CacheLine<Mutex<FileList>>>().is_multiple_of(CACHE_LINE));

@@ -24,7 +24,7 @@ pub(crate) fn new_inode(
     args: NewInode<'_>,
 ) -> Result<Arc<Inode>> {
     let sb = &mnt.mnt_sb;
-    sb.s_op.create(sb, dir, name, args)
+    sb.s_op.create(sb.s_dev, dir, name, args)
 }
 
 /// Creates a new inode named `last.name` in the locked directory `dl` of `last.dir`

@@ -396,14 +396,8 @@ impl FileSystem for HostFs {
     /// The host's `openat(O_CREAT | O_EXCL)`, `mkdirat`, `symlinkat`, `mknodat` or
     /// `openat(O_TMPFILE)` in `dir`'s host directory, then (as root) `fchownat` to the
     /// task's owner and a `chmod` to the exact mode.
-    fn create(
-        &self,
-        sb: &SuperBlock,
-        dir: &Inode,
-        name: &[u8],
-        args: NewInode<'_>,
-    ) -> Result<Arc<Inode>> {
-        inode::create(&self.shared, sb.s_dev, dir, name, args)
+    fn create(&self, dev: u64, dir: &Inode, name: &[u8], args: NewInode<'_>) -> Result<Arc<Inode>> {
+        inode::create(&self.shared, dev, dir, name, args)
     }
 }
 

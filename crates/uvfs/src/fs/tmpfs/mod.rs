@@ -29,12 +29,12 @@ use crate::fs::{FileOps, FileSystem, InodeOps, NewInode};
 use crate::inode::{Inode, PAGE_SIZE};
 use crate::mount::Mount;
 use crate::namei::NAME_MAX;
-use crate::statfs::{StatFs, ST_RELATIME, ST_VALID, TMPFS_MAGIC};
 use crate::super_block::SuperBlock;
 use crate::sync::padded::CacheLine;
 use crate::sync::plain::Mutex;
 use crate::sync::plain::Ordering;
 use crate::sync::{plock, RwLock};
+use crate::types::{StatFs, ST_RELATIME, ST_VALID, TMPFS_MAGIC};
 use crate::types::{Timespec, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG};
 use crate::xattr::{XATTR_CREATE, XATTR_REPLACE};
 use crate::Errno;
@@ -234,18 +234,12 @@ impl FileSystem for Tmpfs {
     /// [`new_inode`] with a fresh inode number from the per-thread batch.
     fn create(
         &self,
-        sb: &SuperBlock,
+        dev: u64,
         _dir: &Inode,
         _name: &[u8],
         args: NewInode<'_>,
     ) -> Result<Arc<Inode>> {
-        new_inode(
-            self.next_ino(sb.s_dev),
-            sb.s_dev,
-            args,
-            self.limits.as_ref(),
-        )
-        .map(Arc::new)
+        new_inode(self.next_ino(dev), dev, args, self.limits.as_ref()).map(Arc::new)
     }
 }
 
