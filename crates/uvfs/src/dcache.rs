@@ -24,9 +24,12 @@
 //!   cookies are never reused within a directory, so a `getdents` cursor (a cookie) never
 //!   sees an entry twice or skips one that stayed linked.
 //!
+//! `Dir` is generic over its entries (`E`: a `Dentry`, which holds its directory's `Dir`;
+//! dentry.rs names `Dir<Dentry>` `dentry::Dir`), so this module, below dentry.rs, imports
+//! nothing of it.
+//!
 //! Lock order: see inode.rs.
 
-use crate::dentry::{Dentry, Name};
 use crate::sync::epoch::{self, Guard};
 use crate::sync::padded::CacheLine;
 use crate::sync::seqcount::SeqCount;
@@ -37,24 +40,34 @@ use std::fmt;
 use std::ops::Bound;
 use std::sync::Arc;
 
-/// The name -> dentry index, searched without locks.
-type Children = SkipList<Name, Arc<Dentry>>;
+/// A directory entry name (1 ..= 255 bytes, no `/`, no NUL, not `.` or `..`).
+pub(crate) type Name = Arc<[u8]>;
+
+/// What a directory's index needs of its entries.
+pub(crate) trait DirEntry: Send + Sync + 'static {
+    /// The entry's `getdents` cookie in its directory (stable while it is linked there),
+    /// read under `guard`.
+    fn cookie(&self, guard: &Guard) -> u64;
+}
+
+/// The name -> entry index, searched without locks.
+type Children<E> = SkipList<Name, Arc<E>>;
 
 /// The first `getdents` cookie of a real entry (0 is `.`, 1 is `..`).
 pub(crate) const FIRST_COOKIE: u64 = 2;
 
-/// A directory's contents.
-pub(crate) struct Dir {
+/// A directory's contents: its entries `E` by name and by cookie.
+pub(crate) struct Dir<E> {
     /// Written only under `inner`; read by anyone pinned.
-    children: Children,
+    children: Children<E>,
     /// Odd while a writer replaces an entry of `children` (see the module doc). Written only
     /// under `inner`, by `DirLocked::replace_begin`/`replace_end`; on its own cache line so
     /// that lookups do not share one with the lock.
     replace_seq: CacheLine<SeqCount>,
-    inner: Mutex<DirInner>,
+    inner: Mutex<DirInner<E>>,
 }
 
-impl fmt::Debug for Dir {
+impl<E> fmt::Debug for Dir<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Dir")
             .field("entries", &self.children.len())
@@ -63,15 +76,16 @@ impl fmt::Debug for Dir {
 }
 
 /// Writer-side state. Protected by `Dir::inner`.
-pub(crate) struct DirInner {
-    pub(crate) by_cookie: BTreeMap<u64, Arc<Dentry>>,
+pub(crate) struct DirInner<E> {
+    pub(crate) by_cookie: BTreeMap<u64, Arc<E>>,
     next_cookie: u64,
     /// Set by `rmdir`: no entry may be created any more (`IS_DEADDIR`, `S_DEAD`).
     pub(crate) dead: bool,
 }
 
-impl Dir {
-    pub(crate) fn new() -> Dir {
+impl<E: DirEntry> Dir<E> {
+    /// An empty directory.
+    pub(crate) fn new() -> Dir<E> {
         Dir {
             children: SkipList::new(epoch::default_collector().clone()),
             replace_seq: CacheLine(SeqCount::new()),
@@ -89,7 +103,7 @@ impl Dir {
     /// Context: the caller does not hold this directory's lock (a replacement it is making
     /// would make a miss spin forever); under the lock use `DirLocked::get`.
     #[inline]
-    pub(crate) fn lookup<'g>(&'g self, name: &[u8], guard: &'g Guard) -> Option<&'g Arc<Dentry>> {
+    pub(crate) fn lookup<'g>(&'g self, name: &[u8], guard: &'g Guard) -> Option<&'g Arc<E>> {
         loop {
             let seq = self.replace_seq.read_begin();
             if let Some(e) = self.children.get(name, guard) {
@@ -114,7 +128,7 @@ impl Dir {
     }
 
     /// Locks the writer side.
-    pub(crate) fn lock(&self) -> DirLocked<'_> {
+    pub(crate) fn lock(&self) -> DirLocked<'_, E> {
         let inner = self.inner.lock();
         DirLocked {
             dir: self,
@@ -126,37 +140,20 @@ impl Dir {
 }
 
 /// A locked directory.
-pub(crate) struct DirLocked<'a> {
-    dir: &'a Dir,
-    pub(crate) inner: MutexGuard<'a, DirInner>,
+pub(crate) struct DirLocked<'a, E> {
+    dir: &'a Dir<E>,
+    pub(crate) inner: MutexGuard<'a, DirInner<E>>,
     guard: Guard,
     /// Inside `replace_begin` .. `replace_end` (`replace_seq` is odd).
     replacing: bool,
 }
 
-impl DirLocked<'_> {
+impl<E: DirEntry> DirLocked<'_, E> {
     /// The entry named `name` (stable while locked).
-    pub(crate) fn get(&self, name: &[u8]) -> Option<&Arc<Dentry>> {
+    pub(crate) fn get(&self, name: &[u8]) -> Option<&Arc<E>> {
         // Not `Dir::lookup`: no replacement but our own can be in progress, and a miss
         // during it must not wait for ourselves.
         self.dir.children.get(name, &self.guard).map(|e| e.value())
-    }
-
-    /// Starts replacing an entry: until `replace_end` (or the unlock), lockless lookups that
-    /// miss wait and retry, so the name being replaced is never seen missing.
-    pub(crate) fn replace_begin(&mut self) {
-        if !self.replacing {
-            self.replacing = true;
-            self.dir.replace_seq.write_begin();
-        }
-    }
-
-    /// Ends a replacement started by `replace_begin`.
-    pub(crate) fn replace_end(&mut self) {
-        if self.replacing {
-            self.replacing = false;
-            self.dir.replace_seq.write_end();
-        }
     }
 
     /// Whether the directory has no entries.
@@ -181,17 +178,12 @@ impl DirLocked<'_> {
     /// returning any entry of the same name; a lockless lookup sees the old or the new
     /// entry, never neither (the skip list's replacing insert marks the old node removed
     /// before linking the new one, so the replacement is bracketed by `replace_seq`).
-    pub(crate) fn insert(
-        &mut self,
-        name: Name,
-        d: Arc<Dentry>,
-        cookie: u64,
-    ) -> Option<Arc<Dentry>> {
+    pub(crate) fn insert(&mut self, name: Name, d: Arc<E>, cookie: u64) -> Option<Arc<E>> {
         let old = self.get(&name).cloned();
         let outer = self.replacing;
         if let Some(o) = &old {
             self.replace_begin();
-            let c = o.link(&self.guard).cookie;
+            let c = o.cookie(&self.guard);
             self.inner.by_cookie.remove(&c);
         }
         self.inner.by_cookie.insert(cookie, d.clone());
@@ -209,7 +201,7 @@ impl DirLocked<'_> {
     /// leaving the cookie index of the replaced entry alone: for `RENAME_EXCHANGE`, where the
     /// two dentries swap names and cookies (Linux `simple_offset_rename_exchange`), so each
     /// name keeps its place in a listing. Context: inside `replace_begin` .. `replace_end`.
-    pub(crate) fn exchange_entry(&mut self, name: Name, d: Arc<Dentry>, cookie: u64) {
+    pub(crate) fn exchange_entry(&mut self, name: Name, d: Arc<E>, cookie: u64) {
         debug_assert!(self.replacing, "caller brackets the exchange");
         debug_assert!(self.get(&name).is_some(), "an exchange replaces an entry");
         self.inner.by_cookie.insert(cookie, d.clone());
@@ -220,11 +212,11 @@ impl DirLocked<'_> {
     }
 
     /// Removes and returns the entry named `name`.
-    pub(crate) fn remove(&mut self, name: &[u8]) -> Option<Arc<Dentry>> {
+    pub(crate) fn remove(&mut self, name: &[u8]) -> Option<Arc<E>> {
         let e = self.dir.children.remove(name, &self.guard)?;
         let d = e.value().clone();
         e.release(&self.guard);
-        let c = d.link(&self.guard).cookie;
+        let c = d.cookie(&self.guard);
         self.inner.by_cookie.remove(&c);
         Some(d)
     }
@@ -237,7 +229,7 @@ impl DirLocked<'_> {
     /// so those nodes kept the whole tree alive (issue 15 item 2). The search from the front
     /// below unlinks every marked node at every level (each level is walked to its end, as
     /// no entry is left unmarked), which gives each node's last reference to the epoch.
-    pub(crate) fn clear(&mut self) -> Vec<Arc<Dentry>> {
+    pub(crate) fn clear(&mut self) -> Vec<Arc<E>> {
         self.dir.children.clear(&mut self.guard);
         let left = self
             .dir
@@ -250,7 +242,26 @@ impl DirLocked<'_> {
     }
 }
 
-impl Drop for DirLocked<'_> {
+impl<E> DirLocked<'_, E> {
+    /// Starts replacing an entry: until `replace_end` (or the unlock), lockless lookups that
+    /// miss wait and retry, so the name being replaced is never seen missing.
+    pub(crate) fn replace_begin(&mut self) {
+        if !self.replacing {
+            self.replacing = true;
+            self.dir.replace_seq.write_begin();
+        }
+    }
+
+    /// Ends a replacement started by `replace_begin`.
+    pub(crate) fn replace_end(&mut self) {
+        if self.replacing {
+            self.replacing = false;
+            self.dir.replace_seq.write_end();
+        }
+    }
+}
+
+impl<E> Drop for DirLocked<'_, E> {
     fn drop(&mut self) {
         // An early return (an error found after `replace_begin`) or a panic must not leave
         // the count odd: missing lookups would spin forever.

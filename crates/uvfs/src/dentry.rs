@@ -5,7 +5,8 @@
 //!
 //! # Reference graph and release order
 //! ```text
-//! SuperBlock --Arc--> root Dentry --Arc--> Inode --Dir--> skip list + cookie map --Arc--> child Dentry
+//! SuperBlock --Arc--> root Dentry --d_dir--> skip list + cookie map --Arc--> child Dentry
+//! Dentry --Arc--> Inode
 //! child Dentry --d_link (RcuCell)--> DLink --Arc--> parent Dentry
 //! File --Arc--> Dentry;   FsStruct (root, cwd) --Arc--> Mount, Dentry
 //! ```
@@ -15,15 +16,20 @@
 //! stays valid until the guard unpins, because the skip-list nodes and links that hold it are
 //! retired through the epoch too (the RCU-walk rule: a path walk takes no reference).
 
-use crate::inode::Inode;
+use crate::dcache::DirEntry;
+use crate::inode::{Inode, BOGO_DIRENT_SIZE};
 use crate::sync::epoch::Guard;
 use crate::sync::plain::{AtomicU32, Ordering};
 use crate::sync::rcu::RcuCell;
 use std::fmt;
 use std::sync::Arc;
 
-/// A directory entry name (1 ..= 255 bytes, no `/`, no NUL, not `.` or `..`).
-pub(crate) type Name = Arc<[u8]>;
+pub(crate) use crate::dcache::Name;
+
+/// A directory's index of its child dentries (dcache.rs).
+pub(crate) type Dir = crate::dcache::Dir<Dentry>;
+/// A locked [`Dir`].
+pub(crate) type DirLocked<'a> = crate::dcache::DirLocked<'a, Dentry>;
 
 /// Where a dentry is linked: its parent, its name there and its `getdents` cookie.
 /// Replaced whole by `rename` (Linux: `d_parent`, `d_name`, the offset-map index).
@@ -46,12 +52,14 @@ pub(crate) struct DLink {
 /// cwd/root, and by child dentries (their parent link). Path walks hold none (see module doc).
 ///
 /// # Invariants
-/// `d_inode` never changes (tmpfs keeps no negative dentries).
+/// `d_inode` never changes (tmpfs keeps no negative dentries). `d_dir` is `Some` exactly
+/// when `d_inode` is a directory, and never changes either.
 ///
 /// # Layout
 /// Aligned to a cache line so that the `Arc` counts, written by every open and close of the
-/// file, sit on the line before the fields path walks read (`d_inode`, `d_link`). Linux 6.10
-/// moved the dentry's lockref off the line RCU-walk reads: +55% on 20-way stat of one file.
+/// file, sit on the line before the fields path walks read (`d_inode`, `d_link`, `d_dir`).
+/// Linux 6.10 moved the dentry's lockref off the line RCU-walk reads: +55% on 20-way stat
+/// of one file.
 #[repr(C, align(64))]
 pub struct Dentry {
     pub(crate) d_inode: Arc<Inode>,
@@ -62,6 +70,13 @@ pub struct Dentry {
     /// written lines (Linux tests `d_flags`, not the inode, in `lookup_fast`). Written only
     /// by mount and umount (under the namespace lock).
     pub(crate) d_flags: AtomicU32,
+    /// A directory's children: the dentry cache's index of them and their `getdents`
+    /// cookies (dcache.rs); `None` for anything else. Immutable after creation (the index
+    /// itself is lock-free). In the dentry, as Linux's `d_children`, not the inode: a walk
+    /// reads it from the line it has read already, and a dentry's children link to it. A
+    /// directory has one dentry per file system (no hard links; a bind mount shares it), so
+    /// for tmpfs this is the directory; hostfs keeps one cache per dentry.
+    d_dir: Option<Box<Dir>>,
 }
 
 /// `DCACHE_OP_REVALIDATE`: walks must revalidate this entry (`InodeOps::revalidate`).
@@ -105,7 +120,9 @@ impl Dentry {
         } else {
             0
         };
+        let d_dir = inode.is_dir().then(|| Box::new(Dir::new()));
         Dentry {
+            d_dir,
             d_inode: inode,
             d_flags: AtomicU32::new(d_flags),
             d_link: RcuCell::new(DLink {
@@ -144,6 +161,40 @@ impl Dentry {
         &self.d_inode
     }
 
+    /// The directory's entries, if a directory.
+    #[inline]
+    pub(crate) fn dir(&self) -> Option<&Dir> {
+        self.d_dir.as_deref()
+    }
+
+    /// Size in bytes ([`Inode::size`]), with a directory's that of tmpfs: 40 (`.` and `..`)
+    /// plus `BOGO_DIRENT_SIZE` per entry, derived from the entry count rather than stored,
+    /// so that creating and removing entries writes no size (Linux stores `i_size` and adds
+    /// or subtracts 20). A directory whose file system can change behind the VFS's back
+    /// (`I_REVALIDATE`) has a cache that may hold only some entries: its size is the file
+    /// system's, stored by `set_attrs`.
+    #[inline]
+    pub fn size(&self) -> u64 {
+        match &self.d_dir {
+            Some(d) if !self.d_inode.needs_revalidate() => (2 + d.len() as u64) * BOGO_DIRENT_SIZE,
+            _ => self.d_inode.size(),
+        }
+    }
+
+    /// [`Inode::stat_query`] with the size from [`size`](Self::size) (a directory's).
+    pub(crate) fn stat_query(&self, query: bool, test_first: bool) -> crate::types::Stat {
+        let mut st = self.d_inode.stat_query(query, test_first);
+        if self.d_dir.is_some() {
+            st.st_size = self.size() as i64;
+        }
+        st
+    }
+
+    /// [`stat_query`](Self::stat_query) marking the ctime queried (`stat`, `fstat`).
+    pub(crate) fn stat_marking(&self, test_first: bool) -> crate::types::Stat {
+        self.stat_query(true, test_first)
+    }
+
     /// The current link, valid while `guard` is pinned.
     pub(crate) fn link<'g>(&self, guard: &'g Guard) -> &'g DLink {
         self.d_link.load(guard)
@@ -152,6 +203,13 @@ impl Dentry {
     /// The parent, or `None` at a file system root.
     pub(crate) fn parent<'g>(&self, guard: &'g Guard) -> Option<&'g Arc<Dentry>> {
         self.link(guard).parent.as_ref()
+    }
+}
+
+impl DirEntry for Dentry {
+    #[inline]
+    fn cookie(&self, guard: &Guard) -> u64 {
+        self.link(guard).cookie
     }
 }
 

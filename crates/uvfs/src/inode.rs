@@ -46,7 +46,6 @@
 //! -> `RegData` (data `RwLock`) -> `attr_lock`.
 
 use crate::cred::Cred;
-use crate::dcache::Dir;
 use crate::fs::FsInode;
 use crate::sync::padded::CacheLine;
 use crate::sync::plain::{AtomicU32, AtomicU64, Mutex, MutexGuard, Ordering};
@@ -167,10 +166,11 @@ pub(crate) struct FsAttrs {
 /// Aligned to a cache line, so the `Arc` counts (written when dentries come and go) sit on
 /// the line before it. Line 0: what every path walk and permission check reads (`i_ino`,
 /// `i_dev`, mode, owner), written only by chmod/chown. Line 1: what changes write (the
-/// attribute lock, times, link count). Line 2: size, blocks, `rdev` and a directory's
-/// entries. The file system's part (`i_op`: a regular file's data lock, written by every
-/// read, lives behind it) is immutable and read with line 0. Readers of line 0 keep their copy while
-/// other cores change or read the file (lesson 1, applied to the inode).
+/// attribute lock, times, link count). Line 2: size, blocks and `rdev` (a directory's
+/// entries are its dentry's). The file system's part (`i_op`: a regular file's data lock,
+/// written by every read, lives behind it) is immutable and read with line 0. Readers of
+/// line 0 keep their copy while other cores change or read the file (lesson 1, applied to
+/// the inode).
 #[repr(C, align(64))]
 pub struct Inode {
     /// Inode number (immutable).
@@ -206,17 +206,14 @@ pub struct Inode {
     i_opens: AtomicU32,
     _line2: CacheLine<()>,
     /// Size in bytes of a regular file (written under its data write lock) or symlink
-    /// (immutable); unused for directories, whose size `size` derives from the entry count.
+    /// (immutable), or of a directory as its file system stores it (hostfs; tmpfs leaves 0:
+    /// its dentry derives the size from the entry count, `Dentry::size`).
     pub(crate) i_size: AtomicU64,
     /// Blocks (512 bytes) the file holds (`st_blocks`); written by the file system, under
     /// its own data lock for a regular file.
     pub(crate) i_blocks: AtomicU64,
     /// Device number of a device node (`st_rdev`; 0 otherwise). Immutable after creation.
     pub(crate) i_rdev: u64,
-    /// A directory's entries: the dentry cache's index of its children and their `getdents`
-    /// cookies (dcache.rs); `None` for anything else. Immutable after creation (the index
-    /// itself is lock-free).
-    i_dir: Option<Box<Dir>>,
 }
 
 impl Drop for Inode {
@@ -304,7 +301,6 @@ impl Inode {
             i_size: AtomicU64::new(0),
             i_blocks: AtomicU64::new(0),
             i_rdev: 0,
-            i_dir: is_dir.then(|| Box::new(Dir::new())),
         }
     }
 
@@ -465,26 +461,20 @@ impl Inode {
         self.i_nlink.load(Ordering::Relaxed)
     }
 
-    /// Size in bytes. A directory's is tmpfs's: 40 (`.` and `..`) plus `BOGO_DIRENT_SIZE`
-    /// per entry, derived from the entry count rather than stored, so that creating and
-    /// removing entries writes no size (Linux stores `i_size` and adds or subtracts 20).
-    /// A directory whose file system can change behind the VFS's back (`I_REVALIDATE`)
-    /// has a cache that may hold only some entries: its size is the file system's,
-    /// stored by `set_attrs`.
+    /// Size in bytes of a regular file or symlink, or the stored size of a directory (0 on
+    /// tmpfs, whose directory size the dentry derives from its entries:
+    /// [`Dentry::size`](crate::Dentry::size)).
     #[inline]
     pub fn size(&self) -> u64 {
-        match &self.i_dir {
-            Some(d) if !self.needs_revalidate() => (2 + d.len() as u64) * BOGO_DIRENT_SIZE,
-            // Relaxed: single-word snapshot; readers of data take the data lock, which
-            // orders the size with the pages.
-            _ => self.i_size.load(Ordering::Relaxed),
-        }
+        // Relaxed: single-word snapshot; readers of data take the data lock, which orders
+        // the size with the pages.
+        self.i_size.load(Ordering::Relaxed)
     }
 
     /// Whether this is a directory.
     #[inline]
     pub fn is_dir(&self) -> bool {
-        self.i_dir.is_some()
+        self.mode() & S_IFMT == S_IFDIR
     }
 
     /// Whether this is a symbolic link.
@@ -497,11 +487,6 @@ impl Inode {
     #[inline]
     pub fn is_reg(&self) -> bool {
         self.mode() & S_IFMT == S_IFREG
-    }
-
-    /// The directory contents, if a directory.
-    pub(crate) fn dir(&self) -> Option<&Dir> {
-        self.i_dir.as_deref()
     }
 
     /// The symlink target, if a symlink.
@@ -944,21 +929,17 @@ impl Inode {
 
     /// `generic_fillattr` + `fill_mg_cmtime`: the inode's attributes as a `Stat`. Marks the
     /// ctime queried (a write only when not already marked), so that the next change gets
-    /// a timestamp different from the one returned here.
+    /// a timestamp different from the one returned here. A directory's `st_size` here is
+    /// the stored one (0 on tmpfs); `stat`, `fstat` and `statx` give its dentry's
+    /// ([`Dentry::size`](crate::Dentry::size)).
     pub fn stat(&self) -> Stat {
-        self.stat_marking(true)
+        self.stat_query(true, true)
     }
 
-    /// [`stat`](Self::stat), with the queried mark set test-before-set (`test_first`, uvfs)
-    /// or by an unconditional `fetch_or` (`false`: lesson 3's "before", for ablation
-    /// benchmarks; see [`crate::variant`]).
-    pub(crate) fn stat_marking(&self, test_first: bool) -> Stat {
-        self.stat_query(true, test_first)
-    }
-
-    /// [`stat_marking`](Self::stat_marking), marking the ctime queried only when `query`
-    /// (`statx` asking for neither mtime nor ctime leaves the mark alone, as
-    /// `fill_mg_cmtime`).
+    /// [`stat`](Self::stat), marking the ctime queried only when `query` (`statx` asking
+    /// for neither mtime nor ctime leaves the mark alone, as `fill_mg_cmtime`), and then
+    /// test-before-set (`test_first`, uvfs) or by an unconditional `fetch_or` (`false`:
+    /// lesson 3's "before", for ablation benchmarks; see [`crate::variant`]).
     pub(crate) fn stat_query(&self, query: bool, test_first: bool) -> Stat {
         let ([a, m, c], _) = self.times_raw(query, test_first);
         Stat {

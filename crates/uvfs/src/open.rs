@@ -265,7 +265,7 @@ impl<V: Variant> Task<V> {
                         return Err(Errno::ENAMETOOLONG);
                     }
                     let dir_inode = &last.dir.d_inode;
-                    let dir = dir_inode.dir().ok_or(Errno::ENOTDIR)?;
+                    let dir = last.dir.dir().ok_or(Errno::ENOTDIR)?;
                     // Fast path: an existing name needs no directory lock (as Linux's
                     // lookup_open with a positive cached dentry).
                     let found = match nd.lookup_cached(last.dir, last.name)? {

@@ -125,7 +125,7 @@ impl<V: Variant> Task<V> {
         // Linux's `iterate_dir` does not look at the open mode: a write-only regular file
         // gives ENOTDIR, as any non-directory (directories open read-only).
         let inode = f.inode();
-        let dir = inode.dir().ok_or(Errno::ENOTDIR)?;
+        let dir = f.dentry().dir().ok_or(Errno::ENOTDIR)?;
         let mut pos = plock(&f.f_pos);
         let mut used = 0;
         let g = epoch::pin();

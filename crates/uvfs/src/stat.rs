@@ -35,7 +35,7 @@ impl<V: Variant> Task<V> {
     pub fn fstat(&self, fd: Fd) -> Result<Stat> {
         let f = self.fdget_raw(fd)?;
         f.inode().refresh()?;
-        Ok(f.inode().stat_marking(V::TEST_BEFORE_SET))
+        Ok(f.dentry().stat_marking(V::TEST_BEFORE_SET))
     }
 
     /// `fstatat(2)` / `newfstatat`: status of `path` relative to `dirfd`; follows a final
@@ -68,14 +68,14 @@ impl<V: Variant> Task<V> {
         if path.is_empty() {
             return self.with_walk(dirfd, path, |_, start| {
                 start.d_inode.refresh()?;
-                Ok(start.d_inode.stat_marking(V::TEST_BEFORE_SET))
+                Ok(start.stat_marking(V::TEST_BEFORE_SET))
             });
         }
         let follow = !flags.contains(AtFlags::SYMLINK_NOFOLLOW);
         self.with_walk(dirfd, path, |nd, start| {
-            let inode = &nd.walk(start, path, follow, false)?.d_inode;
-            inode.refresh()?;
-            Ok(inode.stat_marking(V::TEST_BEFORE_SET))
+            let d = nd.walk(start, path, follow, false)?;
+            d.d_inode.refresh()?;
+            Ok(d.stat_marking(V::TEST_BEFORE_SET))
         })
     }
 
@@ -349,7 +349,7 @@ impl<V: Variant> Task<V> {
             let inode = &d.d_inode;
             inode.refresh()?;
             let cm = mask & (STATX_MTIME | STATX_CTIME) != 0;
-            let st = inode.stat_query(cm, V::TEST_BEFORE_SET);
+            let st = d.stat_query(cm, V::TEST_BEFORE_SET);
             let (dev_major, dev_minor) = dev_split(st.st_dev);
             let (rdev_major, rdev_minor) = dev_split(st.st_rdev);
             let mut stx_mask = STATX_BASIC_STATS;

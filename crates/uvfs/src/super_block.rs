@@ -77,7 +77,7 @@ impl Drop for SuperBlock {
         // Iterative teardown: empty every directory reachable from the root.
         let mut stack = vec![root];
         while let Some(d) = stack.pop() {
-            if let Some(dir) = d.d_inode.dir() {
+            if let Some(dir) = d.dir() {
                 let mut l = dir.lock();
                 l.inner.dead = true;
                 let children = l.clear();

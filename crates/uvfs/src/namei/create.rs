@@ -98,7 +98,7 @@ impl<V: Variant> Task<V> {
             if last.name.len() > NAME_MAX {
                 return Err(Errno::ENAMETOOLONG);
             }
-            let d = last.dir.d_inode.dir().ok_or(Errno::ENOTDIR)?;
+            let d = last.dir.dir().ok_or(Errno::ENOTDIR)?;
             let mut dl = d.lock();
             if lookup_locked(last.dir, &mut dl, last.name)?.is_some() {
                 return Err(Errno::EEXIST);
@@ -293,7 +293,7 @@ impl<V: Variant> Task<V> {
                 return Err(Errno::ENAMETOOLONG);
             }
             let ndir_i = &nl.dir.d_inode;
-            let ndir = ndir_i.dir().ok_or(Errno::ENOTDIR)?;
+            let ndir = nl.dir.dir().ok_or(Errno::ENOTDIR)?;
             let mut dl = ndir.lock();
             if lookup_locked(nl.dir, &mut dl, nl.name)?.is_some() {
                 return Err(Errno::EEXIST);

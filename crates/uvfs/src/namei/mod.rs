@@ -23,8 +23,8 @@
 //! directory (and follows a final symlink).
 
 use crate::cred::{Cred, MAY_EXEC, MAY_READ, MAY_WRITE};
-use crate::dcache::{Dir, DirLocked};
 use crate::dentry::{DLink, Dentry, Name};
+use crate::dentry::{Dir, DirLocked};
 use crate::fdtable::FdRef;
 use crate::fs::NewInode;
 use crate::inode::{Inode, LINK_MAX};

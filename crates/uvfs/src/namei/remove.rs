@@ -42,7 +42,7 @@ impl<V: Variant> Task<V> {
                 return Err(Errno::ENAMETOOLONG);
             }
             let dir_inode = &last.dir.d_inode;
-            let dir = dir_inode.dir().ok_or(Errno::ENOTDIR)?;
+            let dir = last.dir.dir().ok_or(Errno::ENOTDIR)?;
             let mut dl = dir.lock();
             let victim = lookup_locked(last.dir, &mut dl, last.name)?.ok_or(Errno::ENOENT)?;
             let vi = &victim.d_inode;
@@ -59,7 +59,7 @@ impl<V: Variant> Task<V> {
                 return Err(Errno::EBUSY);
             }
             let links = if rmdir {
-                let sub = vi.dir().ok_or(Errno::ENOTDIR)?;
+                let sub = victim.dir().ok_or(Errno::ENOTDIR)?;
                 let mut sl = sub.lock();
                 // A cache that may be incomplete cannot tell; the file system's rmdir does.
                 if !vi.needs_revalidate() && !sl.is_empty() {

@@ -150,8 +150,8 @@ fn rename_locked<V: Variant>(
     let exchange = flags.contains(RenameFlags::EXCHANGE);
     let odir_i = &ol.dir.d_inode;
     let ndir_i = &nl.dir.d_inode;
-    let odir = odir_i.dir().ok_or(Errno::ENOTDIR)?;
-    let ndir = ndir_i.dir().ok_or(Errno::ENOTDIR)?;
+    let odir = ol.dir.dir().ok_or(Errno::ENOTDIR)?;
+    let ndir = nl.dir.dir().ok_or(Errno::ENOTDIR)?;
     let same = Arc::ptr_eq(ol.dir, nl.dir);
     let g = epoch::pin();
     // lock_rename: same directory -> its lock; else the super block's rename lock, then
@@ -274,7 +274,7 @@ fn rename_locked<V: Variant>(
         exchange_locked(ol, nl, &old, t, &mut ol_lock, &mut nl_lock, same, &g);
         return Ok(());
     }
-    let target_dir = target.as_ref().and_then(|t| t.d_inode.dir());
+    let target_dir = target.as_ref().and_then(|t| t.dir());
     // Lock order: the target is a child of the new dir (locked): parent before child.
     let target_lock = target_dir.map(|td| td.lock());
     if let (Some(tl), Some(t)) = (&target_lock, &target) {

@@ -184,7 +184,7 @@ impl<'a> Nameidata<'a> {
         dir: &'a Arc<Dentry>,
         name: &[u8],
     ) -> Result<Option<&'a Arc<Dentry>>> {
-        let d = dir.d_inode.dir().ok_or(Errno::ENOTDIR)?;
+        let d = dir.dir().ok_or(Errno::ENOTDIR)?;
         match d.lookup(name, self.guard) {
             // The fast path: a cached entry that needs no revalidation (tmpfs: every one).
             Some(e) if !e.needs_revalidate() => Ok(Some(e)),
@@ -222,7 +222,7 @@ impl<'a> Nameidata<'a> {
     /// The file system's.
     #[cold]
     fn step_slow(&self, dir: &'a Arc<Dentry>, name: &[u8]) -> Result<Option<&'a Arc<Dentry>>> {
-        let d = dir.d_inode.dir().ok_or(Errno::ENOTDIR)?;
+        let d = dir.dir().ok_or(Errno::ENOTDIR)?;
         loop {
             let mut dl = d.lock();
             if lookup_locked(dir, &mut dl, name)?.is_none() {
