@@ -10,11 +10,10 @@
 
 use std::fmt::Write as _;
 
-use serde::Serialize;
-
 use crate::error::Result;
 use crate::harness::{median, Series};
 use crate::report::{render, si, Report};
+pub use crate::report::{AblationRow, MARGIN, MIN_PAIRS};
 use crate::target::{Target, Worker};
 use crate::uvfs_target::UvfsTarget;
 use crate::workloads::{Workload, WorkloadKind};
@@ -109,67 +108,6 @@ pub const LESSONS: [Lesson; 6] = [
         patch: "request_end share of do_write 62.6% -> 58.2%",
     },
 ];
-
-/// One row of the ablation table (also in `--json` under `ablation`).
-#[derive(Debug, Clone, Serialize)]
-pub struct AblationRow {
-    /// Lesson id (`"1"`, `"4a"`, ...).
-    pub lesson: String,
-    /// What changed.
-    pub title: String,
-    /// The workload; `None` for a pending lesson.
-    pub workload: Option<WorkloadKind>,
-    /// Threads.
-    pub threads: usize,
-    /// "Before" target.
-    pub before: String,
-    /// "After" target.
-    pub after: String,
-    /// Median ops/s of "before" (unit of the workload); NaN (JSON null) when pending, as
-    /// the other numbers.
-    pub before_median: f64,
-    /// Median ops/s of "after".
-    pub after_median: f64,
-    /// Median over repetitions of after/before, each pair from the same repetition.
-    pub ratio_median: f64,
-    /// Smallest per-repetition ratio.
-    pub ratio_min: f64,
-    /// Largest per-repetition ratio.
-    pub ratio_max: f64,
-    /// Before/after pairs the ratios come from (one per repetition).
-    pub pairs: usize,
-    /// The patch's reported figure.
-    pub patch: String,
-    /// `true` when not measured (lesson 5 until the FUSE client exists).
-    pub pending: bool,
-}
-
-impl AblationRow {
-    /// `"faster"` / `"slower"` when "after" was so by more than [`MARGIN`] in every pair,
-    /// else `"noise"` (also with fewer than [`MIN_PAIRS`] pairs). With 5 pairs and no real effect, "all pairs on one side" alone would
-    /// happen 2 times in 32 per row; the margin keeps a small drift of this noisy machine
-    /// from being read as an effect.
-    pub fn verdict(&self) -> &'static str {
-        if self.pending {
-            "pending"
-        } else if self.pairs < MIN_PAIRS {
-            "noise"
-        } else if self.ratio_min > 1.0 + MARGIN {
-            "faster"
-        } else if self.ratio_max < 1.0 - MARGIN {
-            "slower"
-        } else {
-            "noise"
-        }
-    }
-}
-
-/// Relative difference every pair must show for a verdict other than "noise" (2%).
-pub const MARGIN: f64 = 0.02;
-
-/// Fewest pairs (repetitions) for a verdict other than "noise": one or two pairs agree by
-/// chance too often.
-pub const MIN_PAIRS: usize = 3;
 
 /// A target restricted to some workloads (a variant runs only where its lesson shows).
 struct Restricted {

@@ -16,6 +16,11 @@
 //! and is called by the VFS after the VFS's own checks, with the locks the VFS's lock
 //! order names (lib.rs). A `read` or `write` makes one indirect call.
 //!
+//! [`Inode`] itself is defined here, beside the traits its `i_op` implements (as Linux
+//! declares `struct inode` beside `inode_operations` in include/linux/fs.h); its methods
+//! are inode.rs's. So this module imports no other core module, and none of them imports
+//! in a circle (docs/vfs.md, "Which module imports which").
+//!
 //! Every method that a kind of inode may lack has a default returning the errno Linux gives
 //! for it (`EISDIR` for data calls on a directory, `EINVAL` otherwise, `EPERM` for link
 //! operations, `EOPNOTSUPP` for fallocate), so a file system implements what it has.
@@ -35,11 +40,88 @@ pub mod hostfs;
 pub mod tmpfs;
 
 use crate::cred::Cred;
-use crate::inode::Inode;
+use crate::sync::padded::CacheLine;
+use crate::sync::plain::{AtomicU32, AtomicU64, Mutex};
+use crate::sync::seqcount::SeqCount;
 use crate::types::StatFs;
 use crate::types::Timespec;
 use crate::{Errno, Result};
 use std::fmt;
+
+/// An inode: identity, attributes and contents of one file.
+///
+/// # Refcounting
+/// Held by `Arc`: by each `Dentry` naming it (open `File`s hold the dentry). An unlinked inode
+/// keeps its data until the last `Arc` goes (Linux: `iput` of an inode with `i_nlink == 0`).
+///
+/// # Where it is defined
+/// Here, beside the traits its `i_op` implements, as Linux declares `struct inode` beside
+/// `inode_operations` in include/linux/fs.h: the seam's methods take the inode and the
+/// inode holds the seam's object, so the two share a file and no import runs in a circle.
+/// Its methods are inode.rs's (Linux fs/inode.c); the fields are `pub(crate)` for that
+/// file, and the VFS and the file systems go through its methods for every field they do
+/// not read directly today (`i_ino`, `i_dev`, `i_op`, `i_size`, `i_blocks`, `i_rdev`).
+///
+/// # Layout
+/// Aligned to a cache line, so the `Arc` counts (written when dentries come and go) sit on
+/// the line before it. Line 0: what every path walk and permission check reads (`i_ino`,
+/// `i_dev`, mode, owner), written only by chmod/chown. Line 1: what changes write (the
+/// attribute lock, times, link count). Line 2: size, blocks and `rdev` (a directory's
+/// entries are its dentry's). The file system's part (`i_op`: a regular file's data lock,
+/// written by every read, lives behind it) is immutable and read with line 0. Readers of
+/// line 0 keep their copy while other cores change or read the file (lesson 1, applied to
+/// the inode).
+#[repr(C, align(64))]
+pub struct Inode {
+    /// Inode number (immutable).
+    pub(crate) i_ino: u64,
+    /// Device number of the owning super block (immutable).
+    pub(crate) i_dev: u64,
+    pub(crate) i_mode: AtomicU32,
+    pub(crate) i_uid: AtomicU32,
+    pub(crate) i_gid: AtomicU32,
+    /// What the file system wants of the VFS (`I_EVICTABLE`, `I_REVALIDATE`,
+    /// `I_VFS_ATTRS`): set before the inode is published, never changed since. On line 0
+    /// (in the hole before `i_btime`), not with `i_state` on the written line 1, so that
+    /// the walk's miss path, `stat`, open and close test these bits without reading a line
+    /// other cores write (a directory's line 1 takes every create's and unlink's times).
+    pub(crate) i_flags: AtomicU32,
+    /// Creation time (`statx`'s `stx_btime`; tmpfs: `i_crtime`). Immutable after creation.
+    pub(crate) i_btime: Timespec,
+    /// The file system's part: its data and its operations (Linux `i_op`, `i_fop` and
+    /// `i_private`; fs.rs). Immutable after creation (line 0).
+    pub(crate) i_op: Box<dyn FsInode>,
+    pub(crate) _line1: CacheLine<()>,
+    pub(crate) i_nlink: AtomicU32,
+    /// State bits (`I_LINKABLE`; Linux: `i_state`). Atomic; written under `attr_lock`.
+    pub(crate) i_state: AtomicU32,
+    pub(crate) times: Times,
+    /// Serialises attribute writers (Linux: `i_rwsem` for `notify_change`).
+    pub(crate) attr_lock: Mutex<()>,
+    /// Open files of this inode, counted only with `I_EVICTABLE` (Linux: the `i_count` that a
+    /// `struct file` holds through its dentry), so that an unlinked file's space comes back
+    /// at its last close, not when the epoch frees a lock-free lookup's stale copy of its
+    /// dentry. Written under `attr_lock` (line 1, next to it).
+    pub(crate) i_opens: AtomicU32,
+    pub(crate) _line2: CacheLine<()>,
+    /// Size in bytes of a regular file (written under its data write lock) or symlink
+    /// (immutable), or of a directory as its file system stores it (hostfs; tmpfs leaves 0:
+    /// its dentry derives the size from the entry count, `Dentry::size`).
+    pub(crate) i_size: AtomicU64,
+    /// Blocks (512 bytes) the file holds (`st_blocks`); written by the file system, under
+    /// its own data lock for a regular file.
+    pub(crate) i_blocks: AtomicU64,
+    /// Device number of a device node (`st_rdev`; 0 otherwise). Immutable after creation.
+    pub(crate) i_rdev: u64,
+}
+
+/// Timestamps `[atime, mtime, ctime]` under a sequence counter (seconds stored as `i64`
+/// bits). The ctime's nanoseconds word also holds `I_CTIME_QUERIED`.
+pub(crate) struct Times {
+    pub(crate) seq: SeqCount,
+    pub(crate) sec: [AtomicU64; 3],
+    pub(crate) nsec: [AtomicU32; 3],
+}
 
 /// What a new inode is to be: the arguments of `->create`, `->mkdir`, `->symlink`,
 /// `->mknod` and `->tmpfile`, after the VFS has applied the umask, `inode_init_owner` and

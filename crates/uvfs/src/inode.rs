@@ -46,7 +46,8 @@
 //! -> `RegData` (data `RwLock`) -> `attr_lock`.
 
 use crate::cred::Cred;
-use crate::fs::FsInode;
+pub use crate::fs::Inode;
+use crate::fs::{FsInode, Times};
 use crate::sync::padded::CacheLine;
 use crate::sync::plain::{AtomicU32, AtomicU64, Mutex, MutexGuard, Ordering};
 use crate::sync::plock;
@@ -129,14 +130,6 @@ fn count_write() {
     SHARED_WRITES.with(|c| c.set(c.get() + 1));
 }
 
-/// Timestamps `[atime, mtime, ctime]` under a sequence counter (seconds stored as `i64`
-/// bits). The ctime's nanoseconds word also holds `I_CTIME_QUERIED`.
-struct Times {
-    seq: SeqCount,
-    sec: [AtomicU64; 3],
-    nsec: [AtomicU32; 3],
-}
-
 /// Attributes a file system read from its backing store, for [`Inode::set_attrs`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct FsAttrs {
@@ -154,66 +147,6 @@ pub(crate) struct FsAttrs {
     pub(crate) blocks: u64,
     /// `[atime, mtime, ctime]`.
     pub(crate) times: [Timespec; 3],
-}
-
-/// An inode: identity, attributes and contents of one file.
-///
-/// # Refcounting
-/// Held by `Arc`: by each `Dentry` naming it (open `File`s hold the dentry). An unlinked inode
-/// keeps its data until the last `Arc` goes (Linux: `iput` of an inode with `i_nlink == 0`).
-///
-/// # Layout
-/// Aligned to a cache line, so the `Arc` counts (written when dentries come and go) sit on
-/// the line before it. Line 0: what every path walk and permission check reads (`i_ino`,
-/// `i_dev`, mode, owner), written only by chmod/chown. Line 1: what changes write (the
-/// attribute lock, times, link count). Line 2: size, blocks and `rdev` (a directory's
-/// entries are its dentry's). The file system's part (`i_op`: a regular file's data lock,
-/// written by every read, lives behind it) is immutable and read with line 0. Readers of
-/// line 0 keep their copy while other cores change or read the file (lesson 1, applied to
-/// the inode).
-#[repr(C, align(64))]
-pub struct Inode {
-    /// Inode number (immutable).
-    pub(crate) i_ino: u64,
-    /// Device number of the owning super block (immutable).
-    pub(crate) i_dev: u64,
-    i_mode: AtomicU32,
-    i_uid: AtomicU32,
-    i_gid: AtomicU32,
-    /// What the file system wants of the VFS (`I_EVICTABLE`, `I_REVALIDATE`,
-    /// `I_VFS_ATTRS`): set before
-    /// the inode is published, never changed since. On line 0 (in the hole before
-    /// `i_btime`), not with `i_state` on the written line 1, so that the walk's miss path,
-    /// `stat`, open and close test these bits without reading a line other cores write
-    /// (a directory's line 1 takes every create's and unlink's times).
-    i_flags: AtomicU32,
-    /// Creation time (`statx`'s `stx_btime`; tmpfs: `i_crtime`). Immutable after creation.
-    i_btime: Timespec,
-    /// The file system's part: its data and its operations (Linux `i_op`, `i_fop` and
-    /// `i_private`; fs.rs). Immutable after creation (line 0).
-    pub(crate) i_op: Box<dyn FsInode>,
-    _line1: CacheLine<()>,
-    i_nlink: AtomicU32,
-    /// State bits (`I_LINKABLE`; Linux: `i_state`). Atomic; written under `attr_lock`.
-    i_state: AtomicU32,
-    times: Times,
-    /// Serialises attribute writers (Linux: `i_rwsem` for `notify_change`).
-    attr_lock: Mutex<()>,
-    /// Open files of this inode, counted only with `I_EVICTABLE` (Linux: the `i_count` that a
-    /// `struct file` holds through its dentry), so that an unlinked file's space comes back
-    /// at its last close, not when the epoch frees a lock-free lookup's stale copy of its
-    /// dentry. Written under `attr_lock` (line 1, next to it).
-    i_opens: AtomicU32,
-    _line2: CacheLine<()>,
-    /// Size in bytes of a regular file (written under its data write lock) or symlink
-    /// (immutable), or of a directory as its file system stores it (hostfs; tmpfs leaves 0:
-    /// its dentry derives the size from the entry count, `Dentry::size`).
-    pub(crate) i_size: AtomicU64,
-    /// Blocks (512 bytes) the file holds (`st_blocks`); written by the file system, under
-    /// its own data lock for a regular file.
-    pub(crate) i_blocks: AtomicU64,
-    /// Device number of a device node (`st_rdev`; 0 otherwise). Immutable after creation.
-    pub(crate) i_rdev: u64,
 }
 
 impl Drop for Inode {

@@ -33,7 +33,7 @@
 //! | [`File`], [`FileHandle`] | `struct file`, `struct file *` (fs/file_table.c) |
 //! | [`FdTable`] | `struct files_struct` + `struct fdtable` (fs/file.c) |
 //! | [`Task`] | `task_struct` (`files`, `fs`, `cred`) |
-//! | [`Inode`], [`Dentry`], [`SuperBlock`], [`Mount`] | same names (fs/inode.c, fs/dcache.c, fs/super.c, fs/namespace.c) |
+//! | [`Inode`] (defined in fs.rs beside the seam, as in include/linux/fs.h; methods in inode.rs), [`Dentry`], [`SuperBlock`], [`Mount`] | same names (fs/inode.c, fs/dcache.c, fs/super.c, fs/namespace.c) |
 //! | [`fs::FileSystem`], [`fs::InodeOps`], [`fs::FileOps`] (fs.rs, the seam) | `super_operations`, `inode_operations`, `file_operations` (include/linux/fs.h) |
 //! | [`tmpfs`] (fs/tmpfs/: inodes, accounting, page store) | mm/shmem.c |
 //! | `namei::Nameidata` | `struct nameidata` (fs/namei.c) |
