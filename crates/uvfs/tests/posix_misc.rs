@@ -127,17 +127,10 @@ fn statfs_errors() {
     ]);
 }
 
-/// `/d/` (`f` = "data"), `/l -> d/f`.
-fn xtree(s: &dyn Sys) {
-    s.mkdir(b"/d");
-    s.mkfile(b"/d/f", b"data");
-    s.symlink(b"d/f", b"/l");
-}
-
 const STATX_ALL: u32 = 0xfff;
 
 fn xs(s: &dyn Sys, path: &[u8], flags: AtFlags, mask: u32) -> Result<XShape, Errno> {
-    xtree(s);
+    posix_tree(s);
     s.statx(CWD, path, flags, mask).map(xshape)
 }
 
@@ -167,7 +160,7 @@ fn statx_masks_and_fields() {
     }
     // The numbers agree with fstatat's.
     same(|s| {
-        xtree(s);
+        posix_tree(s);
         let x = s.statx(CWD, b"/d/f", NOAT, STATX_ALL).unwrap();
         let st = s.stat(b"/d/f").unwrap();
         (
@@ -193,7 +186,7 @@ fn statx_times() {
     expect(
         ok((StatxTimestamp::default(), StatxTimestamp::default())),
         |s| {
-            xtree(s);
+            posix_tree(s);
             let x = s.statx(CWD, b"/d/f", NOAT, STATX_ATIME)?;
             Ok((x.stx_mtime, x.stx_ctime))
         },
@@ -201,7 +194,7 @@ fn statx_times() {
     // btime only when asked; it is the creation time: explicit times move atime and
     // mtime, not btime.
     expect(ok((StatxTimestamp::default(), true, true)), |s| {
-        xtree(s);
+        posix_tree(s);
         let no = s.statx(CWD, b"/d/f", NOAT, STATX_BASIC_STATS)?.stx_btime;
         let before = s.statx(CWD, b"/d/f", NOAT, STATX_ALL)?;
         s.set_times(b"/d/f", T2001, T2002);
@@ -214,7 +207,7 @@ fn statx_times() {
     });
     // Asking for the ctime marks it queried: a change right after is always visible.
     same(|s| {
-        xtree(s);
+        posix_tree(s);
         let fd = s.open(b"/d/f", WO, 0).unwrap();
         (0..50).all(|_| {
             let a = s.statx(CWD, b"/d/f", NOAT, STATX_CTIME).unwrap().stx_ctime;
@@ -230,19 +223,19 @@ type X = Result<u16, Errno>;
 fn statx_flags_and_errors() {
     table::<X>(&[
         ("reserved mask bit", Err(Errno::EINVAL), |s| {
-            xtree(s);
+            posix_tree(s);
             s.statx(CWD, b"/d/f", NOAT, 0x8000_0000).map(|x| x.stx_mode)
         }),
         ("reserved mask bit before ENOENT", Err(Errno::EINVAL), |s| {
             s.statx(CWD, b"/x", NOAT, 0xffff_ffff).map(|x| x.stx_mode)
         }),
         ("both sync flags", Err(Errno::EINVAL), |s| {
-            xtree(s);
+            posix_tree(s);
             let f = AtFlags::STATX_FORCE_SYNC | AtFlags::STATX_DONT_SYNC;
             s.statx(CWD, b"/d/f", f, STATX_ALL).map(|x| x.stx_mode)
         }),
         ("unknown flag", Err(Errno::EINVAL), |s| {
-            xtree(s);
+            posix_tree(s);
             s.statx(CWD, b"/d/f", AtFlags::REMOVEDIR, STATX_ALL)
                 .map(|x| x.stx_mode)
         }),
@@ -265,7 +258,7 @@ fn statx_flags_and_errors() {
             "AT_EMPTY_PATH on a descriptor",
             Ok((S_IFREG | 0o644) as u16),
             |s| {
-                xtree(s);
+                posix_tree(s);
                 let fd = s.open(b"/d/f", RO, 0).unwrap();
                 s.statx(fd, b"", AtFlags::EMPTY_PATH, STATX_ALL)
                     .map(|x| x.stx_mode)
@@ -275,7 +268,7 @@ fn statx_flags_and_errors() {
             "AT_EMPTY_PATH on an O_PATH symlink",
             Ok((S_IFLNK | 0o777) as u16),
             |s| {
-                xtree(s);
+                posix_tree(s);
                 let fd = s
                     .open(b"/l", OpenFlags::PATH | OpenFlags::NOFOLLOW, 0)
                     .unwrap();
@@ -287,7 +280,7 @@ fn statx_flags_and_errors() {
             s.statx(Fd(9), b"x", NOAT, STATX_ALL).map(|x| x.stx_mode)
         }),
         ("dirfd is a file", Err(Errno::ENOTDIR), |s| {
-            xtree(s);
+            posix_tree(s);
             let fd = s.open(b"/d/f", RO, 0).unwrap();
             s.statx(fd, b"x", NOAT, STATX_ALL).map(|x| x.stx_mode)
         }),
@@ -295,26 +288,12 @@ fn statx_flags_and_errors() {
             s.statx(CWD, b"/x", NOAT, STATX_ALL).map(|x| x.stx_mode)
         }),
         ("no search permission", Err(Errno::EACCES), |s| {
-            xtree(s);
+            posix_tree(s);
             s.mkdirat(CWD, b"/n", 0o700).unwrap();
             s.set_cred(1000, 1000, &[]);
             s.statx(CWD, b"/n/x", NOAT, STATX_ALL).map(|x| x.stx_mode)
         }),
     ]);
-}
-
-/// `/d/` (`f` = "in d", `sub/`, `abs -> /f`), `/f` = "top", `/ld -> d`, `/loop -> loop`,
-/// `/n/` (mode 0o700, `x/`).
-fn ctree(s: &dyn Sys) {
-    s.mkdir(b"/d");
-    s.mkfile(b"/d/f", b"in d");
-    s.mkdir(b"/d/sub");
-    s.symlink(b"/f", b"/d/abs");
-    s.mkfile(b"/f", b"top");
-    s.symlink(b"d", b"/ld");
-    s.symlink(b"loop", b"/loop");
-    s.mkdirat(CWD, b"/n", 0o700).unwrap();
-    s.mkdir(b"/n/x");
 }
 
 type C = Result<Vec<u8>, Errno>;
@@ -324,66 +303,67 @@ fn chroot_changes_the_root() {
     table::<C>(&[
         (
             "absolute paths start at the new root",
-            Ok(b"in d".to_vec()),
+            Ok(b"data".to_vec()),
             |s| {
-                ctree(s);
+                posix_tree(s);
                 s.chroot(b"/d")?;
                 s.read_file(b"/f")
             },
         ),
-        ("dot-dot stops at the new root", Ok(b"in d".to_vec()), |s| {
-            ctree(s);
+        ("dot-dot stops at the new root", Ok(b"data".to_vec()), |s| {
+            posix_tree(s);
             s.chroot(b"/d")?;
             s.read_file(b"/../../f")
         }),
         (
             "absolute symlinks resolve inside",
-            Ok(b"in d".to_vec()),
+            Ok(b"data".to_vec()),
             |s| {
-                ctree(s);
+                posix_tree(s);
+                s.symlink(b"/f", b"/d/abs");
                 s.chroot(b"/d")?;
                 s.read_file(b"/abs")
             },
         ),
-        ("through a symlink", Ok(b"in d".to_vec()), |s| {
-            ctree(s);
+        ("through a symlink", Ok(b"data".to_vec()), |s| {
+            posix_tree(s);
             s.chroot(b"/ld")?;
             s.read_file(b"/f")
         }),
-        ("relative to the cwd", Ok(b"in d".to_vec()), |s| {
-            ctree(s);
+        ("relative to the cwd", Ok(b"data".to_vec()), |s| {
+            posix_tree(s);
             s.chdir(b"/d/sub")?;
             s.chroot(b"..")?;
             s.read_file(b"/f")
         }),
         (
             "the cwd stays (outside the root)",
-            Ok(b"top".to_vec()),
+            Ok(b"hello".to_vec()),
             |s| {
-                ctree(s);
+                posix_tree(s);
                 s.chroot(b"/d")?;
                 s.read_file(b"f")
             },
         ),
         ("chdir / then getcwd", Ok(b"/".to_vec()), |s| {
-            ctree(s);
+            posix_tree(s);
             s.chroot(b"/d")?;
             s.chdir(b"/")?;
             s.getcwd()
         }),
         ("cwd inside the new root", Ok(b"/sub".to_vec()), |s| {
-            ctree(s);
+            posix_tree(s);
             s.chdir(b"/d/sub")?;
             s.chroot(b"/d")?;
             s.getcwd()
         }),
-        ("shared with threads", Ok(b"in d".to_vec()), |s| {
-            ctree(s);
+        ("shared with threads", Ok(b"data".to_vec()), |s| {
+            posix_tree(s);
             s.thread(&mut |t| t.chroot(b"/d").unwrap());
             s.read_file(b"/f")
         }),
-        ("not with forked children", Ok(b"top".to_vec()), |s| {
-            ctree(s);
+        ("not with forked children", Ok(b"hello".to_vec()), |s| {
+            posix_tree(s);
             s.fork(&mut |t| t.chroot(b"/d").unwrap());
             s.read_file(b"/f")
         }),
@@ -391,7 +371,7 @@ fn chroot_changes_the_root() {
     // A cwd outside the root: "(unreachable)" and the path from the file system's root
     // (on the host that root is above the test's sandbox, so only the end is compared).
     expect(ok((true, true)), |s| {
-        ctree(s);
+        posix_tree(s);
         s.chdir(b"/d")?;
         s.chroot(b"/d/sub")?;
         let cwd = s.getcwd()?;
@@ -403,24 +383,24 @@ fn chroot_changes_the_root() {
 fn chroot_errors() {
     table::<Result<(), Errno>>(&[
         ("missing", Err(Errno::ENOENT), |s| {
-            ctree(s);
+            posix_tree(s);
             s.chroot(b"/x")
         }),
         ("empty path", Err(Errno::ENOENT), |s| s.chroot(b"")),
         ("a file", Err(Errno::ENOTDIR), |s| {
-            ctree(s);
+            posix_tree(s);
             s.chroot(b"/f")
         }),
         ("through a file", Err(Errno::ENOTDIR), |s| {
-            ctree(s);
+            posix_tree(s);
             s.chroot(b"/f/x")
         }),
         ("symlink loop", Err(Errno::ELOOP), |s| {
-            ctree(s);
+            posix_tree(s);
             s.chroot(b"/loop")
         }),
         ("non-root", Err(Errno::EPERM), |s| {
-            ctree(s);
+            posix_tree(s);
             s.set_cred(1000, 1000, &[]);
             s.chroot(b"/d")
         }),
@@ -428,18 +408,22 @@ fn chroot_errors() {
             "non-root, no search on the dir: EACCES first",
             Err(Errno::EACCES),
             |s| {
-                ctree(s);
+                posix_tree(s);
+                s.mkdirat(CWD, b"/n", 0o700).unwrap();
+                s.mkdir(b"/n/x");
                 s.set_cred(1000, 1000, &[]);
                 s.chroot(b"/n")
             },
         ),
         ("non-root, no search on the path", Err(Errno::EACCES), |s| {
-            ctree(s);
+            posix_tree(s);
+            s.mkdirat(CWD, b"/n", 0o700).unwrap();
+            s.mkdir(b"/n/x");
             s.set_cred(1000, 1000, &[]);
             s.chroot(b"/n/x")
         }),
         ("root, no search bits", Ok(()), |s| {
-            ctree(s);
+            posix_tree(s);
             s.mkdirat(CWD, b"/z", 0).unwrap();
             s.chroot(b"/z")
         }),
