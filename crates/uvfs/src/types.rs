@@ -263,6 +263,30 @@ impl Stat {
     pub fn file_type(&self) -> u32 {
         self.st_mode & S_IFMT
     }
+
+    /// Whether this is a directory (`S_ISDIR`; std's `Metadata::is_dir`).
+    ///
+    /// ```
+    /// # use uvfs::{AtFlags, Fd, Task};
+    /// let task = Task::init(&uvfs::tmpfs::mount(Default::default()));
+    /// task.mkdirat(Fd::AT_FDCWD, "/d", 0o755).unwrap();
+    /// let st = task.fstatat(Fd::AT_FDCWD, "/d", AtFlags::empty()).unwrap();
+    /// assert!(st.is_dir() && !st.is_file() && !st.is_symlink());
+    /// ```
+    pub fn is_dir(&self) -> bool {
+        self.file_type() == S_IFDIR
+    }
+
+    /// Whether this is a regular file (`S_ISREG`; std's `Metadata::is_file`).
+    pub fn is_file(&self) -> bool {
+        self.file_type() == S_IFREG
+    }
+
+    /// Whether this is a symbolic link (`S_ISLNK`; std's `Metadata::is_symlink`): only
+    /// from a call that does not follow it (`AT_SYMLINK_NOFOLLOW`, `lstat`).
+    pub fn is_symlink(&self) -> bool {
+        self.file_type() == S_IFLNK
+    }
 }
 
 /// `TMPFS_MAGIC` (include/uapi/linux/magic.h): `f_type` of a tmpfs.
