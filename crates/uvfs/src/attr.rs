@@ -162,7 +162,7 @@ impl<V: Variant> Task<V> {
     pub fn fchmodat<'a>(
         &self,
         dirfd: impl Into<AtDir<'a>>,
-        path: impl AsRef<[u8]>,
+        path: impl AsPath,
         mode: u32,
         flags: AtFlags,
     ) -> Result<()> {
@@ -170,7 +170,7 @@ impl<V: Variant> Task<V> {
         if !(flags - (AtFlags::SYMLINK_NOFOLLOW | AtFlags::EMPTY_PATH)).is_empty() {
             return Err(Errno::EINVAL);
         }
-        let path = getname(path.as_ref(), flags.contains(AtFlags::EMPTY_PATH))?;
+        let path = getname(path.path_bytes(), flags.contains(AtFlags::EMPTY_PATH))?;
         let follow = !flags.contains(AtFlags::SYMLINK_NOFOLLOW);
         self.lookup_with(&self.cred, dirfd, path, follow, |d, m| {
             // do_fchmodat: mnt_want_write after the walk.
@@ -217,7 +217,7 @@ impl<V: Variant> Task<V> {
     pub fn fchownat<'a>(
         &self,
         dirfd: impl Into<AtDir<'a>>,
-        path: impl AsRef<[u8]>,
+        path: impl AsPath,
         uid: u32,
         gid: u32,
         flags: AtFlags,
@@ -226,7 +226,7 @@ impl<V: Variant> Task<V> {
         if !(flags - (AtFlags::SYMLINK_NOFOLLOW | AtFlags::EMPTY_PATH)).is_empty() {
             return Err(Errno::EINVAL);
         }
-        let path = getname(path.as_ref(), flags.contains(AtFlags::EMPTY_PATH))?;
+        let path = getname(path.path_bytes(), flags.contains(AtFlags::EMPTY_PATH))?;
         let follow = !flags.contains(AtFlags::SYMLINK_NOFOLLOW);
         self.lookup_with(&self.cred, dirfd, path, follow, |d, m| {
             // do_fchownat: mnt_want_write after the walk.
@@ -249,8 +249,8 @@ impl<V: Variant> Task<V> {
     ///
     /// # References
     /// truncate(2); Linux `do_sys_truncate`, `vfs_truncate`, `do_truncate`.
-    pub fn truncate(&self, path: impl AsRef<[u8]>, length: i64) -> Result<()> {
-        self.truncate_at(Fd::AT_FDCWD.into(), path.as_ref(), length)
+    pub fn truncate(&self, path: impl AsPath, length: i64) -> Result<()> {
+        self.truncate_at(Fd::AT_FDCWD.into(), path.path_bytes(), length)
     }
 
     /// `vfs_truncate`: [`truncate`](Self::truncate) of `path` relative to `at`; an empty
@@ -303,7 +303,7 @@ impl<V: Variant> Task<V> {
     pub fn faccessat2<'a>(
         &self,
         dirfd: impl Into<AtDir<'a>>,
-        path: impl AsRef<[u8]>,
+        path: impl AsPath,
         mode: u32,
         flags: AtFlags,
     ) -> Result<()> {
@@ -315,7 +315,7 @@ impl<V: Variant> Task<V> {
         if !(flags - allowed).is_empty() {
             return Err(Errno::EINVAL);
         }
-        let path = getname(path.as_ref(), flags.contains(AtFlags::EMPTY_PATH))?;
+        let path = getname(path.path_bytes(), flags.contains(AtFlags::EMPTY_PATH))?;
         let follow = !flags.contains(AtFlags::SYMLINK_NOFOLLOW);
         let real;
         let cred = if flags.contains(AtFlags::EACCESS) || self.cred.real.is_none() {

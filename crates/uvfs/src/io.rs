@@ -50,7 +50,7 @@ impl<V: Variant> Task<V> {
     /// As [`Task::openat`].
     pub fn open_owned(
         &self,
-        path: impl AsRef<[u8]>,
+        path: impl AsPath,
         flags: OpenFlags,
         mode: u32,
     ) -> Result<OwnedFd<'_, V>> {

@@ -124,7 +124,7 @@ pub use stat::Statx;
 pub use statfs::StatFs;
 pub use super_block::SuperBlock;
 pub use task::Task;
-pub use types::{AtFlags, Fd, OpenFlags, RenameFlags, Stat, Timespec};
+pub use types::{AsPath, AtFlags, Fd, OpenFlags, RenameFlags, Stat, Timespec};
 
 pub use fs::hostfs;
 pub use fs::tmpfs;

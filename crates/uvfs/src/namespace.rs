@@ -16,6 +16,7 @@ use crate::mount::{MountFlags, MountPoint, UmountFlags};
 use crate::namei::getname;
 use crate::sync::epoch;
 use crate::task::Task;
+use crate::types::AsPath;
 use crate::types::Fd;
 use crate::variant::Variant;
 use crate::{Errno, Mount, Result};
@@ -86,16 +87,11 @@ impl<V: Variant> Task<V> {
     ///
     /// # References
     /// mount(2); Linux `path_mount`, `do_new_mount`, `do_add_mount`, `graft_tree`.
-    pub fn mount(
-        &self,
-        fs: &Arc<Mount>,
-        target: impl AsRef<[u8]>,
-        flags: MountFlags,
-    ) -> Result<()> {
+    pub fn mount(&self, fs: &Arc<Mount>, target: impl AsPath, flags: MountFlags) -> Result<()> {
         if !(flags - MountFlags::PER_MOUNT).is_empty() {
             return Err(Errno::EINVAL);
         }
-        let (pm, pd) = self.mount_target(target.as_ref(), true)?;
+        let (pm, pd) = self.mount_target(target.path_bytes(), true)?;
         self.may_mount()?;
         if fs.was_attached() {
             return Err(Errno::EBUSY);
@@ -128,16 +124,16 @@ impl<V: Variant> Task<V> {
     /// mount(2) (`MS_BIND`, `MS_REC`); Linux `do_loopback`, `clone_mnt`, `copy_tree`.
     pub fn mount_bind(
         &self,
-        source: impl AsRef<[u8]>,
-        target: impl AsRef<[u8]>,
+        source: impl AsPath,
+        target: impl AsPath,
         flags: MountFlags,
     ) -> Result<()> {
         if !(flags - MountFlags::REC).is_empty() {
             return Err(Errno::EINVAL);
         }
-        let (pm, pd) = self.mount_target(target.as_ref(), true)?;
+        let (pm, pd) = self.mount_target(target.path_bytes(), true)?;
         self.may_mount()?;
-        let (sm, sd) = self.mount_target(source.as_ref(), true)?;
+        let (sm, sd) = self.mount_target(source.path_bytes(), true)?;
         if pd.d_inode.is_dir() != sd.d_inode.is_dir() {
             return Err(Errno::ENOTDIR);
         }
@@ -171,11 +167,11 @@ impl<V: Variant> Task<V> {
     ///
     /// # References
     /// mount(2) (`MS_REMOUNT | MS_BIND`); Linux `do_reconfigure_mnt`, `mnt_make_readonly`.
-    pub fn mount_setflags(&self, target: impl AsRef<[u8]>, flags: MountFlags) -> Result<()> {
+    pub fn mount_setflags(&self, target: impl AsPath, flags: MountFlags) -> Result<()> {
         if !(flags - MountFlags::PER_MOUNT).is_empty() {
             return Err(Errno::EINVAL);
         }
-        let (m, d) = self.mount_target(target.as_ref(), true)?;
+        let (m, d) = self.mount_target(target.path_bytes(), true)?;
         self.may_mount()?;
         if !Arc::ptr_eq(&d, &m.mnt_root) {
             return Err(Errno::EINVAL);
@@ -208,12 +204,12 @@ impl<V: Variant> Task<V> {
     /// # References
     /// umount2(2); Linux `ksys_umount`, `path_umount`, `can_umount`, `do_umount`,
     /// `umount_tree`.
-    pub fn umount2(&self, target: impl AsRef<[u8]>, flags: UmountFlags) -> Result<()> {
+    pub fn umount2(&self, target: impl AsPath, flags: UmountFlags) -> Result<()> {
         if flags.bits() & !UmountFlags::all().bits() != 0 {
             return Err(Errno::EINVAL);
         }
         let follow = !flags.contains(UmountFlags::NOFOLLOW);
-        let (m, d) = self.mount_target(target.as_ref(), follow)?;
+        let (m, d) = self.mount_target(target.path_bytes(), follow)?;
         self.may_mount()?;
         if !Arc::ptr_eq(&d, &m.mnt_root) {
             return Err(Errno::EINVAL);

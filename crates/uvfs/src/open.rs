@@ -168,14 +168,14 @@ impl<V: Variant> Task<V> {
     pub fn openat<'a>(
         &self,
         dirfd: impl Into<AtDir<'a>>,
-        path: impl AsRef<[u8]>,
+        path: impl AsPath,
         flags: OpenFlags,
         mode: u32,
     ) -> Result<Fd> {
         let dirfd: AtDir<'_> = dirfd.into();
         let flags = build_open_how(flags);
         build_open_flags(flags)?;
-        let path = getname(path.as_ref(), false)?;
+        let path = getname(path.path_bytes(), false)?;
         let cloexec = flags.contains(OpenFlags::CLOEXEC);
         let fd = self.files.alloc_fd(0, cloexec)?;
         match self.do_filp_open(dirfd, path, flags, mode) {
@@ -191,7 +191,7 @@ impl<V: Variant> Task<V> {
     }
 
     /// `open(2)`: `openat(AT_FDCWD, ..)`.
-    pub fn open(&self, path: impl AsRef<[u8]>, flags: OpenFlags, mode: u32) -> Result<Fd> {
+    pub fn open(&self, path: impl AsPath, flags: OpenFlags, mode: u32) -> Result<Fd> {
         self.openat(Fd::AT_FDCWD, path, flags, mode)
     }
 
@@ -202,14 +202,14 @@ impl<V: Variant> Task<V> {
     pub fn filp_open<'a>(
         &self,
         dirfd: impl Into<AtDir<'a>>,
-        path: impl AsRef<[u8]>,
+        path: impl AsPath,
         flags: OpenFlags,
         mode: u32,
     ) -> Result<FileHandle<V>> {
         let dirfd: AtDir<'_> = dirfd.into();
         let flags = build_open_how(flags);
         build_open_flags(flags)?;
-        let path = getname(path.as_ref(), false)?;
+        let path = getname(path.path_bytes(), false)?;
         self.do_filp_open(dirfd, path, flags, mode)
     }
 
@@ -591,9 +591,9 @@ impl<V: Variant> Task<V> {
     pub fn open_exec<'a>(
         &self,
         dirfd: impl Into<AtDir<'a>>,
-        path: impl AsRef<[u8]>,
+        path: impl AsPath,
     ) -> Result<FileHandle<V>> {
-        let path = getname(path.as_ref(), false)?;
+        let path = getname(path.path_bytes(), false)?;
         let p = self.with_walk(dirfd.into(), path, |nd, start| {
             let d = nd.walk(start, path, true, false)?;
             nd.path(d)
@@ -875,12 +875,12 @@ impl<V: Variant> Task<V> {
     pub fn openat2<'a>(
         &self,
         dirfd: impl Into<AtDir<'a>>,
-        path: impl AsRef<[u8]>,
+        path: impl AsPath,
         how: &OpenHow,
     ) -> Result<Fd> {
         let dirfd: AtDir<'_> = dirfd.into();
         let (flags, lookup) = build_open_how2(how)?;
-        let path = getname(path.as_ref(), false)?;
+        let path = getname(path.path_bytes(), false)?;
         let cloexec = how.flags & OpenFlags::CLOEXEC.bits() as u64 != 0;
         let fd = self.files.alloc_fd(0, cloexec)?;
         match self.do_filp_open_lookup(dirfd, path, flags, how.mode as u32, lookup) {

@@ -52,7 +52,7 @@ impl<V: Variant> Task<V> {
     pub fn fstatat<'a>(
         &self,
         dirfd: impl Into<AtDir<'a>>,
-        path: impl AsRef<[u8]>,
+        path: impl AsPath,
         flags: AtFlags,
     ) -> Result<Stat> {
         let dirfd: AtDir<'_> = dirfd.into();
@@ -64,7 +64,7 @@ impl<V: Variant> Task<V> {
         if !(flags - allowed).is_empty() {
             return Err(Errno::EINVAL);
         }
-        let path = getname(path.as_ref(), flags.contains(AtFlags::EMPTY_PATH))?;
+        let path = getname(path.path_bytes(), flags.contains(AtFlags::EMPTY_PATH))?;
         if path.is_empty() {
             return self.with_walk(dirfd, path, |_, start| {
                 start.d_inode.refresh()?;
@@ -116,7 +116,7 @@ impl<V: Variant> Task<V> {
     pub fn utimensat<'a>(
         &self,
         dirfd: impl Into<AtDir<'a>>,
-        path: impl AsRef<[u8]>,
+        path: impl AsPath,
         times: Option<&[Timespec; 2]>,
         flags: AtFlags,
     ) -> Result<()> {
@@ -127,7 +127,7 @@ impl<V: Variant> Task<V> {
         if !(flags - (AtFlags::SYMLINK_NOFOLLOW | AtFlags::EMPTY_PATH)).is_empty() {
             return Err(Errno::EINVAL);
         }
-        let path = getname(path.as_ref(), flags.contains(AtFlags::EMPTY_PATH))?;
+        let path = getname(path.path_bytes(), flags.contains(AtFlags::EMPTY_PATH))?;
         let follow = !flags.contains(AtFlags::SYMLINK_NOFOLLOW);
         self.with_walk(dirfd, path, |nd, start| {
             let d = if path.is_empty() {
@@ -322,7 +322,7 @@ impl<V: Variant> Task<V> {
     pub fn statx<'a>(
         &self,
         dirfd: impl Into<AtDir<'a>>,
-        path: impl AsRef<[u8]>,
+        path: impl AsPath,
         flags: AtFlags,
         mask: u32,
     ) -> Result<Statx> {
@@ -338,7 +338,7 @@ impl<V: Variant> Task<V> {
         if !(flags - allowed - sync).is_empty() {
             return Err(Errno::EINVAL);
         }
-        let path = getname(path.as_ref(), flags.contains(AtFlags::EMPTY_PATH))?;
+        let path = getname(path.path_bytes(), flags.contains(AtFlags::EMPTY_PATH))?;
         let follow = !flags.contains(AtFlags::SYMLINK_NOFOLLOW);
         self.with_walk(dirfd, path, |nd, start| {
             let d = if path.is_empty() {

@@ -38,8 +38,8 @@ impl<V: Variant> Task<V> {
     ///
     /// # References
     /// statfs(2); Linux `user_statfs`, `shmem_statfs`.
-    pub fn statfs(&self, path: impl AsRef<[u8]>) -> Result<StatFs> {
-        let path = getname(path.as_ref(), false)?;
+    pub fn statfs(&self, path: impl AsPath) -> Result<StatFs> {
+        let path = getname(path.path_bytes(), false)?;
         self.with_walk(Fd::AT_FDCWD.into(), path, |nd, start| {
             let d = nd.walk(start, path, true, false)?;
             Ok(with_mount_flags(d.d_inode.i_op.statfs(&d.d_inode), nd.mnt))

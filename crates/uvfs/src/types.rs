@@ -335,3 +335,74 @@ pub struct StatFs {
     /// `ST_NODEV`, `ST_NOEXEC` as the mount (or the file system) has them.
     pub f_flags: i64,
 }
+
+/// A path argument: the bytes Linux takes (a Unix path is bytes, not UTF-8). Every
+/// path-taking method of [`Task`](crate::Task) accepts `&str`, `String`, `&[u8]`, a byte
+/// string literal (`b"/d/f"`), `Vec<u8>`, `&OsStr`, `OsString`, `&Path` and `PathBuf`
+/// alike, as `std::fs` accepts `AsRef<Path>` (whose `Path` a Unix `OsStr` is bytes of).
+///
+/// ```
+/// # use uvfs::{AtFlags, Fd, Task};
+/// use std::path::{Path, PathBuf};
+/// let task = Task::init(&uvfs::tmpfs::mount(Default::default()));
+/// task.mkdirat(Fd::AT_FDCWD, Path::new("/d"), 0o755).unwrap();
+/// let p = PathBuf::from("/d").join("sub");
+/// task.mkdirat(Fd::AT_FDCWD, &p, 0o755).unwrap();
+/// assert!(task.fstatat(Fd::AT_FDCWD, b"/d/sub", AtFlags::empty()).unwrap().is_dir());
+/// assert!(task.fstatat(Fd::AT_FDCWD, "/d/sub".to_string(), AtFlags::empty()).unwrap().is_dir());
+/// ```
+pub trait AsPath {
+    /// The path's bytes.
+    fn path_bytes(&self) -> &[u8];
+}
+
+impl AsPath for [u8] {
+    fn path_bytes(&self) -> &[u8] {
+        self
+    }
+}
+impl<const N: usize> AsPath for [u8; N] {
+    fn path_bytes(&self) -> &[u8] {
+        self
+    }
+}
+impl AsPath for Vec<u8> {
+    fn path_bytes(&self) -> &[u8] {
+        self
+    }
+}
+impl AsPath for str {
+    fn path_bytes(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+impl AsPath for String {
+    fn path_bytes(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+impl AsPath for std::ffi::OsStr {
+    fn path_bytes(&self) -> &[u8] {
+        std::os::unix::ffi::OsStrExt::as_bytes(self)
+    }
+}
+impl AsPath for std::ffi::OsString {
+    fn path_bytes(&self) -> &[u8] {
+        std::os::unix::ffi::OsStrExt::as_bytes(self.as_os_str())
+    }
+}
+impl AsPath for std::path::Path {
+    fn path_bytes(&self) -> &[u8] {
+        self.as_os_str().path_bytes()
+    }
+}
+impl AsPath for std::path::PathBuf {
+    fn path_bytes(&self) -> &[u8] {
+        self.as_os_str().path_bytes()
+    }
+}
+impl<T: AsPath + ?Sized> AsPath for &T {
+    fn path_bytes(&self) -> &[u8] {
+        (**self).path_bytes()
+    }
+}

@@ -29,6 +29,7 @@ use crate::mount::Mount;
 use crate::namei::{getname, AtDir};
 use crate::task::Task;
 use crate::time::coarse_now;
+use crate::types::AsPath;
 use crate::types::{AtFlags, Fd, S_IFDIR, S_IFMT, S_IFREG, S_ISVTX};
 use crate::variant::Variant;
 use crate::{Errno, Result};
@@ -302,11 +303,11 @@ impl<V: Variant> Task<V> {
     /// getxattr(2), xattr(7); Linux `path_getxattr`, `vfs_getxattr`, `simple_xattr_get`.
     pub fn getxattr(
         &self,
-        path: impl AsRef<[u8]>,
+        path: impl AsPath,
         name: impl AsRef<[u8]>,
         buf: &mut [u8],
     ) -> Result<usize> {
-        self.do_getxattr(Target::cwd(path.as_ref(), true), name.as_ref(), buf)
+        self.do_getxattr(Target::cwd(path.path_bytes(), true), name.as_ref(), buf)
     }
 
     /// `lgetxattr(2)`: [`getxattr`](Self::getxattr) of a final symlink itself.
@@ -315,11 +316,11 @@ impl<V: Variant> Task<V> {
     /// As [`getxattr`](Self::getxattr).
     pub fn lgetxattr(
         &self,
-        path: impl AsRef<[u8]>,
+        path: impl AsPath,
         name: impl AsRef<[u8]>,
         buf: &mut [u8],
     ) -> Result<usize> {
-        self.do_getxattr(Target::cwd(path.as_ref(), false), name.as_ref(), buf)
+        self.do_getxattr(Target::cwd(path.path_bytes(), false), name.as_ref(), buf)
     }
 
     /// `fgetxattr(2)`: [`getxattr`](Self::getxattr) of the open file `fd`.
@@ -348,12 +349,12 @@ impl<V: Variant> Task<V> {
     /// `shmem_xattr_handler_set`.
     pub fn setxattr(
         &self,
-        path: impl AsRef<[u8]>,
+        path: impl AsPath,
         name: impl AsRef<[u8]>,
         value: &[u8],
         flags: u32,
     ) -> Result<()> {
-        let t = Target::cwd(path.as_ref(), true);
+        let t = Target::cwd(path.path_bytes(), true);
         self.do_setxattr(t, name.as_ref(), Some(value), flags)
     }
 
@@ -363,12 +364,12 @@ impl<V: Variant> Task<V> {
     /// As [`setxattr`](Self::setxattr).
     pub fn lsetxattr(
         &self,
-        path: impl AsRef<[u8]>,
+        path: impl AsPath,
         name: impl AsRef<[u8]>,
         value: &[u8],
         flags: u32,
     ) -> Result<()> {
-        let t = Target::cwd(path.as_ref(), false);
+        let t = Target::cwd(path.path_bytes(), false);
         self.do_setxattr(t, name.as_ref(), Some(value), flags)
     }
 
@@ -398,16 +399,16 @@ impl<V: Variant> Task<V> {
     ///
     /// # References
     /// listxattr(2); Linux `path_listxattr`, `vfs_listxattr`, `simple_xattr_list`.
-    pub fn listxattr(&self, path: impl AsRef<[u8]>, buf: &mut [u8]) -> Result<usize> {
-        self.do_listxattr(Target::cwd(path.as_ref(), true), buf)
+    pub fn listxattr(&self, path: impl AsPath, buf: &mut [u8]) -> Result<usize> {
+        self.do_listxattr(Target::cwd(path.path_bytes(), true), buf)
     }
 
     /// `llistxattr(2)`: [`listxattr`](Self::listxattr) of a final symlink itself.
     ///
     /// # Errors
     /// As [`listxattr`](Self::listxattr).
-    pub fn llistxattr(&self, path: impl AsRef<[u8]>, buf: &mut [u8]) -> Result<usize> {
-        self.do_listxattr(Target::cwd(path.as_ref(), false), buf)
+    pub fn llistxattr(&self, path: impl AsPath, buf: &mut [u8]) -> Result<usize> {
+        self.do_listxattr(Target::cwd(path.path_bytes(), false), buf)
     }
 
     /// `flistxattr(2)`: [`listxattr`](Self::listxattr) of the open file `fd`.
@@ -428,8 +429,8 @@ impl<V: Variant> Task<V> {
     ///
     /// # References
     /// removexattr(2); Linux `path_removexattr`, `vfs_removexattr`.
-    pub fn removexattr(&self, path: impl AsRef<[u8]>, name: impl AsRef<[u8]>) -> Result<()> {
-        let t = Target::cwd(path.as_ref(), true);
+    pub fn removexattr(&self, path: impl AsPath, name: impl AsRef<[u8]>) -> Result<()> {
+        let t = Target::cwd(path.path_bytes(), true);
         self.do_setxattr(t, name.as_ref(), None, XATTR_REPLACE)
     }
 
@@ -437,8 +438,8 @@ impl<V: Variant> Task<V> {
     ///
     /// # Errors
     /// As [`removexattr`](Self::removexattr).
-    pub fn lremovexattr(&self, path: impl AsRef<[u8]>, name: impl AsRef<[u8]>) -> Result<()> {
-        let t = Target::cwd(path.as_ref(), false);
+    pub fn lremovexattr(&self, path: impl AsPath, name: impl AsRef<[u8]>) -> Result<()> {
+        let t = Target::cwd(path.path_bytes(), false);
         self.do_setxattr(t, name.as_ref(), None, XATTR_REPLACE)
     }
 
@@ -465,12 +466,12 @@ impl<V: Variant> Task<V> {
     pub fn getxattrat<'a>(
         &self,
         dirfd: impl Into<AtDir<'a>>,
-        path: impl AsRef<[u8]>,
+        path: impl AsPath,
         at_flags: AtFlags,
         name: impl AsRef<[u8]>,
         buf: &mut [u8],
     ) -> Result<usize> {
-        let t = Target::at(dirfd.into(), path.as_ref(), at_flags)?;
+        let t = Target::at(dirfd.into(), path.path_bytes(), at_flags)?;
         self.do_getxattr(t, name.as_ref(), buf)
     }
 
@@ -486,13 +487,13 @@ impl<V: Variant> Task<V> {
     pub fn setxattrat<'a>(
         &self,
         dirfd: impl Into<AtDir<'a>>,
-        path: impl AsRef<[u8]>,
+        path: impl AsPath,
         at_flags: AtFlags,
         name: impl AsRef<[u8]>,
         value: &[u8],
         flags: u32,
     ) -> Result<()> {
-        let t = Target::at(dirfd.into(), path.as_ref(), at_flags)?;
+        let t = Target::at(dirfd.into(), path.path_bytes(), at_flags)?;
         self.do_setxattr(t, name.as_ref(), Some(value), flags)
     }
 
@@ -508,11 +509,11 @@ impl<V: Variant> Task<V> {
     pub fn listxattrat<'a>(
         &self,
         dirfd: impl Into<AtDir<'a>>,
-        path: impl AsRef<[u8]>,
+        path: impl AsPath,
         at_flags: AtFlags,
         buf: &mut [u8],
     ) -> Result<usize> {
-        let t = Target::at(dirfd.into(), path.as_ref(), at_flags)?;
+        let t = Target::at(dirfd.into(), path.path_bytes(), at_flags)?;
         self.do_listxattr(t, buf)
     }
 
@@ -528,11 +529,11 @@ impl<V: Variant> Task<V> {
     pub fn removexattrat<'a>(
         &self,
         dirfd: impl Into<AtDir<'a>>,
-        path: impl AsRef<[u8]>,
+        path: impl AsPath,
         at_flags: AtFlags,
         name: impl AsRef<[u8]>,
     ) -> Result<()> {
-        let t = Target::at(dirfd.into(), path.as_ref(), at_flags)?;
+        let t = Target::at(dirfd.into(), path.path_bytes(), at_flags)?;
         self.do_setxattr(t, name.as_ref(), None, XATTR_REPLACE)
     }
 }

@@ -125,11 +125,11 @@ impl<V: Variant> Task<V> {
     pub fn mkdirat<'a>(
         &self,
         dirfd: impl Into<AtDir<'a>>,
-        path: impl AsRef<[u8]>,
+        path: impl AsPath,
         mode: u32,
     ) -> Result<()> {
         let dirfd: AtDir<'_> = dirfd.into();
-        let path = getname(path.as_ref(), false)?;
+        let path = getname(path.path_bytes(), false)?;
         // vfs_mkdir keeps only S_IRWXUGO | S_ISVTX of `mode`: set-user-ID and set-group-ID
         // are dropped (a subdirectory gets S_ISGID only from a setgid parent).
         let mode = S_IFDIR | (mode & 0o1777 & !self.current_umask());
@@ -149,13 +149,13 @@ impl<V: Variant> Task<V> {
     /// symlink(2); Linux `do_symlinkat`, `shmem_symlink`.
     pub fn symlinkat<'a>(
         &self,
-        target: impl AsRef<[u8]>,
+        target: impl AsPath,
         dirfd: impl Into<AtDir<'a>>,
-        linkpath: impl AsRef<[u8]>,
+        linkpath: impl AsPath,
     ) -> Result<()> {
         let dirfd: AtDir<'_> = dirfd.into();
-        let target = getname(target.as_ref(), false)?;
-        let path = getname(linkpath.as_ref(), false)?;
+        let target = getname(target.path_bytes(), false)?;
+        let path = getname(linkpath.path_bytes(), false)?;
         self.filename_create(dirfd, path, false, |last, dl| {
             let mode = S_IFLNK | 0o777;
             create_locked(self, last, dl, mode, 0, Some(target))?;
@@ -176,7 +176,7 @@ impl<V: Variant> Task<V> {
     pub fn readlinkat<'a>(
         &self,
         dirfd: impl Into<AtDir<'a>>,
-        path: impl AsRef<[u8]>,
+        path: impl AsPath,
         buf: &mut [u8],
     ) -> Result<usize> {
         let dirfd: AtDir<'_> = dirfd.into();
@@ -185,7 +185,7 @@ impl<V: Variant> Task<V> {
         }
         // LOOKUP_EMPTY: an empty path reads the symlink `dirfd` names (an `O_PATH|O_NOFOLLOW`
         // descriptor); anything else is then ENOENT rather than EINVAL.
-        let path = getname(path.as_ref(), true)?;
+        let path = getname(path.path_bytes(), true)?;
         self.with_walk(dirfd, path, |nd, start| {
             let d = if path.is_empty() {
                 start
@@ -250,9 +250,9 @@ impl<V: Variant> Task<V> {
     pub fn linkat<'a>(
         &self,
         olddirfd: impl Into<AtDir<'a>>,
-        oldpath: impl AsRef<[u8]>,
+        oldpath: impl AsPath,
         newdirfd: impl Into<AtDir<'a>>,
-        newpath: impl AsRef<[u8]>,
+        newpath: impl AsPath,
         flags: AtFlags,
     ) -> Result<()> {
         let olddirfd: AtDir<'_> = olddirfd.into();
@@ -261,7 +261,7 @@ impl<V: Variant> Task<V> {
             return Err(Errno::EINVAL);
         }
         let empty_ok = flags.contains(AtFlags::EMPTY_PATH);
-        let oldpath = getname(oldpath.as_ref(), empty_ok)?;
+        let oldpath = getname(oldpath.path_bytes(), empty_ok)?;
         // filename_lookup of the source, to its final dentry (its errors win over any of
         // the target's).
         let ostart = self.start(olddirfd, oldpath)?;
@@ -283,7 +283,7 @@ impl<V: Variant> Task<V> {
             (d, nd.mnt.mnt_id, protected)
         };
         // filename_create of the target.
-        let newpath = getname(newpath.as_ref(), false)?;
+        let newpath = getname(newpath.path_bytes(), false)?;
         self.with_walk(newdirfd, newpath, |nd, start| {
             let nl = nd.walk_parent(start, newpath)?;
             if nl.ty != LastType::Norm {
@@ -357,7 +357,7 @@ impl<V: Variant> Task<V> {
     pub fn mknodat<'a>(
         &self,
         dirfd: impl Into<AtDir<'a>>,
-        path: impl AsRef<[u8]>,
+        path: impl AsPath,
         mode: u32,
         dev: u64,
     ) -> Result<()> {
@@ -370,7 +370,7 @@ impl<V: Variant> Task<V> {
             S_IFDIR => return Err(Errno::EPERM),
             _ => return Err(Errno::EINVAL),
         };
-        let path = getname(path.as_ref(), false)?;
+        let path = getname(path.path_bytes(), false)?;
         let perm = mode & 0o7777 & !self.current_umask();
         self.filename_create(dirfd, path, false, |last, dl| {
             // vfs_create / vfs_mknod

@@ -11,8 +11,8 @@ impl<V: Variant> Task<V> {
     /// # Errors
     /// `ENOENT`, `ENOTDIR`, `EACCES` (no search permission on the directory itself),
     /// `ELOOP`, `ENAMETOOLONG`.
-    pub fn chdir(&self, path: impl AsRef<[u8]>) -> Result<()> {
-        let path = getname(path.as_ref(), false)?;
+    pub fn chdir(&self, path: impl AsPath) -> Result<()> {
+        let path = getname(path.path_bytes(), false)?;
         let p = self.with_walk(Fd::AT_FDCWD.into(), path, |nd, start| {
             let d = nd.walk(start, path, true, true)?;
             d.d_inode.permission(&self.cred, MAY_EXEC)?;
@@ -56,8 +56,8 @@ impl<V: Variant> Task<V> {
     ///
     /// # References
     /// chroot(2); Linux `ksys_chroot`, `set_fs_root`.
-    pub fn chroot(&self, path: impl AsRef<[u8]>) -> Result<()> {
-        let path = getname(path.as_ref(), false)?;
+    pub fn chroot(&self, path: impl AsPath) -> Result<()> {
+        let path = getname(path.path_bytes(), false)?;
         let p = self.with_walk(Fd::AT_FDCWD.into(), path, |nd, start| {
             let d = nd.walk(start, path, true, true)?;
             d.d_inode.permission(&self.cred, MAY_EXEC)?;

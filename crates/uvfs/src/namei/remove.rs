@@ -18,7 +18,7 @@ impl<V: Variant> Task<V> {
     pub fn unlinkat<'a>(
         &self,
         dirfd: impl Into<AtDir<'a>>,
-        path: impl AsRef<[u8]>,
+        path: impl AsPath,
         flags: AtFlags,
     ) -> Result<()> {
         let dirfd: AtDir<'_> = dirfd.into();
@@ -26,7 +26,7 @@ impl<V: Variant> Task<V> {
             return Err(Errno::EINVAL);
         }
         let rmdir = flags.contains(AtFlags::REMOVEDIR);
-        let path = getname(path.as_ref(), false)?;
+        let path = getname(path.path_bytes(), false)?;
         self.with_walk(dirfd, path, |nd, start| {
             let last = nd.walk_parent(start, path)?;
             match (last.ty, rmdir) {
@@ -103,7 +103,7 @@ impl<V: Variant> Task<V> {
     ///
     /// # References
     /// rmdir(2); Linux `do_rmdir`.
-    pub fn rmdir(&self, path: impl AsRef<[u8]>) -> Result<()> {
+    pub fn rmdir(&self, path: impl AsPath) -> Result<()> {
         self.unlinkat(Fd::AT_FDCWD, path, AtFlags::REMOVEDIR)
     }
 }

@@ -24,9 +24,9 @@ impl<V: Variant> Task<V> {
     pub fn renameat<'a>(
         &self,
         olddirfd: impl Into<AtDir<'a>>,
-        oldpath: impl AsRef<[u8]>,
+        oldpath: impl AsPath,
         newdirfd: impl Into<AtDir<'a>>,
-        newpath: impl AsRef<[u8]>,
+        newpath: impl AsPath,
     ) -> Result<()> {
         let olddirfd: AtDir<'_> = olddirfd.into();
         let newdirfd: AtDir<'_> = newdirfd.into();
@@ -66,9 +66,9 @@ impl<V: Variant> Task<V> {
     pub fn renameat2<'a>(
         &self,
         olddirfd: impl Into<AtDir<'a>>,
-        oldpath: impl AsRef<[u8]>,
+        oldpath: impl AsPath,
         newdirfd: impl Into<AtDir<'a>>,
-        newpath: impl AsRef<[u8]>,
+        newpath: impl AsPath,
         flags: RenameFlags,
     ) -> Result<()> {
         let olddirfd: AtDir<'_> = olddirfd.into();
@@ -83,7 +83,7 @@ impl<V: Variant> Task<V> {
         }
         // filename_parentat of the source, then of the target: an error of the first walk
         // wins over any of the second.
-        let oldpath = getname(oldpath.as_ref(), false)?;
+        let oldpath = getname(oldpath.path_bytes(), false)?;
         let ostart = self.start(olddirfd, oldpath)?;
         let guard = epoch::pin();
         let root = self.fs.root.load(&guard);
@@ -91,7 +91,7 @@ impl<V: Variant> Task<V> {
         let (osd, osm) = ostart.path(cwd);
         let mut nd = Nameidata::new(&guard, &self.cred, root, &self.fs.ns, osm);
         let ol = nd.walk_parent(osd, oldpath)?;
-        let newpath = getname(newpath.as_ref(), false)?;
+        let newpath = getname(newpath.path_bytes(), false)?;
         let nstart = self.start(newdirfd, newpath)?;
         let (nsd, nsm) = nstart.path(cwd);
         let mut nd2 = Nameidata::new(&guard, &self.cred, root, &self.fs.ns, nsm);
