@@ -739,6 +739,11 @@ impl<V: Variant> Task<V> {
     /// open descriptor in `first ..= last`; `CLOSE_RANGE_UNSHARE` first gives this task a
     /// private copy of a shared table.
     ///
+    /// Takes `&mut self`, unlike the other calls: with `CLOSE_RANGE_UNSHARE` it replaces the
+    /// task's own table pointer, which every descriptor call reads as a plain field (no
+    /// lock, no atomic load); a `Task` belongs to one thread, so the exclusive borrow costs
+    /// its owner nothing.
+    ///
     /// # Errors
     /// `EINVAL` for unknown flags or `first > last`.
     pub fn close_range(&mut self, first: u32, last: u32, flags: u32) -> Result<()> {
@@ -757,7 +762,8 @@ impl<V: Variant> Task<V> {
     }
 
     /// The file-descriptor part of `execve`: unshares the fd table and closes every
-    /// close-on-exec descriptor (`do_close_on_exec`).
+    /// close-on-exec descriptor (`do_close_on_exec`). `&mut self` for the reason given at
+    /// [`close_range`](Self::close_range): the unshare replaces the task's table pointer.
     pub fn exec(&mut self) {
         self.unshare_files();
         self.files.close_on_exec();

@@ -208,6 +208,9 @@ impl<V: Variant> Task<V> {
     }
 
     /// Replaces this task's credentials (as `setresuid`/`setresgid`/`setgroups` together).
+    /// `&mut self`: every call reads the credentials as a plain field (Linux's
+    /// `current_cred()` is likewise the task's own, replaced by `commit_creds`); a `Task`
+    /// belongs to one thread, so the exclusive borrow costs its owner nothing.
     pub fn set_cred(&mut self, cred: Cred) {
         self.cred = cred;
         self.cred_id = new_cred_id();
@@ -273,6 +276,8 @@ impl<V: Variant> Task<V> {
     }
 
     /// `unshare(CLONE_FILES)`: gives this task a private copy of a shared fd table.
+    /// `&mut self`: it replaces the table pointer every descriptor call reads as a plain
+    /// field ([`close_range`](Self::close_range)).
     pub fn unshare_files(&mut self) {
         if Arc::strong_count(&self.files) > 1 {
             self.files = Arc::new(self.files.dup_fd());
