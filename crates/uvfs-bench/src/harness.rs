@@ -14,6 +14,7 @@
 //! SIGINT and SIGTERM (see [`crate::interrupt`]) raise the stop flag too, and
 //! fail the run, so that its teardown and the targets' cleanup still run.
 
+use std::io::IsTerminal as _;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -183,10 +184,48 @@ pub fn run_all(
                     progress.inc(duration.as_millis() as u64);
                 }
             }
+            // A bar that would show (a long run) but cannot, because stderr is a pipe or a
+            // CI log: one line per finished workload and thread count instead of silence.
+            if progress.length().is_some() && !std::io::stderr().is_terminal() {
+                eprintln!("{}", done_line(&out[first..]));
+            }
         }
     }
     progress.finish_and_clear();
     Ok(out)
+}
+
+/// The line [`run_all`] prints when a (workload, thread count) is done and stderr is not a
+/// terminal: `"uvfs bench: open-close 2t: uvfs 4.40M, kernel 338k ops/s"` (each target's
+/// median rate, in the workload's unit).
+fn done_line(group: &[Series]) -> String {
+    let Some(first) = group.first() else {
+        return String::from("uvfs bench: (nothing ran)");
+    };
+    let rates: Vec<String> = group
+        .iter()
+        .map(|s| format!("{} {}", s.target, short_rate(s.median())))
+        .collect();
+    format!(
+        "uvfs bench: {} {}t: {} {}",
+        first.workload,
+        first.threads,
+        rates.join(", "),
+        first.unit
+    )
+}
+
+/// `1234567.0` -> `"1.23M"`, `33800.0` -> `"33.8k"`, `12.5` -> `"12.5"`.
+fn short_rate(x: f64) -> String {
+    if x >= 1e9 {
+        format!("{:.2}G", x / 1e9)
+    } else if x >= 1e6 {
+        format!("{:.2}M", x / 1e6)
+    } else if x >= 1e3 {
+        format!("{:.1}k", x / 1e3)
+    } else {
+        format!("{x:.1}")
+    }
 }
 
 /// Tests: runs every workload (the tree's for `tree`) on `target` at 1 and 2 threads for
@@ -467,6 +506,28 @@ pub fn progress_bar(expected: Duration) -> ProgressBar {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn done_line_names_each_target_median() {
+        let s = |target: &str, reps: Vec<f64>| Series {
+            target: target.to_owned(),
+            workload: WorkloadKind::OpenClose,
+            unit: "ops/s",
+            threads: 2,
+            warmup: 0.0,
+            reps,
+        };
+        let group = [
+            s("uvfs", vec![4.0e6, 4.4e6, 4.5e6]),
+            s("kernel", vec![338_000.0]),
+        ];
+        assert_eq!(
+            done_line(&group),
+            "uvfs bench: open-close 2t: uvfs 4.40M, kernel 338.0k ops/s"
+        );
+        assert_eq!(short_rate(12.5), "12.5");
+        assert_eq!(short_rate(2.5e9), "2.50G");
+    }
     use std::sync::atomic::AtomicU64;
     use std::sync::Arc;
 
