@@ -3,7 +3,8 @@
 //! connection if something still holds the mount then).
 
 use std::io;
-use std::path::PathBuf;
+use std::os::unix::ffi::OsStrExt as _;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -593,6 +594,13 @@ fn preflight(args: &MountArgs) -> Result<(), String> {
         }
         Err(e) => return Err(format!("{}: {e}", mp.display())),
     }
+    // The kernel mounts over anything; an accident should not be silent. Said once, by
+    // the process the user started (not again by a daemon's child).
+    if !args.daemon_child {
+        for w in mountpoint_warnings(mp) {
+            eprintln!("uvfs mount: warning: {w}");
+        }
+    }
     // Each worker thread reads from its own cloned /dev/fuse descriptor; fuser fails after
     // mounting if it cannot open them, so check before anything is mounted.
     let threads = worker_threads(args);
@@ -846,4 +854,68 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
     unmounted.map_err(|e| format!("unmounting {}: {e}", mp.display()))?;
     say!("uvfs: unmounted {}", mp.display());
     Ok(())
+}
+
+/// What is worth a warning about mounting at `mp` (a directory): it is not empty (its
+/// entries are hidden while the mount is there), or something is mounted there already
+/// (the new mount covers it; `/proc/self/mountinfo` lists it).
+fn mountpoint_warnings(mp: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    if std::fs::read_dir(mp).is_ok_and(|mut r| r.next().is_some()) {
+        out.push(format!(
+            "{} is not empty: its entries are hidden while uvfs is mounted there",
+            mp.display()
+        ));
+    }
+    if let (Ok(c), Ok(info)) = (
+        mp.canonicalize(),
+        std::fs::read_to_string("/proc/self/mountinfo"),
+    ) {
+        if mount_points(&info).any(|p| p == c.as_os_str().as_bytes()) {
+            out.push(format!(
+                "{} is a mount point already: uvfs will cover what is mounted there",
+                mp.display()
+            ));
+        }
+    }
+    out
+}
+
+/// The mount points of a `/proc/self/mountinfo` text (its fifth field, unescaped).
+fn mount_points(info: &str) -> impl Iterator<Item = Vec<u8>> + '_ {
+    info.lines()
+        .filter_map(|l| l.split(' ').nth(4).map(unescape_mountinfo))
+}
+
+#[cfg(test)]
+mod mountpoint_tests {
+    use super::*;
+
+    #[test]
+    fn mount_points_are_unescaped() {
+        let info = "22 1 0:21 / / rw - tmpfs tmpfs rw\n\
+                    36 22 0:33 / /mnt/a\\040b rw,relatime - tmpfs t rw\n\
+                    37 22 0:34 / /x\\134y\\011z rw - tmpfs t rw\n";
+        let got: Vec<Vec<u8>> = mount_points(info).collect();
+        assert_eq!(
+            got,
+            vec![b"/".to_vec(), b"/mnt/a b".to_vec(), b"/x\\y\tz".to_vec()]
+        );
+    }
+
+    #[test]
+    fn warns_for_a_non_empty_directory_and_a_mount_point() {
+        let d = tempfile::tempdir().unwrap();
+        assert!(mountpoint_warnings(d.path()).is_empty());
+        std::fs::write(d.path().join("f"), b"x").unwrap();
+        let w = mountpoint_warnings(d.path());
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("is not empty"), "{w:?}");
+        // `/` is always a mount point (and never empty).
+        let w = mountpoint_warnings(Path::new("/"));
+        assert!(
+            w.iter().any(|w| w.contains("a mount point already")),
+            "{w:?}"
+        );
+    }
 }
