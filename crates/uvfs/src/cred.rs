@@ -10,8 +10,14 @@ use std::sync::Arc;
 /// `uid` and `gid` are the ids every permission check uses: Linux's effective ids, which
 /// are also the filesystem ids (`fsuid`, `fsgid`: uvfs has no `setfsuid`). The real ids
 /// matter only to [`faccessat2`](crate::Task::faccessat2) without `AT_EACCESS`, which
-/// checks with them; they are `None` when equal to the effective ones (as a plain
-/// `Cred { uid, gid, groups, real: None }` or [`Cred::new`] makes).
+/// checks with them; they are `None` when equal to the effective ones (as [`Cred::new`]
+/// makes):
+///
+/// ```
+/// use uvfs::Cred;
+/// let c = Cred::new(1000, 1000, &[27]);
+/// assert_eq!(c, Cred { uid: 1000, gid: 1000, groups: [27].into(), real: None, all_caps: false });
+/// ```
 ///
 /// An effective uid 0 has the capabilities root has by default: `CAP_DAC_OVERRIDE`,
 /// `CAP_DAC_READ_SEARCH`, `CAP_FOWNER`, `CAP_FSETID`, `CAP_CHOWN` (a task that changed
