@@ -196,7 +196,7 @@ pub fn run_all(
 }
 
 /// The line [`run_all`] prints when a (workload, thread count) is done and stderr is not a
-/// terminal: `"uvfs bench: open-close 2t: uvfs 4.40M, kernel 338k ops/s"` (each target's
+/// terminal: `"uvfs bench: open-close 2t: uvfs 4.40M, kernel 338.0k opens/s"` (each target's
 /// median rate, in the workload's unit).
 fn done_line(group: &[Series]) -> String {
     let Some(first) = group.first() else {

@@ -20,7 +20,8 @@
 //! a line only replacing renames write; a miss reads it twice.
 //!
 //! # Invariants
-//! - `inner.by_cookie` holds exactly the entries of `children`, keyed by their `DLink::cookie`;
+//! - `inner.by_cookie` holds exactly the entries of `children`, keyed by their
+//!   `DirChild::cookie`;
 //!   cookies are never reused within a directory, so a `getdents` cursor (a cookie) never
 //!   sees an entry twice or skips one that stayed linked.
 //!
@@ -44,7 +45,7 @@ use std::sync::Arc;
 pub(crate) type Name = Arc<[u8]>;
 
 /// What a directory's index needs of its entries.
-pub(crate) trait DirEntry: Send + Sync + 'static {
+pub(crate) trait DirChild: Send + Sync + 'static {
     /// The entry's `getdents` cookie in its directory (stable while it is linked there),
     /// read under `guard`.
     fn cookie(&self, guard: &Guard) -> u64;
@@ -83,7 +84,7 @@ pub(crate) struct DirInner<E> {
     pub(crate) dead: bool,
 }
 
-impl<E: DirEntry> Dir<E> {
+impl<E: DirChild> Dir<E> {
     /// An empty directory.
     pub(crate) fn new() -> Dir<E> {
         Dir {
@@ -148,7 +149,7 @@ pub(crate) struct DirLocked<'a, E> {
     replacing: bool,
 }
 
-impl<E: DirEntry> DirLocked<'_, E> {
+impl<E: DirChild> DirLocked<'_, E> {
     /// The entry named `name` (stable while locked).
     pub(crate) fn get(&self, name: &[u8]) -> Option<&Arc<E>> {
         // Not `Dir::lookup`: no replacement but our own can be in progress, and a miss

@@ -12,11 +12,13 @@
 //! ```
 //! Parent and child point at each other while the child is linked; `unlink`/`rmdir`/`rename`
 //! remove the downward edge, and dropping the `SuperBlock` (with its last `Mount`) clears
-//! every directory (`SuperBlock::drop`), so no cycle outlives the file system. A dentry read under an epoch `Guard`
+//! every directory (`SuperBlock::drop`), so no cycle outlives the file system; a directory
+//! invalidated (hostfs) or removed has its cached subtree emptied too (`shrink_children`),
+//! so none outlives its directory either. A dentry read under an epoch `Guard`
 //! stays valid until the guard unpins, because the skip-list nodes and links that hold it are
 //! retired through the epoch too (the RCU-walk rule: a path walk takes no reference).
 
-use crate::dcache::DirEntry;
+use crate::dcache::DirChild;
 use crate::inode::{Inode, BOGO_DIRENT_SIZE};
 use crate::sync::epoch::Guard;
 use crate::sync::plain::{AtomicU32, Ordering};
@@ -73,9 +75,10 @@ pub struct Dentry {
     /// A directory's children: the dentry cache's index of them and their `getdents`
     /// cookies (dcache.rs); `None` for anything else. Immutable after creation (the index
     /// itself is lock-free). In the dentry, as Linux's `d_children`, not the inode: a walk
-    /// reads it from the line it has read already, and a dentry's children link to it. A
-    /// directory has one dentry per file system (no hard links; a bind mount shares it), so
-    /// for tmpfs this is the directory; hostfs keeps one cache per dentry.
+    /// reads it from the line it has read already, and a dentry's children link to it. On
+    /// tmpfs a directory has exactly one dentry (no hard links; a bind mount shares it), so
+    /// this is the directory; on hostfs a host directory reached by two paths (a host bind
+    /// mount, a rename seen after the fact) has a dentry, and a cache, per path.
     d_dir: Option<Box<Dir>>,
 }
 
@@ -92,7 +95,7 @@ mod layout {
     use super::*;
     use crate::sync::padded::CACHE_LINE;
     use std::mem::size_of;
-    // What a walk reads of a dentry (inode, link, flags) is one line.
+    // What a walk reads of a dentry (inode, link, flags, directory index) is one line.
     crate::const_assert!(size_of::<Dentry>() == CACHE_LINE);
 }
 
@@ -206,7 +209,7 @@ impl Dentry {
     }
 }
 
-impl DirEntry for Dentry {
+impl DirChild for Dentry {
     #[inline]
     fn cookie(&self, guard: &Guard) -> u64 {
         self.link(guard).cookie
@@ -226,4 +229,31 @@ pub(crate) fn unhash(d: &Arc<Dentry>) {
         },
         &g,
     );
+}
+
+/// Unhashes `children` (dentries just taken out of their directory's index) and empties
+/// every cached directory below them the same way, so that no entry keeps its parent alive
+/// through an index nobody can reach any more (a child's link holds its parent); with
+/// `dead`, each of those directories is also marked removed (`S_DEAD`: no entry may be made
+/// in it). Linux: `shrink_dcache_parent` as `d_invalidate` and `rmdir` call it. For tmpfs
+/// the directories below a removed one are empty; for a file system whose cache may be
+/// partial (hostfs), an invalidated or removed directory may still hold cached entries.
+///
+/// Context: the caller may hold the lock of the directory these came from (an ancestor of
+/// every lock taken here: ancestors first, lock order in inode.rs); one lock at a time is
+/// taken here, each released before the next.
+pub(crate) fn shrink_children(children: Vec<Arc<Dentry>>, dead: bool) {
+    let mut stack = children;
+    while let Some(c) = stack.pop() {
+        unhash(&c);
+        if let Some(dir) = c.dir() {
+            let mut l = dir.lock();
+            if dead {
+                l.inner.dead = true;
+            }
+            let below = l.clear();
+            drop(l);
+            stack.extend(below);
+        }
+    }
 }

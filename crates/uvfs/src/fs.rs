@@ -18,8 +18,11 @@
 //!
 //! [`Inode`] itself is defined here, beside the traits its `i_op` implements (as Linux
 //! declares `struct inode` beside `inode_operations` in include/linux/fs.h); its methods
-//! are inode.rs's. So this module imports no other core module, and none of them imports
-//! in a circle (docs/vfs.md, "Which module imports which").
+//! are inode.rs's. So this file imports no other core module (its submodules, the file
+//! systems, sit on top of the VFS), and no core module imports in a circle (docs/vfs.md,
+//! "Which module imports which"). The locking rules of the inode's fields are inode.rs's
+//! module doc ("Invariants and locks"); every write of a field is in inode.rs or a file
+//! system's own `i_size`/`i_blocks` under its data lock.
 //!
 //! Every method that a kind of inode may lack has a default returning the errno Linux gives
 //! for it (`EISDIR` for data calls on a directory, `EINVAL` otherwise, `EPERM` for link

@@ -1,4 +1,5 @@
-//! `Inode`: a file's attributes and contents (tmpfs keeps everything in memory).
+//! `Inode`'s methods: a file's attributes and their rules (the struct itself is defined in
+//! fs.rs, beside the seam its `i_op` implements; a directory's entries hang off its dentry).
 //!
 //! Linux analogue: `struct inode` (include/linux/fs.h), `mm/shmem.c` (tmpfs inodes,
 //! `BOGO_DIRENT_SIZE`), `fs/inode.c` (`touch_atime`, `relatime_need_update`,
@@ -39,8 +40,8 @@
 //! - `i_size`, `i_blocks`: atomics, written only under the regular file's data write lock
 //!   (for an inode marked `I_REVALIDATE`: by its file system, from its backing store,
 //!   under `attr_lock` in `set_attrs` or under the file system's own data lock).
-//!   A directory's size is not stored: `size` derives it from the entry count (dcache.rs).
-//! - Directory contents: see `Dir` (dcache.rs).
+//!   tmpfs stores no directory size: `Dentry::size` derives it from the entry count.
+//! - Directory contents: the directory's dentry holds them (`Dentry::dir`, dcache.rs).
 //!
 //! Lock order: `SuperBlock::s_rename_lock` -> `DirInner` (ancestor first, else by address)
 //! -> `RegData` (data `RwLock`) -> `attr_lock`.
@@ -196,7 +197,7 @@ impl fmt::Debug for Inode {
 impl Inode {
     /// A new inode of type `mode & S_IFMT` with all three times `now` (a [`coarse_now`]:
     /// `simple_inode_init_ts` on a fresh inode, never queried), one link (two for a
-    /// directory, which gets an empty entry index), size and blocks 0, and `i_op` as its
+    /// directory, whose dentry gets an empty entry index), size and blocks 0, and `i_op` as its
     /// file system's part. For file systems (`FileSystem::create`), which set size, blocks
     /// and `rdev` before publishing it.
     pub(crate) fn new(

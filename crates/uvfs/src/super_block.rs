@@ -75,18 +75,12 @@ impl Drop for SuperBlock {
             return;
         };
         // Iterative teardown: empty every directory reachable from the root.
-        let mut stack = vec![root];
-        while let Some(d) = stack.pop() {
-            if let Some(dir) = d.dir() {
-                let mut l = dir.lock();
-                l.inner.dead = true;
-                let children = l.clear();
-                drop(l);
-                for c in &children {
-                    crate::dentry::unhash(c);
-                }
-                stack.extend(children);
-            }
+        if let Some(dir) = root.dir() {
+            let mut l = dir.lock();
+            l.inner.dead = true;
+            let children = l.clear();
+            drop(l);
+            crate::dentry::shrink_children(children, true);
         }
     }
 }

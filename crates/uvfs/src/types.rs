@@ -339,7 +339,9 @@ pub struct StatFs {
 /// A path argument: the bytes Linux takes (a Unix path is bytes, not UTF-8). Every
 /// path-taking method of [`Task`](crate::Task) accepts `&str`, `String`, `&[u8]`, a byte
 /// string literal (`b"/d/f"`), `Vec<u8>`, `&OsStr`, `OsString`, `&Path` and `PathBuf`
-/// alike, as `std::fs` accepts `AsRef<Path>` (whose `Path` a Unix `OsStr` is bytes of).
+/// alike, as `std::fs` accepts `AsRef<Path>` (whose `Path` a Unix `OsStr` is bytes of), and
+/// any of them behind `&`, `&mut`, `Box`, `Arc`, `Rc` or `Cow`. (Until 2026-12 the bound was
+/// `AsRef<[u8]>`; a caller generic over that bound now needs `AsPath`.)
 ///
 /// ```
 /// # use uvfs::{AtFlags, Fd, Task};
@@ -402,6 +404,31 @@ impl AsPath for std::path::PathBuf {
     }
 }
 impl<T: AsPath + ?Sized> AsPath for &T {
+    fn path_bytes(&self) -> &[u8] {
+        (**self).path_bytes()
+    }
+}
+impl<T: AsPath + ?Sized> AsPath for &mut T {
+    fn path_bytes(&self) -> &[u8] {
+        (**self).path_bytes()
+    }
+}
+impl<T: AsPath + ?Sized> AsPath for Box<T> {
+    fn path_bytes(&self) -> &[u8] {
+        (**self).path_bytes()
+    }
+}
+impl<T: AsPath + ?Sized> AsPath for std::sync::Arc<T> {
+    fn path_bytes(&self) -> &[u8] {
+        (**self).path_bytes()
+    }
+}
+impl<T: AsPath + ?Sized> AsPath for std::rc::Rc<T> {
+    fn path_bytes(&self) -> &[u8] {
+        (**self).path_bytes()
+    }
+}
+impl<T: AsPath + ToOwned + ?Sized> AsPath for std::borrow::Cow<'_, T> {
     fn path_bytes(&self) -> &[u8] {
         (**self).path_bytes()
     }

@@ -395,7 +395,8 @@ mod layout {
     use super::*;
     use crate::sync::padded::CACHE_LINE;
     use std::mem::{offset_of, size_of};
-    // The lines with a read-mostly part of a full line, as `FileHot` may be (file.rs
+    // The lines with the largest read-mostly part that leaves the count room on line 0
+    // (`FileHot` is smaller; file.rs
     // asserts the same with `FileHot` itself).
     type Hot = [u8; 56];
     crate::const_assert!(size_of::<SplitLines<FileRef, Hot>>() == 2 * CACHE_LINE);

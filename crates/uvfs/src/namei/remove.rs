@@ -69,9 +69,7 @@ impl<V: Variant> Task<V> {
                 sl.inner.dead = true;
                 let stale = sl.clear();
                 drop(sl);
-                for c in &stale {
-                    unhash(c);
-                }
+                shrink_children(stale, false);
                 dir_inode.add_nlink(-1, None);
                 2
             } else {

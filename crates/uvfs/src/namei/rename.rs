@@ -290,9 +290,7 @@ fn rename_locked<V: Variant>(
         tl.inner.dead = true;
         let stale = tl.clear();
         drop(tl);
-        for c in &stale {
-            unhash(c);
-        }
+        shrink_children(stale, false);
     }
     // Commit: nothing below can fail. Each skip-list change is seen by lookups as it is made;
     // a replaced target is bracketed by `replace_begin`/`replace_end` (dcache.rs), so a lookup

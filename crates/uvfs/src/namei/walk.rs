@@ -391,9 +391,10 @@ pub(crate) fn lookup_locked(
         if !d.needs_revalidate() || di.i_op.revalidate(di, name, &d.d_inode, false)? {
             return Ok(Some(d));
         }
-        // d_invalidate: the entry changed behind the VFS's back.
+        // d_invalidate: the entry changed behind the VFS's back; what was cached below it
+        // goes too (a fresh lookup makes a new dentry with an empty index).
         dl.remove(name);
-        unhash(&d);
+        shrink_children(vec![d], false);
     }
     if !di.needs_revalidate() || dl.inner.dead {
         return Ok(None);
