@@ -25,6 +25,22 @@
 //! }
 //! ```
 //!
+//! The same through the [`std::fs`]-shaped facade ([`Dir`]; errors are `std::io::Error`s
+//! carrying the errno):
+//! ```
+//! let mnt = uvfs::tmpfs::mount(Default::default());
+//! let task = uvfs::Task::init(&mnt);
+//! let root = task.root_dir()?;
+//! root.create_dir_all("src/bin")?;
+//! root.write("src/bin/main.rs", "fn main() {}")?;
+//! assert_eq!(root.read_to_string("src/bin/main.rs")?, "fn main() {}");
+//! let names: Vec<_> = root.read_dir("src")?.map(|e| e.map(|e| e.file_name())).collect::<Result<_, _>>()?;
+//! assert_eq!(names, ["bin"]);
+//! assert_eq!(root.read("../etc/passwd").unwrap_err().raw_os_error(), Some(18)); // EXDEV: confined
+//! root.remove_dir_all("src")?;
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
 //! # Crate map (uvfs type -> Linux name)
 //! | uvfs | Linux |
 //! |---|---|
@@ -41,6 +57,7 @@
 //! | [`hostfs::mount`] | a host directory as a file system, confined to it (gVisor's gofer idea) |
 //! | `fuse::UvfsFuse` (feature `fuse`) | a FUSE server (libfuse's `fuse_lowlevel_ops`) |
 //! | [`variant`]: `Variant`, `Uvfs`, the lessons' "before" types | the seed patches' before/after (ablation only) |
+//! | [`Dir`], [`dir::OpenOptions`], [`Metadata`], [`dir::ReadDir`], [`dir::WalkDir`] (dir.rs) | none: a `std::fs`/cap-std-shaped facade over a task's calls, confined beneath one directory (`openat2` `RESOLVE_BENEATH`) |
 //!
 //! # Which file holds which syscall family (methods on [`Task`])
 //! | file | calls |
@@ -79,6 +96,7 @@ pub mod attr;
 pub mod cred;
 mod dcache;
 pub mod dentry;
+pub mod dir;
 pub mod errno;
 pub mod fdtable;
 pub mod file;
@@ -108,13 +126,14 @@ mod tests;
 
 pub use cred::Cred;
 pub use dentry::Dentry;
+pub use dir::{Dir, Metadata, OpenOptions};
 pub use errno::{Errno, Result};
 pub use fdtable::FdTable;
 pub use file::{File, FileHandle};
 pub use fs::tmpfs::mount;
 pub use fs::tmpfs::TmpfsOptions;
 pub use inode::Inode;
-pub use io::OwnedFd;
+pub use io::{OpenFile, OwnedFd};
 pub use mount::{Mount, MountFlags, Path, UmountFlags};
 pub use namei::AtDir;
 pub use namespace::MountInfo;

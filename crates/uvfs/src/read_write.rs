@@ -9,6 +9,7 @@
 //! `O_APPEND` writes take the end of file under the inode's data lock, so appends from any
 //! number of descriptors never overwrite each other.
 
+use crate::cred::Cred;
 use crate::file::{FMode, File};
 use crate::sync::plain::Ordering;
 use crate::sync::plock;
@@ -69,15 +70,7 @@ impl<V: Variant> Task<V> {
     /// # References
     /// read(2); Linux `ksys_read`, `vfs_read`, `rw_verify_area`, `shmem_file_read_iter`.
     pub fn read(&self, fd: Fd, buf: &mut [u8]) -> Result<usize> {
-        let f = self.fdget(fd)?;
-        let mut pos = plock(&f.f_pos);
-        check_read(&f, *pos, buf.len())?;
-        let len = buf.len().min(MAX_RW_COUNT);
-        let n = f.inode().read_at(&mut buf[..len], *pos)?;
-        *pos += n as u64;
-        drop(pos);
-        f.file_accessed();
-        Ok(n)
+        self.fdget(fd)?.read_pos(buf)
     }
 
     /// `pread(2)`: reads at `offset` without using or changing the file position.
@@ -89,12 +82,7 @@ impl<V: Variant> Task<V> {
         if offset < 0 {
             return Err(Errno::EINVAL);
         }
-        let f = self.fdget(fd)?;
-        check_read(&f, offset as u64, buf.len())?;
-        let len = buf.len().min(MAX_RW_COUNT);
-        let n = f.inode().read_at(&mut buf[..len], offset as u64)?;
-        f.file_accessed();
-        Ok(n)
+        self.fdget(fd)?.read_at_offset(buf, offset)
     }
 
     /// `write(2)`: writes `buf` at the file position (or at the end with `O_APPEND`) and
@@ -109,23 +97,8 @@ impl<V: Variant> Task<V> {
     /// write(2); Linux `ksys_write`, `vfs_write`, `rw_verify_area`, `generic_write_checks`,
     /// `file_remove_privs`.
     pub fn write(&self, fd: Fd, buf: &[u8]) -> Result<usize> {
-        let f = self.fdget(fd)?;
-        let mut pos = plock(&f.f_pos);
-        check_write(&f, *pos, buf.len())?;
-        let len = buf.len().min(MAX_RW_COUNT);
-        let append = f.flags().contains(OpenFlags::APPEND);
-        // One clock read for the syscall's timestamps.
-        let now = coarse_now();
-        let (n, end) = f.inode().write_at(
-            &buf[..len],
-            *pos,
-            append,
-            now,
-            &self.cred,
-            self.getrlimit_fsize(),
-        )?;
-        *pos = end;
-        Ok(n)
+        self.fdget(fd)?
+            .write_pos(buf, &self.cred, self.getrlimit_fsize())
     }
 
     /// `pwrite(2)`: writes at `offset` without using or changing the file position. As on
@@ -138,20 +111,8 @@ impl<V: Variant> Task<V> {
         if offset < 0 {
             return Err(Errno::EINVAL);
         }
-        let f = self.fdget(fd)?;
-        check_write(&f, offset as u64, buf.len())?;
-        let len = buf.len().min(MAX_RW_COUNT);
-        let append = f.flags().contains(OpenFlags::APPEND);
-        let now = coarse_now();
-        let (n, _) = f.inode().write_at(
-            &buf[..len],
-            offset as u64,
-            append,
-            now,
-            &self.cred,
-            self.getrlimit_fsize(),
-        )?;
-        Ok(n)
+        self.fdget(fd)?
+            .write_at_offset(buf, offset, &self.cred, self.getrlimit_fsize())
     }
 
     /// `lseek(2)`: moves the file position; returns the new position.
@@ -166,42 +127,7 @@ impl<V: Variant> Task<V> {
     /// # References
     /// lseek(2); Linux `generic_file_llseek_size`, `shmem_file_llseek`, `offset_dir_llseek`.
     pub fn lseek(&self, fd: Fd, offset: i64, whence: i32) -> Result<i64> {
-        let f = self.fdget(fd)?;
-        let inode = f.inode();
-        let mut pos = plock(&f.f_pos);
-        let cur = *pos as i64;
-        let is_dir = inode.is_dir();
-        let new = match whence {
-            SEEK_SET => offset,
-            SEEK_CUR => cur.checked_add(offset).ok_or(Errno::EINVAL)?,
-            SEEK_END if !is_dir => {
-                // A file system that changes behind the VFS's back gives its current size
-                // (Linux: `fuse_update_attributes` in `fuse_file_llseek`).
-                inode.refresh()?;
-                (inode.size() as i64)
-                    .checked_add(offset)
-                    .ok_or(Errno::EINVAL)?
-            }
-            SEEK_DATA | SEEK_HOLE if !is_dir => {
-                if offset < 0 {
-                    return Err(Errno::ENXIO);
-                }
-                inode.seek_data_hole(offset as u64, whence == SEEK_DATA)? as i64
-            }
-            _ => return Err(Errno::EINVAL),
-        };
-        // `new <= MAX_LFS_FILESIZE` always holds for an i64 (MAX_LFS_FILESIZE = i64::MAX).
-        if new < 0 {
-            return Err(Errno::EINVAL);
-        }
-        if is_dir && new == 0 {
-            // A rewind starts a new listing, which records its own end (readdir.rs; Linux
-            // 6.11 `offset_dir_llseek`). Relaxed: `f_dir_end` is protected by
-            // `f_pos_lock`, held (`pos`).
-            f.f_dir_end.store(0, Ordering::Relaxed);
-        }
-        *pos = new as u64;
-        Ok(new)
+        self.fdget(fd)?.llseek(offset, whence)
     }
 
     /// `ftruncate(2)`: sets the size of a regular file open for writing; stamps mtime/ctime.
@@ -216,15 +142,8 @@ impl<V: Variant> Task<V> {
         if length < 0 {
             return Err(Errno::EINVAL);
         }
-        let f = self.fdget(fd)?;
-        if !f.inode().is_reg() || !f.mode().contains(FMode::WRITE) {
-            return Err(Errno::EINVAL);
-        }
-        f.inode()
-            .newsize_ok(length as u64, self.getrlimit_fsize())?;
-        let now = coarse_now();
-        f.inode().kill_suid(&self.cred, now)?;
-        f.inode().truncate_at(length as u64, now, true)
+        self.fdget(fd)?
+            .truncate_to(length, &self.cred, self.getrlimit_fsize())
     }
 
     /// `fallocate(2)` on the open file `fd`: `mode` 0 allocates `[offset, offset + len)`
@@ -303,5 +222,126 @@ impl<V: Variant> Task<V> {
         }
         let now = coarse_now();
         inode.fallocate(offset as u64, len as u64, punch, keep, now, &self.cred)
+    }
+}
+
+/// The calls' bodies on the open file itself, shared by the [`Task`] methods (after their
+/// descriptor lookup) and by [`crate::io::OpenFile`] (which holds the file, not a
+/// descriptor). `cred` and `fsize` are the caller's credentials and `RLIMIT_FSIZE`.
+impl<V: Variant> File<V> {
+    /// `read` at the file position (under `f_pos_lock`).
+    #[inline]
+    pub(crate) fn read_pos(&self, buf: &mut [u8]) -> Result<usize> {
+        let f = self;
+        let mut pos = plock(&f.f_pos);
+        check_read(f, *pos, buf.len())?;
+        let len = buf.len().min(MAX_RW_COUNT);
+        let n = f.inode().read_at(&mut buf[..len], *pos)?;
+        *pos += n as u64;
+        drop(pos);
+        f.file_accessed();
+        Ok(n)
+    }
+
+    /// `pread` at `offset` (`>= 0`: the caller checked, before the descriptor).
+    #[inline]
+    pub(crate) fn read_at_offset(&self, buf: &mut [u8], offset: i64) -> Result<usize> {
+        let f = self;
+        check_read(f, offset as u64, buf.len())?;
+        let len = buf.len().min(MAX_RW_COUNT);
+        let n = f.inode().read_at(&mut buf[..len], offset as u64)?;
+        f.file_accessed();
+        Ok(n)
+    }
+
+    /// `write` at the file position (the end with `O_APPEND`).
+    #[inline]
+    pub(crate) fn write_pos(&self, buf: &[u8], cred: &Cred, fsize: u64) -> Result<usize> {
+        let f = self;
+        let mut pos = plock(&f.f_pos);
+        check_write(f, *pos, buf.len())?;
+        let len = buf.len().min(MAX_RW_COUNT);
+        let append = f.flags().contains(OpenFlags::APPEND);
+        // One clock read for the syscall's timestamps.
+        let now = coarse_now();
+        let (n, end) = f
+            .inode()
+            .write_at(&buf[..len], *pos, append, now, cred, fsize)?;
+        *pos = end;
+        Ok(n)
+    }
+
+    /// `pwrite` at `offset` (`>= 0`: the caller checked, before the descriptor).
+    #[inline]
+    pub(crate) fn write_at_offset(
+        &self,
+        buf: &[u8],
+        offset: i64,
+        cred: &Cred,
+        fsize: u64,
+    ) -> Result<usize> {
+        let f = self;
+        check_write(f, offset as u64, buf.len())?;
+        let len = buf.len().min(MAX_RW_COUNT);
+        let append = f.flags().contains(OpenFlags::APPEND);
+        let now = coarse_now();
+        let (n, _) = f
+            .inode()
+            .write_at(&buf[..len], offset as u64, append, now, cred, fsize)?;
+        Ok(n)
+    }
+
+    /// `lseek`.
+    #[inline]
+    pub(crate) fn llseek(&self, offset: i64, whence: i32) -> Result<i64> {
+        let f = self;
+        let inode = f.inode();
+        let mut pos = plock(&f.f_pos);
+        let cur = *pos as i64;
+        let is_dir = inode.is_dir();
+        let new = match whence {
+            SEEK_SET => offset,
+            SEEK_CUR => cur.checked_add(offset).ok_or(Errno::EINVAL)?,
+            SEEK_END if !is_dir => {
+                // A file system that changes behind the VFS's back gives its current size
+                // (Linux: `fuse_update_attributes` in `fuse_file_llseek`).
+                inode.refresh()?;
+                (inode.size() as i64)
+                    .checked_add(offset)
+                    .ok_or(Errno::EINVAL)?
+            }
+            SEEK_DATA | SEEK_HOLE if !is_dir => {
+                if offset < 0 {
+                    return Err(Errno::ENXIO);
+                }
+                inode.seek_data_hole(offset as u64, whence == SEEK_DATA)? as i64
+            }
+            _ => return Err(Errno::EINVAL),
+        };
+        // `new <= MAX_LFS_FILESIZE` always holds for an i64 (MAX_LFS_FILESIZE = i64::MAX).
+        if new < 0 {
+            return Err(Errno::EINVAL);
+        }
+        if is_dir && new == 0 {
+            // A rewind starts a new listing, which records its own end (readdir.rs; Linux
+            // 6.11 `offset_dir_llseek`). Relaxed: `f_dir_end` is protected by
+            // `f_pos_lock`, held (`pos`).
+            f.f_dir_end.store(0, Ordering::Relaxed);
+        }
+        *pos = new as u64;
+        Ok(new)
+    }
+
+    /// `ftruncate` to `length` (`>= 0`: the caller checked, before the descriptor).
+    #[inline]
+    pub(crate) fn truncate_to(&self, length: i64, cred: &Cred, fsize: u64) -> Result<()> {
+        let f = self;
+        if !f.inode().is_reg() || !f.mode().contains(FMode::WRITE) {
+            return Err(Errno::EINVAL);
+        }
+        f.inode().newsize_ok(length as u64, fsize)?;
+        let now = coarse_now();
+        f.inode().kill_suid(cred, now)?;
+        f.inode().truncate_at(length as u64, now, true)
     }
 }

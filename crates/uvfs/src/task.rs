@@ -97,6 +97,48 @@ impl FsStruct {
 
 /// A thread of a process, the subject of every syscall-shaped method.
 ///
+/// # Threads
+/// A `Task` is `Send` but not `Sync`: one OS thread uses it at a time, as a Linux thread
+/// uses its own `task_struct` (the single-owner fast paths, such as `fdget` without a
+/// reference on an unshared table, rest on it). A program that uses uvfs from several
+/// threads gives each thread its own task:
+/// - [`clone_thread`](Self::clone_thread) for threads of one "process" (one descriptor
+///   table, one root/cwd/umask, one credentials object, as `CLONE_FILES | CLONE_FS`):
+///   a descriptor one thread opens, the others see;
+/// - [`fork`](Self::fork) for independent processes (a copy of the table: same open
+///   files, separate descriptors).
+///
+/// To keep an open file in a struct, a channel or a `static`, or to share one between
+/// threads, use an [`OpenFile`](crate::OpenFile) (it owns its reference and is
+/// `Send + Sync`) rather than a descriptor number or an [`OwnedFd`](crate::OwnedFd),
+/// which borrows its task.
+/// ```
+/// use std::io::{Read, Write};
+/// use uvfs::{OpenFlags, Task};
+///
+/// let mnt = uvfs::tmpfs::mount(Default::default());
+/// let main = Task::init(&mnt);
+/// let log = main.open_file("/log", OpenFlags::CREAT | OpenFlags::WRONLY | OpenFlags::APPEND, 0o644)?;
+/// let workers: Vec<_> = (0..2)
+///     .map(|i| {
+///         let me = main.clone_thread(); // this thread's own task, same process
+///         let log = log.clone(); // the same open file, owned
+///         std::thread::spawn(move || -> std::io::Result<()> {
+///             me.root_dir()?.write(format!("out{i}"), "done")?; // paths relative to the Dir
+///             (&log).write_all(format!("worker {i}\n").as_bytes())
+///         })
+///     })
+///     .collect();
+/// for w in workers {
+///     w.join().unwrap()?;
+/// }
+/// let mut s = String::new();
+/// main.open_file("/log", OpenFlags::RDONLY, 0)?.read_to_string(&mut s)?;
+/// assert_eq!(s.lines().count(), 2);
+/// assert_eq!(main.root_dir()?.read_to_string("out1")?, "done");
+/// # Ok::<(), std::io::Error>(())
+/// ```
+///
 /// # References
 /// Linux `struct task_struct`; `fork(2)`, `clone(2)` (`CLONE_FILES`, `CLONE_FS`).
 pub struct Task<V: Variant = Uvfs> {
