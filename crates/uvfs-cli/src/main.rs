@@ -47,13 +47,16 @@ fn main() -> ExitCode {
                 mount::say!("uvfs mount: error: {e}");
                 return ExitCode::FAILURE;
             }
-            match mount::run(&args) {
+            let code = match mount::run(&args) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     mount::say!("uvfs mount: error: {e}");
                     ExitCode::FAILURE
                 }
-            }
+            };
+            // A daemon's `--log`: every line written before it exits.
+            mount::finish_log();
+            code
         }
         Command::Bench(args) => {
             // SIGINT/SIGTERM stop the run and let it clean up (temporary

@@ -82,6 +82,11 @@ pub struct MountArgs {
     /// Internal: this process is the background server of `--daemon`.
     #[arg(long, hide = true)]
     pub daemon_child: bool,
+    /// With `--daemon`: the server's messages after start-up (errors, the once-a-minute
+    /// handle-limit reports, unmount) are appended to FILE (created mode 0600), each line
+    /// stamped with the UTC time, instead of being dropped.
+    #[arg(long, value_name = "FILE", requires = "daemon")]
+    pub log: Option<PathBuf>,
     /// `HOST_DIR:PATH[:ro]` (repeatable): serve the host directory HOST_DIR at PATH
     /// (hostfs: every host call relative to HOST_DIR, never outside it), read-only with
     /// `:ro`. PATH `/` makes HOST_DIR the whole mount (the tmpfs options then do not
@@ -258,6 +263,13 @@ fn daemonize(args: &MountArgs) -> Result<(), String> {
     let mountpoint = std::path::absolute(&args.mountpoint)
         .map_err(|e| format!("{}: {e}", args.mountpoint.display()))?;
     cmd.arg("mount").arg(&mountpoint).arg("--daemon-child");
+    if let Some(log) = &args.log {
+        // Checked here, where the error can still be seen; absolute, as the server runs in
+        // `/`.
+        let log = std::path::absolute(log).map_err(|e| format!("--log {}: {e}", log.display()))?;
+        open_log(&log).map_err(|e| format!("--log {}: {e}", log.display()))?;
+        cmd.arg("--daemon").arg("--log").arg(log);
+    }
     if let Some(t) = args.threads {
         cmd.arg(format!("--threads={t}"));
     }
@@ -320,6 +332,80 @@ fn daemonize(args: &MountArgs) -> Result<(), String> {
         "the server exited ({st}) before mounting:\n{}",
         said.trim_end()
     ))
+}
+
+/// Opens (creating, mode 0600) `--log`'s file for appending.
+fn open_log(path: &std::path::Path) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(path)
+}
+
+/// The daemon's stderr becomes a pipe read by a thread that appends each line to `path`
+/// with its UTC time (`2026-12-02T01:02:03Z uvfs: ...`).
+fn start_log(path: &std::path::Path) -> io::Result<()> {
+    use std::io::{BufRead, Write};
+    let mut file = open_log(path)?;
+    let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+    rustix::stdio::dup2_stderr(&w)?;
+    drop(w);
+    let t = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(std::fs::File::from(r)).lines() {
+            let Ok(line) = line else { break };
+            let _ = writeln!(file, "{} {line}", utc_now());
+        }
+    });
+    *LOG_THREAD.lock().unwrap_or_else(|e| e.into_inner()) = Some(t);
+    Ok(())
+}
+
+/// The thread of [`start_log`], joined by [`finish_log`].
+static LOG_THREAD: std::sync::Mutex<Option<std::thread::JoinHandle<()>>> =
+    std::sync::Mutex::new(None);
+
+/// Before the process exits: ends `--log`'s pipe (stderr becomes /dev/null) and waits for
+/// its thread to write the last lines (a process that exits with lines still in the pipe
+/// loses them). Nothing to do without `--log`.
+pub fn finish_log() {
+    let Some(t) = LOG_THREAD.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+        return;
+    };
+    if let Ok(null) = std::fs::File::create("/dev/null") {
+        let _ = rustix::stdio::dup2_stderr(&null);
+    }
+    let _ = t.join();
+}
+
+/// The current UTC time as `YYYY-MM-DDTHH:MM:SSZ` (civil-from-days, H. Hinnant's
+/// algorithm; no time-zone database needed for UTC).
+fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    utc(secs)
+}
+
+/// `secs` since the epoch as `YYYY-MM-DDTHH:MM:SSZ`.
+fn utc(secs: i64) -> String {
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
 }
 
 /// `tmpfs`'s `size=` syntax: bytes, or a number with k, m or g.
@@ -769,9 +855,15 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
     );
     if args.daemon_child {
         // The parent has read the line above and gone: later messages would go to a closed
-        // pipe. A daemon has no terminal; it says nothing more.
-        if let Ok(null) = std::fs::File::create("/dev/null") {
-            let _ = rustix::stdio::dup2_stderr(&null);
+        // pipe. A daemon has no terminal: they go to `--log`'s file, or nowhere.
+        match args.log.as_deref().map(start_log) {
+            Some(Ok(())) => {}
+            Some(Err(e)) => return Err(format!("--log: {e}")),
+            None => {
+                if let Ok(null) = std::fs::File::create("/dev/null") {
+                    let _ = rustix::stdio::dup2_stderr(&null);
+                }
+            }
         }
     }
     // SIGINT/SIGTERM/SIGHUP: unmount, which ends `run` below; if it has not ended
@@ -890,6 +982,15 @@ fn mount_points(info: &str) -> impl Iterator<Item = Vec<u8>> + '_ {
 #[cfg(test)]
 mod mountpoint_tests {
     use super::*;
+
+    /// Against Python's `datetime.utcfromtimestamp` for the same seconds.
+    #[test]
+    fn log_stamps_are_utc() {
+        assert_eq!(utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(utc(1_796_176_325), "2026-12-02T01:52:05Z");
+        assert_eq!(utc(4_102_444_799), "2099-12-31T23:59:59Z");
+    }
 
     #[test]
     fn mount_points_are_unescaped() {

@@ -410,6 +410,90 @@ fn daemon_returns_and_exits_when_unmounted() {
     );
 }
 
+/// `--daemon --log FILE`: the server's messages after start-up are appended to FILE (mode
+/// 0600), one UTC-stamped line each, up to the last one before it exits; `--log` without
+/// `--daemon` is a usage error.
+#[test]
+fn daemon_log_keeps_messages_after_startup() {
+    let test = "daemon_log_keeps_messages_after_startup";
+    if !uvfs_only(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap().keep().canonicalize().unwrap();
+    let logdir = tempfile::tempdir().unwrap();
+    let log = logdir.path().join("uvfs.log");
+    let mut cleanup = DaemonCleanup {
+        dir: dir.clone(),
+        pid: None,
+    };
+    let (code, _) = uvfs(&[
+        "mount",
+        dir.to_str().unwrap(),
+        "--log",
+        log.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(2), "--log without --daemon");
+    let (code, stderr) = uvfs(&[
+        "mount",
+        dir.to_str().unwrap(),
+        "--daemon",
+        "--log",
+        log.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "uvfs mount --daemon --log: {stderr}");
+    let start = Instant::now();
+    while common::mount_at(&dir).is_none() {
+        assert!(start.elapsed() < common::MOUNT_TIMEOUT, "no mount");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    cleanup.pid = find_server(&dir);
+    let pid = cleanup.pid.expect("a process 'uvfs mount DIR'");
+    serves_files(&dir);
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pid as i32).unwrap(),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    let start = Instant::now();
+    while alive(pid) {
+        assert!(
+            start.elapsed() < common::STOP_TIMEOUT,
+            "daemon still running"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        fs::metadata(&log).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let text = fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let unmounted = format!("uvfs: unmounted {}", dir.display());
+    assert_eq!(
+        lines.last().map(|l| &l[21..]),
+        Some(unmounted.as_str()),
+        "{text}"
+    );
+    assert!(
+        lines.iter().any(|l| l.contains("SIGTERM received")),
+        "{text}"
+    );
+    for l in &lines {
+        // 2026-12-02T01:02:03Z uvfs: ...
+        let b = l.as_bytes();
+        assert!(
+            b.len() > 21
+                && b[4] == b'-'
+                && b[10] == b'T'
+                && b[19] == b'Z'
+                && &l[20..26] == " uvfs:",
+            "a stamped line: {l:?}"
+        );
+    }
+    drop(cleanup);
+}
+
 /// Bug: a mount made right after an unmount of the same mount point from outside (as
 /// xfstests does: `umount SOURCE`, then `mount -t fuse.uvfs` again) vanished about once in
 /// 50 cycles; its users then wrote to the directory underneath (xfstests generic/366).
