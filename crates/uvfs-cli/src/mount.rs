@@ -94,6 +94,17 @@ pub struct MountArgs {
     /// at `/`), made (with its parents) if missing.
     #[arg(long, value_parser = parse_bind)]
     pub bind: Vec<Bind>,
+    /// `HOST_DIR[:PATH]` (repeatable): before serving, copy the host tree HOST_DIR into the
+    /// mount at PATH (default `/`; made with its parents), as `cp -a HOST_DIR/. PATH`:
+    /// modes, owners (the server being root), times, symlinks, hard links and holes kept;
+    /// an existing name is an error.
+    #[arg(long, value_name = "HOST_DIR[:PATH]", value_parser = parse_import)]
+    pub import: Vec<Import>,
+    /// After the mount is unmounted, copy its whole tree to HOST_DIR (made if missing; it
+    /// must be empty, checked before mounting), as `cp -a` would; what is bound with
+    /// `--bind` is copied too.
+    #[arg(long, value_name = "HOST_DIR", value_parser = parse_export)]
+    pub export_on_exit: Option<PathBuf>,
     /// The mount's source as /proc/self/mountinfo, `df` and `umount SOURCE` show it (FUSE's
     /// `fsname`; `mount.fuse.uvfs` passes the device argument of `mount -t fuse.uvfs`).
     #[arg(long, default_value = "uvfs", value_parser = parse_fsname)]
@@ -123,6 +134,98 @@ pub struct Bind {
     pub path: String,
     /// `:ro`.
     pub read_only: bool,
+}
+
+/// One `--import HOST_DIR[:PATH]`.
+#[derive(Clone, Debug)]
+pub struct Import {
+    /// The host directory (absolute).
+    pub host: PathBuf,
+    /// Where its contents go in the mount (absolute).
+    pub path: String,
+}
+
+/// Parses `HOST_DIR[:PATH]` (`--import`): PATH absolute, `/` if omitted; HOST_DIR a
+/// directory.
+fn parse_import(s: &str) -> Result<Import, String> {
+    let (host, path) = match s.rsplit_once(':') {
+        Some((h, p)) if p.starts_with('/') => (h, p),
+        _ => (s, "/"),
+    };
+    if host.is_empty() {
+        return Err(format!("{s:?}: empty HOST_DIR"));
+    }
+    if path.split('/').any(|c| c == "." || c == "..") {
+        return Err(format!("{s:?}: PATH may not contain . or .."));
+    }
+    let host = std::path::absolute(host).map_err(|e| format!("{s:?}: {e}"))?;
+    match std::fs::metadata(&host) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => return Err(format!("{}: not a directory", host.display())),
+        Err(e) => return Err(format!("{}: {e}", host.display())),
+    }
+    Ok(Import {
+        host,
+        path: path.to_owned(),
+    })
+}
+
+/// Parses `--export-on-exit HOST_DIR`: absolute; missing, or an empty directory.
+fn parse_export(s: &str) -> Result<PathBuf, String> {
+    let host = std::path::absolute(s).map_err(|e| format!("{s:?}: {e}"))?;
+    match std::fs::read_dir(&host) {
+        Ok(mut d) => {
+            if d.next().is_some() {
+                return Err(format!(
+                    "{}: not empty (nothing is overwritten)",
+                    host.display()
+                ));
+            }
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(format!("{}: {e}", host.display())),
+    }
+    Ok(host)
+}
+
+/// `--import`: copies each host tree into the mount, saying what it copied.
+fn import_trees(mnt: &Arc<uvfs::Mount>, imports: &[Import]) -> Result<(), String> {
+    if imports.is_empty() {
+        return Ok(());
+    }
+    let t = uvfs::Task::init(mnt);
+    let root = t.root_dir().map_err(|e| format!("--import: {e}"))?;
+    for i in imports {
+        let rel = i.path.trim_start_matches('/');
+        let to = if rel.is_empty() { "." } else { rel };
+        let st = root
+            .import_host(&i.host, to)
+            .map_err(|e| format!("--import {}:{}: {e}", i.host.display(), i.path))?;
+        say!(
+            "uvfs: imported {} at {}: {}",
+            i.host.display(),
+            i.path,
+            copy_summary(&st)
+        );
+    }
+    Ok(())
+}
+
+/// One line for a copy's counts.
+fn copy_summary(st: &uvfs::hosttree::CopyStats) -> String {
+    let mut s = format!(
+        "{} files, {} directories, {} symlinks, {} hard links, {} other, {:.1} MiB of data",
+        st.files,
+        st.dirs,
+        st.symlinks,
+        st.hard_links,
+        st.nodes,
+        st.bytes as f64 / f64::from(1u32 << 20)
+    );
+    if st.owners_not_kept > 0 {
+        s += &format!(" ({} owners not kept: not root)", st.owners_not_kept);
+    }
+    s
 }
 
 /// Parses `HOST_DIR:PATH[:ro]` (`--bind`).
@@ -295,6 +398,12 @@ fn daemonize(args: &MountArgs) -> Result<(), String> {
         let ro = if b.read_only { ":ro" } else { "" };
         cmd.arg(format!("--bind={}:{}{ro}", b.host.display(), b.path));
     }
+    for i in &args.import {
+        cmd.arg(format!("--import={}:{}", i.host.display(), i.path));
+    }
+    if let Some(e) = &args.export_on_exit {
+        cmd.arg("--export-on-exit").arg(e);
+    }
     let perm = match args.permissions {
         PermissionsArg::Kernel => "kernel",
         PermissionsArg::Uvfs => "uvfs",
@@ -323,6 +432,10 @@ fn daemonize(args: &MountArgs) -> Result<(), String> {
                 child.id()
             );
             return Ok(());
+        }
+        if line.starts_with("uvfs: imported ") {
+            say!("{line}");
+            continue;
         }
         said.push_str(&line);
         said.push('\n');
@@ -780,6 +893,7 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
     // After the server's first task exists: a namespace lives as long as a task of it, and
     // the server's is the one that must see the binds.
     mount_sub_binds(&mnt, &check_binds(args)?.1)?;
+    import_trees(&mnt, &args.import)?;
     // A read-only bind is a read-only mount: the kernel answers EROFS first, as for any
     // read-only mount (`mnt_want_write` before the lookup, `sb_permission`), and statvfs
     // shows ST_RDONLY.
@@ -945,6 +1059,18 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
     r.map_err(|e| format!("session on {} failed: {e}", mp.display()))?;
     unmounted.map_err(|e| format!("unmounting {}: {e}", mp.display()))?;
     say!("uvfs: unmounted {}", mp.display());
+    if let Some(host) = &args.export_on_exit {
+        let t = uvfs::Task::init(&mnt);
+        let st = t
+            .root_dir()
+            .and_then(|d| d.export_host(".", host))
+            .map_err(|e| format!("--export-on-exit {}: {e}", host.display()))?;
+        say!(
+            "uvfs: exported to {}: {}",
+            host.display(),
+            copy_summary(&st)
+        );
+    }
     Ok(())
 }
 

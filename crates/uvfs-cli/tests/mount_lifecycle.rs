@@ -410,6 +410,31 @@ fn daemon_returns_and_exits_when_unmounted() {
     );
 }
 
+/// Waits for a mount on `dir` (at most `MOUNT_TIMEOUT`).
+fn wait_mounted(dir: &Path) {
+    let start = Instant::now();
+    while common::mount_at(dir).is_none() {
+        assert!(
+            start.elapsed() < common::MOUNT_TIMEOUT,
+            "no mount on {}",
+            dir.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Waits for process `pid` to exit (at most `STOP_TIMEOUT`).
+fn wait_exited(pid: u32) {
+    let start = Instant::now();
+    while alive(pid) {
+        assert!(
+            start.elapsed() < common::STOP_TIMEOUT,
+            "process {pid} still running"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// `--daemon --log FILE`: the server's messages after start-up are appended to FILE (mode
 /// 0600), one UTC-stamped line each, up to the last one before it exits; `--log` without
 /// `--daemon` is a usage error.
@@ -441,11 +466,7 @@ fn daemon_log_keeps_messages_after_startup() {
         log.to_str().unwrap(),
     ]);
     assert_eq!(code, Some(0), "uvfs mount --daemon --log: {stderr}");
-    let start = Instant::now();
-    while common::mount_at(&dir).is_none() {
-        assert!(start.elapsed() < common::MOUNT_TIMEOUT, "no mount");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_mounted(&dir);
     cleanup.pid = find_server(&dir);
     let pid = cleanup.pid.expect("a process 'uvfs mount DIR'");
     serves_files(&dir);
@@ -454,14 +475,7 @@ fn daemon_log_keeps_messages_after_startup() {
         rustix::process::Signal::TERM,
     )
     .unwrap();
-    let start = Instant::now();
-    while alive(pid) {
-        assert!(
-            start.elapsed() < common::STOP_TIMEOUT,
-            "daemon still running"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_exited(pid);
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(
         fs::metadata(&log).unwrap().permissions().mode() & 0o777,
@@ -491,6 +505,75 @@ fn daemon_log_keeps_messages_after_startup() {
             "a stamped line: {l:?}"
         );
     }
+    drop(cleanup);
+}
+
+/// `--import HOST_DIR:PATH` seeds the mount before it is served (seen through the kernel
+/// at once); `--export-on-exit HOST_DIR` saves the whole tree after the unmount, changes
+/// made through the mount included; a non-empty export directory is refused up front.
+#[test]
+fn import_seeds_and_export_on_exit_saves() {
+    let test = "import_seeds_and_export_on_exit_saves";
+    if !uvfs_only(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap().keep().canonicalize().unwrap();
+    let src = tempfile::tempdir().unwrap();
+    fs::create_dir_all(src.path().join("sub")).unwrap();
+    fs::write(src.path().join("sub/f"), b"seed").unwrap();
+    std::os::unix::fs::symlink("sub/f", src.path().join("l")).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let save = out.path().join("saved");
+    let mut cleanup = DaemonCleanup {
+        dir: dir.clone(),
+        pid: None,
+    };
+    let (code, stderr) = uvfs(&[
+        "mount",
+        dir.to_str().unwrap(),
+        "--daemon",
+        "--import",
+        &format!("{}:/seeded/here", src.path().display()),
+        "--export-on-exit",
+        save.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stderr.contains("uvfs: imported "), "{stderr}");
+    wait_mounted(&dir);
+    cleanup.pid = find_server(&dir);
+    let pid = cleanup.pid.expect("a process 'uvfs mount DIR'");
+    assert_eq!(fs::read(dir.join("seeded/here/sub/f")).unwrap(), b"seed");
+    assert_eq!(
+        fs::read_link(dir.join("seeded/here/l")).unwrap(),
+        Path::new("sub/f")
+    );
+    fs::write(dir.join("seeded/here/new"), b"made on the mount").unwrap();
+    let st = Command::new("fusermount3")
+        .arg("-u")
+        .arg(&dir)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    wait_exited(pid);
+    assert_eq!(fs::read(save.join("seeded/here/sub/f")).unwrap(), b"seed");
+    assert_eq!(
+        fs::read(save.join("seeded/here/new")).unwrap(),
+        b"made on the mount"
+    );
+    assert_eq!(
+        fs::read_link(save.join("seeded/here/l")).unwrap(),
+        Path::new("sub/f")
+    );
+    // A second run would overwrite: refused before mounting.
+    let (code, stderr) = uvfs(&[
+        "mount",
+        dir.to_str().unwrap(),
+        "--export-on-exit",
+        save.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("not empty"), "{stderr}");
+    assert!(common::mount_at(&dir).is_none());
     drop(cleanup);
 }
 

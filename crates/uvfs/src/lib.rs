@@ -57,6 +57,7 @@
 //! | [`hostfs::mount`] | a host directory as a file system, confined to it (gVisor's gofer idea) |
 //! | `fuse::UvfsFuse` (feature `fuse`) | a FUSE server (libfuse's `fuse_lowlevel_ops`) |
 //! | [`variant`]: `Variant`, `Uvfs`, the lessons' "before" types | the seed patches' before/after (ablation only) |
+//! | [`hosttree`]: [`Dir::import_host`], [`Dir::export_host`] | none: `cp -a` between a host directory and a `Dir` (modes, owners, times, symlinks, hard links, holes) |
 //! | [`Dir`], [`dir::OpenOptions`], [`Metadata`], [`dir::ReadDir`], [`dir::WalkDir`] (dir.rs) | none: a `std::fs`/cap-std-shaped facade over a task's calls, confined beneath one directory (`openat2` `RESOLVE_BENEATH`) |
 //!
 //! # Which file holds which syscall family (methods on [`Task`])
@@ -103,6 +104,7 @@ pub mod file;
 pub mod fs;
 #[cfg(feature = "fuse")]
 pub mod fuse;
+pub mod hosttree;
 pub mod inode;
 pub mod io;
 pub mod mount;

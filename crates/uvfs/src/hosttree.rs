@@ -1,0 +1,463 @@
+//! Host import and export: a host directory tree copied into a [`Dir`] and back, keeping
+//! types, data (holes stay holes), permission bits, owners (when the caller may set them),
+//! times and hard links.
+//!
+//! Linux analogue: none (what `cp -a SRC/. DST` does, one file system being uvfs).
+//!
+//! # What is kept
+//! - Directories, regular files, symlinks (their targets as stored), FIFOs, sockets and
+//!   device nodes (`mknod`: devices need root on the creating side, as `cp -a`).
+//! - Data, copied range by range as `SEEK_DATA`/`SEEK_HOLE` report it, so a sparse file
+//!   stays sparse and its size is exact.
+//! - Permission bits, set-ID and sticky bits included (applied after the owner, as `chown`
+//!   clears set-ID bits); a directory's after its contents, so a read-only directory can be
+//!   filled first.
+//! - Owners when the creating side may give them (root, or `CAP_CHOWN`); otherwise the
+//!   creator owns the copy and [`CopyStats::owners_not_kept`] counts it.
+//! - Access and modification times to the nanosecond (symlinks' too); change times are the
+//!   copy's own, as on any copy.
+//! - Hard links: files that share an inode on the source share one in the copy.
+//!
+//! # What is refused
+//! Nothing existing is overwritten: a name that exists in the destination is `EEXIST` and
+//! the copy stops there (what was copied stays). The destination directory itself may
+//! exist (it must be a directory then) or is created with its parents. The host side is
+//! walked by path, as `cp` walks it: a tree being changed on the host while it is copied
+//! gives what `cp` would give; no host symlink is followed.
+//!
+//! # Memory
+//! The names of the directories still to visit and one entry per hard-linked inode; data
+//! moves through one 64 KiB buffer.
+
+use crate::dir::Dir;
+use crate::io::OwnedFd;
+use crate::task::Task;
+use crate::types::*;
+use crate::variant::Variant;
+use crate::Errno;
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+/// The chunk data moves in (bytes).
+const CHUNK: usize = 64 * 1024;
+
+/// What an import or export copied.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CopyStats {
+    /// Directories created (the destination itself included when it was created).
+    pub dirs: u64,
+    /// Regular files created (a hard link to one already copied is not counted here).
+    pub files: u64,
+    /// Symlinks created.
+    pub symlinks: u64,
+    /// FIFOs, sockets and device nodes created.
+    pub nodes: u64,
+    /// Names made as hard links to a file already copied.
+    pub hard_links: u64,
+    /// Data bytes copied (holes are not copied, so a sparse file counts its data only).
+    pub bytes: u64,
+    /// Files whose owner could not be kept (the creating side is not root).
+    pub owners_not_kept: u64,
+}
+
+/// One entry's attributes, as both sides give them.
+#[derive(Clone, Copy)]
+struct Attrs {
+    mode: u32,
+    uid: u32,
+    gid: u32,
+    atime: Timespec,
+    mtime: Timespec,
+}
+
+fn err(e: Errno) -> io::Error {
+    e.into()
+}
+
+fn join(base: &[u8], name: &[u8]) -> Vec<u8> {
+    let mut p = base.to_vec();
+    if !p.is_empty() {
+        p.push(b'/');
+    }
+    p.extend_from_slice(name);
+    p
+}
+
+/// A host path below `root` for the relative bytes `rel` (empty: `root`).
+fn host_path(root: &Path, rel: &[u8]) -> PathBuf {
+    if rel.is_empty() {
+        root.to_path_buf()
+    } else {
+        root.join(OsStr::from_bytes(rel))
+    }
+}
+
+impl<'t, V: Variant> Dir<'t, V> {
+    /// Copies the host directory tree `host` into the directory `to` beneath this one (made
+    /// with its parents if missing), as `cp -a host/. to` (see the module doc for what is
+    /// kept and refused).
+    ///
+    /// # Errors
+    /// `ENOTDIR` if `host` or `to` is not a directory; `EEXIST` for a name that exists in
+    /// `to`; the host's errors reading (`EACCES`, ...); uvfs's creating (`ENOSPC`,
+    /// `EPERM` for a device node by a non-root task, `EXDEV` for `to` outside this `Dir`).
+    /// What was copied before the error stays.
+    pub fn import_host(
+        &self,
+        host: impl AsRef<Path>,
+        to: impl AsRef<Path>,
+    ) -> io::Result<CopyStats> {
+        let host = host.as_ref();
+        let meta = std::fs::symlink_metadata(host)?;
+        if !meta.is_dir() {
+            return Err(err(Errno::ENOTDIR));
+        }
+        let mut stats = CopyStats::default();
+        let dst = self.dest_dir(to.as_ref(), &mut stats)?;
+        let t = self.task();
+        let dfd = dst.fd();
+        let mut links: HashMap<(u64, u64), Vec<u8>> = HashMap::new();
+        // Directories to fill (relative paths), and the attributes of every directory to
+        // apply once its contents are in (children before parents: reverse order).
+        let mut todo: Vec<Vec<u8>> = vec![Vec::new()];
+        let mut dirs: Vec<(Vec<u8>, Attrs)> = vec![(Vec::new(), host_attrs(&meta))];
+        let mut buf = vec![0u8; CHUNK];
+        while let Some(rel) = todo.pop() {
+            for e in std::fs::read_dir(host_path(host, &rel))? {
+                let e = e?;
+                let rp = join(&rel, e.file_name().as_bytes());
+                let hp = e.path();
+                let m = std::fs::symlink_metadata(&hp)?;
+                let a = host_attrs(&m);
+                let ft = m.mode() & S_IFMT;
+                if ft == S_IFDIR {
+                    t.mkdirat(dfd, &rp[..], 0o700)?;
+                    stats.dirs += 1;
+                    dirs.push((rp.clone(), a));
+                    todo.push(rp);
+                    continue;
+                }
+                if ft == S_IFREG && m.nlink() > 1 {
+                    if let Some(first) = links.get(&(m.dev(), m.ino())) {
+                        t.linkat(dfd, &first[..], dfd, &rp[..], AtFlags::empty())?;
+                        stats.hard_links += 1;
+                        continue;
+                    }
+                    links.insert((m.dev(), m.ino()), rp.clone());
+                }
+                match ft {
+                    S_IFREG => {
+                        let src = std::fs::File::open(&hp)?;
+                        let fd = t.openat(
+                            dfd,
+                            &rp[..],
+                            OpenFlags::CREAT
+                                | OpenFlags::EXCL
+                                | OpenFlags::WRONLY
+                                | OpenFlags::CLOEXEC,
+                            0o600,
+                        )?;
+                        let fd = OwnedFd::new(t, fd);
+                        stats.bytes += copy_ranges(
+                            m.len(),
+                            |off, whence| host_seek(&src, off, whence),
+                            |b, off| src.read_at(b, off),
+                            |b, off| Ok(t.pwrite(fd.fd(), b, off as i64)?),
+                            &mut buf,
+                        )?;
+                        t.ftruncate(fd.fd(), m.len() as i64)?;
+                        stats.files += 1;
+                    }
+                    S_IFLNK => {
+                        let target = std::fs::read_link(&hp)?;
+                        t.symlinkat(target.as_os_str().as_bytes(), dfd, &rp[..])?;
+                        stats.symlinks += 1;
+                    }
+                    _ => {
+                        t.mknodat(dfd, &rp[..], ft | 0o600, m.rdev())?;
+                        stats.nodes += 1;
+                    }
+                }
+                set_uvfs_attrs(t, dfd, &rp, a, ft == S_IFLNK, &mut stats)?;
+            }
+        }
+        for (rp, a) in dirs.iter().rev() {
+            set_uvfs_attrs(t, dfd, rp, *a, false, &mut stats)?;
+        }
+        Ok(stats)
+    }
+
+    /// `to` beneath this directory, made (with its parents) if missing; counts itself in
+    /// `stats.dirs` when made.
+    fn dest_dir(&self, to: &Path, stats: &mut CopyStats) -> io::Result<Dir<'t, V>> {
+        match self.symlink_metadata(to) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Err(err(Errno::ENOTDIR)),
+            Err(e) if e.raw_os_error() == Some(Errno::ENOENT.raw()) => {
+                self.create_dir_all(to)?;
+                stats.dirs += 1;
+            }
+            Err(e) => return Err(e),
+        }
+        self.open_dir(to)
+    }
+
+    /// Copies the directory tree `from` beneath this one to the host directory `host` (made
+    /// with its parents if missing), as `cp -a from/. host` (see the module doc).
+    ///
+    /// # Errors
+    /// `ENOTDIR` if `from` or `host` is not a directory; `EEXIST` for a name that exists in
+    /// `host`; uvfs's errors reading; the host's creating (`EACCES`, `ENOSPC`, `EPERM` for
+    /// a device node when not root). What was copied before the error stays.
+    pub fn export_host(
+        &self,
+        from: impl AsRef<Path>,
+        host: impl AsRef<Path>,
+    ) -> io::Result<CopyStats> {
+        let host = host.as_ref();
+        let src = self.open_dir(from.as_ref())?;
+        let t = self.task();
+        let sfd = src.fd();
+        let mut stats = CopyStats::default();
+        match std::fs::symlink_metadata(host) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Err(err(Errno::ENOTDIR)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                std::fs::create_dir_all(host)?;
+                stats.dirs += 1;
+            }
+            Err(e) => return Err(e),
+        }
+        let root_st = src.dir_metadata()?;
+        let mut links: HashMap<(u64, u64), PathBuf> = HashMap::new();
+        let mut todo: Vec<Vec<u8>> = vec![Vec::new()];
+        let mut dirs: Vec<(PathBuf, Attrs)> =
+            vec![(host.to_path_buf(), uvfs_attrs(root_st.stat()))];
+        let mut buf = vec![0u8; CHUNK];
+        let root = rustix::process::geteuid().is_root();
+        while let Some(rel) = todo.pop() {
+            let listing = if rel.is_empty() {
+                src.entries()?
+            } else {
+                src.read_dir(OsStr::from_bytes(&rel))?
+            };
+            for e in listing {
+                let e = e?;
+                let rp = join(&rel, e.file_name().as_bytes());
+                let hp = host_path(host, &rp);
+                let st = t.fstatat(sfd, &rp[..], AtFlags::SYMLINK_NOFOLLOW)?;
+                let a = uvfs_attrs(&st);
+                let ft = st.st_mode & S_IFMT;
+                if ft == S_IFDIR {
+                    std::fs::DirBuilder::new().mode(0o700).create(&hp)?;
+                    stats.dirs += 1;
+                    dirs.push((hp, a));
+                    todo.push(rp);
+                    continue;
+                }
+                if ft == S_IFREG && st.st_nlink > 1 {
+                    if let Some(first) = links.get(&(st.st_dev, st.st_ino)) {
+                        std::fs::hard_link(first, &hp)?;
+                        stats.hard_links += 1;
+                        continue;
+                    }
+                    links.insert((st.st_dev, st.st_ino), hp.clone());
+                }
+                match ft {
+                    S_IFREG => {
+                        let fd = OwnedFd::new(
+                            t,
+                            t.openat(sfd, &rp[..], OpenFlags::RDONLY | OpenFlags::CLOEXEC, 0)?,
+                        );
+                        let dst = std::fs::OpenOptions::new()
+                            .write(true)
+                            .create_new(true)
+                            .mode(0o600)
+                            .open(&hp)?;
+                        stats.bytes += copy_ranges(
+                            st.st_size as u64,
+                            |off, whence| t.lseek(fd.fd(), off as i64, whence).map(|p| p as u64),
+                            |b, off| Ok(t.pread(fd.fd(), b, off as i64)?),
+                            |b, off| dst.write_at(b, off),
+                            &mut buf,
+                        )?;
+                        dst.set_len(st.st_size as u64)?;
+                        stats.files += 1;
+                    }
+                    S_IFLNK => {
+                        let n = t.readlinkat(sfd, &rp[..], &mut buf)?;
+                        std::os::unix::fs::symlink(OsStr::from_bytes(&buf[..n]), &hp)?;
+                        stats.symlinks += 1;
+                    }
+                    _ => {
+                        rustix::fs::mknodat(
+                            rustix::fs::CWD,
+                            &hp,
+                            rustix::fs::FileType::from_raw_mode(ft),
+                            rustix::fs::Mode::from_raw_mode(0o600),
+                            st.st_rdev,
+                        )?;
+                        stats.nodes += 1;
+                    }
+                }
+                set_host_attrs(&hp, a, ft == S_IFLNK, root, &mut stats)?;
+            }
+        }
+        for (hp, a) in dirs.iter().rev() {
+            set_host_attrs(hp, *a, false, root, &mut stats)?;
+        }
+        Ok(stats)
+    }
+}
+
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+
+/// Copies the data ranges of a file of `size` bytes: `seek(off, SEEK_DATA|SEEK_HOLE)` on
+/// the source finds them (`ENXIO`: no data past `off`), `read_at`/`write_at` move them.
+/// Returns the bytes copied. A source whose file system has no hole support reports the
+/// whole file as data, which is then copied whole.
+fn copy_ranges(
+    size: u64,
+    seek: impl Fn(u64, i32) -> Result<u64, Errno>,
+    read_at: impl Fn(&mut [u8], u64) -> io::Result<usize>,
+    write_at: impl Fn(&[u8], u64) -> io::Result<usize>,
+    buf: &mut [u8],
+) -> io::Result<u64> {
+    let mut copied = 0;
+    let mut off = 0u64;
+    while off < size {
+        let data = match seek(off, SEEK_DATA) {
+            Ok(d) => d,
+            Err(Errno::ENXIO) => break,
+            Err(e) => return Err(err(e)),
+        };
+        let hole = seek(data, SEEK_HOLE).map_err(err)?.min(size);
+        let mut pos = data;
+        while pos < hole {
+            let want = ((hole - pos) as usize).min(buf.len());
+            let n = read_at(&mut buf[..want], pos)?;
+            if n == 0 {
+                // Shrunk while copied: what is left is copied as it is.
+                return Ok(copied);
+            }
+            let mut w = &buf[..n];
+            let mut at = pos;
+            while !w.is_empty() {
+                let k = write_at(w, at)?;
+                if k == 0 {
+                    return Err(io::ErrorKind::WriteZero.into());
+                }
+                w = &w[k..];
+                at += k as u64;
+            }
+            pos += n as u64;
+            copied += n as u64;
+        }
+        off = hole.max(data + 1);
+    }
+    Ok(copied)
+}
+
+/// `lseek` on a host file, errno as uvfs's.
+fn host_seek(f: &std::fs::File, off: u64, whence: i32) -> Result<u64, Errno> {
+    let pos = match whence {
+        SEEK_DATA => rustix::fs::SeekFrom::Data(off),
+        _ => rustix::fs::SeekFrom::Hole(off),
+    };
+    rustix::fs::seek(f, pos).map_err(|e| Errno::from_raw(e.raw_os_error()).unwrap_or(Errno::EIO))
+}
+
+fn host_attrs(m: &std::fs::Metadata) -> Attrs {
+    Attrs {
+        mode: m.mode(),
+        uid: m.uid(),
+        gid: m.gid(),
+        atime: Timespec::new(m.atime(), m.atime_nsec()),
+        mtime: Timespec::new(m.mtime(), m.mtime_nsec()),
+    }
+}
+
+fn uvfs_attrs(st: &Stat) -> Attrs {
+    Attrs {
+        mode: st.st_mode,
+        uid: st.st_uid,
+        gid: st.st_gid,
+        atime: st.st_atime,
+        mtime: st.st_mtime,
+    }
+}
+
+/// Owner (when permitted), mode (not for a symlink) and times of `rp` beneath `dfd`.
+fn set_uvfs_attrs<V: Variant>(
+    t: &Task<V>,
+    dfd: Fd,
+    rp: &[u8],
+    a: Attrs,
+    symlink: bool,
+    stats: &mut CopyStats,
+) -> io::Result<()> {
+    let (path, flags): (&[u8], AtFlags) = if rp.is_empty() {
+        (b"", AtFlags::EMPTY_PATH | AtFlags::SYMLINK_NOFOLLOW)
+    } else {
+        (rp, AtFlags::SYMLINK_NOFOLLOW)
+    };
+    let cred = t.cred();
+    if (a.uid, a.gid) != (cred.uid, cred.gid) {
+        if cred.is_root() {
+            t.fchownat(dfd, path, a.uid, a.gid, flags)?;
+        } else {
+            stats.owners_not_kept += 1;
+        }
+    }
+    if !symlink {
+        t.fchmodat(
+            dfd,
+            path,
+            a.mode & 0o7777,
+            flags - AtFlags::SYMLINK_NOFOLLOW,
+        )?;
+    }
+    t.utimensat(dfd, path, Some(&[a.atime, a.mtime]), flags)?;
+    Ok(())
+}
+
+/// As [`set_uvfs_attrs`] on the host path `hp`.
+fn set_host_attrs(
+    hp: &Path,
+    a: Attrs,
+    symlink: bool,
+    root: bool,
+    stats: &mut CopyStats,
+) -> io::Result<()> {
+    use rustix::fs::{AtFlags as HostAt, Timespec as HostTs, Timestamps, CWD};
+    let m = std::fs::symlink_metadata(hp)?;
+    if (a.uid, a.gid) != (m.uid(), m.gid()) {
+        if root {
+            std::os::unix::fs::lchown(hp, Some(a.uid), Some(a.gid))?;
+        } else {
+            stats.owners_not_kept += 1;
+        }
+    }
+    if !symlink {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(hp, std::fs::Permissions::from_mode(a.mode & 0o7777))?;
+    }
+    let ts = |t: Timespec| HostTs {
+        tv_sec: t.tv_sec,
+        tv_nsec: t.tv_nsec as _,
+    };
+    rustix::fs::utimensat(
+        CWD,
+        hp,
+        &Timestamps {
+            last_access: ts(a.atime),
+            last_modification: ts(a.mtime),
+        },
+        HostAt::SYMLINK_NOFOLLOW,
+    )?;
+    Ok(())
+}

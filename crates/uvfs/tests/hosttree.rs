@@ -1,0 +1,310 @@
+//! Host import and export (`Dir::import_host`, `Dir::export_host`): a host tree copied
+//! into every file system behind the seam (tmpfs, hostfs) and back out must be the same
+//! tree: types, bytes, holes, permission bits (set-ID and sticky included), owners (as
+//! root), access and modification times to the nanosecond, symlink targets and hard-link
+//! groups; and nothing existing is overwritten.
+
+mod common;
+use common::*;
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
+use std::path::Path;
+use uvfs::hosttree::CopyStats;
+
+fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+fn set_times(p: &Path, atime: (i64, i64), mtime: (i64, i64)) {
+    use rustix::fs::{AtFlags, Timespec, Timestamps, CWD};
+    let ts = |(s, n)| Timespec {
+        tv_sec: s,
+        tv_nsec: n,
+    };
+    rustix::fs::utimensat(
+        CWD,
+        p,
+        &Timestamps {
+            last_access: ts(atime),
+            last_modification: ts(mtime),
+        },
+        AtFlags::SYMLINK_NOFOLLOW,
+    )
+    .unwrap();
+}
+
+/// A host tree with every kind of entry the copy keeps.
+fn make_tree(root: &Path) {
+    let p = |s: &str| root.join(s);
+    fs::create_dir_all(p("a/b/c")).unwrap();
+    fs::write(p("a/file"), b"hello").unwrap();
+    fs::write(p("a/b/c/deep"), vec![7u8; 200_000]).unwrap();
+    fs::write(p("empty"), b"").unwrap();
+    // Sparse: 3 MiB with 5 bytes of data at 1 MiB.
+    let f = fs::File::create(p("sparse")).unwrap();
+    f.write_at(b"12345", 1 << 20).unwrap();
+    f.set_len(3 << 20).unwrap();
+    drop(f);
+    // Hard links: three names of one file.
+    fs::write(p("a/linked"), b"shared").unwrap();
+    fs::hard_link(p("a/linked"), p("a/b/link2")).unwrap();
+    fs::hard_link(p("a/linked"), p("link3")).unwrap();
+    std::os::unix::fs::symlink("a/file", p("rel-link")).unwrap();
+    std::os::unix::fs::symlink("/nowhere/at/all", p("dangling")).unwrap();
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        p("fifo"),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o640),
+        0,
+    )
+    .unwrap();
+    // Modes: set-ID, sticky, a read-only directory with contents.
+    fs::write(p("a/suid"), b"#!/bin/sh\n").unwrap();
+    fs::create_dir(p("sticky")).unwrap();
+    fs::create_dir(p("ro")).unwrap();
+    fs::write(p("ro/inside"), b"in a read-only dir").unwrap();
+    if is_root() {
+        std::os::unix::fs::lchown(p("a/file"), Some(1234), Some(5678)).unwrap();
+        std::os::unix::fs::lchown(p("rel-link"), Some(4321), Some(8765)).unwrap();
+        std::os::unix::fs::lchown(p("sticky"), Some(1000), Some(1000)).unwrap();
+    }
+    for (name, mode) in [
+        ("a/suid", 0o6755),
+        ("sticky", 0o1777),
+        ("a/file", 0o640),
+        ("ro", 0o555),
+        ("a/b", 0o710),
+    ] {
+        fs::set_permissions(p(name), fs::Permissions::from_mode(mode)).unwrap();
+    }
+    // Times with nanoseconds (atimes within the last day, after the mtimes).
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    for (i, name) in [
+        "a/file",
+        "a/b/c/deep",
+        "sparse",
+        "a/linked",
+        "rel-link",
+        "dangling",
+        "fifo",
+        "a/suid",
+        "empty",
+        "a/b/c",
+        "a/b",
+        "a",
+        "sticky",
+        "ro",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let i = i as i64;
+        set_times(
+            &p(name),
+            (now - 3600 + i, 123_456_789),
+            (1_600_000_000 + i, 987_654_321 - i),
+        );
+    }
+}
+
+/// Everything the copy promises to keep, by relative path; hard-link groups as the sorted
+/// names sharing an inode.
+#[derive(Debug, PartialEq)]
+struct Entry {
+    fmt: u32,
+    mode: u32,
+    owner: Option<(u32, u32)>,
+    size: u64,
+    atime: Option<(i64, i64)>,
+    mtime: (i64, i64),
+    /// Length and hash of the contents (not the bytes: a failure prints this).
+    data: Option<(usize, u64)>,
+    target: Option<std::path::PathBuf>,
+    nlink: u64,
+}
+
+fn describe(root: &Path) -> (BTreeMap<String, Entry>, Vec<Vec<String>>) {
+    let mut out = BTreeMap::new();
+    let mut inodes: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+    let mut todo = vec![String::new()];
+    while let Some(rel) = todo.pop() {
+        for e in fs::read_dir(root.join(&rel)).unwrap() {
+            let e = e.unwrap();
+            let name = e.file_name().into_string().unwrap();
+            let rp = if rel.is_empty() {
+                name
+            } else {
+                format!("{rel}/{name}")
+            };
+            let m = fs::symlink_metadata(e.path()).unwrap();
+            let fmt = m.mode() & 0o170000;
+            let is_dir = m.is_dir();
+            if is_dir {
+                todo.push(rp.clone());
+            }
+            if m.is_file() {
+                inodes.entry(m.ino()).or_default().push(rp.clone());
+            }
+            out.insert(
+                rp,
+                Entry {
+                    fmt,
+                    mode: m.mode() & 0o7777,
+                    owner: is_root().then_some((m.uid(), m.gid())),
+                    size: if is_dir { 0 } else { m.len() },
+                    // A directory's atime changes when it is listed; files' and links' stay.
+                    atime: (!is_dir).then_some((m.atime(), m.atime_nsec())),
+                    mtime: (m.mtime(), m.mtime_nsec()),
+                    // Read after every entry's attributes are taken (below): reading a
+                    // hard-linked file under relatime may move its atime, which its other
+                    // names would then show.
+                    data: None,
+                    target: m.is_symlink().then(|| fs::read_link(e.path()).unwrap()),
+                    nlink: if is_dir { 0 } else { m.nlink() },
+                },
+            );
+        }
+    }
+    for (rp, e) in out.iter_mut() {
+        if e.fmt == 0o100000 {
+            use std::hash::{Hash, Hasher};
+            let b = fs::read(root.join(rp)).unwrap();
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            b.hash(&mut h);
+            e.data = Some((b.len(), h.finish()));
+        }
+    }
+    let mut groups: Vec<Vec<String>> = inodes
+        .into_values()
+        .filter(|v| v.len() > 1)
+        .map(|mut v| {
+            v.sort();
+            v
+        })
+        .collect();
+    groups.sort();
+    (out, groups)
+}
+
+#[test]
+fn import_then_export_gives_the_same_tree() {
+    let src = tempfile::tempdir().unwrap();
+    make_tree(src.path());
+    // Read once first: under relatime the host moves an atime older than the ctime (which
+    // setting the times made "now") forward at the first read; after that, reads keep it.
+    describe(src.path());
+    let want = describe(src.path());
+    assert_eq!(
+        want.1,
+        vec![vec![
+            "a/b/link2".to_string(),
+            "a/linked".into(),
+            "link3".into()
+        ]]
+    );
+    for u in each_fs() {
+        let name = if u.host.is_some() { "hostfs" } else { "tmpfs" };
+        let d = u.task.root_dir().unwrap();
+        let st = d.import_host(src.path(), "imported/here").unwrap();
+        assert_eq!(
+            st,
+            CopyStats {
+                dirs: 6, // the destination (made with its parent) and the 5 directories
+                files: 7,
+                symlinks: 2,
+                nodes: 1,
+                hard_links: 2,
+                // Holes not copied: the sparse file is one 4 KiB data page (SEEK_DATA and
+                // SEEK_HOLE report pages), not 3 MiB.
+                bytes: 5 + 200_000 + 4096 + 6 + 10 + 18,
+                owners_not_kept: 0,
+            },
+            "on {name}"
+        );
+        // Seen through uvfs.
+        let m = d.symlink_metadata("imported/here/a/suid").unwrap();
+        assert_eq!(m.permissions().mode(), 0o6755, "on {name}");
+        assert_eq!(
+            m.stat().st_mtime,
+            uvfs::Timespec::new(1_600_000_007, 987_654_314),
+            "on {name}"
+        );
+        let sp = d.metadata("imported/here/sparse").unwrap();
+        assert!(
+            sp.stat().st_blocks * 512 < 1 << 20,
+            "holes kept on {name}: {:?}",
+            sp.stat()
+        );
+        // And back out.
+        let out = tempfile::tempdir().unwrap();
+        let dst = out.path().join("copy");
+        let st2 = d.export_host("imported/here", &dst).unwrap();
+        assert_eq!(st2.bytes, st.bytes, "on {name}");
+        let got = describe(&dst);
+        assert_eq!(got.1, want.1, "hard-link groups on {name}");
+        for (k, w) in &want.0 {
+            assert_eq!(got.0.get(k), Some(w), "{k} on {name}");
+        }
+        assert_eq!(got.0.len(), want.0.len(), "on {name}");
+        let blocks = fs::metadata(dst.join("sparse")).unwrap().blocks();
+        assert!(
+            blocks * 512 < 1 << 20,
+            "holes kept on the way out: {blocks} blocks"
+        );
+        let root_mode = fs::metadata(&dst).unwrap().mode() & 0o7777;
+        assert_eq!(root_mode, fs::metadata(src.path()).unwrap().mode() & 0o7777);
+        // (Read through uvfs only now: a read moves a copied atime, older than the copy's
+        // ctime, under relatime, as on Linux.)
+        assert_eq!(d.read("imported/here/sparse").unwrap().len(), 3 << 20);
+        assert_eq!(
+            d.read_link("imported/here/dangling").unwrap(),
+            Path::new("/nowhere/at/all")
+        );
+    }
+}
+
+/// Nothing is overwritten: an existing name is EEXIST, the data there stays; a destination
+/// that is not a directory is ENOTDIR; a non-root task keeps its own ownership and counts
+/// what it could not keep.
+#[test]
+fn existing_names_are_refused_and_owners_counted() {
+    let src = tempfile::tempdir().unwrap();
+    fs::write(src.path().join("f"), b"new").unwrap();
+    if is_root() {
+        std::os::unix::fs::lchown(src.path().join("f"), Some(4242), Some(4242)).unwrap();
+    }
+    for u in each_fs() {
+        let d = u.task.root_dir().unwrap();
+        d.create_dir("dst").unwrap();
+        d.write("dst/f", "old").unwrap();
+        let e = d.import_host(src.path(), "dst").unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(17));
+        assert_eq!(d.read("dst/f").unwrap(), b"old");
+        let e = d.import_host(src.path(), "dst/f").unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(20));
+        let e = d.import_host(src.path().join("f"), "x").unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(20));
+        let out = tempfile::tempdir().unwrap();
+        fs::write(out.path().join("f"), b"host").unwrap();
+        let e = d.export_host("dst", out.path()).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(17));
+        assert_eq!(fs::read(out.path().join("f")).unwrap(), b"host");
+        if is_root() {
+            // A non-root task: the copy is its own, and says how many owners it lost.
+            d.create_dir("open").unwrap();
+            d.set_permissions("open", uvfs::dir::Permissions::from_mode(0o777))
+                .unwrap();
+            let mut user = u.task.fork();
+            user.set_cred(uvfs::Cred::new(1000, 1000, &[]));
+            let ud = user.root_dir().unwrap();
+            let st = ud.import_host(src.path(), "open/mine").unwrap();
+            assert_eq!(st.owners_not_kept, 2, "the file and the directory itself");
+            assert_eq!(ud.metadata("open/mine/f").unwrap().uid(), 1000);
+        }
+    }
+}
