@@ -97,7 +97,8 @@ pub struct MountArgs {
     /// `HOST_DIR[:PATH]` (repeatable): before serving, copy the host tree HOST_DIR into the
     /// mount at PATH (default `/`; made with its parents), as `cp -a HOST_DIR/. PATH`:
     /// modes, owners (the server being root), times, symlinks, hard links and holes kept;
-    /// an existing name is an error.
+    /// an existing name is an error. HOST_DIR may also be a tar archive (unpacked as
+    /// `tar -x -p`).
     #[arg(long, value_name = "HOST_DIR[:PATH]", value_parser = parse_import)]
     pub import: Vec<Import>,
     /// After the mount is unmounted, copy its whole tree to HOST_DIR (made if missing; it
@@ -160,8 +161,13 @@ fn parse_import(s: &str) -> Result<Import, String> {
     }
     let host = std::path::absolute(host).map_err(|e| format!("{s:?}: {e}"))?;
     match std::fs::metadata(&host) {
-        Ok(m) if m.is_dir() => {}
-        Ok(_) => return Err(format!("{}: not a directory", host.display())),
+        Ok(m) if m.is_dir() || m.is_file() => {}
+        Ok(_) => {
+            return Err(format!(
+                "{}: neither a directory nor a tar archive",
+                host.display()
+            ))
+        }
         Err(e) => return Err(format!("{}: {e}", host.display())),
     }
     Ok(Import {
@@ -198,9 +204,13 @@ fn import_trees(mnt: &Arc<uvfs::Mount>, imports: &[Import]) -> Result<(), String
     for i in imports {
         let rel = i.path.trim_start_matches('/');
         let to = if rel.is_empty() { "." } else { rel };
-        let st = root
-            .import_host(&i.host, to)
-            .map_err(|e| format!("--import {}:{}: {e}", i.host.display(), i.path))?;
+        let st = if i.host.is_dir() {
+            root.import_host(&i.host, to)
+        } else {
+            std::fs::File::open(&i.host)
+                .and_then(|f| root.unpack_tar(std::io::BufReader::new(f), to))
+        }
+        .map_err(|e| format!("--import {}:{}: {e}", i.host.display(), i.path))?;
         say!(
             "uvfs: imported {} at {}: {}",
             i.host.display(),

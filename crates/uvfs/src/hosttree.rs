@@ -25,6 +25,12 @@
 //! walked by path, as `cp` walks it: a tree being changed on the host while it is copied
 //! gives what `cp` would give; no host symlink is followed.
 //!
+//! # Tar
+//! With the `tar` feature, [`Dir::unpack_tar`] and [`Dir::pack_tar`] do the same with a
+//! tar archive on either side (the `tar` crate's reader and writer; GNU tar reads what
+//! `pack_tar` writes and `unpack_tar` reads what GNU tar writes, tested). An archive entry
+//! that would land outside the destination (absolute, `..`) is refused.
+//!
 //! # Memory
 //! The names of the directories still to visit and one entry per hard-linked inode; data
 //! moves through one 64 KiB buffer.
@@ -152,16 +158,7 @@ impl<'t, V: Variant> Dir<'t, V> {
                 match ft {
                     S_IFREG => {
                         let src = std::fs::File::open(&hp)?;
-                        let fd = t.openat(
-                            dfd,
-                            &rp[..],
-                            OpenFlags::CREAT
-                                | OpenFlags::EXCL
-                                | OpenFlags::WRONLY
-                                | OpenFlags::CLOEXEC,
-                            0o600,
-                        )?;
-                        let fd = OwnedFd::new(t, fd);
+                        let fd = create_new(t, dfd, &rp)?;
                         stats.bytes += copy_ranges(
                             m.len(),
                             |off, whence| host_seek(&src, off, whence),
@@ -362,6 +359,13 @@ fn copy_ranges(
     Ok(copied)
 }
 
+/// Creates the regular file `rp` beneath `dfd` for writing (mode 0600 until its attributes
+/// are set); `EEXIST` if the name exists.
+fn create_new<'t, V: Variant>(t: &'t Task<V>, dfd: Fd, rp: &[u8]) -> io::Result<OwnedFd<'t, V>> {
+    let flags = OpenFlags::CREAT | OpenFlags::EXCL | OpenFlags::WRONLY | OpenFlags::CLOEXEC;
+    Ok(OwnedFd::new(t, t.openat(dfd, rp, flags, 0o600)?))
+}
+
 /// `lseek` on a host file, errno as uvfs's.
 fn host_seek(f: &std::fs::File, off: u64, whence: i32) -> Result<u64, Errno> {
     let pos = match whence {
@@ -460,4 +464,256 @@ fn set_host_attrs(
         HostAt::SYMLINK_NOFOLLOW,
     )?;
     Ok(())
+}
+
+/// A tar path (from an archive) as a relative path beneath the destination: `None` for an
+/// absolute path or one with `..` (it would leave the destination), or an empty one.
+#[cfg(feature = "tar")]
+fn tar_rel(p: &Path) -> Option<Vec<u8>> {
+    use std::path::Component;
+    let mut out = Vec::new();
+    for c in p.components() {
+        match c {
+            Component::Normal(n) => {
+                if !out.is_empty() {
+                    out.push(b'/');
+                }
+                out.extend_from_slice(n.as_bytes());
+            }
+            Component::CurDir => {}
+            Component::RootDir | Component::ParentDir | Component::Prefix(_) => return None,
+        }
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+#[cfg(feature = "tar")]
+impl<'t, V: Variant> Dir<'t, V> {
+    /// Unpacks the tar archive read from `archive` into the directory `to` beneath this
+    /// one (made with its parents if missing), as `tar -x -p` (the `tar` crate reads ustar,
+    /// GNU and PAX archives): directories, files, symlinks, hard links, FIFOs and device
+    /// nodes; permission bits, owners (when this task is root) and modification times (a
+    /// directory's after its contents). A directory the archive names twice is kept; any
+    /// other existing name is `EEXIST`.
+    ///
+    /// # Errors
+    /// `InvalidData` (no errno) for an entry whose path is absolute, contains `..` or is
+    /// empty, or a hard link to such a path (nothing is written outside `to`), and for a
+    /// malformed archive; `EEXIST`, `ENOTDIR`, `ENOSPC`, `EPERM` (a device node when not
+    /// root) from uvfs; the reader's errors. What was unpacked before the error stays.
+    pub fn unpack_tar(
+        &self,
+        archive: impl io::Read,
+        to: impl AsRef<Path>,
+    ) -> io::Result<CopyStats> {
+        let mut stats = CopyStats::default();
+        let dst = self.dest_dir(to.as_ref(), &mut stats)?;
+        let t = self.task();
+        let dfd = dst.fd();
+        let bad = |what: String| io::Error::new(io::ErrorKind::InvalidData, what);
+        let mut dirs: Vec<(Vec<u8>, Attrs)> = Vec::new();
+        let mut ar = tar::Archive::new(archive);
+        for e in ar.entries()? {
+            let mut e = e?;
+            let path = e.path()?.into_owned();
+            let Some(rp) = tar_rel(&path) else {
+                // `./` (the archive's root) only sets the destination's attributes below.
+                if path
+                    .components()
+                    .all(|c| matches!(c, std::path::Component::CurDir))
+                {
+                    continue;
+                }
+                return Err(bad(format!(
+                    "tar entry {} leaves the destination",
+                    path.display()
+                )));
+            };
+            let h = e.header();
+            let mtime = Timespec::new(h.mtime()? as i64, 0);
+            let a = Attrs {
+                mode: h.mode()?,
+                uid: h.uid()? as u32,
+                gid: h.gid()? as u32,
+                atime: mtime,
+                mtime,
+            };
+            let kind = h.entry_type();
+            use tar::EntryType as E;
+            match kind {
+                E::Directory => {
+                    match t.mkdirat(dfd, &rp[..], 0o700) {
+                        Ok(()) => stats.dirs += 1,
+                        Err(Errno::EEXIST)
+                            if t.fstatat(dfd, &rp[..], AtFlags::SYMLINK_NOFOLLOW)?.is_dir() => {}
+                        Err(x) => return Err(err(x)),
+                    }
+                    dirs.push((rp, a));
+                    continue;
+                }
+                E::Regular | E::Continuous | E::GNUSparse => {
+                    let mut w = create_new(t, dfd, &rp)?;
+                    stats.bytes += io::copy(&mut e, &mut w)?;
+                    stats.files += 1;
+                }
+                E::Symlink => {
+                    let target = e.link_name()?.ok_or_else(|| {
+                        bad(format!("symlink {} without a target", path.display()))
+                    })?;
+                    t.symlinkat(target.as_os_str().as_bytes(), dfd, &rp[..])?;
+                    stats.symlinks += 1;
+                }
+                E::Link => {
+                    let target = e.link_name()?.and_then(|p| tar_rel(&p)).ok_or_else(|| {
+                        bad(format!(
+                            "hard link {} to a path outside the destination",
+                            path.display()
+                        ))
+                    })?;
+                    t.linkat(dfd, &target[..], dfd, &rp[..], AtFlags::empty())?;
+                    stats.hard_links += 1;
+                    // A hard link carries no attributes of its own.
+                    continue;
+                }
+                E::Fifo | E::Char | E::Block => {
+                    let ft = match kind {
+                        E::Fifo => S_IFIFO,
+                        E::Char => S_IFCHR,
+                        _ => S_IFBLK,
+                    };
+                    // A FIFO's device fields may be blank (GNU tar leaves them so).
+                    let (maj, min) = if kind == E::Fifo {
+                        (0, 0)
+                    } else {
+                        (
+                            u64::from(h.device_major()?.unwrap_or(0)),
+                            u64::from(h.device_minor()?.unwrap_or(0)),
+                        )
+                    };
+                    // glibc's makedev.
+                    let dev = ((maj & 0xfff) << 8)
+                        | ((maj & !0xfff) << 32)
+                        | (min & 0xff)
+                        | ((min & !0xff) << 12);
+                    t.mknodat(dfd, &rp[..], ft | 0o600, dev)?;
+                    stats.nodes += 1;
+                }
+                // PAX and GNU extension headers are read by the `tar` crate itself; other
+                // kinds have nothing to create.
+                _ => continue,
+            }
+            set_uvfs_attrs(t, dfd, &rp, a, kind == E::Symlink, &mut stats)?;
+        }
+        for (rp, a) in dirs.iter().rev() {
+            set_uvfs_attrs(t, dfd, rp, *a, false, &mut stats)?;
+        }
+        Ok(stats)
+    }
+
+    /// Writes the tree `from` beneath this directory as a tar archive (GNU format, paths
+    /// relative to `from`, long names as GNU long-name entries) to `archive`, as
+    /// `tar -c -C from .`: directories, files, symlinks, hard links (one entry with the
+    /// data, later names as links), FIFOs and device nodes, with permission bits, owners
+    /// and modification times (whole seconds, as ustar keeps them). Holes are written as
+    /// zeros (tar has no holes without the GNU sparse format).
+    ///
+    /// # Errors
+    /// `ENOTDIR` if `from` is not a directory; uvfs's errors reading; the writer's.
+    pub fn pack_tar<W: io::Write>(&self, from: impl AsRef<Path>, archive: W) -> io::Result<W> {
+        let src = self.open_dir(from.as_ref())?;
+        let t = self.task();
+        let sfd = src.fd();
+        let mut b = tar::Builder::new(archive);
+        let mut links: HashMap<(u64, u64), PathBuf> = HashMap::new();
+        let mut buf = vec![0u8; CHUNK];
+        // Pre-order, as tar(1) writes: a directory's entry, then at once its contents (an
+        // extractor restores a directory's times once it has left it). Per level: the
+        // directory's path and its remaining names, in name order (a stable archive).
+        let list = |rel: &[u8]| -> io::Result<std::vec::IntoIter<std::ffi::OsString>> {
+            let listing = if rel.is_empty() {
+                src.entries()?
+            } else {
+                src.read_dir(OsStr::from_bytes(rel))?
+            };
+            let mut names: Vec<_> = listing
+                .map(|e| e.map(|e| e.file_name()))
+                .collect::<io::Result<_>>()?;
+            names.sort();
+            Ok(names.into_iter())
+        };
+        let mut stack = vec![(Vec::new(), list(b"")?)];
+        while let Some((rel, names)) = stack.last_mut() {
+            let Some(name) = names.next() else {
+                stack.pop();
+                continue;
+            };
+            let rel = rel.clone();
+            {
+                let rp = join(&rel, name.as_bytes());
+                let path = PathBuf::from(OsStr::from_bytes(&rp));
+                let st = t.fstatat(sfd, &rp[..], AtFlags::SYMLINK_NOFOLLOW)?;
+                let ft = st.st_mode & S_IFMT;
+                let mut h = tar::Header::new_gnu();
+                h.set_mode(st.st_mode & 0o7777);
+                h.set_uid(u64::from(st.st_uid));
+                h.set_gid(u64::from(st.st_gid));
+                h.set_mtime(st.st_mtime.tv_sec.max(0) as u64);
+                h.set_size(0);
+                use tar::EntryType as E;
+                match ft {
+                    S_IFDIR => {
+                        h.set_entry_type(E::Directory);
+                        b.append_data(&mut h, &path, io::empty())?;
+                        let names = list(&rp)?;
+                        stack.push((rp, names));
+                    }
+                    S_IFREG => {
+                        if st.st_nlink > 1 {
+                            if let Some(first) = links.get(&(st.st_dev, st.st_ino)) {
+                                h.set_entry_type(E::Link);
+                                b.append_link(&mut h, &path, first)?;
+                                continue;
+                            }
+                            links.insert((st.st_dev, st.st_ino), path.clone());
+                        }
+                        let fd = OwnedFd::new(
+                            t,
+                            t.openat(sfd, &rp[..], OpenFlags::RDONLY | OpenFlags::CLOEXEC, 0)?,
+                        );
+                        h.set_entry_type(E::Regular);
+                        h.set_size(st.st_size as u64);
+                        // Exactly st_size bytes, even if the file changes meanwhile (tar
+                        // needs the size it announced).
+                        let size = st.st_size as u64;
+                        let data = io::Read::take(
+                            io::Read::chain(io::Read::take(fd, size), io::repeat(0)),
+                            size,
+                        );
+                        b.append_data(&mut h, &path, data)?;
+                    }
+                    S_IFLNK => {
+                        let n = t.readlinkat(sfd, &rp[..], &mut buf)?;
+                        h.set_entry_type(E::Symlink);
+                        b.append_link(&mut h, &path, OsStr::from_bytes(&buf[..n]))?;
+                    }
+                    _ => {
+                        h.set_entry_type(match ft {
+                            S_IFIFO => E::Fifo,
+                            S_IFCHR => E::Char,
+                            S_IFBLK => E::Block,
+                            // A socket has no tar form (GNU tar skips them too).
+                            _ => continue,
+                        });
+                        let dev = st.st_rdev;
+                        let maj = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
+                        let min = (dev & 0xff) | ((dev >> 12) & !0xff);
+                        h.set_device_major(maj as u32)?;
+                        h.set_device_minor(min as u32)?;
+                        b.append_data(&mut h, &path, io::empty())?;
+                    }
+                }
+            }
+        }
+        b.into_inner()
+    }
 }

@@ -308,3 +308,131 @@ fn existing_names_are_refused_and_owners_counted() {
         }
     }
 }
+
+/// What a tar round trip keeps: as [`describe`] without atimes and with whole-second
+/// mtimes (ustar's), FIFOs kept.
+#[cfg(feature = "tar")]
+fn describe_tar(root: &Path) -> (BTreeMap<String, Entry>, Vec<Vec<String>>) {
+    let (mut m, g) = describe(root);
+    for e in m.values_mut() {
+        e.atime = None;
+        e.mtime.1 = 0;
+    }
+    (m, g)
+}
+
+/// Tar in and out: our archive of a tree unpacks with GNU tar to the same tree, GNU tar's
+/// archive unpacks with ours to the same tree, and ours round-trips through uvfs.
+#[cfg(feature = "tar")]
+#[test]
+fn tar_round_trips_and_matches_gnu_tar() {
+    let src = tempfile::tempdir().unwrap();
+    make_tree(src.path());
+    let want = describe_tar(src.path());
+    let gnu = tempfile::tempdir().unwrap();
+    let gnu_tar = gnu.path().join("gnu.tar");
+    let st = std::process::Command::new("tar")
+        .args(["--numeric-owner", "-C"])
+        .arg(src.path())
+        .arg("-cf")
+        .arg(&gnu_tar)
+        .arg(".")
+        .status();
+    let Ok(st) = st else {
+        eprintln!("no tar(1) here: the GNU tar comparison is skipped");
+        return;
+    };
+    assert!(st.success());
+    for u in each_fs() {
+        let name = if u.host.is_some() { "hostfs" } else { "tmpfs" };
+        let d = u.task.root_dir().unwrap();
+        // GNU tar's archive, unpacked by us.
+        d.unpack_tar(fs::File::open(&gnu_tar).unwrap(), "from-gnu")
+            .unwrap();
+        let out = tempfile::tempdir().unwrap();
+        d.export_host("from-gnu", out.path().join("x")).unwrap();
+        let got = describe_tar(&out.path().join("x"));
+        assert_eq!(got.1, want.1, "hard links from GNU tar on {name}");
+        for (k, w) in &want.0 {
+            assert_eq!(got.0.get(k), Some(w), "{k} from GNU tar on {name}");
+        }
+        assert_eq!(got.0.len(), want.0.len());
+        // Ours, unpacked by GNU tar.
+        let bytes = d.pack_tar("from-gnu", Vec::new()).unwrap();
+        let ours = out.path().join("ours.tar");
+        fs::write(&ours, &bytes).unwrap();
+        let x2 = out.path().join("x2");
+        fs::create_dir(&x2).unwrap();
+        let st = std::process::Command::new("tar")
+            .args(["--numeric-owner", "-p", "-C"])
+            .arg(&x2)
+            .arg("-xf")
+            .arg(&ours)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let got = describe_tar(&x2);
+        assert_eq!(got.1, want.1, "hard links through GNU tar on {name}");
+        for (k, w) in &want.0 {
+            assert_eq!(got.0.get(k), Some(w), "{k} through GNU tar on {name}");
+        }
+        // Ours, unpacked by ours.
+        let st2 = d.unpack_tar(&bytes[..], "again").unwrap();
+        assert_eq!(
+            (st2.files, st2.hard_links, st2.symlinks, st2.nodes),
+            (7, 2, 2, 1)
+        );
+        assert_eq!(d.read("again/a/b/c/deep").unwrap(), vec![7u8; 200_000]);
+    }
+}
+
+/// A hostile archive (an entry or a hard link leaving the destination) is refused with
+/// `InvalidData` and writes nothing outside.
+#[cfg(feature = "tar")]
+#[test]
+fn tar_entries_cannot_leave_the_destination() {
+    fn archive(entries: &[(&str, tar::EntryType, &str)]) -> Vec<u8> {
+        let mut b = tar::Builder::new(Vec::new());
+        for (path, kind, link) in entries {
+            let mut h = tar::Header::new_gnu();
+            h.set_entry_type(*kind);
+            h.set_mode(0o644);
+            h.set_uid(0);
+            h.set_gid(0);
+            h.set_mtime(0);
+            h.set_size(if *kind == tar::EntryType::Regular {
+                3
+            } else {
+                0
+            });
+            // Written raw: the builder itself refuses `..` (a hostile archive would not).
+            let name = path.as_bytes();
+            h.as_old_mut().name[..name.len()].copy_from_slice(name);
+            if !link.is_empty() {
+                h.as_old_mut().linkname[..link.len()].copy_from_slice(link.as_bytes());
+            }
+            h.set_cksum();
+            b.append(&h, &b"abc"[..h.size().unwrap() as usize]).unwrap();
+        }
+        b.into_inner().unwrap()
+    }
+    use tar::EntryType as E;
+    for u in each_fs() {
+        let d = u.task.root_dir().unwrap();
+        d.create_dir("box").unwrap();
+        d.write("secret", "keep").unwrap();
+        for a in [
+            archive(&[("../escaped", E::Regular, "")]),
+            archive(&[("/abs", E::Regular, "")]),
+            archive(&[("ok", E::Regular, ""), ("x/../../escaped", E::Regular, "")]),
+            archive(&[("hl", E::Link, "../secret")]),
+        ] {
+            let e = d.unpack_tar(&a[..], "box/dst").unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::InvalidData, "{e}");
+        }
+        assert!(!d.try_exists("escaped").unwrap());
+        assert!(!d.try_exists("abs").unwrap());
+        assert_eq!(d.read("secret").unwrap(), b"keep");
+        assert_eq!(d.metadata("secret").unwrap().nlink(), 1);
+    }
+}
