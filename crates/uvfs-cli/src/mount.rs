@@ -221,6 +221,25 @@ fn import_trees(mnt: &Arc<uvfs::Mount>, imports: &[Import]) -> Result<(), String
     Ok(())
 }
 
+/// Starts a thread that, once a second, has mimalloc carry out the purges it has
+/// scheduled (`mi_collect(false)`): freed file pages go back to the system (RSS falls)
+/// after a large delete even when the server then sits idle. mimalloc delays a purge (by
+/// `purge_delay`, 10 ms, times 10 for arenas) and runs due purges only when it is called
+/// again; an idle server never calls it, so without this, RSS stays at its peak (measured:
+/// 547 MB after writing and removing 500 MB, for as long as the mount stays idle).
+fn return_freed_memory() {
+    std::thread::Builder::new()
+        .name("uvfs-collect".into())
+        .spawn(|| loop {
+            std::thread::sleep(Duration::from_secs(1));
+            // SAFETY: `mi_collect` may be called from any thread at any time (mimalloc's
+            // documentation); it touches only the allocator's own state.
+            unsafe { libmimalloc_sys::mi_collect(false) };
+        })
+        .map(drop)
+        .unwrap_or_else(|e| say!("uvfs mount: warning: no memory collector thread: {e}"));
+}
+
 /// One line for a copy's counts.
 fn copy_summary(st: &uvfs::hosttree::CopyStats) -> String {
     let mut s = format!(
@@ -904,6 +923,7 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
     // the server's is the one that must see the binds.
     mount_sub_binds(&mnt, &check_binds(args)?.1)?;
     import_trees(&mnt, &args.import)?;
+    return_freed_memory();
     // A read-only bind is a read-only mount: the kernel answers EROFS first, as for any
     // read-only mount (`mnt_want_write` before the lookup, `sb_permission`), and statvfs
     // shows ST_RDONLY.

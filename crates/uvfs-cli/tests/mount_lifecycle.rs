@@ -577,6 +577,60 @@ fn import_seeds_and_export_on_exit_saves() {
     drop(cleanup);
 }
 
+/// The server's resident memory, in KiB (`VmRSS`).
+fn rss_kib(pid: u32) -> u64 {
+    let s = fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = s.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// Freed file memory goes back to the system: after writing and removing 256 MiB, the
+/// idle server's RSS falls back near where it started (it stayed at the peak before
+/// `return_freed_memory`).
+#[test]
+fn freed_file_memory_returns_to_the_system() {
+    let test = "freed_file_memory_returns_to_the_system";
+    if !uvfs_only(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap().keep().canonicalize().unwrap();
+    let mut cleanup = DaemonCleanup {
+        dir: dir.clone(),
+        pid: None,
+    };
+    let (code, stderr) = uvfs(&["mount", dir.to_str().unwrap(), "--daemon"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    wait_mounted(&dir);
+    cleanup.pid = find_server(&dir);
+    let pid = cleanup.pid.expect("a process 'uvfs mount DIR'");
+    let before = rss_kib(pid);
+    let chunk = vec![0x5au8; 1 << 20];
+    {
+        use std::io::Write;
+        let mut f = fs::File::create(dir.join("big")).unwrap();
+        for _ in 0..256 {
+            f.write_all(&chunk).unwrap();
+        }
+    }
+    let peak = rss_kib(pid);
+    assert!(
+        peak > before + 200 * 1024,
+        "256 MiB written: RSS {before} -> {peak} KiB"
+    );
+    fs::remove_file(dir.join("big")).unwrap();
+    let start = Instant::now();
+    let mut now = rss_kib(pid);
+    while now > before + 64 * 1024 {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "RSS {now} KiB 10 s after removing 256 MiB (started at {before}, peak {peak})"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+        now = rss_kib(pid);
+    }
+    drop(cleanup);
+}
+
 /// Bug: a mount made right after an unmount of the same mount point from outside (as
 /// xfstests does: `umount SOURCE`, then `mount -t fuse.uvfs` again) vanished about once in
 /// 50 cycles; its users then wrote to the directory underneath (xfstests generic/366).
