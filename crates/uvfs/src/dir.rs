@@ -44,7 +44,7 @@
 //! ([`Task::clone_thread`] shares the table, [`Task::fork`] copies it) and opens its own `Dir`.
 
 use crate::io::OwnedFd;
-use crate::open::{OpenHow, RESOLVE_BENEATH};
+use crate::open::{OpenHow, ResolveFlags};
 use crate::readdir::parse_dirents;
 use crate::task::Task;
 use crate::types::*;
@@ -141,16 +141,13 @@ impl<'t, V: Variant> Dir<'t, V> {
     /// `openat2(self, path, how)` with `RESOLVE_BENEATH` added: the one open every call
     /// makes, so that none escapes the directory.
     fn open_beneath(&self, path: &[u8], flags: OpenFlags, mode: u32) -> io::Result<Fd> {
-        let how = OpenHow {
-            flags: (flags | OpenFlags::CLOEXEC).bits() as u64,
-            // openat2 refuses a mode without O_CREAT (EINVAL).
-            mode: if flags.contains(OpenFlags::CREAT) {
-                u64::from(mode)
-            } else {
-                0
-            },
-            resolve: RESOLVE_BENEATH,
+        // openat2 refuses a mode without O_CREAT (EINVAL).
+        let mode = if flags.contains(OpenFlags::CREAT) {
+            mode
+        } else {
+            0
         };
+        let how = OpenHow::new(flags | OpenFlags::CLOEXEC, mode, ResolveFlags::BENEATH);
         Ok(self.task().openat2(self.fd(), path, &how)?)
     }
 

@@ -90,8 +90,7 @@ impl<V: Variant> io::Write for OwnedFd<'_, V> {
 
 impl<V: Variant> io::Seek for OwnedFd<'_, V> {
     fn seek(&mut self, pos: io::SeekFrom) -> io::Result<u64> {
-        let (off, w) = whence(pos)?;
-        Ok(self.task.lseek(self.fd, off, w)? as u64)
+        Ok(self.task.seek(self.fd, pos)?)
     }
 }
 
@@ -278,10 +277,11 @@ impl<V: Variant> io::Write for OpenFile<V> {
     }
 }
 
-fn whence(pos: io::SeekFrom) -> io::Result<(i64, i32)> {
+/// `SeekFrom` as `lseek`'s offset and whence; `EINVAL` for a `Start` past `i64::MAX`.
+pub(crate) fn whence(pos: io::SeekFrom) -> Result<(i64, i32)> {
     Ok(match pos {
         io::SeekFrom::Start(o) => (
-            i64::try_from(o).map_err(|_| io::Error::from(crate::Errno::EINVAL))?,
+            i64::try_from(o).map_err(|_| crate::Errno::EINVAL)?,
             SEEK_SET,
         ),
         io::SeekFrom::Current(o) => (o, SEEK_CUR),

@@ -139,7 +139,7 @@ pub use io::{OpenFile, OwnedFd};
 pub use mount::{Mount, MountFlags, Path, UmountFlags};
 pub use namei::AtDir;
 pub use namespace::MountInfo;
-pub use open::{Fcntl, OpenHow};
+pub use open::{Fcntl, OpenHow, ResolveFlags};
 pub use readdir::{parse_dirents, DirEntry};
 pub use stat::Statx;
 pub use statfs::StatFs;

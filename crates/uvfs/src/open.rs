@@ -790,7 +790,41 @@ pub const RESOLVE_IN_ROOT: u64 = 0x10;
 pub const RESOLVE_CACHED: u64 = 0x20;
 const VALID_RESOLVE_FLAGS: u64 = 0x3f;
 
+bitflags::bitflags! {
+    /// `openat2(2)` `resolve` flags (`RESOLVE_*`, include/uapi/linux/openat2.h), typed:
+    /// [`OpenHow::new`] takes them; the raw [`OpenHow::resolve`] field holds their bits.
+    #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+    pub struct ResolveFlags: u64 {
+        /// [`RESOLVE_NO_XDEV`].
+        const NO_XDEV = RESOLVE_NO_XDEV;
+        /// [`RESOLVE_NO_MAGICLINKS`].
+        const NO_MAGICLINKS = RESOLVE_NO_MAGICLINKS;
+        /// [`RESOLVE_NO_SYMLINKS`].
+        const NO_SYMLINKS = RESOLVE_NO_SYMLINKS;
+        /// [`RESOLVE_BENEATH`].
+        const BENEATH = RESOLVE_BENEATH;
+        /// [`RESOLVE_IN_ROOT`].
+        const IN_ROOT = RESOLVE_IN_ROOT;
+        /// [`RESOLVE_CACHED`].
+        const CACHED = RESOLVE_CACHED;
+    }
+}
+
 /// The `openat2(2)` argument (`struct open_how`): open flags, creation mode, `RESOLVE_*`.
+///
+/// The fields are the raw 64-bit words of the system call (so that a caller can pass
+/// what a C program would, unknown bits included, and get its `EINVAL`); [`OpenHow::new`]
+/// builds one from typed values.
+/// ```
+/// use uvfs::open::{OpenHow, ResolveFlags};
+/// use uvfs::{Fd, OpenFlags};
+/// let task = uvfs::Task::init(&uvfs::tmpfs::mount(Default::default()));
+/// let how = OpenHow::new(OpenFlags::CREAT | OpenFlags::WRONLY, 0o644, ResolveFlags::BENEATH);
+/// task.openat2(Fd::AT_FDCWD, "f", &how)?;
+/// let escape = OpenHow::new(OpenFlags::RDONLY, 0, ResolveFlags::BENEATH);
+/// assert_eq!(task.openat2(Fd::AT_FDCWD, "/f", &escape), Err(uvfs::Errno::EXDEV));
+/// # Ok::<(), uvfs::Errno>(())
+/// ```
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub struct OpenHow {
     /// `O_*` flags (`OpenFlags` bits); unknown bits are `EINVAL`, unlike `openat`.
@@ -799,6 +833,18 @@ pub struct OpenHow {
     pub mode: u64,
     /// `RESOLVE_*` flags.
     pub resolve: u64,
+}
+
+impl OpenHow {
+    /// An `open_how` of `flags`, `mode` (permission bits for `O_CREAT`/`O_TMPFILE`; must be
+    /// 0 otherwise, or `openat2` gives `EINVAL`) and `resolve`.
+    pub fn new(flags: OpenFlags, mode: u32, resolve: ResolveFlags) -> OpenHow {
+        OpenHow {
+            flags: u64::from(flags.bits()),
+            mode: u64::from(mode),
+            resolve: resolve.bits(),
+        }
+    }
 }
 
 /// `build_open_flags` for `openat2`: every argument checked, in Linux's order. Returns the

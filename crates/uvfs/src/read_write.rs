@@ -130,6 +130,18 @@ impl<V: Variant> Task<V> {
         self.fdget(fd)?.llseek(offset, whence)
     }
 
+    /// [`lseek`](Self::lseek) with the whence typed as `std::io::SeekFrom` (`Start`,
+    /// `Current`, `End`); returns the new position. `SEEK_DATA`/`SEEK_HOLE` have no
+    /// `SeekFrom` form: use `lseek`.
+    ///
+    /// # Errors
+    /// `EINVAL` for a `Start` offset past `i64::MAX` or a resulting negative position, else
+    /// as `lseek`.
+    pub fn seek(&self, fd: Fd, pos: std::io::SeekFrom) -> Result<u64> {
+        let (off, whence) = crate::io::whence(pos)?;
+        self.lseek(fd, off, whence).map(|p| p as u64)
+    }
+
     /// `ftruncate(2)`: sets the size of a regular file open for writing; stamps mtime/ctime.
     ///
     /// # Errors

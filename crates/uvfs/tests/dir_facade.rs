@@ -656,3 +656,29 @@ fn open_file_owns_its_reference() {
         assert_eq!(t.fget_file(uvfs::Fd(999)).err(), Some(uvfs::Errno::EBADF));
     }
 }
+
+/// `Task::seek` is `lseek` with `std::io::SeekFrom`, errnos included (lseek(2)).
+#[test]
+fn seek_takes_seekfrom() {
+    for u in each_fs() {
+        let t = &u.task;
+        let fd = t
+            .open("/s", uvfs::OpenFlags::CREAT | uvfs::OpenFlags::RDWR, 0o644)
+            .unwrap();
+        t.write(fd, b"0123456789").unwrap();
+        assert_eq!(t.seek(fd, SeekFrom::Start(3)), Ok(3));
+        assert_eq!(t.seek(fd, SeekFrom::Current(2)), Ok(5));
+        assert_eq!(t.seek(fd, SeekFrom::End(-1)), Ok(9));
+        assert_eq!(t.seek(fd, SeekFrom::Current(-20)), Err(uvfs::Errno::EINVAL));
+        assert_eq!(
+            t.seek(fd, SeekFrom::Start(u64::MAX)),
+            Err(uvfs::Errno::EINVAL)
+        );
+        assert_eq!(
+            t.seek(uvfs::Fd(77), SeekFrom::Start(0)),
+            Err(uvfs::Errno::EBADF)
+        );
+        // The position is unchanged by the failures.
+        assert_eq!(t.lseek(fd, 0, uvfs::types::SEEK_CUR), Ok(9));
+    }
+}
