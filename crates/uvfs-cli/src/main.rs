@@ -34,8 +34,8 @@ enum Command {
     /// With no options: every workload, 1 thread and all cores, 3 repetitions
     /// of 2 s each, medians reported.
     Bench(uvfs_bench::BenchArgs),
-    /// Serve a fresh uvfs tmpfs at MOUNTPOINT over FUSE, in the foreground, until Ctrl-C
-    /// (SIGINT) or SIGTERM; then unmount and exit 0.
+    /// Serve a fresh uvfs tmpfs at MOUNTPOINT over FUSE until Ctrl-C (SIGINT), SIGTERM or
+    /// an unmount from outside (in the background with --daemon); then exit 0.
     Mount(mount::MountArgs),
 }
 

@@ -95,7 +95,7 @@ pub struct MountArgs {
     #[arg(long, value_parser = parse_bind)]
     pub bind: Vec<Bind>,
     /// `HOST_DIR[:PATH]` (repeatable): before serving, copy the host tree HOST_DIR into the
-    /// mount at PATH (default `/`; made with its parents), as `cp -a HOST_DIR/. PATH`:
+    /// mount at PATH (absolute; default `/`; made with its parents), as `cp -a HOST_DIR/. PATH`:
     /// modes, owners (the server being root), times, symlinks, hard links and holes kept;
     /// an existing name is an error. HOST_DIR may also be a tar archive (unpacked as
     /// `tar -x -p`).
@@ -151,6 +151,10 @@ pub struct Import {
 fn parse_import(s: &str) -> Result<Import, String> {
     let (host, path) = match s.rsplit_once(':') {
         Some((h, p)) if p.starts_with('/') => (h, p),
+        // `DIR:rel`: a relative PATH, unless the whole is a host path with a colon in it.
+        Some((_, p)) if !p.is_empty() && !Path::new(s).exists() => {
+            return Err(format!("{s:?}: PATH ({p:?}) must be absolute"));
+        }
         _ => (s, "/"),
     };
     if host.is_empty() {
@@ -242,14 +246,14 @@ fn return_freed_memory() {
 
 /// One line for a copy's counts.
 fn copy_summary(st: &uvfs::hosttree::CopyStats) -> String {
+    let data = match st.bytes {
+        b if b < 1 << 10 => format!("{b} bytes"),
+        b if b < 1 << 20 => format!("{:.1} KiB", b as f64 / 1024.0),
+        b => format!("{:.1} MiB", b as f64 / f64::from(1u32 << 20)),
+    };
     let mut s = format!(
-        "{} files, {} directories, {} symlinks, {} hard links, {} other, {:.1} MiB of data",
-        st.files,
-        st.dirs,
-        st.symlinks,
-        st.hard_links,
-        st.nodes,
-        st.bytes as f64 / f64::from(1u32 << 20)
+        "{} files, {} directories, {} symlinks, {} hard links, {} other, {data} of data",
+        st.files, st.dirs, st.symlinks, st.hard_links, st.nodes
     );
     if st.owners_not_kept > 0 {
         s += &format!(" ({} owners not kept: not root)", st.owners_not_kept);

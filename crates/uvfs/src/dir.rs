@@ -206,6 +206,20 @@ impl<'t, V: Variant> Dir<'t, V> {
         )
     }
 
+    /// Opens `path` with `options` as an [`OpenFile`](crate::OpenFile): an owned,
+    /// `Send + Sync` handle that keeps no descriptor (`open_with`, then
+    /// [`OwnedFd::into_file`]).
+    ///
+    /// # Errors
+    /// As [`open_with`](Self::open_with).
+    pub fn open_file(
+        &self,
+        path: impl AsRef<Path>,
+        options: &OpenOptions,
+    ) -> io::Result<crate::OpenFile<V>> {
+        Ok(self.open_with(path, options)?.into_file()?)
+    }
+
     /// A [`Dir`] on the directory `path` names beneath this one (cap-std `Dir::open_dir`).
     ///
     /// # Errors
@@ -526,10 +540,11 @@ impl<'t, V: Variant> Dir<'t, V> {
     /// `to_dir`, created or truncated; returns the bytes copied (`std::fs::copy`).
     ///
     /// # Errors
-    /// `InvalidInput` (std's, errno `EINVAL`) if `from` is not a regular file (after
-    /// symlinks); else as [`open`](Self::open) and [`create`](Self::create), read and write
-    /// errors (then `to` holds what was copied before the error), `EBADF` if `to_dir`
-    /// belongs to another task.
+    /// `InvalidInput` without an errno, as std's, if `from` is not a regular file (after
+    /// symlinks), and if `to` is `from` itself (another name of it, or a symlink to it:
+    /// refused before anything is truncated, where std would empty the file); else as
+    /// [`open`](Self::open) and [`create`](Self::create), read and write errors (then `to`
+    /// holds what was copied before the error), `EBADF` if `to_dir` belongs to another task.
     pub fn copy(
         &self,
         from: impl AsRef<Path>,

@@ -18,6 +18,13 @@
 //!   copy's own, as on any copy.
 //! - Hard links: files that share an inode on the source share one in the copy.
 //!
+//! # Whose permissions
+//! The host side is read and written with the uvfs *process's* own credentials, not the
+//! task's: a task with a non-root `Cred` still imports any host file the process may
+//! read, and an export's host files are created by the process. A sandbox that must not
+//! see host files beyond what its task may should not call these for it (or should run
+//! the process itself unprivileged). The uvfs side is the task's, as every call.
+//!
 //! # What is refused
 //! Nothing existing is overwritten: a name that exists in the destination is `EEXIST` and
 //! the copy stops there (what was copied stays). The destination directory itself may
@@ -118,7 +125,8 @@ impl<'t, V: Variant> Dir<'t, V> {
         to: impl AsRef<Path>,
     ) -> io::Result<CopyStats> {
         let host = host.as_ref();
-        let meta = std::fs::symlink_metadata(host)?;
+        // The root is followed if it is a symlink (as `cp -a host/.`); nothing below it is.
+        let meta = std::fs::metadata(host)?;
         if !meta.is_dir() {
             return Err(err(Errno::ENOTDIR));
         }
@@ -191,7 +199,8 @@ impl<'t, V: Variant> Dir<'t, V> {
     /// `to` beneath this directory, made (with its parents) if missing; counts itself in
     /// `stats.dirs` when made.
     fn dest_dir(&self, to: &Path, stats: &mut CopyStats) -> io::Result<Dir<'t, V>> {
-        match self.symlink_metadata(to) {
+        // Followed (beneath this Dir) if a symlink, as `cp -a ... to` follows it.
+        match self.metadata(to) {
             Ok(m) if m.is_dir() => {}
             Ok(_) => return Err(err(Errno::ENOTDIR)),
             Err(e) if e.raw_os_error() == Some(Errno::ENOENT.raw()) => {
@@ -220,7 +229,7 @@ impl<'t, V: Variant> Dir<'t, V> {
         let t = self.task();
         let sfd = src.fd();
         let mut stats = CopyStats::default();
-        match std::fs::symlink_metadata(host) {
+        match std::fs::metadata(host) {
             Ok(m) if m.is_dir() => {}
             Ok(_) => return Err(err(Errno::ENOTDIR)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {

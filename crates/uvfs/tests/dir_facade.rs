@@ -633,6 +633,18 @@ fn open_file_owns_its_reference() {
         t.lseek(fd, 2, uvfs::types::SEEK_SET).unwrap();
         assert_eq!((&f).stream_position().unwrap(), 2);
         t.close(fd).unwrap();
+        // From a Dir, confined as every Dir call.
+        let d = t.root_dir().unwrap();
+        let mut df = d.open_file("of", OpenOptions::new().read(true)).unwrap();
+        let mut s = String::new();
+        df.read_to_string(&mut s).unwrap();
+        assert_eq!(s, "hello World");
+        assert_eq!(
+            out(d
+                .open_file("/of", OpenOptions::new().read(true))
+                .map(|_| ())),
+            Out::Errno(18)
+        );
         // From a descriptor: the descriptor closes, the file stays open.
         let owned = t.open_owned("/of", uvfs::OpenFlags::RDONLY, 0).unwrap();
         let n = owned.fd();

@@ -289,6 +289,21 @@ fn existing_names_are_refused_and_owners_counted() {
         assert_eq!(e.raw_os_error(), Some(20));
         let e = d.import_host(src.path().join("f"), "x").unwrap_err();
         assert_eq!(e.raw_os_error(), Some(20));
+        // Symlinks at the two roots are followed, as `cp -a host/. to` follows them; a
+        // destination symlink leading out of the Dir is EXDEV.
+        let hl = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(src.path(), hl.path().join("to-src")).unwrap();
+        d.symlink("dst2", "via").unwrap();
+        d.create_dir("dst2").unwrap();
+        d.import_host(hl.path().join("to-src"), "via").unwrap();
+        assert_eq!(d.read("dst2/f").unwrap(), b"new");
+        d.symlink("/", "out").unwrap();
+        let e = d
+            .open_dir("dst2")
+            .unwrap()
+            .import_host(src.path(), "../out")
+            .unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(18));
         let out = tempfile::tempdir().unwrap();
         fs::write(out.path().join("f"), b"host").unwrap();
         let e = d.export_host("dst", out.path()).unwrap_err();
