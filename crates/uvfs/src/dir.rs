@@ -169,6 +169,25 @@ impl<'t, V: Variant> Dir<'t, V> {
         Ok((OwnedFd::new(self.task(), fd), last))
     }
 
+    /// The parent of the relative path `rel` (no `..`), opened beneath this directory
+    /// without following any symlink (`RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`), and the
+    /// final component: for copies that create or read a tree beneath the `Dir` by name
+    /// (hosttree.rs), so that a symlink in the tree (an archive's, or one made meanwhile)
+    /// can never redirect them. `ELOOP` if a component is a symlink.
+    pub(crate) fn parent_nofollow<'p>(
+        &self,
+        rel: &'p [u8],
+    ) -> io::Result<(OwnedFd<'t, V>, &'p [u8])> {
+        let (parent, last) = split_last(rel).ok_or_else(|| err(Errno::ENOENT))?;
+        let how = OpenHow::new(
+            OpenFlags::PATH | OpenFlags::DIRECTORY | OpenFlags::CLOEXEC,
+            0,
+            ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS,
+        );
+        let fd = self.task().openat2(self.fd(), parent, &how)?;
+        Ok((OwnedFd::new(self.task(), fd), last))
+    }
+
     /// Opens `path` for reading (`std::fs::File::open`).
     ///
     /// # Errors

@@ -133,7 +133,6 @@ impl<'t, V: Variant> Dir<'t, V> {
         let mut stats = CopyStats::default();
         let dst = self.dest_dir(to.as_ref(), &mut stats)?;
         let t = self.task();
-        let dfd = dst.fd();
         let mut links: HashMap<(u64, u64), Vec<u8>> = HashMap::new();
         // Directories to fill (relative paths), and the attributes of every directory to
         // apply once its contents are in (children before parents: reverse order).
@@ -148,8 +147,12 @@ impl<'t, V: Variant> Dir<'t, V> {
                 let m = std::fs::symlink_metadata(&hp)?;
                 let a = host_attrs(&m);
                 let ft = m.mode() & S_IFMT;
+                // Every name is made in its parent opened without following symlinks: no
+                // symlink in the tree (one made meanwhile) redirects a copy.
+                let (p, name) = dst.parent_nofollow(&rp)?;
+                let pfd = p.fd();
                 if ft == S_IFDIR {
-                    t.mkdirat(dfd, &rp[..], 0o700)?;
+                    t.mkdirat(pfd, name, 0o700)?;
                     stats.dirs += 1;
                     dirs.push((rp.clone(), a));
                     todo.push(rp);
@@ -157,7 +160,8 @@ impl<'t, V: Variant> Dir<'t, V> {
                 }
                 if ft == S_IFREG && m.nlink() > 1 {
                     if let Some(first) = links.get(&(m.dev(), m.ino())) {
-                        t.linkat(dfd, &first[..], dfd, &rp[..], AtFlags::empty())?;
+                        let (fp, fname) = dst.parent_nofollow(first)?;
+                        t.linkat(fp.fd(), fname, pfd, name, AtFlags::empty())?;
                         stats.hard_links += 1;
                         continue;
                     }
@@ -166,7 +170,7 @@ impl<'t, V: Variant> Dir<'t, V> {
                 match ft {
                     S_IFREG => {
                         let src = std::fs::File::open(&hp)?;
-                        let fd = create_new(t, dfd, &rp)?;
+                        let fd = create_new(t, pfd, name)?;
                         stats.bytes += copy_ranges(
                             m.len(),
                             |off, whence| host_seek(&src, off, whence),
@@ -179,20 +183,18 @@ impl<'t, V: Variant> Dir<'t, V> {
                     }
                     S_IFLNK => {
                         let target = std::fs::read_link(&hp)?;
-                        t.symlinkat(target.as_os_str().as_bytes(), dfd, &rp[..])?;
+                        t.symlinkat(target.as_os_str().as_bytes(), pfd, name)?;
                         stats.symlinks += 1;
                     }
                     _ => {
-                        t.mknodat(dfd, &rp[..], ft | 0o600, m.rdev())?;
+                        t.mknodat(pfd, name, ft | 0o600, m.rdev())?;
                         stats.nodes += 1;
                     }
                 }
-                set_uvfs_attrs(t, dfd, &rp, a, ft == S_IFLNK, &mut stats)?;
+                set_uvfs_attrs(t, pfd, name, a, ft == S_IFLNK, &mut stats)?;
             }
         }
-        for (rp, a) in dirs.iter().rev() {
-            set_uvfs_attrs(t, dfd, rp, *a, false, &mut stats)?;
-        }
+        set_dir_attrs(&dst, &dirs, &mut stats)?;
         Ok(stats)
     }
 
@@ -227,7 +229,6 @@ impl<'t, V: Variant> Dir<'t, V> {
         let host = host.as_ref();
         let src = self.open_dir(from.as_ref())?;
         let t = self.task();
-        let sfd = src.fd();
         let mut stats = CopyStats::default();
         match std::fs::metadata(host) {
             Ok(m) if m.is_dir() => {}
@@ -255,7 +256,11 @@ impl<'t, V: Variant> Dir<'t, V> {
                 let e = e?;
                 let rp = join(&rel, e.file_name().as_bytes());
                 let hp = host_path(host, &rp);
-                let st = t.fstatat(sfd, &rp[..], AtFlags::SYMLINK_NOFOLLOW)?;
+                // Read through the parent opened without following symlinks (a symlink
+                // made meanwhile cannot lead the copy out of `from`).
+                let (p, name) = src.parent_nofollow(&rp)?;
+                let pfd = p.fd();
+                let st = t.fstatat(pfd, name, AtFlags::SYMLINK_NOFOLLOW)?;
                 let a = uvfs_attrs(&st);
                 let ft = st.st_mode & S_IFMT;
                 if ft == S_IFDIR {
@@ -277,7 +282,12 @@ impl<'t, V: Variant> Dir<'t, V> {
                     S_IFREG => {
                         let fd = OwnedFd::new(
                             t,
-                            t.openat(sfd, &rp[..], OpenFlags::RDONLY | OpenFlags::CLOEXEC, 0)?,
+                            t.openat(
+                                pfd,
+                                name,
+                                OpenFlags::RDONLY | OpenFlags::NOFOLLOW | OpenFlags::CLOEXEC,
+                                0,
+                            )?,
                         );
                         let dst = std::fs::OpenOptions::new()
                             .write(true)
@@ -295,7 +305,7 @@ impl<'t, V: Variant> Dir<'t, V> {
                         stats.files += 1;
                     }
                     S_IFLNK => {
-                        let n = t.readlinkat(sfd, &rp[..], &mut buf)?;
+                        let n = t.readlinkat(pfd, name, &mut buf)?;
                         std::os::unix::fs::symlink(OsStr::from_bytes(&buf[..n]), &hp)?;
                         stats.symlinks += 1;
                     }
@@ -404,7 +414,27 @@ fn uvfs_attrs(st: &Stat) -> Attrs {
     }
 }
 
-/// Owner (when permitted), mode (not for a symlink) and times of `rp` beneath `dfd`.
+/// The attributes of every directory copied (`dirs`, parents before children), applied
+/// children first, once their contents are in; `""` is the destination itself.
+fn set_dir_attrs<V: Variant>(
+    dst: &Dir<'_, V>,
+    dirs: &[(Vec<u8>, Attrs)],
+    stats: &mut CopyStats,
+) -> io::Result<()> {
+    let t = dst.task();
+    for (rp, a) in dirs.iter().rev() {
+        if rp.is_empty() {
+            set_uvfs_attrs(t, dst.fd(), b"", *a, false, stats)?;
+        } else {
+            let (p, name) = dst.parent_nofollow(rp)?;
+            set_uvfs_attrs(t, p.fd(), name, *a, false, stats)?;
+        }
+    }
+    Ok(())
+}
+
+/// Owner (when permitted), mode (not for a symlink) and times of `rp` in the directory
+/// `dfd` (`""`: `dfd` itself).
 fn set_uvfs_attrs<V: Variant>(
     t: &Task<V>,
     dfd: Fd,
@@ -518,7 +548,6 @@ impl<'t, V: Variant> Dir<'t, V> {
         let mut stats = CopyStats::default();
         let dst = self.dest_dir(to.as_ref(), &mut stats)?;
         let t = self.task();
-        let dfd = dst.fd();
         let bad = |what: String| io::Error::new(io::ErrorKind::InvalidData, what);
         let mut dirs: Vec<(Vec<u8>, Attrs)> = Vec::new();
         let mut ar = tar::Archive::new(archive);
@@ -548,20 +577,24 @@ impl<'t, V: Variant> Dir<'t, V> {
                 mtime,
             };
             let kind = h.entry_type();
+            // The entry's parent, opened without following symlinks: an archive that makes
+            // `a -> /` and then `a/x` gets ELOOP, not a file outside the destination.
+            let (p, name) = dst.parent_nofollow(&rp)?;
+            let pfd = p.fd();
             use tar::EntryType as E;
             match kind {
                 E::Directory => {
-                    match t.mkdirat(dfd, &rp[..], 0o700) {
+                    match t.mkdirat(pfd, name, 0o700) {
                         Ok(()) => stats.dirs += 1,
                         Err(Errno::EEXIST)
-                            if t.fstatat(dfd, &rp[..], AtFlags::SYMLINK_NOFOLLOW)?.is_dir() => {}
+                            if t.fstatat(pfd, name, AtFlags::SYMLINK_NOFOLLOW)?.is_dir() => {}
                         Err(x) => return Err(err(x)),
                     }
                     dirs.push((rp, a));
                     continue;
                 }
                 E::Regular | E::Continuous | E::GNUSparse => {
-                    let mut w = create_new(t, dfd, &rp)?;
+                    let mut w = create_new(t, pfd, name)?;
                     stats.bytes += io::copy(&mut e, &mut w)?;
                     stats.files += 1;
                 }
@@ -569,7 +602,7 @@ impl<'t, V: Variant> Dir<'t, V> {
                     let target = e.link_name()?.ok_or_else(|| {
                         bad(format!("symlink {} without a target", path.display()))
                     })?;
-                    t.symlinkat(target.as_os_str().as_bytes(), dfd, &rp[..])?;
+                    t.symlinkat(target.as_os_str().as_bytes(), pfd, name)?;
                     stats.symlinks += 1;
                 }
                 E::Link => {
@@ -579,7 +612,8 @@ impl<'t, V: Variant> Dir<'t, V> {
                             path.display()
                         ))
                     })?;
-                    t.linkat(dfd, &target[..], dfd, &rp[..], AtFlags::empty())?;
+                    let (tp, tname) = dst.parent_nofollow(&target)?;
+                    t.linkat(tp.fd(), tname, pfd, name, AtFlags::empty())?;
                     stats.hard_links += 1;
                     // A hard link carries no attributes of its own.
                     continue;
@@ -604,18 +638,16 @@ impl<'t, V: Variant> Dir<'t, V> {
                         | ((maj & !0xfff) << 32)
                         | (min & 0xff)
                         | ((min & !0xff) << 12);
-                    t.mknodat(dfd, &rp[..], ft | 0o600, dev)?;
+                    t.mknodat(pfd, name, ft | 0o600, dev)?;
                     stats.nodes += 1;
                 }
                 // PAX and GNU extension headers are read by the `tar` crate itself; other
                 // kinds have nothing to create.
                 _ => continue,
             }
-            set_uvfs_attrs(t, dfd, &rp, a, kind == E::Symlink, &mut stats)?;
+            set_uvfs_attrs(t, pfd, name, a, kind == E::Symlink, &mut stats)?;
         }
-        for (rp, a) in dirs.iter().rev() {
-            set_uvfs_attrs(t, dfd, rp, *a, false, &mut stats)?;
-        }
+        set_dir_attrs(&dst, &dirs, &mut stats)?;
         Ok(stats)
     }
 
@@ -631,7 +663,6 @@ impl<'t, V: Variant> Dir<'t, V> {
     pub fn pack_tar<W: io::Write>(&self, from: impl AsRef<Path>, archive: W) -> io::Result<W> {
         let src = self.open_dir(from.as_ref())?;
         let t = self.task();
-        let sfd = src.fd();
         let mut b = tar::Builder::new(archive);
         let mut links: HashMap<(u64, u64), PathBuf> = HashMap::new();
         let mut buf = vec![0u8; CHUNK];
@@ -660,7 +691,9 @@ impl<'t, V: Variant> Dir<'t, V> {
             {
                 let rp = join(&rel, name.as_bytes());
                 let path = PathBuf::from(OsStr::from_bytes(&rp));
-                let st = t.fstatat(sfd, &rp[..], AtFlags::SYMLINK_NOFOLLOW)?;
+                let (p, name) = src.parent_nofollow(&rp)?;
+                let pfd = p.fd();
+                let st = t.fstatat(pfd, name, AtFlags::SYMLINK_NOFOLLOW)?;
                 let ft = st.st_mode & S_IFMT;
                 let mut h = tar::Header::new_gnu();
                 h.set_mode(st.st_mode & 0o7777);
@@ -687,7 +720,12 @@ impl<'t, V: Variant> Dir<'t, V> {
                         }
                         let fd = OwnedFd::new(
                             t,
-                            t.openat(sfd, &rp[..], OpenFlags::RDONLY | OpenFlags::CLOEXEC, 0)?,
+                            t.openat(
+                                pfd,
+                                name,
+                                OpenFlags::RDONLY | OpenFlags::NOFOLLOW | OpenFlags::CLOEXEC,
+                                0,
+                            )?,
                         );
                         h.set_entry_type(E::Regular);
                         h.set_size(st.st_size as u64);
@@ -701,7 +739,7 @@ impl<'t, V: Variant> Dir<'t, V> {
                         b.append_data(&mut h, &path, data)?;
                     }
                     S_IFLNK => {
-                        let n = t.readlinkat(sfd, &rp[..], &mut buf)?;
+                        let n = t.readlinkat(pfd, name, &mut buf)?;
                         h.set_entry_type(E::Symlink);
                         b.append_link(&mut h, &path, OsStr::from_bytes(&buf[..n]))?;
                     }

@@ -451,3 +451,56 @@ fn tar_entries_cannot_leave_the_destination() {
         assert_eq!(d.metadata("secret").unwrap().nlink(), 1);
     }
 }
+
+/// The classic extraction attack: an archive makes a symlink `a -> /` (or `..`), then a
+/// file or directory `a/x`, or a hard link through it. The entry's parent is opened without
+/// following symlinks, so it is ELOOP and nothing appears outside the destination.
+#[cfg(feature = "tar")]
+#[test]
+fn tar_cannot_write_through_its_own_symlinks() {
+    use tar::EntryType as E;
+    fn archive(entries: &[(&str, E, &str)]) -> Vec<u8> {
+        let mut b = tar::Builder::new(Vec::new());
+        for (path, kind, link) in entries {
+            let mut h = tar::Header::new_gnu();
+            h.set_entry_type(*kind);
+            h.set_mode(0o755);
+            h.set_uid(0);
+            h.set_gid(0);
+            h.set_mtime(0);
+            h.set_size(if *kind == E::Regular { 3 } else { 0 });
+            let size = h.size().unwrap() as usize;
+            if link.is_empty() {
+                b.append_data(&mut h, path, &b"abc"[..size]).unwrap();
+            } else {
+                b.append_link(&mut h, path, link).unwrap();
+            }
+        }
+        b.into_inner().unwrap()
+    }
+    for u in each_fs() {
+        let d = u.task.root_dir().unwrap();
+        d.write("secret", "keep").unwrap();
+        for (i, a) in [
+            archive(&[("a", E::Symlink, "/"), ("a/x", E::Regular, "")]),
+            archive(&[("a", E::Symlink, ".."), ("a/x", E::Directory, "")]),
+            archive(&[("a", E::Symlink, "/"), ("a/b/c", E::Regular, "")]),
+            archive(&[("a", E::Symlink, "/"), ("h", E::Link, "a/secret")]),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let to = format!("box{i}/dst");
+            let e = d.unpack_tar(&a[..], &to).unwrap_err();
+            assert_eq!(e.raw_os_error(), Some(40), "archive {i}: {e}"); // ELOOP
+            assert!(!d.try_exists("x").unwrap(), "archive {i}");
+            assert!(!d.try_exists(format!("box{i}/x")).unwrap(), "archive {i}");
+            assert!(
+                !d.try_exists(format!("box{i}/dst/h")).unwrap(),
+                "archive {i}"
+            );
+        }
+        assert_eq!(d.read("secret").unwrap(), b"keep");
+        assert_eq!(d.metadata("secret").unwrap().nlink(), 1);
+    }
+}
