@@ -198,6 +198,39 @@ fn parse_export(s: &str) -> Result<PathBuf, String> {
     Ok(host)
 }
 
+/// `--export-on-exit` into a host directory the mount shows (at or below a `--bind`'s
+/// host directory) would copy itself into itself: refused before mounting (`cp` refuses
+/// the same).
+fn check_export_outside_binds(args: &MountArgs) -> Result<(), String> {
+    let Some(export) = &args.export_on_exit else {
+        return Ok(());
+    };
+    // The export directory may not exist yet: its nearest existing ancestor decides.
+    let mut probe = export.as_path();
+    let canon = loop {
+        if let Ok(c) = probe.canonicalize() {
+            break c;
+        }
+        match probe.parent() {
+            Some(p) => probe = p,
+            None => return Ok(()),
+        }
+    };
+    let canon = canon.join(export.strip_prefix(probe).unwrap_or(Path::new("")));
+    for b in &args.bind {
+        if let Ok(h) = b.host.canonicalize() {
+            if canon.starts_with(&h) {
+                return Err(format!(
+                    "--export-on-exit {}: inside --bind {}: the export would copy itself",
+                    export.display(),
+                    b.host.display()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// `--import`: copies each host tree into the mount, saying what it copied.
 fn import_trees(mnt: &Arc<uvfs::Mount>, imports: &[Import]) -> Result<(), String> {
     if imports.is_empty() {
@@ -499,9 +532,13 @@ fn start_log(path: &std::path::Path) -> io::Result<()> {
     rustix::stdio::dup2_stderr(&w)?;
     drop(w);
     let t = std::thread::spawn(move || {
-        for line in std::io::BufReader::new(std::fs::File::from(r)).lines() {
-            let Ok(line) = line else { break };
-            let _ = writeln!(file, "{} {line}", utc_now());
+        // Bytes, not lines of UTF-8: a message with a non-UTF-8 path must not end the log.
+        let mut rd = std::io::BufReader::new(std::fs::File::from(r));
+        let mut line = Vec::new();
+        while rd.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
+            let text = String::from_utf8_lossy(&line);
+            let _ = writeln!(file, "{} {}", utc_now(), text.trim_end_matches('\n'));
+            line.clear();
         }
     });
     *LOG_THREAD.lock().unwrap_or_else(|e| e.into_inner()) = Some(t);
@@ -926,6 +963,7 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
     // After the server's first task exists: a namespace lives as long as a task of it, and
     // the server's is the one that must see the binds.
     mount_sub_binds(&mnt, &check_binds(args)?.1)?;
+    check_export_outside_binds(args)?;
     import_trees(&mnt, &args.import)?;
     return_freed_memory();
     // A read-only bind is a read-only mount: the kernel answers EROFS first, as for any
@@ -1090,15 +1128,22 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
     let unmounted = watcher
         .join()
         .unwrap_or_else(|_| Err(io::Error::other("the signal watcher panicked")));
+    // The export runs however the session ended (the tree is still here): a failed
+    // unmount must not lose it.
+    let exported = match &args.export_on_exit {
+        Some(host) => {
+            let t = uvfs::Task::init(&mnt);
+            t.root_dir()
+                .and_then(|d| d.export_host(".", host))
+                .map(|st| Some((host, st)))
+                .map_err(|e| format!("--export-on-exit {}: {e}", host.display()))
+        }
+        None => Ok(None),
+    };
     r.map_err(|e| format!("session on {} failed: {e}", mp.display()))?;
     unmounted.map_err(|e| format!("unmounting {}: {e}", mp.display()))?;
     say!("uvfs: unmounted {}", mp.display());
-    if let Some(host) = &args.export_on_exit {
-        let t = uvfs::Task::init(&mnt);
-        let st = t
-            .root_dir()
-            .and_then(|d| d.export_host(".", host))
-            .map_err(|e| format!("--export-on-exit {}: {e}", host.display()))?;
+    if let Some((host, st)) = exported? {
         say!(
             "uvfs: exported to {}: {}",
             host.display(),

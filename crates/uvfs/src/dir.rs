@@ -165,6 +165,17 @@ impl<'t, V: Variant> Dir<'t, V> {
         if path[0] == b'/' {
             return Err(err(Errno::EXDEV));
         }
+        // The `*at` call on the final name would resolve a `..` above this directory, and
+        // follow a symlink named with a trailing slash, without RESOLVE_BENEATH: check that
+        // such a name stays beneath first (a missing one leads nowhere).
+        let bare = &last[..last.iter().rposition(|&c| c != b'/').map_or(0, |i| i + 1)];
+        if bare == b".." || bare.len() != last.len() {
+            match self.open_beneath(path, OpenFlags::PATH, 0) {
+                Ok(fd) => drop(OwnedFd::new(self.task(), fd)),
+                Err(e) if e.raw_os_error() == Some(Errno::ENOENT.raw()) => {}
+                Err(e) => return Err(e),
+            }
+        }
         let fd = self.open_beneath(parent, OpenFlags::PATH | OpenFlags::DIRECTORY, 0)?;
         Ok((OwnedFd::new(self.task(), fd), last))
     }
@@ -343,8 +354,11 @@ impl<'t, V: Variant> Dir<'t, V> {
                 Ok(()) => {}
                 // Created meanwhile by someone else: fine if it is a directory.
                 Err(x) if x.raw_os_error() == Some(Errno::EEXIST.raw()) => {
-                    if !self.metadata_bytes(&path[..e], true)?.is_dir() {
-                        return Err(x);
+                    // A directory (or a symlink to one) is fine; anything else, a dangling
+                    // symlink included, is std's EEXIST.
+                    match self.metadata_bytes(&path[..e], true) {
+                        Ok(m) if m.is_dir() => {}
+                        _ => return Err(x),
                     }
                 }
                 Err(x) => return Err(x),
@@ -403,8 +417,15 @@ impl<'t, V: Variant> Dir<'t, V> {
                 Errno::ENOTEMPTY
             }));
         }
+        // The bare name from here on: with a trailing slash, fstatat and openat would follow
+        // a symlink, to wherever it leads (`rmdir("link/")` is ENOTDIR on Linux).
+        let trailing = bare.len() != last.len();
+        let last = bare;
         let st = t.fstatat(p.fd(), last, AtFlags::SYMLINK_NOFOLLOW)?;
         if st.is_symlink() {
+            if trailing {
+                return Err(err(Errno::ENOTDIR));
+            }
             return Ok(t.unlinkat(p.fd(), last, AtFlags::empty())?);
         }
         if !st.is_dir() {
@@ -815,8 +836,9 @@ impl OpenOptions {
         };
         let writing = self.write || self.append;
         let mut f = acc;
-        if self.truncate {
-            // std: truncate without write is EINVAL, and with append too.
+        // std: truncate without write, or with append, is invalid, unless create_new makes
+        // it moot (a new file is empty).
+        if self.truncate && !self.create_new {
             if !self.write || self.append {
                 return Err(invalid("truncate needs write and excludes append"));
             }

@@ -29,8 +29,11 @@
 //! Nothing existing is overwritten: a name that exists in the destination is `EEXIST` and
 //! the copy stops there (what was copied stays). The destination directory itself may
 //! exist (it must be a directory then) or is created with its parents. The host side is
-//! walked by path, as `cp` walks it: a tree being changed on the host while it is copied
-//! gives what `cp` would give; no host symlink is followed.
+//! walked by path, as `cp` walks it: a host file is opened without following a symlink
+//! and must be the inode listed, but a host tree changed while it is copied can still
+//! give a mix of old and new, as `cp` would. An export must not go into a directory the
+//! source tree can see (a hostfs bind of its parent): it would copy itself until the path
+//! grows too long (`cp` refuses that case; `uvfs mount` refuses it up front).
 //!
 //! # Tar
 //! With the `tar` feature, [`Dir::unpack_tar`] and [`Dir::pack_tar`] do the same with a
@@ -39,8 +42,9 @@
 //! that would land outside the destination (absolute, `..`) is refused.
 //!
 //! # Memory
-//! The names of the directories still to visit and one entry per hard-linked inode; data
-//! moves through one 64 KiB buffer.
+//! The names of the directories still to visit, the attributes of every directory copied
+//! (applied at the end) and one entry per hard-linked inode; data moves through one
+//! 64 KiB buffer.
 
 use crate::dir::Dir;
 use crate::io::OwnedFd;
@@ -52,7 +56,7 @@ use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// The chunk data moves in (bytes).
@@ -169,7 +173,19 @@ impl<'t, V: Variant> Dir<'t, V> {
                 }
                 match ft {
                     S_IFREG => {
-                        let src = std::fs::File::open(&hp)?;
+                        // Not following a symlink swapped in since the lstat, not blocking on
+                        // a FIFO swapped in, and the inode listed (as GNU cp checks).
+                        let src = std::fs::OpenOptions::new()
+                            .read(true)
+                            .custom_flags(host_nofollow_nonblock())
+                            .open(&hp)?;
+                        let sm = src.metadata()?;
+                        if (sm.dev(), sm.ino()) != (m.dev(), m.ino()) {
+                            return Err(io::Error::other(format!(
+                                "{}: replaced while being copied",
+                                hp.display()
+                            )));
+                        }
                         let fd = create_new(t, pfd, name)?;
                         stats.bytes += copy_ranges(
                             m.len(),
@@ -330,7 +346,7 @@ impl<'t, V: Variant> Dir<'t, V> {
     }
 }
 
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 
 /// Copies the data ranges of a file of `size` bytes: `seek(off, SEEK_DATA|SEEK_HOLE)` on
 /// the source finds them (`ENXIO`: no data past `off`), `read_at`/`write_at` move them.
@@ -351,13 +367,19 @@ fn copy_ranges(
             Err(Errno::ENXIO) => break,
             Err(e) => return Err(err(e)),
         };
+        // A file system answering below `off` would make this loop forever: no progress
+        // is taken as the end of the data.
+        if data < off {
+            break;
+        }
         let hole = seek(data, SEEK_HOLE).map_err(err)?.min(size);
         let mut pos = data;
         while pos < hole {
             let want = ((hole - pos) as usize).min(buf.len());
             let n = read_at(&mut buf[..want], pos)?;
             if n == 0 {
-                // Shrunk while copied: what is left is copied as it is.
+                // Shrunk while copied: the copy ends here (the caller then sets the size
+                // it listed, so the tail reads as zeros).
                 return Ok(copied);
             }
             let mut w = &buf[..n];
@@ -376,6 +398,33 @@ fn copy_ranges(
         off = hole.max(data + 1);
     }
     Ok(copied)
+}
+
+/// `chmod` of the host path `hp` without following a final symlink (one swapped in
+/// meanwhile is refused with `EOPNOTSUPP`): through an `O_PATH|O_NOFOLLOW` descriptor and
+/// its `/proc/self/fd` link, as glibc's `fchmodat(AT_SYMLINK_NOFOLLOW)` does (rustix has
+/// no `fchmodat2`); by path where /proc is not mounted.
+fn host_chmod_nofollow(hp: &Path, mode: u32) -> io::Result<()> {
+    use rustix::fs::{Mode, OFlags};
+    use std::os::fd::AsRawFd;
+    let fd = rustix::fs::open(
+        hp,
+        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    if rustix::fs::fstat(&fd)?.st_mode & S_IFMT == S_IFLNK {
+        return Err(err(Errno::EOPNOTSUPP));
+    }
+    let proc = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    match rustix::fs::chmod(proc.as_str(), Mode::from_raw_mode(mode)) {
+        Err(rustix::io::Errno::NOENT) => Ok(rustix::fs::chmod(hp, Mode::from_raw_mode(mode))?),
+        r => Ok(r?),
+    }
+}
+
+/// `O_NOFOLLOW | O_NONBLOCK` for a host open (rustix's values, the kernel's).
+fn host_nofollow_nonblock() -> i32 {
+    (rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32
 }
 
 /// Creates the regular file `rp` beneath `dfd` for writing (mode 0600 until its attributes
@@ -449,20 +498,16 @@ fn set_uvfs_attrs<V: Variant>(
         (rp, AtFlags::SYMLINK_NOFOLLOW)
     };
     let cred = t.cred();
-    if (a.uid, a.gid) != (cred.uid, cred.gid) {
-        if cred.is_root() {
-            t.fchownat(dfd, path, a.uid, a.gid, flags)?;
-        } else {
-            stats.owners_not_kept += 1;
-        }
+    if cred.is_root() {
+        // Always (a setgid directory may have given the new entry another group).
+        t.fchownat(dfd, path, a.uid, a.gid, flags)?;
+    } else if (a.uid, a.gid) != (cred.uid, cred.gid) {
+        stats.owners_not_kept += 1;
     }
     if !symlink {
-        t.fchmodat(
-            dfd,
-            path,
-            a.mode & 0o7777,
-            flags - AtFlags::SYMLINK_NOFOLLOW,
-        )?;
+        // AT_SYMLINK_NOFOLLOW too (fchmodat2): a symlink swapped in meanwhile gives
+        // EOPNOTSUPP instead of a chmod of whatever it names.
+        t.fchmodat(dfd, path, a.mode & 0o7777, flags)?;
     }
     t.utimensat(dfd, path, Some(&[a.atime, a.mtime]), flags)?;
     Ok(())
@@ -486,8 +531,7 @@ fn set_host_attrs(
         }
     }
     if !symlink {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(hp, std::fs::Permissions::from_mode(a.mode & 0o7777))?;
+        host_chmod_nofollow(hp, a.mode & 0o7777)?;
     }
     let ts = |t: Timespec| HostTs {
         tv_sec: t.tv_sec,
@@ -524,6 +568,22 @@ fn tar_rel(p: &Path) -> Option<Vec<u8>> {
         }
     }
     (!out.is_empty()).then_some(out)
+}
+
+/// Makes the missing ancestors of `rel` beneath `dst` (mode 0755 less the umask), each in
+/// its parent opened without following symlinks.
+#[cfg(feature = "tar")]
+fn make_parents<V: Variant>(dst: &Dir<'_, V>, rel: &[u8], stats: &mut CopyStats) -> io::Result<()> {
+    let t = dst.task();
+    for (i, _) in rel.iter().enumerate().filter(|&(_, &c)| c == b'/') {
+        let (p, name) = dst.parent_nofollow(&rel[..i])?;
+        match t.mkdirat(p.fd(), name, 0o755) {
+            Ok(()) => stats.dirs += 1,
+            Err(Errno::EEXIST) => {}
+            Err(e) => return Err(err(e)),
+        }
+    }
+    Ok(())
 }
 
 #[cfg(feature = "tar")]
@@ -568,29 +628,52 @@ impl<'t, V: Variant> Dir<'t, V> {
                 )));
             };
             let h = e.header();
-            let mtime = Timespec::new(h.mtime()? as i64, 0);
+            // Out-of-range numbers are refused, not wrapped (a uid of 2^32 must not become
+            // root's 0).
+            let range =
+                |what: &str| bad(format!("tar entry {}: {what} out of range", path.display()));
+            let mtime = Timespec::new(i64::try_from(h.mtime()?).map_err(|_| range("mtime"))?, 0);
             let a = Attrs {
                 mode: h.mode()?,
-                uid: h.uid()? as u32,
-                gid: h.gid()? as u32,
+                uid: u32::try_from(h.uid()?).map_err(|_| range("uid"))?,
+                gid: u32::try_from(h.gid()?).map_err(|_| range("gid"))?,
                 atime: mtime,
                 mtime,
             };
             let kind = h.entry_type();
             // The entry's parent, opened without following symlinks: an archive that makes
             // `a -> /` and then `a/x` gets ELOOP, not a file outside the destination.
-            let (p, name) = dst.parent_nofollow(&rp)?;
+            let (p, name) = match dst.parent_nofollow(&rp) {
+                Ok(x) => x,
+                // An archive without directory entries (`tar cf x.tar a/b/f`), or with a
+                // file before its directory: the missing parents are made, as tar(1) does.
+                Err(x) if x.raw_os_error() == Some(Errno::ENOENT.raw()) => {
+                    make_parents(&dst, &rp, &mut stats)?;
+                    dst.parent_nofollow(&rp)?
+                }
+                Err(x) => return Err(x),
+            };
             let pfd = p.fd();
             use tar::EntryType as E;
             match kind {
                 E::Directory => {
                     match t.mkdirat(pfd, name, 0o700) {
-                        Ok(()) => stats.dirs += 1,
+                        Ok(()) => {
+                            stats.dirs += 1;
+                            dirs.push((rp, a));
+                        }
+                        // Named again (or made as a parent): the later entry's attributes
+                        // win, as with tar(1).
                         Err(Errno::EEXIST)
-                            if t.fstatat(pfd, name, AtFlags::SYMLINK_NOFOLLOW)?.is_dir() => {}
+                            if t.fstatat(pfd, name, AtFlags::SYMLINK_NOFOLLOW)?.is_dir() =>
+                        {
+                            match dirs.iter_mut().find(|(p, _)| *p == rp) {
+                                Some(d) => d.1 = a,
+                                None => dirs.push((rp, a)),
+                            }
+                        }
                         Err(x) => return Err(err(x)),
                     }
-                    dirs.push((rp, a));
                     continue;
                 }
                 E::Regular | E::Continuous | E::GNUSparse => {

@@ -170,6 +170,14 @@ impl<'t, V: Variant> OwnedFd<'t, V> {
 }
 
 impl<V: Variant> OpenFile<V> {
+    /// `EBADF` for an `O_PATH` file, as `fdget` gives for every call but `fstat`.
+    fn not_path(&self) -> Result<&crate::FileHandle<V>> {
+        if self.file.mode().contains(crate::file::FMode::PATH) {
+            return Err(crate::Errno::EBADF);
+        }
+        Ok(&self.file)
+    }
+
     /// The open file.
     pub fn file(&self) -> &crate::FileHandle<V> {
         &self.file
@@ -198,7 +206,7 @@ impl<V: Variant> OpenFile<V> {
     /// `EINVAL` (offset past `i64::MAX`), `EBADF` (not open for reading), `EISDIR`.
     pub fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         let off = i64::try_from(offset).map_err(|_| io::Error::from(crate::Errno::EINVAL))?;
-        Ok(self.file.read_at_offset(buf, off)?)
+        Ok(self.not_path()?.read_at_offset(buf, off)?)
     }
 
     /// `pwrite(2)` at `offset` (`FileExt::write_at`; with `O_APPEND` at the end, as Linux).
@@ -208,7 +216,7 @@ impl<V: Variant> OpenFile<V> {
     pub fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
         let off = i64::try_from(offset).map_err(|_| io::Error::from(crate::Errno::EINVAL))?;
         Ok(self
-            .file
+            .not_path()?
             .write_at_offset(buf, off, &self.cred, self.fsize)?)
     }
 
@@ -229,7 +237,7 @@ impl<V: Variant> OpenFile<V> {
     /// (past `RLIMIT_FSIZE`), `EPERM` (an immutable file), `ENOSPC`.
     pub fn set_len(&self, size: u64) -> io::Result<()> {
         let len = i64::try_from(size).map_err(|_| io::Error::from(crate::Errno::EINVAL))?;
-        Ok(self.file.truncate_to(len, &self.cred, self.fsize)?)
+        Ok(self.not_path()?.truncate_to(len, &self.cred, self.fsize)?)
     }
 
     /// `fsync(2)` (`std::fs::File::sync_all`).
@@ -237,17 +245,14 @@ impl<V: Variant> OpenFile<V> {
     /// # Errors
     /// `EBADF` for an `O_PATH` file; the file system's (hostfs: the host's `fsync`).
     pub fn sync_all(&self) -> io::Result<()> {
-        if self.file.mode().contains(crate::file::FMode::PATH) {
-            return Err(crate::Errno::EBADF.into());
-        }
-        let inode = self.file.inode();
+        let inode = self.not_path()?.inode();
         Ok(inode.i_op.fsync(inode, false)?)
     }
 }
 
 impl<V: Variant> io::Read for &OpenFile<V> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        Ok(self.file.read_pos(buf)?)
+        Ok(self.not_path()?.read_pos(buf)?)
     }
 }
 
@@ -259,7 +264,7 @@ impl<V: Variant> io::Read for OpenFile<V> {
 
 impl<V: Variant> io::Write for &OpenFile<V> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        Ok(self.file.write_pos(buf, &self.cred, self.fsize)?)
+        Ok(self.not_path()?.write_pos(buf, &self.cred, self.fsize)?)
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -292,7 +297,7 @@ pub(crate) fn whence(pos: io::SeekFrom) -> Result<(i64, i32)> {
 impl<V: Variant> io::Seek for &OpenFile<V> {
     fn seek(&mut self, pos: io::SeekFrom) -> io::Result<u64> {
         let (off, w) = whence(pos)?;
-        Ok(self.file.llseek(off, w)? as u64)
+        Ok(self.not_path()?.llseek(off, w)? as u64)
     }
 }
 

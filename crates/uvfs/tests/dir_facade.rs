@@ -552,6 +552,20 @@ fn confined_beneath_the_dir() {
         assert_eq!(x(b.hard_link("../secret", &b, "mine")), Out::Errno(EXDEV));
         assert_eq!(out(b.copy("up", &b, "mine")), Out::Errno(EXDEV));
         assert_eq!(out(b.read_dir("..").map(|_| ())), Out::Errno(EXDEV));
+        // A symlink named with a trailing slash would be followed by the *at call: checked
+        // beneath first. remove_dir_all("link/") of a link out removes nothing (review).
+        root.create_dir_all("outside/victim").unwrap();
+        root.write("outside/victim/v", b"v").unwrap();
+        root.symlink("/outside/victim", "outside/box/tv").unwrap();
+        root.symlink("../victim", "outside/box/rv").unwrap();
+        assert_eq!(x(b.remove_dir_all("tv/")), Out::Errno(EXDEV));
+        assert_eq!(x(b.remove_dir_all("rv/")), Out::Errno(EXDEV));
+        assert_eq!(out(b.read_link("abs/")), Out::Errno(EXDEV));
+        assert_eq!(root.read("outside/victim/v").unwrap(), b"v");
+        // A final `..` above the Dir is EXDEV for every call, as in a middle position.
+        assert_eq!(out(b.read_link("..")), Out::Errno(EXDEV));
+        assert_eq!(x(b.remove_dir("..")), Out::Errno(EXDEV));
+        assert_eq!(x(b.create_dir("..")), Out::Errno(EXDEV));
         let walked: Vec<_> = b.walk_dir("upup").collect();
         assert_eq!(walked.len(), 1, "a symlink is listed, not followed");
         // The symlinks themselves are inside: they can be read and removed.
@@ -665,6 +679,10 @@ fn open_file_owns_its_reference() {
         f.sync_all().unwrap();
         let p = t.open_file("/", uvfs::OpenFlags::PATH, 0).unwrap();
         assert_eq!(out(p.sync_all()), Out::Errno(9));
+        // Every call but stat is EBADF on an O_PATH file, as for its descriptor (review).
+        assert_eq!(out((&p).seek(SeekFrom::Start(1))), Out::Errno(9));
+        assert_eq!(out(p.set_len(0)), Out::Errno(9));
+        assert!(p.stat().unwrap().is_dir());
         assert_eq!(t.fget_file(uvfs::Fd(999)).err(), Some(uvfs::Errno::EBADF));
     }
 }

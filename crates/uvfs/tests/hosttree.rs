@@ -391,6 +391,21 @@ fn tar_round_trips_and_matches_gnu_tar() {
         for (k, w) in &want.0 {
             assert_eq!(got.0.get(k), Some(w), "{k} through GNU tar on {name}");
         }
+        // GNU tar's archive of nested files without directory entries: the parents are
+        // made (review: it was ENOENT).
+        let flat = out.path().join("flat.tar");
+        let st = std::process::Command::new("tar")
+            .arg("-C")
+            .arg(src.path())
+            .args(["--no-recursion", "-cf"])
+            .arg(&flat)
+            .args(["a/b/c/deep", "a/file"])
+            .status()
+            .unwrap();
+        assert!(st.success());
+        d.unpack_tar(fs::File::open(&flat).unwrap(), "flat")
+            .unwrap();
+        assert_eq!(d.read("flat/a/b/c/deep").unwrap(), vec![7u8; 200_000]);
         // Ours, unpacked by ours.
         let st2 = d.unpack_tar(&bytes[..], "again").unwrap();
         assert_eq!(
