@@ -714,10 +714,14 @@ impl<'t, V: Variant> Dir<'t, V> {
     /// `ENOTDIR`, `ENOENT`, `EACCES` (not readable), `EXDEV` (outside), `EMFILE`; the
     /// iterator yields `getdents64` errors (`ENOENT` once the directory is removed).
     pub fn read_dir(&self, path: impl AsRef<Path>) -> io::Result<ReadDir<'t, V>> {
-        let path = path.as_ref();
+        self.read_dir_flags(path.as_ref(), OpenFlags::empty())
+    }
+
+    /// [`read_dir`](Self::read_dir) with `extra` open flags (the walk adds `O_NOFOLLOW`).
+    fn read_dir_flags(&self, path: &Path, extra: OpenFlags) -> io::Result<ReadDir<'t, V>> {
         let fd = self.open_beneath(
             path.as_os_str().as_bytes(),
-            OpenFlags::RDONLY | OpenFlags::DIRECTORY,
+            OpenFlags::RDONLY | OpenFlags::DIRECTORY | extra,
             0,
         )?;
         Ok(ReadDir {
@@ -1149,8 +1153,10 @@ impl WalkEntry {
 /// A depth-first walk of a tree beneath a [`Dir`] (walkdir's `WalkDir`): the root, then
 /// each directory followed by its contents; symlinks are listed, not followed. Each
 /// directory is read whole when the walk enters it and then closed, so the walk holds at
-/// most one descriptor at a time, and its memory is the names of the directories along
-/// the current path. A directory that cannot be read yields its error once and is skipped.
+/// most one descriptor at a time, and its memory is every entry of every directory along
+/// the current path (those not visited yet). A directory that cannot be read yields its
+/// error once, after its own entry, and is skipped. Unlike walkdir, a root that is a
+/// symlink is listed as a symlink, not followed.
 #[derive(Debug)]
 pub struct WalkDir<'d, 't, V: Variant = Uvfs> {
     dir: &'d Dir<'t, V>,
@@ -1179,7 +1185,9 @@ impl<V: Variant> WalkDir<'_, '_, V> {
     /// Reads directory `e` whole (one open, then closed).
     fn read(&self, e: &WalkEntry) -> io::Result<Vec<WalkEntry>> {
         let mut v = Vec::new();
-        for d in self.dir.read_dir(&e.path)? {
+        // O_NOFOLLOW: a directory replaced by a symlink since it was listed is not entered
+        // (the walk follows no symlink).
+        for d in self.dir.read_dir_flags(&e.path, OpenFlags::NOFOLLOW)? {
             let d = d?;
             v.push(WalkEntry {
                 path: d.path(),
