@@ -615,11 +615,27 @@ impl<'t, V: Variant> Dir<'t, V> {
             let mut e = e?;
             let path = e.path()?.into_owned();
             let Some(rp) = tar_rel(&path) else {
-                // `./` (the archive's root) only sets the destination's attributes below.
+                // `./` (the archive's root): a directory entry's attributes go to the
+                // destination itself, applied last with the other directories'.
                 if path
                     .components()
                     .all(|c| matches!(c, std::path::Component::CurDir))
                 {
+                    let h = e.header();
+                    if h.entry_type() == tar::EntryType::Directory {
+                        let range = |what: &str| bad(format!("tar entry ./: {what} out of range"));
+                        let mtime = i64::try_from(h.mtime()?).map_err(|_| range("mtime"))?;
+                        let mtime = Timespec::new(mtime, 0);
+                        let a = Attrs {
+                            mode: h.mode()?,
+                            uid: u32::try_from(h.uid()?).map_err(|_| range("uid"))?,
+                            gid: u32::try_from(h.gid()?).map_err(|_| range("gid"))?,
+                            atime: mtime,
+                            mtime,
+                        };
+                        dirs.retain(|(p, _)| !p.is_empty());
+                        dirs.insert(0, (Vec::new(), a));
+                    }
                     continue;
                 }
                 return Err(bad(format!(
@@ -764,6 +780,16 @@ impl<'t, V: Variant> Dir<'t, V> {
             names.sort();
             Ok(names.into_iter())
         };
+        // The root first, as `tar -c -C from .` writes `./` (its attributes travel).
+        let root = src.dir_metadata()?;
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::Directory);
+        h.set_mode(root.mode() & 0o7777);
+        h.set_uid(u64::from(root.uid()));
+        h.set_gid(u64::from(root.gid()));
+        h.set_mtime(root.stat().st_mtime.tv_sec.max(0) as u64);
+        h.set_size(0);
+        b.append_data(&mut h, "./", io::empty())?;
         let mut stack = vec![(Vec::new(), list(b"")?)];
         while let Some((rel, names)) = stack.last_mut() {
             let Some(name) = names.next() else {

@@ -364,6 +364,12 @@ fn tar_round_trips_and_matches_gnu_tar() {
         // GNU tar's archive, unpacked by us.
         d.unpack_tar(fs::File::open(&gnu_tar).unwrap(), "from-gnu")
             .unwrap();
+        // The archive's `./` gives the destination the root's attributes, as tar -x -p.
+        let root_mode = fs::metadata(src.path()).unwrap().mode() & 0o7777;
+        assert_eq!(
+            d.metadata("from-gnu").unwrap().permissions().mode(),
+            root_mode
+        );
         let out = tempfile::tempdir().unwrap();
         d.export_host("from-gnu", out.path().join("x")).unwrap();
         let got = describe_tar(&out.path().join("x"));
@@ -406,6 +412,19 @@ fn tar_round_trips_and_matches_gnu_tar() {
         d.unpack_tar(fs::File::open(&flat).unwrap(), "flat")
             .unwrap();
         assert_eq!(d.read("flat/a/b/c/deep").unwrap(), vec![7u8; 200_000]);
+        // Ours carries `./` too.
+        let x3 = out.path().join("x3");
+        fs::create_dir(&x3).unwrap();
+        fs::set_permissions(&x3, fs::Permissions::from_mode(0o777)).unwrap();
+        let st = std::process::Command::new("tar")
+            .args(["-p", "-C"])
+            .arg(&x3)
+            .arg("-xf")
+            .arg(&ours)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        assert_eq!(fs::metadata(&x3).unwrap().mode() & 0o7777, root_mode);
         // Ours, unpacked by ours.
         let st2 = d.unpack_tar(&bytes[..], "again").unwrap();
         assert_eq!(
