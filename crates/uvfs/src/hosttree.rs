@@ -570,6 +570,26 @@ fn tar_rel(p: &Path) -> Option<Vec<u8>> {
     (!out.is_empty()).then_some(out)
 }
 
+/// A tar header's attributes (atime = mtime: ustar has none). Out-of-range numbers are
+/// `InvalidData`, not wrapped (a uid of 2^32 must not become root's 0).
+#[cfg(feature = "tar")]
+fn tar_attrs(h: &tar::Header, path: &Path) -> io::Result<Attrs> {
+    let range = |what: &str| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("tar entry {}: {what} out of range", path.display()),
+        )
+    };
+    let mtime = Timespec::new(i64::try_from(h.mtime()?).map_err(|_| range("mtime"))?, 0);
+    Ok(Attrs {
+        mode: h.mode()?,
+        uid: u32::try_from(h.uid()?).map_err(|_| range("uid"))?,
+        gid: u32::try_from(h.gid()?).map_err(|_| range("gid"))?,
+        atime: mtime,
+        mtime,
+    })
+}
+
 /// Makes the missing ancestors of `rel` beneath `dst` (mode 0755 less the umask), each in
 /// its parent opened without following symlinks.
 #[cfg(feature = "tar")]
@@ -623,16 +643,7 @@ impl<'t, V: Variant> Dir<'t, V> {
                 {
                     let h = e.header();
                     if h.entry_type() == tar::EntryType::Directory {
-                        let range = |what: &str| bad(format!("tar entry ./: {what} out of range"));
-                        let mtime = i64::try_from(h.mtime()?).map_err(|_| range("mtime"))?;
-                        let mtime = Timespec::new(mtime, 0);
-                        let a = Attrs {
-                            mode: h.mode()?,
-                            uid: u32::try_from(h.uid()?).map_err(|_| range("uid"))?,
-                            gid: u32::try_from(h.gid()?).map_err(|_| range("gid"))?,
-                            atime: mtime,
-                            mtime,
-                        };
+                        let a = tar_attrs(h, &path)?;
                         dirs.retain(|(p, _)| !p.is_empty());
                         dirs.insert(0, (Vec::new(), a));
                     }
@@ -644,18 +655,7 @@ impl<'t, V: Variant> Dir<'t, V> {
                 )));
             };
             let h = e.header();
-            // Out-of-range numbers are refused, not wrapped (a uid of 2^32 must not become
-            // root's 0).
-            let range =
-                |what: &str| bad(format!("tar entry {}: {what} out of range", path.display()));
-            let mtime = Timespec::new(i64::try_from(h.mtime()?).map_err(|_| range("mtime"))?, 0);
-            let a = Attrs {
-                mode: h.mode()?,
-                uid: u32::try_from(h.uid()?).map_err(|_| range("uid"))?,
-                gid: u32::try_from(h.gid()?).map_err(|_| range("gid"))?,
-                atime: mtime,
-                mtime,
-            };
+            let a = tar_attrs(h, &path)?;
             let kind = h.entry_type();
             // The entry's parent, opened without following symlinks: an archive that makes
             // `a -> /` and then `a/x` gets ELOOP, not a file outside the destination.
