@@ -1,0 +1,165 @@
+//! Per-operation driver for callgrind: `uvfs-callgrind OP N` runs one workload's loop N
+//! times inside `measured2` (collect only there with `--toggle-collect=*measured2`); the
+//! per-call cost is (count at N2 - count at N1) / (N2 - N1), which cancels the set-up.
+//! OP: fstat, pread, pwrite, futimes, open-close, creat-clo, syscall (the bench's loops,
+//! one thread). See README.md.
+use std::hint::black_box;
+use uvfs::{AtFlags, Fd, OpenFlags, Task, Timespec};
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[cfg(feature = "base")]
+fn opts() -> uvfs::TmpfsOptions {
+    Default::default()
+}
+#[cfg(not(feature = "base"))]
+fn opts() -> uvfs::TmpfsOptions {
+    uvfs::TmpfsOptions::unlimited()
+}
+
+struct Ctx {
+    task: Task,
+    name: Vec<u8>,
+    k: u64,
+    times: [[Timespec; 2]; 2],
+    buf: Vec<u8>,
+}
+
+#[inline(never)]
+fn measured(op: &str, c: &mut Ctx, n: u64) {
+    let t = &c.task;
+    match op {
+        "fstat" => {
+            for _ in 0..n {
+                black_box(t.fstat(Fd(0)).unwrap());
+            }
+        }
+        "pread" => {
+            for i in 0..n {
+                black_box(
+                    t.pread(Fd(0), &mut c.buf, ((i * 4096) % 65536) as i64)
+                        .unwrap(),
+                );
+            }
+        }
+        "pwrite" => {
+            for i in 0..n {
+                black_box(
+                    t.pwrite(Fd(0), &c.buf, ((i * 4096) % 65536) as i64)
+                        .unwrap(),
+                );
+            }
+        }
+        "futimes" => {
+            for _ in 0..n {
+                t.futimens(Fd(0), Some(&c.times[0])).unwrap();
+                t.futimens(Fd(0), Some(&c.times[1])).unwrap();
+            }
+        }
+        "open-close" => {
+            for _ in 0..n {
+                let fd = t.openat(Fd::AT_FDCWD, "f0", OpenFlags::RDONLY, 0).unwrap();
+                t.close(fd).unwrap();
+            }
+        }
+        "creat-clo" => {
+            for _ in 0..n {
+                c.k += 1;
+                c.name.clear();
+                c.name.extend_from_slice(format!("t0-{}", c.k).as_bytes());
+                let fd = t
+                    .openat(
+                        Fd(0),
+                        &c.name[..],
+                        OpenFlags::CREAT | OpenFlags::WRONLY | OpenFlags::TRUNC,
+                        0o644,
+                    )
+                    .unwrap();
+                t.close(fd).unwrap();
+                t.unlinkat(Fd(0), &c.name[..], AtFlags::empty()).unwrap();
+            }
+        }
+        "fstatat2" => {
+            for _ in 0..n {
+                black_box(
+                    t.fstatat(Fd::AT_FDCWD, "/bench/shared", AtFlags::empty())
+                        .unwrap(),
+                );
+            }
+        }
+        "stat-dir" => {
+            for _ in 0..n {
+                black_box(t.fstatat(Fd::AT_FDCWD, "/bench", AtFlags::empty()).unwrap());
+            }
+        }
+        "syscall" => {
+            for _ in 0..n {
+                let fd = t.dup(Fd(0)).unwrap();
+                t.close(fd).unwrap();
+                black_box(t.getpid());
+                black_box(t.getuid());
+                black_box(t.umask(0o022));
+            }
+        }
+        _ => panic!("op"),
+    }
+}
+
+fn main() {
+    let a: Vec<String> = std::env::args().collect();
+    let op = a[1].clone();
+    let n: u64 = a[2].parse().unwrap();
+    let mnt = uvfs::tmpfs::mount(opts());
+    let init = Task::init(&mnt);
+    init.mkdirat(Fd::AT_FDCWD, "/bench", 0o755).unwrap();
+    let fd = init
+        .open("/bench/shared", OpenFlags::CREAT | OpenFlags::RDWR, 0o644)
+        .unwrap();
+    init.write(fd, &vec![7u8; 65536]).unwrap();
+    init.close(fd).unwrap();
+    init.close(
+        init.open("/bench/f0", OpenFlags::CREAT | OpenFlags::RDWR, 0o644)
+            .unwrap(),
+    )
+    .unwrap();
+    // fd 0 of the worker: the shared file, or the directory for creat-clo.
+    let path = if op == "creat-clo" {
+        "/bench"
+    } else {
+        "/bench/shared"
+    };
+    let flags = if op == "creat-clo" {
+        OpenFlags::RDONLY | OpenFlags::DIRECTORY
+    } else {
+        OpenFlags::RDWR
+    };
+    let fd = init.open(path, flags, 0).unwrap();
+    assert_eq!(fd.0, 0);
+    // fstat/pread: a thread of one process (shared table); the others: a forked task.
+    let task = if op == "fstat" || op == "pread" || op == "pwrite" {
+        init.clone_thread()
+    } else {
+        init.fork()
+    };
+    task.chdir("/bench").unwrap();
+    let ts = |s| Timespec {
+        tv_sec: s,
+        tv_nsec: 0,
+    };
+    let mut c = Ctx {
+        task,
+        name: Vec::new(),
+        k: 0,
+        times: [[ts(1), ts(2)], [ts(3), ts(4)]],
+        buf: vec![0u8; 4096],
+    };
+    measured(&op, &mut c, 1000); // warm-up (uncounted under --toggle-collect only if named differently)
+    measured2(&op, &mut c, n);
+    drop(init);
+}
+
+#[inline(never)]
+fn measured2(op: &str, c: &mut Ctx, n: u64) {
+    measured(op, c, n)
+}
