@@ -68,6 +68,11 @@ fn err(e: Errno) -> io::Error {
     e.into()
 }
 
+/// `name` without its trailing slashes (`b//` -> `b`).
+fn trim_slashes(name: &[u8]) -> &[u8] {
+    &name[..name.iter().rposition(|&c| c != b'/').map_or(0, |i| i + 1)]
+}
+
 /// Splits `path` into its parent (`.` if none) and its final component, trailing slashes
 /// kept on the final component (`a/b/` -> (`a`, `b/`), as `mkdir("a/b/")` is valid).
 /// `None` for an empty path and for a path of slashes only.
@@ -168,7 +173,7 @@ impl<'t, V: Variant> Dir<'t, V> {
         // The `*at` call on the final name would resolve a `..` above this directory, and
         // follow a symlink named with a trailing slash, without RESOLVE_BENEATH: check that
         // such a name stays beneath first (a missing one leads nowhere).
-        let bare = &last[..last.iter().rposition(|&c| c != b'/').map_or(0, |i| i + 1)];
+        let bare = trim_slashes(last);
         if bare == b".." || bare.len() != last.len() {
             match self.open_beneath(path, OpenFlags::PATH, 0) {
                 Ok(fd) => drop(OwnedFd::new(self.task(), fd)),
@@ -405,7 +410,7 @@ impl<'t, V: Variant> Dir<'t, V> {
         // Refused before anything is removed (std would empty the directory first and then
         // fail): rmdir of `.` is EINVAL and of `..` ENOTEMPTY (Linux `do_rmdir`).
         // (`..` above the Dir is EXDEV first, as every path out of it.)
-        let bare = &last[..last.iter().rposition(|&c| c != b'/').map_or(0, |i| i + 1)];
+        let bare = trim_slashes(last);
         if bare == b"." || bare == b".." {
             drop(OwnedFd::new(
                 t,

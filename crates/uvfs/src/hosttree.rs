@@ -296,15 +296,7 @@ impl<'t, V: Variant> Dir<'t, V> {
                 }
                 match ft {
                     S_IFREG => {
-                        let fd = OwnedFd::new(
-                            t,
-                            t.openat(
-                                pfd,
-                                name,
-                                OpenFlags::RDONLY | OpenFlags::NOFOLLOW | OpenFlags::CLOEXEC,
-                                0,
-                            )?,
-                        );
+                        let fd = open_read(t, pfd, name)?;
                         let dst = std::fs::OpenOptions::new()
                             .write(true)
                             .create_new(true)
@@ -425,6 +417,12 @@ fn host_chmod_nofollow(hp: &Path, mode: u32) -> io::Result<()> {
 /// `O_NOFOLLOW | O_NONBLOCK` for a host open (rustix's values, the kernel's).
 fn host_nofollow_nonblock() -> i32 {
     (rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32
+}
+
+/// Opens the file `name` in the directory `dfd` for reading, not following a symlink.
+fn open_read<'t, V: Variant>(t: &'t Task<V>, dfd: Fd, name: &[u8]) -> io::Result<OwnedFd<'t, V>> {
+    let flags = OpenFlags::RDONLY | OpenFlags::NOFOLLOW | OpenFlags::CLOEXEC;
+    Ok(OwnedFd::new(t, t.openat(dfd, name, flags, 0)?))
 }
 
 /// Creates the regular file `rp` beneath `dfd` for writing (mode 0600 until its attributes
@@ -827,15 +825,7 @@ impl<'t, V: Variant> Dir<'t, V> {
                             }
                             links.insert((st.st_dev, st.st_ino), path.clone());
                         }
-                        let fd = OwnedFd::new(
-                            t,
-                            t.openat(
-                                pfd,
-                                name,
-                                OpenFlags::RDONLY | OpenFlags::NOFOLLOW | OpenFlags::CLOEXEC,
-                                0,
-                            )?,
-                        );
+                        let fd = open_read(t, pfd, name)?;
                         h.set_entry_type(E::Regular);
                         h.set_size(st.st_size as u64);
                         // Exactly st_size bytes, even if the file changes meanwhile (tar
