@@ -39,6 +39,7 @@ pub mod passthrough_ll;
 pub mod peers;
 pub mod plot;
 pub mod report;
+pub mod snapshot;
 pub mod target;
 pub mod uvfs_mount;
 pub mod uvfs_target;
@@ -121,6 +122,12 @@ pub struct BenchArgs {
     /// peers as context unless --target leaves them out).
     #[arg(long)]
     pub ablation: bool,
+
+    /// Measure tmpfs snapshots instead of the workloads: --tree imported into uvfs, then
+    /// --reps snapshots of it (default 5) against as many full copies through the
+    /// facade, interleaved: time and resident memory each.
+    #[arg(long, conflicts_with_all = ["ablation", "workloads", "targets", "threads", "json"])]
+    pub snapshot: bool,
 }
 
 /// The targets `uvfs bench` knows, as given to `--target`.
@@ -264,6 +271,11 @@ pub fn bench(args: &BenchArgs) -> Result<Report> {
 
 /// [`bench`] without the JSON file.
 fn bench_with(args: &BenchArgs) -> Result<Report> {
+    if args.snapshot {
+        return Err(Error::msg(
+            "--snapshot prints its own table: call uvfs_bench::snapshot::run",
+        ));
+    }
     let kinds = dedup(if !args.workloads.is_empty() {
         args.workloads.clone()
     } else if args.ablation {

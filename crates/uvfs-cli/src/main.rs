@@ -65,8 +65,13 @@ fn main() -> ExitCode {
                 eprintln!("uvfs bench: error: {e}");
                 return ExitCode::FAILURE;
             }
-            match uvfs_bench::bench(&args) {
-                Ok(_) => ExitCode::SUCCESS,
+            let r = if args.snapshot {
+                uvfs_bench::snapshot::run(&args.tree, args.reps.unwrap_or(5))
+            } else {
+                uvfs_bench::bench(&args).map(drop)
+            };
+            match r {
+                Ok(()) => ExitCode::SUCCESS,
                 Err(e) => match uvfs_bench::interrupt::received() {
                     // 128 + signal, as a shell reports a process the signal
                     // killed.

@@ -1,6 +1,7 @@
-//! A test-harness fixture: each test gets its own in-memory tree, built with the
-//! `std::fs`-shaped facade, and the code under test runs on it through the same calls it
-//! would make on a real file system.
+//! A test-harness fixture: the tree is built once with the `std::fs`-shaped facade, each
+//! test gets its own copy-on-write snapshot of it (`tmpfs::snapshot`: per inode, not per
+//! byte), and the code under test runs on it through the same calls it would make on a
+//! real file system.
 //!
 //! Run: `cargo run -p uvfs --example fixture`
 
@@ -35,24 +36,25 @@ fn count_lines(dir: &Dir<'_>) -> io::Result<usize> {
 }
 
 fn main() -> io::Result<()> {
+    // Built once; every test below starts from a snapshot of it.
+    let prepared = uvfs::tmpfs::mount(Default::default());
+    fixture(&Task::init(&prepared).root_dir()?)?;
     // Test 1: the normal case.
     {
-        let mnt = uvfs::tmpfs::mount(Default::default());
+        let mnt = uvfs::tmpfs::snapshot(&prepared)?;
         let task = Task::init(&mnt);
         let root = task.root_dir()?;
-        fixture(&root)?;
         assert_eq!(count_lines(&root)?, 5);
         assert_eq!(
             root.read_to_string("proj/report.txt")?,
             "proj/src/bin/main.rs 3\nproj/src/lib.rs 2\n"
         );
-    } // the whole tree goes with the mount
+    } // the whole copy goes with the mount; `prepared` never saw the report
       // Test 2: an unreadable file is reported with its errno, as on a real file system
       // (a non-root task sees the mode bits).
     {
-        let mnt = uvfs::tmpfs::mount(Default::default());
+        let mnt = uvfs::tmpfs::snapshot(&prepared)?;
         let admin = Task::init(&mnt);
-        fixture(&admin.root_dir()?)?;
         admin
             .root_dir()?
             .set_permissions("proj/src/lib.rs", uvfs::dir::Permissions::from_mode(0o000))?;
@@ -69,6 +71,9 @@ fn main() -> io::Result<()> {
         assert_eq!(err.kind(), io::ErrorKind::PermissionDenied);
         println!("test 2: count_lines failed as expected: {err}");
     }
+    assert!(!Task::init(&prepared)
+        .root_dir()?
+        .try_exists("proj/report.txt")?);
     println!("fixture: both tests passed");
     Ok(())
 }

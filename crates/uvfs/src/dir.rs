@@ -645,6 +645,35 @@ impl<'t, V: Variant> Dir<'t, V> {
         Ok(total)
     }
 
+    /// A snapshot of this directory's subtree: a new, unattached tmpfs mount whose root
+    /// is a copy of this directory, its files' pages shared copy-on-write with the
+    /// source until either side writes (cost per inode and page, not per byte). What is
+    /// kept and how consistent it is: [`tmpfs::snapshot`](crate::tmpfs::snapshot), which
+    /// does the same for a whole mount. Give the result to [`Task::init`] for a task of its
+    /// own, or mount it in a namespace.
+    ///
+    /// # Errors
+    /// `EOPNOTSUPP` when the directory is not on a tmpfs (a hostfs bind: use
+    /// [`Dir::import_host`]); `ENOENT` when it was removed.
+    ///
+    /// # Example
+    /// ```
+    /// # use uvfs::{tmpfs, Task};
+    /// let t = Task::init(&tmpfs::mount(Default::default()));
+    /// let root = t.root_dir()?;
+    /// root.create_dir_all("fixture/src")?;
+    /// root.write("fixture/src/main.rs", "fn main() {}\n")?;
+    /// let copy = root.open_dir("fixture")?.snapshot()?;
+    /// let test = Task::init(&copy);
+    /// test.root_dir()?.remove_file("src/main.rs")?;
+    /// assert!(root.try_exists("fixture/src/main.rs")?);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn snapshot(&self) -> io::Result<std::sync::Arc<crate::Mount>> {
+        let f = self.task().files().fget(self.fd().0)?;
+        Ok(crate::fs::tmpfs::snapshot_at(f.mount(), f.dentry())?)
+    }
+
     fn metadata_bytes(&self, path: &[u8], follow: bool) -> io::Result<Metadata> {
         let mut flags = OpenFlags::PATH;
         if !follow {

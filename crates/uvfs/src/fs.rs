@@ -155,6 +155,10 @@ pub trait FileSystem: Send + Sync + fmt::Debug {
     /// The file system type's name (`/proc/self/mountinfo`'s fstype): `"tmpfs"`.
     fn name(&self) -> &'static str;
 
+    /// This file system as `Any`, for code that needs its own type behind a super block
+    /// (Linux: `s_fs_info` cast by the file system; tmpfs snapshots).
+    fn as_any(&self) -> &dyn std::any::Any;
+
     /// A new inode for the new name `name` in `dir` (empty for `O_TMPFILE`: no name yet):
     /// Linux `new_inode` + `->create`/`->mkdir`/`->symlink`/`->mknod`/`->tmpfile` before
     /// `d_instantiate`. The VFS has checked permissions, the name and the parent's link

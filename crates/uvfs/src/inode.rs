@@ -302,6 +302,24 @@ impl Inode {
         *self.i_flags.get_mut() |= I_VFS_ATTRS;
     }
 
+    /// Gives this new inode `src`'s permission bits, owner, the three times (as `stat`
+    /// reads them, consistent with each other; the queried mark clear: nobody has seen
+    /// this inode's ctime yet), creation time and device number: a tmpfs snapshot's copy
+    /// (snapshot.rs). Link count, size and blocks are the caller's. Context: the inode is
+    /// not yet published (`&mut`: plain stores).
+    pub(crate) fn copy_attrs_from(&mut self, src: &Inode) {
+        let mode = *self.i_mode.get_mut() & S_IFMT | src.mode() & !S_IFMT;
+        *self.i_mode.get_mut() = mode;
+        *self.i_uid.get_mut() = src.uid();
+        *self.i_gid.get_mut() = src.gid();
+        for (i, t) in src.times().iter().enumerate() {
+            *self.times.sec[i].get_mut() = t.tv_sec as u64;
+            *self.times.nsec[i].get_mut() = t.tv_nsec as u32;
+        }
+        self.i_btime = src.i_btime;
+        self.i_rdev = src.i_rdev;
+    }
+
     /// `->setattr` with the request `attr` builds, unless the file system keeps no
     /// attributes of its own (`I_VFS_ATTRS`: no request, no call). Context: caller holds
     /// `attr_lock`.

@@ -393,6 +393,10 @@ impl FileSystem for HostFs {
         "hostfs"
     }
 
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
     /// The host's `openat(O_CREAT | O_EXCL)`, `mkdirat`, `symlinkat`, `mknodat` or
     /// `openat(O_TMPFILE)` in `dir`'s host directory, then (as root) `fchownat` to the
     /// task's owner and a `chmod` to the exact mode.

@@ -18,11 +18,14 @@
 mod limits;
 mod options;
 mod regular;
+mod snapshot;
 
 pub(crate) use limits::Limits;
 #[cfg(feature = "fuse")]
 pub(crate) use options::ram_pages;
 pub use options::TmpfsOptions;
+pub use snapshot::snapshot;
+pub(crate) use snapshot::snapshot_at;
 
 use crate::cred::Cred;
 use crate::fs::{FileOps, FileSystem, InodeOps, NewInode};
@@ -229,6 +232,10 @@ pub(crate) fn new_inode(
 impl FileSystem for Tmpfs {
     fn name(&self) -> &'static str {
         "tmpfs"
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 
     /// [`new_inode`] with a fresh inode number from the per-thread batch.

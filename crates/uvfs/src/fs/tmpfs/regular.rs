@@ -10,6 +10,10 @@
 //! - The VFS inode's `i_size` and `i_blocks` are written only under the data write lock;
 //!   `i_blocks` is always `pages.len() * 8`.
 //! - On a mount with limits every present page is charged to the mount's `Limits`.
+//! - A page is [`Page::Own`] (this file alone holds it) or [`Page::Shared`] (a snapshot,
+//!   snapshot.rs, gave it to more than one file, copy-on-write): nothing ever writes
+//!   the bytes of a shared page; a change to one copies it first ([`own_page`]). Each
+//!   file holding a shared page is charged for it, as for a copy.
 //!
 //! Lock order: data lock -> the inode's `attr_lock` (lib.rs).
 
@@ -30,10 +34,61 @@ const FALLOC_BATCH: u64 = 512;
 /// `i_blocks` units (512 bytes) per page.
 pub(super) const BLOCKS_PER_PAGE: u64 = PAGE_SIZE as u64 / 512;
 
+/// One page of file data.
+pub(super) enum Page {
+    /// Held by this file alone: written in place, without a reference count (a file
+    /// never snapshotted has only these, so its writes cost what they did before
+    /// snapshots existed).
+    Own(Box<[u8; PAGE_SIZE]>),
+    /// Shared copy-on-write with other files (snapshot.rs): read in place, never written;
+    /// a write copies it into an `Own` page. The `Arc` holds the `Box` rather than the
+    /// bytes so that sharing a page moves its pointer instead of copying 4 KiB
+    /// (`Arc::from(Box)` would copy) and the allocation stays a 4 KiB one.
+    #[allow(clippy::redundant_allocation)] // the extra allocation is the point (above)
+    Shared(Arc<Box<[u8; PAGE_SIZE]>>),
+}
+
+impl Page {
+    /// The page's bytes.
+    #[inline]
+    fn bytes(&self) -> &[u8; PAGE_SIZE] {
+        match self {
+            Page::Own(b) => b,
+            Page::Shared(a) => a,
+        }
+    }
+
+    /// A fresh zeroed page.
+    fn zeroed() -> Page {
+        Page::Own(Box::new([0u8; PAGE_SIZE]))
+    }
+}
+
+/// `pages[idx]` (present) made writable: a shared page is replaced by a private copy
+/// first (or, when every other holder has dropped it, by the page itself, no copy), and
+/// the caller writes the copy. Costs one more search of the map, only on the first write
+/// to a page after a snapshot.
+fn own_page(pages: &mut BTreeMap<u64, Page>, idx: u64) -> &mut [u8; PAGE_SIZE] {
+    if let Some(Page::Shared(_)) = pages.get(&idx) {
+        let Some(Page::Shared(a)) = pages.remove(&idx) else {
+            unreachable!("just looked at it")
+        };
+        // `try_unwrap` is an atomic read-modify-write of the count: it succeeds only
+        // if no other file holds the page any more (Acquire: the other holders' reads,
+        // released by their drops, happen before our writes).
+        let b = Arc::try_unwrap(a).unwrap_or_else(|a| Box::new(**a));
+        pages.insert(idx, Page::Own(b));
+    }
+    match pages.get_mut(&idx) {
+        Some(Page::Own(b)) => b,
+        _ => unreachable!("the caller's page is present and now owned"),
+    }
+}
+
 /// A regular file's data: present pages by index; absent pages are holes (read as zeros).
 #[derive(Default)]
 pub(crate) struct RegData {
-    pages: BTreeMap<u64, Box<[u8; PAGE_SIZE]>>,
+    pages: BTreeMap<u64, Page>,
     /// The `fallocate` in progress on a mount with limits, if any (one at a time).
     falloc: Option<Falloc>,
 }
@@ -97,7 +152,7 @@ pub(super) fn read_at(
         let chunk = (PAGE_SIZE - in_page).min(n - done);
         let dst = &mut buf[done..done + chunk];
         match data.pages.get(&idx) {
-            Some(p) => dst.copy_from_slice(&p[in_page..in_page + chunk]),
+            Some(p) => dst.copy_from_slice(&p.bytes()[in_page..in_page + chunk]),
             None => dst.fill(0),
         }
         done += chunk;
@@ -150,7 +205,10 @@ pub(super) fn write_at(
         // One search of the page map per page (the entry), whether the page is there or not.
         let RegData { pages, falloc } = &mut *data;
         let page = match pages.entry(idx) {
-            Entry::Occupied(e) => e.into_mut(),
+            Entry::Occupied(e) => match e.into_mut() {
+                Page::Own(b) => b,
+                Page::Shared(_) => own_page(pages, idx),
+            },
             Entry::Vacant(v) => {
                 // A new page counts against `size=` (`shmem_inode_acct_blocks`), unless a
                 // running fallocate charged it already; when none is left the write stops
@@ -160,7 +218,10 @@ pub(super) fn write_at(
                         break;
                     }
                 }
-                v.insert(Box::new([0u8; PAGE_SIZE]))
+                let Page::Own(b) = v.insert(Page::zeroed()) else {
+                    unreachable!("a fresh page is owned")
+                };
+                b
             }
         };
         page[in_page..in_page + chunk].copy_from_slice(&buf[done..done + chunk]);
@@ -222,8 +283,9 @@ pub(super) fn truncate(
         }
         let tail = (len % PAGE_SIZE as u64) as usize;
         if tail != 0 {
-            if let Some(p) = data.pages.get_mut(&(len / PAGE_SIZE as u64)) {
-                p[tail..].fill(0);
+            let idx = len / PAGE_SIZE as u64;
+            if data.pages.contains_key(&idx) {
+                own_page(&mut data.pages, idx)[tail..].fill(0);
             }
         }
     }
@@ -285,10 +347,10 @@ pub(super) fn fallocate(
             if idx >= first_whole && idx < end_whole {
                 continue;
             }
-            if let Some(p) = data.pages.get_mut(&idx) {
+            if data.pages.contains_key(&idx) {
                 let lo = off.max(idx * ps) - idx * ps;
                 let hi = end.min((idx + 1) * ps) - idx * ps;
-                p[lo as usize..hi as usize].fill(0);
+                own_page(&mut data.pages, idx)[lo as usize..hi as usize].fill(0);
             }
         }
     } else {
@@ -344,7 +406,7 @@ pub(super) fn fallocate(
                         _ => {}
                     }
                 }
-                v.insert(Box::new([0u8; PAGE_SIZE]));
+                v.insert(Page::zeroed());
             }
             // Relaxed: under the data write lock.
             inode
@@ -413,5 +475,66 @@ pub(super) fn seek_data_hole(
             idx += 1;
         }
         Ok((idx * ps).max(off).min(size))
+    }
+}
+
+/// The data of a new file sharing every page of `d` (a snapshot, snapshot.rs), with the
+/// file's size then: both files' pages become [`Page::Shared`], so neither sees the
+/// other's later writes. Taken under `d`'s data write lock (turning a page from owned to
+/// shared changes the map), so the copy is the file as one instant saw it. Cost: one
+/// small allocation per page not shared before, one reference-count increment per page;
+/// no file data is copied.
+pub(super) fn share_pages(d: &RwLock<RegData>, inode: &Inode) -> (RegData, u64) {
+    let mut data = write(d);
+    let size = inode.size();
+    let theirs: BTreeMap<u64, Page> = if data.pages.values().all(|p| matches!(p, Page::Shared(_))) {
+        // Shared already (a snapshot of a snapshot, or a second one): clone the handles.
+        data.pages
+            .iter()
+            .map(|(&i, p)| match p {
+                Page::Shared(a) => (i, Page::Shared(a.clone())),
+                Page::Own(_) => unreachable!("all shared"),
+            })
+            .collect()
+    } else {
+        // Rebuilt from sorted pairs: `collect` into a BTreeMap bulk-builds sorted input.
+        let (mine, theirs): (BTreeMap<u64, Page>, BTreeMap<u64, Page>) =
+            std::mem::take(&mut data.pages)
+                .into_iter()
+                .map(|(i, p)| {
+                    let a = match p {
+                        Page::Own(b) => Arc::new(b),
+                        Page::Shared(a) => a,
+                    };
+                    ((i, Page::Shared(a.clone())), (i, Page::Shared(a)))
+                })
+                .unzip();
+        data.pages = mine;
+        theirs
+    };
+    (
+        RegData {
+            pages: theirs,
+            falloc: None,
+        },
+        size,
+    )
+}
+
+impl RegData {
+    /// Pages present (each charged as one page of `size=`).
+    pub(super) fn page_count(&self) -> u64 {
+        self.pages.len() as u64
+    }
+}
+
+#[cfg(test)]
+impl RegData {
+    /// `(index, shared, address of the bytes)` of every present page (tests).
+    pub(super) fn page_addrs(&self) -> Vec<(u64, bool, usize)> {
+        self.pages
+            .iter()
+            .map(|(&i, p)| (i, matches!(p, Page::Shared(_)), p.bytes().as_ptr() as usize))
+            .collect()
     }
 }
