@@ -36,7 +36,7 @@
 //! grows too long (`cp` refuses that case; `uvfs mount` refuses it up front).
 //!
 //! # Tar
-//! With the `tar` feature, [`Dir::unpack_tar`] and [`Dir::pack_tar`] do the same with a
+//! With the `tar` feature, `Dir::unpack_tar` and `Dir::pack_tar` do the same with a
 //! tar archive on either side (the `tar` crate's reader and writer; GNU tar reads what
 //! `pack_tar` writes and `unpack_tar` reads what GNU tar writes, tested). An archive entry
 //! that would land outside the destination (absolute, `..`) is refused.

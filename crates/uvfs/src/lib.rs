@@ -102,7 +102,6 @@ pub mod errno;
 pub mod fdtable;
 pub mod file;
 pub mod fs;
-#[cfg(feature = "fuse")]
 pub mod fuse;
 pub mod hosttree;
 pub mod inode;
@@ -128,7 +127,7 @@ mod tests;
 
 pub use cred::Cred;
 pub use dentry::Dentry;
-pub use dir::{Dir, Metadata, OpenOptions};
+pub use dir::{Dir, Metadata, OpenOptions, Permissions};
 pub use errno::{Errno, Result};
 pub use fdtable::FdTable;
 pub use file::{File, FileHandle};

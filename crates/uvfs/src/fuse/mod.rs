@@ -1,8 +1,14 @@
-//! FUSE: uvfs as a FUSE server ([`server`], behind the `fuse` feature), so that programs
-//! use a uvfs namespace through a mount point.
+//! FUSE: uvfs as a FUSE server (`server`, behind the `fuse` feature), so that programs
+//! use a uvfs namespace through a mount point; and, in progress, as a FUSE client
+//! (`client`), so that FUSE servers can be mounted inside a uvfs namespace.
 
+pub(crate) mod client;
+#[cfg(feature = "fuse")]
 mod handles;
+#[cfg(feature = "fuse")]
 pub mod server;
 
+#[cfg(feature = "fuse")]
 pub use handles::default_max_handles;
+#[cfg(feature = "fuse")]
 pub use server::{FuseOptions, Permissions, UvfsFuse};

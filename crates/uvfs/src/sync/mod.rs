@@ -33,6 +33,38 @@ pub(crate) use loom::sync::{Mutex, MutexGuard};
 
 pub(crate) use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+#[cfg(uvfs_loom)]
+pub(crate) use loom::cell::UnsafeCell;
+
+/// `std::cell::UnsafeCell` with loom's access API (`with`, `with_mut`), so that under
+/// `--cfg uvfs_loom` loom checks every access to a cell a protocol shares between threads
+/// (a FUSE request's header, `fuse/client/request.rs`) for a data race.
+#[cfg(not(uvfs_loom))]
+#[derive(Debug, Default)]
+pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
+
+#[cfg(not(uvfs_loom))]
+impl<T> UnsafeCell<T> {
+    /// A cell holding `v`.
+    pub(crate) const fn new(v: T) -> UnsafeCell<T> {
+        UnsafeCell(std::cell::UnsafeCell::new(v))
+    }
+
+    /// Calls `f` with a pointer for reading. The caller's protocol makes the read
+    /// race-free (loom checks it in the models).
+    #[inline]
+    pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+        f(self.0.get())
+    }
+
+    /// Calls `f` with a pointer for writing, as [`with`](Self::with).
+    #[allow(dead_code)] // loom's API; today only the loom build writes a shared cell
+    #[inline]
+    pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        f(self.0.get())
+    }
+}
+
 /// `std` atomics and locks for the parts of uvfs the loom models do not explore (inodes,
 /// dentries, directories): keeping them out of loom keeps the models' state space small.
 pub(crate) mod plain {

@@ -1,32 +1,7 @@
 //! Snapshots: a new tmpfs whose tree is a copy of a tmpfs directory's subtree, built in
 //! the dentry cache directly, with every regular file's pages shared copy-on-write.
 //!
-//! Linux has no tmpfs snapshot; the semantics are a `cp -a --reflink=always` of the
-//! subtree into a fresh tmpfs (btrfs `subvolume snapshot`, XFS reflink, `FICLONE`): a
-//! snapshot is an independent file system (its own device number, mount and limits); it
-//! and the source share file pages until either side changes one, which then copies that
-//! page for itself (regular.rs, `Page::Shared`). The cost is per inode and per page (one
-//! small allocation and one reference-count increment for a page shared the first time),
-//! not per byte: no file data is copied.
-//!
-//! What is kept: the tree (names, and `getdents` order), types, permission bits, owners,
-//! the three times and the creation time, device numbers of device nodes, symlink
-//! targets, extended attributes, file sizes and holes, hard links within the subtree (one
-//! inode, its link count the names the snapshot holds) and inode numbers (as a btrfs
-//! snapshot: same numbers, another `st_dev`; the snapshot's root is inode 1, as a fresh
-//! tmpfs's). The snapshot has the source mount's options (`size=`, `nr_inodes=`) and is
-//! charged, in its own accounting, for every inode and page it holds, as a copy would be:
-//! its `statfs` and its `ENOSPC` are those of a copy, only the memory behind shared pages
-//! is not spent twice.
-//!
-//! What is not: mounts inside the subtree (a snapshot copies one file system; a mount
-//! point shows the directory under it, as a bind mount's source does); files unlinked
-//! but still open (they have no name). Consistency: each file's pages and size are taken
-//! at one instant (under its data lock) and each directory's entries at one instant
-//! (under its lock), but the tree is not frozen as a whole: a concurrent rename across
-//! directories may be seen in both places or in neither, as `cp -a` of a changing tree.
-//! Permissions are not checked: this is an operation of the program embedding uvfs (as
-//! [`mount`](super::mount) is), not a syscall of a task.
+//! What a snapshot keeps and how consistent it is: [`snapshot`]'s documentation.
 
 use super::{Contents, Limits, Tmpfs, TmpfsInode, Xattrs};
 use crate::dentry::Dentry;
@@ -47,8 +22,34 @@ use std::sync::Arc;
 /// changed and both sides stay independent.
 ///
 /// Shapes: time and memory per inode and per page of file data (a page the first
-/// snapshot shares costs one 32-byte allocation), none per byte; see the module docs of
-/// `fs/tmpfs/snapshot.rs` for what is kept and the consistency given.
+/// snapshot shares costs one 32-byte allocation), none per byte.
+///
+/// Linux has no tmpfs snapshot; the semantics are a `cp -a --reflink=always` of the
+/// subtree into a fresh tmpfs (btrfs `subvolume snapshot`, XFS reflink, `FICLONE`): a
+/// snapshot is an independent file system (its own device number, mount and limits); it
+/// and the source share file pages until either side changes one, which then copies that
+/// page for itself (regular.rs, `Page::Shared`). The cost is per inode and per page (one
+/// small allocation and one reference-count increment for a page shared the first time),
+/// not per byte: no file data is copied.
+///
+/// What is kept: the tree (names, and `getdents` order), types, permission bits, owners,
+/// the three times and the creation time, device numbers of device nodes, symlink
+/// targets, extended attributes, file sizes and holes, hard links within the subtree (one
+/// inode, its link count the names the snapshot holds) and inode numbers (as a btrfs
+/// snapshot: same numbers, another `st_dev`; the snapshot's root is inode 1, as a fresh
+/// tmpfs's). The snapshot has the source mount's options (`size=`, `nr_inodes=`) and is
+/// charged, in its own accounting, for every inode and page it holds, as a copy would be:
+/// its `statfs` and its `ENOSPC` are those of a copy, only the memory behind shared pages
+/// is not spent twice.
+///
+/// What is not: mounts inside the subtree (a snapshot copies one file system; a mount
+/// point shows the directory under it, as a bind mount's source does); files unlinked
+/// but still open (they have no name). Consistency: each file's pages and size are taken
+/// at one instant (under its data lock) and each directory's entries at one instant
+/// (under its lock), but the tree is not frozen as a whole: a concurrent rename across
+/// directories may be seen in both places or in neither, as `cp -a` of a changing tree.
+/// Permissions are not checked: this is an operation of the program embedding uvfs (as
+/// [`mount`](super::mount) is), not a syscall of a task.
 ///
 /// # Errors
 /// `EOPNOTSUPP` when `mnt` is not a tmpfs (hostfs: the host has the data; copy it with

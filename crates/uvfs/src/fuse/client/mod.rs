@@ -1,0 +1,15 @@
+//! uvfs as a FUSE client (issue 11, in progress): FUSE servers mounted inside a uvfs
+//! namespace, without /dev/fuse or a kernel mount.
+//!
+//! Built so far: the request lifecycle's interrupt protocol ([`request`]: `request_end`,
+//! `queue_interrupt`, the interrupt reader, with a loom model of the 2021 use-after-free).
+//! Not yet: the wire format, the transports, the processing and background queues, the
+//! file system behind the seam; nothing here is reachable from the public API yet.
+
+// Wired to the transport next (issue 11); until then only the loom model and the unit
+// tests use it.
+#[allow(dead_code)]
+pub(crate) mod request;
+
+#[cfg(test)]
+mod tests;
