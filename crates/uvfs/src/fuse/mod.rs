@@ -2,6 +2,8 @@
 //! use a uvfs namespace through a mount point; and, in progress, as a FUSE client
 //! (`client`), so that FUSE servers can be mounted inside a uvfs namespace.
 
+#[allow(dead_code)] // the client's wire format; used by the transport next (issue 11)
+pub(crate) mod abi;
 pub(crate) mod client;
 #[cfg(feature = "fuse")]
 mod handles;
