@@ -92,8 +92,12 @@ errnos! {
     ENOTEMPTY = 39, "Directory not empty";
     ELOOP = 40, "Too many levels of symbolic links";
     ENODATA = 61, "No data available";
+    EPROTO = 71, "Protocol error";
     EOVERFLOW = 75, "Value too large for defined data type";
     EOPNOTSUPP = 95, "Operation not supported";
+    ECONNABORTED = 103, "Software caused connection abort";
+    ECONNRESET = 104, "Connection reset by peer";
+    ENOTCONN = 107, "Transport endpoint is not connected";
     ESTALE = 116, "Stale file handle";
     EDQUOT = 122, "Disk quota exceeded";
 }

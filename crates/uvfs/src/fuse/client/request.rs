@@ -94,8 +94,14 @@ pub(crate) struct Request {
     /// the protocol were wrong.
     unique: UnsafeCell<u64>,
     /// On the interrupt list (`!list_empty(&req->intr_entry)`): 0 or 1, written under the
-    /// input queue's lock. Read without it only by [`EndMode::ListEmpty2018`].
+    /// input queue's lock. Read without it only by `EndMode::ListEmpty2018`.
     intr_linked: AtomicU64,
+    /// The answer (`fuse_req.out`): set once by the replier before `request_end`, taken
+    /// by the waiter; with `done`, the waiter's sleep (`req->waitq`). Not part of the
+    /// protocol the loom model checks (a plain lock and condition variable).
+    reply: std::sync::Mutex<Option<crate::Result<Vec<u8>>>>,
+    /// Signalled after `request_end` (`wake_up(&req->waitq)`).
+    done: std::sync::Condvar,
 }
 
 impl Request {
@@ -108,6 +114,8 @@ impl Request {
             flags: AtomicU64::new(0),
             unique: UnsafeCell::new(unique),
             intr_linked: AtomicU64::new(0),
+            reply: std::sync::Mutex::new(None),
+            done: std::sync::Condvar::new(),
         });
         NonNull::from(Box::leak(r))
     }
@@ -164,6 +172,44 @@ impl Request {
         unsafe { p.as_ref() }
             .unique
             .with_mut(|u| unsafe { *u = FREED });
+    }
+}
+
+impl Request {
+    /// The replier's side: stores the answer, then [`request_end`], then wakes the
+    /// waiter. Returns `false` (and stores nothing) when the request had finished already.
+    pub(crate) fn complete(
+        &self,
+        iq: &InputQueue,
+        mode: EndMode,
+        r: crate::Result<Vec<u8>>,
+    ) -> bool {
+        let mut slot = crate::sync::plock(&self.reply);
+        if slot.is_some() {
+            return false;
+        }
+        *slot = Some(r);
+        drop(slot);
+        let first = request_end(iq, self, mode);
+        debug_assert!(first, "only one answer is stored");
+        // The lock orders the answer with the waiter's check; notify after `request_end` so
+        // that a woken waiter sees FR_FINISHED.
+        let _g = crate::sync::plock(&self.reply);
+        self.done.notify_all();
+        true
+    }
+
+    /// The waiter's side: sleeps until the answer is there and takes it.
+    pub(crate) fn wait(&self) -> crate::Result<Vec<u8>> {
+        let mut slot = crate::sync::plock(&self.reply);
+        loop {
+            if self.flags() & FR_FINISHED != 0 {
+                if let Some(r) = slot.take() {
+                    return r;
+                }
+            }
+            slot = self.done.wait(slot).unwrap_or_else(|e| e.into_inner());
+        }
     }
 }
 

@@ -167,3 +167,225 @@ mod loom_model {
         three_parties(EndMode::ListEmpty2018);
     }
 }
+
+/// The connection against unmodified libfuse (its `hello_ll` example, built from the
+/// libfuse3-dev examples as `uvfs bench` builds passthrough_ll) and against a hostile
+/// server (a Python script that answers INIT, then misbehaves).
+#[cfg(not(uvfs_loom))]
+mod conn {
+    use super::super::conn::Conn;
+    use crate::fuse::abi::{self, opcode, AttrOut, EntryOut, OpenIn, OpenOut, ReadIn};
+    use crate::Errno;
+    use std::path::PathBuf;
+    use zerocopy::{FromBytes, IntoBytes};
+
+    const EXAMPLES: &str = "/usr/share/doc/libfuse3-dev/examples";
+    const ROOT: (u32, u32, u32) = (0, 0, 1);
+
+    /// Whether `what` (a program or file these tests need) is missing: then, as the
+    /// mount tests, print `skipped: why` and pass, unless `UVFS_REQUIRE_FUSE=1` (CI)
+    /// makes it a failure.
+    fn missing(test: &str, what: &str, ok: bool) -> bool {
+        if ok {
+            return false;
+        }
+        let why =
+            format!("{test}: {what} missing (apt-get install libfuse3-dev pkg-config python3)");
+        assert!(std::env::var_os("UVFS_REQUIRE_FUSE").is_none(), "{why}");
+        println!("skipped: {why}");
+        true
+    }
+
+    /// `hello_ll` compiled into `dir` (the example's own build line), `None` when the
+    /// example or pkg-config is missing (and the test may skip).
+    fn hello_ll(dir: &std::path::Path) -> Option<PathBuf> {
+        let src = format!("{EXAMPLES}/hello_ll.c");
+        let have = std::path::Path::new(&src).exists()
+            && std::process::Command::new("pkg-config")
+                .args(["--exists", "fuse3"])
+                .status()
+                .is_ok_and(|s| s.success());
+        if missing("hello_ll_unmodified_over_dev_fd", &src, have) {
+            return None;
+        }
+        let flags = std::process::Command::new("pkg-config")
+            .args(["--cflags", "--libs", "fuse3"])
+            .output()
+            .expect("pkg-config");
+        let flags = String::from_utf8(flags.stdout).unwrap();
+        let exe = dir.join("hello_ll");
+        let st = std::process::Command::new("cc")
+            .arg(&src)
+            .arg("-o")
+            .arg(&exe)
+            .args(flags.split_whitespace())
+            .status()
+            .unwrap();
+        assert!(st.success(), "building hello_ll failed");
+        Some(exe)
+    }
+
+    fn lookup(c: &Conn, parent: u64, name: &str) -> crate::Result<EntryOut> {
+        let mut n = name.as_bytes().to_vec();
+        n.push(0);
+        let r = c.request(opcode::FUSE_LOOKUP, parent, ROOT, &[&n])?;
+        Ok(abi::exact::<EntryOut>(&r).unwrap())
+    }
+
+    /// INIT, lookups, getattr, open and read against unmodified libfuse; then the server
+    /// dies: requests fail with ENOTCONN, none hangs.
+    #[test]
+    fn hello_ll_unmodified_over_dev_fd() {
+        let dir = tempfile::tempdir().unwrap();
+        let Some(exe) = hello_ll(dir.path()) else {
+            return;
+        };
+        let argv: Vec<String> = vec![exe.display().to_string(), "-f".into(), "{}".into()];
+        let c = Conn::spawn(&argv).unwrap();
+        let p = c.negotiated();
+        assert!(
+            p.minor >= abi::FUSE_MIN_MINOR_VERSION && p.minor <= 38,
+            "{p:?}"
+        );
+        assert!(p.max_write >= 4096 && p.max_read >= 4096);
+        let root = c
+            .request(opcode::FUSE_GETATTR, 1, ROOT, &[&[0u8; 16]])
+            .unwrap();
+        let root = abi::exact::<AttrOut>(&root).unwrap();
+        assert_eq!(root.attr.mode & 0o170000, 0o040000);
+        let e = lookup(&c, 1, "hello").unwrap();
+        assert_eq!((e.attr.mode, e.attr.size), (0o100444, 13));
+        assert_eq!(lookup(&c, 1, "nope").unwrap_err(), Errno::ENOENT);
+        let open = OpenIn {
+            flags: 0,
+            open_flags: 0,
+        };
+        let o = c
+            .request(opcode::FUSE_OPEN, e.nodeid, ROOT, &[open.as_bytes()])
+            .unwrap();
+        let o = OpenOut::read_from_bytes(&o).unwrap();
+        let rd = ReadIn {
+            fh: o.fh,
+            offset: 0,
+            size: 4096,
+            ..Default::default()
+        };
+        let data = c
+            .request(opcode::FUSE_READ, e.nodeid, ROOT, &[rd.as_bytes()])
+            .unwrap();
+        assert_eq!(data, b"Hello World!\n");
+        // Concurrent callers, each on its own unique batch and shard.
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for _ in 0..50 {
+                        assert_eq!(lookup(&c, 1, "hello").unwrap().attr.size, 13);
+                    }
+                });
+            }
+        });
+        crate::sync::plock(&c.child)
+            .as_mut()
+            .unwrap()
+            .kill()
+            .unwrap();
+        let mut e = Ok(());
+        for _ in 0..500 {
+            e = lookup(&c, 1, "hello").map(drop);
+            if e.is_err() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let e = e.unwrap_err();
+        assert!(e == Errno::ENOTCONN || e == Errno::ECONNABORTED, "{e:?}");
+        assert_eq!(lookup(&c, 1, "hello").unwrap_err(), Errno::ENOTCONN);
+    }
+
+    #[test]
+    fn bad_server_commands_are_refused() {
+        assert_eq!(Conn::spawn(&[]).err(), Some(Errno::EINVAL));
+        let no_fd = vec!["/bin/true".to_string()];
+        assert_eq!(Conn::spawn(&no_fd).err(), Some(Errno::EINVAL));
+        let missing = vec!["/nonexistent/server".to_string(), "{}".to_string()];
+        assert_eq!(Conn::spawn(&missing).err(), Some(Errno::ENOENT));
+        // A program that exits without answering INIT.
+        let quits = vec!["/bin/true".to_string(), "{}".to_string()];
+        assert_eq!(Conn::spawn(&quits).err(), Some(Errno::ECONNABORTED));
+    }
+
+    /// A hostile server: answers INIT (or, with `major`, a wrong version), then for each
+    /// request by its opcode: LOOKUP a reply with a bad length, GETATTR an error out of
+    /// range, READLINK a reply to an unknown unique and then the right one, OPEN an error
+    /// with a payload, STATFS never (then exits).
+    const HOSTILE: &str = r#"
+import os, struct, sys
+fd = int(sys.argv[1].rsplit('/', 1)[1])
+major = int(sys.argv[2])
+msg = os.read(fd, 1 << 20)
+ln, op, unique = struct.unpack_from('<IIQ', msg)
+init = struct.pack('<IIIIHHIIHHI28x', major, 31, 65536, 0, 0, 0, 65536, 1, 32, 0, 0)
+os.write(fd, struct.pack('<IiQ', 16 + len(init), 0, unique) + init)
+while True:
+    msg = os.read(fd, 1 << 20)
+    if not msg:
+        break
+    ln, op, unique = struct.unpack_from('<IIQ', msg)
+    if op == 1:
+        os.write(fd, struct.pack('<IiQ', 99, 0, unique) + b'x' * 8)
+    elif op == 3:
+        os.write(fd, struct.pack('<IiQ', 16, 1, unique))
+    elif op == 5:
+        os.write(fd, struct.pack('<IiQ', 17, 0, unique + 1000) + b'z')
+        os.write(fd, struct.pack('<IiQ', 17, 0, unique) + b'z')
+    elif op == 14:
+        os.write(fd, struct.pack('<IiQ', 20, -2, unique) + b'pppp')
+    elif op == 17:
+        sys.exit(0)
+"#;
+
+    fn hostile(major: u32) -> crate::Result<std::sync::Arc<Conn>> {
+        let argv = ["python3", "-c", HOSTILE, "{}", &major.to_string()];
+        Conn::spawn(&argv.map(String::from))
+    }
+
+    #[test]
+    fn hostile_server_gets_eio_and_never_hangs_a_caller() {
+        let py = std::process::Command::new("python3")
+            .arg("-c")
+            .arg("")
+            .status();
+        if missing("hostile_server", "python3", py.is_ok_and(|s| s.success())) {
+            return;
+        }
+        assert_eq!(hostile(6).err(), Some(Errno::EPROTO), "major 6 is refused");
+        let c = hostile(7).unwrap();
+        assert_eq!(c.negotiated().minor, 31);
+        assert_eq!(c.negotiated().max_background, 12, "0 means Linux's default");
+        assert_eq!(lookup(&c, 1, "x").unwrap_err(), Errno::EIO, "bad length");
+        let g = c.request(opcode::FUSE_GETATTR, 1, ROOT, &[&[0u8; 16]]);
+        assert_eq!(g.unwrap_err(), Errno::EIO, "error out of range");
+        let r = c.request(opcode::FUSE_READLINK, 1, ROOT, &[]).unwrap();
+        assert_eq!(
+            r, b"z",
+            "the unknown unique was dropped, the real reply taken"
+        );
+        let o = c.request(opcode::FUSE_OPEN, 1, ROOT, &[&[0u8; 8]]);
+        assert_eq!(o.unwrap_err(), Errno::EIO, "payload on an error");
+        let s = c.request(opcode::FUSE_STATFS, 1, ROOT, &[]);
+        assert_eq!(
+            s.unwrap_err(),
+            Errno::ECONNABORTED,
+            "in flight when the server went"
+        );
+        assert_eq!(
+            c.request(opcode::FUSE_STATFS, 1, ROOT, &[]).unwrap_err(),
+            Errno::ENOTCONN
+        );
+        use crate::sync::plain::Ordering;
+        // Relaxed: diagnostic counters read after the reader thread stopped.
+        assert_eq!(c.stats.unknown_uniques.load(Ordering::Relaxed), 1);
+        // Relaxed: as above.
+        assert_eq!(c.stats.proto_errors.load(Ordering::Relaxed), 3);
+    }
+}

@@ -1,0 +1,532 @@
+//! A connection to a FUSE server over a `SOCK_SEQPACKET` socket pair (transport 1 of
+//! issue 11): the server runs as a child process whose mountpoint argument is
+//! `/dev/fd/N` (libfuse >= 3.3 serves an inherited descriptor given that way, without
+//! mounting anything), each message is one packet, the INIT handshake negotiates the
+//! protocol, and one reader thread matches replies to requests by `unique`.
+//!
+//! Linux analogue: fs/fuse/dev.c (`fuse_dev_do_write`, `request_find`, `fuse_abort_conn`),
+//! fs/fuse/inode.c (`fuse_send_init`, `process_init_reply`).
+//!
+//! # Requests
+//! A caller writes its request itself (one `send`: the socket keeps packets whole and in
+//! order, so there is no pending queue for a server to read), after putting it on the
+//! processing table, sharded by `unique` so that concurrent callers lock different
+//! shards; then it sleeps on the request ([`Request::wait`]). The reader thread takes
+//! the request out of its shard by the reply's `unique` and completes it
+//! ([`Request::complete`], which is `request_end`). Uniques come from per-thread batches,
+//! so no line is written by every request of every thread.
+//!
+//! # Failures
+//! A malformed message ([`ProtoError`]) is counted and, when its `unique` names a request
+//! in flight, fails that request with `EIO`; a reply to no request in flight is counted
+//! and dropped. When the server closes its end (it exited or crashed) or the socket
+//! fails, the connection aborts: every request in flight fails with `ECONNABORTED`, and
+//! every later one with `ENOTCONN` (Linux `fuse_abort_conn`, `fuse_request_send` on a
+//! dead connection). A request is never left waiting for a server that is gone.
+
+use super::request::{EndMode, InputQueue, Request, FR_FINISHED};
+use crate::fuse::abi::{self, init, opcode, InHeader, InitIn, InitOut, Message};
+use crate::sync::plain::{AtomicBool, AtomicU64, Ordering};
+use crate::sync::plock;
+use crate::{Errno, Result};
+use rustix::fd::{AsFd, AsRawFd, OwnedFd};
+use rustix::net::{AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType};
+use std::collections::HashMap;
+use std::ptr::NonNull;
+use std::sync::{Arc, Mutex};
+use zerocopy::IntoBytes;
+
+/// Processing-table shards (a power of two).
+const SHARDS: usize = 16;
+
+/// Uniques a thread takes at once (each request uses two: its own, even, and its
+/// interrupt's, odd).
+const UNIQUE_BATCH: u64 = 2048;
+
+/// The socket buffer asked for on both ends (bytes); a reply larger than the sender's
+/// buffer would be lost (`EMSGSIZE`), so reads and writes are capped to what fits.
+const SOCK_BUF: usize = 4 << 20;
+
+/// The largest read or write uvfs asks for in one request (FUSE's default `max_pages`
+/// of 32 pages).
+const MAX_IO: usize = 128 << 10;
+
+/// The minor this client offers in INIT.
+const OFFER_MINOR: u32 = abi::FUSE_KERNEL_MINOR_VERSION;
+
+/// The capabilities uvfs offers in INIT: only what it implements (no splice,
+/// passthrough, DAX, writeback cache, locks).
+const OFFER_FLAGS: u64 = init::FUSE_ASYNC_READ
+    | init::FUSE_ATOMIC_O_TRUNC
+    | init::FUSE_BIG_WRITES
+    | init::FUSE_DONT_MASK
+    | init::FUSE_MAX_PAGES
+    | init::FUSE_PARALLEL_DIROPS
+    | init::FUSE_INIT_EXT;
+
+/// What INIT settled (`process_init_reply`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Negotiated {
+    /// The protocol minor both sides speak: the smaller of the two.
+    pub(crate) minor: u32,
+    /// The capabilities both sides have (offered and accepted).
+    pub(crate) flags: u64,
+    /// The largest WRITE payload (bytes): the server's `max_write`, capped by what the
+    /// socket carries in one packet.
+    pub(crate) max_write: usize,
+    /// The largest READ uvfs asks for (bytes), by the same cap.
+    pub(crate) max_read: usize,
+    /// Background requests in flight at most (`max_background`; 0 from the server means
+    /// Linux's default of 12).
+    pub(crate) max_background: u16,
+    /// Background requests above which the connection counts as congested.
+    pub(crate) congestion_threshold: u16,
+}
+
+/// Counters of what went wrong on a connection (diagnostics; Relaxed snapshots).
+#[derive(Debug, Default)]
+pub(crate) struct ConnStats {
+    /// Malformed messages from the server.
+    pub(crate) proto_errors: AtomicU64,
+    /// Replies to no request in flight.
+    pub(crate) unknown_uniques: AtomicU64,
+}
+
+/// One shard of the processing table: requests sent and not yet answered, by unique.
+/// The table holds the in-flight reference of each.
+struct Shard(Mutex<HashMap<u64, NonNull<Request>>>);
+
+// SAFETY: the pointers are requests whose in-flight reference the table owns; they are
+// dereferenced by whichever thread removes them (under the shard lock), and `Request` is
+// `Send + Sync`.
+unsafe impl Send for Shard {}
+// SAFETY: as above.
+unsafe impl Sync for Shard {}
+
+/// A FUSE connection.
+pub(crate) struct Conn {
+    /// The client's end of the socket pair.
+    sock: OwnedFd,
+    /// What INIT settled.
+    proto: Negotiated,
+    /// The processing table (`fpq->processing`, hashed by unique as Linux's).
+    processing: [Shard; SHARDS],
+    /// The input queue's interrupt list.
+    iq: InputQueue,
+    /// False once the connection aborted (`fc->connected`); requests then fail.
+    connected: AtomicBool,
+    /// Unique-batch source: the next batch's first unique; written once per batch.
+    next_batch: AtomicU64,
+    /// This connection's id, for the per-thread batches.
+    id: u64,
+    /// Counters.
+    pub(crate) stats: ConnStats,
+    /// The server process, reaped at drop.
+    pub(super) child: Mutex<Option<std::process::Child>>,
+    /// The reader thread, joined at drop.
+    reader: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+/// Connection ids (for the per-thread unique batches; never reused).
+static NEXT_CONN_ID: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// (connection id, next unique, end of batch) of this thread's batch.
+    static UNIQUES: std::cell::Cell<(u64, u64, u64)> = const { std::cell::Cell::new((0, 0, 0)) };
+}
+
+impl Conn {
+    /// Starts the FUSE server `argv` (its program and arguments; the argument `{}` is
+    /// replaced by `/dev/fd/N`, its end of the socket pair) and runs INIT with it.
+    ///
+    /// # Errors
+    /// `EINVAL` for an empty `argv` or none with `{}`; the errno of `socketpair` or of
+    /// starting the program (`ENOENT` when it does not exist); `EPROTO` when the server
+    /// answers INIT with another major, a minor below 7.23, a malformed reply or not at
+    /// all (it exited: `ECONNABORTED`).
+    pub(crate) fn spawn(argv: &[String]) -> Result<Arc<Conn>> {
+        if argv.is_empty() || !argv.iter().any(|a| a == "{}") {
+            return Err(Errno::EINVAL);
+        }
+        let (mine, theirs) = rustix::net::socketpair(
+            AddressFamily::UNIX,
+            SocketType::SEQPACKET,
+            SocketFlags::CLOEXEC,
+            None,
+        )
+        .map_err(Errno::from)?;
+        for fd in [&mine, &theirs] {
+            size_buffers(fd);
+        }
+        let n = theirs.as_raw_fd();
+        let args: Vec<String> = argv[1..]
+            .iter()
+            .map(|a| {
+                if a == "{}" {
+                    format!("/dev/fd/{n}")
+                } else {
+                    a.clone()
+                }
+            })
+            .collect();
+        let mut cmd = std::process::Command::new(&argv[0]);
+        cmd.args(&args);
+        // SAFETY: between fork and exec only async-signal-safe calls (fcntl).
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            cmd.pre_exec(move || {
+                // The server's end survives exec (it was opened close-on-exec).
+                if libc_fcntl_clear_cloexec(n) {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            });
+        }
+        let child = cmd.spawn().map_err(|e| Errno::from_io_error(&e))?;
+        // Our copy of the server's end goes, so that its exit is our EOF.
+        drop(theirs);
+        let cap = io_cap(&mine);
+        let proto = match handshake(&mine, cap) {
+            Ok(p) => p,
+            Err(e) => {
+                let mut c = child;
+                let _ = c.kill();
+                let _ = c.wait();
+                return Err(e);
+            }
+        };
+        let conn = Arc::new(Conn {
+            sock: mine,
+            proto,
+            processing: std::array::from_fn(|_| Shard(Mutex::new(HashMap::new()))),
+            iq: InputQueue::default(),
+            connected: AtomicBool::new(true),
+            // INIT used unique 2.
+            next_batch: AtomicU64::new(4),
+            // Relaxed: a unique id, ordered with nothing.
+            id: NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed),
+            stats: ConnStats::default(),
+            child: Mutex::new(Some(child)),
+            reader: Mutex::new(None),
+        });
+        let weak = Arc::downgrade(&conn);
+        let fd = conn
+            .sock
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|e| Errno::from_io_error(&e))?;
+        let h = std::thread::Builder::new()
+            .name("uvfs-fuse-reader".into())
+            .spawn(move || read_loop(fd, weak))
+            .map_err(|_| Errno::EAGAIN)?;
+        *plock(&conn.reader) = Some(h);
+        Ok(conn)
+    }
+
+    /// What INIT settled.
+    pub(crate) fn negotiated(&self) -> Negotiated {
+        self.proto
+    }
+
+    /// A fresh even unique from this thread's batch.
+    fn next_unique(&self) -> u64 {
+        UNIQUES.with(|c| {
+            let (id, next, end) = c.get();
+            if id == self.id && next < end {
+                c.set((id, next + 2, end));
+                return next;
+            }
+            // Relaxed: only uniqueness is needed, which the RMW gives.
+            let start = self.next_batch.fetch_add(UNIQUE_BATCH, Ordering::Relaxed);
+            c.set((self.id, start + 2, start + UNIQUE_BATCH));
+            start
+        })
+    }
+
+    /// Sends request `op` on node `nodeid` with the payload `args` (concatenated) as
+    /// credentials `uid`/`gid`/`pid`, and waits for the answer: the reply's payload.
+    ///
+    /// # Errors
+    /// The server's errno; `EIO` for a malformed reply; `ECONNABORTED` when the
+    /// connection aborted while the request was in flight, `ENOTCONN` when it had
+    /// aborted before; `E2BIG` for a request larger than the socket carries.
+    pub(crate) fn request(
+        &self,
+        op: u32,
+        nodeid: u64,
+        creds: (u32, u32, u32),
+        args: &[&[u8]],
+    ) -> Result<Vec<u8>> {
+        // Relaxed: a hint; a request that passes it while the connection aborts is
+        // failed by the abort (it is in the table) or by the failed send.
+        if !self.connected.load(Ordering::Relaxed) {
+            return Err(Errno::ENOTCONN);
+        }
+        let unique = self.next_unique();
+        let msg = encode(op, unique, nodeid, creds, args);
+        if msg.len() > self.proto.max_write + 4096 + std::mem::size_of::<InHeader>() {
+            return Err(Errno::E2BIG);
+        }
+        let p = Request::alloc(unique, 2);
+        self.shard(unique).insert(unique, p);
+        // Checked again after the insert: an abort that ran before it did not see us.
+        // Acquire: pairs with the abort's Release store; the abort drains the table
+        // after its store, so a request inserted before it is failed by it.
+        if !self.connected.load(Ordering::Acquire) {
+            self.fail_if_present(unique, Errno::ENOTCONN);
+        } else if let Err(e) = rustix::net::send(&self.sock, &msg, SendFlags::NOSIGNAL) {
+            let e = Errno::from(e);
+            self.fail_if_present(
+                unique,
+                if e == Errno::EPIPE {
+                    Errno::ENOTCONN
+                } else {
+                    e
+                },
+            );
+        }
+        // SAFETY: our (the waiter's) reference.
+        let r = unsafe { p.as_ref() }.wait();
+        // SAFETY: the waiter's reference, not used after.
+        unsafe { Request::put(p) };
+        r
+    }
+
+    /// The locked shard of `unique`.
+    fn shard(&self, unique: u64) -> std::sync::MutexGuard<'_, HashMap<u64, NonNull<Request>>> {
+        plock(&self.processing[((unique >> 1) as usize) % SHARDS].0)
+    }
+
+    /// Takes request `unique` out of the table and completes it with `r`, if it is still
+    /// there (the reader may have answered it meanwhile).
+    fn complete(&self, unique: u64, r: Result<Vec<u8>>) -> bool {
+        let Some(p) = self.shard(unique).remove(&unique) else {
+            return false;
+        };
+        // SAFETY: the table's in-flight reference, now ours.
+        unsafe { p.as_ref() }.complete(&self.iq, EndMode::Sticky, r);
+        // SAFETY: the in-flight reference, not used after.
+        unsafe { Request::put(p) };
+        true
+    }
+
+    fn fail_if_present(&self, unique: u64, e: Errno) {
+        self.complete(unique, Err(e));
+    }
+
+    /// `fuse_abort_conn`: marks the connection dead and fails every request in flight
+    /// with `ECONNABORTED`.
+    fn abort(&self) {
+        // Release: pairs with `request`'s Acquire re-check (see there).
+        self.connected.store(false, Ordering::Release);
+        for s in &self.processing {
+            let drained: Vec<(u64, NonNull<Request>)> = plock(&s.0).drain().collect();
+            for (_, p) in drained {
+                // SAFETY: the in-flight reference, taken out of the table.
+                let r = unsafe { p.as_ref() };
+                if r.flags() & FR_FINISHED == 0 {
+                    r.complete(&self.iq, EndMode::Sticky, Err(Errno::ECONNABORTED));
+                }
+                // SAFETY: the in-flight reference, not used after.
+                unsafe { Request::put(p) };
+            }
+        }
+    }
+}
+
+impl Drop for Conn {
+    /// Closes the connection: the server sees EOF and exits (libfuse's loop ends on it);
+    /// it is waited for, killed if it has not exited within a second.
+    fn drop(&mut self) {
+        let _ = rustix::net::shutdown(&self.sock, rustix::net::Shutdown::Both);
+        if let Some(h) = plock(&self.reader).take() {
+            // The reader itself may drop the last reference (it upgrades its weak one per
+            // message): then it is exiting anyway (its next receive sees the shutdown).
+            if h.thread().id() != std::thread::current().id() {
+                let _ = h.join();
+            }
+        }
+        if let Some(mut c) = plock(&self.child).take() {
+            for _ in 0..100 {
+                if let Ok(Some(_)) = c.try_wait() {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// The reader thread: receives messages until EOF or an error, then aborts.
+fn read_loop(fd: OwnedFd, conn: std::sync::Weak<Conn>) {
+    let mut buf = vec![0u8; MAX_IO + 64 * 1024];
+    loop {
+        let got = rustix::net::recv(&fd, &mut buf[..], RecvFlags::TRUNC);
+        let Some(conn) = conn.upgrade() else { return };
+        let (n, full) = match got {
+            Ok((_, 0)) | Err(_) => {
+                conn.abort();
+                return;
+            }
+            Ok((n, full)) => (n, full),
+        };
+        if full > n {
+            // Larger than any reply uvfs asked for: fail the request it names.
+            conn.stats.proto_errors.fetch_add(1, Ordering::Relaxed);
+            if let Ok((h, _)) = <abi::OutHeader as zerocopy::FromBytes>::read_from_prefix(&buf[..n])
+            {
+                conn.fail_if_present(h.unique, Errno::EIO);
+            }
+            continue;
+        }
+        dispatch(&conn, &buf[..n]);
+    }
+}
+
+/// Acts on one message from the server.
+fn dispatch(conn: &Conn, msg: &[u8]) {
+    use zerocopy::FromBytes;
+    match abi::parse_message(msg) {
+        Ok(Message::Reply { unique, result }) => {
+            if !conn.complete(unique, result.map(<[u8]>::to_vec)) {
+                // Relaxed: a diagnostic counter.
+                conn.stats.unknown_uniques.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        Ok(Message::Notify { .. }) => {
+            // Notifications are applied by the file system over this connection (not
+            // built yet); refused and counted until then.
+            // Relaxed: a diagnostic counter.
+            conn.stats.proto_errors.fetch_add(1, Ordering::Relaxed);
+        }
+        Err(_) => {
+            // Relaxed: a diagnostic counter.
+            conn.stats.proto_errors.fetch_add(1, Ordering::Relaxed);
+            if let Ok((h, _)) = abi::OutHeader::read_from_prefix(msg) {
+                if h.unique != 0 {
+                    conn.fail_if_present(h.unique, Errno::EIO);
+                }
+            }
+        }
+    }
+}
+
+/// One request message: header and payload.
+fn encode(op: u32, unique: u64, nodeid: u64, creds: (u32, u32, u32), args: &[&[u8]]) -> Vec<u8> {
+    let len = std::mem::size_of::<InHeader>() + args.iter().map(|a| a.len()).sum::<usize>();
+    let h = InHeader {
+        len: len as u32,
+        opcode: op,
+        unique,
+        nodeid,
+        uid: creds.0,
+        gid: creds.1,
+        pid: creds.2,
+        total_extlen: 0,
+        padding: 0,
+    };
+    let mut v = Vec::with_capacity(len);
+    v.extend_from_slice(h.as_bytes());
+    for a in args {
+        v.extend_from_slice(a);
+    }
+    v
+}
+
+/// Asks for [`SOCK_BUF`] on both directions of `fd` (forced where permitted, i.e. as
+/// root; else as much as `net.core.[rw]mem_max` allows).
+fn size_buffers(fd: &OwnedFd) {
+    if rustix::net::sockopt::set_socket_send_buffer_size_force(fd, SOCK_BUF).is_err() {
+        let _ = rustix::net::sockopt::set_socket_send_buffer_size(fd, SOCK_BUF);
+    }
+    if rustix::net::sockopt::set_socket_recv_buffer_size_force(fd, SOCK_BUF).is_err() {
+        let _ = rustix::net::sockopt::set_socket_recv_buffer_size(fd, SOCK_BUF);
+    }
+}
+
+/// The largest read or write payload one packet carries on `fd`'s pair (both ends were
+/// sized alike): half the send buffer the kernel granted (its accounting counts
+/// overhead), less a page for headers, in whole pages, at most [`MAX_IO`].
+fn io_cap(fd: &OwnedFd) -> usize {
+    let snd = rustix::net::sockopt::socket_send_buffer_size(fd).unwrap_or(212_992);
+    ((snd / 2).saturating_sub(4096) & !4095).clamp(4096, MAX_IO)
+}
+
+/// Clears `FD_CLOEXEC` on `fd` (in the child, before exec). Async-signal-safe.
+fn libc_fcntl_clear_cloexec(fd: i32) -> bool {
+    // SAFETY: `fd` is open in the child (inherited); fcntl on it is async-signal-safe.
+    let bfd = unsafe { rustix::fd::BorrowedFd::borrow_raw(fd) };
+    rustix::io::fcntl_setfd(bfd, rustix::io::FdFlags::empty()).is_ok()
+}
+
+/// A socket error of the handshake: the server's end closed (it exited: `EPIPE` on a
+/// send, `ECONNRESET` on a receive with our packet unread) is `ECONNABORTED`, as an EOF.
+fn gone(e: rustix::io::Errno) -> Errno {
+    match Errno::from(e) {
+        Errno::EPIPE | Errno::ECONNRESET => Errno::ECONNABORTED,
+        e => e,
+    }
+}
+
+/// INIT (`fuse_send_init`, `process_init_reply`) on `fd` before the reader runs, with
+/// reads and writes capped to `cap` bytes.
+fn handshake(fd: &OwnedFd, cap: usize) -> Result<Negotiated> {
+    let arg = InitIn {
+        major: abi::FUSE_KERNEL_VERSION,
+        minor: OFFER_MINOR,
+        max_readahead: cap as u32,
+        flags: OFFER_FLAGS as u32,
+        flags2: (OFFER_FLAGS >> 32) as u32,
+        unused: [0; 11],
+    };
+    let msg = encode(opcode::FUSE_INIT, 2, 0, (0, 0, 0), &[arg.as_bytes()]);
+    rustix::net::send(fd, &msg, SendFlags::NOSIGNAL).map_err(gone)?;
+    let mut buf = vec![0u8; 4096];
+    let (n, full) = match rustix::net::recv(fd, &mut buf[..], RecvFlags::TRUNC) {
+        Ok((_, 0)) => return Err(Errno::ECONNABORTED),
+        Ok((n, full)) => (n, full),
+        Err(e) => return Err(gone(e)),
+    };
+    if full > n {
+        return Err(Errno::EPROTO);
+    }
+    let payload = match abi::parse_message(&buf[..n]) {
+        Ok(Message::Reply {
+            unique: 2,
+            result: Ok(p),
+        }) => p,
+        _ => return Err(Errno::EPROTO),
+    };
+    // Servers before 7.23 send shorter replies; refused below by the minor anyway, but
+    // a reply must at least hold the fields read.
+    let mut out = InitOut::default();
+    let take = payload.len().min(std::mem::size_of::<InitOut>());
+    if take < 24 {
+        return Err(Errno::EPROTO);
+    }
+    out.as_mut_bytes()[..take].copy_from_slice(&payload[..take]);
+    if out.major != abi::FUSE_KERNEL_VERSION || out.minor < abi::FUSE_MIN_MINOR_VERSION {
+        return Err(Errno::EPROTO);
+    }
+    let mut flags = out.flags as u64;
+    if flags & init::FUSE_INIT_EXT != 0 {
+        flags |= (out.flags2 as u64) << 32;
+    }
+    flags &= OFFER_FLAGS;
+    let max_write = (out.max_write as usize).clamp(4096, cap);
+    Ok(Negotiated {
+        minor: out.minor.min(OFFER_MINOR),
+        flags,
+        max_write,
+        max_read: cap,
+        max_background: if out.max_background == 0 {
+            12
+        } else {
+            out.max_background
+        },
+        congestion_threshold: out.congestion_threshold,
+    })
+}
