@@ -681,7 +681,11 @@ impl<'t, V: Variant> Dir<'t, V> {
         }
         // An empty path is ENOENT (openat2 without AT_EMPTY_PATH), as std's metadata("").
         let fd = OwnedFd::new(self.task(), self.open_beneath(path, flags, 0)?);
-        Ok(Metadata { st: fd.stat()? })
+        let btime = btime(self.task(), fd.fd(), b"", AtFlags::EMPTY_PATH);
+        Ok(Metadata {
+            st: fd.stat()?,
+            btime,
+        })
     }
 
     /// The attributes of what `path` names, symlinks followed (`std::fs::metadata`).
@@ -708,6 +712,7 @@ impl<'t, V: Variant> Dir<'t, V> {
     pub fn dir_metadata(&self) -> io::Result<Metadata> {
         Ok(Metadata {
             st: self.fd.stat()?,
+            btime: btime(self.task(), self.fd(), b"", AtFlags::EMPTY_PATH),
         })
     }
 
@@ -974,6 +979,18 @@ impl Permissions {
 #[derive(Clone, Debug)]
 pub struct Metadata {
     st: Stat,
+    /// The creation time, when the file system has one (`statx`'s `STATX_BTIME`).
+    btime: Option<Timespec>,
+}
+
+/// The creation time of what `dirfd` + `path` (with `flags`) names, if its file system
+/// reports one: a `statx` asking for `STATX_BTIME` alone (which marks nothing queried).
+fn btime<V: Variant>(t: &Task<V>, dirfd: Fd, path: &[u8], flags: AtFlags) -> Option<Timespec> {
+    let x = t.statx(dirfd, path, flags, crate::stat::STATX_BTIME).ok()?;
+    (x.stx_mask & crate::stat::STATX_BTIME != 0).then_some(Timespec {
+        tv_sec: x.stx_btime.tv_sec,
+        tv_nsec: x.stx_btime.tv_nsec as i64,
+    })
 }
 
 fn system_time(t: Timespec) -> SystemTime {
@@ -1025,16 +1042,18 @@ impl Metadata {
     pub fn accessed(&self) -> io::Result<SystemTime> {
         Ok(system_time(self.st.st_atime))
     }
-    /// Creation time: `Unsupported`, as std gives where `statx` has no birth time (uvfs's
-    /// `Stat` carries none).
+    /// Creation time (`statx`'s `stx_btime`, std's `created`): tmpfs keeps one; on a file
+    /// system that reports none (hostfs), `Unsupported`, as std gives there.
     ///
     /// # Errors
-    /// Always `io::ErrorKind::Unsupported`.
+    /// `io::ErrorKind::Unsupported` without a creation time.
     pub fn created(&self) -> io::Result<SystemTime> {
-        Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            "creation time is not available (uvfs's stat has no birth time)",
-        ))
+        self.btime.map(system_time).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::Unsupported,
+                "creation time is not available on this file system",
+            )
+        })
     }
     /// Inode number (`MetadataExt::ino`).
     pub fn ino(&self) -> u64 {
@@ -1102,11 +1121,10 @@ impl<V: Variant> DirEntry<'_, V> {
     /// # Errors
     /// `ENOENT` if the entry was removed since the listing.
     pub fn metadata(&self) -> io::Result<Metadata> {
-        let st =
-            self.dir
-                .task()
-                .fstatat(self.dir.fd(), &self.name[..], AtFlags::SYMLINK_NOFOLLOW)?;
-        Ok(Metadata { st })
+        let (t, name) = (self.dir.task(), &self.name[..]);
+        let st = t.fstatat(self.dir.fd(), name, AtFlags::SYMLINK_NOFOLLOW)?;
+        let btime = btime(t, self.dir.fd(), name, AtFlags::SYMLINK_NOFOLLOW);
+        Ok(Metadata { st, btime })
     }
 }
 

@@ -712,3 +712,32 @@ fn seek_takes_seekfrom() {
         assert_eq!(t.lseek(fd, 0, uvfs::types::SEEK_CUR), Ok(9));
     }
 }
+
+/// `Metadata::created` is the inode's birth time (`statx` `stx_btime`) where the file
+/// system keeps one (tmpfs does, as Linux's tmpfs since 5.x), through every way a
+/// `Metadata` is made; it does not move when the file changes.
+#[test]
+fn created_is_the_birth_time() {
+    let t = uvfs::Task::init(&uvfs::tmpfs::mount(Default::default()));
+    let d = t.root_dir().unwrap();
+    d.write("f", "x").unwrap();
+    let x = t
+        .statx(
+            uvfs::Fd::AT_FDCWD,
+            "/f",
+            uvfs::AtFlags::empty(),
+            uvfs::stat::STATX_BTIME,
+        )
+        .unwrap();
+    let born = std::time::UNIX_EPOCH
+        + std::time::Duration::new(x.stx_btime.tv_sec as u64, x.stx_btime.tv_nsec);
+    assert_eq!(d.metadata("f").unwrap().created().unwrap(), born);
+    let listed = d.entries().unwrap().next().unwrap().unwrap();
+    assert_eq!(listed.metadata().unwrap().created().unwrap(), born);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    d.write("f", "changed").unwrap();
+    let m = d.metadata("f").unwrap();
+    assert_eq!(m.created().unwrap(), born, "a write does not move it");
+    assert!(m.modified().unwrap() > born);
+    assert!(d.dir_metadata().unwrap().created().is_ok());
+}
