@@ -681,11 +681,9 @@ impl<'t, V: Variant> Dir<'t, V> {
         }
         // An empty path is ENOENT (openat2 without AT_EMPTY_PATH), as std's metadata("").
         let fd = OwnedFd::new(self.task(), self.open_beneath(path, flags, 0)?);
-        let btime = btime(self.task(), fd.fd(), b"", AtFlags::EMPTY_PATH);
-        Ok(Metadata {
-            st: fd.stat()?,
-            btime,
-        })
+        let st = fd.stat()?;
+        let btime = btime(self.task(), fd.fd(), b"", AtFlags::EMPTY_PATH, st.st_ino);
+        Ok(Metadata { st, btime })
     }
 
     /// The attributes of what `path` names, symlinks followed (`std::fs::metadata`).
@@ -710,10 +708,9 @@ impl<'t, V: Variant> Dir<'t, V> {
     /// # Errors
     /// None in practice (`EBADF` cannot happen while the `Dir` lives).
     pub fn dir_metadata(&self) -> io::Result<Metadata> {
-        Ok(Metadata {
-            st: self.fd.stat()?,
-            btime: btime(self.task(), self.fd(), b"", AtFlags::EMPTY_PATH),
-        })
+        let st = self.fd.stat()?;
+        let btime = btime(self.task(), self.fd(), b"", AtFlags::EMPTY_PATH, st.st_ino);
+        Ok(Metadata { st, btime })
     }
 
     /// Whether `path` names something (symlinks followed): `Ok(false)` for `ENOENT`, the
@@ -985,9 +982,17 @@ pub struct Metadata {
 
 /// The creation time of what `dirfd` + `path` (with `flags`) names, if its file system
 /// reports one: a `statx` asking for `STATX_BTIME` alone (which marks nothing queried).
-fn btime<V: Variant>(t: &Task<V>, dirfd: Fd, path: &[u8], flags: AtFlags) -> Option<Timespec> {
+/// `ino` is the inode the caller's `stat` saw: a name replaced between the two calls gives
+/// `None` rather than another file's time.
+fn btime<V: Variant>(
+    t: &Task<V>,
+    dirfd: Fd,
+    path: &[u8],
+    flags: AtFlags,
+    ino: u64,
+) -> Option<Timespec> {
     let x = t.statx(dirfd, path, flags, crate::stat::STATX_BTIME).ok()?;
-    (x.stx_mask & crate::stat::STATX_BTIME != 0).then_some(Timespec {
+    (x.stx_mask & crate::stat::STATX_BTIME != 0 && x.stx_ino == ino).then_some(Timespec {
         tv_sec: x.stx_btime.tv_sec,
         tv_nsec: x.stx_btime.tv_nsec as i64,
     })
@@ -1123,7 +1128,7 @@ impl<V: Variant> DirEntry<'_, V> {
     pub fn metadata(&self) -> io::Result<Metadata> {
         let (t, name) = (self.dir.task(), &self.name[..]);
         let st = t.fstatat(self.dir.fd(), name, AtFlags::SYMLINK_NOFOLLOW)?;
-        let btime = btime(t, self.dir.fd(), name, AtFlags::SYMLINK_NOFOLLOW);
+        let btime = btime(t, self.dir.fd(), name, AtFlags::SYMLINK_NOFOLLOW, st.st_ino);
         Ok(Metadata { st, btime })
     }
 }

@@ -98,6 +98,7 @@ errnos! {
     ECONNABORTED = 103, "Software caused connection abort";
     ECONNRESET = 104, "Connection reset by peer";
     ENOTCONN = 107, "Transport endpoint is not connected";
+    ETIMEDOUT = 110, "Connection timed out";
     ESTALE = 116, "Stale file handle";
     EDQUOT = 122, "Disk quota exceeded";
 }

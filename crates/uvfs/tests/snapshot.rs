@@ -528,3 +528,153 @@ fn a_snapshot_mounts_in_a_namespace() {
         .next()
         .is_none());
 }
+
+/// Every inode of snapshot task `t`: `(ino, names, stat)`, with a check that directories
+/// have one name.
+fn inodes(t: &Task) -> std::collections::HashMap<u64, (u32, Stat)> {
+    let mut m: std::collections::HashMap<u64, (u32, Stat)> = Default::default();
+    let root = t.root_dir().unwrap();
+    let mut todo = vec![String::new()];
+    while let Some(dir) = todo.pop() {
+        let d = if dir.is_empty() {
+            root.open_dir(".")
+        } else {
+            root.open_dir(&dir)
+        }
+        .unwrap();
+        for e in d.entries().unwrap() {
+            let e = e.unwrap();
+            let name = e.file_name().to_str().unwrap().to_string();
+            let path = if dir.is_empty() {
+                name.to_string()
+            } else {
+                format!("{dir}/{name}")
+            };
+            let st = t
+                .fstatat(CWD, format!("/{path}").as_str(), NOFOLLOW)
+                .unwrap();
+            let is_dir = st.st_mode & 0o170000 == 0o040000;
+            let n = m.entry(st.st_ino).or_insert((0, st));
+            n.0 += 1;
+            assert!(!is_dir || n.0 == 1, "{path}: a directory's number twice");
+            if is_dir {
+                todo.push(path);
+            }
+        }
+    }
+    m
+}
+
+/// Snapshots taken while another thread creates files (new inode-number batches), moves
+/// files and directories across directories and replaces directories by rename: in each,
+/// inode numbers are unique (names sharing one are hard links, their count the link
+/// count), every directory's link count is 2 + its subdirectories, and the snapshot's own
+/// new files get numbers no copied file has.
+#[test]
+fn consistent_under_a_changing_source() {
+    let m = tmpfs::mount(Default::default());
+    let t = Task::init(&m);
+    for d in ["/a", "/b", "/d", "/z"] {
+        t.mkdirat(CWD, d, 0o755).unwrap();
+    }
+    /// Stops the writer however the test thread leaves the scope (a failed assertion
+    /// too), so that the scope's join does not wait for it forever.
+    struct StopOnDrop<'a>(&'a AtomicBool);
+    impl Drop for StopOnDrop<'_> {
+        fn drop(&mut self) {
+            // Relaxed: see the writer's load.
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+    let stop = AtomicBool::new(false);
+    let done = std::sync::atomic::AtomicU64::new(0);
+    std::thread::scope(|s| {
+        let w = t.fork();
+        let (stop, done) = (&stop, &done);
+        let _stop = StopOnDrop(stop);
+        s.spawn(move || {
+            let mut i = 0u64;
+            // Relaxed: a stop flag; the scope's join orders the rest.
+            while !stop.load(Ordering::Relaxed) {
+                // The tree stays small: the files of 64 rounds ago go.
+                if i >= 64 {
+                    for dir in ["/a", "/z"] {
+                        let _ = w.unlinkat(
+                            CWD,
+                            format!("{dir}/n{}", i - 64).as_str(),
+                            AtFlags::empty(),
+                        );
+                    }
+                }
+                // A new batch of numbers every 1024 creates (per thread).
+                for dir in ["/a", "/z"] {
+                    let p = format!("{dir}/n{i}");
+                    w.close(
+                        w.openat(CWD, p.as_str(), OpenFlags::CREAT | OpenFlags::WRONLY, 0o600)
+                            .unwrap(),
+                    )
+                    .unwrap();
+                }
+                let _ = w.mkdirat(CWD, "/d/x", 0o755);
+                let _ = w.renameat2(CWD, "/d/x", CWD, "/d/y", RenameFlags::empty());
+                let (from, to) = if i.is_multiple_of(2) {
+                    ("/a/m", "/z/m")
+                } else {
+                    ("/z/m", "/a/m")
+                };
+                let _ = w.mkdirat(CWD, from, 0o755);
+                let _ = w.renameat2(CWD, from, CWD, to, RenameFlags::empty());
+                let f = format!("/a/n{i}");
+                let _ = w.renameat2(CWD, f.as_str(), CWD, "/b/moved", RenameFlags::empty());
+                i += 1;
+                // Relaxed: a progress count for the loop below.
+                done.store(i, Ordering::Relaxed);
+            }
+        });
+        // Until the writer has taken several inode-number batches (1024 creates each) while
+        // snapshots were being taken, and at least 60 snapshots.
+        let mut round = 0;
+        // Relaxed: a progress count.
+        while round < 60 || (done.load(Ordering::Relaxed) < 20_000 && round < 20_000) {
+            round += 1;
+            let snap = tmpfs::snapshot(&m).unwrap();
+            let st = Task::init(&snap);
+            let all = inodes(&st);
+            for (ino, (names, s)) in &all {
+                if s.st_mode & 0o170000 == 0o040000 {
+                    continue;
+                }
+                assert_eq!(
+                    s.st_nlink, *names as u64,
+                    "round {round}: ino {ino}'s link count"
+                );
+            }
+            // Directory link counts: 2 + subdirectories, checked through the listing.
+            let root = st.root_dir().unwrap();
+            for w in root.walk_dir(".") {
+                let w = w.unwrap();
+                if !w.file_type().is_dir() {
+                    continue;
+                }
+                let sub = root
+                    .read_dir(w.path())
+                    .unwrap()
+                    .filter(|e| e.as_ref().unwrap().file_type().unwrap().is_dir())
+                    .count() as u64;
+                let nl = root.symlink_metadata(w.path()).unwrap().nlink();
+                assert_eq!(nl, 2 + sub, "round {round}: {}", w.path().display());
+            }
+            for k in 0..3 {
+                let p = format!("/new{k}");
+                let fd = st
+                    .openat(CWD, p.as_str(), OpenFlags::CREAT | OpenFlags::WRONLY, 0o600)
+                    .unwrap();
+                let ino = st.fstat(fd).unwrap().st_ino;
+                assert!(
+                    !all.contains_key(&ino),
+                    "round {round}: new file reuses {ino}"
+                );
+            }
+        }
+    });
+}

@@ -47,7 +47,10 @@ use std::sync::Arc;
 /// but still open (they have no name). Consistency: each file's pages and size are taken
 /// at one instant (under its data lock) and each directory's entries at one instant
 /// (under its lock), but the tree is not frozen as a whole: a concurrent rename across
-/// directories may be seen in both places or in neither, as `cp -a` of a changing tree.
+/// directories may be seen in neither place or, for a file, in both (then as two names of
+/// one inode; a directory is copied once, where the walk met it first), as `cp -a` of a
+/// changing tree. Inode numbers stay unique: new files of the snapshot are numbered above
+/// every copied number and every number the source had handed out.
 /// Permissions are not checked: this is an operation of the program embedding uvfs (as
 /// [`mount`](super::mount) is), not a syscall of a task.
 ///
@@ -95,20 +98,17 @@ pub(crate) fn snapshot_at(mnt: &Mount, dir: &Arc<Dentry>) -> Result<Arc<Mount>> 
         return Err(Errno::ENOENT);
     }
     let fs = Tmpfs::new(src_fs.opts.clone());
-    // Copies keep their inode numbers, all below the source's next batch; new files of
-    // the snapshot take numbers from there on. Relaxed: only uniqueness matters, and the
-    // copied numbers were all handed out before this load (their inodes exist).
-    let next = src_fs.next_ino.load(Ordering::Relaxed);
-    fs.next_ino.store(next, Ordering::Relaxed);
     let limits = fs.limits.clone();
     let sb = Arc::new(SuperBlock::new(Box::new(fs)));
     let mut b = Builder {
         dev: sb.s_dev,
         acct: limits,
         links: HashMap::new(),
+        dirs: HashMap::from([(Arc::as_ptr(dir.inode()), dir.inode().clone())]),
+        max_ino: 1,
     };
     let root = b.copy_inode(dir.inode(), 1)?;
-    let mnt = Mount::with_root(sb, Arc::new(root));
+    let mnt = Mount::with_root(sb.clone(), Arc::new(root));
     // Depth first, one directory's entries at a time (no recursion: a deep tree must not
     // overflow the stack).
     let mut todo = vec![(dir.clone(), mnt.root().clone())];
@@ -116,23 +116,36 @@ pub(crate) fn snapshot_at(mnt: &Mount, dir: &Arc<Dentry>) -> Result<Arc<Mount>> 
         let (Some(sdir), Some(ddir)) = (src.dir(), dst.dir()) else {
             unreachable!("both are directories")
         };
-        // The entries in `getdents` order, as the directory held them at one instant.
-        let entries: Vec<Arc<Dentry>> = sdir.lock().inner.by_cookie.values().cloned().collect();
+        // The entries in `getdents` order with their names, as the directory held them at
+        // one instant: under its lock, which a rename of any of them would need too.
+        let entries: Vec<(crate::dcache::Name, Arc<Dentry>)> = {
+            let l = sdir.lock();
+            let g = crate::sync::epoch::pin();
+            let v = l.inner.by_cookie.values();
+            v.map(|d| (d.link(&g).name.clone(), d.clone())).collect()
+        };
         let mut subdirs = 0u32;
         let mut dl = ddir.lock();
-        for child in entries {
-            let name = child.link(&crate::sync::epoch::pin()).name.clone();
+        for (name, child) in entries {
             let inode = child.inode();
             let new = if inode.is_dir() {
-                subdirs += 1;
+                // A directory moved during the walk into one copied later is met twice:
+                // copied once, where the walk met it first (its number must stay unique).
+                if b.dirs.insert(Arc::as_ptr(inode), inode.clone()).is_some() {
+                    continue;
+                }
                 Arc::new(b.copy_inode(inode, inode.i_ino)?)
             } else {
                 b.link_or_copy(inode)?
             };
             let cookie = dl.next_cookie();
             let d = Arc::new(Dentry::new(new, Some(dst.clone()), name.clone(), cookie));
-            dl.insert(name, d.clone(), cookie);
+            let replaced = dl.insert(name, d.clone(), cookie);
+            // Names are unique in one listing taken under the lock; a replacement would
+            // leave the counts above one too high, so it is a bug, not input.
+            debug_assert!(replaced.is_none(), "a name twice in one listing");
             if d.dir().is_some() {
+                subdirs += 1;
                 todo.push((child, d));
             }
         }
@@ -141,11 +154,28 @@ pub(crate) fn snapshot_at(mnt: &Mount, dir: &Arc<Dentry>) -> Result<Arc<Mount>> 
         // Relaxed: not yet published (the mount is returned at the end).
         dst.inode().i_nlink.store(2 + subdirs, Ordering::Relaxed);
     }
-    for (inode, names) in b.links.into_values() {
+    for l in b.links.into_values() {
         // Relaxed: as above.
-        inode.i_nlink.store(names, Ordering::Relaxed);
+        l.copy.i_nlink.store(l.names, Ordering::Relaxed);
     }
+    // New files of the snapshot take numbers above every copied one and above every
+    // number the source had handed out when the walk ended (a file created in the source
+    // during the walk, in a directory copied later, has one from a batch taken after the
+    // walk began). Relaxed: only uniqueness matters; the copies' numbers are known here.
+    let next = src_fs.next_ino.load(Ordering::Relaxed).max(b.max_ino + 1);
+    let Some(fs) = sb.s_op.as_any().downcast_ref::<Tmpfs>() else {
+        unreachable!("built as a tmpfs above")
+    };
+    // Relaxed: not yet published.
+    fs.next_ino.store(next, Ordering::Relaxed);
     Ok(mnt)
+}
+
+/// A non-directory copied: its source (held), its copy, the names the copy has.
+struct Linked {
+    _src: Arc<Inode>,
+    copy: Arc<Inode>,
+    names: u32,
 }
 
 /// The state of one snapshot being built.
@@ -154,16 +184,21 @@ struct Builder {
     dev: u64,
     /// The new mount's accounting, if it has limits.
     acct: Option<Arc<Limits>>,
-    /// Non-directories copied so far, by source inode address: the copy and the names
-    /// it has in the snapshot (a hard link's later names link the same copy).
-    links: HashMap<*const Inode, (Arc<Inode>, u32)>,
+    /// Non-directories copied so far, by source inode address: the source (held, so that
+    /// its address cannot be reused by another inode during the walk), the copy, and the
+    /// names it has in the snapshot (a hard link's later names link the same copy).
+    links: HashMap<*const Inode, Linked>,
+    /// Directories copied so far, by source inode address (held, as `links`).
+    dirs: HashMap<*const Inode, Arc<Inode>>,
+    /// The largest inode number copied.
+    max_ino: u64,
 }
 
 impl Builder {
     /// The copy of non-directory `src` for one more name: the one made for an earlier
     /// name of the same inode, or a new one.
     fn link_or_copy(&mut self, src: &Arc<Inode>) -> Result<Arc<Inode>> {
-        if let Some((copy, names)) = self.links.get_mut(&Arc::as_ptr(src)) {
+        if let Some(Linked { copy, names, .. }) = self.links.get_mut(&Arc::as_ptr(src)) {
             // Every name past the first takes an inode of `nr_inodes` (`shmem_link`).
             if let Some(a) = &self.acct {
                 a.reserve_inode()?;
@@ -172,7 +207,12 @@ impl Builder {
             return Ok(copy.clone());
         }
         let copy = Arc::new(self.copy_inode(src, src.i_ino)?);
-        self.links.insert(Arc::as_ptr(src), (copy.clone(), 1));
+        let l = Linked {
+            _src: src.clone(),
+            copy: copy.clone(),
+            names: 1,
+        };
+        self.links.insert(Arc::as_ptr(src), l);
         Ok(copy)
     }
 
@@ -183,7 +223,8 @@ impl Builder {
     /// # Errors
     /// `EOPNOTSUPP` when `src` is not a tmpfs inode; `ENOSPC` when the limits cannot hold
     /// it (nothing is charged then: the partial copy's `Drop` gives back what it held).
-    fn copy_inode(&self, src: &Inode, ino: u64) -> Result<Inode> {
+    fn copy_inode(&mut self, src: &Inode, ino: u64) -> Result<Inode> {
+        self.max_ino = self.max_ino.max(ino);
         let Some(t) = src.i_op.as_any().downcast_ref::<TmpfsInode>() else {
             return Err(Errno::EOPNOTSUPP);
         };

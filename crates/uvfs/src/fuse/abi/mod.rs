@@ -8,7 +8,7 @@
 //! one's size is asserted at compile time and, in the tests, every size and field offset
 //! against the host's `<linux/fuse.h>` compiled by the C compiler.
 //!
-//! [`parse_reply`] checks what a server sends before anything else looks at it.
+//! [`parse_message`] checks what a server sends before anything else looks at it.
 
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
@@ -666,26 +666,32 @@ pub(crate) fn exact<T: Wire>(payload: &[u8]) -> Result<T, ProtoError> {
 /// One READDIR record: `(ino, next offset, d_type, name)`.
 pub(crate) type DirentRec<'a> = (u64, u64, u32, &'a [u8]);
 
-/// The records of a READDIR reply: `(ino, next offset, d_type, name)` each, checked to
-/// lie inside `buf` and to have a name of 1 ..= 255 bytes without `/` or NUL.
+/// The records of a READDIR reply, as Linux's `fuse_parse_dirfile` reads them: records
+/// while at least a [`Dirent`] is left; a record whose (padded) length runs past the end
+/// ends the listing there, keeping those before it; a name of 0 or more than 255 bytes, or
+/// with a `/`, is an error. A NUL in a name is an error too (stricter than Linux, which
+/// lets it through: no path can name such an entry).
 ///
 /// # Errors
-/// [`ProtoError::BadPayload`] for a record that overruns the buffer or a bad name.
+/// [`ProtoError::BadPayload`] for a bad name length or a bad name.
 pub(crate) fn dirents(mut buf: &[u8]) -> Result<Vec<DirentRec<'_>>, ProtoError> {
     let mut out = vec![];
-    while !buf.is_empty() {
+    while buf.len() >= FUSE_NAME_OFFSET {
         let (d, rest) = Dirent::read_from_prefix(buf).map_err(|_| ProtoError::BadPayload)?;
         let n = d.namelen as usize;
-        if n == 0 || n > 255 || rest.len() < n {
+        if n == 0 || n > 255 {
             return Err(ProtoError::BadPayload);
+        }
+        let rec = dirent_align(FUSE_NAME_OFFSET + n);
+        if rec > buf.len() {
+            break;
         }
         let name = &rest[..n];
         if name.iter().any(|&b| b == b'/' || b == 0) {
             return Err(ProtoError::BadPayload);
         }
         out.push((d.ino, d.off, d.r#type, name));
-        let rec = dirent_align(FUSE_NAME_OFFSET + n);
-        buf = buf.get(rec..).unwrap_or(&[]);
+        buf = &buf[rec..];
     }
     Ok(out)
 }

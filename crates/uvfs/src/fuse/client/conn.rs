@@ -51,6 +51,10 @@ const SOCK_BUF: usize = 4 << 20;
 /// of 32 pages).
 const MAX_IO: usize = 128 << 10;
 
+/// How long INIT waits for the server's answer (2 s in the unit tests).
+const INIT_TIMEOUT: std::time::Duration =
+    std::time::Duration::from_secs(if cfg!(test) { 2 } else { 30 });
+
 /// The minor this client offers in INIT.
 const OFFER_MINOR: u32 = abi::FUSE_KERNEL_MINOR_VERSION;
 
@@ -142,8 +146,9 @@ impl Conn {
     /// # Errors
     /// `EINVAL` for an empty `argv` or none with `{}`; the errno of `socketpair` or of
     /// starting the program (`ENOENT` when it does not exist); `EPROTO` when the server
-    /// answers INIT with another major, a minor below 7.23, a malformed reply or not at
-    /// all (it exited: `ECONNABORTED`).
+    /// answers INIT with another major, a minor below 7.23 or a malformed reply;
+    /// `ECONNABORTED` when it exits first; `ETIMEDOUT` when it has not answered within
+    /// 30 s.
     pub(crate) fn spawn(argv: &[String]) -> Result<Arc<Conn>> {
         if argv.is_empty() || !argv.iter().any(|a| a == "{}") {
             return Err(Errno::EINVAL);
@@ -250,7 +255,8 @@ impl Conn {
     /// # Errors
     /// The server's errno; `EIO` for a malformed reply; `ECONNABORTED` when the
     /// connection aborted while the request was in flight, `ENOTCONN` when it had
-    /// aborted before; `E2BIG` for a request larger than the socket carries.
+    /// aborted before; `E2BIG` for a request larger than the server reads; `EINVAL` for
+    /// FORGET, BATCH_FORGET and INTERRUPT (never answered: they have their own paths).
     pub(crate) fn request(
         &self,
         op: u32,
@@ -258,6 +264,14 @@ impl Conn {
         creds: (u32, u32, u32),
         args: &[&[u8]],
     ) -> Result<Vec<u8>> {
+        // FORGET and BATCH_FORGET are never answered, INTERRUPT has its own path: waiting
+        // for a reply to them would wait forever.
+        if matches!(
+            op,
+            opcode::FUSE_FORGET | opcode::FUSE_BATCH_FORGET | opcode::FUSE_INTERRUPT
+        ) {
+            return Err(Errno::EINVAL);
+        }
         // Relaxed: a hint; a request that passes it while the connection aborts is
         // failed by the abort (it is in the table) or by the failed send.
         if !self.connected.load(Ordering::Relaxed) {
@@ -265,17 +279,20 @@ impl Conn {
         }
         let unique = self.next_unique();
         let msg = encode(op, unique, nodeid, creds, args);
-        if msg.len() > self.proto.max_write + 4096 + std::mem::size_of::<InHeader>() {
+        // libfuse reads into `max_write` + a 4 KiB header buffer (FUSE_BUFFER_HEADER_SIZE).
+        if msg.len() > self.proto.max_write + 4096 {
             return Err(Errno::E2BIG);
         }
         let p = Request::alloc(unique, 2);
         self.shard(unique).insert(unique, p);
-        // Checked again after the insert: an abort that ran before it did not see us.
-        // Acquire: pairs with the abort's Release store; the abort drains the table
-        // after its store, so a request inserted before it is failed by it.
+        // Checked again after the insert: an abort that ran before it did not see us. The
+        // shard's lock orders the two: either our insert came before the abort drained
+        // this shard (the abort fails the request), or after, and then the abort's store
+        // of `false`, made before it took the shard's lock, is visible to us now. Acquire:
+        // pairs with that Release store (the lock alone would do).
         if !self.connected.load(Ordering::Acquire) {
             self.fail_if_present(unique, Errno::ENOTCONN);
-        } else if let Err(e) = rustix::net::send(&self.sock, &msg, SendFlags::NOSIGNAL) {
+        } else if let Err(e) = send_all(&self.sock, &msg) {
             let e = Errno::from(e);
             self.fail_if_present(
                 unique,
@@ -360,11 +377,24 @@ impl Drop for Conn {
     }
 }
 
+/// `send` of one packet, retried when a signal interrupts it (`EINTR`).
+fn send_all(fd: &OwnedFd, msg: &[u8]) -> rustix::io::Result<usize> {
+    loop {
+        match rustix::net::send(fd, msg, SendFlags::NOSIGNAL) {
+            Err(rustix::io::Errno::INTR) => continue,
+            r => return r,
+        }
+    }
+}
+
 /// The reader thread: receives messages until EOF or an error, then aborts.
 fn read_loop(fd: OwnedFd, conn: std::sync::Weak<Conn>) {
     let mut buf = vec![0u8; MAX_IO + 64 * 1024];
     loop {
         let got = rustix::net::recv(&fd, &mut buf[..], RecvFlags::TRUNC);
+        if let Err(rustix::io::Errno::INTR) = got {
+            continue;
+        }
         let Some(conn) = conn.upgrade() else { return };
         let (n, full) = match got {
             Ok((_, 0)) | Err(_) => {
@@ -483,11 +513,23 @@ fn handshake(fd: &OwnedFd, cap: usize) -> Result<Negotiated> {
         unused: [0; 11],
     };
     let msg = encode(opcode::FUSE_INIT, 2, 0, (0, 0, 0), &[arg.as_bytes()]);
-    rustix::net::send(fd, &msg, SendFlags::NOSIGNAL).map_err(gone)?;
+    send_all(fd, &msg).map_err(gone)?;
     let mut buf = vec![0u8; 4096];
-    let (n, full) = match rustix::net::recv(fd, &mut buf[..], RecvFlags::TRUNC) {
+    // A server that neither answers nor exits must not block the caller for good.
+    let timeout = rustix::net::sockopt::Timeout::Recv;
+    rustix::net::sockopt::set_socket_timeout(fd, timeout, Some(INIT_TIMEOUT))
+        .map_err(Errno::from)?;
+    let got = loop {
+        match rustix::net::recv(fd, &mut buf[..], RecvFlags::TRUNC) {
+            Err(rustix::io::Errno::INTR) => continue,
+            r => break r,
+        }
+    };
+    rustix::net::sockopt::set_socket_timeout(fd, timeout, None).map_err(Errno::from)?;
+    let (n, full) = match got {
         Ok((_, 0)) => return Err(Errno::ECONNABORTED),
         Ok((n, full)) => (n, full),
+        Err(rustix::io::Errno::AGAIN) => return Err(Errno::ETIMEDOUT),
         Err(e) => return Err(gone(e)),
     };
     if full > n {
@@ -517,16 +559,24 @@ fn handshake(fd: &OwnedFd, cap: usize) -> Result<Negotiated> {
     }
     flags &= OFFER_FLAGS;
     let max_write = (out.max_write as usize).clamp(4096, cap);
+    // 0 means Linux's default (FUSE_DEFAULT_MAX_BACKGROUND).
+    let max_background = if out.max_background == 0 {
+        12
+    } else {
+        out.max_background
+    };
     Ok(Negotiated {
         minor: out.minor.min(OFFER_MINOR),
         flags,
         max_write,
         max_read: cap,
-        max_background: if out.max_background == 0 {
-            12
+        max_background,
+        // Linux's default is three quarters of max_background
+        // (FUSE_DEFAULT_CONGESTION_THRESHOLD), kept when the server sends 0.
+        congestion_threshold: if out.congestion_threshold == 0 {
+            max_background * 3 / 4
         } else {
-            out.max_background
+            out.congestion_threshold
         },
-        congestion_threshold: out.congestion_threshold,
     })
 }

@@ -142,6 +142,12 @@ mod loom_model {
             waiter.join().unwrap();
             replier.join().unwrap();
             reader.join().unwrap();
+            // No link is left to the request (it is about to be freed).
+            assert_eq!(
+                iq.read_interrupt(),
+                None,
+                "a dangling link on the interrupt list"
+            );
             // SAFETY: every thread is joined; the model's allocation goes now.
             drop(unsafe { Box::from_raw(p.as_ptr()) });
         });
@@ -312,6 +318,11 @@ mod conn {
         // A program that exits without answering INIT.
         let quits = vec!["/bin/true".to_string(), "{}".to_string()];
         assert_eq!(Conn::spawn(&quits).err(), Some(Errno::ECONNABORTED));
+        // One that neither answers nor exits: INIT gives up (2 s in the tests, 30 s else).
+        let mute = ["sh", "-c", "sleep 60", "sh", "{}"].map(String::from);
+        let t = std::time::Instant::now();
+        assert_eq!(Conn::spawn(&mute).err(), Some(Errno::ETIMEDOUT));
+        assert!(t.elapsed() < std::time::Duration::from_secs(10));
     }
 
     /// A hostile server: answers INIT (or, with `major`, a wrong version), then for each
@@ -372,6 +383,18 @@ while True:
         );
         let o = c.request(opcode::FUSE_OPEN, 1, ROOT, &[&[0u8; 8]]);
         assert_eq!(o.unwrap_err(), Errno::EIO, "payload on an error");
+        for op in [
+            opcode::FUSE_FORGET,
+            opcode::FUSE_BATCH_FORGET,
+            opcode::FUSE_INTERRUPT,
+        ] {
+            let r = c.request(op, 1, ROOT, &[&[0u8; 8]]);
+            assert_eq!(
+                r.unwrap_err(),
+                Errno::EINVAL,
+                "never answered: not waited for"
+            );
+        }
         let s = c.request(opcode::FUSE_STATFS, 1, ROOT, &[]);
         assert_eq!(
             s.unwrap_err(),
