@@ -1155,12 +1155,23 @@ impl Filesystem for UvfsFuse {
         offset: u64,
         data: &[u8],
         write_flags: fuser::WriteFlags,
-        _flags: fuser::OpenFlags,
+        flags: fuser::OpenFlags,
         _lock_owner: Option<fuser::LockOwner>,
         reply: ReplyWrite,
     ) {
         let r = self.with_fh(req, fh, true, |t, fd, _| {
             let off = i64::try_from(offset).map_err(|_| Errno::EFBIG)?;
+            // The descriptor's flags as they are now (`fuse_write_flags`: the kernel sends
+            // `f_flags` with every WRITE), not as they were at `open`: `fcntl(F_SETFL)`
+            // may have set or cleared O_APPEND since, and only the kernel saw it. A
+            // writeback of mapped pages (`FUSE_WRITE_CACHE`) goes where its offset says.
+            let append = OpenFlags::from_bits_retain(flags.0 as u32).contains(OpenFlags::APPEND)
+                && !write_flags.contains(fuser::WriteFlags::FUSE_WRITE_CACHE);
+            let f = t.fdget_raw(fd)?;
+            if f.flags().contains(OpenFlags::APPEND) != append {
+                f.set_flags(f.flags() ^ OpenFlags::APPEND);
+            }
+            drop(f);
             let n = t.pwrite(fd, data, off)?;
             if n == data.len() || !write_flags.contains(fuser::WriteFlags::FUSE_WRITE_CACHE) {
                 return Ok(n);
