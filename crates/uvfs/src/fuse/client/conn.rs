@@ -1,8 +1,10 @@
-//! A connection to a FUSE server over a `SOCK_SEQPACKET` socket pair (transport 1 of
-//! issue 11): the server runs as a child process whose mountpoint argument is
-//! `/dev/fd/N` (libfuse >= 3.3 serves an inherited descriptor given that way, without
-//! mounting anything), each message is one packet, the INIT handshake negotiates the
-//! protocol, and one reader thread matches replies to requests by `unique`.
+//! A connection to a FUSE server: over a `SOCK_SEQPACKET` socket pair (transport 1 of
+//! issue 11: the server runs as a child process whose mountpoint argument is `/dev/fd/N`;
+//! libfuse >= 3.3 serves an inherited descriptor given that way, without mounting
+//! anything; each message is one packet) or a connected Unix stream socket (transport 2:
+//! servers built on `fuse_session_custom_io`, as libfuse's `hello_ll_uds`; each message
+//! framed by its header's length). The INIT handshake negotiates the protocol, and one
+//! reader thread matches replies to requests by `unique`.
 //!
 //! Linux analogue: fs/fuse/dev.c (`fuse_dev_do_write`, `request_find`, `fuse_abort_conn`),
 //! fs/fuse/inode.c (`fuse_send_init`, `process_init_reply`).
@@ -68,6 +70,15 @@ const OFFER_FLAGS: u64 = init::FUSE_ASYNC_READ
     | init::FUSE_PARALLEL_DIROPS
     | init::FUSE_INIT_EXT;
 
+/// How messages are delimited on the socket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Framing {
+    /// `SOCK_SEQPACKET`: one message per packet.
+    Packet,
+    /// `SOCK_STREAM`: each message's header carries its length (`len`).
+    Stream,
+}
+
 /// What INIT settled (`process_init_reply`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Negotiated {
@@ -109,8 +120,13 @@ unsafe impl Sync for Shard {}
 
 /// A FUSE connection.
 pub(crate) struct Conn {
-    /// The client's end of the socket pair.
+    /// The client's end of the socket.
     sock: OwnedFd,
+    /// How messages are delimited on it.
+    framing: Framing,
+    /// Serialises senders on a stream socket (a large message may be written in pieces,
+    /// which must not interleave); unused for packets (each `send` is one packet).
+    send_lock: Mutex<()>,
     /// What INIT settled.
     proto: Negotiated,
     /// The processing table (`fpq->processing`, hashed by unique as Linux's).
@@ -191,18 +207,49 @@ impl Conn {
         let child = cmd.spawn().map_err(|e| Errno::from_io_error(&e))?;
         // Our copy of the server's end goes, so that its exit is our EOF.
         drop(theirs);
-        let cap = io_cap(&mine);
-        let proto = match handshake(&mine, cap) {
+        Conn::start(mine, Framing::Packet, Some(child))
+    }
+
+    /// Connects to a FUSE server listening on the Unix stream socket `path` (transport 2:
+    /// libfuse's `hello_ll_uds` example and servers built on `fuse_session_custom_io`):
+    /// messages framed by their header's `len`, then INIT.
+    ///
+    /// # Errors
+    /// `connect`'s errno (`ENOENT`, `ECONNREFUSED`, ...); INIT's as [`spawn`](Self::spawn).
+    pub(crate) fn connect(path: &std::path::Path) -> Result<Arc<Conn>> {
+        let s =
+            std::os::unix::net::UnixStream::connect(path).map_err(|e| Errno::from_io_error(&e))?;
+        let fd = OwnedFd::from(s);
+        size_buffers(&fd);
+        Conn::start(fd, Framing::Stream, None)
+    }
+
+    /// INIT on `sock`, then the connection and its reader thread. On an INIT error the
+    /// server process, if any, is killed and reaped.
+    fn start(
+        sock: OwnedFd,
+        framing: Framing,
+        child: Option<std::process::Child>,
+    ) -> Result<Arc<Conn>> {
+        let cap = match framing {
+            Framing::Packet => io_cap(&sock),
+            // A stream carries a message of any size in pieces.
+            Framing::Stream => MAX_IO,
+        };
+        let proto = match handshake(&sock, framing, cap) {
             Ok(p) => p,
             Err(e) => {
-                let mut c = child;
-                let _ = c.kill();
-                let _ = c.wait();
+                if let Some(mut c) = child {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                }
                 return Err(e);
             }
         };
         let conn = Arc::new(Conn {
-            sock: mine,
+            sock,
+            framing,
+            send_lock: Mutex::new(()),
             proto,
             processing: std::array::from_fn(|_| Shard(Mutex::new(HashMap::new()))),
             iq: InputQueue::default(),
@@ -212,7 +259,7 @@ impl Conn {
             // Relaxed: a unique id, ordered with nothing.
             id: NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed),
             stats: ConnStats::default(),
-            child: Mutex::new(Some(child)),
+            child: Mutex::new(child),
             reader: Mutex::new(None),
         });
         let weak = Arc::downgrade(&conn);
@@ -223,7 +270,7 @@ impl Conn {
             .map_err(|e| Errno::from_io_error(&e))?;
         let h = std::thread::Builder::new()
             .name("uvfs-fuse-reader".into())
-            .spawn(move || read_loop(fd, weak))
+            .spawn(move || read_loop(fd, framing, weak))
             .map_err(|_| Errno::EAGAIN)?;
         *plock(&conn.reader) = Some(h);
         Ok(conn)
@@ -292,7 +339,7 @@ impl Conn {
         // pairs with that Release store (the lock alone would do).
         if !self.connected.load(Ordering::Acquire) {
             self.fail_if_present(unique, Errno::ENOTCONN);
-        } else if let Err(e) = send_all(&self.sock, &msg) {
+        } else if let Err(e) = self.send_msg(&msg) {
             let e = Errno::from(e);
             self.fail_if_present(
                 unique,
@@ -308,6 +355,17 @@ impl Conn {
         // SAFETY: the waiter's reference, not used after.
         unsafe { Request::put(p) };
         r
+    }
+
+    /// Sends one message (whole, not interleaved with another sender's).
+    fn send_msg(&self, msg: &[u8]) -> rustix::io::Result<()> {
+        match self.framing {
+            Framing::Packet => send_all(&self.sock, msg).map(drop),
+            Framing::Stream => {
+                let _g = plock(&self.send_lock);
+                send_all(&self.sock, msg).map(drop)
+            }
+        }
     }
 
     /// The locked shard of `unique`.
@@ -377,31 +435,87 @@ impl Drop for Conn {
     }
 }
 
-/// `send` of one packet, retried when a signal interrupts it (`EINTR`).
-fn send_all(fd: &OwnedFd, msg: &[u8]) -> rustix::io::Result<usize> {
-    loop {
+/// `send` of the whole of `msg` (one packet; or, on a stream, as many pieces as the socket
+/// takes), retried when a signal interrupts it (`EINTR`).
+fn send_all(fd: &OwnedFd, mut msg: &[u8]) -> rustix::io::Result<usize> {
+    let total = msg.len();
+    while !msg.is_empty() {
         match rustix::net::send(fd, msg, SendFlags::NOSIGNAL) {
             Err(rustix::io::Errno::INTR) => continue,
-            r => return r,
+            Err(e) => return Err(e),
+            Ok(n) => msg = &msg[n..],
+        }
+    }
+    Ok(total)
+}
+
+/// Reads exactly `buf.len()` bytes from a stream; `Ok(false)` at end of file before the
+/// first byte. An end of file inside is `ECONNRESET` (the server died mid-message).
+fn read_exact(fd: &OwnedFd, buf: &mut [u8]) -> rustix::io::Result<bool> {
+    let mut got = 0;
+    while got < buf.len() {
+        match rustix::net::recv(fd, &mut buf[got..], RecvFlags::empty()) {
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e),
+            Ok((0, _)) if got == 0 => return Ok(false),
+            Ok((0, _)) => return Err(rustix::io::Errno::CONNRESET),
+            Ok((n, _)) => got += n,
+        }
+    }
+    Ok(true)
+}
+
+/// Receives one message into `buf`: `Ok(Some((received, full length)))` (`full >
+/// received`: the message did not fit and its rest was dropped), `Ok(None)` at end of
+/// file. On a stream, a header whose length is below a header's or above `buf` is
+/// `EPROTO`: the framing is lost and the connection cannot go on.
+fn recv_msg(
+    fd: &OwnedFd,
+    framing: Framing,
+    buf: &mut [u8],
+) -> rustix::io::Result<Option<(usize, usize)>> {
+    match framing {
+        Framing::Packet => loop {
+            match rustix::net::recv(fd, &mut buf[..], RecvFlags::TRUNC) {
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(e),
+                Ok((_, 0)) => return Ok(None),
+                Ok((n, full)) => return Ok(Some((n, full))),
+            }
+        },
+        Framing::Stream => {
+            let h = std::mem::size_of::<abi::OutHeader>();
+            if !read_exact(fd, &mut buf[..h])? {
+                return Ok(None);
+            }
+            let len = u32::from_ne_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+            if len < h || len > buf.len() {
+                return Err(rustix::io::Errno::PROTO);
+            }
+            if !read_exact(fd, &mut buf[h..len])? && len > h {
+                return Err(rustix::io::Errno::CONNRESET);
+            }
+            Ok(Some((len, len)))
         }
     }
 }
 
 /// The reader thread: receives messages until EOF or an error, then aborts.
-fn read_loop(fd: OwnedFd, conn: std::sync::Weak<Conn>) {
+fn read_loop(fd: OwnedFd, framing: Framing, conn: std::sync::Weak<Conn>) {
     let mut buf = vec![0u8; MAX_IO + 64 * 1024];
     loop {
-        let got = rustix::net::recv(&fd, &mut buf[..], RecvFlags::TRUNC);
-        if let Err(rustix::io::Errno::INTR) = got {
-            continue;
-        }
+        let got = recv_msg(&fd, framing, &mut buf);
         let Some(conn) = conn.upgrade() else { return };
         let (n, full) = match got {
-            Ok((_, 0)) | Err(_) => {
+            Ok(Some(r)) => r,
+            Ok(None) | Err(_) => {
+                if matches!(got, Err(rustix::io::Errno::PROTO)) {
+                    // Relaxed: a diagnostic counter.
+                    conn.stats.proto_errors.fetch_add(1, Ordering::Relaxed);
+                }
                 conn.abort();
                 return;
             }
-            Ok((n, full)) => (n, full),
         };
         if full > n {
             // Larger than any reply uvfs asked for: fail the request it names.
@@ -503,7 +617,7 @@ fn gone(e: rustix::io::Errno) -> Errno {
 
 /// INIT (`fuse_send_init`, `process_init_reply`) on `fd` before the reader runs, with
 /// reads and writes capped to `cap` bytes.
-fn handshake(fd: &OwnedFd, cap: usize) -> Result<Negotiated> {
+fn handshake(fd: &OwnedFd, framing: Framing, cap: usize) -> Result<Negotiated> {
     let arg = InitIn {
         major: abi::FUSE_KERNEL_VERSION,
         minor: OFFER_MINOR,
@@ -519,16 +633,11 @@ fn handshake(fd: &OwnedFd, cap: usize) -> Result<Negotiated> {
     let timeout = rustix::net::sockopt::Timeout::Recv;
     rustix::net::sockopt::set_socket_timeout(fd, timeout, Some(INIT_TIMEOUT))
         .map_err(Errno::from)?;
-    let got = loop {
-        match rustix::net::recv(fd, &mut buf[..], RecvFlags::TRUNC) {
-            Err(rustix::io::Errno::INTR) => continue,
-            r => break r,
-        }
-    };
+    let got = recv_msg(fd, framing, &mut buf);
     rustix::net::sockopt::set_socket_timeout(fd, timeout, None).map_err(Errno::from)?;
     let (n, full) = match got {
-        Ok((_, 0)) => return Err(Errno::ECONNABORTED),
-        Ok((n, full)) => (n, full),
+        Ok(None) => return Err(Errno::ECONNABORTED),
+        Ok(Some(r)) => r,
         Err(rustix::io::Errno::AGAIN) => return Err(Errno::ETIMEDOUT),
         Err(e) => return Err(gone(e)),
     };

@@ -205,13 +205,18 @@ mod conn {
     /// `hello_ll` compiled into `dir` (the example's own build line), `None` when the
     /// example or pkg-config is missing (and the test may skip).
     fn hello_ll(dir: &std::path::Path) -> Option<PathBuf> {
-        let src = format!("{EXAMPLES}/hello_ll.c");
+        example(dir, "hello_ll")
+    }
+
+    /// libfuse's example `name` compiled into `dir`, as [`hello_ll`].
+    fn example(dir: &std::path::Path, name: &str) -> Option<PathBuf> {
+        let src = format!("{EXAMPLES}/{name}.c");
         let have = std::path::Path::new(&src).exists()
             && std::process::Command::new("pkg-config")
                 .args(["--exists", "fuse3"])
                 .status()
                 .is_ok_and(|s| s.success());
-        if missing("hello_ll_unmodified_over_dev_fd", &src, have) {
+        if missing(name, &src, have) {
             return None;
         }
         let flags = std::process::Command::new("pkg-config")
@@ -219,16 +224,36 @@ mod conn {
             .output()
             .expect("pkg-config");
         let flags = String::from_utf8(flags.stdout).unwrap();
-        let exe = dir.join("hello_ll");
+        let exe = dir.join(name);
+        // hello_ll_uds includes libfuse's private copy of the kernel header, which
+        // libfuse3-dev does not install; the kernel's own is the same protocol.
+        std::fs::write(dir.join("fuse_kernel.h"), "#include <linux/fuse.h>\n").unwrap();
         let st = std::process::Command::new("cc")
+            .arg("-I")
+            .arg(dir)
             .arg(&src)
             .arg("-o")
             .arg(&exe)
             .args(flags.split_whitespace())
             .status()
             .unwrap();
-        assert!(st.success(), "building hello_ll failed");
+        assert!(st.success(), "building {name} failed");
         Some(exe)
+    }
+
+    /// After the server was killed: within 5 s a request fails with ENOTCONN or
+    /// ECONNABORTED (the one in flight when the reader saw the end), none hangs.
+    fn fails_once_the_server_is_gone(c: &Conn) {
+        let mut r = Ok(());
+        for _ in 0..500 {
+            r = lookup(c, 1, "hello").map(drop);
+            if r.is_err() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let r = r.unwrap_err();
+        assert!(r == Errno::ENOTCONN || r == Errno::ECONNABORTED, "{r:?}");
     }
 
     fn lookup(c: &Conn, parent: u64, name: &str) -> crate::Result<EntryOut> {
@@ -295,17 +320,104 @@ mod conn {
             .unwrap()
             .kill()
             .unwrap();
-        let mut e = Ok(());
+        fails_once_the_server_is_gone(&c);
+        assert_eq!(lookup(&c, 1, "hello").unwrap_err(), Errno::ENOTCONN);
+    }
+
+    /// Transport 2: libfuse's `hello_ll_uds` (unmodified: a Unix stream socket at a fixed
+    /// path, messages framed by their length) gives the same answers.
+    #[test]
+    fn hello_ll_uds_over_a_stream_socket() {
+        let dir = tempfile::tempdir().unwrap();
+        let Some(exe) = example(dir.path(), "hello_ll_uds") else {
+            return;
+        };
+        let sock = std::path::Path::new("/tmp/libfuse-hello-ll.sock");
+        let _ = std::fs::remove_file(sock);
+        let mut child = std::process::Command::new(&exe)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut c = Err(Errno::ENOENT);
         for _ in 0..500 {
-            e = lookup(&c, 1, "hello").map(drop);
-            if e.is_err() {
+            c = Conn::connect(sock);
+            if c.is_ok() {
                 break;
             }
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        let e = e.unwrap_err();
-        assert!(e == Errno::ENOTCONN || e == Errno::ECONNABORTED, "{e:?}");
-        assert_eq!(lookup(&c, 1, "hello").unwrap_err(), Errno::ENOTCONN);
+        let c = c.unwrap();
+        assert!(c.negotiated().minor >= abi::FUSE_MIN_MINOR_VERSION);
+        let e = lookup(&c, 1, "hello").unwrap();
+        assert_eq!((e.attr.mode, e.attr.size), (0o100444, 13));
+        assert_eq!(lookup(&c, 1, "nope").unwrap_err(), Errno::ENOENT);
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for _ in 0..50 {
+                        assert_eq!(lookup(&c, 1, "hello").unwrap().attr.size, 13);
+                    }
+                });
+            }
+        });
+        child.kill().unwrap();
+        child.wait().unwrap();
+        fails_once_the_server_is_gone(&c);
+        let _ = std::fs::remove_file(sock);
+    }
+
+    /// On a stream, a header whose length cannot be right loses the framing: the
+    /// connection aborts (the caller gets ECONNABORTED), it is counted, nothing hangs.
+    #[test]
+    fn stream_with_a_bad_length_aborts() {
+        let py = std::process::Command::new("python3")
+            .arg("-c")
+            .arg("")
+            .status();
+        if missing(
+            "stream_with_a_bad_length_aborts",
+            "python3",
+            py.is_ok_and(|s| s.success()),
+        ) {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let server = r#"
+import os, socket, struct, sys
+l = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+l.bind(sys.argv[1]); l.listen(1)
+c, _ = l.accept()
+h = c.recv(40); ln, op, unique = struct.unpack_from('<IIQ', h); c.recv(ln - 40)
+init = struct.pack('<IIIIHHIIHHI28x', 7, 38, 65536, 0, 0, 0, 65536, 1, 32, 0, 0)
+c.sendall(struct.pack('<IiQ', 16 + len(init), 0, unique) + init)
+h = c.recv(40); ln, op, unique = struct.unpack_from('<IIQ', h)
+c.sendall(struct.pack('<IiQ', 8, 0, unique))
+c.recv(1)
+"#;
+        let mut child = std::process::Command::new("python3")
+            .args(["-c", server])
+            .arg(&path)
+            .spawn()
+            .unwrap();
+        let mut c = Err(Errno::ENOENT);
+        for _ in 0..500 {
+            c = Conn::connect(&path);
+            if c.is_ok() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let c = c.unwrap();
+        assert_eq!(c.negotiated().minor, 38);
+        let r = c.request(opcode::FUSE_GETATTR, 1, ROOT, &[&[0u8; 16]]);
+        assert_eq!(r.unwrap_err(), Errno::ECONNABORTED);
+        use crate::sync::plain::Ordering;
+        // Relaxed: a diagnostic counter, read after the abort.
+        assert_eq!(c.stats.proto_errors.load(Ordering::Relaxed), 1);
+        drop(c);
+        let _ = child.kill();
+        let _ = child.wait();
     }
 
     #[test]
