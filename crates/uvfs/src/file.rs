@@ -155,7 +155,7 @@ unsafe impl<V: Variant> RcuRefcounted for File<V> {
             // limits an unlinked file's space comes back now.
             let hot = V::Lines::<FileHot>::hot(&*std::ptr::addr_of!((*this).lines));
             let inode = &hot.f_dentry.d_inode;
-            if !hot.f_mode.contains(FMode::PATH) {
+            if !hot.f_mode.contains(FMode::PATH) && inode.wants_open() {
                 inode.i_op.release(inode);
             }
             inode.file_closed();
@@ -236,13 +236,14 @@ impl<V: Variant> File<V> {
     ) -> Result<FileHandle<V>> {
         let Path { mnt, dentry } = path;
         let inode = &dentry.d_inode;
-        if !mode.contains(FMode::PATH) {
+        let call = !mode.contains(FMode::PATH) && inode.wants_open();
+        if call {
             inode.i_op.open(inode, flags)?;
         }
         let f_list = match V::Files::add() {
             Ok(l) => l,
             Err(e) => {
-                if !mode.contains(FMode::PATH) {
+                if call {
                     inode.i_op.release(inode);
                 }
                 return Err(e);

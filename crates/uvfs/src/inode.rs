@@ -106,6 +106,15 @@ const I_REVALIDATE: u32 = 1 << 3;
 /// [`InodeOps::setattr`]: crate::fs::InodeOps::setattr
 const I_VFS_ATTRS: u32 = 1 << 4;
 
+/// `I_NOP_OPEN` in `Inode::i_flags`: the file system's [`FileOps::open`] and
+/// [`FileOps::release`] do nothing for this inode (tmpfs), so the VFS makes neither call
+/// (two indirect calls off every open and last close). Set before the inode is published,
+/// never cleared.
+///
+/// [`FileOps::open`]: crate::fs::FileOps::open
+/// [`FileOps::release`]: crate::fs::FileOps::release
+const I_NOP_OPEN: u32 = 1 << 5;
+
 /// What `Inode::evict` gives back.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Evict {
@@ -300,6 +309,20 @@ impl Inode {
     pub(crate) fn set_vfs_attrs(&mut self) {
         // `&mut`: a plain store, no locked instruction on the create path.
         *self.i_flags.get_mut() |= I_VFS_ATTRS;
+    }
+
+    /// Marks a new inode as one whose file system's `open` and `release` do nothing
+    /// (`I_NOP_OPEN`). Context: the inode is not yet published.
+    pub(crate) fn set_nop_open(&mut self) {
+        // `&mut`: a plain store.
+        *self.i_flags.get_mut() |= I_NOP_OPEN;
+    }
+
+    /// Whether the file system's `open` and `release` must be called for this inode.
+    #[inline]
+    pub(crate) fn wants_open(&self) -> bool {
+        // Relaxed: the bit is immutable after creation (set before publication).
+        self.i_flags.load(Ordering::Relaxed) & I_NOP_OPEN == 0
     }
 
     /// Gives this new inode `src`'s permission bits, owner, the three times (as `stat`

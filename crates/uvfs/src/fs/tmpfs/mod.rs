@@ -226,6 +226,7 @@ pub(crate) fn new_inode(
     }
     // The attributes are the VFS inode's alone (`setattr` below does nothing).
     inode.set_vfs_attrs();
+    inode.set_nop_open();
     Ok(inode)
 }
 

@@ -279,6 +279,7 @@ impl Builder {
             inode.set_evictable();
         }
         inode.set_vfs_attrs();
+        inode.set_nop_open();
         debug_assert_eq!(inode.mode() & crate::types::S_IFMT == S_IFDIR, src.is_dir());
         Ok(inode)
     }
