@@ -203,31 +203,69 @@ pub(crate) fn new_inode(
         ),
         _ => (0, 0),
     };
-    if let Some(a) = acct {
-        a.reserve_inode()?;
-        if let Err(e) = a.reserve_blocks(blocks / BLOCKS_PER_PAGE) {
+    let pages = blocks / BLOCKS_PER_PAGE;
+    charge(acct, pages, 0)?;
+    let t = TmpfsInode {
+        acct: acct.cloned(),
+        contents,
+        xattrs: Mutex::new(BTreeMap::new()),
+    };
+    Ok(assemble(ino, dev, args, t, size, pages))
+}
+
+/// Charges one new inode to `acct` (a mount's limits, if it has them): one inode of
+/// `nr_inodes`, `pages` pages of `size=` and `ispace` bytes of extended-attribute space;
+/// all or nothing.
+///
+/// # Errors
+/// `ENOSPC` when one of them does not fit; nothing stays charged then.
+fn charge(acct: Option<&Arc<Limits>>, pages: u64, ispace: u64) -> Result<()> {
+    let Some(a) = acct else { return Ok(()) };
+    a.reserve_inode()?;
+    if let Err(e) = a.reserve_blocks(pages) {
+        a.release_inode();
+        return Err(e);
+    }
+    if ispace > 0 {
+        if let Err(e) = a.reserve_ispace(ispace) {
+            a.release_blocks(pages);
             a.release_inode();
             return Err(e);
         }
     }
-    let i_op = Box::new(TmpfsInode {
-        acct: acct.cloned(),
-        contents,
-        xattrs: Mutex::new(BTreeMap::new()),
-    });
-    let mut inode = Inode::new(ino, dev, args.mode, args.uid, args.gid, args.now, i_op);
+    Ok(())
+}
+
+/// The inode for the tmpfs part `t`, charged already ([`charge`]): `args`' type, mode,
+/// owner, device number and times, `size` bytes and `pages` pages, and the flags every
+/// tmpfs inode carries (evictable on a mount with limits: from here on its `Drop` gives
+/// back what was charged).
+fn assemble(ino: u64, dev: u64, args: NewInode<'_>, t: TmpfsInode, size: u64, pages: u64) -> Inode {
+    let evictable = t.acct.is_some();
+    let mut inode = Inode::new(
+        ino,
+        dev,
+        args.mode,
+        args.uid,
+        args.gid,
+        args.now,
+        Box::new(t),
+    );
     inode.i_rdev = args.rdev;
     // Relaxed: the inode is not published yet; whatever publishes it orders these.
     inode.i_size.store(size, Ordering::Relaxed);
     // Relaxed: as above.
-    inode.i_blocks.store(blocks, Ordering::Relaxed);
-    if acct.is_some() {
+    inode
+        .i_blocks
+        .store(pages * BLOCKS_PER_PAGE, Ordering::Relaxed);
+    if evictable {
         inode.set_evictable();
     }
-    // The attributes are the VFS inode's alone (`setattr` below does nothing).
+    // The attributes are the VFS inode's alone (`setattr` below does nothing), and open
+    // and release have nothing to do.
     inode.set_vfs_attrs();
     inode.set_nop_open();
-    Ok(inode)
+    inode
 }
 
 impl FileSystem for Tmpfs {

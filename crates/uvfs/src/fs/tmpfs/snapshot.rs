@@ -5,6 +5,7 @@
 
 use super::{Contents, Limits, Tmpfs, TmpfsInode, Xattrs};
 use crate::dentry::Dentry;
+use crate::fs::NewInode;
 use crate::inode::Inode;
 use crate::mount::Mount;
 use crate::super_block::SuperBlock;
@@ -243,43 +244,30 @@ impl Builder {
             Contents::None => (Contents::None, 0, 0),
         };
         let xattrs: Xattrs = plock(&t.xattrs).clone();
-        if let Some(a) = &self.acct {
-            // As `new_inode` and `setxattr` charge them, all before anything is built.
-            let ispace = if a.limits_inodes() {
+        // As `new_inode` and `setxattr` charge them, all before anything is built.
+        let ispace = match &self.acct {
+            Some(a) if a.limits_inodes() => {
                 xattrs.iter().map(|(n, v)| super::xattr_space(n, v)).sum()
-            } else {
-                0
-            };
-            a.reserve_inode()?;
-            if let Err(e) = a.reserve_blocks(pages) {
-                a.release_inode();
-                return Err(e);
             }
-            if let Err(e) = a.reserve_ispace(ispace) {
-                a.release_blocks(pages);
-                a.release_inode();
-                return Err(e);
-            }
-        }
-        let i_op = Box::new(TmpfsInode {
+            _ => 0,
+        };
+        super::charge(self.acct.as_ref(), pages, ispace)?;
+        let t = TmpfsInode {
             acct: self.acct.clone(),
             contents,
             xattrs: Mutex::new(xattrs),
-        });
-        let mut inode = Inode::new(ino, self.dev, src.mode(), 0, 0, src.i_btime, i_op);
+        };
+        let args = NewInode {
+            mode: src.mode(),
+            uid: 0,
+            gid: 0,
+            rdev: 0,
+            target: None,
+            now: src.i_btime,
+        };
+        let mut inode = super::assemble(ino, self.dev, args, t, size, pages);
+        // Owner, times, btime and rdev are the source's.
         inode.copy_attrs_from(src);
-        // Relaxed: not yet published.
-        inode.i_size.store(size, Ordering::Relaxed);
-        // Relaxed: as above.
-        inode
-            .i_blocks
-            .store(pages * super::BLOCKS_PER_PAGE, Ordering::Relaxed);
-        if self.acct.is_some() {
-            // From here on, dropping the inode gives back what it holds (`evict`).
-            inode.set_evictable();
-        }
-        inode.set_vfs_attrs();
-        inode.set_nop_open();
         debug_assert_eq!(inode.mode() & crate::types::S_IFMT == S_IFDIR, src.is_dir());
         Ok(inode)
     }

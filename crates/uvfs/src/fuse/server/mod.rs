@@ -1167,12 +1167,13 @@ impl Filesystem for UvfsFuse {
             // writeback of mapped pages (`FUSE_WRITE_CACHE`) goes where its offset says.
             let append = OpenFlags::from_bits_retain(flags.0 as u32).contains(OpenFlags::APPEND)
                 && !write_flags.contains(fuser::WriteFlags::FUSE_WRITE_CACHE);
-            let f = t.fdget_raw(fd)?;
+            // One descriptor lookup for the flag and the writes (`pwrite`'s own body).
+            let f = t.fdget(fd)?;
             if f.flags().contains(OpenFlags::APPEND) != append {
                 f.set_flags(f.flags() ^ OpenFlags::APPEND);
             }
-            drop(f);
-            let n = t.pwrite(fd, data, off)?;
+            let (cred, fsize) = (t.cred(), t.getrlimit_fsize());
+            let n = f.write_at_offset(data, off, cred, fsize)?;
             if n == data.len() || !write_flags.contains(fuser::WriteFlags::FUSE_WRITE_CACHE) {
                 return Ok(n);
             }
@@ -1184,7 +1185,7 @@ impl Filesystem for UvfsFuse {
             let mut done = n;
             while done < data.len() {
                 let at = off + done as i64;
-                match t.pwrite(fd, &data[done..], at)? {
+                match f.write_at_offset(&data[done..], at, cred, fsize)? {
                     0 => return Err(Errno::EIO),
                     k => done += k,
                 }
