@@ -576,12 +576,13 @@ impl<V: Variant> FdTable<V> {
     }
 
     /// `close(fd)`: removes the descriptor and drops its reference (`file_close_fd` +
-    /// `filp_close`).
+    /// `filp_close`), after the file system's `->flush` for a file that has one.
     ///
     /// # Errors
-    /// `EBADF` if `fd` is not open.
+    /// `EBADF` if `fd` is not open; the file system's flush error (the descriptor is
+    /// closed all the same, as Linux's).
     pub fn close_fd(&self, fd: i32) -> Result<()> {
-        let file = {
+        let (file, last) = {
             let mut a = self.alloc_locked();
             let fd = u32::try_from(fd).map_err(|_| Errno::EBADF)?;
             if fd >= a.max_fds {
@@ -603,14 +604,33 @@ impl<V: Variant> FdTable<V> {
             a.set_cloexec(fd, false);
             a.next_fd = a.next_fd.min(fd);
             if !a.slot_put(p) {
-                // Other slots still name the file: no shared write at all.
-                return Ok(());
+                // Other slots still name the file: the table keeps its reference, which
+                // keeps the file alive while we hold the lock.
+                // SAFETY: as just said.
+                let f = unsafe { &*p };
+                if !f.wants_flush() {
+                    // No shared write at all.
+                    return Ok(());
+                }
+                // A reference of our own for the flush, which must not run under the lock
+                // (a FUSE file system's waits on its server).
+                // SAFETY: `p` is the table's reference, not given up: the clone is a new
+                // one, and `ManuallyDrop` leaves the table's alone.
+                let mine = (*std::mem::ManuallyDrop::new(unsafe { RcuRef::from_raw(p) })).clone();
+                (mine, false)
+            } else {
+                // SAFETY: that was the table's last slot naming the file: its reference is
+                // ours.
+                (unsafe { RcuRef::from_raw(p) }, true)
             }
-            p
         };
-        // SAFETY: that was the table's last slot naming the file: its reference is ours.
-        RcuRef::put_close(unsafe { RcuRef::from_raw(file) });
-        Ok(())
+        let r = file.flush();
+        if last {
+            RcuRef::put_close(file);
+        } else {
+            drop(file);
+        }
+        r
     }
 
     /// `do_dup2`: makes `newfd` refer to the file at `oldfd`, closing what `newfd` held.

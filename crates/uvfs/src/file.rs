@@ -6,7 +6,8 @@
 //!
 //! # Layout (three 64-byte lines, 192 bytes)
 //! ```text
-//! line 0  FileHot: f_mode, f_flags, f_dentry, f_cred_id read by every syscall, written never
+//! line 0  FileHot: f_mode, f_flags, f_dentry, f_cred_id,  read by every syscall, written never
+//!         f_private
 //!                                                       (f_flags: only by F_SETFL)
 //! line 1  f_ref (FileRef)                               written by every fget/fput/dup/close
 //! line 2  f_pos_lock + f_pos, f_dir_end                 written by read/write/lseek
@@ -16,7 +17,7 @@
 //! default [`Uvfs`] variant is the layout above; ablation variants swap one of them.
 //!
 //! # Invariants
-//! - `f_mode`, `f_dentry` and `f_cred_id` are immutable after `open`.
+//! - `f_mode`, `f_dentry`, `f_cred_id` and `f_private` are immutable after `open`.
 //! - `f_pos` and `f_dir_end` are protected by `f_pos_lock`; `pread`/`pwrite` never touch
 //!   them.
 
@@ -60,7 +61,7 @@ bitflags! {
 }
 
 /// The read-mostly first cache line of a `File`: `f_mode`, `f_flags`, the dentry, the
-/// mount, the opener's credential identity (40 bytes).
+/// mount, the opener's credential identity, the file system's handle (48 bytes).
 #[derive(Debug)]
 pub struct FileHot {
     /// Immutable after open.
@@ -78,6 +79,11 @@ pub struct FileHot {
     /// The opener's credential identity (`Task::cred_id`; Linux: `f_cred`). Immutable after
     /// open; read only by `linkat` with `AT_EMPTY_PATH`.
     pub(crate) f_cred_id: u64,
+    /// The file system's handle for this open file (`FileOps::open`'s result; Linux
+    /// `private_data`, a FUSE server's `fh`), passed to every `FileOps` call on the file.
+    /// Immutable after open (line 0: read by every read and write, which read the line
+    /// anyway).
+    pub(crate) f_private: u64,
 }
 
 /// An open file description.
@@ -156,7 +162,7 @@ unsafe impl<V: Variant> RcuRefcounted for File<V> {
             let hot = V::Lines::<FileHot>::hot(&*std::ptr::addr_of!((*this).lines));
             let inode = &hot.f_dentry.d_inode;
             if !hot.f_mode.contains(FMode::PATH) && inode.wants_open() {
-                inode.i_op.release(inode);
+                inode.i_op.release(inode, hot.f_private);
             }
             inode.file_closed();
             V::Lines::<FileHot>::drop_hot(std::ptr::addr_of_mut!((*this).lines));
@@ -237,14 +243,16 @@ impl<V: Variant> File<V> {
         let Path { mnt, dentry } = path;
         let inode = &dentry.d_inode;
         let call = !mode.contains(FMode::PATH) && inode.wants_open();
-        if call {
-            inode.i_op.open(inode, flags)?;
-        }
+        let f_private = if call {
+            inode.i_op.open(inode, flags)?
+        } else {
+            0
+        };
         let f_list = match V::Files::add() {
             Ok(l) => l,
             Err(e) => {
                 if call {
-                    inode.i_op.release(inode);
+                    inode.i_op.release(inode, f_private);
                 }
                 return Err(e);
             }
@@ -258,6 +266,7 @@ impl<V: Variant> File<V> {
                     f_dentry: dentry,
                     f_mnt: mnt,
                     f_cred_id: cred_id,
+                    f_private,
                 },
                 V::Ref::new(1),
             ),
@@ -299,6 +308,31 @@ impl<V: Variant> File<V> {
     pub(crate) fn set_flags(&self, flags: OpenFlags) {
         // Relaxed: see `flags`.
         self.hot().f_flags.store(flags.bits(), Ordering::Relaxed);
+    }
+
+    /// Whether a `close(2)` of a descriptor of this file calls the file system's
+    /// `->flush` (its inode's file system has per-open state; never for `O_PATH`).
+    #[inline]
+    pub(crate) fn wants_flush(&self) -> bool {
+        !self.mode().contains(FMode::PATH) && self.inode().wants_open()
+    }
+
+    /// `filp_close`'s `->flush`, for a descriptor of this file being closed.
+    ///
+    /// # Errors
+    /// The file system's ([`FileOps::flush`](crate::fs::FileOps::flush)).
+    pub(crate) fn flush(&self) -> Result<()> {
+        if !self.wants_flush() {
+            return Ok(());
+        }
+        let inode = self.inode();
+        inode.i_op.flush(inode, self.fh())
+    }
+
+    /// The file system's handle for this open file (`FileOps::open`'s result).
+    #[inline]
+    pub(crate) fn fh(&self) -> u64 {
+        self.hot().f_private
     }
 
     /// The inode.

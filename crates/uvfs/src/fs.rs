@@ -355,25 +355,44 @@ pub trait InodeOps: Send + Sync {
     /// `->statfs` of the file system holding `inode` (Linux reaches it through
     /// `dentry->d_sb`; a uvfs inode reaches its file system through its own operations, so
     /// that creating one writes no count on the super block).
-    fn statfs(&self, inode: &Inode) -> StatFs;
+    ///
+    /// # Errors
+    /// The file system's (hostfs: the host's `fstatfs`; FUSE: the server's `STATFS`).
+    fn statfs(&self, inode: &Inode) -> Result<StatFs>;
 }
 
-/// Operations on an open file of one inode (Linux `file_operations`).
+/// Operations on an open file of one inode (Linux `file_operations`). Every call on an
+/// open `File` passes `fh`, the handle its [`open`](Self::open) returned (0 for a `File`
+/// whose inode skips `open`, `I_NOP_OPEN`, and for `O_PATH` files, which make no data call).
 pub trait FileOps: Send + Sync {
     /// `->open`: a `File` of `inode` is being opened with `flags` (access mode included),
-    /// after the VFS's permission checks. Every successful `open` is paired with one
-    /// [`release`](Self::release).
+    /// after the VFS's permission checks. Returns the file's private handle (Linux
+    /// `file->private_data`; a FUSE server's `fh`), which the VFS keeps in the `File` and
+    /// passes to every later call on it; 0 for a file system without per-open state.
+    /// Every successful `open` is paired with one [`release`](Self::release).
     ///
     /// # Errors
     /// The file system's (`EACCES`, `ENXIO`, `EMFILE`/`ENFILE` for host resources).
-    fn open(&self, inode: &Inode, flags: crate::types::OpenFlags) -> Result<()> {
+    fn open(&self, inode: &Inode, flags: crate::types::OpenFlags) -> Result<u64> {
         let _ = (inode, flags);
+        Ok(0)
+    }
+
+    /// `->flush`: a descriptor of the `File` with handle `fh` is being closed by
+    /// `close(2)` (Linux `filp_close`, on every close, not only the last). Its error is
+    /// `close`'s; the descriptor is closed either way.
+    ///
+    /// # Errors
+    /// The file system's (`EIO` for data it could not write back).
+    fn flush(&self, inode: &Inode, fh: u64) -> Result<()> {
+        let _ = (inode, fh);
         Ok(())
     }
 
-    /// `->release`: the last reference to a `File` opened by [`open`](Self::open) went.
-    fn release(&self, inode: &Inode) {
-        let _ = inode;
+    /// `->release`: the last reference to a `File` opened by [`open`](Self::open), with
+    /// the handle `fh` that `open` returned, went.
+    fn release(&self, inode: &Inode, fh: u64) {
+        let _ = (inode, fh);
     }
 
     /// `->iterate_shared` for a directory whose dentry cache is not complete (marked
@@ -388,8 +407,14 @@ pub trait FileOps: Send + Sync {
     /// # Errors
     /// `ENOTDIR` (the default, for file systems whose dentry cache is complete);
     /// the file system's.
-    fn iterate_dir(&self, dir: &Inode, pos: u64, emit: &mut DirEmit<'_>) -> Result<Option<u64>> {
-        let _ = (dir, pos, emit);
+    fn iterate_dir(
+        &self,
+        dir: &Inode,
+        fh: u64,
+        pos: u64,
+        emit: &mut DirEmit<'_>,
+    ) -> Result<Option<u64>> {
+        let _ = (dir, fh, pos, emit);
         Err(Errno::ENOTDIR)
     }
 
@@ -397,8 +422,8 @@ pub trait FileOps: Send + Sync {
     ///
     /// # Errors
     /// `EISDIR` on a directory, `EINVAL` on a file without data.
-    fn read_at(&self, inode: &Inode, buf: &mut [u8], off: u64) -> Result<usize> {
-        let _ = (buf, off);
+    fn read_at(&self, inode: &Inode, fh: u64, buf: &mut [u8], off: u64) -> Result<usize> {
+        let _ = (fh, buf, off);
         Err(not_regular(inode))
     }
 
@@ -415,6 +440,7 @@ pub trait FileOps: Send + Sync {
     fn write_at(
         &self,
         inode: &Inode,
+        fh: u64,
         buf: &[u8],
         off: u64,
         append: bool,
@@ -422,7 +448,7 @@ pub trait FileOps: Send + Sync {
         cred: &Cred,
         fsize_limit: u64,
     ) -> Result<(usize, u64)> {
-        let _ = (buf, off, append, now, cred, fsize_limit);
+        let _ = (fh, buf, off, append, now, cred, fsize_limit);
         Err(not_regular(inode))
     }
 
@@ -436,6 +462,7 @@ pub trait FileOps: Send + Sync {
     fn fallocate(
         &self,
         inode: &Inode,
+        fh: u64,
         off: u64,
         len: u64,
         punch: bool,
@@ -443,7 +470,7 @@ pub trait FileOps: Send + Sync {
         now: Timespec,
         cred: &Cred,
     ) -> Result<()> {
-        let _ = (off, len, punch, keep_size, now, cred);
+        let _ = (fh, off, len, punch, keep_size, now, cred);
         Err(if inode.is_reg() {
             Errno::EOPNOTSUPP
         } else {
@@ -455,7 +482,8 @@ pub trait FileOps: Send + Sync {
     ///
     /// # Errors
     /// `ENXIO` at or past the end of file.
-    fn seek_data_hole(&self, inode: &Inode, off: u64, data: bool) -> Result<u64> {
+    fn seek_data_hole(&self, inode: &Inode, fh: u64, off: u64, data: bool) -> Result<u64> {
+        let _ = fh;
         let size = inode.size();
         match (off >= size, data) {
             (true, _) => Err(Errno::ENXIO),
@@ -469,7 +497,7 @@ pub trait FileOps: Send + Sync {
     ///
     /// # Errors
     /// `EIO` and the like from the storage below.
-    fn fsync(&self, inode: &Inode, datasync: bool) -> Result<()>;
+    fn fsync(&self, inode: &Inode, fh: u64, datasync: bool) -> Result<()>;
 }
 
 /// An inode's file-system part: its [`InodeOps`] and [`FileOps`] in one vtable, so that a

@@ -937,14 +937,16 @@ impl Inode {
 
     /// Reads at `off` through the file system ([`FileOps::read_at`](crate::fs::FileOps)).
     #[inline]
-    pub(crate) fn read_at(&self, buf: &mut [u8], off: u64) -> Result<usize> {
-        self.i_op.read_at(self, buf, off)
+    pub(crate) fn read_at(&self, fh: u64, buf: &mut [u8], off: u64) -> Result<usize> {
+        self.i_op.read_at(self, fh, buf, off)
     }
 
     /// Writes through the file system ([`FileOps::write_at`](crate::fs::FileOps)).
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn write_at(
         &self,
+        fh: u64,
         buf: &[u8],
         off: u64,
         append: bool,
@@ -953,7 +955,7 @@ impl Inode {
         fsize_limit: u64,
     ) -> Result<(usize, u64)> {
         self.i_op
-            .write_at(self, buf, off, append, now, cred, fsize_limit)
+            .write_at(self, fh, buf, off, append, now, cred, fsize_limit)
     }
 
     /// Truncates through the file system ([`InodeOps::truncate`](crate::fs::InodeOps)).
@@ -965,6 +967,7 @@ impl Inode {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn fallocate(
         &self,
+        fh: u64,
         off: u64,
         len: u64,
         punch: bool,
@@ -973,13 +976,13 @@ impl Inode {
         cred: &Cred,
     ) -> Result<()> {
         self.i_op
-            .fallocate(self, off, len, punch, keep_size, now, cred)
+            .fallocate(self, fh, off, len, punch, keep_size, now, cred)
     }
 
     /// `SEEK_DATA`/`SEEK_HOLE` through the file system
     /// ([`FileOps::seek_data_hole`](crate::fs::FileOps)).
-    pub(crate) fn seek_data_hole(&self, off: u64, data: bool) -> Result<u64> {
-        self.i_op.seek_data_hole(self, off, data)
+    pub(crate) fn seek_data_hole(&self, fh: u64, off: u64, data: bool) -> Result<u64> {
+        self.i_op.seek_data_hole(self, fh, off, data)
     }
 
     /// `inode_newsize_ok`: growing a regular file to `len` bytes is refused past the

@@ -245,8 +245,8 @@ impl<V: Variant> OpenFile<V> {
     /// # Errors
     /// `EBADF` for an `O_PATH` file; the file system's (hostfs: the host's `fsync`).
     pub fn sync_all(&self) -> io::Result<()> {
-        let inode = self.not_path()?.inode();
-        Ok(inode.i_op.fsync(inode, false)?)
+        let f = self.not_path()?;
+        Ok(f.inode().i_op.fsync(f.inode(), f.fh(), false)?)
     }
 }
 

@@ -233,7 +233,15 @@ impl<V: Variant> Task<V> {
             inode.newsize_ok(end, self.getrlimit_fsize())?;
         }
         let now = coarse_now();
-        inode.fallocate(offset as u64, len as u64, punch, keep, now, &self.cred)
+        inode.fallocate(
+            f.fh(),
+            offset as u64,
+            len as u64,
+            punch,
+            keep,
+            now,
+            &self.cred,
+        )
     }
 }
 
@@ -248,7 +256,7 @@ impl<V: Variant> File<V> {
         let mut pos = plock(&f.f_pos);
         check_read(f, *pos, buf.len())?;
         let len = buf.len().min(MAX_RW_COUNT);
-        let n = f.inode().read_at(&mut buf[..len], *pos)?;
+        let n = f.inode().read_at(f.fh(), &mut buf[..len], *pos)?;
         *pos += n as u64;
         drop(pos);
         f.file_accessed();
@@ -261,7 +269,7 @@ impl<V: Variant> File<V> {
         let f = self;
         check_read(f, offset as u64, buf.len())?;
         let len = buf.len().min(MAX_RW_COUNT);
-        let n = f.inode().read_at(&mut buf[..len], offset as u64)?;
+        let n = f.inode().read_at(f.fh(), &mut buf[..len], offset as u64)?;
         f.file_accessed();
         Ok(n)
     }
@@ -278,7 +286,7 @@ impl<V: Variant> File<V> {
         let now = coarse_now();
         let (n, end) = f
             .inode()
-            .write_at(&buf[..len], *pos, append, now, cred, fsize)?;
+            .write_at(f.fh(), &buf[..len], *pos, append, now, cred, fsize)?;
         *pos = end;
         Ok(n)
     }
@@ -297,9 +305,9 @@ impl<V: Variant> File<V> {
         let len = buf.len().min(MAX_RW_COUNT);
         let append = f.flags().contains(OpenFlags::APPEND);
         let now = coarse_now();
-        let (n, _) = f
-            .inode()
-            .write_at(&buf[..len], offset as u64, append, now, cred, fsize)?;
+        let (n, _) =
+            f.inode()
+                .write_at(f.fh(), &buf[..len], offset as u64, append, now, cred, fsize)?;
         Ok(n)
     }
 
@@ -326,7 +334,7 @@ impl<V: Variant> File<V> {
                 if offset < 0 {
                     return Err(Errno::ENXIO);
                 }
-                inode.seek_data_hole(offset as u64, whence == SEEK_DATA)? as i64
+                inode.seek_data_hole(f.fh(), offset as u64, whence == SEEK_DATA)? as i64
             }
             _ => return Err(Errno::EINVAL),
         };

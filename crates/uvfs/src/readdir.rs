@@ -167,6 +167,7 @@ impl<V: Variant> Task<V> {
                 let mut emitted = *pos;
                 let r = inode.i_op.iterate_dir(
                     inode,
+                    f.fh(),
                     *pos - FIRST_COOKIE,
                     &mut |name, ino, dtype, next| {
                         let next = next.saturating_add(FIRST_COOKIE).min(FS_EOD);

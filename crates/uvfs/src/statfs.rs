@@ -42,7 +42,7 @@ impl<V: Variant> Task<V> {
         let path = getname(path.path_bytes(), false)?;
         self.with_walk(Fd::AT_FDCWD.into(), path, |nd, start| {
             let d = nd.walk(start, path, true, false)?;
-            Ok(with_mount_flags(d.d_inode.i_op.statfs(&d.d_inode), nd.mnt))
+            Ok(with_mount_flags(d.d_inode.i_op.statfs(&d.d_inode)?, nd.mnt))
         })
     }
 
@@ -57,7 +57,7 @@ impl<V: Variant> Task<V> {
     pub fn fstatfs(&self, fd: Fd) -> Result<StatFs> {
         let f = self.fdget_raw(fd)?;
         Ok(with_mount_flags(
-            f.inode().i_op.statfs(f.inode()),
+            f.inode().i_op.statfs(f.inode())?,
             f.mount(),
         ))
     }
@@ -72,7 +72,7 @@ impl<V: Variant> Task<V> {
     /// fsync(2); Linux `do_fsync` (`fdget`), `noop_fsync`.
     pub fn fsync(&self, fd: Fd) -> Result<()> {
         let f = self.fdget(fd)?;
-        f.inode().i_op.fsync(f.inode(), false)
+        f.inode().i_op.fsync(f.inode(), f.fh(), false)
     }
 
     /// `fdatasync(2)`: as [`fsync`](Self::fsync).
@@ -84,6 +84,6 @@ impl<V: Variant> Task<V> {
     /// fdatasync(2); Linux `do_fsync`.
     pub fn fdatasync(&self, fd: Fd) -> Result<()> {
         let f = self.fdget(fd)?;
-        f.inode().i_op.fsync(f.inode(), true)
+        f.inode().i_op.fsync(f.inode(), f.fh(), true)
     }
 }

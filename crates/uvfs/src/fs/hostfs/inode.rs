@@ -13,7 +13,7 @@
 use super::{host_err, key_of, open_path, store_attrs, HostResult, Key, Shared};
 use crate::cred::Cred;
 use crate::fs::{DirEmit, FileOps, InodeOps, NewInode, SetAttr};
-use crate::inode::{Inode, MAX_LFS_FILESIZE, PAGE_SIZE};
+use crate::inode::{Inode, MAX_LFS_FILESIZE};
 use crate::namei::NAME_MAX;
 use crate::sync::plain::{AtomicU64, Mutex, Ordering};
 use crate::sync::plock;
@@ -737,42 +737,34 @@ impl InodeOps for HostInode {
         Ok(len)
     }
 
-    fn statfs(&self, inode: &Inode) -> StatFs {
+    /// The host's `fstatfs` of the inode's descriptor, with uvfs's device as the id.
+    fn statfs(&self, inode: &Inode) -> Result<StatFs> {
         let dev = inode.i_dev;
+        let s = rustix::fs::fstatfs(&self.path_fd()?).h()?;
         let mut out = StatFs {
-            f_bsize: PAGE_SIZE as i64,
-            f_frsize: PAGE_SIZE as i64,
-            f_namelen: NAME_MAX as i64,
-            f_flags: crate::statfs::ST_VALID,
-            ..Default::default()
+            f_type: s.f_type,
+            f_bsize: s.f_bsize,
+            f_blocks: s.f_blocks,
+            f_bfree: s.f_bfree,
+            f_bavail: s.f_bavail,
+            f_files: s.f_files,
+            f_ffree: s.f_ffree,
+            f_fsid: [dev as u32 as i32, (dev >> 32) as u32 as i32],
+            f_namelen: s.f_namelen,
+            f_frsize: s.f_frsize,
+            f_flags: s.f_flags,
         };
-        if let Ok(s) = self.path_fd().and_then(|fd| rustix::fs::fstatfs(&fd).h()) {
-            out = StatFs {
-                f_type: s.f_type,
-                f_bsize: s.f_bsize,
-                f_blocks: s.f_blocks,
-                f_bfree: s.f_bfree,
-                f_bavail: s.f_bavail,
-                f_files: s.f_files,
-                f_ffree: s.f_ffree,
-                f_fsid: out.f_fsid,
-                f_namelen: s.f_namelen,
-                f_frsize: s.f_frsize,
-                f_flags: s.f_flags,
-            };
-        }
-        out.f_fsid = [dev as u32 as i32, (dev >> 32) as u32 as i32];
         if self.fs.opts.read_only {
             out.f_flags |= 1; // ST_RDONLY
         }
-        out
+        Ok(out)
     }
 }
 
 impl FileOps for HostInode {
     /// For a regular file: the shared data descriptor, opened (or reopened wider) with the
     /// widest access the host grants that covers `flags`.
-    fn open(&self, inode: &Inode, flags: OpenFlags) -> Result<()> {
+    fn open(&self, inode: &Inode, flags: OpenFlags) -> Result<u64> {
         if inode.is_dir() {
             // An open directory keeps its descriptor (which then outlives eviction and
             // `rmdir`: a removed directory stays usable as a `dirfd`, as on Linux).
@@ -782,10 +774,10 @@ impl FileOps for HostInode {
                 d.fd = Some(fd);
             }
             d.opens += 1;
-            return Ok(());
+            return Ok(0);
         }
         if !inode.is_reg() {
-            return Ok(());
+            return Ok(0);
         }
         let acc = flags.access_mode();
         let want_write = acc == 1 || acc == 2 || flags.contains(OpenFlags::TRUNC);
@@ -824,10 +816,10 @@ impl FileOps for HostInode {
             d = plock(&self.data);
         }
         d.opens += 1;
-        Ok(())
+        Ok(0)
     }
 
-    fn release(&self, inode: &Inode) {
+    fn release(&self, inode: &Inode, _fh: u64) {
         if !inode.is_reg() && !inode.is_dir() {
             return;
         }
@@ -853,7 +845,13 @@ impl FileOps for HostInode {
 
     /// The host directory's `getdents64` from the host cookie `pos` (0: the start), `.`
     /// and `..` left out (the VFS lists them); at the end, the host's end position.
-    fn iterate_dir(&self, _dir: &Inode, pos: u64, emit: &mut DirEmit<'_>) -> Result<Option<u64>> {
+    fn iterate_dir(
+        &self,
+        _dir: &Inode,
+        _fh: u64,
+        pos: u64,
+        emit: &mut DirEmit<'_>,
+    ) -> Result<Option<u64>> {
         let fd = self.open_dir()?;
         let pos = i64::try_from(pos).map_err(|_| Errno::EINVAL)?;
         rustix::fs::seek(&fd, rustix::fs::SeekFrom::Start(pos as u64)).h()?;
@@ -885,7 +883,7 @@ impl FileOps for HostInode {
     }
 
     /// `pread` on the data descriptor.
-    fn read_at(&self, inode: &Inode, buf: &mut [u8], off: u64) -> Result<usize> {
+    fn read_at(&self, inode: &Inode, _fh: u64, buf: &mut [u8], off: u64) -> Result<usize> {
         if !inode.is_reg() {
             return Err(crate::fs::not_regular(inode));
         }
@@ -897,6 +895,7 @@ impl FileOps for HostInode {
     fn write_at(
         &self,
         inode: &Inode,
+        _fh: u64,
         buf: &[u8],
         off: u64,
         append: bool,
@@ -937,6 +936,7 @@ impl FileOps for HostInode {
     fn fallocate(
         &self,
         inode: &Inode,
+        _fh: u64,
         off: u64,
         len: u64,
         punch: bool,
@@ -963,7 +963,7 @@ impl FileOps for HostInode {
 
     /// The host's `lseek(SEEK_DATA | SEEK_HOLE)`; the data descriptor's offset is unused
     /// (data calls are `pread`/`pwrite`).
-    fn seek_data_hole(&self, inode: &Inode, off: u64, data: bool) -> Result<u64> {
+    fn seek_data_hole(&self, inode: &Inode, _fh: u64, off: u64, data: bool) -> Result<u64> {
         if !inode.is_reg() {
             return Err(crate::fs::not_regular(inode));
         }
@@ -977,7 +977,7 @@ impl FileOps for HostInode {
     }
 
     /// The host's `fsync`/`fdatasync` (a directory opened for the call).
-    fn fsync(&self, inode: &Inode, datasync: bool) -> Result<()> {
+    fn fsync(&self, inode: &Inode, _fh: u64, datasync: bool) -> Result<()> {
         let fd: Arc<OwnedFd> = if inode.is_reg() {
             self.open_fd()?
         } else if inode.is_dir() {

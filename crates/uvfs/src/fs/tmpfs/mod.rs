@@ -455,7 +455,7 @@ impl InodeOps for TmpfsInode {
 
     /// `shmem_statfs`: block and inode counts from the mount's limits; a limit not set
     /// leaves its counts 0, as `size=0`/`nr_inodes=0`.
-    fn statfs(&self, inode: &Inode) -> StatFs {
+    fn statfs(&self, inode: &Inode) -> Result<StatFs> {
         let dev = inode.i_dev;
         let (mut f_blocks, mut f_bfree, mut f_files, mut f_ffree) = (0, 0, 0, 0);
         if let Some(l) = &self.acct {
@@ -469,7 +469,7 @@ impl InodeOps for TmpfsInode {
                 f_ffree = max_inodes.saturating_sub(used_inodes);
             }
         }
-        StatFs {
+        Ok(StatFs {
             f_blocks,
             f_bfree,
             f_bavail: f_bfree,
@@ -481,13 +481,13 @@ impl InodeOps for TmpfsInode {
             f_namelen: NAME_MAX as i64,
             f_frsize: PAGE_SIZE as i64,
             f_flags: ST_VALID | ST_RELATIME,
-        }
+        })
     }
 }
 
 impl FileOps for TmpfsInode {
     #[inline]
-    fn read_at(&self, inode: &Inode, buf: &mut [u8], off: u64) -> Result<usize> {
+    fn read_at(&self, inode: &Inode, _fh: u64, buf: &mut [u8], off: u64) -> Result<usize> {
         match self.reg() {
             Some(d) => regular::read_at(d, inode, buf, off),
             None => Err(crate::fs::not_regular(inode)),
@@ -497,6 +497,7 @@ impl FileOps for TmpfsInode {
     fn write_at(
         &self,
         inode: &Inode,
+        _fh: u64,
         buf: &[u8],
         off: u64,
         append: bool,
@@ -523,6 +524,7 @@ impl FileOps for TmpfsInode {
     fn fallocate(
         &self,
         inode: &Inode,
+        _fh: u64,
         off: u64,
         len: u64,
         punch: bool,
@@ -539,11 +541,11 @@ impl FileOps for TmpfsInode {
     }
 
     /// `noop_fsync`: memory is where tmpfs keeps its data.
-    fn fsync(&self, _inode: &Inode, _datasync: bool) -> Result<()> {
+    fn fsync(&self, _inode: &Inode, _fh: u64, _datasync: bool) -> Result<()> {
         Ok(())
     }
 
-    fn seek_data_hole(&self, inode: &Inode, off: u64, data: bool) -> Result<u64> {
+    fn seek_data_hole(&self, inode: &Inode, _fh: u64, off: u64, data: bool) -> Result<u64> {
         match self.reg() {
             Some(d) => regular::seek_data_hole(d, inode, off, data),
             None => Err(crate::fs::not_regular(inode)),
