@@ -138,3 +138,12 @@ pub(crate) enum TimeUpdate {
     /// This explicit time.
     Set(Timespec),
 }
+
+/// Monotonic nanoseconds (`CLOCK_MONOTONIC`): the clock of cache timeouts (hostfs's
+/// `attr_timeout`, a FUSE server's entry and attribute validity).
+pub(crate) fn mono_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    (t.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(t.tv_nsec as u64)
+}

@@ -4,7 +4,7 @@
 
 #[allow(dead_code)] // the client's wire format; used by the transport next (issue 11)
 pub(crate) mod abi;
-pub(crate) mod client;
+pub mod client;
 #[cfg(feature = "fuse")]
 mod handles;
 #[cfg(feature = "fuse")]

@@ -17,6 +17,7 @@ use crate::inode::{Inode, MAX_LFS_FILESIZE};
 use crate::namei::NAME_MAX;
 use crate::sync::plain::{AtomicU64, Mutex, Ordering};
 use crate::sync::plock;
+use crate::time::mono_ns;
 use crate::types::StatFs;
 use crate::types::*;
 use crate::{Errno, Result};
@@ -91,14 +92,6 @@ pub(crate) fn host(inode: &Inode) -> Result<&HostInode> {
         .as_any()
         .downcast_ref::<HostInode>()
         .ok_or(Errno::EXDEV)
-}
-
-/// Monotonic nanoseconds.
-fn mono_ns() -> u64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    (t.tv_sec as u64)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(t.tv_nsec as u64)
 }
 
 impl HostInode {

@@ -62,8 +62,9 @@ const OFFER_MINOR: u32 = abi::FUSE_KERNEL_MINOR_VERSION;
 
 /// The capabilities uvfs offers in INIT: only what it implements (no splice,
 /// passthrough, DAX, writeback cache, locks).
+/// (`FUSE_ATOMIC_O_TRUNC` is not offered: the VFS truncates after the open itself, as
+/// Linux's `handle_truncate`, so OPEN never carries `O_TRUNC`.)
 const OFFER_FLAGS: u64 = init::FUSE_ASYNC_READ
-    | init::FUSE_ATOMIC_O_TRUNC
     | init::FUSE_BIG_WRITES
     | init::FUSE_DONT_MASK
     | init::FUSE_MAX_PAGES
@@ -145,7 +146,13 @@ pub(crate) struct Conn {
     pub(super) child: Mutex<Option<std::process::Child>>,
     /// The reader thread, joined at drop.
     reader: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// What applies the server's notifications (INVAL_INODE, INVAL_ENTRY, DELETE): the
+    /// file system over this connection, set once at its mount; run on the reader thread.
+    notify: std::sync::OnceLock<NotifyFn>,
 }
+
+/// A notification handler: `(code, payload)`.
+pub(crate) type NotifyFn = Box<dyn Fn(i32, &[u8]) + Send + Sync>;
 
 /// Connection ids (for the per-thread unique batches; never reused).
 static NEXT_CONN_ID: AtomicU64 = AtomicU64::new(1);
@@ -261,6 +268,7 @@ impl Conn {
             stats: ConnStats::default(),
             child: Mutex::new(child),
             reader: Mutex::new(None),
+            notify: std::sync::OnceLock::new(),
         });
         let weak = Arc::downgrade(&conn);
         let fd = conn
@@ -274,6 +282,11 @@ impl Conn {
             .map_err(|_| Errno::EAGAIN)?;
         *plock(&conn.reader) = Some(h);
         Ok(conn)
+    }
+
+    /// Sets what applies the server's notifications (once; later calls are ignored).
+    pub(crate) fn set_notify(&self, f: NotifyFn) {
+        let _ = self.notify.set(f);
     }
 
     /// What INIT settled.
@@ -355,6 +368,21 @@ impl Conn {
         // SAFETY: the waiter's reference, not used after.
         unsafe { Request::put(p) };
         r
+    }
+
+    /// Sends a message no reply answers (FORGET, BATCH_FORGET; DESTROY at unmount, whose
+    /// reply, if one comes before the connection closes, is dropped as unknown) and
+    /// returns at once.
+    ///
+    /// # Errors
+    /// `ENOTCONN` once the connection aborted; the socket's errno.
+    pub(crate) fn send_oneway(&self, op: u32, nodeid: u64, args: &[&[u8]]) -> Result<()> {
+        // Relaxed: a hint, as in `request`; a send to a closed peer fails on its own.
+        if !self.connected.load(Ordering::Relaxed) {
+            return Err(Errno::ENOTCONN);
+        }
+        let msg = encode(op, self.next_unique(), nodeid, (0, 0, 0), args);
+        self.send_msg(&msg).map_err(Errno::from)
     }
 
     /// Sends one message (whole, not interleaved with another sender's).
@@ -540,12 +568,14 @@ fn dispatch(conn: &Conn, msg: &[u8]) {
                 conn.stats.unknown_uniques.fetch_add(1, Ordering::Relaxed);
             }
         }
-        Ok(Message::Notify { .. }) => {
-            // Notifications are applied by the file system over this connection (not
-            // built yet); refused and counted until then.
-            // Relaxed: a diagnostic counter.
-            conn.stats.proto_errors.fetch_add(1, Ordering::Relaxed);
-        }
+        Ok(Message::Notify { code, payload }) => match conn.notify.get() {
+            Some(f) => f(code, payload),
+            None => {
+                // No file system over the connection yet: nothing to apply it to.
+                // Relaxed: a diagnostic counter.
+                conn.stats.proto_errors.fetch_add(1, Ordering::Relaxed);
+            }
+        },
         Err(_) => {
             // Relaxed: a diagnostic counter.
             conn.stats.proto_errors.fetch_add(1, Ordering::Relaxed);

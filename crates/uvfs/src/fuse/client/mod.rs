@@ -1,22 +1,24 @@
 //! uvfs as a FUSE client (issue 11, in progress): FUSE servers mounted inside a uvfs
-//! namespace, without /dev/fuse or a kernel mount.
+//! namespace, without /dev/fuse or a kernel mount ([`mount`]).
 //!
-//! Built so far: the request lifecycle's interrupt protocol ([`request`]: `request_end`,
+//! Built so far: the request lifecycle's interrupt protocol (`request`: `request_end`,
 //! `queue_interrupt`, the interrupt reader, with a loom model of the 2021 use-after-free);
-//! the wire format (`fuse/abi`); a connection ([`conn`]) to a server started as a child
+//! the wire format (`fuse/abi`); a connection (`conn`) to a server started as a child
 //! over a `SOCK_SEQPACKET` socket pair (`/dev/fd/N`: unmodified libfuse servers) or
 //! listening on a Unix stream socket (`hello_ll_uds`), with INIT, a processing table
-//! sharded by unique, a reader thread, and abort on server exit. Not yet: interrupts
-//! sent from callers (a cancellation API), background and forget queues, notifications,
-//! the in-process transport, and the file system behind the seam; nothing here is
-//! reachable from the public API yet.
+//! sharded by unique, a reader thread, and abort on server exit; the file system behind
+//! the seam ([`fs`]: lookup counts and FORGET, entry and attribute timeouts, the data,
+//! directory and attribute requests, notifications). Not yet: interrupts sent from
+//! callers (a cancellation API), background requests, the in-process transport.
 
-// Wired to the transport next (issue 11); until then only the loom model and the unit
-// tests use it.
-#[allow(dead_code)]
 pub(crate) mod conn;
+pub mod fs;
+// The interrupt protocol, wired to callers with the cancellation API next (issue 11);
+// until then the connection completes requests through it and the loom model checks it.
 #[allow(dead_code)]
 pub(crate) mod request;
+
+pub use fs::{conn_errors, mount, FuseClientOptions, FuseServer};
 
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,1185 @@
+//! The FUSE client as a file system behind the VFS seam: a FUSE server's tree mounted in
+//! a uvfs namespace ([`mount`]).
+//!
+//! Linux analogue: fs/fuse/inode.c (`fuse_iget`, `fuse_evict_inode`'s forget,
+//! `fuse_statfs`), fs/fuse/dir.c (`fuse_lookup`, `fuse_dentry_revalidate`,
+//! `fuse_update_attributes`, `fuse_mknod`/`mkdir`/`symlink`/`link`/`unlink`/`rmdir`,
+//! `fuse_rename2`, `fuse_do_setattr`), fs/fuse/file.c (`fuse_open_common`,
+//! `fuse_release`, `fuse_flush`, `fuse_direct_io`, `fuse_fsync`, `fuse_file_fallocate`,
+//! `fuse_lseek`), fs/fuse/readdir.c (`fuse_readdir_uncached`).
+//!
+//! # Identity and lookup counts
+//! One server node id is one uvfs inode while uvfs holds it (a map from node id to
+//! `Weak<Inode>`, consulted on every entry reply). Every entry reply (LOOKUP, MKNOD,
+//! MKDIR, SYMLINK, LINK) makes the server count one more lookup of its node; uvfs counts
+//! them on the inode (`nlookup`) and sends one FORGET with the total when the inode goes
+//! (the last dentry naming it was dropped), as Linux's `fuse_evict_inode`. The root
+//! (node 1) is never forgotten. `st_ino` is the server's `attr.ino`; `st_dev` the uvfs
+//! mount's.
+//!
+//! # Caching (the bound on staleness)
+//! Every inode is marked `I_REVALIDATE`. An entry is trusted for the server's
+//! `entry_valid` after the reply that gave it, attributes for `attr_valid` (Linux's
+//! `fuse_dentry_revalidate` and `fuse_update_attributes`); past that, a walk asks LOOKUP
+//! again (off the lock-free walk: under `rcu` the check returns `ECHILD`) and `stat` asks
+//! GETATTR. Every change made through uvfs is a request answered before the call returns
+//! and drops the cached attributes of what it changed. Listings are always the server's
+//! (READDIR on the open directory's handle). The server's notifications apply:
+//! INVAL_INODE drops a node's cached attributes; INVAL_ENTRY and DELETE make every
+//! cached entry of the mount be checked again at its next walk (one generation count per
+//! mount, not per name: a notification is rare, a walk is not).
+//!
+//! # Permissions
+//! As a kernel mount with `default_permissions`: the VFS checks the caller's credentials
+//! against the cached attributes; the server then does what it does with the request's
+//! credentials (`uid`/`gid` in each header: the creating task's for MKNOD, MKDIR and
+//! SYMLINK, the writer's for WRITE, the uvfs process's own for the rest, whose calls on
+//! the VFS's side carry no credentials past the checks). Without `default_permissions`
+//! (the server alone decides) is not offered.
+//!
+//! # Not offered
+//! Extended attributes (EOPNOTSUPP, the seam's default), `O_TMPFILE` (EOPNOTSUPP, as a
+//! kernel mount of a server without TMPFILE), file locks, mmap coherence, a page cache
+//! (every read and write is a request: Linux's `direct_io` mode), interrupts of a request
+//! in flight (a cancellation API for uvfs callers is the next step of issue 11).
+
+use super::conn::Conn;
+use crate::cred::Cred;
+use crate::fs::{DirEmit, FileOps, FileSystem, InodeOps, NewInode, SetAttr};
+use crate::fuse::abi::{self, fattr, opcode};
+use crate::inode::{FsAttrs, Inode, MAX_LFS_FILESIZE};
+use crate::mount::Mount;
+use crate::namei::{NAME_MAX, PATH_MAX};
+use crate::super_block::SuperBlock;
+use crate::sync::plain::{AtomicBool, AtomicU64, Mutex, Ordering};
+use crate::sync::plock;
+use crate::time::mono_ns;
+use crate::types::*;
+use crate::{Errno, Result};
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Weak};
+use zerocopy::{FromBytes, IntoBytes};
+
+/// `FUSE_SUPER_MAGIC`, statfs's `f_type` of a FUSE mount.
+pub const FUSE_SUPER_MAGIC: i64 = 0x6573_5546;
+
+/// `FOPEN_*`/fallocate mode bits the client uses.
+const FALLOC_FL_KEEP_SIZE: u32 = 1;
+const FALLOC_FL_PUNCH_HOLE: u32 = 2;
+const FUSE_FSYNC_FDATASYNC: u32 = 1;
+/// `SEEK_DATA`, `SEEK_HOLE` (lseek(2)).
+const SEEK_DATA: u32 = 3;
+const SEEK_HOLE: u32 = 4;
+
+/// The deadline `secs` + `nsec` from now (monotonic nanoseconds; saturating).
+fn deadline(secs: u64, nsec: u32) -> u64 {
+    mono_ns()
+        .saturating_add(secs.saturating_mul(1_000_000_000))
+        .saturating_add(nsec.min(999_999_999) as u64)
+}
+
+/// `new_encode_dev` of a 64-bit `dev_t` (the wire carries 32 bits).
+fn encode_dev(dev: u64) -> u32 {
+    let (major, minor) = ((dev >> 8) & 0xfff, (dev & 0xff) | ((dev >> 12) & 0xfff00));
+    ((minor & 0xff) | (major << 8) | ((minor & !0xff) << 12)) as u32
+}
+
+/// `new_decode_dev`, as the kernel reads `fuse_attr.rdev`.
+fn decode_dev(dev: u32) -> u64 {
+    let dev = dev as u64;
+    let major = (dev & 0xfff00) >> 8;
+    let minor = (dev & 0xff) | ((dev >> 12) & 0xfff00);
+    (major << 8) | (minor & 0xff) | ((minor & !0xff) << 12)
+}
+
+/// The attributes of a server's `fuse_attr`.
+fn fs_attrs(a: &abi::Attr) -> FsAttrs {
+    let t = |s: u64, n: u32| Timespec::new(s as i64, n.min(999_999_999) as i64);
+    FsAttrs {
+        mode: a.mode,
+        uid: a.uid,
+        gid: a.gid,
+        nlink: a.nlink,
+        size: a.size.min(MAX_LFS_FILESIZE as u64),
+        blocks: a.blocks,
+        times: [
+            t(a.atime, a.atimensec),
+            t(a.mtime, a.mtimensec),
+            t(a.ctime, a.ctimensec),
+        ],
+    }
+}
+
+/// A name as the wire carries it: the bytes and a NUL.
+fn cname(name: &[u8]) -> Result<Vec<u8>> {
+    if name.len() > NAME_MAX {
+        return Err(Errno::ENAMETOOLONG);
+    }
+    let mut v = Vec::with_capacity(name.len() + 1);
+    v.extend_from_slice(name);
+    v.push(0);
+    Ok(v)
+}
+
+/// Counts a protocol error of the server on `conn`; the caller gets `EIO`.
+fn proto_error(conn: &Conn) -> Errno {
+    // Relaxed: a diagnostic counter.
+    conn.stats.proto_errors.fetch_add(1, Ordering::Relaxed);
+    Errno::EIO
+}
+
+/// A reply payload as exactly one `T`; anything else is the server's protocol error
+/// (`EIO`, counted).
+fn reply<T: abi::Wire>(conn: &Conn, payload: &[u8]) -> Result<T> {
+    abi::exact::<T>(payload).map_err(|_| proto_error(conn))
+}
+
+/// Options of a FUSE client mount.
+#[derive(Clone, Debug, Default)]
+pub struct FuseClientOptions {
+    /// Every change fails with `EROFS` before a request is sent.
+    pub read_only: bool,
+}
+
+/// State shared by a mount and its inodes.
+pub(crate) struct Shared {
+    /// The connection to the server (immutable).
+    conn: Arc<Conn>,
+    /// Options (immutable).
+    opts: FuseClientOptions,
+    /// Node id -> uvfs inode (see the module doc). Protected by its mutex.
+    inodes: Mutex<HashMap<u64, Weak<Inode>>>,
+    /// Bumped by INVAL_ENTRY and DELETE notifications: entries checked before the latest
+    /// bump are checked again (see the module doc). Atomic; a hint.
+    inval_gen: AtomicU64,
+    /// The server answered FLUSH with `ENOSYS`: no more FLUSH (Linux `fc->no_flush`).
+    no_flush: AtomicBool,
+    /// As `no_flush`, for FSYNC (`fc->no_fsync`).
+    no_fsync: AtomicBool,
+    /// As `no_flush`, for LSEEK (`fc->no_lseek`).
+    no_lseek: AtomicBool,
+    /// The uvfs process's credentials, for requests the VFS passes no caller's for.
+    creds: (u32, u32, u32),
+}
+
+impl fmt::Debug for Shared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("fuse").field("opts", &self.opts).finish()
+    }
+}
+
+impl Drop for Shared {
+    /// Unmount: DESTROY (Linux `fuse_send_destroy`), not waited for; the connection then
+    /// closes, which ends the server's loop.
+    fn drop(&mut self) {
+        let _ = self.conn.send_oneway(opcode::FUSE_DESTROY, 0, &[]);
+    }
+}
+
+/// A FUSE inode's own part.
+pub(crate) struct FuseInode {
+    /// The mount's shared state. Immutable.
+    fs: Arc<Shared>,
+    /// The server's node id. Immutable.
+    nodeid: u64,
+    /// The server's generation of the node id. Immutable.
+    generation: u64,
+    /// Lookups the server counted for this node and uvfs has not forgotten. Atomic.
+    nlookup: AtomicU64,
+    /// Until when (monotonic ns) the entry naming it is trusted. Atomic; a hint.
+    entry_until: AtomicU64,
+    /// The mount's `inval_gen` when the entry was checked. Atomic; a hint.
+    entry_gen: AtomicU64,
+    /// Until when (monotonic ns) its attributes are trusted. Atomic; a hint.
+    attr_until: AtomicU64,
+    /// A symlink's target, read once (a node's target does not change). Immutable.
+    target: Option<Box<[u8]>>,
+    /// Serialises `O_APPEND` writes (the size read and the write at it).
+    append: Mutex<()>,
+}
+
+impl Drop for FuseInode {
+    /// `fuse_evict_inode`: FORGET with every lookup the server counted; the map entry goes
+    /// if no newer inode took it.
+    fn drop(&mut self) {
+        // Relaxed: `&mut self`.
+        let n = self.nlookup.load(Ordering::Relaxed);
+        if n > 0 && self.nodeid != abi::FUSE_ROOT_ID {
+            let arg = abi::ForgetIn { nlookup: n };
+            let _ = self
+                .fs
+                .conn
+                .send_oneway(opcode::FUSE_FORGET, self.nodeid, &[arg.as_bytes()]);
+        }
+        let mut m = plock(&self.fs.inodes);
+        if m.get(&self.nodeid).is_some_and(|w| w.strong_count() == 0) {
+            m.remove(&self.nodeid);
+        }
+    }
+}
+
+/// The FUSE part of `inode`.
+///
+/// # Errors
+/// `EXDEV` for an inode of another file system.
+fn fuse(inode: &Inode) -> Result<&FuseInode> {
+    inode
+        .i_op
+        .as_any()
+        .downcast_ref::<FuseInode>()
+        .ok_or(Errno::EXDEV)
+}
+
+impl Shared {
+    /// A request on `nodeid` with the process's credentials.
+    fn req(&self, op: u32, nodeid: u64, args: &[&[u8]]) -> Result<Vec<u8>> {
+        self.conn.request(op, nodeid, self.creds, args)
+    }
+
+    /// `EROFS` on a read-only mount.
+    fn writable(&self) -> Result<()> {
+        if self.opts.read_only {
+            return Err(Errno::EROFS);
+        }
+        Ok(())
+    }
+
+    /// The uvfs inode of the entry reply `e` (`fuse_iget`), counting its lookup: the one
+    /// uvfs holds for the node id (same type and generation), refreshed, or a new one.
+    /// A node id 0 is a negative entry: `None`.
+    fn inode_for(self: &Arc<Self>, dev: u64, e: &abi::EntryOut) -> Result<Option<Arc<Inode>>> {
+        if e.nodeid == 0 {
+            return Ok(None);
+        }
+        let ty = e.attr.mode & S_IFMT;
+        if !matches!(
+            ty,
+            S_IFREG | S_IFDIR | S_IFLNK | S_IFCHR | S_IFBLK | S_IFIFO | S_IFSOCK
+        ) || e.nodeid == abi::FUSE_ROOT_ID
+        {
+            // An entry of no known type, or naming the root (which has no other name):
+            // the server is wrong. Its lookup is given back at once.
+            let arg = abi::ForgetIn { nlookup: 1 };
+            let _ = (e.nodeid != abi::FUSE_ROOT_ID).then(|| {
+                self.conn
+                    .send_oneway(opcode::FUSE_FORGET, e.nodeid, &[arg.as_bytes()])
+            });
+            proto_error(&self.conn);
+            return Err(Errno::EIO);
+        }
+        let existing = plock(&self.inodes).get(&e.nodeid).and_then(Weak::upgrade);
+        if let Some(i) = existing {
+            let fi = fuse(&i)?;
+            if i.mode() & S_IFMT == ty && fi.generation == e.generation {
+                // Relaxed: a count only FORGET at the inode's drop reads (`&mut`).
+                fi.nlookup.fetch_add(1, Ordering::Relaxed);
+                fi.entry_seen(e);
+                i.set_attrs(&fs_attrs(&e.attr));
+                return Ok(Some(i));
+            }
+        }
+        let target = if ty == S_IFLNK {
+            let t = self.req(opcode::FUSE_READLINK, e.nodeid, &[]);
+            match t {
+                Ok(t) if !t.is_empty() && t.len() < PATH_MAX && !t.contains(&0) => {
+                    Some(t.into_boxed_slice())
+                }
+                r => {
+                    // No target, or one no symlink can have: the server's error.
+                    let err = r.err().unwrap_or_else(|| {
+                        proto_error(&self.conn);
+                        Errno::EIO
+                    });
+                    let arg = abi::ForgetIn { nlookup: 1 };
+                    let _ = self
+                        .conn
+                        .send_oneway(opcode::FUSE_FORGET, e.nodeid, &[arg.as_bytes()]);
+                    return Err(err);
+                }
+            }
+        } else {
+            None
+        };
+        let inode = Arc::new(self.new_inode(dev, e.nodeid, e.generation, 1, &e.attr, target));
+        fuse(&inode)?.entry_seen(e);
+        // Two replies for one new node may race: the first to record its inode wins; the
+        // other's lookup count moves to the winner and its inode goes without a FORGET.
+        let (winner, old, stale) = {
+            let mut m = plock(&self.inodes);
+            let cur = m.get(&e.nodeid).and_then(Weak::upgrade);
+            match cur {
+                Some(c)
+                    if c.mode() & S_IFMT == ty
+                        && fuse(&c).is_ok_and(|f| f.generation == e.generation) =>
+                {
+                    (Some(c), None, None)
+                }
+                cur => (None, m.insert(e.nodeid, Arc::downgrade(&inode)), cur),
+            }
+        };
+        // Every `Arc<Inode>` and `Weak` leaves the lock alive: a last reference dropped
+        // under it would take it again (`FuseInode::drop`).
+        drop((old, stale));
+        match winner {
+            Some(w) => {
+                let mine = fuse(&inode)?;
+                // Relaxed: as above; `mine` is ours alone.
+                mine.nlookup.store(0, Ordering::Relaxed);
+                fuse(&w)?.nlookup.fetch_add(1, Ordering::Relaxed);
+                drop(inode);
+                Ok(Some(w))
+            }
+            None => Ok(Some(inode)),
+        }
+    }
+
+    /// A new uvfs inode for node `nodeid` with `nlookup` lookups counted.
+    fn new_inode(
+        self: &Arc<Self>,
+        dev: u64,
+        nodeid: u64,
+        generation: u64,
+        nlookup: u64,
+        a: &abi::Attr,
+        target: Option<Box<[u8]>>,
+    ) -> Inode {
+        let attrs = fs_attrs(a);
+        let fi = FuseInode {
+            fs: self.clone(),
+            nodeid,
+            generation,
+            nlookup: AtomicU64::new(nlookup),
+            entry_until: AtomicU64::new(0),
+            entry_gen: AtomicU64::new(0),
+            attr_until: AtomicU64::new(0),
+            target,
+            append: Mutex::new(()),
+        };
+        let mut i = Inode::new(
+            a.ino,
+            dev,
+            a.mode,
+            attrs.uid,
+            attrs.gid,
+            attrs.times[2],
+            Box::new(fi),
+        );
+        i.i_rdev = decode_dev(a.rdev);
+        i.set_revalidate();
+        i.set_attrs(&attrs);
+        i
+    }
+
+    /// Applies a notification (`fuse_notify`): INVAL_INODE, INVAL_ENTRY, DELETE.
+    fn notify(&self, code: i32, payload: &[u8]) {
+        match code {
+            abi::notify::INVAL_INODE => {
+                if let Ok((n, _)) = abi::NotifyInvalInodeOut::read_from_prefix(payload) {
+                    let i = plock(&self.inodes).get(&n.ino).and_then(Weak::upgrade);
+                    if let Some(f) = i.as_deref().and_then(|i| fuse(i).ok()) {
+                        f.invalidate_attrs();
+                    }
+                }
+            }
+            _ => {
+                // Relaxed: a hint; a walk racing with it may use the entry once more, as
+                // one that started before the notification.
+                self.inval_gen.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+impl FuseInode {
+    /// Records the entry and attribute timeouts of the entry reply `e`.
+    fn entry_seen(&self, e: &abi::EntryOut) {
+        let (entry, attr) = (
+            deadline(e.entry_valid, e.entry_valid_nsec),
+            deadline(e.attr_valid, e.attr_valid_nsec),
+        );
+        // Relaxed: hints read by later walks; a stale read only costs a request.
+        let gen = self.fs.inval_gen.load(Ordering::Relaxed);
+        // Relaxed: as above.
+        self.entry_until.store(entry, Ordering::Relaxed);
+        // Relaxed: as above.
+        self.entry_gen.store(gen, Ordering::Relaxed);
+        // Relaxed: as above.
+        self.attr_until.store(attr, Ordering::Relaxed);
+    }
+
+    /// Whether the entry naming this inode is still trusted.
+    fn entry_fresh(&self) -> bool {
+        // Relaxed: hints (see `entry_seen`).
+        self.entry_until.load(Ordering::Relaxed) > mono_ns()
+            && self.entry_gen.load(Ordering::Relaxed) == self.fs.inval_gen.load(Ordering::Relaxed)
+    }
+
+    /// Drops the cached attributes (a change was made).
+    fn invalidate_attrs(&self) {
+        // Relaxed: a hint.
+        self.attr_until.store(0, Ordering::Relaxed);
+    }
+
+    /// Stores the attribute reply `payload` in `inode`.
+    fn attr_reply(&self, inode: &Inode, payload: &[u8]) -> Result<()> {
+        let a: abi::AttrOut = reply(&self.fs.conn, payload)?;
+        if a.attr.mode & S_IFMT != inode.mode() & S_IFMT {
+            // The node changed type behind uvfs's back: this inode is stale.
+            return Err(Errno::ESTALE);
+        }
+        inode.set_attrs(&fs_attrs(&a.attr));
+        // Relaxed: a hint.
+        self.attr_until
+            .store(deadline(a.attr_valid, a.attr_valid_nsec), Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// GETATTR (`fuse_do_getattr`).
+    fn refresh(&self, inode: &Inode) -> Result<()> {
+        let arg = abi::GetattrIn::default();
+        let r = self
+            .fs
+            .req(opcode::FUSE_GETATTR, self.nodeid, &[arg.as_bytes()])?;
+        self.attr_reply(inode, &r)
+    }
+
+    /// SETATTR with `arg` (`fuse_do_setattr`). With `store`, the reply's attributes are
+    /// stored (truncate); without (`->setattr`, called under the inode's attribute lock,
+    /// after which the VFS stores the values it set), only checked, and the cached
+    /// attributes dropped so that the next `stat` asks for the server's times.
+    fn setattr_req(&self, inode: &Inode, arg: &abi::SetattrIn, store: bool) -> Result<()> {
+        self.fs.writable()?;
+        let r = self
+            .fs
+            .req(opcode::FUSE_SETATTR, self.nodeid, &[arg.as_bytes()])?;
+        if store {
+            return self.attr_reply(inode, &r);
+        }
+        let a: abi::AttrOut = reply(&self.fs.conn, &r)?;
+        if a.attr.mode & S_IFMT != inode.mode() & S_IFMT {
+            return Err(Errno::ESTALE);
+        }
+        self.invalidate_attrs();
+        Ok(())
+    }
+
+    /// A creating request's entry reply as the new inode.
+    fn entry_reply(&self, dev: u64, r: &[u8]) -> Result<Arc<Inode>> {
+        let e: abi::EntryOut = reply(&self.fs.conn, r)?;
+        self.invalidate_attrs();
+        self.fs.inode_for(dev, &e)?.ok_or_else(|| {
+            // A creation answered with a negative entry.
+            proto_error(&self.fs.conn)
+        })
+    }
+}
+
+impl InodeOps for FuseInode {
+    fn get_link<'a>(&'a self, _inode: &Inode) -> Result<&'a [u8]> {
+        self.target.as_deref().ok_or(Errno::EINVAL)
+    }
+
+    /// LOOKUP (`fuse_lookup`).
+    fn lookup(&self, dir: &Inode, name: &[u8]) -> Result<Option<Arc<Inode>>> {
+        let n = cname(name)?;
+        match self.fs.req(opcode::FUSE_LOOKUP, self.nodeid, &[&n]) {
+            Err(Errno::ENOENT) => Ok(None),
+            Err(e) => Err(e),
+            Ok(r) => {
+                let e: abi::EntryOut = reply(&self.fs.conn, &r)?;
+                self.fs.inode_for(dir.i_dev, &e)
+            }
+        }
+    }
+
+    /// Trusts an entry within its `entry_valid`; otherwise (off the lock-free walk) LOOKUP:
+    /// valid while the name holds the same node (`fuse_dentry_revalidate`).
+    fn revalidate(&self, dir: &Inode, name: &[u8], child: &Inode, rcu: bool) -> Result<bool> {
+        let c = fuse(child)?;
+        if c.entry_fresh() {
+            return Ok(true);
+        }
+        if rcu {
+            return Err(Errno::ECHILD);
+        }
+        match self.lookup(dir, name)? {
+            Some(i) => Ok(std::ptr::eq(&*i, child)),
+            None => Ok(false),
+        }
+    }
+
+    /// LINK. Called under `inode`'s attribute lock (`Inode::link_inc`), so the reply's
+    /// attributes are not stored (the VFS raises the link count; the next `stat` asks).
+    fn link(&self, _dir: &Inode, name: &[u8], inode: &Inode) -> Result<()> {
+        self.fs.writable()?;
+        let fi = fuse(inode)?;
+        let arg = abi::LinkIn {
+            oldnodeid: fi.nodeid,
+        };
+        let n = cname(name)?;
+        let r = self
+            .fs
+            .req(opcode::FUSE_LINK, self.nodeid, &[arg.as_bytes(), &n])?;
+        let e: abi::EntryOut = reply(&self.fs.conn, &r)?;
+        if e.nodeid != fi.nodeid || e.generation != fi.generation {
+            // The server made the link a node of its own (or none): not a hard link. A
+            // lookup it counted for a node id is given back.
+            if e.nodeid != 0 && e.nodeid != abi::FUSE_ROOT_ID {
+                let arg = abi::ForgetIn { nlookup: 1 };
+                let _ = self
+                    .fs
+                    .conn
+                    .send_oneway(opcode::FUSE_FORGET, e.nodeid, &[arg.as_bytes()]);
+            }
+            return Err(proto_error(&self.fs.conn));
+        }
+        // Relaxed: a count only the inode's drop reads.
+        fi.nlookup.fetch_add(1, Ordering::Relaxed);
+        fi.entry_seen(&e);
+        fi.invalidate_attrs();
+        self.invalidate_attrs();
+        Ok(())
+    }
+
+    /// UNLINK.
+    fn unlink(&self, _dir: &Inode, name: &[u8], victim: &Inode) -> Result<()> {
+        self.fs.writable()?;
+        let n = cname(name)?;
+        self.fs.req(opcode::FUSE_UNLINK, self.nodeid, &[&n])?;
+        self.invalidate_attrs();
+        fuse(victim)?.invalidate_attrs();
+        Ok(())
+    }
+
+    /// RMDIR.
+    fn rmdir(&self, _dir: &Inode, name: &[u8], victim: &Inode) -> Result<()> {
+        self.fs.writable()?;
+        let n = cname(name)?;
+        self.fs.req(opcode::FUSE_RMDIR, self.nodeid, &[&n])?;
+        self.invalidate_attrs();
+        fuse(victim)?.invalidate_attrs();
+        Ok(())
+    }
+
+    /// RENAME, or RENAME2 with flags (`fuse_rename2`: a server without RENAME2 gives
+    /// `EINVAL` for flags, as Linux's `fc->no_rename2`).
+    fn rename(
+        &self,
+        _odir: &Inode,
+        oname: &[u8],
+        ndir: &Inode,
+        nname: &[u8],
+        flags: RenameFlags,
+    ) -> Result<()> {
+        self.fs.writable()?;
+        let nd = fuse(ndir)?;
+        let (o, n) = (cname(oname)?, cname(nname)?);
+        if flags.is_empty() {
+            let arg = abi::RenameIn { newdir: nd.nodeid };
+            self.fs
+                .req(opcode::FUSE_RENAME, self.nodeid, &[arg.as_bytes(), &o, &n])?;
+        } else {
+            let arg = abi::Rename2In {
+                newdir: nd.nodeid,
+                flags: flags.bits(),
+                padding: 0,
+            };
+            match self
+                .fs
+                .req(opcode::FUSE_RENAME2, self.nodeid, &[arg.as_bytes(), &o, &n])
+            {
+                Err(Errno::ENOSYS) => return Err(Errno::EINVAL),
+                r => r?,
+            };
+        }
+        self.invalidate_attrs();
+        nd.invalidate_attrs();
+        // The moved entries (and a replaced one) are checked again at their next walk.
+        // Relaxed: a hint, as `notify`.
+        self.fs.inval_gen.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// SETATTR of mode, owner and times.
+    fn setattr(&self, inode: &Inode, attr: &SetAttr) -> Result<()> {
+        let mut arg = abi::SetattrIn::default();
+        if let Some(m) = attr.mode {
+            arg.valid |= fattr::FATTR_MODE;
+            arg.mode = (inode.mode() & S_IFMT) | (m & 0o7777);
+        }
+        if let Some(u) = attr.uid {
+            arg.valid |= fattr::FATTR_UID;
+            arg.uid = u;
+        }
+        if let Some(g) = attr.gid {
+            arg.valid |= fattr::FATTR_GID;
+            arg.gid = g;
+        }
+        if let Some(t) = attr.atime {
+            arg.valid |= fattr::FATTR_ATIME;
+            if attr.atime_now {
+                arg.valid |= fattr::FATTR_ATIME_NOW;
+            }
+            arg.atime = t.tv_sec as u64;
+            arg.atimensec = t.tv_nsec as u32;
+        }
+        if let Some(t) = attr.mtime {
+            arg.valid |= fattr::FATTR_MTIME;
+            if attr.mtime_now {
+                arg.valid |= fattr::FATTR_MTIME_NOW;
+            }
+            arg.mtime = t.tv_sec as u64;
+            arg.mtimensec = t.tv_nsec as u32;
+        }
+        if arg.valid == 0 {
+            // chmod/chown changing nothing still changes the ctime: the same mode again.
+            arg.valid = fattr::FATTR_MODE;
+            arg.mode = inode.mode();
+        }
+        self.setattr_req(inode, &arg, false)
+    }
+
+    /// GETATTR, unless the attributes are within `attr_valid`.
+    fn getattr(&self, inode: &Inode) -> Result<()> {
+        // Relaxed: a hint.
+        if self.attr_until.load(Ordering::Relaxed) > mono_ns() {
+            return Ok(());
+        }
+        self.refresh(inode)
+    }
+
+    /// SETATTR with `FATTR_SIZE`; the server stamps the times.
+    fn truncate(&self, inode: &Inode, len: u64, _now: Timespec, _stamp: bool) -> Result<()> {
+        if !inode.is_reg() {
+            return Err(crate::fs::not_regular(inode));
+        }
+        let arg = abi::SetattrIn {
+            valid: fattr::FATTR_SIZE,
+            size: len,
+            ..Default::default()
+        };
+        self.setattr_req(inode, &arg, true)
+    }
+
+    /// STATFS (`fuse_statfs`).
+    fn statfs(&self, inode: &Inode) -> Result<StatFs> {
+        let r = self.fs.req(opcode::FUSE_STATFS, self.nodeid, &[])?;
+        let s: abi::StatfsOut = reply(&self.fs.conn, &r)?;
+        let dev = inode.i_dev;
+        let st = s.st;
+        Ok(StatFs {
+            f_type: FUSE_SUPER_MAGIC,
+            f_bsize: st.bsize as i64,
+            f_blocks: st.blocks,
+            f_bfree: st.bfree,
+            f_bavail: st.bavail,
+            f_files: st.files,
+            f_ffree: st.ffree,
+            f_fsid: [dev as u32 as i32, (dev >> 32) as u32 as i32],
+            f_namelen: st.namelen as i64,
+            f_frsize: st.frsize as i64,
+            f_flags: crate::statfs::ST_VALID | if self.fs.opts.read_only { 1 } else { 0 },
+        })
+    }
+}
+
+impl FileOps for FuseInode {
+    /// OPEN or OPENDIR (`fuse_open_common`) with the open flags less those the VFS
+    /// handles (`O_CREAT`, `O_EXCL`, `O_NOCTTY`, `O_TRUNC`: Linux's `fuse_open_common`
+    /// without `FUSE_ATOMIC_O_TRUNC`); the server's `fh` is the file's handle. Device
+    /// nodes, FIFOs and sockets are not opened on the server (Linux: their own fops).
+    fn open(&self, inode: &Inode, flags: OpenFlags) -> Result<u64> {
+        let op = if inode.is_dir() {
+            opcode::FUSE_OPENDIR
+        } else if inode.is_reg() {
+            opcode::FUSE_OPEN
+        } else {
+            return Ok(0);
+        };
+        let acc = flags.access_mode();
+        if acc != 0 || flags.contains(OpenFlags::TRUNC) {
+            self.fs.writable()?;
+        }
+        let strip = OpenFlags::CREAT | OpenFlags::EXCL | OpenFlags::NOCTTY | OpenFlags::TRUNC;
+        let arg = abi::OpenIn {
+            flags: (flags - strip).bits() & !(OpenFlags::CLOEXEC.bits()),
+            open_flags: 0,
+        };
+        let r = self.fs.req(op, self.nodeid, &[arg.as_bytes()])?;
+        let o: abi::OpenOut = reply(&self.fs.conn, &r)?;
+        Ok(o.fh)
+    }
+
+    /// FLUSH (`fuse_flush`); a server without it (`ENOSYS`) is not asked again.
+    fn flush(&self, inode: &Inode, fh: u64) -> Result<()> {
+        // Relaxed: a sticky hint.
+        if !inode.is_reg() || self.fs.no_flush.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let arg = abi::FlushIn {
+            fh,
+            ..Default::default()
+        };
+        match self
+            .fs
+            .req(opcode::FUSE_FLUSH, self.nodeid, &[arg.as_bytes()])
+        {
+            Err(Errno::ENOSYS) => {
+                // Relaxed: as above.
+                self.fs.no_flush.store(true, Ordering::Relaxed);
+                Ok(())
+            }
+            r => r.map(drop),
+        }
+    }
+
+    /// RELEASE or RELEASEDIR (`fuse_release`), waited for; its error has no caller.
+    fn release(&self, inode: &Inode, fh: u64) {
+        let op = if inode.is_dir() {
+            opcode::FUSE_RELEASEDIR
+        } else if inode.is_reg() {
+            opcode::FUSE_RELEASE
+        } else {
+            return;
+        };
+        let arg = abi::ReleaseIn {
+            fh,
+            ..Default::default()
+        };
+        let _ = self.fs.req(op, self.nodeid, &[arg.as_bytes()]);
+    }
+
+    /// READDIR on the open directory's handle from the server's cookie `pos`; `.` and
+    /// `..` are left out (the VFS lists them). At the end (an empty reply): `None`.
+    fn iterate_dir(
+        &self,
+        _dir: &Inode,
+        fh: u64,
+        pos: u64,
+        emit: &mut DirEmit<'_>,
+    ) -> Result<Option<u64>> {
+        let mut cur = pos;
+        loop {
+            let arg = abi::ReadIn {
+                fh,
+                offset: cur,
+                size: 8192,
+                ..Default::default()
+            };
+            let r = self
+                .fs
+                .req(opcode::FUSE_READDIR, self.nodeid, &[arg.as_bytes()])?;
+            if r.len() > 8192 {
+                return Err(proto_error(&self.fs.conn));
+            }
+            let ents = abi::dirents(&r).map_err(|_| proto_error(&self.fs.conn))?;
+            if ents.is_empty() {
+                return Ok(None);
+            }
+            for (ino, off, ty, name) in ents {
+                if off == cur {
+                    // A cookie that would not move the listing on: a listing that never
+                    // ends. (A cookie at the top of the range, as ext4's last entry's
+                    // `i64::MAX`, is the VFS's end of listing.)
+                    return Err(proto_error(&self.fs.conn));
+                }
+                if name != b"." && name != b".." && !emit(name, ino, (ty & 0xf) as u8, off) {
+                    return Ok(Some(cur));
+                }
+                cur = off;
+            }
+        }
+    }
+
+    /// READ in pieces of at most `max_read` bytes (`fuse_direct_io`); a short piece is
+    /// the end of file.
+    fn read_at(&self, inode: &Inode, fh: u64, buf: &mut [u8], off: u64) -> Result<usize> {
+        if !inode.is_reg() {
+            return Err(crate::fs::not_regular(inode));
+        }
+        let max = self.fs.conn.negotiated().max_read;
+        let mut done = 0;
+        while done < buf.len() {
+            let want = (buf.len() - done).min(max);
+            let arg = abi::ReadIn {
+                fh,
+                offset: off + done as u64,
+                size: want as u32,
+                ..Default::default()
+            };
+            let r = match self
+                .fs
+                .req(opcode::FUSE_READ, self.nodeid, &[arg.as_bytes()])
+            {
+                Ok(r) => r,
+                Err(e) if done == 0 => return Err(e),
+                Err(_) => break,
+            };
+            if r.len() > want {
+                return Err(proto_error(&self.fs.conn));
+            }
+            buf[done..done + r.len()].copy_from_slice(&r);
+            done += r.len();
+            if r.len() < want {
+                break;
+            }
+        }
+        Ok(done)
+    }
+
+    /// WRITE in pieces of at most `max_write` bytes, at the server's size for `append`
+    /// (GETATTR first, under the inode's append lock); cut at `RLIMIT_FSIZE` and the
+    /// maximum file size as Linux's `generic_write_checks`.
+    fn write_at(
+        &self,
+        inode: &Inode,
+        fh: u64,
+        buf: &[u8],
+        off: u64,
+        append: bool,
+        now: Timespec,
+        cred: &Cred,
+        fsize_limit: u64,
+    ) -> Result<(usize, u64)> {
+        if !inode.is_reg() {
+            return Err(crate::fs::not_regular(inode));
+        }
+        if buf.is_empty() {
+            return Ok((0, off));
+        }
+        self.fs.writable()?;
+        let _g = append.then(|| plock(&self.append));
+        let off = if append {
+            self.refresh(inode)?;
+            inode.size()
+        } else {
+            off
+        };
+        let max = (MAX_LFS_FILESIZE as u64).min(fsize_limit);
+        if off >= max {
+            return Err(Errno::EFBIG);
+        }
+        inode.kill_suid(cred, now)?;
+        let total = (buf.len() as u64).min(max - off) as usize;
+        let piece = self.fs.conn.negotiated().max_write;
+        let creds = (cred.uid, cred.gid, self.fs.creds.2);
+        let mut done = 0;
+        while done < total {
+            let want = (total - done).min(piece);
+            let arg = abi::WriteIn {
+                fh,
+                offset: off + done as u64,
+                size: want as u32,
+                ..Default::default()
+            };
+            let r = self.fs.conn.request(
+                opcode::FUSE_WRITE,
+                self.nodeid,
+                creds,
+                &[arg.as_bytes(), &buf[done..done + want]],
+            );
+            let r = match r {
+                Ok(r) => r,
+                Err(e) if done == 0 => {
+                    self.invalidate_attrs();
+                    return Err(e);
+                }
+                Err(_) => break,
+            };
+            let w: abi::WriteOut = reply(&self.fs.conn, &r)?;
+            let n = w.size as usize;
+            if n > want {
+                return Err(proto_error(&self.fs.conn));
+            }
+            done += n;
+            if n < want {
+                break;
+            }
+        }
+        let end = off + done as u64;
+        // Relaxed: a snapshot for `lseek(SEEK_END)` and `stat` until the next refresh.
+        inode.i_size.fetch_max(end, Ordering::Relaxed);
+        self.invalidate_attrs();
+        Ok((done, end))
+    }
+
+    /// FALLOCATE (`fuse_file_fallocate`; a server without it: `EOPNOTSUPP`).
+    fn fallocate(
+        &self,
+        inode: &Inode,
+        fh: u64,
+        off: u64,
+        len: u64,
+        punch: bool,
+        keep_size: bool,
+        now: Timespec,
+        cred: &Cred,
+    ) -> Result<()> {
+        if !inode.is_reg() {
+            return Err(crate::fs::not_regular(inode));
+        }
+        self.fs.writable()?;
+        inode.kill_suid(cred, now)?;
+        let mut mode = 0;
+        if punch {
+            mode |= FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE;
+        } else if keep_size {
+            mode |= FALLOC_FL_KEEP_SIZE;
+        }
+        let arg = abi::FallocateIn {
+            fh,
+            offset: off,
+            length: len,
+            mode,
+            padding: 0,
+        };
+        let r = self
+            .fs
+            .req(opcode::FUSE_FALLOCATE, self.nodeid, &[arg.as_bytes()]);
+        self.invalidate_attrs();
+        match r {
+            Err(Errno::ENOSYS) => Err(Errno::EOPNOTSUPP),
+            r => r.map(drop),
+        }
+    }
+
+    /// LSEEK (`fuse_lseek`); a server without it: the whole file is data, as Linux's
+    /// `generic_file_llseek` after `fc->no_lseek`.
+    fn seek_data_hole(&self, inode: &Inode, fh: u64, off: u64, data: bool) -> Result<u64> {
+        if !inode.is_reg() {
+            return Err(crate::fs::not_regular(inode));
+        }
+        // Relaxed: a sticky hint.
+        if !self.fs.no_lseek.load(Ordering::Relaxed) {
+            let arg = abi::LseekIn {
+                fh,
+                offset: off,
+                whence: if data { SEEK_DATA } else { SEEK_HOLE },
+                padding: 0,
+            };
+            match self
+                .fs
+                .req(opcode::FUSE_LSEEK, self.nodeid, &[arg.as_bytes()])
+            {
+                // Relaxed: a sticky hint.
+                Err(Errno::ENOSYS) => self.fs.no_lseek.store(true, Ordering::Relaxed),
+                Err(e) => return Err(e),
+                Ok(r) => return Ok(reply::<abi::LseekOut>(&self.fs.conn, &r)?.offset),
+            }
+        }
+        self.refresh(inode)?;
+        let size = inode.size();
+        match (off >= size, data) {
+            (true, _) => Err(Errno::ENXIO),
+            (false, true) => Ok(off),
+            (false, false) => Ok(size),
+        }
+    }
+
+    /// FSYNC or FSYNCDIR (`fuse_fsync`); a server without it (`ENOSYS`) succeeds, as
+    /// Linux's `fc->no_fsync`.
+    fn fsync(&self, inode: &Inode, fh: u64, datasync: bool) -> Result<()> {
+        let op = if inode.is_dir() {
+            opcode::FUSE_FSYNCDIR
+        } else if inode.is_reg() {
+            opcode::FUSE_FSYNC
+        } else {
+            return Ok(());
+        };
+        // Relaxed: a sticky hint.
+        if self.fs.no_fsync.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let arg = abi::FsyncIn {
+            fh,
+            fsync_flags: if datasync { FUSE_FSYNC_FDATASYNC } else { 0 },
+            padding: 0,
+        };
+        match self.fs.req(op, self.nodeid, &[arg.as_bytes()]) {
+            Err(Errno::ENOSYS) => {
+                // Relaxed: as above.
+                self.fs.no_fsync.store(true, Ordering::Relaxed);
+                Ok(())
+            }
+            r => r.map(drop),
+        }
+    }
+}
+
+/// The FUSE client file-system type: one per mount.
+pub(crate) struct FuseFs {
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for FuseFs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.shared.fmt(f)
+    }
+}
+
+impl FileSystem for FuseFs {
+    fn name(&self) -> &'static str {
+        "fuse"
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    /// MKNOD (a regular file too: uvfs's `open(O_CREAT)` creates, then opens, as Linux's
+    /// `fuse_create_open` falls back to when CREATE is missing), MKDIR or SYMLINK, as the
+    /// creating task (the header's `uid`/`gid`), with the mode the VFS computed (umask
+    /// applied: `FUSE_DONT_MASK`, umask 0 on the wire).
+    fn create(&self, dev: u64, dir: &Inode, name: &[u8], args: NewInode<'_>) -> Result<Arc<Inode>> {
+        let d = fuse(dir)?;
+        self.shared.writable()?;
+        if name.is_empty() {
+            // O_TMPFILE: not offered (see the module doc).
+            return Err(Errno::EOPNOTSUPP);
+        }
+        let n = cname(name)?;
+        let creds = (args.uid, args.gid, self.shared.creds.2);
+        let ty = args.mode & S_IFMT;
+        let r = match ty {
+            S_IFDIR => {
+                let arg = abi::MkdirIn {
+                    mode: args.mode,
+                    umask: 0,
+                };
+                self.shared.conn.request(
+                    opcode::FUSE_MKDIR,
+                    d.nodeid,
+                    creds,
+                    &[arg.as_bytes(), &n],
+                )?
+            }
+            S_IFLNK => {
+                let t = cname(args.target.ok_or(Errno::EINVAL)?).map_err(|_| Errno::EINVAL)?;
+                self.shared
+                    .conn
+                    .request(opcode::FUSE_SYMLINK, d.nodeid, creds, &[&n, &t])?
+            }
+            S_IFREG | S_IFCHR | S_IFBLK | S_IFIFO | S_IFSOCK => {
+                let arg = abi::MknodIn {
+                    mode: args.mode,
+                    rdev: encode_dev(args.rdev),
+                    umask: 0,
+                    padding: 0,
+                };
+                self.shared.conn.request(
+                    opcode::FUSE_MKNOD,
+                    d.nodeid,
+                    creds,
+                    &[arg.as_bytes(), &n],
+                )?
+            }
+            _ => return Err(Errno::EINVAL),
+        };
+        let i = d.entry_reply(dev, &r)?;
+        if i.mode() & S_IFMT != ty {
+            return Err(Errno::EIO);
+        }
+        Ok(i)
+    }
+}
+
+/// How to reach the FUSE server of a [`mount`].
+#[derive(Clone, Debug)]
+pub enum FuseServer {
+    /// Start the program `argv[0]` with the arguments `argv[1..]`, one of which is `{}`:
+    /// it is replaced by `/dev/fd/N`, the server's end of a `SOCK_SEQPACKET` socket pair
+    /// (libfuse >= 3.3 serves an inherited descriptor given as its mountpoint; libfuse's
+    /// examples `hello_ll` and `passthrough_ll` run unmodified this way). The server is
+    /// waited for (killed after a second) when the mount goes.
+    Spawn(Vec<String>),
+    /// Connect to a server listening on the Unix stream socket at this host path
+    /// (libfuse's `hello_ll_uds`).
+    Connect(std::path::PathBuf),
+}
+
+/// Mounts a FUSE server's tree as a new uvfs mount whose root is the server's root node
+/// (see the module doc); attach it with [`Task::mount`](crate::Task::mount).
+///
+/// ```no_run
+/// # fn main() -> Result<(), uvfs::Errno> {
+/// use uvfs::fuse::client::{mount, FuseClientOptions, FuseServer};
+/// use uvfs::{MountFlags, OpenFlags, Task};
+/// let task = Task::init(&uvfs::mount(Default::default()));
+/// task.mkdir("/mnt", 0o755)?;
+/// // libfuse's example, built from /usr/share/doc/libfuse3-dev/examples/passthrough_ll.c:
+/// let argv = ["./passthrough_ll", "-o", "source=/usr/include", "{}"];
+/// let server = FuseServer::Spawn(argv.map(String::from).to_vec());
+/// let m = mount(server, FuseClientOptions::default())?;
+/// task.mount(&m, "/mnt", MountFlags::empty())?;
+/// let fd = task.open("/mnt/stdio.h", OpenFlags::RDONLY, 0)?;
+/// task.close(fd)?;
+/// # Ok(())
+/// # }
+/// ```
+///
+/// # Errors
+/// `EINVAL` (an empty `argv` or none with `{}`), `ENOENT` (no such program or socket),
+/// `ECONNREFUSED`; `EPROTO` (the server answers INIT with another major, a minor below
+/// 7.23, or nonsense), `ECONNABORTED` (it exits first), `ETIMEDOUT` (no answer within 30
+/// s); the server's errno for the root's GETATTR, `EIO` for a malformed reply or a root
+/// that is not a directory.
+///
+/// # References
+/// fs/fuse/inode.c `fuse_fill_super`; libfuse `fuse_session_mount` (the `/dev/fd/N`
+/// form).
+pub fn mount(server: FuseServer, opts: FuseClientOptions) -> Result<Arc<Mount>> {
+    let conn = match &server {
+        FuseServer::Spawn(argv) => Conn::spawn(argv)?,
+        FuseServer::Connect(p) => Conn::connect(p)?,
+    };
+    let shared = Arc::new(Shared {
+        conn: conn.clone(),
+        opts,
+        inodes: Mutex::new(HashMap::new()),
+        inval_gen: AtomicU64::new(0),
+        no_flush: AtomicBool::new(false),
+        no_fsync: AtomicBool::new(false),
+        no_lseek: AtomicBool::new(false),
+        creds: (
+            rustix::process::geteuid().as_raw(),
+            rustix::process::getegid().as_raw(),
+            rustix::process::getpid().as_raw_nonzero().get() as u32,
+        ),
+    });
+    let weak = Arc::downgrade(&shared);
+    conn.set_notify(Box::new(move |code, payload| {
+        if let Some(s) = weak.upgrade() {
+            s.notify(code, payload);
+        }
+    }));
+    let arg = abi::GetattrIn::default();
+    let r = shared.req(opcode::FUSE_GETATTR, abi::FUSE_ROOT_ID, &[arg.as_bytes()])?;
+    let a: abi::AttrOut = reply(&conn, &r)?;
+    if a.attr.mode & S_IFMT != S_IFDIR {
+        return Err(Errno::EIO);
+    }
+    let sb = Arc::new(SuperBlock::new(Box::new(FuseFs {
+        shared: shared.clone(),
+    })));
+    let root = Arc::new(shared.new_inode(sb.s_dev, abi::FUSE_ROOT_ID, 0, 0, &a.attr, None));
+    fuse(&root)?
+        .attr_until
+        // Relaxed: not yet published.
+        .store(deadline(a.attr_valid, a.attr_valid_nsec), Ordering::Relaxed);
+    plock(&shared.inodes).insert(abi::FUSE_ROOT_ID, Arc::downgrade(&root));
+    Ok(Mount::with_root(sb, root))
+}
+
+/// The counters of the connection behind the FUSE mount `m`: (malformed messages,
+/// replies to no request), for tests and diagnostics; `None` for another file system.
+pub fn conn_errors(m: &Mount) -> Option<(u64, u64)> {
+    let root = &m.root().d_inode;
+    let f = fuse(root).ok()?;
+    let s = &f.fs.conn.stats;
+    // Relaxed: diagnostic snapshots.
+    Some((
+        s.proto_errors.load(Ordering::Relaxed),
+        s.unknown_uniques.load(Ordering::Relaxed),
+    ))
+}

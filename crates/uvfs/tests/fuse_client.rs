@@ -1,0 +1,350 @@
+//! The FUSE client behind the seam (issue 11): libfuse's own examples, unmodified, mounted
+//! inside a uvfs namespace over `/dev/fd/N` (no /dev/fuse, no kernel mount), checked
+//! against what Linux gives for the same calls.
+//!
+//! - `hello_ll`: a read-only one-file tree; every answer is the one a kernel mount of
+//!   `hello_ll` gives (read, stat, listing, `EACCES` for a write open, `ENOSYS` from a
+//!   server without MKNOD).
+//! - `passthrough_ll -o source=DIR`: the same script of calls on the mount and, directly,
+//!   on the host directory `DIR` through the kernel; results, errnos and contents must be
+//!   equal, and what uvfs wrote must be in `DIR`.
+//!
+//! Skipped (with a line saying so) when libfuse3-dev, pkg-config or a C compiler is
+//! missing, unless `UVFS_REQUIRE_FUSE=1` (CI) makes that a failure.
+
+use std::path::{Path, PathBuf};
+use uvfs::fuse::client::{self, FuseClientOptions, FuseServer};
+use uvfs::types::{S_IFDIR, S_IFMT, S_IFREG};
+use uvfs::{AtFlags, Errno, Fd, MountFlags, OpenFlags, RenameFlags, Task};
+
+const EXAMPLES: &str = "/usr/share/doc/libfuse3-dev/examples";
+const CWD: Fd = Fd::AT_FDCWD;
+
+/// libfuse's example `name` compiled into `dir`; `None` (the test skips) when the source,
+/// pkg-config or the compiler is missing and `UVFS_REQUIRE_FUSE` is not set.
+fn example(dir: &Path, name: &str) -> Option<PathBuf> {
+    let src = format!("{EXAMPLES}/{name}.c");
+    let flags = std::process::Command::new("pkg-config")
+        .args(["--cflags", "--libs", "fuse3"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success());
+    let (true, Some(flags)) = (Path::new(&src).exists(), flags) else {
+        let why = format!(
+            "{name}: {src} or pkg-config fuse3 missing (apt-get install libfuse3-dev pkg-config)"
+        );
+        assert!(std::env::var_os("UVFS_REQUIRE_FUSE").is_none(), "{why}");
+        println!("skipped: {why}");
+        return None;
+    };
+    let exe = dir.join(name);
+    let st = std::process::Command::new("cc")
+        .arg("-I")
+        .arg(EXAMPLES)
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .args(String::from_utf8(flags.stdout).unwrap().split_whitespace())
+        .status()
+        .expect("cc");
+    assert!(st.success(), "building {name} failed");
+    Some(exe)
+}
+
+/// A tmpfs namespace with the server `argv` mounted at `/mnt`.
+fn mounted(argv: Vec<String>) -> Task {
+    let task = Task::init(&uvfs::mount(Default::default()));
+    task.mkdirat(CWD, "/mnt", 0o755).unwrap();
+    let m = client::mount(FuseServer::Spawn(argv), FuseClientOptions::default()).unwrap();
+    task.mount(&m, "/mnt", MountFlags::empty()).unwrap();
+    task
+}
+
+/// The names `getdents64` lists for the directory `path`, sorted.
+fn names(task: &Task, path: &str) -> Vec<String> {
+    let fd = task
+        .open(path, OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0)
+        .unwrap();
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 4096];
+    loop {
+        let n = task.getdents64(fd, &mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        for e in uvfs::parse_dirents(&buf[..n]) {
+            out.push(String::from_utf8(e.name).unwrap());
+        }
+    }
+    task.close(fd).unwrap();
+    out.sort();
+    out
+}
+
+#[test]
+fn hello_ll_mounted_in_a_namespace() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(exe) = example(tmp.path(), "hello_ll") else {
+        return;
+    };
+    let task = mounted(vec![exe.to_string_lossy().into(), "{}".into()]);
+    assert_eq!(names(&task, "/mnt"), [".", "..", "hello"]);
+    let st = task.fstatat(CWD, "/mnt/hello", AtFlags::empty()).unwrap();
+    // hello_ll's hello_stat: a regular file, mode 0444, one link, 13 bytes.
+    assert_eq!(
+        (st.st_mode, st.st_nlink, st.st_size),
+        (S_IFREG | 0o444, 1, 13)
+    );
+    assert_eq!(
+        task.fstatat(CWD, "/mnt", AtFlags::empty()).unwrap().st_mode,
+        S_IFDIR | 0o755
+    );
+    let fd = task.open("/mnt/hello", OpenFlags::RDONLY, 0).unwrap();
+    let mut buf = [0u8; 64];
+    assert_eq!(task.read(fd, &mut buf), Ok(13));
+    assert_eq!(&buf[..13], b"Hello World!\n");
+    assert_eq!(task.pread(fd, &mut buf, 6), Ok(7));
+    assert_eq!(&buf[..7], b"World!\n");
+    assert_eq!(task.read(fd, &mut buf), Ok(0));
+    assert_eq!(task.close(fd), Ok(()));
+    // What a kernel mount of hello_ll answers (as root, whom the mode does not stop):
+    // OPEN for writing is the server's EACCES, a missing name ENOENT, and a creation
+    // ENOSYS (no CREATE, no MKNOD: fuse_create_open falls back to MKNOD, which fails).
+    assert_eq!(
+        task.open("/mnt/hello", OpenFlags::WRONLY, 0),
+        Err(Errno::EACCES)
+    );
+    assert_eq!(
+        task.open("/mnt/nope", OpenFlags::RDONLY, 0),
+        Err(Errno::ENOENT)
+    );
+    assert_eq!(
+        task.open("/mnt/new", OpenFlags::CREAT | OpenFlags::WRONLY, 0o644),
+        Err(Errno::ENOSYS)
+    );
+    assert_eq!(task.mkdirat(CWD, "/mnt/d", 0o755), Err(Errno::ENOSYS));
+    let sf = task.statfs("/mnt").unwrap();
+    assert_eq!(sf.f_type, client::fs::FUSE_SUPER_MAGIC);
+}
+
+/// The passthrough_ll script: each call on the mount at `/mnt` and on the host directory
+/// through the kernel, results equal (see the module doc).
+#[test]
+fn passthrough_ll_matches_the_kernel_on_its_source_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(exe) = example(tmp.path(), "passthrough_ll") else {
+        return;
+    };
+    let src = tempfile::tempdir().unwrap();
+    let host = src.path().to_path_buf();
+    std::fs::write(host.join("pre"), b"made on the host").unwrap();
+    let argv = vec![
+        exe.to_string_lossy().into(),
+        "-f".into(),
+        "-o".into(),
+        format!("source={}", host.display()),
+        "{}".into(),
+    ];
+    let task = mounted(argv);
+    let h = |p: &str| host.join(p);
+
+    // What the host made is there.
+    let fd = task.open("/mnt/pre", OpenFlags::RDONLY, 0).unwrap();
+    let mut buf = vec![0u8; 256];
+    assert_eq!(task.read(fd, &mut buf), Ok(16));
+    assert_eq!(&buf[..16], b"made on the host");
+    task.close(fd).unwrap();
+
+    // Create, write, pwrite, read back; the host sees the same bytes.
+    let fd = task
+        .open(
+            "/mnt/f",
+            OpenFlags::CREAT | OpenFlags::EXCL | OpenFlags::RDWR,
+            0o640,
+        )
+        .unwrap();
+    assert_eq!(task.write(fd, b"hello, "), Ok(7));
+    assert_eq!(task.write(fd, b"world"), Ok(5));
+    assert_eq!(task.pwrite(fd, b"J", 0), Ok(1));
+    assert_eq!(task.pread(fd, &mut buf, 0), Ok(12));
+    assert_eq!(&buf[..12], b"Jello, world");
+    assert_eq!(std::fs::read(h("f")).unwrap(), b"Jello, world");
+    let st = task.fstat(fd).unwrap();
+    let hs = std::fs::metadata(h("f")).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(st.st_size, 12);
+    assert_eq!(st.st_ino, hs.ino());
+    assert_eq!(st.st_mode & 0o7777, hs.mode() & 0o7777);
+    assert_eq!(st.st_mode & S_IFMT, S_IFREG);
+    // A large write crosses max_write and comes back whole.
+    let big: Vec<u8> = (0..1_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    assert_eq!(task.pwrite(fd, &big, 100), Ok(big.len()));
+    let mut back = vec![0u8; big.len()];
+    assert_eq!(task.pread(fd, &mut back, 100), Ok(big.len()));
+    assert!(back == big);
+    assert_eq!(std::fs::read(h("f")).unwrap()[100..], big[..]);
+    // ftruncate, then a read past the end.
+    assert_eq!(task.ftruncate(fd, 5), Ok(()));
+    assert_eq!(task.fstat(fd).unwrap().st_size, 5);
+    assert_eq!(task.pread(fd, &mut buf, 5), Ok(0));
+    assert_eq!(std::fs::metadata(h("f")).unwrap().len(), 5);
+    assert_eq!(task.close(fd), Ok(()));
+    // O_TRUNC and O_APPEND on open.
+    let fd = task
+        .open("/mnt/f", OpenFlags::WRONLY | OpenFlags::APPEND, 0)
+        .unwrap();
+    assert_eq!(task.write(fd, b"++"), Ok(2));
+    assert_eq!(task.pwrite(fd, b"!", 0), Ok(1));
+    task.close(fd).unwrap();
+    // pwrite on an O_APPEND descriptor appends (Linux's pwrite(2) BUGS), on the host too.
+    assert_eq!(std::fs::read(h("f")).unwrap(), b"Jello++!");
+    let fd = task
+        .open("/mnt/f", OpenFlags::WRONLY | OpenFlags::TRUNC, 0)
+        .unwrap();
+    assert_eq!(task.fstat(fd).unwrap().st_size, 0);
+    task.close(fd).unwrap();
+    assert_eq!(std::fs::metadata(h("f")).unwrap().len(), 0);
+    assert_eq!(
+        task.open(
+            "/mnt/f",
+            OpenFlags::CREAT | OpenFlags::EXCL | OpenFlags::RDWR,
+            0o640
+        ),
+        Err(Errno::EEXIST)
+    );
+
+    // Directories, listing, symlinks, hard links, renames, removal.
+    assert_eq!(task.mkdirat(CWD, "/mnt/d", 0o750), Ok(()));
+    assert!(h("d").is_dir());
+    assert_eq!(task.mkdirat(CWD, "/mnt/d", 0o750), Err(Errno::EEXIST));
+    assert_eq!(task.symlinkat("f", CWD, "/mnt/d/l"), Ok(()));
+    assert_eq!(std::fs::read_link(h("d/l")).unwrap(), Path::new("f"));
+    let n = task.readlinkat(CWD, "/mnt/d/l", &mut buf).unwrap();
+    assert_eq!(&buf[..n], b"f");
+    assert_eq!(
+        task.linkat(CWD, "/mnt/f", CWD, "/mnt/d/hard", AtFlags::empty()),
+        Ok(())
+    );
+    assert_eq!(
+        task.fstatat(CWD, "/mnt/f", AtFlags::empty())
+            .unwrap()
+            .st_nlink,
+        2
+    );
+    assert_eq!(std::fs::metadata(h("f")).unwrap().nlink(), 2);
+    assert_eq!(names(&task, "/mnt/d"), [".", "..", "hard", "l"]);
+    assert_eq!(names(&task, "/mnt"), [".", "..", "d", "f", "pre"]);
+    assert_eq!(task.renameat(CWD, "/mnt/pre", CWD, "/mnt/d/pre2"), Ok(()));
+    assert!(!h("pre").exists() && h("d/pre2").exists());
+    assert_eq!(
+        task.fstatat(CWD, "/mnt/pre", AtFlags::empty()).map(drop),
+        Err(Errno::ENOENT)
+    );
+    // RENAME_NOREPLACE over an existing name is the VFS's EEXIST (do_renameat2, before
+    // the server is asked); onto a free name passthrough_ll answers any flag with EINVAL
+    // (lo_rename), on a kernel mount too.
+    assert_eq!(
+        task.renameat2(CWD, "/mnt/f", CWD, "/mnt/d/pre2", RenameFlags::NOREPLACE),
+        Err(Errno::EEXIST)
+    );
+    assert_eq!(
+        task.renameat2(CWD, "/mnt/f", CWD, "/mnt/d/free", RenameFlags::NOREPLACE),
+        Err(Errno::EINVAL)
+    );
+    assert_eq!(
+        task.unlinkat(CWD, "/mnt/d", AtFlags::REMOVEDIR),
+        Err(Errno::ENOTEMPTY)
+    );
+    for p in ["/mnt/d/l", "/mnt/d/hard", "/mnt/d/pre2"] {
+        assert_eq!(task.unlinkat(CWD, p, AtFlags::empty()), Ok(()), "{p}");
+    }
+    assert_eq!(task.unlinkat(CWD, "/mnt/d", AtFlags::REMOVEDIR), Ok(()));
+    assert!(!h("d").exists());
+    assert_eq!(
+        task.fstatat(CWD, "/mnt/f", AtFlags::empty())
+            .unwrap()
+            .st_nlink,
+        1
+    );
+
+    // Attributes: chmod, utimensat, as the host then shows them.
+    assert_eq!(
+        task.fchmodat(CWD, "/mnt/f", 0o604, AtFlags::empty()),
+        Ok(())
+    );
+    assert_eq!(std::fs::metadata(h("f")).unwrap().mode() & 0o7777, 0o604);
+    let t = [
+        uvfs::Timespec::new(1_000_000, 5),
+        uvfs::Timespec::new(2_000_000, 7),
+    ];
+    assert_eq!(
+        task.utimensat(CWD, "/mnt/f", Some(&t), AtFlags::empty()),
+        Ok(())
+    );
+    let hs = std::fs::metadata(h("f")).unwrap();
+    assert_eq!(
+        (hs.atime(), hs.mtime(), hs.mtime_nsec()),
+        (1_000_000, 2_000_000, 7)
+    );
+    let st = task.fstatat(CWD, "/mnt/f", AtFlags::empty()).unwrap();
+    assert_eq!(
+        (st.st_atime.tv_sec, st.st_mtime.tv_sec),
+        (1_000_000, 2_000_000)
+    );
+
+    // A change made on the host is seen once the entry's timeout (passthrough_ll's
+    // default: 1 s) has passed.
+    std::fs::write(h("late"), b"x").unwrap();
+    std::fs::remove_file(h("f")).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    assert_eq!(
+        task.fstatat(CWD, "/mnt/late", AtFlags::empty())
+            .unwrap()
+            .st_size,
+        1
+    );
+    assert_eq!(
+        task.fstatat(CWD, "/mnt/f", AtFlags::empty()).map(drop),
+        Err(Errno::ENOENT)
+    );
+    // statfs is the host file system's, with FUSE's magic.
+    let sf = task.statfs("/mnt").unwrap();
+    assert_eq!(sf.f_type, client::fs::FUSE_SUPER_MAGIC);
+    assert!(sf.f_bsize > 0);
+}
+
+/// A server that is killed mid-mount: calls fail with `ENOTCONN`/`ECONNABORTED` (never
+/// hang), and the mount can still be unmounted.
+#[test]
+fn killed_server_fails_calls_and_unmounts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(exe) = example(tmp.path(), "hello_ll") else {
+        return;
+    };
+    let task = mounted(vec![exe.to_string_lossy().into(), "{}".into()]);
+    let fd = task.open("/mnt/hello", OpenFlags::RDONLY, 0).unwrap();
+    let out = std::process::Command::new("pkill")
+        .arg("-KILL")
+        .arg("-f")
+        .arg(exe.to_string_lossy().as_ref())
+        .status()
+        .unwrap();
+    assert!(out.success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let mut buf = [0u8; 16];
+    loop {
+        match task.pread(fd, &mut buf, 0) {
+            Err(Errno::ENOTCONN | Errno::ECONNABORTED) => break,
+            r => {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "still answered: {r:?}"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
+    }
+    assert_eq!(task.pread(fd, &mut buf, 0), Err(Errno::ENOTCONN));
+    let _ = task.close(fd);
+    assert_eq!(task.umount2("/mnt", uvfs::UmountFlags::empty()), Ok(()));
+}
