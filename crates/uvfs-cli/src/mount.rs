@@ -94,6 +94,13 @@ pub struct MountArgs {
     /// at `/`), made (with its parents) if missing.
     #[arg(long, value_parser = parse_bind)]
     pub bind: Vec<Bind>,
+    /// `PATH='SERVER ARGS {}'` (repeatable): start the FUSE server SERVER with ARGS (split
+    /// at spaces; no quoting), one of them `{}`, which becomes `/dev/fd/N`, the server's end
+    /// of a socket pair (libfuse >= 3.3 servers, e.g. libfuse's `passthrough_ll -o
+    /// source=DIR {}`), and show its tree at PATH through uvfs's own FUSE client: no
+    /// kernel mount of the server. PATH as for --bind (`/`: the whole mount).
+    #[arg(long, value_name = "PATH='SERVER ARGS {}'", value_parser = parse_fuse)]
+    pub fuse: Vec<Bind>,
     /// `HOST_DIR[:PATH]` (repeatable): before serving, copy the host tree HOST_DIR into the
     /// mount at PATH (absolute; default `/`; made with its parents), as `cp -a HOST_DIR/. PATH`:
     /// modes, owners (the server being root), times, symlinks, hard links and holes kept;
@@ -126,15 +133,60 @@ fn parse_fsname(s: &str) -> Result<String, String> {
     Ok(s.to_owned())
 }
 
-/// One `--bind HOST_DIR:PATH[:ro]`.
+/// One `--bind HOST_DIR:PATH[:ro]`, or one `--fuse PATH='SERVER ARGS {}'`.
 #[derive(Clone, Debug)]
 pub struct Bind {
-    /// The host directory.
+    /// The host directory (`--fuse`: the server program, for messages).
     pub host: PathBuf,
     /// Where it appears in the mount (absolute).
     pub path: String,
     /// `:ro`.
     pub read_only: bool,
+    /// `--fuse`: the server's program and arguments, one of them `{}`.
+    pub fuse: Option<Vec<String>>,
+}
+
+impl Bind {
+    /// The file system this bind shows: hostfs over `host`, or the FUSE server started.
+    fn mount(&self) -> Result<Arc<uvfs::Mount>, String> {
+        match &self.fuse {
+            Some(argv) => uvfs::fuse::client::mount(
+                uvfs::fuse::client::FuseServer::Spawn(argv.clone()),
+                uvfs::fuse::client::FuseClientOptions::default(),
+            )
+            .map_err(|e| format!("--fuse {}='{}': {e}", self.path, argv.join(" "))),
+            None => uvfs::hostfs::mount(
+                &self.host,
+                uvfs::hostfs::HostfsOptions {
+                    read_only: self.read_only,
+                    ..Default::default()
+                },
+            )
+            .map_err(|e| format!("--bind {}: {e}", self.host.display())),
+        }
+    }
+}
+
+/// Parses `PATH=SERVER ARGS {}` (`--fuse`).
+fn parse_fuse(s: &str) -> Result<Bind, String> {
+    let (path, cmd) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?}: expected PATH='SERVER ARGS {{}}'"))?;
+    if !path.starts_with('/') {
+        return Err(format!("{s:?}: PATH must be absolute"));
+    }
+    let argv: Vec<String> = cmd.split_whitespace().map(String::from).collect();
+    if argv.is_empty() || !argv[1..].iter().any(|a| a == "{}") {
+        return Err(format!(
+            "{s:?}: the server's arguments need {{}} (its /dev/fd/N mountpoint)"
+        ));
+    }
+    Ok(Bind {
+        host: PathBuf::from(&argv[0]),
+        path: path.to_owned(),
+        read_only: false,
+        fuse: Some(argv),
+    })
 }
 
 /// One `--import HOST_DIR[:PATH]`.
@@ -315,6 +367,7 @@ fn parse_bind(s: &str) -> Result<Bind, String> {
         host,
         path: path.to_owned(),
         read_only,
+        fuse: None,
     })
 }
 
@@ -330,7 +383,7 @@ fn check_binds(args: &MountArgs) -> Result<(Option<&Bind>, Vec<&Bind>), String> 
     let mut root = None;
     let mut subs: Vec<&Bind> = Vec::new();
     let mut seen = std::collections::HashSet::new();
-    for b in &args.bind {
+    for b in args.bind.iter().chain(&args.fuse) {
         let path = bind_path(b);
         if path.split('/').any(|c| c == "." || c == "..") {
             return Err(format!(
@@ -340,9 +393,10 @@ fn check_binds(args: &MountArgs) -> Result<(Option<&Bind>, Vec<&Bind>), String> 
             ));
         }
         if !seen.insert(path.clone()) {
-            return Err(format!("--bind: {path} is bound twice"));
+            return Err(format!("--bind/--fuse: {path} is bound twice"));
         }
         match std::fs::metadata(&b.host) {
+            _ if b.fuse.is_some() => {}
             Ok(m) if m.is_dir() => {}
             Ok(_) => return Err(format!("--bind {}: not a directory", b.host.display())),
             Err(e) => return Err(format!("--bind {}: {e}", b.host.display())),
@@ -404,12 +458,7 @@ fn mount_sub_binds(mnt: &Arc<uvfs::Mount>, subs: &[&Bind]) -> Result<(), String>
             Ok(_) => return Err(err("PATH is not a directory", uvfs::Errno::ENOTDIR)),
             Err(e) => return Err(err("PATH", e)),
         }
-        let opts = uvfs::hostfs::HostfsOptions {
-            read_only: b.read_only,
-            ..Default::default()
-        };
-        let fs = uvfs::hostfs::mount(&b.host, opts)
-            .map_err(|e| format!("--bind {}: {e}", b.host.display()))?;
+        let fs = b.mount()?;
         let flags = if b.read_only {
             uvfs::MountFlags::RDONLY
         } else {
@@ -463,6 +512,10 @@ fn daemonize(args: &MountArgs) -> Result<(), String> {
     for b in &args.bind {
         let ro = if b.read_only { ":ro" } else { "" };
         cmd.arg(format!("--bind={}:{}{ro}", b.host.display(), b.path));
+    }
+    for b in &args.fuse {
+        let argv = b.fuse.as_deref().unwrap_or_default();
+        cmd.arg(format!("--fuse={}={}", b.path, argv.join(" ")));
     }
     for i in &args.import {
         cmd.arg(format!("--import={}:{}", i.host.display(), i.path));
@@ -931,14 +984,7 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
         .nr_inodes
         .unwrap_or_else(TmpfsOptions::default_nr_inodes);
     let mnt = match root_bind(args)? {
-        Some(b) => {
-            let opts = uvfs::hostfs::HostfsOptions {
-                read_only: b.read_only,
-                ..Default::default()
-            };
-            uvfs::hostfs::mount(&b.host, opts)
-                .map_err(|e| format!("--bind {}: {e}", b.host.display()))?
-        }
+        Some(b) => b.mount()?,
         None => uvfs::tmpfs::mount(TmpfsOptions {
             uid: rustix::process::geteuid().as_raw(),
             gid: rustix::process::getegid().as_raw(),
