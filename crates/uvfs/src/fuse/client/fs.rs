@@ -1106,7 +1106,7 @@ pub enum FuseServer {
 /// use uvfs::fuse::client::{mount, FuseClientOptions, FuseServer};
 /// use uvfs::{MountFlags, OpenFlags, Task};
 /// let task = Task::init(&uvfs::mount(Default::default()));
-/// task.mkdir("/mnt", 0o755)?;
+/// task.mkdirat(uvfs::Fd::AT_FDCWD, "/mnt", 0o755)?;
 /// // libfuse's example, built from /usr/share/doc/libfuse3-dev/examples/passthrough_ll.c:
 /// let argv = ["./passthrough_ll", "-o", "source=/usr/include", "{}"];
 /// let server = FuseServer::Spawn(argv.map(String::from).to_vec());
