@@ -221,6 +221,11 @@ fn passthrough_ll_matches_the_kernel_on_its_source_directory() {
     assert_eq!(std::fs::read_link(h("d/l")).unwrap(), Path::new("f"));
     let n = task.readlinkat(CWD, "/mnt/d/l", &mut buf).unwrap();
     assert_eq!(&buf[..n], b"f");
+    // A target longer than a name (NAME_MAX) but within PATH_MAX, as on the host.
+    let long = "x/".repeat(200);
+    assert_eq!(task.symlinkat(long.as_str(), CWD, "/mnt/d/long"), Ok(()));
+    assert_eq!(std::fs::read_link(h("d/long")).unwrap(), Path::new(&long));
+    assert_eq!(task.unlinkat(CWD, "/mnt/d/long", AtFlags::empty()), Ok(()));
     assert_eq!(
         task.linkat(CWD, "/mnt/f", CWD, "/mnt/d/hard", AtFlags::empty()),
         Ok(())
@@ -273,6 +278,17 @@ fn passthrough_ll_matches_the_kernel_on_its_source_directory() {
         Ok(())
     );
     assert_eq!(std::fs::metadata(h("f")).unwrap().mode() & 0o7777, 0o604);
+    // chown(-1, -1) changes nothing on the server (SETATTR with nothing valid, as Linux's):
+    // a mode set on the host meanwhile stays.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(h("f"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    let keep = u32::MAX;
+    assert_eq!(
+        task.fchownat(CWD, "/mnt/f", keep, keep, AtFlags::empty()),
+        Ok(())
+    );
+    assert_eq!(std::fs::metadata(h("f")).unwrap().mode() & 0o7777, 0o600);
+    std::fs::set_permissions(h("f"), std::fs::Permissions::from_mode(0o604)).unwrap();
     let t = [
         uvfs::Timespec::new(1_000_000, 5),
         uvfs::Timespec::new(2_000_000, 7),

@@ -324,6 +324,36 @@ impl Conn {
         creds: (u32, u32, u32),
         args: &[&[u8]],
     ) -> Result<Vec<u8>> {
+        self.submit(op, nodeid, creds, args, true)
+    }
+
+    /// As [`request`](Self::request), but not waited for (Linux's background requests, as
+    /// `fuse_file_put`'s RELEASE): the request is in flight when this returns, and its
+    /// answer, whenever it comes, is dropped. So a caller that must not block on the server
+    /// (the last close, which runs where a lock-free reader may be pinned) never does.
+    ///
+    /// # Errors
+    /// As `request`'s, for what fails before the request is sent.
+    pub(crate) fn request_background(
+        &self,
+        op: u32,
+        nodeid: u64,
+        creds: (u32, u32, u32),
+        args: &[&[u8]],
+    ) -> Result<()> {
+        self.submit(op, nodeid, creds, args, false).map(drop)
+    }
+
+    /// The body of [`request`](Self::request) and
+    /// [`request_background`](Self::request_background).
+    fn submit(
+        &self,
+        op: u32,
+        nodeid: u64,
+        creds: (u32, u32, u32),
+        args: &[&[u8]],
+        wait: bool,
+    ) -> Result<Vec<u8>> {
         // FORGET and BATCH_FORGET are never answered, INTERRUPT has its own path: waiting
         // for a reply to them would wait forever.
         if matches!(
@@ -343,7 +373,8 @@ impl Conn {
         if msg.len() > self.proto.max_write + 4096 {
             return Err(Errno::E2BIG);
         }
-        let p = Request::alloc(unique, 2);
+        // References: the table's in-flight one, and the waiter's when there is one.
+        let p = Request::alloc(unique, if wait { 2 } else { 1 });
         self.shard(unique).insert(unique, p);
         // Checked again after the insert: an abort that ran before it did not see us. The
         // shard's lock orders the two: either our insert came before the abort drained
@@ -362,6 +393,10 @@ impl Conn {
                     e
                 },
             );
+        }
+        if !wait {
+            // `p` is the table's now (freed by whoever completes it): not touched again.
+            return Ok(Vec::new());
         }
         // SAFETY: our (the waiter's) reference.
         let r = unsafe { p.as_ref() }.wait();

@@ -157,6 +157,8 @@ pub(crate) struct Shared {
     no_flush: AtomicBool,
     /// As `no_flush`, for FSYNC (`fc->no_fsync`).
     no_fsync: AtomicBool,
+    /// As `no_flush`, for FSYNCDIR (`fc->no_fsyncdir`: apart from FSYNC's).
+    no_fsyncdir: AtomicBool,
     /// As `no_flush`, for LSEEK (`fc->no_lseek`).
     no_lseek: AtomicBool,
     /// The uvfs process's credentials, for requests the VFS passes no caller's for.
@@ -425,8 +427,8 @@ impl FuseInode {
     fn attr_reply(&self, inode: &Inode, payload: &[u8]) -> Result<()> {
         let a: abi::AttrOut = reply(&self.fs.conn, payload)?;
         if a.attr.mode & S_IFMT != inode.mode() & S_IFMT {
-            // The node changed type behind uvfs's back: this inode is stale.
-            return Err(Errno::ESTALE);
+            // The node changed type behind uvfs's back: Linux marks the inode bad (EIO).
+            return Err(proto_error(&self.fs.conn));
         }
         inode.set_attrs(&fs_attrs(&a.attr));
         // Relaxed: a hint.
@@ -458,7 +460,8 @@ impl FuseInode {
         }
         let a: abi::AttrOut = reply(&self.fs.conn, &r)?;
         if a.attr.mode & S_IFMT != inode.mode() & S_IFMT {
-            return Err(Errno::ESTALE);
+            // As in `attr_reply`.
+            return Err(proto_error(&self.fs.conn));
         }
         self.invalidate_attrs();
         Ok(())
@@ -632,11 +635,8 @@ impl InodeOps for FuseInode {
             arg.mtime = t.tv_sec as u64;
             arg.mtimensec = t.tv_nsec as u32;
         }
-        if arg.valid == 0 {
-            // chmod/chown changing nothing still changes the ctime: the same mode again.
-            arg.valid = fattr::FATTR_MODE;
-            arg.mode = inode.mode();
-        }
+        // Nothing to change (`chown(-1, -1)`): SETATTR with `valid` 0, as Linux sends it; the
+        // server stamps the ctime (or not) as it does for the kernel.
         self.setattr_req(inode, &arg, false)
     }
 
@@ -734,7 +734,9 @@ impl FileOps for FuseInode {
         }
     }
 
-    /// RELEASE or RELEASEDIR (`fuse_release`), waited for; its error has no caller.
+    /// RELEASE or RELEASEDIR (`fuse_release`), sent in the background (not waited for:
+    /// the last close may run where a lock-free walk is pinned, and a server that never
+    /// answers must not hold that up); its answer has no caller.
     fn release(&self, inode: &Inode, fh: u64) {
         let op = if inode.is_dir() {
             opcode::FUSE_RELEASEDIR
@@ -747,7 +749,10 @@ impl FileOps for FuseInode {
             fh,
             ..Default::default()
         };
-        let _ = self.fs.req(op, self.nodeid, &[arg.as_bytes()]);
+        let _ = self
+            .fs
+            .conn
+            .request_background(op, self.nodeid, self.fs.creds, &[arg.as_bytes()]);
     }
 
     /// READDIR on the open directory's handle from the server's cookie `pos`; `.` and
@@ -760,6 +765,10 @@ impl FileOps for FuseInode {
         emit: &mut DirEmit<'_>,
     ) -> Result<Option<u64>> {
         let mut cur = pos;
+        // Replies in a row that listed no name but `.` and `..`: a server whose cookies
+        // run in a circle through them would keep this call (and the directory lock)
+        // forever; a real listing has at most one such reply, at its start.
+        let mut idle = 0;
         loop {
             let arg = abi::ReadIn {
                 fh,
@@ -776,6 +785,14 @@ impl FileOps for FuseInode {
             let ents = abi::dirents(&r).map_err(|_| proto_error(&self.fs.conn))?;
             if ents.is_empty() {
                 return Ok(None);
+            }
+            if ents.iter().all(|e| e.3 == b"." || e.3 == b"..") {
+                idle += 1;
+                if idle > 1 {
+                    return Err(proto_error(&self.fs.conn));
+                }
+            } else {
+                idle = 0;
             }
             for (ino, off, ty, name) in ents {
                 if off == cur {
@@ -978,17 +995,17 @@ impl FileOps for FuseInode {
     }
 
     /// FSYNC or FSYNCDIR (`fuse_fsync`); a server without it (`ENOSYS`) succeeds, as
-    /// Linux's `fc->no_fsync`.
+    /// Linux's `fc->no_fsync` / `fc->no_fsyncdir` (each remembered apart).
     fn fsync(&self, inode: &Inode, fh: u64, datasync: bool) -> Result<()> {
-        let op = if inode.is_dir() {
-            opcode::FUSE_FSYNCDIR
+        let (op, off) = if inode.is_dir() {
+            (opcode::FUSE_FSYNCDIR, &self.fs.no_fsyncdir)
         } else if inode.is_reg() {
-            opcode::FUSE_FSYNC
+            (opcode::FUSE_FSYNC, &self.fs.no_fsync)
         } else {
             return Ok(());
         };
         // Relaxed: a sticky hint.
-        if self.fs.no_fsync.load(Ordering::Relaxed) {
+        if off.load(Ordering::Relaxed) {
             return Ok(());
         }
         let arg = abi::FsyncIn {
@@ -999,7 +1016,7 @@ impl FileOps for FuseInode {
         match self.fs.req(op, self.nodeid, &[arg.as_bytes()]) {
             Err(Errno::ENOSYS) => {
                 // Relaxed: as above.
-                self.fs.no_fsync.store(true, Ordering::Relaxed);
+                off.store(true, Ordering::Relaxed);
                 Ok(())
             }
             r => r.map(drop),
@@ -1055,7 +1072,9 @@ impl FileSystem for FuseFs {
                 )?
             }
             S_IFLNK => {
-                let t = cname(args.target.ok_or(Errno::EINVAL)?).map_err(|_| Errno::EINVAL)?;
+                // The VFS checked the target (1 ..= PATH_MAX - 1 bytes, no NUL).
+                let mut t = args.target.ok_or(Errno::EINVAL)?.to_vec();
+                t.push(0);
                 self.shared
                     .conn
                     .request(opcode::FUSE_SYMLINK, d.nodeid, creds, &[&n, &t])?
@@ -1140,6 +1159,7 @@ pub fn mount(server: FuseServer, opts: FuseClientOptions) -> Result<Arc<Mount>> 
         inval_gen: AtomicU64::new(0),
         no_flush: AtomicBool::new(false),
         no_fsync: AtomicBool::new(false),
+        no_fsyncdir: AtomicBool::new(false),
         no_lseek: AtomicBool::new(false),
         creds: (
             rustix::process::geteuid().as_raw(),
