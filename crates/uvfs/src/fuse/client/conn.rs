@@ -485,6 +485,9 @@ impl Drop for Conn {
                 let _ = h.join();
             }
         }
+        // Background requests still in the table (a RELEASE the server never answered)
+        // are freed: nobody waits on them (a waiter would hold the connection).
+        self.abort();
         if let Some(mut c) = plock(&self.child).take() {
             for _ in 0..100 {
                 if let Ok(Some(_)) = c.try_wait() {
