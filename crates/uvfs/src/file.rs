@@ -321,10 +321,18 @@ impl<V: Variant> File<V> {
     ///
     /// # Errors
     /// The file system's ([`FileOps::flush`](crate::fs::FileOps::flush)).
+    #[inline]
     pub(crate) fn flush(&self) -> Result<()> {
         if !self.wants_flush() {
             return Ok(());
         }
+        self.flush_slow()
+    }
+
+    /// The file system's `->flush` (out of line: tmpfs's files never get here).
+    #[cold]
+    #[inline(never)]
+    fn flush_slow(&self) -> Result<()> {
         let inode = self.inode();
         inode.i_op.flush(inode, self.fh())
     }
