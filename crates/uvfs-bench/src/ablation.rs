@@ -11,6 +11,7 @@
 use std::fmt::Write as _;
 
 use crate::error::Result;
+use crate::fuse_client;
 use crate::harness::{median, Series};
 use crate::report::{render, si, Report};
 pub use crate::report::{AblationRow, MARGIN, MIN_PAIRS};
@@ -23,11 +24,12 @@ use uvfs::variant::{
 };
 
 /// The workloads `--ablation` runs by default, in order.
-pub const WORKLOADS: [WorkloadKind; 4] = [
+pub const WORKLOADS: [WorkloadKind; 5] = [
     WorkloadKind::FstatShared,
     WorkloadKind::ReadShared,
     WorkloadKind::OpenClose,
     WorkloadKind::CreatClo,
+    WorkloadKind::Futimes,
 ];
 
 /// Repetitions `--ablation` makes unless `--reps` says otherwise (the issue asks for at
@@ -44,8 +46,8 @@ pub struct Lesson {
     pub id: &'static str,
     /// What changed, in a few words.
     pub title: &'static str,
-    /// The "before" target's name (`None`: not measurable yet).
-    pub before: Option<&'static str>,
+    /// The "before" target's name.
+    pub before: &'static str,
     /// The "after" target's name.
     pub after: &'static str,
     /// The workloads that isolate it.
@@ -62,7 +64,7 @@ pub const LESSONS: [Lesson; 6] = [
     Lesson {
         id: "1",
         title: "f_count off f_mode's line",
-        before: Some("uvfs[count-on-mode-line]"),
+        before: "uvfs[count-on-mode-line]",
         after: "uvfs",
         workloads: SHARED_FD,
         patch: "+42% UnixBench syscall, 24 copies, Kunpeng 920; +17% Intel 6248",
@@ -70,7 +72,7 @@ pub const LESSONS: [Lesson; 6] = [
     Lesson {
         id: "2",
         title: "fget by one atomic add",
-        before: Some("uvfs[cas-loop-get]"),
+        before: "uvfs[cas-loop-get]",
         after: "uvfs",
         workloads: SHARED_FD,
         patch: "+132% UnixBench syscall, Kunpeng 920 (with patch 1)",
@@ -78,7 +80,7 @@ pub const LESSONS: [Lesson; 6] = [
     Lesson {
         id: "3",
         title: "test before set (stat's ctime mark)",
-        before: Some("uvfs[blind-set-bit]"),
+        before: "uvfs[blind-set-bit]",
         after: "uvfs",
         workloads: &[WorkloadKind::FstatShared],
         patch: "+3.3% AIM7 creat-clo, 2-socket Broadwell",
@@ -86,7 +88,7 @@ pub const LESSONS: [Lesson; 6] = [
     Lesson {
         id: "4a",
         title: "files_lock cache-line aligned",
-        before: Some("uvfs[files-lock-unaligned]"),
+        before: "uvfs[files-lock-unaligned]",
         after: "uvfs[files-lock-aligned]",
         workloads: OPEN_PATH,
         patch: "-5% system time, kernbench -j16x",
@@ -94,7 +96,7 @@ pub const LESSONS: [Lesson; 6] = [
     Lesson {
         id: "4b",
         title: "no global file list at all",
-        before: Some("uvfs[files-lock-aligned]"),
+        before: "uvfs[files-lock-aligned]",
         after: "uvfs",
         workloads: OPEN_PATH,
         patch: "(lists removed in Linux 3.13; no figure)",
@@ -102,9 +104,9 @@ pub const LESSONS: [Lesson; 6] = [
     Lesson {
         id: "5",
         title: "FUSE request_end skips the queue lock",
-        before: None,
-        after: "uvfs",
-        workloads: &[],
+        before: "uvfs-fuse-client[locked-end]",
+        after: "uvfs-fuse-client",
+        workloads: &[WorkloadKind::Futimes],
         patch: "request_end share of do_write 62.6% -> 58.2%",
     },
 ];
@@ -154,7 +156,7 @@ fn variant<V: Variant>() -> Result<Box<dyn Target>> {
     let mut kinds = Vec::new();
     for l in LESSONS
         .iter()
-        .filter(|l| l.before == Some(&name) || l.after == name)
+        .filter(|l| l.before == name || l.after == name)
     {
         for k in l.workloads {
             if !kinds.contains(k) {
@@ -165,19 +167,44 @@ fn variant<V: Variant>() -> Result<Box<dyn Target>> {
     Ok(Box::new(Restricted { inner, kinds }))
 }
 
-/// The variant targets, every lesson's "before" (and 4a's "after").
+/// Lesson 5's two targets, uvfs's FUSE client on an in-process server
+/// (`fuse_client::in_process`) ending requests each way, restricted to lesson 5's
+/// workloads; `threads` server threads.
+fn fuse_targets(threads: usize) -> Result<Vec<Box<dyn Target>>> {
+    let l5 = LESSONS
+        .iter()
+        .find(|l| l.id == "5")
+        .map_or(&[][..], |l| l.workloads);
+    let mut out: Vec<Box<dyn Target>> = Vec::new();
+    for end in [
+        uvfs::fuse::client::RequestEnd::Locked,
+        uvfs::fuse::client::RequestEnd::Sticky,
+    ] {
+        out.push(Box::new(Restricted {
+            inner: fuse_client::in_process(end, threads)?,
+            kinds: l5.to_vec(),
+        }));
+    }
+    Ok(out)
+}
+
+/// The variant targets, every lesson's "before" (and 4a's and 5's "after"); lesson 5's
+/// in-process FUSE server gets `threads` threads (the most any run uses).
 ///
 /// # Errors
 ///
-/// A target's setup (`mkdir /bench`) failed.
-pub fn variant_targets() -> Result<Vec<Box<dyn Target>>> {
-    Ok(vec![
+/// A target's setup (`mkdir /bench`; for lesson 5, the in-process server and its mount)
+/// failed.
+pub fn variant_targets(threads: usize) -> Result<Vec<Box<dyn Target>>> {
+    let mut v = vec![
         variant::<SharedLineVariant>()?,
         variant::<CasRefVariant>()?,
         variant::<BlindSetVariant>()?,
         variant::<GlobalFileListVariant>()?,
         variant::<AlignedFileListVariant>()?,
-    ])
+    ];
+    v.extend(fuse_targets(threads)?);
+    Ok(v)
 }
 
 /// The ablation rows from a run's series: for each lesson, workload and thread count where
@@ -190,26 +217,7 @@ pub fn rows(series: &[Series], threads: &[usize]) -> Vec<AblationRow> {
     };
     let mut out = Vec::new();
     for l in &LESSONS {
-        let Some(before) = l.before else {
-            out.push(AblationRow {
-                lesson: l.id.to_owned(),
-                title: l.title.to_owned(),
-                workload: None,
-                threads: 0,
-                before: String::new(),
-                after: l.after.to_owned(),
-                // Not measured: NaN, which `--json` writes as null.
-                before_median: f64::NAN,
-                after_median: f64::NAN,
-                ratio_median: f64::NAN,
-                ratio_min: f64::NAN,
-                ratio_max: f64::NAN,
-                pairs: 0,
-                patch: l.patch.to_owned(),
-                pending: true,
-            });
-            continue;
-        };
+        let before = l.before;
         for &w in l.workloads {
             for &t in threads {
                 let (Some(b), Some(a)) = (find(before, w, t), find(l.after, w, t)) else {
@@ -239,7 +247,6 @@ pub fn rows(series: &[Series], threads: &[usize]) -> Vec<AblationRow> {
                     ratio_max: ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max),
                     pairs: ratios.len(),
                     patch: l.patch.to_owned(),
-                    pending: false,
                 });
             }
         }
@@ -263,20 +270,6 @@ pub fn table(report: &Report) -> String {
     .map(str::to_owned)
     .to_vec()];
     for r in &report.ablation {
-        if r.pending {
-            rows.push(vec![
-                format!("{} {}", r.lesson, r.title),
-                "-".to_owned(),
-                "-".to_owned(),
-                "pending: needs the FUSE client".to_owned(),
-                String::new(),
-                String::new(),
-                String::new(),
-                r.verdict().to_owned(),
-                r.patch.clone(),
-            ]);
-            continue;
-        }
         rows.push(vec![
             format!("{} {}", r.lesson, r.title),
             r.workload.map_or("-", |w| w.name()).to_owned(),
@@ -397,10 +390,8 @@ mod tests {
         assert_eq!(r.verdict(), "noise");
         assert_eq!(r.before_median, 20.0);
         // No row where a side is missing (2 threads, read-shared, other lessons).
-        assert!(rows.iter().all(|r| r.pending || r.lesson == "2"));
-        assert_eq!(rows.iter().filter(|r| !r.pending).count(), 1);
-        // Lesson 5 is listed as pending.
-        assert!(rows.iter().any(|r| r.lesson == "5" && r.pending));
+        assert!(rows.iter().all(|r| r.lesson == "2"));
+        assert_eq!(rows.len(), 1);
     }
 
     #[test]
@@ -441,19 +432,43 @@ mod tests {
         let r = rows(&two, &[1]);
         let r = r.iter().find(|r| r.lesson == "3").unwrap();
         assert_eq!((r.ratio_min, r.verdict()), (2.0, "noise"));
-        // A pending row's numbers are NaN, written as null in JSON.
-        let pending = rows(&[], &[1]);
-        let json = serde_json::to_string(pending.iter().find(|r| r.pending).unwrap()).unwrap();
-        assert!(json.contains("\"ratio_median\":null"), "{json}");
+        // Lesson 5: the FUSE client ending requests under the lock, then without it.
+        let l5 = vec![
+            series(
+                "uvfs-fuse-client[locked-end]",
+                WorkloadKind::Futimes,
+                1,
+                &[1.0, 1.0, 1.0],
+            ),
+            series(
+                "uvfs-fuse-client",
+                WorkloadKind::Futimes,
+                1,
+                &[1.1, 1.2, 1.05],
+            ),
+        ];
+        let r = rows(&l5, &[1]);
+        let r = r.iter().find(|r| r.lesson == "5").unwrap();
+        assert_eq!((r.pairs, r.verdict()), (3, "faster"));
     }
 
     #[test]
     fn variant_targets_are_restricted_to_their_lessons() {
-        let ts = variant_targets().unwrap();
+        let ts = variant_targets(1).unwrap();
         let names: Vec<&str> = ts.iter().map(|t| t.name()).collect();
-        for l in LESSONS.iter().filter_map(|l| l.before) {
-            assert!(names.contains(&l), "{l} missing from {names:?}");
+        for l in LESSONS.iter() {
+            assert!(
+                names.contains(&l.before),
+                "{} missing from {names:?}",
+                l.before
+            );
         }
+        let locked = ts
+            .iter()
+            .find(|t| t.name() == "uvfs-fuse-client[locked-end]")
+            .unwrap();
+        assert!(locked.supports(WorkloadKind::Futimes));
+        assert!(!locked.supports(WorkloadKind::FstatShared));
         let cas = ts
             .iter()
             .find(|t| t.name() == "uvfs[cas-loop-get]")
@@ -466,5 +481,8 @@ mod tests {
             .unwrap();
         assert!(aligned.supports(WorkloadKind::OpenClose));
         assert!(!aligned.supports(WorkloadKind::FstatShared));
+        for t in ts {
+            t.close().unwrap();
+        }
     }
 }

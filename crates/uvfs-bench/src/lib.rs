@@ -11,6 +11,7 @@
 //! | [`kernel`] | the kernel peer: real syscalls (rustix) on a host tmpfs, or in any [`kernel::KernelDir`] |
 //! | [`uvfs_mount`] | the `mount` target: the kernel peer's syscalls in a fresh `uvfs mount` (FUSE) |
 //! | [`passthrough_ll`] | the `passthrough-ll` target: the same in libfuse's `passthrough_ll` over a tmpfs, built at bench time |
+//! | [`fuse_client`] | uvfs's FUSE client as a target: on an in-process uvfs server (ablation lesson 5) or on libfuse's `passthrough_ll` (`fuse-client`) |
 //! | [`fuse_mount`] | a FUSE server as a child process: started, waited for in mountinfo, always stopped |
 //! | `peers` | feature `peers`: other crates' in-memory file systems (`vfs` MemoryFS, wasmer's `mem_fs`); see [`peer_targets`] |
 //! | [`harness`] | start gate, stop flag, interleaved repetitions, rates |
@@ -30,6 +31,7 @@
 
 pub mod ablation;
 pub mod error;
+pub mod fuse_client;
 pub mod fuse_mount;
 pub mod harness;
 pub mod interrupt;
@@ -73,7 +75,9 @@ pub struct BenchArgs {
     /// Targets to run, repeatable or comma-separated; the first is the
     /// subject of the ratios [default: uvfs,kernel]. `mount` alone means
     /// mount,passthrough-ll,kernel (uvfs over FUSE against libfuse's
-    /// passthrough_ll and the kernel's tmpfs). The peers (vfs-memoryfs,
+    /// passthrough_ll and the kernel's tmpfs); `fuse-client` alone means
+    /// fuse-client,passthrough-ll,kernel (uvfs's FUSE client against the
+    /// kernel's, on one passthrough_ll build). The peers (vfs-memoryfs,
     /// wasmer-memfs) exist in builds with `--features peers`.
     #[arg(
         long = "target",
@@ -118,7 +122,7 @@ pub struct BenchArgs {
 
     /// Measure each lesson: its "before" variant against uvfs on the same code paths,
     /// interleaved, per-repetition ratios, the patch's figure beside (workloads
-    /// fstat-shared, read-shared, open-close, creat-clo unless --workload; kernel and
+    /// fstat-shared, read-shared, open-close, creat-clo, futimes unless --workload; kernel and
     /// peers as context unless --target leaves them out).
     #[arg(long)]
     pub ablation: bool,
@@ -156,6 +160,12 @@ pub enum TargetKind {
     /// skipped with a message if it cannot be (module `passthrough_ll`).
     #[value(name = "passthrough-ll")]
     PassthroughLl,
+    /// uvfs's own FUSE client (`uvfs::fuse::client`) on libfuse's `passthrough_ll`,
+    /// unmodified, over `/dev/fd/N`, serving a private tmpfs; the workloads through
+    /// `uvfs::Task` (module `fuse_client`). Alone, `--target fuse-client` means
+    /// fuse-client, passthrough-ll (the kernel's client on the same server build), kernel.
+    #[value(name = "fuse-client")]
+    FuseClient,
     /// The `vfs` crate's `MemoryFS` (feature `peers`; see
     /// `peers::vfs_memory::VfsMemoryTarget`).
     #[cfg(feature = "peers")]
@@ -180,6 +190,15 @@ impl TargetKind {
     pub const MOUNT: [TargetKind; 4] = [
         TargetKind::Mount,
         TargetKind::MountUvfsPerms,
+        TargetKind::PassthroughLl,
+        TargetKind::Kernel,
+    ];
+
+    /// What `--target fuse-client` alone stands for: uvfs's FUSE client on
+    /// `passthrough_ll` (the subject), the kernel's FUSE client on the same build, the
+    /// kernel's tmpfs.
+    pub const FUSE_CLIENT: [TargetKind; 3] = [
+        TargetKind::FuseClient,
         TargetKind::PassthroughLl,
         TargetKind::Kernel,
     ];
@@ -334,6 +353,8 @@ fn bench_with(args: &BenchArgs) -> Result<Report> {
         TargetKind::ALL.to_vec()
     } else if args.targets.iter().all(|&k| k == TargetKind::Mount) {
         TargetKind::MOUNT.to_vec()
+    } else if args.targets.iter().all(|&k| k == TargetKind::FuseClient) {
+        TargetKind::FUSE_CLIENT.to_vec()
     } else {
         args.targets.clone()
     });
@@ -343,7 +364,7 @@ fn bench_with(args: &BenchArgs) -> Result<Report> {
     if args.ablation {
         // uvfs first (the subject), then the variants, then the context targets.
         targets.push(Box::new(uvfs_target::UvfsTarget::new()?));
-        targets.extend(ablation::variant_targets()?);
+        targets.extend(ablation::variant_targets(mount_threads)?);
     }
     for kind in target_kinds {
         if args.ablation && kind == TargetKind::Uvfs {
@@ -381,6 +402,16 @@ fn bench_with(args: &BenchArgs) -> Result<Report> {
                 };
                 let dir = passthrough_ll::PassthroughLl::start(build, args.host_dir.as_deref())?;
                 Box::new(kernel::KernelTarget::on("passthrough-ll", Box::new(dir))?)
+            }
+            TargetKind::FuseClient => {
+                let build = match passthrough_ll::Build::new() {
+                    Ok(build) => build,
+                    Err(why) => {
+                        print_flush(&format!("skipping fuse-client: {why}\n"));
+                        continue;
+                    }
+                };
+                fuse_client::passthrough_ll(build, args.host_dir.as_deref())?
             }
             #[cfg(feature = "peers")]
             TargetKind::VfsMemoryfs => Box::new(peers::vfs_memory::VfsMemoryTarget::new()?),

@@ -130,6 +130,16 @@ impl Build {
         })
     }
 
+    /// `pkg-config --modversion fuse3` of the build, e.g. `3.14.0`.
+    pub fn libfuse(&self) -> &str {
+        &self.libfuse
+    }
+
+    /// The compile command as run.
+    pub fn command(&self) -> &str {
+        &self.command
+    }
+
     /// The binary.
     pub fn binary(&self) -> PathBuf {
         self.dir.path().join("passthrough_ll")

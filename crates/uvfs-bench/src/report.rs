@@ -559,7 +559,7 @@ pub struct AblationRow {
     pub lesson: String,
     /// What changed.
     pub title: String,
-    /// The workload; `None` for a pending lesson.
+    /// The workload (always `Some` today; kept optional in the JSON schema).
     pub workload: Option<WorkloadKind>,
     /// Threads.
     pub threads: usize,
@@ -567,8 +567,7 @@ pub struct AblationRow {
     pub before: String,
     /// "After" target.
     pub after: String,
-    /// Median ops/s of "before" (unit of the workload); NaN (JSON null) when pending, as
-    /// the other numbers.
+    /// Median ops/s of "before" (unit of the workload).
     pub before_median: f64,
     /// Median ops/s of "after".
     pub after_median: f64,
@@ -582,8 +581,6 @@ pub struct AblationRow {
     pub pairs: usize,
     /// The patch's reported figure.
     pub patch: String,
-    /// `true` when not measured (lesson 5 until the FUSE client exists).
-    pub pending: bool,
 }
 
 impl AblationRow {
@@ -592,9 +589,7 @@ impl AblationRow {
     /// happen 2 times in 32 per row; the margin keeps a small drift of this noisy machine
     /// from being read as an effect.
     pub fn verdict(&self) -> &'static str {
-        if self.pending {
-            "pending"
-        } else if self.pairs < MIN_PAIRS {
+        if self.pairs < MIN_PAIRS {
             "noise"
         } else if self.ratio_min > 1.0 + MARGIN {
             "faster"

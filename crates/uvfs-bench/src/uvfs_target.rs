@@ -51,6 +51,22 @@ pub struct UvfsTarget<V: Variant = Uvfs> {
     _mount: Arc<Mount>,
     /// For `uvfs-hostfs`: the host directory hostfs is bound to, closed after the mount.
     host: Option<crate::kernel::HostDir>,
+    /// Where imported trees go: `` (the root) or, for a FUSE client target, `/bench` (so
+    /// that `tree` reads through the client).
+    tree_base: &'static str,
+    /// A description replacing the built-in one (FUSE client targets).
+    desc: Option<String>,
+    /// Run after every task and the mount are gone (a FUSE client target's server).
+    cleanup: Option<Cleanup>,
+}
+
+/// What a target runs at its close, after its mount went.
+pub struct Cleanup(pub Box<dyn FnOnce() -> Result<()>>);
+
+impl std::fmt::Debug for Cleanup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Cleanup")
+    }
 }
 
 /// One run's shared state.
@@ -109,6 +125,9 @@ impl UvfsTarget {
             name: "uvfs-hostfs".to_owned(),
             _mount: mount,
             host: Some(host),
+            tree_base: "",
+            desc: None,
+            cleanup: None,
         })
     }
 
@@ -150,14 +169,42 @@ impl<V: Variant> UvfsTarget<V> {
             name,
             _mount: mount,
             host: None,
+            tree_base: "",
+            desc: None,
+            cleanup: None,
         })
+    }
+
+    /// A FUSE client target: a fresh tmpfs whose `/bench` is `client` (a mount of
+    /// `uvfs::fuse::client`), so that every workload, `tree` included, runs through the
+    /// client; named `name`, described as `desc`; `cleanup` runs at close, after the mount
+    /// went (e.g. joining an in-process server).
+    ///
+    /// # Errors
+    ///
+    /// `mkdir("/bench")` or mounting `client` on it fails.
+    pub fn fuse_client(
+        name: &str,
+        client: Arc<Mount>,
+        desc: String,
+        cleanup: Option<Cleanup>,
+    ) -> Result<UvfsTarget<V>> {
+        let mut t = UvfsTarget::<V>::new_variant()?;
+        t.init
+            .mount(&client, "/bench", ::uvfs::MountFlags::empty())
+            .with_context(|| format!("{name}: mount(/bench)"))?;
+        t.name = name.to_owned();
+        t.tree_base = "/bench";
+        t.desc = Some(desc);
+        t.cleanup = cleanup;
+        Ok(t)
     }
 
     /// Copies `source` into `/treeN` and checks every file reads back as on
     /// the host.
     fn import_tree(&mut self, source: &Arc<HostTree>) -> Result<()> {
         self.trees += 1;
-        let dir = format!("/tree{}", self.trees);
+        let dir = format!("{}/tree{}", self.tree_base, self.trees);
         self.init
             .mkdirat(Fd::AT_FDCWD, &dir, DIR_MODE)
             .with_context(|| format!("uvfs: mkdir({dir})"))?;
@@ -258,6 +305,9 @@ impl<V: Variant> Target for UvfsTarget<V> {
     }
 
     fn description(&self) -> String {
+        if let Some(d) = &self.desc {
+            return d.clone();
+        }
         if let Some(host) = &self.host {
             return format!(
                 "uvfs over hostfs bound to {} (entries and attributes rechecked after 1 s); \
@@ -404,14 +454,18 @@ impl<V: Variant> Target for UvfsTarget<V> {
             init,
             host,
             _mount,
+            cleanup,
             ..
         } = *self;
-        // Every task, file and the mount first: hostfs holds descriptors in the directory.
+        // Every task, file and the mount first: hostfs holds descriptors in the directory,
+        // a FUSE client's server ends when its connection closes.
         drop((run, tree, init, _mount));
-        match host {
+        let cleaned = cleanup.map_or(Ok(()), |c| (c.0)());
+        let closed = match host {
             Some(h) => h.close(),
             None => Ok(()),
-        }
+        };
+        cleaned.and(closed)
     }
 
     fn teardown(&mut self) -> Result<()> {

@@ -94,6 +94,7 @@ errnos! {
     ENODATA = 61, "No data available";
     EPROTO = 71, "Protocol error";
     EOVERFLOW = 75, "Value too large for defined data type";
+    ENOTSOCK = 88, "Socket operation on non-socket";
     EOPNOTSUPP = 95, "Operation not supported";
     ECONNABORTED = 103, "Software caused connection abort";
     ECONNRESET = 104, "Connection reset by peer";

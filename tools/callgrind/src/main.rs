@@ -2,7 +2,9 @@
 //! times inside `measured2` (collect only there with `--toggle-collect=*measured2`); the
 //! per-call cost is (count at N2 - count at N1) / (N2 - N1), which cancels the set-up.
 //! OP: fstat, pread, pwrite, futimes, open-close, creat-clo, syscall (the bench's loops,
-//! one thread). See README.md.
+//! one thread); fuse-futimes and fuse-futimes-locked: futimes through uvfs's FUSE client on
+//! an in-process uvfs server (the `uvfs-fuse-client` targets of `uvfs bench --ablation`),
+//! its request_end sticky or locked. See README.md.
 use std::hint::black_box;
 use uvfs::{AtFlags, Fd, OpenFlags, Task, Timespec};
 
@@ -51,7 +53,7 @@ fn measured(op: &str, c: &mut Ctx, n: u64) {
                 );
             }
         }
-        "futimes" => {
+        "futimes" | "fuse-futimes" | "fuse-futimes-locked" => {
             for _ in 0..n {
                 t.futimens(Fd(0), Some(&c.times[0])).unwrap();
                 t.futimens(Fd(0), Some(&c.times[1])).unwrap();
@@ -113,6 +115,9 @@ fn main() {
     let mnt = uvfs::tmpfs::mount(opts());
     let init = Task::init(&mnt);
     init.mkdirat(Fd::AT_FDCWD, "/bench", 0o755).unwrap();
+    let _server = op
+        .starts_with("fuse-")
+        .then(|| fuse_bench(&init, op.ends_with("-locked")));
     let fd = init
         .open("/bench/shared", OpenFlags::CREAT | OpenFlags::RDWR, 0o644)
         .unwrap();
@@ -157,6 +162,41 @@ fn main() {
     measured(&op, &mut c, 1000); // warm-up (uncounted under --toggle-collect only if named differently)
     measured2(&op, &mut c, n);
     drop(init);
+}
+
+/// Mounts uvfs's FUSE client at `/bench`, on a uvfs tmpfs served in this process by
+/// `UvfsFuse` (fuser's Session, one thread) over a socket pair.
+fn fuse_bench(init: &Task, locked: bool) -> std::thread::JoinHandle<std::io::Result<()>> {
+    use rustix::net::{socketpair, AddressFamily, SocketFlags, SocketType};
+    use uvfs::fuse::client::{self, FuseClientOptions, FuseServer, RequestEnd};
+    let (mine, theirs) = socketpair(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::CLOEXEC,
+        None,
+    )
+    .unwrap();
+    let fs = uvfs::fuse::UvfsFuse::new(&uvfs::tmpfs::mount(opts()), Default::default());
+    let h = std::thread::spawn(move || {
+        fuser::Session::from_fd(
+            fs,
+            theirs,
+            fuser::SessionACL::Owner,
+            fuser::Config::default(),
+        )?
+        .run()
+    });
+    let opts = FuseClientOptions {
+        request_end: if locked {
+            RequestEnd::Locked
+        } else {
+            RequestEnd::Sticky
+        },
+        ..Default::default()
+    };
+    let m = client::mount(FuseServer::Socket(mine), opts).unwrap();
+    init.mount(&m, "/bench", uvfs::MountFlags::empty()).unwrap();
+    h
 }
 
 #[inline(never)]

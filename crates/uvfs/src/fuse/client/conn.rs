@@ -134,6 +134,9 @@ pub(crate) struct Conn {
     processing: [Shard; SHARDS],
     /// The input queue's interrupt list.
     iq: InputQueue,
+    /// How replies end their requests (`request_end`): [`EndMode::Sticky`] but for the
+    /// ablation's "before". Set once, before the first request, by the mount.
+    end_mode: std::sync::OnceLock<EndMode>,
     /// False once the connection aborted (`fc->connected`); requests then fail.
     connected: AtomicBool,
     /// Unique-batch source: the next batch's first unique; written once per batch.
@@ -231,6 +234,24 @@ impl Conn {
         Conn::start(fd, Framing::Stream, None)
     }
 
+    /// Uses `sock`, a connected Unix socket whose peer serves FUSE (transport 3: a server
+    /// in this process on the other end of a socket pair): packets for `SOCK_SEQPACKET`,
+    /// header-length framing for `SOCK_STREAM`; then INIT.
+    ///
+    /// # Errors
+    /// `ENOTSOCK` for a descriptor that is not a socket, `EINVAL` for a socket of another
+    /// type (datagrams lose the order and may drop messages); INIT's as
+    /// [`spawn`](Self::spawn).
+    pub(crate) fn socket(sock: OwnedFd) -> Result<Arc<Conn>> {
+        let framing = match rustix::net::sockopt::socket_type(&sock).map_err(Errno::from)? {
+            SocketType::SEQPACKET => Framing::Packet,
+            SocketType::STREAM => Framing::Stream,
+            _ => return Err(Errno::EINVAL),
+        };
+        size_buffers(&sock);
+        Conn::start(sock, framing, None)
+    }
+
     /// INIT on `sock`, then the connection and its reader thread. On an INIT error the
     /// server process, if any, is killed and reaped.
     fn start(
@@ -260,6 +281,7 @@ impl Conn {
             proto,
             processing: std::array::from_fn(|_| Shard(Mutex::new(HashMap::new()))),
             iq: InputQueue::default(),
+            end_mode: std::sync::OnceLock::new(),
             connected: AtomicBool::new(true),
             // INIT used unique 2.
             next_batch: AtomicU64::new(4),
@@ -287,6 +309,17 @@ impl Conn {
     /// Sets what applies the server's notifications (once; later calls are ignored).
     pub(crate) fn set_notify(&self, f: NotifyFn) {
         let _ = self.notify.set(f);
+    }
+
+    /// Sets how replies end their requests (once, before the first request after INIT;
+    /// later calls are ignored).
+    pub(crate) fn set_end_mode(&self, mode: EndMode) {
+        let _ = self.end_mode.set(mode);
+    }
+
+    /// How replies end requests: [`EndMode::Sticky`] unless set otherwise.
+    fn end_mode(&self) -> EndMode {
+        self.end_mode.get().copied().unwrap_or(EndMode::Sticky)
     }
 
     /// What INIT settled.
@@ -443,7 +476,7 @@ impl Conn {
             return false;
         };
         // SAFETY: the table's in-flight reference, now ours.
-        unsafe { p.as_ref() }.complete(&self.iq, EndMode::Sticky, r);
+        unsafe { p.as_ref() }.complete(&self.iq, self.end_mode(), r);
         // SAFETY: the in-flight reference, not used after.
         unsafe { Request::put(p) };
         true
@@ -464,7 +497,7 @@ impl Conn {
                 // SAFETY: the in-flight reference, taken out of the table.
                 let r = unsafe { p.as_ref() };
                 if r.flags() & FR_FINISHED == 0 {
-                    r.complete(&self.iq, EndMode::Sticky, Err(Errno::ECONNABORTED));
+                    r.complete(&self.iq, self.end_mode(), Err(Errno::ECONNABORTED));
                 }
                 // SAFETY: the in-flight reference, not used after.
                 unsafe { Request::put(p) };

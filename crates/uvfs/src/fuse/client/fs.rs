@@ -44,6 +44,7 @@
 //! in flight (a cancellation API for uvfs callers is the next step of issue 11).
 
 use super::conn::Conn;
+use super::request::EndMode;
 use crate::cred::Cred;
 use crate::fs::{DirEmit, FileOps, FileSystem, InodeOps, NewInode, SetAttr};
 use crate::fuse::abi::{self, fattr, opcode};
@@ -140,6 +141,23 @@ fn reply<T: abi::Wire>(conn: &Conn, payload: &[u8]) -> Result<T> {
 pub struct FuseClientOptions {
     /// Every change fails with `EROFS` before a request is sent.
     pub read_only: bool,
+    /// How a completed request is ended (lesson 5 of `uvfs bench --ablation`); keep the
+    /// default.
+    pub request_end: RequestEnd,
+}
+
+/// How the connection ends a request when its reply arrives (`request_end` in Linux's
+/// fs/fuse/dev.c).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RequestEnd {
+    /// The lock of the input queue's interrupt list is taken only for a request whose
+    /// waiter was interrupted (the sticky `FR_INTERRUPTED` flag, Linux since commit
+    /// e1e71c168813, 2021; the check without the lock dates from 2018). The default.
+    #[default]
+    Sticky,
+    /// The lock is taken for every request, as Linux's `request_end` before 2018: lesson
+    /// 5's "before", kept for `uvfs bench --ablation` only.
+    Locked,
 }
 
 /// State shared by a mount and its inodes.
@@ -1104,7 +1122,7 @@ impl FileSystem for FuseFs {
 }
 
 /// How to reach the FUSE server of a [`mount`].
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub enum FuseServer {
     /// Start the program `argv[0]` with the arguments `argv[1..]`, one of which is `{}`:
     /// it is replaced by `/dev/fd/N`, the server's end of a `SOCK_SEQPACKET` socket pair
@@ -1115,6 +1133,14 @@ pub enum FuseServer {
     /// Connect to a server listening on the Unix stream socket at this host path
     /// (libfuse's `hello_ll_uds`).
     Connect(std::path::PathBuf),
+    /// Use this connected Unix socket, whose peer serves FUSE: a `SOCK_SEQPACKET` end (one
+    /// message per packet, as `/dev/fuse` reads and writes them) or a `SOCK_STREAM` one
+    /// (messages framed by their header's length). For a server in this process, e.g. a
+    /// `fuser` `Filesystem` run with `fuser::Session::from_fd` on the
+    /// other end of a `socketpair`: start it first, on its own thread, since it reads the
+    /// INIT that [`mount`] sends and `mount` waits for the answer. Any other descriptor
+    /// is `ENOTSOCK` or `EINVAL`.
+    Socket(rustix::fd::OwnedFd),
 }
 
 /// Mounts a FUSE server's tree as a new uvfs mount whose root is the server's root node
@@ -1148,10 +1174,15 @@ pub enum FuseServer {
 /// fs/fuse/inode.c `fuse_fill_super`; libfuse `fuse_session_mount` (the `/dev/fd/N`
 /// form).
 pub fn mount(server: FuseServer, opts: FuseClientOptions) -> Result<Arc<Mount>> {
-    let conn = match &server {
-        FuseServer::Spawn(argv) => Conn::spawn(argv)?,
-        FuseServer::Connect(p) => Conn::connect(p)?,
+    let conn = match server {
+        FuseServer::Spawn(argv) => Conn::spawn(&argv)?,
+        FuseServer::Connect(p) => Conn::connect(&p)?,
+        FuseServer::Socket(fd) => Conn::socket(fd)?,
     };
+    conn.set_end_mode(match opts.request_end {
+        RequestEnd::Sticky => EndMode::Sticky,
+        RequestEnd::Locked => EndMode::Locked,
+    });
     let shared = Arc::new(Shared {
         conn: conn.clone(),
         opts,

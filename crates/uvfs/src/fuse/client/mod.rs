@@ -4,12 +4,13 @@
 //! Built so far: the request lifecycle's interrupt protocol (`request`: `request_end`,
 //! `queue_interrupt`, the interrupt reader, with a loom model of the 2021 use-after-free);
 //! the wire format (`fuse/abi`); a connection (`conn`) to a server started as a child
-//! over a `SOCK_SEQPACKET` socket pair (`/dev/fd/N`: unmodified libfuse servers) or
-//! listening on a Unix stream socket (`hello_ll_uds`), with INIT, a processing table
+//! over a `SOCK_SEQPACKET` socket pair (`/dev/fd/N`: unmodified libfuse servers), listening
+//! on a Unix stream socket (`hello_ll_uds`), or in this process on the other end of a socket
+//! handed over ([`FuseServer::Socket`], e.g. a fuser `Session::from_fd`), with INIT, a processing table
 //! sharded by unique, a reader thread, and abort on server exit; the file system behind
 //! the seam ([`fs`]: lookup counts and FORGET, entry and attribute timeouts, the data,
 //! directory and attribute requests, notifications). Not yet: interrupts sent from
-//! callers (a cancellation API), background requests, the in-process transport.
+//! callers (a cancellation API), the `max_background` cap, BATCH_FORGET, READDIRPLUS.
 
 pub(crate) mod conn;
 pub mod fs;
@@ -18,7 +19,7 @@ pub mod fs;
 #[allow(dead_code)]
 pub(crate) mod request;
 
-pub use fs::{conn_errors, mount, FuseClientOptions, FuseServer};
+pub use fs::{conn_errors, mount, FuseClientOptions, FuseServer, RequestEnd};
 
 #[cfg(test)]
 mod tests;
