@@ -14,8 +14,12 @@
 #                       SIGTERM, run by bash with MNT and SRC (a fresh empty directory)
 #                       exported. Default: "$UVFS_BIN" mount "$MNT" --allow-other. For checking
 #                       this script: '/path/passthrough_ll -f -o source=$SRC,allow_other $MNT'.
-#   PJDFSTEST_LOGS      where the logs go (default: target/pjdfstest): tmpfs.log, subject.log,
-#                       server.log
+#   PJDFSTEST_REFERENCE a command serving the reference mount instead of a kernel tmpfs, as
+#                       PJDFSTEST_SUBJECT (its own MNT and SRC; PJDFSTEST_SRC_TMPFS applies),
+#                       e.g. a kernel FUSE mount of the server the subject mounts through
+#                       uvfs's FUSE client: '$PLL -f -o source=$SRC,allow_other $MNT'
+#   PJDFSTEST_LOGS      where the logs go (default: target/pjdfstest): tmpfs.log (the
+#                       reference's), subject.log, server.log (and reference-server.log)
 #   PJDFSTEST_TIMEOUT   seconds each pjdfstest run may take (default 600)
 #   PJDFSTEST_SRC_TMPFS 1: mount a fresh tmpfs (mode=1777) on $SRC before the subject starts
 #                       (for a subject serving $SRC, e.g. uvfs mount --bind "$SRC":/)
@@ -53,10 +57,11 @@ fi
 work=$(mktemp -d /tmp/uvfs-pjdfstest.XXXXXX)
 # The users pjdfstest switches to must reach the mount points.
 chmod 755 "$work"
-mkdir "$work/tmpfs" "$work/mnt" "$work/src"
+mkdir "$work/tmpfs" "$work/mnt" "$work/src" "$work/ref" "$work/refsrc"
 export MNT="$work/mnt" SRC="$work/src"
 if [ "${PJDFSTEST_SRC_TMPFS:-}" = 1 ]; then
   mount -t tmpfs -o mode=1777 uvfs-pjdfstest-src "$SRC"
+  mount -t tmpfs -o mode=1777 uvfs-pjdfstest-refsrc "$work/refsrc"
 fi
 server=
 
@@ -71,7 +76,10 @@ cleanup() {
   if mounted "$work/mnt"; then fusermount3 -u -z "$work/mnt" || umount -l "$work/mnt" || true; fi
   if mounted "$work/tmpfs"; then umount -l "$work/tmpfs" || true; fi
   if mounted "$work/src"; then umount -l "$work/src" || true; fi
-  if ! mounted "$work/mnt" && ! mounted "$work/tmpfs" && ! mounted "$work/src"; then
+  if mounted "$work/ref"; then fusermount3 -u -z "$work/ref" || umount -l "$work/ref" || true; fi
+  if mounted "$work/refsrc"; then umount -l "$work/refsrc" || true; fi
+  if ! mounted "$work/mnt" && ! mounted "$work/tmpfs" && ! mounted "$work/src" &&
+    ! mounted "$work/ref" && ! mounted "$work/refsrc"; then
     rm -rf "$work"
   fi
 }
@@ -94,39 +102,57 @@ results() {
     sed -nE 's/^([^[:space:]]+)[[:space:]]+(ok|FAILED|skipped|PASSED UNEXPECTEDLY|failed as expected)$/\1 \2/p'
 }
 
-echo "== pjdfstest on a fresh kernel tmpfs"
-mount -t tmpfs -o mode=1777 uvfs-pjdfstest-ref "$work/tmpfs"
-run_pjdfstest "$work/tmpfs" "$logs/tmpfs.log"
-umount "$work/tmpfs"
+# Starts the command $1 serving a FUSE mount on $MNT in the background (output to $2; pid
+# in $server) and waits until it is mounted.
+serve() {
+  bash -c "exec $1" </dev/null >"$2" 2>&1 &
+  server=$!
+  for i in $(seq 1000); do
+    mounted "$MNT" && break
+    kill -0 "$server" 2>/dev/null || { cat "$2" >&2; die "the server exited before mounting $MNT"; }
+    [ "$i" = 1000 ] && { cat "$2" >&2; die "no mount on $MNT after 10 s"; }
+    sleep 0.01
+  done
+  awk -v m="$MNT" '$5 == m' /proc/self/mountinfo
+}
+
+# A clean stop of $server: SIGTERM unmounts and exits (with 0 for uvfs when $1 is "uvfs");
+# a problem goes to $stop_problem, the server's log $2 is shown with it.
+stop_problem=
+stop() {
+  local status=none
+  kill -TERM "$server"
+  for _ in $(seq 100); do
+    if ! kill -0 "$server" 2>/dev/null; then status=0; wait "$server" || status=$?; break; fi
+    sleep 0.05
+  done
+  if [ "$status" = none ]; then
+    stop_problem="the server was still running 5 s after SIGTERM"
+  elif mounted "$MNT"; then
+    stop_problem="the server exited ($status) but left $MNT mounted"
+  elif [ "$status" != 0 ] && [ "$1" = uvfs ]; then
+    stop_problem="uvfs mount exited with $status after SIGTERM, want 0"
+  fi
+  [ -z "$stop_problem" ] || stop_log=$2
+  server=
+}
+
+if [ -n "${PJDFSTEST_REFERENCE:-}" ]; then
+  echo "== pjdfstest on the reference: $PJDFSTEST_REFERENCE"
+  MNT="$work/ref" SRC="$work/refsrc" serve "$PJDFSTEST_REFERENCE" "$logs/reference-server.log"
+  run_pjdfstest "$work/ref" "$logs/tmpfs.log"
+  MNT="$work/ref" stop reference "$logs/reference-server.log"
+else
+  echo "== pjdfstest on a fresh kernel tmpfs"
+  mount -t tmpfs -o mode=1777 uvfs-pjdfstest-ref "$work/tmpfs"
+  run_pjdfstest "$work/tmpfs" "$logs/tmpfs.log"
+  umount "$work/tmpfs"
+fi
 
 echo "== pjdfstest on: $PJDFSTEST_SUBJECT"
-bash -c "exec $PJDFSTEST_SUBJECT" </dev/null >"$logs/server.log" 2>&1 &
-server=$!
-for i in $(seq 1000); do
-  mounted "$MNT" && break
-  kill -0 "$server" 2>/dev/null || { cat "$logs/server.log" >&2; die "the server exited before mounting $MNT"; }
-  [ "$i" = 1000 ] && { cat "$logs/server.log" >&2; die "no mount on $MNT after 10 s"; }
-  sleep 0.01
-done
-awk -v m="$MNT" '$5 == m' /proc/self/mountinfo
+serve "$PJDFSTEST_SUBJECT" "$logs/server.log"
 run_pjdfstest "$MNT" "$logs/subject.log"
-
-# A clean stop: SIGTERM unmounts and exits (with 0 for uvfs).
-kill -TERM "$server"
-status=none
-for _ in $(seq 100); do
-  if ! kill -0 "$server" 2>/dev/null; then status=0; wait "$server" || status=$?; break; fi
-  sleep 0.05
-done
-stop_problem=
-if [ "$status" = none ]; then
-  stop_problem="the server was still running 5 s after SIGTERM"
-elif mounted "$MNT"; then
-  stop_problem="the server exited ($status) but left $MNT mounted"
-elif [ "$status" != 0 ] && [ -n "${UVFS_BIN:-}" ]; then
-  stop_problem="uvfs mount exited with $status after SIGTERM, want 0"
-fi
-server=
+stop "${UVFS_BIN:+uvfs}" "$logs/server.log"
 
 results "$logs/tmpfs.log" | sort >"$work/tmpfs.res"
 results "$logs/subject.log" | sort >"$work/subject.res"
@@ -134,11 +160,13 @@ results "$logs/subject.log" | sort >"$work/subject.res"
 count() { awk -v s="$2" '$2 == s || (s == "FAILED" && $2 == "PASSED") { n++ } END { print n + 0 }' "$1"; }
 for side in tmpfs subject; do
   f="$work/$side.res"
-  printf '%-8s %3d passed, %3d failed, %3d skipped, of %d\n' "$side:" "$(count "$f" ok)" \
+  label=$side
+  if [ "$side" = tmpfs ] && [ -n "${PJDFSTEST_REFERENCE:-}" ]; then label=reference; fi
+  printf '%-10s %3d passed, %3d failed, %3d skipped, of %d\n' "$label:" "$(count "$f" ok)" \
     "$(count "$f" FAILED)" "$(count "$f" skipped)" "$(wc -l <"$f")"
 done
 
-# Tests that pass on tmpfs and do not pass (or did not run) on the subject.
+# Tests that pass on the reference (tmpfs) and do not pass (or did not run) on the subject.
 awk '$2 == "ok" { print $1 }' "$work/tmpfs.res" >"$work/tmpfs.ok"
 awk '$2 == "ok" { print $1 }' "$work/subject.res" >"$work/subject.ok"
 comm -23 "$work/tmpfs.ok" "$work/subject.ok" >"$work/regressions"
@@ -170,7 +198,7 @@ done
 if [ -n "$stop_problem" ]; then
   fail=1
   echo "FAIL: $stop_problem"
-  tail -20 "$logs/server.log"
+  tail -20 "$stop_log"
 fi
 if [ "$fail" = 0 ]; then
   echo "pjdfstest: every test that passes on tmpfs passes on the subject"
