@@ -18,6 +18,20 @@
 //! ([`Request::complete`], which is `request_end`). Uniques come from per-thread batches,
 //! so no line is written by every request of every thread.
 //!
+//! # Background requests and forgets
+//! A request nobody waits for ([`Conn::request_background`]: RELEASE, RELEASEDIR) is
+//! sent only while fewer than `max_background` are in flight; the rest wait in the
+//! background queue, in order, and each reply to a background request sends the next
+//! (Linux `fc->bg_queue`, `flush_bg_queue`). The reader sends without blocking (a reader
+//! blocked on a full socket while the server blocks on its replies to us would deadlock
+//! both); what it cannot send now, the next caller's request sends first.
+//!
+//! FORGETs ([`Conn::forget`], one per evicted inode) are queued and sent as one
+//! BATCH_FORGET (protocol 7.16 and later; FORGETs before) when [`FORGET_BATCH`] are
+//! queued, before the next request is sent, and before DESTROY (Linux queues them on
+//! `fiq->forget_list_head` and the server's read takes a batch). So the server learns of
+//! at most `FORGET_BATCH - 1` evictions late.
+//!
 //! # Failures
 //! A malformed message ([`ProtoError`]) is counted and, when its `unique` names a request
 //! in flight, fails that request with `EIO`; a reply to no request in flight is counted
@@ -26,14 +40,15 @@
 //! every later one with `ENOTCONN` (Linux `fuse_abort_conn`, `fuse_request_send` on a
 //! dead connection). A request is never left waiting for a server that is gone.
 
-use super::request::{EndMode, InputQueue, Request, FR_FINISHED};
+use super::request::{EndMode, InputQueue, Request, FR_BACKGROUND, FR_FINISHED};
 use crate::fuse::abi::{self, init, opcode, InHeader, InitIn, InitOut, Message};
+use crate::sync::padded::CacheLine;
 use crate::sync::plain::{AtomicBool, AtomicU64, Ordering};
 use crate::sync::plock;
 use crate::{Errno, Result};
 use rustix::fd::{AsFd, AsRawFd, OwnedFd};
 use rustix::net::{AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex};
 use zerocopy::IntoBytes;
@@ -52,6 +67,9 @@ const SOCK_BUF: usize = 4 << 20;
 /// The largest read or write uvfs asks for in one request (FUSE's default `max_pages`
 /// of 32 pages).
 const MAX_IO: usize = 128 << 10;
+
+/// FORGETs queued before they are sent as one BATCH_FORGET.
+pub(crate) const FORGET_BATCH: usize = 16;
 
 /// How long INIT waits for the server's answer (2 s in the unit tests).
 const INIT_TIMEOUT: std::time::Duration =
@@ -119,6 +137,28 @@ unsafe impl Send for Shard {}
 // SAFETY: as above.
 unsafe impl Sync for Shard {}
 
+/// What [`Conn::send_request`] did.
+enum Sent {
+    /// Sent, or failed and completed with the errno.
+    Done,
+    /// Not sent: the socket is full (only without blocking).
+    Full,
+}
+
+/// Background requests (`fc->num_background`, `fc->bg_queue`), under one lock.
+#[derive(Default)]
+struct Background {
+    /// In flight (sent, not answered).
+    active: usize,
+    /// Waiting to be sent, oldest first: unique, message, the request (its table
+    /// reference, owned here until it is put in the table).
+    queue: VecDeque<(u64, Vec<u8>, NonNull<Request>)>,
+}
+
+// SAFETY: the pointers are requests this queue owns a reference of (see the field); they
+// are used only under the lock, and `Request` is `Send + Sync`.
+unsafe impl Send for Background {}
+
 /// A FUSE connection.
 pub(crate) struct Conn {
     /// The client's end of the socket.
@@ -141,6 +181,17 @@ pub(crate) struct Conn {
     connected: AtomicBool,
     /// Unique-batch source: the next batch's first unique; written once per batch.
     next_batch: AtomicU64,
+    /// Background requests; taken for each RELEASE and each reply to one (per connection,
+    /// as Linux's `fc->bg_lock`), on its own line.
+    bg: CacheLine<Mutex<Background>>,
+    /// Some queued background request could not be sent by the reader (a full socket):
+    /// the next request sends it. A hint, set and cleared under `bg`.
+    bg_stalled: AtomicBool,
+    /// FORGETs not sent yet (at most `FORGET_BATCH - 1`), on their own line.
+    forgets: CacheLine<Mutex<Vec<abi::ForgetOne>>>,
+    /// `forgets` is not empty: a hint read by every request, set and cleared under its
+    /// lock.
+    forgets_queued: AtomicBool,
     /// This connection's id, for the per-thread batches.
     id: u64,
     /// Counters.
@@ -285,6 +336,10 @@ impl Conn {
             connected: AtomicBool::new(true),
             // INIT used unique 2.
             next_batch: AtomicU64::new(4),
+            bg: CacheLine(Mutex::new(Background::default())),
+            bg_stalled: AtomicBool::new(false),
+            forgets: CacheLine(Mutex::new(Vec::new())),
+            forgets_queued: AtomicBool::new(false),
             // Relaxed: a unique id, ordered with nothing.
             id: NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed),
             stats: ConnStats::default(),
@@ -406,8 +461,64 @@ impl Conn {
         if msg.len() > self.proto.max_write + 4096 {
             return Err(Errno::E2BIG);
         }
+        self.flush_queues();
         // References: the table's in-flight one, and the waiter's when there is one.
         let p = Request::alloc(unique, if wait { 2 } else { 1 });
+        if !wait {
+            // SAFETY: ours (the table's reference, not published yet).
+            unsafe { p.as_ref() }.set_background();
+            let mut bg = plock(&self.bg);
+            if bg.active >= usize::from(self.proto.max_background) || !bg.queue.is_empty() {
+                // Sent when a background request in flight is answered.
+                bg.queue.push_back((unique, msg, p));
+                return Ok(Vec::new());
+            }
+            bg.active += 1;
+        }
+        self.send_request(unique, &msg, p, true);
+        if !wait {
+            // `p` is the table's now (freed by whoever completes it): not touched again.
+            return Ok(Vec::new());
+        }
+        // SAFETY: our (the waiter's) reference.
+        let r = unsafe { p.as_ref() }.wait();
+        // SAFETY: the waiter's reference, not used after.
+        unsafe { Request::put(p) };
+        r
+    }
+
+    /// Puts request `p` (`unique`, message `msg`) in the table and sends it; a failed
+    /// send completes it with the errno (`EPIPE`: `ENOTCONN`). With `block` false (the
+    /// reader), a full socket is [`Sent::Full`] with nothing done: the caller keeps `p`.
+    fn send_request(&self, unique: u64, msg: &[u8], p: NonNull<Request>, block: bool) -> Sent {
+        if !block {
+            if self.framing == Framing::Stream {
+                // A partial send would have to be finished by blocking.
+                return Sent::Full;
+            }
+            // Whether the socket has room is only known by trying: send under the shard's
+            // lock, then publish (a reply, which needs that lock to find the request,
+            // cannot be matched before the insert).
+            let mut shard = self.shard(unique);
+            let flags = SendFlags::NOSIGNAL | SendFlags::DONTWAIT;
+            match rustix::net::send(&self.sock, msg, flags) {
+                Err(rustix::io::Errno::AGAIN | rustix::io::Errno::INTR) => return Sent::Full,
+                Ok(_) => {
+                    shard.insert(unique, p);
+                    return Sent::Done;
+                }
+                Err(e) => {
+                    drop(shard);
+                    // SAFETY: the table's reference, never published: ours to complete.
+                    let r = unsafe { p.as_ref() };
+                    r.complete(&self.iq, self.end_mode(), Err(gone(e)));
+                    self.background_done(r);
+                    // SAFETY: as above, not used after.
+                    unsafe { Request::put(p) };
+                    return Sent::Done;
+                }
+            }
+        }
         self.shard(unique).insert(unique, p);
         // Checked again after the insert: an abort that ran before it did not see us. The
         // shard's lock orders the two: either our insert came before the abort drained
@@ -416,7 +527,7 @@ impl Conn {
         // pairs with that Release store (the lock alone would do).
         if !self.connected.load(Ordering::Acquire) {
             self.fail_if_present(unique, Errno::ENOTCONN);
-        } else if let Err(e) = self.send_msg(&msg) {
+        } else if let Err(e) = self.send_msg(msg) {
             let e = Errno::from(e);
             self.fail_if_present(
                 unique,
@@ -427,15 +538,133 @@ impl Conn {
                 },
             );
         }
-        if !wait {
-            // `p` is the table's now (freed by whoever completes it): not touched again.
-            return Ok(Vec::new());
+        Sent::Done
+    }
+
+    /// A background request finished (answered, failed or aborted): one fewer in flight,
+    /// and the queue's next goes out, from the reader without blocking (see the module
+    /// doc). Nothing for a request that is not a background one.
+    fn background_done(&self, r: &Request) {
+        if r.flags() & FR_BACKGROUND == 0 {
+            return;
         }
-        // SAFETY: our (the waiter's) reference.
-        let r = unsafe { p.as_ref() }.wait();
-        // SAFETY: the waiter's reference, not used after.
-        unsafe { Request::put(p) };
-        r
+        let mut bg = plock(&self.bg);
+        bg.active = bg.active.saturating_sub(1);
+        drop(bg);
+        self.flush_background(false);
+    }
+
+    /// Sends queued background requests while fewer than `max_background` are in flight;
+    /// with `block` false, stops at a full socket and leaves the rest for the next request.
+    /// The lock is not held while sending (a failed send completes the request, which
+    /// takes it).
+    fn flush_background(&self, block: bool) {
+        loop {
+            let (unique, msg, p) = {
+                let mut bg = plock(&self.bg);
+                // Relaxed: a hint (see `submit`).
+                let next = (bg.active < usize::from(self.proto.max_background)
+                    && self.connected.load(Ordering::Relaxed))
+                .then(|| bg.queue.pop_front())
+                .flatten();
+                let Some(next) = next else {
+                    // Relaxed: a hint under `bg` (see the field).
+                    self.bg_stalled.store(false, Ordering::Relaxed);
+                    return;
+                };
+                bg.active += 1;
+                next
+            };
+            if let Sent::Full = self.send_request(unique, &msg, p, block) {
+                let mut bg = plock(&self.bg);
+                bg.active -= 1;
+                bg.queue.push_front((unique, msg, p));
+                // Relaxed: a hint under `bg` (see the field).
+                self.bg_stalled.store(true, Ordering::Relaxed);
+                return;
+            }
+        }
+    }
+
+    /// Before a request goes out: the FORGETs queued so far, and background requests the
+    /// reader could not send.
+    fn flush_queues(&self) {
+        // Relaxed: hints (see the fields); a stale `false` leaves the work to the next
+        // request, a stale `true` costs a lock.
+        if self.forgets_queued.load(Ordering::Relaxed) {
+            let batch = {
+                let mut q = plock(&self.forgets);
+                // Relaxed: under the lock that orders it with the queue.
+                self.forgets_queued.store(false, Ordering::Relaxed);
+                std::mem::take(&mut *q)
+            };
+            self.send_forgets(&batch);
+        }
+        // Relaxed: as above.
+        if self.bg_stalled.load(Ordering::Relaxed) {
+            self.flush_background(true);
+        }
+    }
+
+    /// `fuse_queue_forget`: the server may drop `nlookup` of its lookups of `nodeid`
+    /// (an evicted inode). Queued; sent in batches (module doc). Never answered.
+    pub(crate) fn forget(&self, nodeid: u64, nlookup: u64) {
+        let batch = {
+            let mut q = plock(&self.forgets);
+            q.push(abi::ForgetOne { nodeid, nlookup });
+            if q.len() < FORGET_BATCH {
+                // Relaxed: under the lock (see the field).
+                self.forgets_queued.store(true, Ordering::Relaxed);
+                return;
+            }
+            // Relaxed: as above.
+            self.forgets_queued.store(false, Ordering::Relaxed);
+            std::mem::take(&mut *q)
+        };
+        self.send_forgets(&batch);
+    }
+
+    /// Sends every queued FORGET now (unmount, before DESTROY).
+    pub(crate) fn flush_forgets(&self) {
+        let batch = {
+            let mut q = plock(&self.forgets);
+            // Relaxed: under the lock (see the field).
+            self.forgets_queued.store(false, Ordering::Relaxed);
+            std::mem::take(&mut *q)
+        };
+        self.send_forgets(&batch);
+    }
+
+    /// One BATCH_FORGET for `batch` (one FORGET each before protocol 7.16, or for one).
+    fn send_forgets(&self, batch: &[abi::ForgetOne]) {
+        match batch {
+            [] => {}
+            [one] => {
+                let arg = abi::ForgetIn {
+                    nlookup: one.nlookup,
+                };
+                let _ = self.send_oneway(opcode::FUSE_FORGET, one.nodeid, &[arg.as_bytes()]);
+            }
+            _ if self.proto.minor < 16 => {
+                for one in batch {
+                    let arg = abi::ForgetIn {
+                        nlookup: one.nlookup,
+                    };
+                    let _ = self.send_oneway(opcode::FUSE_FORGET, one.nodeid, &[arg.as_bytes()]);
+                }
+            }
+            _ => {
+                let head = abi::BatchForgetIn {
+                    count: batch.len() as u32,
+                    dummy: 0,
+                };
+                let _ = self.send_oneway(
+                    opcode::FUSE_BATCH_FORGET,
+                    0,
+                    &[head.as_bytes(), batch.as_bytes()],
+                );
+            }
+        }
     }
 
     /// Sends a message no reply answers (FORGET, BATCH_FORGET; DESTROY at unmount, whose
@@ -476,7 +705,9 @@ impl Conn {
             return false;
         };
         // SAFETY: the table's in-flight reference, now ours.
-        unsafe { p.as_ref() }.complete(&self.iq, self.end_mode(), r);
+        let req = unsafe { p.as_ref() };
+        req.complete(&self.iq, self.end_mode(), r);
+        self.background_done(req);
         // SAFETY: the in-flight reference, not used after.
         unsafe { Request::put(p) };
         true
@@ -491,6 +722,12 @@ impl Conn {
     fn abort(&self) {
         // Release: pairs with `request`'s Acquire re-check (see there).
         self.connected.store(false, Ordering::Release);
+        // Queued background requests never went out: nobody waits on them.
+        let queued: Vec<_> = plock(&self.bg).queue.drain(..).collect();
+        for (_, _, p) in queued {
+            // SAFETY: the queue's reference (never published), not used after.
+            unsafe { Request::put(p) };
+        }
         for s in &self.processing {
             let drained: Vec<(u64, NonNull<Request>)> = plock(&s.0).drain().collect();
             for (_, p) in drained {

@@ -193,6 +193,8 @@ impl Drop for Shared {
     /// Unmount: DESTROY (Linux `fuse_send_destroy`), not waited for; the connection then
     /// closes, which ends the server's loop.
     fn drop(&mut self) {
+        // The last evictions' FORGETs first (they are batched, see conn.rs).
+        self.conn.flush_forgets();
         let _ = self.conn.send_oneway(opcode::FUSE_DESTROY, 0, &[]);
     }
 }
@@ -226,11 +228,7 @@ impl Drop for FuseInode {
         // Relaxed: `&mut self`.
         let n = self.nlookup.load(Ordering::Relaxed);
         if n > 0 && self.nodeid != abi::FUSE_ROOT_ID {
-            let arg = abi::ForgetIn { nlookup: n };
-            let _ = self
-                .fs
-                .conn
-                .send_oneway(opcode::FUSE_FORGET, self.nodeid, &[arg.as_bytes()]);
+            self.fs.conn.forget(self.nodeid, n);
         }
         let mut m = plock(&self.fs.inodes);
         if m.get(&self.nodeid).is_some_and(|w| w.strong_count() == 0) {
@@ -280,11 +278,9 @@ impl Shared {
         {
             // An entry of no known type, or naming the root (which has no other name):
             // the server is wrong. Its lookup is given back at once.
-            let arg = abi::ForgetIn { nlookup: 1 };
-            let _ = (e.nodeid != abi::FUSE_ROOT_ID).then(|| {
-                self.conn
-                    .send_oneway(opcode::FUSE_FORGET, e.nodeid, &[arg.as_bytes()])
-            });
+            if e.nodeid != abi::FUSE_ROOT_ID {
+                self.conn.forget(e.nodeid, 1);
+            }
             proto_error(&self.conn);
             return Err(Errno::EIO);
         }
@@ -311,10 +307,7 @@ impl Shared {
                         proto_error(&self.conn);
                         Errno::EIO
                     });
-                    let arg = abi::ForgetIn { nlookup: 1 };
-                    let _ = self
-                        .conn
-                        .send_oneway(opcode::FUSE_FORGET, e.nodeid, &[arg.as_bytes()]);
+                    self.conn.forget(e.nodeid, 1);
                     return Err(err);
                 }
             }
@@ -547,11 +540,7 @@ impl InodeOps for FuseInode {
             // The server made the link a node of its own (or none): not a hard link. A
             // lookup it counted for a node id is given back.
             if e.nodeid != 0 && e.nodeid != abi::FUSE_ROOT_ID {
-                let arg = abi::ForgetIn { nlookup: 1 };
-                let _ = self
-                    .fs
-                    .conn
-                    .send_oneway(opcode::FUSE_FORGET, e.nodeid, &[arg.as_bytes()]);
+                self.fs.conn.forget(e.nodeid, 1);
             }
             return Err(proto_error(&self.fs.conn));
         }

@@ -10,7 +10,8 @@
 //! sharded by unique, a reader thread, and abort on server exit; the file system behind
 //! the seam ([`fs`]: lookup counts and FORGET, entry and attribute timeouts, the data,
 //! directory and attribute requests, notifications). Not yet: interrupts sent from
-//! callers (a cancellation API), the `max_background` cap, BATCH_FORGET, READDIRPLUS.
+//! callers (a cancellation API), READDIRPLUS. Background requests are capped at `max_background`
+//! and FORGETs go in batches (`conn`).
 
 pub(crate) mod conn;
 pub mod fs;

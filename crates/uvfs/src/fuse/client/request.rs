@@ -127,6 +127,13 @@ impl Request {
         self.flags.load(Ordering::Acquire)
     }
 
+    /// Sets `FR_BACKGROUND` (before the request is published: nobody else sees it yet).
+    pub(crate) fn set_background(&self) {
+        // Relaxed: the request is not shared yet; publishing it (the table's lock) orders
+        // this for the reader.
+        self.flags.fetch_or(FR_BACKGROUND, Ordering::Relaxed);
+    }
+
     /// Sets `FR_INTERRUPTED` (the waiter, before [`InputQueue::queue_interrupt`]);
     /// returns the bits before. If they hold `FR_FINISHED`, there is nothing to interrupt.
     pub(crate) fn set_interrupted(&self) -> u64 {

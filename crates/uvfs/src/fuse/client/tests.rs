@@ -181,6 +181,7 @@ mod loom_model {
 mod conn {
     use super::super::conn::Conn;
     use crate::fuse::abi::{self, opcode, AttrOut, EntryOut, OpenIn, OpenOut, ReadIn};
+    use crate::sync::plock;
     use crate::Errno;
     use std::path::PathBuf;
     use zerocopy::{FromBytes, IntoBytes};
@@ -522,5 +523,167 @@ while True:
         assert_eq!(c.stats.unknown_uniques.load(Ordering::Relaxed), 1);
         // Relaxed: as above.
         assert_eq!(c.stats.proto_errors.load(Ordering::Relaxed), 3);
+    }
+
+    /// What the recording server saw, in order: (opcode, nodeid, payload).
+    type Seen = std::sync::Arc<std::sync::Mutex<Vec<(u32, u64, Vec<u8>)>>>;
+
+    /// A server in a thread on a socket pair (transport 3): answers INIT with
+    /// `max_background` 2, GETATTR at once (an empty reply, which the test does not
+    /// parse), holds RELEASEs unanswered until `release_all` is sent (opcode 9999, a test
+    /// message), then answers all; records every message and the most RELEASEs it held
+    /// unanswered at once.
+    fn recording_server() -> (std::sync::Arc<Conn>, Seen, std::sync::Arc<AtomicUsizeMax>) {
+        let (mine, theirs) = rustix::net::socketpair(
+            rustix::net::AddressFamily::UNIX,
+            rustix::net::SocketType::SEQPACKET,
+            rustix::net::SocketFlags::CLOEXEC,
+            None,
+        )
+        .unwrap();
+        let seen: Seen = Default::default();
+        let most = std::sync::Arc::new(AtomicUsizeMax::default());
+        let (seen2, most2) = (seen.clone(), most.clone());
+        std::thread::spawn(move || {
+            let send = |unique: u64, payload: &[u8]| {
+                let h = crate::fuse::abi::OutHeader {
+                    len: (16 + payload.len()) as u32,
+                    error: 0,
+                    unique,
+                };
+                let mut m = h.as_bytes().to_vec();
+                m.extend_from_slice(payload);
+                let _ = rustix::net::send(&theirs, &m, rustix::net::SendFlags::NOSIGNAL);
+            };
+            let mut held = Vec::new();
+            let mut buf = vec![0u8; 1 << 20];
+            loop {
+                let n = match rustix::net::recv(&theirs, &mut buf, rustix::net::RecvFlags::empty())
+                {
+                    Ok((0, _)) | Err(_) => return,
+                    Ok((n, _)) => n,
+                };
+                let (h, rest) = crate::fuse::abi::InHeader::read_from_prefix(&buf[..n]).unwrap();
+                plock(&seen2).push((h.opcode, h.nodeid, rest.to_vec()));
+                match h.opcode {
+                    opcode::FUSE_INIT => {
+                        let out = crate::fuse::abi::InitOut {
+                            major: 7,
+                            minor: 31,
+                            max_write: 65536,
+                            max_background: 2,
+                            ..Default::default()
+                        };
+                        send(h.unique, out.as_bytes());
+                    }
+                    opcode::FUSE_GETATTR => send(h.unique, &[]),
+                    opcode::FUSE_RELEASE => {
+                        held.push(h.unique);
+                        most2.record(held.len());
+                    }
+                    9999 => {
+                        for u in held.drain(..) {
+                            send(u, &[]);
+                        }
+                        send(h.unique, &[]);
+                    }
+                    _ => {}
+                }
+            }
+        });
+        (Conn::socket(mine).unwrap(), seen, most)
+    }
+
+    /// The largest value recorded.
+    #[derive(Default)]
+    struct AtomicUsizeMax(std::sync::atomic::AtomicUsize);
+
+    impl AtomicUsizeMax {
+        fn record(&self, v: usize) {
+            // Relaxed: a test statistic read after the server's replies were seen.
+            self.0.fetch_max(v, std::sync::atomic::Ordering::Relaxed);
+        }
+        fn get(&self) -> usize {
+            // Relaxed: as above.
+            self.0.load(std::sync::atomic::Ordering::Relaxed)
+        }
+    }
+
+    /// The opcodes seen so far after INIT.
+    fn ops(seen: &Seen) -> Vec<u32> {
+        plock(seen).iter().skip(1).map(|s| s.0).collect()
+    }
+
+    #[test]
+    fn background_requests_are_capped_at_max_background() {
+        let (c, seen, most) = recording_server();
+        assert_eq!(c.negotiated().max_background, 2);
+        for fh in 0..5u64 {
+            let arg = crate::fuse::abi::ReleaseIn {
+                fh,
+                ..Default::default()
+            };
+            c.request_background(opcode::FUSE_RELEASE, 7, ROOT, &[arg.as_bytes()])
+                .unwrap();
+        }
+        // A foreground request is not held back by the background queue, and (the socket
+        // keeps order) the server had seen only the first 2 RELEASEs before it.
+        c.request(opcode::FUSE_GETATTR, 1, ROOT, &[&[0u8; 16]])
+            .unwrap();
+        let r = opcode::FUSE_RELEASE;
+        assert_eq!(ops(&seen), [r, r, opcode::FUSE_GETATTR]);
+        // Each answer lets the next one go: all 5 arrive, never more than 2 in flight.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while ops(&seen).iter().filter(|&&o| o == r).count() < 5 {
+            assert!(std::time::Instant::now() < deadline, "{:?}", ops(&seen));
+            c.request(9999, 1, ROOT, &[]).unwrap();
+        }
+        assert_eq!(most.get(), 2);
+        // The released file handles went out in order.
+        let fhs: Vec<u64> = plock(&seen)
+            .iter()
+            .filter(|s| s.0 == r)
+            .map(|s| u64::from_ne_bytes(s.2[..8].try_into().unwrap()))
+            .collect();
+        assert_eq!(fhs, [0, 1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn forgets_are_batched() {
+        let (c, seen, _) = recording_server();
+        for id in 10..10 + super::super::conn::FORGET_BATCH as u64 + 4 {
+            c.forget(id, id);
+        }
+        // The 16th forget sent a batch of 16; the other 4 go before the next request.
+        c.request(opcode::FUSE_GETATTR, 1, ROOT, &[&[0u8; 16]])
+            .unwrap();
+        let b = opcode::FUSE_BATCH_FORGET;
+        assert_eq!(ops(&seen), [b, b, opcode::FUSE_GETATTR]);
+        let batches: Vec<Vec<(u64, u64)>> = plock(&seen)
+            .iter()
+            .filter(|s| s.0 == b)
+            .map(|s| {
+                let (h, rest) = crate::fuse::abi::BatchForgetIn::read_from_prefix(&s.2).unwrap();
+                assert_eq!(s.1, 0, "BATCH_FORGET's node id");
+                let ones = <[crate::fuse::abi::ForgetOne]>::ref_from_bytes(rest).unwrap();
+                assert_eq!(ones.len(), h.count as usize);
+                ones.iter().map(|o| (o.nodeid, o.nlookup)).collect()
+            })
+            .collect();
+        assert_eq!(batches[0], (10..26).map(|i| (i, i)).collect::<Vec<_>>());
+        assert_eq!(batches[1], (26..30).map(|i| (i, i)).collect::<Vec<_>>());
+        // One queued forget goes as a FORGET, at unmount's flush.
+        c.forget(99, 3);
+        c.flush_forgets();
+        c.request(opcode::FUSE_GETATTR, 1, ROOT, &[&[0u8; 16]])
+            .unwrap();
+        let last = {
+            let v = plock(&seen);
+            v[v.len() - 2].clone()
+        };
+        assert_eq!(
+            (last.0, last.1, last.2),
+            (opcode::FUSE_FORGET, 99, 3u64.to_ne_bytes().to_vec())
+        );
     }
 }
