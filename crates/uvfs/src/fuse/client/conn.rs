@@ -124,6 +124,8 @@ pub(crate) struct ConnStats {
     pub(crate) proto_errors: AtomicU64,
     /// Replies to no request in flight.
     pub(crate) unknown_uniques: AtomicU64,
+    /// Requests not answered within the request timeout (each aborted the connection).
+    pub(crate) timeouts: AtomicU64,
 }
 
 /// One shard of the processing table: requests sent and not yet answered, by unique.
@@ -177,6 +179,9 @@ pub(crate) struct Conn {
     /// How replies end their requests (`request_end`): [`EndMode::Sticky`] but for the
     /// ablation's "before". Set once, before the first request, by the mount.
     end_mode: std::sync::OnceLock<EndMode>,
+    /// How long a caller waits for an answer before the connection aborts (none: for
+    /// ever). Set once, before the first request, by the mount.
+    timeout: std::sync::OnceLock<std::time::Duration>,
     /// False once the connection aborted (`fc->connected`); requests then fail.
     connected: AtomicBool,
     /// Unique-batch source: the next batch's first unique; written once per batch.
@@ -333,6 +338,7 @@ impl Conn {
             processing: std::array::from_fn(|_| Shard(Mutex::new(HashMap::new()))),
             iq: InputQueue::default(),
             end_mode: std::sync::OnceLock::new(),
+            timeout: std::sync::OnceLock::new(),
             connected: AtomicBool::new(true),
             // INIT used unique 2.
             next_batch: AtomicU64::new(4),
@@ -370,6 +376,11 @@ impl Conn {
     /// later calls are ignored).
     pub(crate) fn set_end_mode(&self, mode: EndMode) {
         let _ = self.end_mode.set(mode);
+    }
+
+    /// Sets the request timeout (once, as [`set_end_mode`](Self::set_end_mode)).
+    pub(crate) fn set_timeout(&self, t: std::time::Duration) {
+        let _ = self.timeout.set(t);
     }
 
     /// How replies end requests: [`EndMode::Sticky`] unless set otherwise.
@@ -481,7 +492,21 @@ impl Conn {
             return Ok(Vec::new());
         }
         // SAFETY: our (the waiter's) reference.
-        let r = unsafe { p.as_ref() }.wait();
+        let req = unsafe { p.as_ref() };
+        let r = match req.wait(self.timeout.get().copied()) {
+            Some(r) => r,
+            None => {
+                // Linux 6.14's request timeout (`fuse_check_timeout`): a server that has
+                // not answered in time is taken for dead: the connection aborts (this
+                // request and every other in flight fail with ECONNABORTED, later ones
+                // with ENOTCONN) and the server sees its end close.
+                // Relaxed: a diagnostic counter.
+                self.stats.timeouts.fetch_add(1, Ordering::Relaxed);
+                let _ = rustix::net::shutdown(&self.sock, rustix::net::Shutdown::Both);
+                self.abort();
+                req.wait(None).unwrap_or(Err(Errno::ECONNABORTED))
+            }
+        };
         // SAFETY: the waiter's reference, not used after.
         unsafe { Request::put(p) };
         r

@@ -144,6 +144,12 @@ pub struct FuseClientOptions {
     /// How a completed request is ended (lesson 5 of `uvfs bench --ablation`); keep the
     /// default.
     pub request_end: RequestEnd,
+    /// A caller that waits this long for an answer takes the server for dead: the
+    /// connection aborts, that request and every other in flight fail with
+    /// `ECONNABORTED`, every later one with `ENOTCONN` (Linux 6.14's FUSE request timeout,
+    /// `fs.fuse.default_request_timeout`, which also aborts). `None` (the default): wait
+    /// for ever, as Linux without it. Requests nobody waits for (RELEASE) are not timed.
+    pub request_timeout: Option<std::time::Duration>,
 }
 
 /// How the connection ends a request when its reply arrives (`request_end` in Linux's
@@ -1168,6 +1174,9 @@ pub fn mount(server: FuseServer, opts: FuseClientOptions) -> Result<Arc<Mount>> 
         FuseServer::Connect(p) => Conn::connect(&p)?,
         FuseServer::Socket(fd) => Conn::socket(fd)?,
     };
+    if let Some(t) = opts.request_timeout {
+        conn.set_timeout(t);
+    }
     conn.set_end_mode(match opts.request_end {
         RequestEnd::Sticky => EndMode::Sticky,
         RequestEnd::Locked => EndMode::Locked,

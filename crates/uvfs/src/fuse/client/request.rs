@@ -206,16 +206,33 @@ impl Request {
         true
     }
 
-    /// The waiter's side: sleeps until the answer is there and takes it.
-    pub(crate) fn wait(&self) -> crate::Result<Vec<u8>> {
+    /// The waiter's side: sleeps until the answer is there and takes it; with `limit`,
+    /// `None` once that much time went by without one (the request stays in flight).
+    pub(crate) fn wait(
+        &self,
+        limit: Option<std::time::Duration>,
+    ) -> Option<crate::Result<Vec<u8>>> {
+        let deadline = limit.map(|l| std::time::Instant::now() + l);
         let mut slot = crate::sync::plock(&self.reply);
         loop {
             if self.flags() & FR_FINISHED != 0 {
                 if let Some(r) = slot.take() {
-                    return r;
+                    return Some(r);
                 }
             }
-            slot = self.done.wait(slot).unwrap_or_else(|e| e.into_inner());
+            slot = match deadline {
+                None => self.done.wait(slot).unwrap_or_else(|e| e.into_inner()),
+                Some(d) => {
+                    let left = d.saturating_duration_since(std::time::Instant::now());
+                    if left.is_zero() {
+                        return None;
+                    }
+                    self.done
+                        .wait_timeout(slot, left)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0
+                }
+            };
         }
     }
 }

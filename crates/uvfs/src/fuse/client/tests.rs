@@ -686,4 +686,28 @@ while True:
             (opcode::FUSE_FORGET, 99, 3u64.to_ne_bytes().to_vec())
         );
     }
+
+    #[test]
+    fn an_unanswered_request_times_out_and_aborts() {
+        let (c, _seen, _) = recording_server();
+        c.set_timeout(std::time::Duration::from_millis(200));
+        // Answered in time: no effect.
+        c.request(opcode::FUSE_GETATTR, 1, ROOT, &[&[0u8; 16]])
+            .unwrap();
+        // The server ignores opcode 9998.
+        let t = std::time::Instant::now();
+        assert_eq!(
+            c.request(9998, 1, ROOT, &[]).unwrap_err(),
+            Errno::ECONNABORTED
+        );
+        assert!(t.elapsed() >= std::time::Duration::from_millis(200));
+        assert_eq!(
+            c.request(opcode::FUSE_GETATTR, 1, ROOT, &[&[0u8; 16]])
+                .unwrap_err(),
+            Errno::ENOTCONN
+        );
+        use crate::sync::plain::Ordering;
+        // Relaxed: a diagnostic counter, read after the abort.
+        assert_eq!(c.stats.timeouts.load(Ordering::Relaxed), 1);
+    }
 }
