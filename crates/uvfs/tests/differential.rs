@@ -949,6 +949,7 @@ impl Runner for UvfsRunner {
             task,
             mnt: p.mnt.clone(),
             host: p.host.clone(),
+            server: None,
         };
         let (uid, gid, groups) = who.ids();
         t.set_cred(uid, gid, groups);
@@ -959,6 +960,7 @@ impl Runner for UvfsRunner {
             task: uvfs::Task::init(&self.tasks[0].mnt),
             mnt: self.tasks[0].mnt.clone(),
             host: self.tasks[0].host.clone(),
+            server: None,
         };
         walk(&root as &dyn Sys)
     }

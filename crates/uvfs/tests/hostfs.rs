@@ -60,6 +60,7 @@ impl Fixture {
             task: Task::init(&mnt),
             mnt,
             host: None,
+            server: None,
         }
     }
 

@@ -440,6 +440,17 @@ impl FuseInode {
         self.attr_until.store(0, Ordering::Relaxed);
     }
 
+    /// `fuse_invalidate_atime`: after a READ or READDIR the server may have moved the
+    /// atime (the client never does: Linux's FUSE inodes are `S_NOATIME`), so the next
+    /// `stat` asks (not on a read-only mount). Tested before it is set (lesson 3): readers
+    /// of a file whose attributes are stale already write nothing.
+    fn invalidate_atime(&self) {
+        // Relaxed: a hint, as `invalidate_attrs`.
+        if !self.fs.opts.read_only && self.attr_until.load(Ordering::Relaxed) != 0 {
+            self.invalidate_attrs();
+        }
+    }
+
     /// Stores the attribute reply `payload` in `inode`.
     fn attr_reply(&self, inode: &Inode, payload: &[u8]) -> Result<()> {
         let a: abi::AttrOut = reply(&self.fs.conn, payload)?;
@@ -662,16 +673,22 @@ impl InodeOps for FuseInode {
         self.refresh(inode)
     }
 
-    /// SETATTR with `FATTR_SIZE`; the server stamps the times.
-    fn truncate(&self, inode: &Inode, len: u64, _now: Timespec, _stamp: bool) -> Result<()> {
+    /// SETATTR with `FATTR_SIZE`; for `ftruncate` and `O_TRUNC` (`stamp`) also
+    /// `FATTR_MTIME | FATTR_MTIME_NOW`, as Linux's `do_truncate` passes `ATTR_MTIME |
+    /// ATTR_CTIME` for them (so the server stamps the times even when the size does not
+    /// change); for truncate(2) the size alone, and the server decides.
+    fn truncate(&self, inode: &Inode, len: u64, _now: Timespec, stamp: bool) -> Result<()> {
         if !inode.is_reg() {
             return Err(crate::fs::not_regular(inode));
         }
-        let arg = abi::SetattrIn {
+        let mut arg = abi::SetattrIn {
             valid: fattr::FATTR_SIZE,
             size: len,
             ..Default::default()
         };
+        if stamp {
+            arg.valid |= fattr::FATTR_MTIME | fattr::FATTR_MTIME_NOW;
+        }
         self.setattr_req(inode, &arg, true)
     }
 
@@ -692,7 +709,11 @@ impl InodeOps for FuseInode {
             f_fsid: [dev as u32 as i32, (dev >> 32) as u32 as i32],
             f_namelen: st.namelen as i64,
             f_frsize: st.frsize as i64,
-            f_flags: crate::statfs::ST_VALID | if self.fs.opts.read_only { 1 } else { 0 },
+            // relatime: Linux's default for a new mount, FUSE's included (the atime itself
+            // is the server's).
+            f_flags: crate::statfs::ST_VALID
+                | crate::types::ST_RELATIME
+                | if self.fs.opts.read_only { 1 } else { 0 },
         })
     }
 }
@@ -795,6 +816,7 @@ impl FileOps for FuseInode {
             if r.len() > 8192 {
                 return Err(proto_error(&self.fs.conn));
             }
+            self.invalidate_atime();
             let ents = abi::dirents(&r).map_err(|_| proto_error(&self.fs.conn))?;
             if ents.is_empty() {
                 return Ok(None);
@@ -842,7 +864,10 @@ impl FileOps for FuseInode {
                 .fs
                 .req(opcode::FUSE_READ, self.nodeid, &[arg.as_bytes()])
             {
-                Ok(r) => r,
+                Ok(r) => {
+                    self.invalidate_atime();
+                    r
+                }
                 Err(e) if done == 0 => return Err(e),
                 Err(_) => break,
             };
