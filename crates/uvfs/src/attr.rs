@@ -47,7 +47,7 @@ fn chmod_common(cred: &Cred, inode: &Inode, mode: u32) -> Result<()> {
     if inode.is_symlink() {
         return Err(Errno::EOPNOTSUPP);
     }
-    inode.setattr(coarse_now(), |_, uid, gid| {
+    inode.setattr(coarse_now(), true, |_, uid, gid| {
         if !cred.owner_or_capable(uid) {
             return Err(Errno::EPERM);
         }
@@ -64,7 +64,7 @@ fn chmod_common(cred: &Cred, inode: &Inode, mode: u32) -> Result<()> {
 /// group to `group` (`u32::MAX` = unchanged).
 fn chown_common(cred: &Cred, inode: &Inode, user: u32, group: u32) -> Result<()> {
     let is_dir = inode.is_dir();
-    inode.setattr(coarse_now(), |mode, uid, gid| {
+    inode.setattr(coarse_now(), false, |mode, uid, gid| {
         let new_uid = if user == u32::MAX { uid } else { user };
         let new_gid = if group == u32::MAX { gid } else { group };
         // chown_ok: the owner may "change" the owner to itself; CAP_CHOWN anything.

@@ -834,22 +834,26 @@ impl Inode {
     /// `attr_lock`, `f` gets the current `(mode, uid, gid)`, checks the caller's rights and
     /// returns the new ones (or an errno, changing nothing); stores those that differ and
     /// stamps the ctime (`ATTR_CTIME`, set by chmod and chown even when nothing else
-    /// changes). The file type bits of the mode are kept whatever `f` returns.
+    /// changes). The file type bits of the mode are kept whatever `f` returns. `chmod`: the
+    /// caller is chmod(2), whose mode goes to the file system even when it is unchanged.
     ///
     /// # Errors
     /// Those of `f`.
     pub(crate) fn setattr(
         &self,
         now: Timespec,
+        chmod: bool,
         f: impl FnOnce(u32, u32, u32) -> Result<(u32, u32, u32)>,
     ) -> Result<()> {
         let _g = self.lock_attr();
         let (mode, uid, gid) = (self.mode(), self.uid(), self.gid());
         let (new_mode, new_uid, new_gid) = f(mode, uid, gid)?;
         let new_mode = (mode & S_IFMT) | (new_mode & !S_IFMT);
-        // The file system's change after the VFS's checks, before the VFS's copy.
+        // The file system's change after the VFS's checks, before the VFS's copy. A chmod
+        // passes its mode even when unchanged (Linux's `chmod_common` always sets
+        // ATTR_MODE): a FUSE server must see a SETATTR of the mode to stamp the ctime.
         self.fs_setattr(|| crate::fs::SetAttr {
-            mode: (new_mode != mode).then_some(new_mode & 0o7777),
+            mode: (chmod || new_mode != mode).then_some(new_mode & 0o7777),
             uid: (new_uid != uid).then_some(new_uid),
             gid: (new_gid != gid).then_some(new_gid),
             ..Default::default()

@@ -261,13 +261,6 @@ pub const FUSE_OPT_OUT: &[(&str, &str)] = &[
         "getdents_too_small_buffer_still_stamps_atime",
         "atime: a getdents into a too-small buffer fails before any READDIR",
     ),
-    // BUG (open, issue 11): through the client to uvfs's server, chmod to the same mode
-    // and chown(-1, -1) leave the ctime as it was (a different mode stamps it); tmpfs and
-    // hostfs stamp it, as Linux.
-    (
-        "chmod_and_chown_stamp_ctime_only",
-        "BUG: same-mode chmod through the FUSE client keeps the ctime",
-    ),
 ];
 
 /// The reason the running test (or table case `case`) does not run through the FUSE

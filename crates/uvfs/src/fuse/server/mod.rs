@@ -936,8 +936,16 @@ impl Filesystem for UvfsFuse {
                 .map(|len| i64::try_from(len).map_err(|_| Errno::EFBIG))
                 .transpose()?;
             // `notify_change`'s order: owner (which drops set-ID bits), mode, size, times.
+            // Nothing to set: the kernel's SETATTR for `chown(-1, -1)` (its ATTR_CTIME is not
+            // sent without a writeback cache), which stamps the ctime on tmpfs; so here.
+            let nothing = mode.is_none()
+                && uid.is_none()
+                && gid.is_none()
+                && size.is_none()
+                && atime.is_none()
+                && mtime.is_none();
             let owner_and_mode = |t: &Task| -> Result<()> {
-                if uid.is_some() || gid.is_some() {
+                if uid.is_some() || gid.is_some() || nothing {
                     let (u, g) = (uid.unwrap_or(u32::MAX), gid.unwrap_or(u32::MAX));
                     t.fchownat(&*d, "", u, g, empty)?;
                 }
