@@ -221,21 +221,6 @@ pub const FUSE_OPT_OUT: &[(&str, &str)] = &[
         "O_TMPFILE: no FUSE_TMPFILE",
     ),
     ("mode with O_TMPFILE", "O_TMPFILE: no FUSE_TMPFILE"),
-    // Extended attributes: the client sends no GETXATTR, SETXATTR, LISTXATTR or
-    // REMOVEXATTR yet (EOPNOTSUPP): a gap of issue 11, not FUSE's.
-    ("set_get_and_flags", "xattrs: not in the FUSE client yet"),
-    ("names", "xattrs: not in the FUSE client yet"),
-    (
-        "symlinks_and_descriptors",
-        "xattrs: not in the FUSE client yet",
-    ),
-    ("listing", "xattrs: not in the FUSE client yet"),
-    ("permissions", "xattrs: not in the FUSE client yet"),
-    (
-        "setxattr_stamps_ctime",
-        "xattrs: not in the FUSE client yet",
-    ),
-    ("inode_space", "xattrs: not in the FUSE client yet"),
     // A FUSE mount's statfs type is FUSE_SUPER_MAGIC, not TMPFS_MAGIC (as Linux's).
     ("statfs_fields", "f_type is FUSE_SUPER_MAGIC"),
     ("fstatfs", "f_type is FUSE_SUPER_MAGIC"),

@@ -185,6 +185,11 @@ pub(crate) struct Shared {
     no_fsyncdir: AtomicBool,
     /// As `no_flush`, for LSEEK (`fc->no_lseek`).
     no_lseek: AtomicBool,
+    /// The server answered an xattr request with `ENOSYS`: no extended attributes, every
+    /// later call `EOPNOTSUPP` without a request (Linux keeps `no_getxattr`,
+    /// `no_setxattr`, `no_listxattr`, `no_removexattr`; one flag here: a server has them or
+    /// not).
+    no_xattr: AtomicBool,
     /// The uvfs process's credentials, for requests the VFS passes no caller's for.
     creds: (u32, u32, u32),
 }
@@ -451,6 +456,46 @@ impl FuseInode {
         }
     }
 
+    /// An attribute name as the wire carries it (the VFS checked its length).
+    fn xattr_name(&self, name: &[u8]) -> Result<Vec<u8>> {
+        let mut v = Vec::with_capacity(name.len() + 1);
+        v.extend_from_slice(name);
+        v.push(0);
+        Ok(v)
+    }
+
+    /// An xattr request; `ENOSYS` turns extended attributes off for the mount (then
+    /// `EOPNOTSUPP`, as Linux's `fc->no_getxattr` and its siblings).
+    fn xattr_req(&self, op: u32, args: &[&[u8]]) -> Result<Vec<u8>> {
+        // Relaxed: a hint, as `no_flush`.
+        if self.fs.no_xattr.load(Ordering::Relaxed) {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        match self.fs.req(op, self.nodeid, args) {
+            Err(Errno::ENOSYS) => {
+                // Relaxed: as above.
+                self.fs.no_xattr.store(true, Ordering::Relaxed);
+                Err(Errno::EOPNOTSUPP)
+            }
+            r => r,
+        }
+    }
+
+    /// A GETXATTR or LISTXATTR reply: the size (`buf` `None`: a `fuse_getxattr_out`) or the
+    /// data copied into `buf` (at most its length, else the server's error: `EIO`).
+    fn xattr_reply(&self, r: Vec<u8>, buf: Option<&mut [u8]>) -> Result<usize> {
+        match buf {
+            None => Ok(reply::<abi::GetxattrOut>(&self.fs.conn, &r)?.size as usize),
+            Some(buf) => {
+                let dst = buf
+                    .get_mut(..r.len())
+                    .ok_or_else(|| proto_error(&self.fs.conn))?;
+                dst.copy_from_slice(&r);
+                Ok(r.len())
+            }
+        }
+    }
+
     /// Stores the attribute reply `payload` in `inode`.
     fn attr_reply(&self, inode: &Inode, payload: &[u8]) -> Result<()> {
         let a: abi::AttrOut = reply(&self.fs.conn, payload)?;
@@ -690,6 +735,96 @@ impl InodeOps for FuseInode {
             arg.valid |= fattr::FATTR_MTIME | fattr::FATTR_MTIME_NOW;
         }
         self.setattr_req(inode, &arg, true)
+    }
+
+    /// GETXATTR (`fuse_getxattr`): with `buf`, its length as the size (the server answers
+    /// `ERANGE` when the value does not fit); without, size 0 and the length the server
+    /// reports.
+    fn getxattr(&self, _inode: &Inode, name: &[u8], buf: Option<&mut [u8]>) -> Result<usize> {
+        let n = self.xattr_name(name)?;
+        // An empty buffer asks for the length, as size 0 does in getxattr(2).
+        let buf = buf.filter(|b| !b.is_empty());
+        let size = buf
+            .as_ref()
+            .map_or(0, |b| b.len().min(crate::xattr::XATTR_SIZE_MAX));
+        let arg = abi::GetxattrIn {
+            size: size as u32,
+            padding: 0,
+        };
+        let r = self.xattr_req(opcode::FUSE_GETXATTR, &[arg.as_bytes(), &n])?;
+        self.xattr_reply(r, buf)
+    }
+
+    /// SETXATTR (the 8-byte `fuse_setxattr_in` of servers without `FUSE_SETXATTR_EXT`,
+    /// which uvfs does not offer) or, for `None`, REMOVEXATTR.
+    fn setxattr(
+        &self,
+        _inode: &Inode,
+        name: &[u8],
+        value: Option<&[u8]>,
+        flags: u32,
+    ) -> Result<()> {
+        self.fs.writable()?;
+        let n = self.xattr_name(name)?;
+        match value {
+            Some(v) => {
+                let arg = abi::SetxattrIn {
+                    size: v.len() as u32,
+                    flags,
+                    ..Default::default()
+                };
+                let head = &arg.as_bytes()[..8];
+                self.xattr_req(opcode::FUSE_SETXATTR, &[head, &n, v])?;
+            }
+            None => {
+                self.xattr_req(opcode::FUSE_REMOVEXATTR, &[&n])?;
+            }
+        }
+        // The server stamped the ctime.
+        self.invalidate_attrs();
+        Ok(())
+    }
+
+    /// LISTXATTR: the whole list (its length first), without `trusted.*` names for a
+    /// caller who may not see them (the server may run with more rights than the caller,
+    /// as uvfs's own and `passthrough_ll` as root do), into `buf` or as a length.
+    fn listxattr(&self, _inode: &Inode, buf: Option<&mut [u8]>, trusted: bool) -> Result<usize> {
+        let ask = |size: usize| {
+            let arg = abi::GetxattrIn {
+                size: size as u32,
+                padding: 0,
+            };
+            self.xattr_req(opcode::FUSE_LISTXATTR, &[arg.as_bytes()])
+        };
+        let len = self.xattr_reply(ask(0)?, None)?;
+        if len > crate::xattr::XATTR_LIST_MAX {
+            return Err(proto_error(&self.fs.conn));
+        }
+        let mut all = vec![0u8; len];
+        let got = if len == 0 {
+            0
+        } else {
+            self.xattr_reply(ask(len)?, Some(&mut all))?
+        };
+        if got > 0 && all[got - 1] != 0 {
+            // Names are NUL-terminated.
+            return Err(proto_error(&self.fs.conn));
+        }
+        let names = all[..got]
+            .split_inclusive(|&c| c == 0)
+            .filter(|e| trusted || !e.starts_with(b"trusted."));
+        let mut out = 0;
+        match buf {
+            None => names.for_each(|e| out += e.len()),
+            Some(buf) => {
+                for e in names {
+                    let dst = buf.get_mut(out..out + e.len()).ok_or(Errno::ERANGE)?;
+                    dst.copy_from_slice(e);
+                    out += e.len();
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// STATFS (`fuse_statfs`).
@@ -1215,6 +1350,7 @@ pub fn mount(server: FuseServer, opts: FuseClientOptions) -> Result<Arc<Mount>> 
         no_fsync: AtomicBool::new(false),
         no_fsyncdir: AtomicBool::new(false),
         no_lseek: AtomicBool::new(false),
+        no_xattr: AtomicBool::new(false),
         creds: (
             rustix::process::geteuid().as_raw(),
             rustix::process::getegid().as_raw(),
