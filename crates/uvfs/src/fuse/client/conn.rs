@@ -197,6 +197,8 @@ pub(crate) struct Conn {
     /// `forgets` is not empty: a hint read by every request, set and cleared under its
     /// lock.
     forgets_queued: AtomicBool,
+    /// The server answered an interrupt with `ENOSYS` (`fc->no_interrupt`).
+    no_interrupt: AtomicBool,
     /// This connection's id, for the per-thread batches.
     id: u64,
     /// Counters.
@@ -346,6 +348,7 @@ impl Conn {
             bg_stalled: AtomicBool::new(false),
             forgets: CacheLine(Mutex::new(Vec::new())),
             forgets_queued: AtomicBool::new(false),
+            no_interrupt: AtomicBool::new(false),
             // Relaxed: a unique id, ordered with nothing.
             id: NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed),
             stats: ConnStats::default(),
@@ -475,6 +478,12 @@ impl Conn {
         self.flush_queues();
         // References: the table's in-flight one, and the waiter's when there is one.
         let p = Request::alloc(unique, if wait { 2 } else { 1 });
+        // The thread's interrupter slot, if it made one (interrupt.rs).
+        let slot = if wait {
+            super::interrupt::current_slot()
+        } else {
+            None
+        };
         if !wait {
             // SAFETY: ours (the table's reference, not published yet).
             unsafe { p.as_ref() }.set_background();
@@ -493,6 +502,12 @@ impl Conn {
         }
         // SAFETY: our (the waiter's) reference.
         let req = unsafe { p.as_ref() };
+        if let Some(slot) = &slot {
+            if slot.publish(self, p) {
+                // An interrupt was pending (a signal that came first).
+                self.interrupt(req);
+            }
+        }
         let r = match req.wait(self.timeout.get().copied()) {
             Some(r) => r,
             None => {
@@ -507,9 +522,79 @@ impl Conn {
                 req.wait(None).unwrap_or(Err(Errno::ECONNABORTED))
             }
         };
+        if let Some(slot) = &slot {
+            slot.withdraw();
+        }
         // SAFETY: the waiter's reference, not used after.
         unsafe { Request::put(p) };
         r
+    }
+
+    /// Interrupts `req` (an `Interrupter`'s, interrupt.rs): `FR_INTERRUPTED`, then, unless
+    /// it finished, linked on the interrupt list and a FUSE_INTERRUPT sent
+    /// (`request_wait_answer`'s `queue_interrupt`, then `fuse_read_interrupt`).
+    pub(crate) fn interrupt(&self, req: &Request) {
+        // Relaxed: a hint; a connection that stops taking interrupts only costs the server
+        // a message it answers with ENOSYS again.
+        if self.no_interrupt.load(Ordering::Relaxed) {
+            return;
+        }
+        if req.set_interrupted() & FR_FINISHED != 0 {
+            return;
+        }
+        if self.iq.queue_interrupt(req) {
+            self.send_interrupts(true);
+        }
+    }
+
+    /// Sends a FUSE_INTERRUPT for every request on the interrupt list (each unlinked as
+    /// its message is built). Without `block` (the reader), a full socket drops the
+    /// message: an interrupt is a request to the server, which may ignore it anyway.
+    fn send_interrupts(&self, block: bool) {
+        while let Some((intr, target)) = self.iq.read_interrupt() {
+            let arg = abi::InterruptIn { unique: target };
+            let msg = encode(
+                opcode::FUSE_INTERRUPT,
+                intr,
+                0,
+                (0, 0, 0),
+                &[arg.as_bytes()],
+            );
+            let sent = if block {
+                self.send_msg(&msg).map(drop)
+            } else {
+                let flags = SendFlags::NOSIGNAL | SendFlags::DONTWAIT;
+                rustix::net::send(&self.sock, &msg, flags).map(drop)
+            };
+            if sent.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// The server's answer to an interrupt (an odd unique): `EAGAIN` asks for it again
+    /// while the request is in flight, `ENOSYS` says the server takes none
+    /// (`fuse_dev_do_write`); anything else is dropped.
+    fn interrupt_reply(&self, unique: u64, err: Option<Errno>) {
+        match err {
+            Some(Errno::ENOSYS) => {
+                // Relaxed: a hint (see `interrupt`).
+                self.no_interrupt.store(true, Ordering::Relaxed);
+            }
+            Some(Errno::EAGAIN) => {
+                let target = unique & !super::request::FUSE_INT_REQ_BIT;
+                let shard = self.shard(target);
+                if let Some(&p) = shard.get(&target) {
+                    // SAFETY: in the table, so allocated while the shard's lock is held
+                    // (its completion takes it out under this lock first).
+                    if self.iq.queue_interrupt(unsafe { p.as_ref() }) {
+                        drop(shard);
+                        self.send_interrupts(false);
+                    }
+                }
+            }
+            _ => {}
+        }
     }
 
     /// Puts request `p` (`unique`, message `msg`) in the table and sends it; a failed
@@ -895,6 +980,9 @@ fn read_loop(fd: OwnedFd, framing: Framing, conn: std::sync::Weak<Conn>) {
 fn dispatch(conn: &Conn, msg: &[u8]) {
     use zerocopy::FromBytes;
     match abi::parse_message(msg) {
+        Ok(Message::Reply { unique, result }) if unique & super::request::FUSE_INT_REQ_BIT != 0 => {
+            conn.interrupt_reply(unique, result.err());
+        }
         Ok(Message::Reply { unique, result }) => {
             if !conn.complete(unique, result.map(<[u8]>::to_vec)) {
                 // Relaxed: a diagnostic counter.

@@ -9,18 +9,19 @@
 //! handed over ([`FuseServer::Socket`], e.g. a fuser `Session::from_fd`), with INIT, a processing table
 //! sharded by unique, a reader thread, and abort on server exit; the file system behind
 //! the seam ([`fs`]: lookup counts and FORGET, entry and attribute timeouts, the data,
-//! directory and attribute requests, notifications). Not yet: interrupts sent from
-//! callers (a cancellation API), READDIRPLUS. Background requests are capped at `max_background`
+//! directory and attribute requests, notifications), interrupts from callers
+//! ([`Interrupter`]). Not yet: READDIRPLUS. Background requests are capped at `max_background`
 //! and FORGETs go in batches (`conn`).
 
 pub(crate) mod conn;
 pub mod fs;
-// The interrupt protocol, wired to callers with the cancellation API next (issue 11);
-// until then the connection completes requests through it and the loom model checks it.
-#[allow(dead_code)]
+mod interrupt;
+// The request lifecycle and the interrupt protocol (loom-checked), used by `conn` and by
+// `Interrupter`.
 pub(crate) mod request;
 
 pub use fs::{conn_errors, mount, FuseClientOptions, FuseServer, RequestEnd};
+pub use interrupt::Interrupter;
 
 #[cfg(test)]
 mod tests;

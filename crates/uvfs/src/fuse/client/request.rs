@@ -45,18 +45,15 @@ use crate::sync::{lock, AtomicU64, Mutex, Ordering, UnsafeCell};
 use std::collections::VecDeque;
 use std::ptr::NonNull;
 
-/// `FR_PENDING`: on the input queue, not yet read by the server.
-pub(crate) const FR_PENDING: u64 = 1 << 0;
-/// `FR_SENT`: read by the server, waiting for its reply (on the processing queue).
-pub(crate) const FR_SENT: u64 = 1 << 1;
+// Linux's FR_PENDING (1 << 0) and FR_SENT (1 << 1) have no counterpart: a caller writes
+// its request to the socket itself (conn.rs), so there is no pending queue to be on.
 /// `FR_FINISHED`: the reply arrived (or the connection aborted); set once.
 pub(crate) const FR_FINISHED: u64 = 1 << 2;
 /// `FR_INTERRUPTED`: the waiter was interrupted; sticky, never cleared.
 pub(crate) const FR_INTERRUPTED: u64 = 1 << 3;
 /// `FR_BACKGROUND`: nobody waits; the replier completes it (capped by max_background).
 pub(crate) const FR_BACKGROUND: u64 = 1 << 4;
-/// `FR_ABORTED`: finished by a connection abort, not by a reply.
-pub(crate) const FR_ABORTED: u64 = 1 << 5;
+// Linux's FR_ABORTED (1 << 5): an aborted request here is one finished with ECONNABORTED.
 
 /// `FUSE_INT_REQ_BIT`: an interrupt's unique is its request's with bit 0 set (requests'
 /// uniques are even).
@@ -73,6 +70,7 @@ pub(crate) enum EndMode {
     /// 2018-2021, `list_empty(&req->intr_entry)`): the use-after-free. Built only for the
     /// loom model, which must find it.
     #[cfg(uvfs_loom)]
+    #[cfg_attr(not(test), allow(dead_code))]
     ListEmpty2018,
 }
 
@@ -140,6 +138,13 @@ impl Request {
         // SeqCst: one side of the pair with `request_end`'s set of FR_FINISHED (module
         // doc: the later of the two read-modify-writes of this word sees the other bit).
         self.flags.fetch_or(FR_INTERRUPTED, Ordering::SeqCst)
+    }
+
+    /// Takes one more reference (for an interrupter's slot); the caller holds one.
+    pub(crate) fn get(&self) {
+        // Relaxed: a new reference from an existing one needs no ordering (as `Arc::clone`);
+        // the last put's Acquire fence orders the uses.
+        self.refs.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Drops one reference of the request at `p`; the last frees it.

@@ -555,7 +555,16 @@ while True:
                 m.extend_from_slice(payload);
                 let _ = rustix::net::send(&theirs, &m, rustix::net::SendFlags::NOSIGNAL);
             };
+            let send_err = |unique: u64, error: i32| {
+                let h = crate::fuse::abi::OutHeader {
+                    len: 16,
+                    error,
+                    unique,
+                };
+                let _ = rustix::net::send(&theirs, h.as_bytes(), rustix::net::SendFlags::NOSIGNAL);
+            };
             let mut held = Vec::new();
+            let mut held_slow: Vec<(u64, u64, u32)> = Vec::new();
             let mut buf = vec![0u8; 1 << 20];
             loop {
                 let n = match rustix::net::recv(&theirs, &mut buf, rustix::net::RecvFlags::empty())
@@ -577,6 +586,22 @@ while True:
                         send(h.unique, out.as_bytes());
                     }
                     opcode::FUSE_GETATTR => send(h.unique, &[]),
+                    // Held until interrupted (9997); the first INTERRUPT of a request is
+                    // answered EAGAIN when the request's nodeid is 2 (ask again), the
+                    // next (or the only one) gives the request up: EINTR.
+                    9997 => held_slow.push((h.unique, h.nodeid, 0u32)),
+                    opcode::FUSE_INTERRUPT => {
+                        let target = u64::from_ne_bytes(rest[..8].try_into().unwrap());
+                        if let Some(i) = held_slow.iter().position(|x| x.0 == target) {
+                            held_slow[i].2 += 1;
+                            if held_slow[i].1 == 2 && held_slow[i].2 == 1 {
+                                send_err(h.unique, -(Errno::EAGAIN.raw()));
+                            } else {
+                                let (u, _, _) = held_slow.remove(i);
+                                send_err(u, -(Errno::EINTR.raw()));
+                            }
+                        }
+                    }
                     opcode::FUSE_RELEASE => {
                         held.push(h.unique);
                         most2.record(held.len());
@@ -709,5 +734,49 @@ while True:
         use crate::sync::plain::Ordering;
         // Relaxed: a diagnostic counter, read after the abort.
         assert_eq!(c.stats.timeouts.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn an_interrupter_interrupts_the_request_its_thread_waits_for() {
+        use super::super::interrupt::Interrupter;
+        let (c, seen, _) = recording_server();
+        for nodeid in [1u64, 2] {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let c2 = c.clone();
+            let t = std::thread::spawn(move || {
+                tx.send(Interrupter::current()).unwrap();
+                c2.request(9997, nodeid, ROOT, &[])
+            });
+            let intr = rx.recv().unwrap();
+            // Interrupt once the server holds the request (it would be pending otherwise,
+            // which the next case checks).
+            while !plock(&seen).iter().any(|s| s.0 == 9997 && s.1 == nodeid) {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            intr.interrupt();
+            assert_eq!(t.join().unwrap(), Err(Errno::EINTR), "nodeid {nodeid}");
+        }
+        // The interrupts carried the request's unique (| 1 as theirs); the one answered
+        // EAGAIN went again.
+        let msgs: Vec<(u32, u64)> = plock(&seen).iter().map(|s| (s.0, s.1)).collect();
+        let n = msgs
+            .iter()
+            .filter(|m| m.0 == opcode::FUSE_INTERRUPT)
+            .count();
+        assert_eq!(n, 3, "{msgs:?}");
+        // An interrupt with nothing in flight is pending: the next request is interrupted
+        // as soon as it is sent.
+        let c2 = c.clone();
+        let r = std::thread::spawn(move || {
+            Interrupter::current().interrupt();
+            c2.request(9997, 1, ROOT, &[])
+        })
+        .join()
+        .unwrap();
+        assert_eq!(r, Err(Errno::EINTR));
+        // A thread without an interrupter is never interrupted, and its requests work.
+        c.request(opcode::FUSE_GETATTR, 1, ROOT, &[&[0u8; 16]])
+            .unwrap();
     }
 }
