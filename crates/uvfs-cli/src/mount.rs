@@ -1234,6 +1234,32 @@ fn mount_points(info: &str) -> impl Iterator<Item = Vec<u8>> + '_ {
 mod mountpoint_tests {
     use super::*;
 
+    /// `--fuse` specs: each bad one is a one-line error naming the spec; a good one keeps
+    /// the server's words (split at spaces) with `{}` among its arguments.
+    #[test]
+    fn fuse_specs() {
+        let ok = parse_fuse("/inc=/bin/pll -f -o source=/usr/include {}").unwrap();
+        assert_eq!(ok.path, "/inc");
+        assert_eq!(
+            ok.fuse.as_deref().unwrap(),
+            ["/bin/pll", "-f", "-o", "source=/usr/include", "{}"]
+        );
+        for (bad, why) in [
+            ("/inc", "expected PATH="),
+            ("inc=/bin/pll {}", "PATH must be absolute"),
+            ("/inc=/bin/pll -f", "need {}"),
+            ("/inc={} -f", "need {}"),
+            ("/inc=", "need {}"),
+            ("/inc=   ", "need {}"),
+        ] {
+            let e = parse_fuse(bad).unwrap_err();
+            assert!(
+                e.contains(why) && e.contains(&format!("{bad:?}")),
+                "{bad}: {e}"
+            );
+        }
+    }
+
     /// Against Python's `datetime.utcfromtimestamp` for the same seconds.
     #[test]
     fn log_stamps_are_utc() {
