@@ -21,13 +21,14 @@
 //! # Background requests and forgets
 //! A request nobody waits for ([`Conn::request_background`]: RELEASE, RELEASEDIR) is
 //! sent only while fewer than `max_background` are in flight; the rest wait in the
-//! background queue, in order, and each reply to a background request sends the next
+//! background queue, in order (a request may pass one the reader is putting back after a
+//! full socket), and each reply to a background request sends the next
 //! (Linux `fc->bg_queue`, `flush_bg_queue`). The reader sends without blocking (a reader
 //! blocked on a full socket while the server blocks on its replies to us would deadlock
 //! both); what it cannot send now, the next caller's request sends first.
 //!
 //! FORGETs ([`Conn::forget`], one per evicted inode) are queued and sent as one
-//! BATCH_FORGET (protocol 7.16 and later; FORGETs before) when [`FORGET_BATCH`] are
+//! BATCH_FORGET (7.16; INIT refuses servers before 7.23) when [`FORGET_BATCH`] are
 //! queued, before the next request is sent, and before DESTROY (Linux queues them on
 //! `fiq->forget_list_head` and the server's read takes a batch). So the server learns of
 //! at most `FORGET_BATCH - 1` evictions late.
@@ -141,8 +142,10 @@ unsafe impl Sync for Shard {}
 
 /// What [`Conn::send_request`] did.
 enum Sent {
-    /// Sent, or failed and completed with the errno.
+    /// Sent (or, blocking, failed and completed with the errno).
     Done,
+    /// Not blocking: the send failed; the request was completed with the errno and freed.
+    Failed,
     /// Not sent: the socket is full (only without blocking).
     Full,
 }
@@ -199,6 +202,9 @@ pub(crate) struct Conn {
     forgets_queued: AtomicBool,
     /// The server answered an interrupt with `ENOSYS` (`fc->no_interrupt`).
     no_interrupt: AtomicBool,
+    /// An interrupt is linked that the reader could not send: the next caller sends it.
+    /// A hint.
+    intr_stalled: AtomicBool,
     /// This connection's id, for the per-thread batches.
     id: u64,
     /// Counters.
@@ -306,6 +312,13 @@ impl Conn {
             SocketType::STREAM => Framing::Stream,
             _ => return Err(Errno::EINVAL),
         };
+        // The reader and the handshake block: a non-blocking socket (one from an async
+        // runtime) would fail them with EAGAIN.
+        let fl = rustix::fs::fcntl_getfl(&sock).map_err(Errno::from)?;
+        if fl.contains(rustix::fs::OFlags::NONBLOCK) {
+            rustix::fs::fcntl_setfl(&sock, fl - rustix::fs::OFlags::NONBLOCK)
+                .map_err(Errno::from)?;
+        }
         size_buffers(&sock);
         Conn::start(sock, framing, None)
     }
@@ -349,6 +362,7 @@ impl Conn {
             forgets: CacheLine(Mutex::new(Vec::new())),
             forgets_queued: AtomicBool::new(false),
             no_interrupt: AtomicBool::new(false),
+            intr_stalled: AtomicBool::new(false),
             // Relaxed: a unique id, ordered with nothing.
             id: NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed),
             stats: ConnStats::default(),
@@ -430,8 +444,9 @@ impl Conn {
     }
 
     /// As [`request`](Self::request), but not waited for (Linux's background requests, as
-    /// `fuse_file_put`'s RELEASE): the request is in flight when this returns, and its
-    /// answer, whenever it comes, is dropped. So a caller that must not block on the server
+    /// `fuse_file_put`'s RELEASE): the request is in flight, or queued behind
+    /// `max_background` others (module doc), when this returns, and its answer, whenever it
+    /// comes, is dropped. So a caller that must not block on the server
     /// (the last close, which runs where a lock-free reader may be pinned) never does.
     ///
     /// # Errors
@@ -502,14 +517,17 @@ impl Conn {
         }
         // SAFETY: our (the waiter's) reference.
         let req = unsafe { p.as_ref() };
-        if let Some(slot) = &slot {
+        // Withdrawn when this call ends, however it ends (the slot names this connection).
+        let _published = slot.as_deref().map(|slot| {
             if slot.publish(self, p) {
                 // An interrupt was pending (a signal that came first).
                 self.interrupt(req);
             }
-        }
+            super::interrupt::Published(slot)
+        });
         let r = match req.wait(self.timeout.get().copied()) {
             Some(r) => r,
+            None if req.flags() & FR_FINISHED != 0 => req.wait(None).unwrap_or(Err(Errno::EIO)),
             None => {
                 // Linux 6.14's request timeout (`fuse_check_timeout`): a server that has
                 // not answered in time is taken for dead: the connection aborts (this
@@ -522,9 +540,7 @@ impl Conn {
                 req.wait(None).unwrap_or(Err(Errno::ECONNABORTED))
             }
         };
-        if let Some(slot) = &slot {
-            slot.withdraw();
-        }
+        drop(_published);
         // SAFETY: the waiter's reference, not used after.
         unsafe { Request::put(p) };
         r
@@ -551,6 +567,13 @@ impl Conn {
     /// its message is built). Without `block` (the reader), a full socket drops the
     /// message: an interrupt is a request to the server, which may ignore it anyway.
     fn send_interrupts(&self, block: bool) {
+        if !block && self.framing == Framing::Stream {
+            // A stream's message must not be cut or slipped between another sender's
+            // pieces: the next caller sends it (under `send_lock`).
+            // Relaxed: a hint, as `bg_stalled`.
+            self.intr_stalled.store(true, Ordering::Relaxed);
+            return;
+        }
         while let Some((intr, target)) = self.iq.read_interrupt() {
             let arg = abi::InterruptIn { unique: target };
             let msg = encode(
@@ -567,6 +590,17 @@ impl Conn {
                 rustix::net::send(&self.sock, &msg, flags).map(drop)
             };
             if sent.is_err() {
+                // Not sent: linked again (if still in flight) for the next caller to send;
+                // an EAGAIN'd interrupt means the server has not seen the request yet, and
+                // dropping it would leave its caller waiting.
+                let shard = self.shard(target);
+                if let Some(&p) = shard.get(&target) {
+                    // SAFETY: in the table, so allocated while the shard's lock is held.
+                    self.iq.queue_interrupt(unsafe { p.as_ref() });
+                }
+                drop(shard);
+                // Relaxed: a hint, as `bg_stalled`.
+                self.intr_stalled.store(true, Ordering::Relaxed);
                 return;
             }
         }
@@ -575,7 +609,7 @@ impl Conn {
     /// The server's answer to an interrupt (an odd unique): `EAGAIN` asks for it again
     /// while the request is in flight, `ENOSYS` says the server takes none
     /// (`fuse_dev_do_write`); anything else is dropped.
-    fn interrupt_reply(&self, unique: u64, err: Option<Errno>) {
+    pub(crate) fn interrupt_reply(&self, unique: u64, err: Option<Errno>) {
         match err {
             Some(Errno::ENOSYS) => {
                 // Relaxed: a hint (see `interrupt`).
@@ -622,10 +656,11 @@ impl Conn {
                     // SAFETY: the table's reference, never published: ours to complete.
                     let r = unsafe { p.as_ref() };
                     r.complete(&self.iq, self.end_mode(), Err(gone(e)));
-                    self.background_done(r);
                     // SAFETY: as above, not used after.
                     unsafe { Request::put(p) };
-                    return Sent::Done;
+                    // The caller counts it out of the background (no recursion through
+                    // `background_done` per queued request: a dead server fails them all).
+                    return Sent::Failed;
                 }
             }
         }
@@ -678,20 +713,28 @@ impl Conn {
                 .then(|| bg.queue.pop_front())
                 .flatten();
                 let Some(next) = next else {
-                    // Relaxed: a hint under `bg` (see the field).
-                    self.bg_stalled.store(false, Ordering::Relaxed);
+                    // Relaxed: a hint under `bg` (see the field); tested first (lesson 3:
+                    // every background reply comes here).
+                    if self.bg_stalled.load(Ordering::Relaxed) {
+                        // Relaxed: as above.
+                        self.bg_stalled.store(false, Ordering::Relaxed);
+                    }
                     return;
                 };
                 bg.active += 1;
                 next
             };
-            if let Sent::Full = self.send_request(unique, &msg, p, block) {
-                let mut bg = plock(&self.bg);
-                bg.active -= 1;
-                bg.queue.push_front((unique, msg, p));
-                // Relaxed: a hint under `bg` (see the field).
-                self.bg_stalled.store(true, Ordering::Relaxed);
-                return;
+            match self.send_request(unique, &msg, p, block) {
+                Sent::Done => {}
+                Sent::Failed => plock(&self.bg).active -= 1,
+                Sent::Full => {
+                    let mut bg = plock(&self.bg);
+                    bg.active -= 1;
+                    bg.queue.push_front((unique, msg, p));
+                    // Relaxed: a hint under `bg` (see the field).
+                    self.bg_stalled.store(true, Ordering::Relaxed);
+                    return;
+                }
             }
         }
     }
@@ -714,6 +757,12 @@ impl Conn {
         if self.bg_stalled.load(Ordering::Relaxed) {
             self.flush_background(true);
         }
+        // Relaxed: as above.
+        if self.intr_stalled.load(Ordering::Relaxed) {
+            // Relaxed: as above; cleared before the sends, so one that stalls again sets it.
+            self.intr_stalled.store(false, Ordering::Relaxed);
+            self.send_interrupts(true);
+        }
     }
 
     /// `fuse_queue_forget`: the server may drop `nlookup` of its lookups of `nodeid`
@@ -723,8 +772,11 @@ impl Conn {
             let mut q = plock(&self.forgets);
             q.push(abi::ForgetOne { nodeid, nlookup });
             if q.len() < FORGET_BATCH {
-                // Relaxed: under the lock (see the field).
-                self.forgets_queued.store(true, Ordering::Relaxed);
+                // Relaxed: under the lock (see the field); set once per batch (lesson 3).
+                if q.len() == 1 {
+                    // Relaxed: as above.
+                    self.forgets_queued.store(true, Ordering::Relaxed);
+                }
                 return;
             }
             // Relaxed: as above.
@@ -732,6 +784,32 @@ impl Conn {
             std::mem::take(&mut *q)
         };
         self.send_forgets(&batch);
+    }
+
+    /// At unmount, before DESTROY: sends the queued background requests (blocking) and
+    /// waits, at most `limit`, until none is in flight, so that the server runs every
+    /// RELEASE before DESTROY (Linux sends RELEASE synchronously on a connection that will
+    /// get DESTROY). Not waited for on the reader thread (it alone reads the answers).
+    pub(crate) fn drain_background(&self, limit: std::time::Duration) {
+        let deadline = std::time::Instant::now() + limit;
+        let on_reader = plock(&self.reader)
+            .as_ref()
+            .is_some_and(|h| h.thread().id() == std::thread::current().id());
+        loop {
+            self.flush_background(true);
+            let idle = {
+                let bg = plock(&self.bg);
+                bg.active == 0 && bg.queue.is_empty()
+            };
+            // Relaxed: a hint; an aborted connection answers nothing more.
+            if idle || on_reader || !self.connected.load(Ordering::Relaxed) {
+                return;
+            }
+            if std::time::Instant::now() >= deadline {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
     }
 
     /// Sends every queued FORGET now (unmount, before DESTROY).
@@ -745,7 +823,7 @@ impl Conn {
         self.send_forgets(&batch);
     }
 
-    /// One BATCH_FORGET for `batch` (one FORGET each before protocol 7.16, or for one).
+    /// One BATCH_FORGET for `batch` (a FORGET for one).
     fn send_forgets(&self, batch: &[abi::ForgetOne]) {
         match batch {
             [] => {}
@@ -754,14 +832,6 @@ impl Conn {
                     nlookup: one.nlookup,
                 };
                 let _ = self.send_oneway(opcode::FUSE_FORGET, one.nodeid, &[arg.as_bytes()]);
-            }
-            _ if self.proto.minor < 16 => {
-                for one in batch {
-                    let arg = abi::ForgetIn {
-                        nlookup: one.nlookup,
-                    };
-                    let _ = self.send_oneway(opcode::FUSE_FORGET, one.nodeid, &[arg.as_bytes()]);
-                }
             }
             _ => {
                 let head = abi::BatchForgetIn {
@@ -801,6 +871,24 @@ impl Conn {
                 send_all(&self.sock, msg).map(drop)
             }
         }
+    }
+
+    /// Tests: puts `p` in the table as if sent.
+    #[cfg(test)]
+    pub(crate) fn shard_insert_for_test(&self, unique: u64, p: NonNull<Request>) {
+        self.shard(unique).insert(unique, p);
+    }
+
+    /// Tests: the next interrupt the list holds.
+    #[cfg(test)]
+    pub(crate) fn iq_read_interrupt_for_test(&self) -> Option<(u64, u64)> {
+        self.iq.read_interrupt()
+    }
+
+    /// Tests: completes request `unique` with an empty answer.
+    #[cfg(test)]
+    pub(crate) fn complete_for_test(&self, unique: u64) -> bool {
+        self.complete(unique, Ok(Vec::new()))
     }
 
     /// The locked shard of `unique`.

@@ -12,8 +12,9 @@
 //! One server node id is one uvfs inode while uvfs holds it (a map from node id to
 //! `Weak<Inode>`, consulted on every entry reply). Every entry reply (LOOKUP, MKNOD,
 //! MKDIR, SYMLINK, LINK) makes the server count one more lookup of its node; uvfs counts
-//! them on the inode (`nlookup`) and sends one FORGET with the total when the inode goes
-//! (the last dentry naming it was dropped), as Linux's `fuse_evict_inode`. The root
+//! them on the inode (`nlookup`) and forgets the total when the inode goes (the last
+//! dentry naming it was dropped), as Linux's `fuse_evict_inode`: queued, and sent in
+//! BATCH_FORGETs (conn.rs). The root
 //! (node 1) is never forgotten. `st_ino` is the server's `attr.ino`; `st_dev` the uvfs
 //! mount's.
 //!
@@ -38,10 +39,9 @@
 //! (the server alone decides) is not offered.
 //!
 //! # Not offered
-//! Extended attributes (EOPNOTSUPP, the seam's default), `O_TMPFILE` (EOPNOTSUPP, as a
-//! kernel mount of a server without TMPFILE), file locks, mmap coherence, a page cache
-//! (every read and write is a request: Linux's `direct_io` mode), interrupts of a request
-//! in flight (a cancellation API for uvfs callers is the next step of issue 11).
+//! `O_TMPFILE` (EOPNOTSUPP, as a kernel mount of a server without TMPFILE), file locks,
+//! mmap coherence, a page cache (every read and write is a request: Linux's `direct_io`
+//! mode), READDIRPLUS. Extended attributes and interrupts (`Interrupter`) are offered.
 
 use super::conn::Conn;
 use super::request::EndMode;
@@ -148,7 +148,10 @@ pub struct FuseClientOptions {
     /// connection aborts, that request and every other in flight fail with
     /// `ECONNABORTED`, every later one with `ENOTCONN` (Linux 6.14's FUSE request timeout,
     /// `fs.fuse.default_request_timeout`, which also aborts). `None` (the default): wait
-    /// for ever, as Linux without it. Requests nobody waits for (RELEASE) are not timed.
+    /// for ever, as Linux without it. Requests nobody waits for (RELEASE) are not timed,
+    /// nor is a send: a caller blocked writing to a server that stopped reading (its socket
+    /// buffer full, 4 MiB) waits until the server reads, exits, or another caller's wait
+    /// times out and aborts the connection (which fails the send).
     pub request_timeout: Option<std::time::Duration>,
 }
 
@@ -185,11 +188,10 @@ pub(crate) struct Shared {
     no_fsyncdir: AtomicBool,
     /// As `no_flush`, for LSEEK (`fc->no_lseek`).
     no_lseek: AtomicBool,
-    /// The server answered an xattr request with `ENOSYS`: no extended attributes, every
-    /// later call `EOPNOTSUPP` without a request (Linux keeps `no_getxattr`,
-    /// `no_setxattr`, `no_listxattr`, `no_removexattr`; one flag here: a server has them or
-    /// not).
-    no_xattr: AtomicBool,
+    /// The server answered GETXATTR, SETXATTR, LISTXATTR, REMOVEXATTR (in that order) with
+    /// `ENOSYS`: that call is `EOPNOTSUPP` from then on without a request (Linux's
+    /// `no_getxattr`, `no_setxattr`, `no_listxattr`, `no_removexattr`).
+    no_xattr: [AtomicBool; 4],
     /// The uvfs process's credentials, for requests the VFS passes no caller's for.
     creds: (u32, u32, u32),
 }
@@ -204,7 +206,10 @@ impl Drop for Shared {
     /// Unmount: DESTROY (Linux `fuse_send_destroy`), not waited for; the connection then
     /// closes, which ends the server's loop.
     fn drop(&mut self) {
-        // The last evictions' FORGETs first (they are batched, see conn.rs).
+        // The RELEASEs still queued or in flight, then the last evictions' FORGETs (they
+        // are batched, see conn.rs), before DESTROY.
+        self.conn
+            .drain_background(std::time::Duration::from_secs(1));
         self.conn.flush_forgets();
         let _ = self.conn.send_oneway(opcode::FUSE_DESTROY, 0, &[]);
     }
@@ -467,14 +472,20 @@ impl FuseInode {
     /// An xattr request; `ENOSYS` turns extended attributes off for the mount (then
     /// `EOPNOTSUPP`, as Linux's `fc->no_getxattr` and its siblings).
     fn xattr_req(&self, op: u32, args: &[&[u8]]) -> Result<Vec<u8>> {
+        let no = &self.fs.no_xattr[match op {
+            opcode::FUSE_GETXATTR => 0,
+            opcode::FUSE_SETXATTR => 1,
+            opcode::FUSE_LISTXATTR => 2,
+            _ => 3,
+        }];
         // Relaxed: a hint, as `no_flush`.
-        if self.fs.no_xattr.load(Ordering::Relaxed) {
+        if no.load(Ordering::Relaxed) {
             return Err(Errno::EOPNOTSUPP);
         }
         match self.fs.req(op, self.nodeid, args) {
             Err(Errno::ENOSYS) => {
                 // Relaxed: as above.
-                self.fs.no_xattr.store(true, Ordering::Relaxed);
+                no.store(true, Ordering::Relaxed);
                 Err(Errno::EOPNOTSUPP)
             }
             r => r,
@@ -485,7 +496,11 @@ impl FuseInode {
     /// data copied into `buf` (at most its length, else the server's error: `EIO`).
     fn xattr_reply(&self, r: Vec<u8>, buf: Option<&mut [u8]>) -> Result<usize> {
         match buf {
-            None => Ok(reply::<abi::GetxattrOut>(&self.fs.conn, &r)?.size as usize),
+            // Capped as Linux's `min(outarg.size, XATTR_SIZE_MAX)`.
+            None => Ok(
+                (reply::<abi::GetxattrOut>(&self.fs.conn, &r)?.size as usize)
+                    .min(crate::xattr::XATTR_SIZE_MAX),
+            ),
             Some(buf) => {
                 let dst = buf
                     .get_mut(..r.len())
@@ -722,7 +737,7 @@ impl InodeOps for FuseInode {
     /// `FATTR_MTIME | FATTR_MTIME_NOW`, as Linux's `do_truncate` passes `ATTR_MTIME |
     /// ATTR_CTIME` for them (so the server stamps the times even when the size does not
     /// change); for truncate(2) the size alone, and the server decides.
-    fn truncate(&self, inode: &Inode, len: u64, _now: Timespec, stamp: bool) -> Result<()> {
+    fn truncate(&self, inode: &Inode, len: u64, now: Timespec, stamp: bool) -> Result<()> {
         if !inode.is_reg() {
             return Err(crate::fs::not_regular(inode));
         }
@@ -732,7 +747,11 @@ impl InodeOps for FuseInode {
             ..Default::default()
         };
         if stamp {
+            // The time too, as Linux's `iattr_to_fattr`, for a server that honours
+            // FATTR_MTIME but not FATTR_MTIME_NOW.
             arg.valid |= fattr::FATTR_MTIME | fattr::FATTR_MTIME_NOW;
+            arg.mtime = now.tv_sec as u64;
+            arg.mtimensec = now.tv_nsec as u32;
         }
         self.setattr_req(inode, &arg, true)
     }
@@ -796,18 +815,31 @@ impl InodeOps for FuseInode {
             };
             self.xattr_req(opcode::FUSE_LISTXATTR, &[arg.as_bytes()])
         };
-        let len = self.xattr_reply(ask(0)?, None)?;
-        if len > crate::xattr::XATTR_LIST_MAX {
-            return Err(proto_error(&self.fs.conn));
+        // The length, then the list; a list that grew in between (ERANGE) is asked for
+        // again, a few times (the caller asked for no size of ours).
+        let mut all = Vec::new();
+        let mut got = 0;
+        for attempt in 0.. {
+            let len = self.xattr_reply(ask(0)?, None)?;
+            if len > crate::xattr::XATTR_LIST_MAX {
+                return Err(proto_error(&self.fs.conn));
+            }
+            all = vec![0u8; len];
+            if len == 0 {
+                break;
+            }
+            match ask(len) {
+                Err(Errno::ERANGE) if attempt < 3 => continue,
+                r => got = self.xattr_reply(r?, Some(&mut all))?,
+            }
+            break;
         }
-        let mut all = vec![0u8; len];
-        let got = if len == 0 {
-            0
-        } else {
-            self.xattr_reply(ask(len)?, Some(&mut all))?
-        };
-        if got > 0 && all[got - 1] != 0 {
-            // Names are NUL-terminated.
+        // `fuse_verify_xattr_list`: NUL-terminated names, none empty.
+        if (got > 0 && all[got - 1] != 0)
+            || all[..got]
+                .split_inclusive(|&c| c == 0)
+                .any(|e| e.len() == 1)
+        {
             return Err(proto_error(&self.fs.conn));
         }
         let names = all[..got]
@@ -1350,7 +1382,7 @@ pub fn mount(server: FuseServer, opts: FuseClientOptions) -> Result<Arc<Mount>> 
         no_fsync: AtomicBool::new(false),
         no_fsyncdir: AtomicBool::new(false),
         no_lseek: AtomicBool::new(false),
-        no_xattr: AtomicBool::new(false),
+        no_xattr: Default::default(),
         creds: (
             rustix::process::geteuid().as_raw(),
             rustix::process::getegid().as_raw(),

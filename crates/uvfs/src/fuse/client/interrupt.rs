@@ -62,7 +62,9 @@ thread_local! {
 
 /// This thread's slot, if it made an [`Interrupter`].
 pub(crate) fn current_slot() -> Option<Arc<Slot>> {
-    SLOT.with(|s| s.borrow().clone())
+    // `try_with`: a request made from a thread-local destructor (a close in one) finds
+    // no slot rather than panicking.
+    SLOT.try_with(|s| s.borrow().clone()).ok().flatten()
 }
 
 impl Slot {
@@ -80,9 +82,19 @@ impl Slot {
     }
 
     /// The waiter's request is answered: withdrawn (its reference dropped).
-    pub(crate) fn withdraw(&self) {
+    fn withdraw(&self) {
         let cur = plock(&self.cur).take();
         drop(cur);
+    }
+}
+
+/// A published request's slot: withdraws it when dropped (also on unwind), so the slot
+/// never names a connection the waiter has left.
+pub(crate) struct Published<'a>(pub(crate) &'a Slot);
+
+impl Drop for Published<'_> {
+    fn drop(&mut self) {
+        self.0.withdraw();
     }
 }
 

@@ -37,9 +37,8 @@
 //! (`fuse/client/tests.rs`, `loom_model`) runs all three parties and finds that race in the 2018
 //! form (built only for the model) and none in this one.
 //!
-//! What is here is the part of the FUSE client that the rest (issue 11: the wire format,
-//! transports, the processing queue sharded by unique, background and forget queues,
-//! the file system behind the seam) is built on; it is not wired to a transport yet.
+//! The connection (conn.rs) completes every request through [`request_end`], and
+//! [`Interrupter`](super::Interrupter) (interrupt.rs) is the waiter's side.
 
 use crate::sync::{lock, AtomicU64, Mutex, Ordering, UnsafeCell};
 use std::collections::VecDeque;
@@ -77,8 +76,10 @@ pub(crate) enum EndMode {
 /// One request in flight (the lifecycle part of Linux's `struct fuse_req`).
 ///
 /// # Refcounting
-/// `refs` counts the waiter's reference and the in-flight one (the queues'); the last
-/// [`put`](Request::put) frees the request. The interrupt list holds no reference: a
+/// `refs` counts the waiter's reference, the in-flight one (the processing table's, or the
+/// background queue's before it is sent) and, while its waiter is interruptible, the
+/// waiter's interrupt slot's (interrupt.rs); the last [`put`](Request::put) frees the
+/// request. The interrupt list holds no reference: a
 /// linked request stays allocated because [`request_end`] unlinks it (under the lock)
 /// before the in-flight reference is dropped, whenever a reader could still find it.
 pub(crate) struct Request {
@@ -278,6 +279,14 @@ impl InputQueue {
     /// `queue_interrupt`: links `req` (whose waiter set `FR_INTERRUPTED`) on the interrupt
     /// list, unless it is linked or finished; returns whether a reader should be woken.
     pub(crate) fn queue_interrupt(&self, req: &Request) -> bool {
+        // Only a request whose waiter was interrupted may be linked: `request_end`'s fast
+        // path skips the lock for the others, so a linked one of them would be freed while
+        // on the list (a server's EAGAIN for an interrupt never sent must not link it;
+        // Linux checks the same since 2018). Acquire: pairs with `set_interrupted`'s
+        // SeqCst; a stale 0 only skips a requeue the waiter's own call makes.
+        if req.flags.load(Ordering::Acquire) & FR_INTERRUPTED == 0 {
+            return false;
+        }
         let mut q = lock(&self.inner);
         // Relaxed: written only under the lock we hold.
         if req.intr_linked.load(Ordering::Relaxed) != 0 {

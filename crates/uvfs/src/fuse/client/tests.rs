@@ -180,6 +180,7 @@ mod loom_model {
 #[cfg(not(uvfs_loom))]
 mod conn {
     use super::super::conn::Conn;
+    use super::super::request::Request;
     use crate::fuse::abi::{self, opcode, AttrOut, EntryOut, OpenIn, OpenOut, ReadIn};
     use crate::sync::plock;
     use crate::Errno;
@@ -740,6 +741,8 @@ while True:
     fn an_interrupter_interrupts_the_request_its_thread_waits_for() {
         use super::super::interrupt::Interrupter;
         let (c, seen, _) = recording_server();
+        // A lost interrupt fails the test (ECONNABORTED) instead of hanging it.
+        c.set_timeout(std::time::Duration::from_secs(10));
         for nodeid in [1u64, 2] {
             let (tx, rx) = std::sync::mpsc::channel();
             let c2 = c.clone();
@@ -778,5 +781,19 @@ while True:
         // A thread without an interrupter is never interrupted, and its requests work.
         c.request(opcode::FUSE_GETATTR, 1, ROOT, &[&[0u8; 16]])
             .unwrap();
+    }
+
+    /// An EAGAIN for an interrupt never sent (a hostile server) does not link the request:
+    /// `request_end`'s fast path would free it while linked. The request completes, and
+    /// the next interrupt list read finds nothing.
+    #[test]
+    fn a_forged_interrupt_eagain_links_nothing() {
+        let (c, _seen, _) = recording_server();
+        let unique = 1000u64;
+        let p = Request::alloc(unique, 1);
+        c.shard_insert_for_test(unique, p);
+        c.interrupt_reply(unique | 1, Some(Errno::EAGAIN));
+        assert!(c.iq_read_interrupt_for_test().is_none());
+        assert!(c.complete_for_test(unique));
     }
 }

@@ -936,16 +936,12 @@ impl Filesystem for UvfsFuse {
                 .map(|len| i64::try_from(len).map_err(|_| Errno::EFBIG))
                 .transpose()?;
             // `notify_change`'s order: owner (which drops set-ID bits), mode, size, times.
-            // Nothing to set: the kernel's SETATTR for `chown(-1, -1)` (its ATTR_CTIME is not
-            // sent without a writeback cache), which stamps the ctime on tmpfs; so here.
-            let nothing = mode.is_none()
-                && uid.is_none()
-                && gid.is_none()
-                && size.is_none()
-                && atime.is_none()
-                && mtime.is_none();
+            // A SETATTR with nothing to set (the kernel's for chown(-1, -1), but also for a
+            // write's ATTR_FORCE-only privilege drop under FUSE_HANDLE_KILLPRIV) changes
+            // nothing: turned into chown(-1, -1) it would drop set-ID bits as the writer
+            // and fail (mount_lifecycle's uvfs_permission_mode_matches_tmpfs).
             let owner_and_mode = |t: &Task| -> Result<()> {
-                if uid.is_some() || gid.is_some() || nothing {
+                if uid.is_some() || gid.is_some() {
                     let (u, g) = (uid.unwrap_or(u32::MAX), gid.unwrap_or(u32::MAX));
                     t.fchownat(&*d, "", u, g, empty)?;
                 }
