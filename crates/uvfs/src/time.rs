@@ -34,13 +34,18 @@ pub(crate) fn clock(id: rustix::time::ClockId) -> Timespec {
     Timespec::new(t.tv_sec, t.tv_nsec as i64)
 }
 
-/// Nanoseconds since the epoch (times before 1970 count as the epoch: only the clock's
-/// values, never user-set times, go through here).
+/// Nanoseconds since the epoch (times before 1970 count as the epoch; the clock's values
+/// and the times of the inode being stamped, which a FUSE server may set to anything, go
+/// through here: saturating).
 pub(crate) fn ts_to_ns(t: Timespec) -> u64 {
     if t.tv_sec < 0 {
         0
     } else {
-        t.tv_sec as u64 * NSEC_PER_SEC + t.tv_nsec as u64
+        // Saturating: a file system's times (a FUSE server's attributes) can be anything;
+        // past u64's range (year 2554) they all compare as the same late time.
+        (t.tv_sec as u64)
+            .saturating_mul(NSEC_PER_SEC)
+            .saturating_add(t.tv_nsec as u64)
     }
 }
 

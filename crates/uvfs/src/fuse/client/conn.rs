@@ -1222,7 +1222,8 @@ fn handshake(fd: &OwnedFd, framing: Framing, cap: usize) -> Result<Negotiated> {
         // Linux's default is three quarters of max_background
         // (FUSE_DEFAULT_CONGESTION_THRESHOLD), kept when the server sends 0.
         congestion_threshold: if out.congestion_threshold == 0 {
-            max_background * 3 / 4
+            // In u32: 3 * max_background overflows u16 from 21846 on.
+            (u32::from(max_background) * 3 / 4) as u16
         } else {
             out.congestion_threshold
         },

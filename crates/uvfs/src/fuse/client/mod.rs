@@ -15,6 +15,8 @@
 
 pub(crate) mod conn;
 pub mod fs;
+#[doc(hidden)]
+pub mod fuzz;
 mod interrupt;
 // The request lifecycle and the interrupt protocol (loom-checked), used by `conn` and by
 // `Interrupter`.
