@@ -201,6 +201,8 @@ if [ -n "$stop_problem" ]; then
   tail -20 "$stop_log"
 fi
 if [ "$fail" = 0 ]; then
-  echo "pjdfstest: every test that passes on tmpfs passes on the subject"
+  ref_name=tmpfs
+  if [ -n "${PJDFSTEST_REFERENCE:-}" ]; then ref_name="the reference"; fi
+  echo "pjdfstest: every test that passes on $ref_name passes on the subject"
 fi
 exit "$fail"
