@@ -147,6 +147,14 @@ pub struct Bind {
 }
 
 impl Bind {
+    /// The option as given, for messages: `--bind HOST:PATH` or `--fuse PATH='SERVER ...'`.
+    fn spec(&self) -> String {
+        match &self.fuse {
+            Some(argv) => format!("--fuse {}='{}'", self.path, argv.join(" ")),
+            None => format!("--bind {}:{}", self.host.display(), self.path),
+        }
+    }
+
     /// The file system this bind shows: hostfs over `host`, or the FUSE server started.
     fn mount(&self) -> Result<Arc<uvfs::Mount>, String> {
         match &self.fuse {
@@ -154,7 +162,22 @@ impl Bind {
                 uvfs::fuse::client::FuseServer::Spawn(argv.clone()),
                 uvfs::fuse::client::FuseClientOptions::default(),
             )
-            .map_err(|e| format!("--fuse {}='{}': {e}", self.path, argv.join(" "))),
+            .map_err(|e| {
+                let why = match e {
+                    uvfs::Errno::ENOENT | uvfs::Errno::EACCES => {
+                        format!("cannot run the server {}: {e}", argv[0])
+                    }
+                    uvfs::Errno::ECONNABORTED => {
+                        format!("the server exited before answering INIT ({e})")
+                    }
+                    uvfs::Errno::ETIMEDOUT => {
+                        format!("the server did not answer INIT within 30 s ({e})")
+                    }
+                    uvfs::Errno::EPROTO => format!("the server's INIT answer is refused ({e})"),
+                    e => e.to_string(),
+                };
+                format!("{}: {why}", self.spec())
+            }),
             None => uvfs::hostfs::mount(
                 &self.host,
                 uvfs::hostfs::HostfsOptions {
@@ -386,11 +409,7 @@ fn check_binds(args: &MountArgs) -> Result<(Option<&Bind>, Vec<&Bind>), String> 
     for b in args.bind.iter().chain(&args.fuse) {
         let path = bind_path(b);
         if path.split('/').any(|c| c == "." || c == "..") {
-            return Err(format!(
-                "--bind {}:{}: PATH must not contain . or ..",
-                b.host.display(),
-                b.path
-            ));
+            return Err(format!("{}: PATH must not contain . or ..", b.spec()));
         }
         if !seen.insert(path.clone()) {
             return Err(format!("--bind/--fuse: {path} is bound twice"));
@@ -431,9 +450,7 @@ fn mount_sub_binds(mnt: &Arc<uvfs::Mount>, subs: &[&Bind]) -> Result<(), String>
     );
     for b in subs {
         let path = bind_path(b);
-        let err = |what: &str, e: uvfs::Errno| {
-            format!("--bind {}:{}: {what}: {e}", b.host.display(), b.path)
-        };
+        let err = |what: &str, e: uvfs::Errno| format!("{}: {what}: {e}", b.spec());
         let mut at = String::new();
         for comp in path.split('/').filter(|c| !c.is_empty()) {
             at.push('/');
@@ -1063,6 +1080,7 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
     .map_err(|e| format!("cannot mount on {}: {e}", mp.display()))?;
     let conn = canonical.as_deref().and_then(fuse_connection);
     let size_text = match (root_bind(args)?, size) {
+        (Some(b), _) if b.fuse.is_some() => format!("FUSE server {}", b.host.display()),
         (Some(b), _) => format!(
             "host directory {}{}",
             b.host.display(),
@@ -1071,10 +1089,11 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
         (None, 0) => "no size limit".to_owned(),
         (None, n) => format!("size {:.1} GiB", n as f64 / f64::from(1u32 << 30)),
     };
-    let inodes_text = match (root_bind(args)?.is_some(), nr_inodes) {
-        (true, _) => "the host's space and inodes".to_owned(),
-        (false, 0) => "no inode limit".to_owned(),
-        (false, n) => format!("{n} inodes"),
+    let inodes_text = match (root_bind(args)?.map(|b| b.fuse.is_some()), nr_inodes) {
+        (Some(true), _) => "the server's space and inodes".to_owned(),
+        (Some(false), _) => "the host's space and inodes".to_owned(),
+        (None, 0) => "no inode limit".to_owned(),
+        (None, n) => format!("{n} inodes"),
     };
     say!(
         "uvfs: mounted on {} ({threads} threads, {size_text}, {inodes_text}, permissions \
