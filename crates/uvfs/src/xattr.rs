@@ -47,6 +47,28 @@ pub const XATTR_SIZE_MAX: usize = 65536;
 /// `XATTR_LIST_MAX`: the largest list `listxattr` copies, in bytes.
 pub const XATTR_LIST_MAX: usize = 65536;
 
+/// A file system's `->listxattr` answer from the full list `all` (NUL-terminated names):
+/// without `trusted.*` names unless `trusted`, copied into `buf` (`ERANGE` when it does not
+/// fit) or, with `None`, only its length. For file systems that get the whole list from
+/// elsewhere (hostfs from the host, the FUSE client from its server).
+pub(crate) fn filter_list(all: &[u8], buf: Option<&mut [u8]>, trusted: bool) -> Result<usize> {
+    let names = all
+        .split_inclusive(|&c| c == 0)
+        .filter(|e| trusted || !e.starts_with(b"trusted."));
+    let mut len = 0;
+    match buf {
+        None => names.for_each(|e| len += e.len()),
+        Some(buf) => {
+            for e in names {
+                let dst = buf.get_mut(len..len + e.len()).ok_or(Errno::ERANGE)?;
+                dst.copy_from_slice(e);
+                len += e.len();
+            }
+        }
+    }
+    Ok(len)
+}
+
 /// `XATTR_NAME_CAPS`: file capabilities.
 const XATTR_NAME_CAPS: &[u8] = b"security.capability";
 

@@ -713,21 +713,7 @@ impl InodeOps for HostInode {
         let link = fd_link(&fd);
         let mut all = vec![0u8; crate::xattr::XATTR_LIST_MAX];
         let n = rustix::fs::listxattr(link.as_str(), &mut all[..]).h()?;
-        let names = all[..n]
-            .split_inclusive(|&c| c == 0)
-            .filter(|e| trusted || !e.starts_with(b"trusted."));
-        let mut len = 0;
-        match buf {
-            None => names.for_each(|e| len += e.len()),
-            Some(buf) => {
-                for e in names {
-                    let dst = buf.get_mut(len..len + e.len()).ok_or(Errno::ERANGE)?;
-                    dst.copy_from_slice(e);
-                    len += e.len();
-                }
-            }
-        }
-        Ok(len)
+        crate::xattr::filter_list(&all[..n], buf, trusted)
     }
 
     /// The host's `fstatfs` of the inode's descriptor, with uvfs's device as the id.

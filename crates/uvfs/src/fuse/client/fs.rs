@@ -461,14 +461,6 @@ impl FuseInode {
         }
     }
 
-    /// An attribute name as the wire carries it (the VFS checked its length).
-    fn xattr_name(&self, name: &[u8]) -> Result<Vec<u8>> {
-        let mut v = Vec::with_capacity(name.len() + 1);
-        v.extend_from_slice(name);
-        v.push(0);
-        Ok(v)
-    }
-
     /// An xattr request; `ENOSYS` turns extended attributes off for the mount (then
     /// `EOPNOTSUPP`, as Linux's `fc->no_getxattr` and its siblings).
     fn xattr_req(&self, op: u32, args: &[&[u8]]) -> Result<Vec<u8>> {
@@ -760,7 +752,7 @@ impl InodeOps for FuseInode {
     /// `ERANGE` when the value does not fit); without, size 0 and the length the server
     /// reports.
     fn getxattr(&self, _inode: &Inode, name: &[u8], buf: Option<&mut [u8]>) -> Result<usize> {
-        let n = self.xattr_name(name)?;
+        let n = cname(name)?;
         // An empty buffer asks for the length, as size 0 does in getxattr(2).
         let buf = buf.filter(|b| !b.is_empty());
         let size = buf
@@ -784,7 +776,7 @@ impl InodeOps for FuseInode {
         flags: u32,
     ) -> Result<()> {
         self.fs.writable()?;
-        let n = self.xattr_name(name)?;
+        let n = cname(name)?;
         match value {
             Some(v) => {
                 let arg = abi::SetxattrIn {
@@ -842,21 +834,7 @@ impl InodeOps for FuseInode {
         {
             return Err(proto_error(&self.fs.conn));
         }
-        let names = all[..got]
-            .split_inclusive(|&c| c == 0)
-            .filter(|e| trusted || !e.starts_with(b"trusted."));
-        let mut out = 0;
-        match buf {
-            None => names.for_each(|e| out += e.len()),
-            Some(buf) => {
-                for e in names {
-                    let dst = buf.get_mut(out..out + e.len()).ok_or(Errno::ERANGE)?;
-                    dst.copy_from_slice(e);
-                    out += e.len();
-                }
-            }
-        }
-        Ok(out)
+        crate::xattr::filter_list(&all[..got], buf, trusted)
     }
 
     /// STATFS (`fuse_statfs`).
