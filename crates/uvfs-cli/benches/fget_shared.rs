@@ -7,18 +7,22 @@
 //!
 //! Measured: one `task.fstat(fd)` per iteration, each thread a `clone_thread()` of one
 //! parent task (threads of one process, one fd table, like will-it-scale's `fstat` threads
-//! and the `fstat-shared` workload of `uvfs bench`). The table is shared, so every call
-//! takes and drops a reference on the one `File` (`FdTable::fget`): the count's line moves
-//! between the cores on every call from 2 threads. Variants, each swapping one mechanism:
-//! - `Uvfs`: the product (count on its own line, `FileRef`);
+//! and the `fstat-shared` workload of `uvfs bench`). The table is shared, so with Linux's
+//! counted `fget` every call takes and drops a reference on the one `File`: the count's line
+//! moves between the cores on every call from 2 threads. Variants, each swapping one
+//! mechanism:
+//! - `CountedFgetVariant`: uvfs with the counted `fget` (count on its own line,
+//!   `FileRef`), the reference for lessons 1 and 2;
 //! - `SharedLineVariant` (lesson 1 before): the count on the line of `f_mode`, `f_flags` and
 //!   the inode pointer, so the reads of those fields miss too;
 //! - `CasRefVariant` (lesson 2 before): gets by a compare-and-swap loop, which retries when
-//!   the other core changed the count in between.
+//!   the other core changed the count in between;
+//! - `Uvfs`: the product, whose `fdget` borrows the file through the task's own borrow
+//!   slots (`FdTable::fdget_borrow`): no shared line written at all.
 //!
 //! Reading the result: divan prints the time per call (fastest, slowest, median, mean) per
 //! variant and thread count, each thread's samples counted separately. Compare the medians
-//! of the variants at the SAME thread count, as ratios to `Uvfs`; at 1 thread the variants
+//! of the variants at the SAME thread count, as ratios to `CountedFgetVariant`; at 1 thread the variants
 //! should be about equal (no contention), the lessons show at 2 threads. On a 2-vCPU shared
 //! VM absolute times move between runs; only ratios within one run are worth reading.
 //! divan runs the variants one after another (not sample by sample), so rerun before trusting
@@ -29,7 +33,7 @@ mod common;
 use common::PerThread;
 use divan::Bencher;
 use std::sync::Mutex;
-use uvfs::variant::{CasRefVariant, SharedLineVariant, Uvfs, Variant};
+use uvfs::variant::{CasRefVariant, CountedFgetVariant, SharedLineVariant, Uvfs, Variant};
 use uvfs::{tmpfs, OpenFlags, Task, TmpfsOptions};
 
 fn main() {
@@ -40,7 +44,7 @@ fn main() {
 const SIZE: usize = 4096;
 
 #[divan::bench(
-    types = [Uvfs, SharedLineVariant, CasRefVariant],
+    types = [CountedFgetVariant, SharedLineVariant, CasRefVariant, Uvfs],
     threads = [1, 2],
     sample_count = 100,
     sample_size = 200_000,

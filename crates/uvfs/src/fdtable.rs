@@ -4,19 +4,31 @@
 //! `fdget`, `alloc_fd`, `fd_install`, `do_dup2`, `close_range`, `dup_fd`, `expand_fdtable`).
 //!
 //! # Design
-//! - The slot array (`Fdt`) is published through an epoch-protected pointer. `fget` pins the
-//!   epoch, loads the array and the slot, takes a reference with one `fetch_add`
+//! - The slot array (`Fdt`) is published through an atomic pointer; a replaced array is kept
+//!   until the table drops (at most as many slots again as the current one), so a reader
+//!   needs no pin to read it. `fget` pins the epoch (the `File`s are freed through it), loads
+//!   the array and the slot, takes a reference with one `fetch_add`
 //!   ([`FileRef::get`](crate::sync::file_ref::FileRef::get)), then re-checks both the slot and
 //!   the array pointer; if either changed it puts the reference and retries. No lock, no
 //!   write to any line but the file's counter.
 //! - `fdget` takes no reference when the table is not shared (one task): nobody else can
-//!   close the descriptor while the call runs (Linux `__fget_light`).
+//!   close the descriptor while the call runs (Linux `__fget_light`). On a shared table a
+//!   `Task` borrows instead of counting (`fdget_borrow`): it
+//!   publishes the file in one of its own borrow slots ([`crate::sync::borrow`]) and
+//!   re-checks the descriptor, writing no line another thread uses; a writer that drops the
+//!   table's last slot of a file pays the borrows of it it finds with real references
+//!   (`pay_debts_locked`), so the file's last put still comes after the borrowing call, as
+//!   with Linux's counted `fget`.
 //! - Writers (allocation, install, close, dup2, growth) hold `file_lock`, which sits on its
-//!   own cache line, per table (no global lock). Allocation is "lowest free fd" with the
+//!   own cache line, per table (no global lock). The one owner of a private table (one
+//!   task, never exposed: the same condition as `fdget`'s) writes without it
+//!   (`FilesRef`): nobody else can reach the table during the call, so `open`, `close`,
+//!   `dup` and `dup2` there execute no locked instruction of the table's. Allocation is "lowest free fd" with the
 //!   `next_fd` hint and a two-level bitmap (`full_fds_bits`: one bit per full 64-fd word).
 //!   Close-on-exec bits are written only when they change.
 //! - Growth copies the slots into a bigger array and publishes it; readers of the old array
-//!   see stale slots only until their re-check of the array pointer.
+//!   see stale slots only until their re-check of the array pointer (Linux frees the old
+//!   array after an RCU grace period; uvfs keeps it, so borrowers need no pin).
 //! - References are per table, not per slot (a sloppy counter, after Boyd-Wickizer et al.,
 //!   OSDI 2010, and Refcache): a table that names a file in any number of slots holds ONE
 //!   reference on its `FileRef`, and counts its slots per file privately, under `file_lock`.
@@ -37,24 +49,32 @@
 //! 3. Growth after our array load, then a close through the new array: the array-pointer
 //!    re-check catches it.
 //!
+//! A borrow (`fdget_borrow`) survives the same three by its SeqCst re-check against the
+//! writer's SeqCst fence before it pays debts (the Dekker pair of [`crate::sync::borrow`]):
+//! either the re-check sees the change and the borrow is retried, or the writer sees the
+//! borrow and pays it before dropping the table's reference.
+//!
 //! Lock order: `file_lock` is a leaf (no other uvfs lock is taken while holding it; the
 //! puts of replaced or closed files run after it is released).
 
 use crate::file::{File, FileHandle};
-use crate::sync::epoch::{self, Guard, Shared};
+use crate::sync::borrow::{self, BorrowSlots};
+use crate::sync::epoch;
 use crate::sync::padded::CacheLine;
 use crate::sync::rcu::RcuRef;
 use crate::sync::rcu::RcuRefcounted as _;
 use crate::sync::refcount::RefCount;
-use crate::sync::{fence, lock, plain, AtomicPtr, Mutex, MutexGuard, Ordering};
+use crate::sync::{fence, lock, plain, AtomicPtr, MutPtr, Mutex, MutexGuard, Ordering, UnsafeCell};
 use crate::variant::{Uvfs, Variant};
 use crate::{Errno, Result};
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::marker::PhantomData;
 use std::ops::Deref;
 use std::ptr;
+use std::sync::Arc;
 
 /// Initial number of slots (`NR_OPEN_DEFAULT` = `BITS_PER_LONG`).
 pub const NR_OPEN_DEFAULT: u32 = 64;
@@ -62,6 +82,9 @@ pub const NR_OPEN_DEFAULT: u32 = 64;
 pub const NR_OPEN: u32 = 1 << 20;
 /// Default per-table descriptor limit (`RLIMIT_NOFILE` soft limit on Linux: 1024).
 pub const RLIMIT_NOFILE_DEFAULT: u32 = 1024;
+
+/// What [`FdTable::load_slot`] finds: the array, the slot and the file pointer it held.
+type Slot<'a, V> = (*mut Fdt<V>, &'a AtomicPtr<File<V>>, *mut File<V>);
 
 /// The published slot array.
 struct Fdt<V: Variant> {
@@ -112,6 +135,12 @@ struct FdAlloc {
     max_fds: u32,
     /// Descriptor limit (`RLIMIT_NOFILE`): allocations at or above it fail with `EMFILE`.
     rlimit: u32,
+    /// The borrow slots of the tasks that may borrow from this table (registered by
+    /// [`FdTable::register_borrower`]; an entry whose task has gone, strong count 1, is
+    /// dropped at the next registration).
+    borrowers: Vec<Arc<BorrowSlots>>,
+    /// Arrays replaced by growth, kept until the table drops (borrowers read them unpinned).
+    retired: Vec<Box<dyn Send + Sync>>,
 }
 
 #[inline]
@@ -144,6 +173,8 @@ impl FdAlloc {
             close_on_exec: vec![0; words],
             max_fds,
             rlimit: RLIMIT_NOFILE_DEFAULT,
+            borrowers: Vec::new(),
+            retired: Vec::new(),
         }
     }
 
@@ -221,6 +252,55 @@ impl FdAlloc {
     }
 }
 
+/// `file_lock` and the allocation state it guards, side by side rather than one
+/// `Mutex<FdAlloc>`: writers of a shared table take the lock; the one owner of a private
+/// table (`FilesRef`) reaches the state without it.
+struct FileLock {
+    lock: Mutex<()>,
+    alloc: UnsafeCell<FdAlloc>,
+}
+
+// SAFETY: `alloc` is accessed only through an `AllocGuard`, made either under `lock` or by the
+// single owner of a private table, whose contract (`FdTable::private`) is that no other
+// thread can reach the table meanwhile; so accesses never overlap. `FdAlloc` is `Send`.
+unsafe impl Sync for FileLock {}
+
+impl FileLock {
+    fn new(a: FdAlloc) -> FileLock {
+        FileLock {
+            lock: Mutex::new(()),
+            alloc: UnsafeCell::new(a),
+        }
+    }
+}
+
+/// Write access to a table's `FdAlloc`: under `file_lock`, or as a private table's owner.
+/// Only a holder of one has a `&FdAlloc`, which the `*_locked` helpers take as proof.
+struct AllocGuard<'a> {
+    // Declared first, so dropped first: the access ends (for loom's race check) before the
+    // lock is released.
+    a: MutPtr<FdAlloc>,
+    _lock: Option<MutexGuard<'a, ()>>,
+}
+
+impl Deref for AllocGuard<'_> {
+    type Target = FdAlloc;
+    #[inline]
+    fn deref(&self) -> &FdAlloc {
+        // SAFETY: the guard's access is exclusive (see `AllocGuard`), and the result borrows
+        // the guard.
+        unsafe { self.a.deref() }
+    }
+}
+
+impl std::ops::DerefMut for AllocGuard<'_> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut FdAlloc {
+        // SAFETY: as for `deref`; `&mut self` makes the result unique.
+        unsafe { self.a.deref() }
+    }
+}
+
 /// A file descriptor table, shared by the threads of a task group (`CLONE_FILES`) and copied
 /// by `fork`.
 ///
@@ -231,23 +311,23 @@ impl FdAlloc {
 /// Linux fs/file.c; `dup(2)`, `close(2)`, `close_range(2)`, `fcntl(2)` F_DUPFD.
 pub struct FdTable<V: Variant = Uvfs> {
     /// The published slot array (Linux `files->fdt`): never null, owned (a `Box`) by the
-    /// table; replaced only by `expand_locked` under `file_lock`, the old one retired through
-    /// the epoch. A `sync::AtomicPtr` rather than crossbeam's `Atomic` so that under
+    /// table; replaced only by `expand_locked` under `file_lock`, the old one kept in
+    /// `FdAlloc::retired` until the table drops. A `sync::AtomicPtr` rather than crossbeam's `Atomic` so that under
     /// `--cfg uvfs_loom` its publication is a loom atomic: loom then sees that a new array's
     /// slots are created before `fget` loads them (with crossbeam's `Atomic`, a real atomic
     /// loom cannot see, it reports a causality violation) and models the re-check of race 3.
     fdt: CacheLine<AtomicPtr<Fdt<V>>>,
-    file_lock: CacheLine<Mutex<FdAlloc>>,
+    file_lock: CacheLine<FileLock>,
     /// Set (once, sticky) when a reference to this table left its tasks' hands
-    /// (`Task::files`): from then on `fdget` always takes references, because some other
-    /// thread may hold the table without holding a `Task` (read on every `fdget`, written
-    /// once).
+    /// (`Task::files`): from then on `fdget` treats the table as shared (a borrow or a
+    /// counted reference) and its writers take `file_lock`, because some other thread may
+    /// hold the table without holding a `Task` (read on every `fdget`, written once).
     exposed: plain::AtomicBool,
 }
 
 impl<V: Variant> fmt::Debug for FdTable<V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let a = lock(&self.file_lock);
+        let a = self.shared().alloc();
         f.debug_struct("FdTable")
             .field("max_fds", &a.max_fds)
             .field(
@@ -259,13 +339,62 @@ impl<V: Variant> fmt::Debug for FdTable<V> {
 }
 
 /// A file borrowed for one call (`struct fd`): by reference when the table is not shared,
-/// else by a counted handle.
+/// through the task's borrow slots when it is, by a counted handle when those are full (or
+/// for the `counted-fget` variant). Two words.
 #[derive(Debug)]
 pub enum FdRef<'a, V: Variant = Uvfs> {
     /// No reference taken: the table has one user, which is the caller.
     Borrowed(&'a File<V>),
     /// A counted reference from `fget`.
     Owned(FileHandle<V>),
+    /// Borrowed from a shared table through the task's borrow slots (no reference taken).
+    Lent(Debt<'a, V>),
+}
+
+// Two words, as before borrows existed: `Result<FdRef>` is returned in registers by every
+// descriptor call.
+#[cfg(not(uvfs_loom))]
+crate::const_assert!(std::mem::size_of::<FdRef<'static>>() == 16);
+
+/// A file borrowed from a shared table (`FdTable::fdget_borrow`): one of the borrowing
+/// task's borrow slots names it. On drop the slot is freed, and if a writer that closed the
+/// descriptor meanwhile paid the borrow with a reference, that reference is put (which may be
+/// the file's last: it then goes right after the borrowing call, as with a counted `fget`).
+/// One word, so that an `FdRef` stays two.
+pub struct Debt<'a, V: Variant = Uvfs> {
+    /// INVARIANT: names a `File<V>`, alive while the borrow (or its paid reference) lasts.
+    borrow: borrow::Borrow<'a>,
+    _file: PhantomData<&'a File<V>>,
+}
+
+impl<V: Variant> fmt::Debug for Debt<'_, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Debt")
+            .field("borrow", &self.borrow)
+            .finish()
+    }
+}
+
+impl<V: Variant> Deref for Debt<'_, V> {
+    type Target = File<V>;
+    #[inline]
+    fn deref(&self) -> &File<V> {
+        // SAFETY: the borrow keeps the file alive until `self` drops (INVARIANT), and the
+        // result borrows `self`.
+        unsafe { &*(self.borrow.addr() as *const File<V>) }
+    }
+}
+
+impl<V: Variant> Drop for Debt<'_, V> {
+    #[inline]
+    fn drop(&mut self) {
+        let p = self.borrow.addr() as *mut File<V>;
+        if self.borrow.release() {
+            // SAFETY: a writer paid this borrow: the slot held one reference on the file,
+            // which `release` handed to us.
+            drop(unsafe { RcuRef::from_raw(p) });
+        }
+    }
 }
 
 impl<V: Variant> Deref for FdRef<'_, V> {
@@ -275,6 +404,7 @@ impl<V: Variant> Deref for FdRef<'_, V> {
         match self {
             FdRef::Borrowed(f) => f,
             FdRef::Owned(h) => h,
+            FdRef::Lent(d) => d,
         }
     }
 }
@@ -300,28 +430,48 @@ impl<V: Variant> FdTable<V> {
             fdt: CacheLine(AtomicPtr::new(Box::into_raw(Box::new(Fdt::with_capacity(
                 NR_OPEN_DEFAULT,
             ))))),
-            file_lock: CacheLine(Mutex::new(FdAlloc::new(NR_OPEN_DEFAULT))),
+            file_lock: CacheLine(FileLock::new(FdAlloc::new(NR_OPEN_DEFAULT))),
             exposed: plain::AtomicBool::new(false),
         }
     }
 
-    fn alloc_locked(&self) -> MutexGuard<'_, FdAlloc> {
-        lock(&self.file_lock)
+    /// This table for a call by any thread: its writers take `file_lock`.
+    #[inline]
+    pub(crate) fn shared(&self) -> FilesRef<'_, V> {
+        FilesRef {
+            t: self,
+            private: false,
+        }
     }
 
-    /// The published array, for as long as `_guard` lives.
+    /// This table for a call by its one owner: writers skip `file_lock`.
     ///
     /// # Safety
-    /// - `_guard` is pinned, or the caller holds `file_lock` for all of `'g` (then the array
-    ///   cannot be replaced or retired, and `_guard` may be `epoch::unprotected()`).
+    /// For as long as the result and anything made from it live, no other thread can reach
+    /// this table: the caller is the only task holding it (its `Arc` has one strong count,
+    /// none was lent out, so no `Weak` exists), it was never [`expose`](Self::expose)d, and
+    /// the caller cannot lend it meanwhile (`Task` is `!Sync`, and it clones the `Arc` only
+    /// in `clone_thread`, which is not called during a table operation). The caller also
+    /// orders itself after the table's former users (an Acquire fence after reading the
+    /// strong count 1, pairing with the Release decrement of their `Arc` drops).
     #[inline]
-    unsafe fn fdt<'g>(&self, _guard: &'g Guard) -> &'g Fdt<V> {
+    pub(crate) unsafe fn private(&self) -> FilesRef<'_, V> {
+        FilesRef {
+            t: self,
+            private: true,
+        }
+    }
+
+    /// The published array. Arrays live as long as the table (a replaced one is kept in
+    /// `FdAlloc::retired`), so the result may be read for as long as `&self` is borrowed;
+    /// its slots may be stale once growth has replaced it (readers re-check the pointer).
+    #[inline]
+    fn fdt(&self) -> &Fdt<V> {
         // Acquire: pairs with the Release swap in `expand_locked`: the new array's slots
         // (created and copied before the swap) are visible.
         let p = self.fdt.load(Ordering::Acquire);
-        // SAFETY: never null (INVARIANT of `new`/`dup_fd`/`expand_locked`); an array is
-        // retired only through the epoch after being replaced under `file_lock`, so it
-        // outlives `'g` (caller's contract).
+        // SAFETY: never null (INVARIANT of `new`/`dup_fd`/`expand_locked`); an array is freed
+        // only when the table drops, which `&self` rules out.
         unsafe { &*p }
     }
 
@@ -330,10 +480,30 @@ impl<V: Variant> FdTable<V> {
     /// array can be neither replaced nor retired.
     #[inline]
     fn fdt_locked(&self, _a: &FdAlloc) -> &Fdt<V> {
-        debug_assert!(self.file_lock.try_lock().is_err(), "caller holds file_lock");
-        // SAFETY: only `expand_locked`, under `file_lock`, replaces and retires the array;
-        // the caller holds the lock while it uses the result (Context above).
-        unsafe { self.fdt(epoch::unprotected()) }
+        self.fdt()
+    }
+
+    /// The lock-free lookup `fget` and `fdget_borrow` start from: the array, the slot of
+    /// `fd` (`fd >= 0`) and the file pointer it holds, not yet referenced.
+    ///
+    /// # Errors
+    /// `EBADF` if `fd` is beyond the array or its slot is empty.
+    #[inline(always)]
+    fn load_slot(&self, fd: i32) -> Result<Slot<'_, V>> {
+        // Acquire: pairs with the Release swap in `expand_locked`: the new array's slots
+        // (created and copied before the swap) are visible.
+        let fdt_p = self.fdt.load(Ordering::Acquire);
+        // SAFETY: never null (INVARIANT of `new`/`dup_fd`/`expand_locked`), freed only when
+        // the table drops (replaced arrays are retired, not freed; see `fdt`).
+        let fdt = unsafe { &*fdt_p };
+        let slot = fdt.fd.get(fd as usize).ok_or(Errno::EBADF)?;
+        // Acquire: pairs with the Release stores in `fd_install`/`install`/`dup2`: the
+        // File's fields are initialised.
+        let p = slot.load(Ordering::Acquire);
+        if p.is_null() {
+            return Err(Errno::EBADF);
+        }
+        Ok((fdt_p, slot, p))
     }
 
     /// `fget`: a counted reference to the file at `fd`.
@@ -346,21 +516,7 @@ impl<V: Variant> FdTable<V> {
         }
         let guard = epoch::pin();
         loop {
-            // Acquire: pairs with the Release swap in `expand_locked`: the new array's slots
-            // (created and copied before the swap) are visible.
-            let fdt_p = self.fdt.load(Ordering::Acquire);
-            // SAFETY: never null (INVARIANT of `new`/`dup_fd`/`expand_locked`), retired only
-            // through the epoch after being replaced, and we are pinned.
-            let fdt = unsafe { &*fdt_p };
-            let Some(slot) = fdt.fd.get(fd as usize) else {
-                return Err(Errno::EBADF);
-            };
-            // Acquire: pairs with the Release stores in `fd_install`/`install`/`dup2`: the
-            // File's fields are initialised.
-            let p = slot.load(Ordering::Acquire);
-            if p.is_null() {
-                return Err(Errno::EBADF);
-            }
+            let (fdt_p, slot, p) = self.load_slot(fd)?;
             // SAFETY: `p` was loaded from a slot holding a reference while `guard` is pinned.
             match unsafe { RcuRef::try_get_raw(p, &guard) } {
                 // Race 1: released under us; the slot has changed, reload it.
@@ -403,11 +559,7 @@ impl<V: Variant> FdTable<V> {
         // Acquire fence: the table was shared until the other users dropped their `Arc`s;
         // pairs with the Release decrement of `Arc::drop` so their last writes are visible.
         fence(Ordering::Acquire);
-        // SAFETY: no concurrent writer exists (caller's contract), so nothing is retired
-        // while we read; `unprotected` only skips pinning.
-        let guard = unsafe { epoch::unprotected() };
-        // SAFETY: single user: nothing replaces or retires the array meanwhile.
-        let fdt = unsafe { self.fdt(guard) };
+        let fdt = self.fdt();
         let Some(slot) = fdt.fd.get(fd as usize) else {
             return Err(Errno::EBADF);
         };
@@ -419,6 +571,61 @@ impl<V: Variant> FdTable<V> {
         // SAFETY: the slot holds a reference that only this thread can drop, and the caller
         // does not close `fd` while the borrow lives.
         Ok(FdRef::Borrowed(unsafe { &*p }))
+    }
+
+    /// `fdget` of a shared table without a shared write: the file at `fd`, borrowed through
+    /// the borrow slots `b` ([`crate::sync::borrow`]), or counted (as [`fget`](Self::fget))
+    /// when every slot of `b` is in use. The borrow writes only `b`'s line: two threads
+    /// `fstat`ing one descriptor share no written line.
+    ///
+    /// # Safety
+    /// - `b` was registered in this table by [`register_borrower`](Self::register_borrower)
+    ///   and only the calling thread publishes in it (its task's slots).
+    ///
+    /// # Errors
+    /// As [`fget`](Self::fget).
+    #[inline]
+    pub(crate) unsafe fn fdget_borrow<'a>(
+        &'a self,
+        fd: i32,
+        b: &'a BorrowSlots,
+    ) -> Result<FdRef<'a, V>> {
+        if fd < 0 {
+            return Err(Errno::EBADF);
+        }
+        loop {
+            let (fdt_p, slot, p) = self.load_slot(fd)?;
+            let Some(borrow) = b.publish(p as usize) else {
+                return self.fget(fd).map(FdRef::Owned);
+            };
+            // SeqCst: the borrower's re-check, the load half of its Dekker pair with a
+            // writer's `removal_fence` in `pay_debts_locked` (sync/borrow.rs): either these
+            // loads see the writer's removal (or growth), or its scan sees our publication.
+            if slot.load(Ordering::SeqCst) == p && self.fdt.load(Ordering::SeqCst) == fdt_p {
+                return Ok(FdRef::Lent(Debt {
+                    // INVARIANT: the table held `p` after our publication was visible to
+                    // every later remover, which pays us before dropping its reference.
+                    borrow,
+                    _file: PhantomData,
+                }));
+            }
+            // Races 1-3: the descriptor changed; undo and retry.
+            if borrow.release() {
+                // SAFETY: a writer paid the borrow: the reference is ours.
+                drop(unsafe { RcuRef::from_raw(p) });
+            }
+        }
+    }
+
+    /// New borrow slots for a task that uses this table, registered so that writers pay its
+    /// borrows. Drops the entries of tasks that have gone (only the table holds them).
+    /// Rare: once per task that `fdget`s this table while it is shared.
+    pub(crate) fn register_borrower(&self) -> Arc<BorrowSlots> {
+        let mut a = self.shared().alloc();
+        a.borrowers.retain(|b| Arc::strong_count(b) > 1);
+        let b = Arc::new(BorrowSlots::default());
+        a.borrowers.push(b.clone());
+        b
     }
 
     /// Grows the array to hold `nr` (at least `nr + 1` slots, a power of two).
@@ -449,12 +656,11 @@ impl<V: Variant> FdTable<V> {
         // loads of the array in `fget` and `fdt`. No Acquire: the old array was published to
         // us by `file_lock`. INVARIANT: the new pointer is not null.
         let old_p = self.fdt.swap(Box::into_raw(new), Ordering::Release);
-        let pinned = epoch::pin();
-        // SAFETY: `old_p` came from `Box::into_raw` (the layout crossbeam's `Owned` uses), is
-        // unreachable from `self.fdt` now and is retired once, by this writer under the lock;
-        // its slots do not own references (the new array does), and `Fdt` has no `Drop` that
-        // touches files.
-        unsafe { pinned.defer_destroy(Shared::from(old_p as *const Fdt<V>)) };
+        // SAFETY: `old_p` came from `Box::into_raw` and is unreachable from `self.fdt` now;
+        // only this writer, under the lock, takes it back. Its slots own no references (the
+        // new array's do), and `Fdt` has no `Drop` that touches files. Kept, not freed:
+        // readers that loaded it (`fget`, borrowers, unpinned) may still read its slots.
+        a.retired.push(unsafe { Box::from_raw(old_p) });
         Ok(())
     }
 
@@ -470,15 +676,6 @@ impl<V: Variant> FdTable<V> {
         // initialised).
         slot.store(file, Ordering::Release);
         old
-    }
-
-    /// `alloc_fd`: reserves the lowest free descriptor `>= start`.
-    ///
-    /// # Errors
-    /// `EMFILE` if none is free below the limit.
-    pub(crate) fn alloc_fd(&self, start: u32, cloexec: bool) -> Result<u32> {
-        let mut a = self.alloc_locked();
-        self.alloc_fd_locked(&mut a, start, cloexec)
     }
 
     fn alloc_fd_locked(&self, a: &mut FdAlloc, start: u32, cloexec: bool) -> Result<u32> {
@@ -500,25 +697,6 @@ impl<V: Variant> FdTable<V> {
         Ok(fd)
     }
 
-    /// `put_unused_fd`: gives back a descriptor reserved by `alloc_fd` and never installed.
-    pub(crate) fn put_unused_fd(&self, fd: u32) {
-        let mut a = self.alloc_locked();
-        if a.is_open(fd) {
-            a.clear_open(fd);
-            a.next_fd = a.next_fd.min(fd);
-        }
-    }
-
-    /// `fd_install`: publishes `file` at descriptor `fd`, reserved by `alloc_fd`.
-    pub(crate) fn fd_install(&self, fd: u32, file: FileHandle<V>) {
-        let mut a = self.alloc_locked();
-        let extra = Self::adopt_locked(&mut a, file);
-        let old = self.slot_store_locked(&a, fd, extra.0);
-        debug_assert!(old.is_null(), "fd_install over an installed slot");
-        drop(a);
-        drop(extra.1);
-    }
-
     /// Counts a new slot for `file`: returns its pointer, and the caller's reference when the
     /// table already holds one (to be dropped after `file_lock` is released).
     fn adopt_locked(a: &mut FdAlloc, file: FileHandle<V>) -> (*mut File<V>, Option<FileHandle<V>>) {
@@ -528,41 +706,6 @@ impl<V: Variant> FdTable<V> {
         } else {
             (p, Some(file))
         }
-    }
-
-    /// Allocates the lowest descriptor `>= start` and installs `file` there in one step
-    /// (`dup`, `F_DUPFD`).
-    ///
-    /// # Errors
-    /// `EMFILE` if none is free below the limit (then `file` is dropped).
-    pub fn install(&self, file: FileHandle<V>, start: u32, cloexec: bool) -> Result<u32> {
-        let mut a = self.alloc_locked();
-        let fd = self.alloc_fd_locked(&mut a, start, cloexec)?;
-        let (p, extra) = Self::adopt_locked(&mut a, file);
-        self.slot_store_locked(&a, fd, p);
-        drop(a);
-        drop(extra);
-        Ok(fd)
-    }
-
-    /// `dup`/`F_DUPFD`: the lowest free descriptor `>= start`, naming the file at `oldfd`.
-    /// Takes no reference on the file (the table already holds one): writes only this
-    /// table's lines.
-    ///
-    /// # Errors
-    /// `EBADF` if `oldfd` is not open; `EMFILE` if no descriptor is free below the limit.
-    pub fn dup_from(&self, oldfd: i32, start: u32, cloexec: bool) -> Result<u32> {
-        let mut a = self.alloc_locked();
-        let old = u32::try_from(oldfd).map_err(|_| Errno::EBADF)?;
-        let p = self.slot_load_locked(&a, old);
-        if p.is_null() {
-            return Err(Errno::EBADF);
-        }
-        let fd = self.alloc_fd_locked(&mut a, start, cloexec)?;
-        let first = a.slot_get(p);
-        debug_assert!(!first, "an installed file is already counted");
-        self.slot_store_locked(&a, fd, p);
-        Ok(fd)
     }
 
     /// The file in slot `fd`, NULL if none or out of range. Context: caller holds `file_lock`.
@@ -575,6 +718,29 @@ impl<V: Variant> FdTable<V> {
         fdt.fd[fd as usize].load(Ordering::Relaxed)
     }
 
+    fn installed_locked(&self, a: &FdAlloc, fd: u32) -> bool {
+        !self.slot_load_locked(a, fd).is_null()
+    }
+
+    /// Allocates the lowest descriptor `>= start` and installs `file` there in one step
+    /// (`dup`, `F_DUPFD`).
+    ///
+    /// # Errors
+    /// `EMFILE` if none is free below the limit (then `file` is dropped).
+    pub fn install(&self, file: FileHandle<V>, start: u32, cloexec: bool) -> Result<u32> {
+        self.shared().install(file, start, cloexec)
+    }
+
+    /// `dup`/`F_DUPFD`: the lowest free descriptor `>= start`, naming the file at `oldfd`.
+    /// Takes no reference on the file (the table already holds one): writes only this
+    /// table's lines.
+    ///
+    /// # Errors
+    /// `EBADF` if `oldfd` is not open; `EMFILE` if no descriptor is free below the limit.
+    pub fn dup_from(&self, oldfd: i32, start: u32, cloexec: bool) -> Result<u32> {
+        self.shared().dup_from(oldfd, start, cloexec)
+    }
+
     /// `close(fd)`: removes the descriptor and drops its reference (`file_close_fd` +
     /// `filp_close`), after the file system's `->flush` for a file that has one.
     ///
@@ -582,13 +748,246 @@ impl<V: Variant> FdTable<V> {
     /// `EBADF` if `fd` is not open; the file system's flush error (the descriptor is
     /// closed all the same, as Linux's).
     pub fn close_fd(&self, fd: i32) -> Result<()> {
+        self.shared().close_fd(fd)
+    }
+
+    /// `do_dup2`: makes `newfd` refer to the file at `oldfd`, closing what `newfd` held.
+    /// Returns `newfd`. `oldfd == newfd` is the caller's business (dup2 vs dup3 differ).
+    ///
+    /// # Errors
+    /// `EBADF` if `oldfd` is not open or `newfd` is at or above the limit; `EBUSY` if `newfd`
+    /// is reserved by an `open` in progress (Linux returns the same); `EMFILE` if the table
+    /// cannot grow that far.
+    pub fn dup2(&self, oldfd: i32, newfd: i32, cloexec: bool) -> Result<i32> {
+        self.shared().dup2(oldfd, newfd, cloexec)
+    }
+
+    /// The close-on-exec flag of `fd` (`F_GETFD`).
+    ///
+    /// # Errors
+    /// `EBADF` if `fd` is not open.
+    pub fn get_cloexec(&self, fd: i32) -> Result<bool> {
+        self.shared().get_cloexec(fd)
+    }
+
+    /// Sets the close-on-exec flag of `fd` (`F_SETFD`); writes only when it changes.
+    ///
+    /// # Errors
+    /// `EBADF` if `fd` is not open.
+    pub fn set_cloexec(&self, fd: i32, on: bool) -> Result<()> {
+        self.shared().set_cloexec(fd, on)
+    }
+
+    /// `close_range(first, last)` without flags: closes every open descriptor in the range.
+    pub fn close_range(&self, first: u32, last: u32) {
+        self.shared().close_range(first, last)
+    }
+
+    /// `close_range(.., CLOSE_RANGE_CLOEXEC)`: marks every open descriptor in the range
+    /// close-on-exec.
+    pub fn set_cloexec_range(&self, first: u32, last: u32) {
+        self.shared().set_cloexec_range(first, last)
+    }
+
+    /// `do_close_on_exec`: closes every descriptor marked close-on-exec.
+    pub fn close_on_exec(&self) {
+        self.shared().close_on_exec()
+    }
+
+    /// `dup_fd`: a copy of this table for `fork` (or `CLOSE_RANGE_UNSHARE`): the same files,
+    /// one more reference each (one per file, not per slot), the same close-on-exec bits and limit. Descriptors reserved
+    /// by an `open` in progress are not copied.
+    pub fn dup_fd(&self) -> FdTable<V> {
+        let a = self.shared().alloc();
+        let mut na = FdAlloc::new(a.max_fds);
+        na.rlimit = a.rlimit;
+        na.close_on_exec.clone_from(&a.close_on_exec);
+        na.files.clone_from(&a.files);
+        for &p in a.files.keys() {
+            // SAFETY: a key of `files` is a file this table holds a reference on: alive.
+            unsafe { &*(p as *const File<V>) }.file_ref().inc();
+        }
+        let new = Box::new(Fdt::with_capacity(a.max_fds));
+        let fdt = self.fdt_locked(&a);
+        for (fd, (o, s)) in fdt.fd.iter().zip(new.fd.iter()).enumerate() {
+            // Relaxed: under the lock.
+            let p = o.load(Ordering::Relaxed);
+            if !p.is_null() {
+                // Relaxed: the new table is not shared yet; moving it to another thread
+                // (spawn, channel) publishes it.
+                s.store(p, Ordering::Relaxed);
+                na.set_open(fd as u32);
+            } else {
+                na.set_cloexec(fd as u32, false);
+            }
+        }
+        FdTable {
+            // INVARIANT: the array pointer is never null.
+            fdt: CacheLine(AtomicPtr::new(Box::into_raw(new))),
+            file_lock: CacheLine(FileLock::new(na)),
+            exposed: plain::AtomicBool::new(false),
+        }
+    }
+
+    /// Marks the table as reachable outside its tasks (see `exposed`); writes only the
+    /// first time.
+    pub(crate) fn expose(&self) {
+        // Relaxed: read back only by `is_exposed` on the thread that exposed the table (its
+        // own program order) or by threads that received the reference afterwards through
+        // a synchronising hand-off (spawn, channel, scope).
+        if !self.exposed.load(plain::Ordering::Relaxed) {
+            // Relaxed: as above.
+            self.exposed.store(true, plain::Ordering::Relaxed);
+        }
+    }
+
+    /// Whether [`expose`](Self::expose) was called.
+    #[inline]
+    pub(crate) fn is_exposed(&self) -> bool {
+        // Relaxed: see `expose`.
+        self.exposed.load(plain::Ordering::Relaxed)
+    }
+
+    /// The descriptor limit (`RLIMIT_NOFILE`).
+    pub fn rlimit(&self) -> u32 {
+        self.shared().alloc().rlimit
+    }
+
+    /// Sets the descriptor limit. Existing descriptors above it stay open (as Linux).
+    ///
+    /// # Errors
+    /// `EPERM` above `NR_OPEN` (2^20), as `setrlimit` beyond `nr_open`.
+    pub fn set_rlimit(&self, n: u32) -> Result<()> {
+        if n > NR_OPEN {
+            return Err(Errno::EPERM);
+        }
+        self.shared().alloc().rlimit = n;
+        Ok(())
+    }
+
+    /// Number of allocated descriptors (installed or reserved); a snapshot.
+    pub fn open_count(&self) -> usize {
+        let a = self.shared().alloc();
+        a.open_fds.iter().map(|w| w.count_ones() as usize).sum()
+    }
+}
+
+/// A descriptor table as one call sees it: shared (writers take `file_lock`) or private to
+/// the calling task (writers skip it). `Task` makes one per call with
+/// [`FdTable::private`] when the table is not shared, as `fdget` decides whether to take a
+/// reference (Linux `__fget_light`; Linux's writers always take `file_lock`, a spinlock
+/// whose unlock is a plain store, where a userspace mutex costs two locked instructions).
+pub(crate) struct FilesRef<'a, V: Variant> {
+    t: &'a FdTable<V>,
+    /// Made by `FdTable::private`, whose contract holds for `'a`.
+    private: bool,
+}
+
+impl<V: Variant> Clone for FilesRef<'_, V> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<V: Variant> Copy for FilesRef<'_, V> {}
+
+impl<'a, V: Variant> FilesRef<'a, V> {
+    /// Write access to the allocation state: `file_lock` taken unless the table is private.
+    #[inline]
+    fn alloc(&self) -> AllocGuard<'a> {
+        let fl: &'a FileLock = &self.t.file_lock;
+        let g = (!self.private).then(|| lock(&fl.lock));
+        AllocGuard {
+            a: fl.alloc.get_mut(),
+            _lock: g,
+        }
+    }
+
+    /// Pays the other tasks' borrows of `p` (`BorrowSlots::pay`): called once the table's
+    /// last slot naming `p` is cleared and before the table's reference on it is dropped.
+    /// Context: `a` is this call's guard. A private table has no other task, hence no
+    /// borrower to pay; a table no task ever borrowed from has none registered.
+    fn pay_debts_locked(&self, a: &FdAlloc, p: *mut File<V>) {
+        if self.private || a.borrowers.is_empty() {
+            return;
+        }
+        borrow::removal_fence();
+        // SAFETY: the table still holds its reference on `p` (Context).
+        let f = unsafe { &*p };
+        for b in &a.borrowers {
+            b.pay(
+                p as usize,
+                || f.file_ref().inc(),
+                || {
+                    let last = f.file_ref().put();
+                    debug_assert!(!last, "the table's reference is still held");
+                },
+            );
+        }
+    }
+
+    /// `alloc_fd`: reserves the lowest free descriptor `>= start`.
+    ///
+    /// # Errors
+    /// `EMFILE` if none is free below the limit.
+    pub(crate) fn alloc_fd(&self, start: u32, cloexec: bool) -> Result<u32> {
+        let mut a = self.alloc();
+        self.t.alloc_fd_locked(&mut a, start, cloexec)
+    }
+
+    /// `put_unused_fd`: gives back a descriptor reserved by `alloc_fd` and never installed.
+    pub(crate) fn put_unused_fd(&self, fd: u32) {
+        let mut a = self.alloc();
+        if a.is_open(fd) {
+            a.clear_open(fd);
+            a.next_fd = a.next_fd.min(fd);
+        }
+    }
+
+    /// `fd_install`: publishes `file` at descriptor `fd`, reserved by `alloc_fd`.
+    pub(crate) fn fd_install(&self, fd: u32, file: FileHandle<V>) {
+        let mut a = self.alloc();
+        let extra = FdTable::<V>::adopt_locked(&mut a, file);
+        let old = self.t.slot_store_locked(&a, fd, extra.0);
+        debug_assert!(old.is_null(), "fd_install over an installed slot");
+        drop(a);
+        drop(extra.1);
+    }
+
+    /// [`FdTable::install`] (its errors), without `file_lock` on a private table.
+    pub(crate) fn install(&self, file: FileHandle<V>, start: u32, cloexec: bool) -> Result<u32> {
+        let mut a = self.alloc();
+        let fd = self.t.alloc_fd_locked(&mut a, start, cloexec)?;
+        let (p, extra) = FdTable::<V>::adopt_locked(&mut a, file);
+        self.t.slot_store_locked(&a, fd, p);
+        drop(a);
+        drop(extra);
+        Ok(fd)
+    }
+
+    /// [`FdTable::dup_from`] (its errors), without `file_lock` on a private table.
+    pub(crate) fn dup_from(&self, oldfd: i32, start: u32, cloexec: bool) -> Result<u32> {
+        let mut a = self.alloc();
+        let old = u32::try_from(oldfd).map_err(|_| Errno::EBADF)?;
+        let p = self.t.slot_load_locked(&a, old);
+        if p.is_null() {
+            return Err(Errno::EBADF);
+        }
+        let fd = self.t.alloc_fd_locked(&mut a, start, cloexec)?;
+        let first = a.slot_get(p);
+        debug_assert!(!first, "an installed file is already counted");
+        self.t.slot_store_locked(&a, fd, p);
+        Ok(fd)
+    }
+
+    /// [`FdTable::close_fd`] (its errors), without `file_lock` on a private table.
+    pub(crate) fn close_fd(&self, fd: i32) -> Result<()> {
         let (file, last) = {
-            let mut a = self.alloc_locked();
+            let mut a = self.alloc();
             let fd = u32::try_from(fd).map_err(|_| Errno::EBADF)?;
             if fd >= a.max_fds {
                 return Err(Errno::EBADF);
             }
-            let fdt = self.fdt_locked(&a);
+            let fdt = self.t.fdt_locked(&a);
             let slot = &fdt.fd[fd as usize];
             // Relaxed: fine to test under the lock (we are the only writer).
             let p = slot.load(Ordering::Relaxed);
@@ -619,6 +1018,7 @@ impl<V: Variant> FdTable<V> {
                 let mine = (*std::mem::ManuallyDrop::new(unsafe { RcuRef::from_raw(p) })).clone();
                 (mine, false)
             } else {
+                self.pay_debts_locked(&a, p);
                 // SAFETY: that was the table's last slot naming the file: its reference is
                 // ours.
                 (unsafe { RcuRef::from_raw(p) }, true)
@@ -633,38 +1033,33 @@ impl<V: Variant> FdTable<V> {
         r
     }
 
-    /// `do_dup2`: makes `newfd` refer to the file at `oldfd`, closing what `newfd` held.
-    /// Returns `newfd`. `oldfd == newfd` is the caller's business (dup2 vs dup3 differ).
-    ///
-    /// # Errors
-    /// `EBADF` if `oldfd` is not open or `newfd` is at or above the limit; `EBUSY` if `newfd`
-    /// is reserved by an `open` in progress (Linux returns the same); `EMFILE` if the table
-    /// cannot grow that far.
-    pub fn dup2(&self, oldfd: i32, newfd: i32, cloexec: bool) -> Result<i32> {
+    /// [`FdTable::dup2`] (its errors), without `file_lock` on a private table.
+    pub(crate) fn dup2(&self, oldfd: i32, newfd: i32, cloexec: bool) -> Result<i32> {
         let tofree = {
-            let mut a = self.alloc_locked();
+            let mut a = self.alloc();
             let new = u32::try_from(newfd).map_err(|_| Errno::EBADF)?;
             if new >= a.rlimit {
                 return Err(Errno::EBADF);
             }
             let old = u32::try_from(oldfd).map_err(|_| Errno::EBADF)?;
             if new >= a.max_fds {
-                self.expand_locked(&mut a, new)?;
+                self.t.expand_locked(&mut a, new)?;
             }
-            let file = self.slot_load_locked(&a, old);
+            let file = self.t.slot_load_locked(&a, old);
             if file.is_null() {
                 return Err(Errno::EBADF);
             }
-            let cur = self.slot_load_locked(&a, new);
+            let cur = self.t.slot_load_locked(&a, new);
             if cur.is_null() && a.is_open(new) {
                 return Err(Errno::EBUSY);
             }
             // `file` is installed: the table already holds its reference.
             a.slot_get(file);
-            let prev = self.slot_store_locked(&a, new, file);
+            let prev = self.t.slot_store_locked(&a, new, file);
             a.set_open(new);
             a.set_cloexec(new, cloexec);
             if !prev.is_null() && a.slot_put(prev) {
+                self.pay_debts_locked(&a, prev);
                 prev
             } else {
                 ptr::null_mut()
@@ -677,47 +1072,37 @@ impl<V: Variant> FdTable<V> {
         Ok(newfd)
     }
 
-    /// The close-on-exec flag of `fd` (`F_GETFD`).
-    ///
-    /// # Errors
-    /// `EBADF` if `fd` is not open.
-    pub fn get_cloexec(&self, fd: i32) -> Result<bool> {
-        let a = self.alloc_locked();
+    /// [`FdTable::get_cloexec`] (its errors), without `file_lock` on a private table.
+    pub(crate) fn get_cloexec(&self, fd: i32) -> Result<bool> {
+        let a = self.alloc();
         let fd = u32::try_from(fd).map_err(|_| Errno::EBADF)?;
-        if !self.installed_locked(&a, fd) {
+        if !self.t.installed_locked(&a, fd) {
             return Err(Errno::EBADF);
         }
         Ok(test_bit(&a.close_on_exec, fd))
     }
 
-    /// Sets the close-on-exec flag of `fd` (`F_SETFD`); writes only when it changes.
-    ///
-    /// # Errors
-    /// `EBADF` if `fd` is not open.
-    pub fn set_cloexec(&self, fd: i32, on: bool) -> Result<()> {
-        let mut a = self.alloc_locked();
+    /// [`FdTable::set_cloexec`] (its errors), without `file_lock` on a private table.
+    pub(crate) fn set_cloexec(&self, fd: i32, on: bool) -> Result<()> {
+        let mut a = self.alloc();
         let fd = u32::try_from(fd).map_err(|_| Errno::EBADF)?;
-        if !self.installed_locked(&a, fd) {
+        if !self.t.installed_locked(&a, fd) {
             return Err(Errno::EBADF);
         }
         a.set_cloexec(fd, on);
         Ok(())
     }
 
-    fn installed_locked(&self, a: &FdAlloc, fd: u32) -> bool {
-        !self.slot_load_locked(a, fd).is_null()
-    }
-
     /// Removes the installed descriptors in `first ..= last` for which `pick(fd, cloexec)`
     /// holds and returns their files. Context: none (takes `file_lock`).
     fn take_range(&self, first: u32, last: u32, pick: impl Fn(bool) -> bool) -> Vec<FileHandle<V>> {
-        let mut a = self.alloc_locked();
+        let mut a = self.alloc();
         let mut out = Vec::new();
         if first >= a.max_fds {
             return out;
         }
         let last = last.min(a.max_fds - 1);
-        let fdt = self.fdt_locked(&a);
+        let fdt = self.t.fdt_locked(&a);
         let mut fd = first;
         while fd <= last {
             if !test_bit(&a.open_fds, fd) {
@@ -734,6 +1119,7 @@ impl<V: Variant> FdTable<V> {
                 a.set_cloexec(fd, false);
                 a.next_fd = a.next_fd.min(fd);
                 if a.slot_put(p) {
+                    self.pay_debts_locked(&a, p);
                     // SAFETY: the table's last slot naming it: its reference is ours.
                     out.push(unsafe { RcuRef::from_raw(p) });
                 }
@@ -743,17 +1129,16 @@ impl<V: Variant> FdTable<V> {
         out
     }
 
-    /// `close_range(first, last)` without flags: closes every open descriptor in the range.
-    pub fn close_range(&self, first: u32, last: u32) {
+    /// [`FdTable::close_range`] (its errors), without `file_lock` on a private table.
+    pub(crate) fn close_range(&self, first: u32, last: u32) {
         for f in self.take_range(first, last, |_| true) {
             RcuRef::put_close(f);
         }
     }
 
-    /// `close_range(.., CLOSE_RANGE_CLOEXEC)`: marks every open descriptor in the range
-    /// close-on-exec.
-    pub fn set_cloexec_range(&self, first: u32, last: u32) {
-        let mut a = self.alloc_locked();
+    /// [`FdTable::set_cloexec_range`] (its errors), without `file_lock` on a private table.
+    pub(crate) fn set_cloexec_range(&self, first: u32, last: u32) {
+        let mut a = self.alloc();
         if first >= a.max_fds {
             return;
         }
@@ -765,88 +1150,11 @@ impl<V: Variant> FdTable<V> {
         }
     }
 
-    /// `do_close_on_exec`: closes every descriptor marked close-on-exec.
-    pub fn close_on_exec(&self) {
+    /// [`FdTable::close_on_exec`] (its errors), without `file_lock` on a private table.
+    pub(crate) fn close_on_exec(&self) {
         for f in self.take_range(0, u32::MAX, |cloexec| cloexec) {
             RcuRef::put_close(f);
         }
-    }
-
-    /// `dup_fd`: a copy of this table for `fork` (or `CLOSE_RANGE_UNSHARE`): the same files,
-    /// one more reference each (one per file, not per slot), the same close-on-exec bits and limit. Descriptors reserved
-    /// by an `open` in progress are not copied.
-    pub fn dup_fd(&self) -> FdTable<V> {
-        let a = self.alloc_locked();
-        let mut na = FdAlloc::new(a.max_fds);
-        na.rlimit = a.rlimit;
-        na.close_on_exec.clone_from(&a.close_on_exec);
-        na.files.clone_from(&a.files);
-        for &p in a.files.keys() {
-            // SAFETY: a key of `files` is a file this table holds a reference on: alive.
-            unsafe { &*(p as *const File<V>) }.file_ref().inc();
-        }
-        let new = Box::new(Fdt::with_capacity(a.max_fds));
-        let fdt = self.fdt_locked(&a);
-        for (fd, (o, s)) in fdt.fd.iter().zip(new.fd.iter()).enumerate() {
-            // Relaxed: under the lock.
-            let p = o.load(Ordering::Relaxed);
-            if !p.is_null() {
-                // Relaxed: the new table is not shared yet; moving it to another thread
-                // (spawn, channel) publishes it.
-                s.store(p, Ordering::Relaxed);
-                na.set_open(fd as u32);
-            } else {
-                na.set_cloexec(fd as u32, false);
-            }
-        }
-        FdTable {
-            // INVARIANT: the array pointer is never null.
-            fdt: CacheLine(AtomicPtr::new(Box::into_raw(new))),
-            file_lock: CacheLine(Mutex::new(na)),
-            exposed: plain::AtomicBool::new(false),
-        }
-    }
-
-    /// Marks the table as reachable outside its tasks (see `exposed`); writes only the
-    /// first time.
-    pub(crate) fn expose(&self) {
-        // Relaxed: read back only by `is_exposed` on the thread that exposed the table (its
-        // own program order) or by threads that received the reference afterwards through
-        // a synchronising hand-off (spawn, channel, scope).
-        if !self.exposed.load(plain::Ordering::Relaxed) {
-            // Relaxed: as above.
-            self.exposed.store(true, plain::Ordering::Relaxed);
-        }
-    }
-
-    /// Whether [`expose`](Self::expose) was called.
-    #[inline]
-    pub(crate) fn is_exposed(&self) -> bool {
-        // Relaxed: see `expose`.
-        self.exposed.load(plain::Ordering::Relaxed)
-    }
-
-    /// The descriptor limit (`RLIMIT_NOFILE`).
-    pub fn rlimit(&self) -> u32 {
-        self.alloc_locked().rlimit
-    }
-
-    /// Sets the descriptor limit. Existing descriptors above it stay open (as Linux).
-    ///
-    /// # Errors
-    /// `EPERM` above `NR_OPEN` (2^20), as `setrlimit` beyond `nr_open`.
-    pub fn set_rlimit(&self, n: u32) -> Result<()> {
-        if n > NR_OPEN {
-            return Err(Errno::EPERM);
-        }
-        self.alloc_locked().rlimit = n;
-        Ok(())
-    }
-
-    /// Number of allocated descriptors (installed or reserved); a snapshot.
-    pub fn open_count(&self) -> usize {
-        let a = self.alloc_locked();
-        a.open_fds.iter().map(|w| w.count_ones() as usize).sum()
     }
 }
 
@@ -871,12 +1179,8 @@ impl<V: Variant> Drop for FdTable<V> {
         unsafe {
             // Relaxed: exclusive access.
             drop(Box::from_raw(self.fdt.load(Ordering::Relaxed)));
-            let a = self.file_lock.get_mut();
-            let a = match a {
-                Ok(a) => a,
-                Err(p) => p.into_inner(),
-            };
-            for (&p, _) in a.files.iter() {
+            let a = self.file_lock.alloc.get_mut();
+            for (&p, _) in a.deref().files.iter() {
                 drop(RcuRef::from_raw(p as *mut File<V>));
             }
         }
@@ -902,22 +1206,31 @@ mod tests {
 
     #[test]
     fn alloc_lowest_with_full_words() {
-        let t = FdTable::new();
-        for i in 0..200 {
-            assert_eq!(t.alloc_fd(0, false).unwrap(), i);
+        // The same allocations under `file_lock` and as a private table's owner.
+        for private in [false, true] {
+            let table = FdTable::new();
+            let t = if private {
+                // SAFETY: `table` is local to this thread.
+                unsafe { table.private() }
+            } else {
+                table.shared()
+            };
+            for i in 0..200 {
+                assert_eq!(t.alloc_fd(0, false).unwrap(), i);
+            }
+            t.put_unused_fd(70);
+            t.put_unused_fd(3);
+            assert_eq!(t.alloc_fd(0, false).unwrap(), 3);
+            assert_eq!(t.alloc_fd(0, false).unwrap(), 70);
+            assert_eq!(t.alloc_fd(0, false).unwrap(), 200);
+            assert_eq!(t.alloc_fd(500, false).unwrap(), 500);
+            assert_eq!(
+                t.alloc_fd(0, false).unwrap(),
+                201,
+                "F_DUPFD above next_fd leaves the hint"
+            );
+            table.set_rlimit(202).unwrap();
+            assert_eq!(t.alloc_fd(0, false), Err(Errno::EMFILE));
         }
-        t.put_unused_fd(70);
-        t.put_unused_fd(3);
-        assert_eq!(t.alloc_fd(0, false).unwrap(), 3);
-        assert_eq!(t.alloc_fd(0, false).unwrap(), 70);
-        assert_eq!(t.alloc_fd(0, false).unwrap(), 200);
-        assert_eq!(t.alloc_fd(500, false).unwrap(), 500);
-        assert_eq!(
-            t.alloc_fd(0, false).unwrap(),
-            201,
-            "F_DUPFD above next_fd leaves the hint"
-        );
-        t.set_rlimit(202).unwrap();
-        assert_eq!(t.alloc_fd(0, false), Err(Errno::EMFILE));
     }
 }

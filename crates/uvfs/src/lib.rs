@@ -4,9 +4,11 @@
 //! [`Task`] offers syscall-shaped methods (`openat`, `read`, `dup2`, `renameat`, ...) that
 //! return what Linux returns, errno included, over an in-memory tmpfs ([`mount()`]).
 //! Operations on objects no other thread touches write no shared cache line: descriptor
-//! lookup takes no lock ([`FdTable::fget`]), reference counts are one atomic add
-//! ([`sync::file_ref::FileRef`]), path walks take no references, and there is no global
-//! lock or list on open/close.
+//! lookup takes no lock ([`FdTable::fget`]) and, from a `Task`, no reference either (a
+//! private table's owner borrows the file outright, a shared table's users through borrow
+//! slots of their own, [`sync::borrow`]); a private table's owner writes it without its
+//! lock; reference counts are one atomic add ([`sync::file_ref::FileRef`]); path walks take
+//! no references, and there is no global lock or list on open/close.
 //!
 //! # Example
 //! ```
@@ -46,6 +48,7 @@
 //! |---|---|
 //! | [`Errno`], [`Result`] | `-E*` returns |
 //! | [`sync::file_ref::FileRef`] | `file_ref_t` (include/linux/file_ref.h) |
+//! | [`sync::borrow::BorrowSlots`] | none (Linux's `fget` counts): hazard pointers with arc-swap's debt payment |
 //! | [`File`], [`FileHandle`] | `struct file`, `struct file *` (fs/file_table.c) |
 //! | [`FdTable`] | `struct files_struct` + `struct fdtable` (fs/file.c) |
 //! | [`Task`] | `task_struct` (`files`, `fs`, `cred`) |

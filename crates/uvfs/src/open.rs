@@ -177,14 +177,14 @@ impl<V: Variant> Task<V> {
         build_open_flags(flags)?;
         let path = getname(path.path_bytes(), false)?;
         let cloexec = flags.contains(OpenFlags::CLOEXEC);
-        let fd = self.files.alloc_fd(0, cloexec)?;
+        let fd = self.fd_table().alloc_fd(0, cloexec)?;
         match self.do_filp_open(dirfd, path, flags, mode) {
             Ok(file) => {
-                self.files.fd_install(fd, file);
+                self.fd_table().fd_install(fd, file);
                 Ok(Fd(fd as i32))
             }
             Err(e) => {
-                self.files.put_unused_fd(fd);
+                self.fd_table().put_unused_fd(fd);
                 Err(e)
             }
         }
@@ -630,7 +630,9 @@ impl<V: Variant> Task<V> {
     /// # Errors
     /// `EMFILE`.
     pub fn install_file(&self, file: FileHandle<V>, cloexec: bool) -> Result<Fd> {
-        self.files.install(file, 0, cloexec).map(|fd| Fd(fd as i32))
+        self.fd_table()
+            .install(file, 0, cloexec)
+            .map(|fd| Fd(fd as i32))
     }
 
     /// `close(2)`.
@@ -641,7 +643,7 @@ impl<V: Variant> Task<V> {
     /// # References
     /// close(2); Linux `close_fd`, `file_close_fd`, `filp_close`.
     pub fn close(&self, fd: Fd) -> Result<()> {
-        self.files.close_fd(fd.0)
+        self.fd_table().close_fd(fd.0)
     }
 
     /// `dup(2)`: the lowest free descriptor, referring to the same open file.
@@ -649,7 +651,9 @@ impl<V: Variant> Task<V> {
     /// # Errors
     /// `EBADF` if `fd` is not open; `EMFILE` if no descriptor is free below the limit.
     pub fn dup(&self, fd: Fd) -> Result<Fd> {
-        self.files.dup_from(fd.0, 0, false).map(|fd| Fd(fd as i32))
+        self.fd_table()
+            .dup_from(fd.0, 0, false)
+            .map(|fd| Fd(fd as i32))
     }
 
     /// `dup2(2)`: makes `newfd` refer to `oldfd`'s open file, closing `newfd` first;
@@ -664,7 +668,7 @@ impl<V: Variant> Task<V> {
             drop(self.fdget_raw(oldfd)?);
             return Ok(newfd);
         }
-        self.files.dup2(oldfd.0, newfd.0, false).map(Fd)
+        self.fd_table().dup2(oldfd.0, newfd.0, false).map(Fd)
     }
 
     /// `dup3(2)`: as `dup2` but `oldfd == newfd` is `EINVAL` and `O_CLOEXEC` may be given.
@@ -700,15 +704,17 @@ impl<V: Variant> Task<V> {
                     return Err(Errno::EINVAL);
                 }
                 let cloexec = matches!(cmd, Fcntl::DupFdCloexec(_));
-                self.files.dup_from(fd.0, min, cloexec).map(|n| n as i32)
+                self.fd_table()
+                    .dup_from(fd.0, min, cloexec)
+                    .map(|n| n as i32)
             }
-            Fcntl::GetFd => Ok(if self.files.get_cloexec(fd.0)? {
+            Fcntl::GetFd => Ok(if self.fd_table().get_cloexec(fd.0)? {
                 FD_CLOEXEC
             } else {
                 0
             }),
             Fcntl::SetFd(arg) => self
-                .files
+                .fd_table()
                 .set_cloexec(fd.0, arg & FD_CLOEXEC != 0)
                 .map(|_| 0),
             Fcntl::GetFl => {
@@ -754,9 +760,9 @@ impl<V: Variant> Task<V> {
             self.unshare_files();
         }
         if flags & CLOSE_RANGE_CLOEXEC != 0 {
-            self.files.set_cloexec_range(first, last);
+            self.fd_table().set_cloexec_range(first, last);
         } else {
-            self.files.close_range(first, last);
+            self.fd_table().close_range(first, last);
         }
         Ok(())
     }
@@ -766,7 +772,7 @@ impl<V: Variant> Task<V> {
     /// [`close_range`](Self::close_range): the unshare replaces the task's table pointer.
     pub fn exec(&mut self) {
         self.unshare_files();
-        self.files.close_on_exec();
+        self.fd_table().close_on_exec();
     }
 }
 
@@ -934,14 +940,14 @@ impl<V: Variant> Task<V> {
         let (flags, lookup) = build_open_how2(how)?;
         let path = getname(path.path_bytes(), false)?;
         let cloexec = how.flags & OpenFlags::CLOEXEC.bits() as u64 != 0;
-        let fd = self.files.alloc_fd(0, cloexec)?;
+        let fd = self.fd_table().alloc_fd(0, cloexec)?;
         match self.do_filp_open_lookup(dirfd, path, flags, how.mode as u32, lookup) {
             Ok(file) => {
-                self.files.fd_install(fd, file);
+                self.fd_table().fd_install(fd, file);
                 Ok(Fd(fd as i32))
             }
             Err(e) => {
-                self.files.put_unused_fd(fd);
+                self.fd_table().put_unused_fd(fd);
                 Err(e)
             }
         }

@@ -15,6 +15,7 @@ use crate::cred::Cred;
 use crate::fdtable::{FdRef, FdTable};
 use crate::file::FMode;
 use crate::mount::{root_path, MntNamespace, Mount, Path};
+use crate::sync::borrow::BorrowSlots;
 use crate::sync::epoch::Guard;
 use crate::sync::plain::{AtomicI32, AtomicU32, AtomicU64, Mutex, Ordering};
 use crate::sync::plock;
@@ -22,7 +23,7 @@ use crate::sync::rcu::RcuCell;
 use crate::types::Fd;
 use crate::variant::{Uvfs, Variant};
 use crate::Result;
-use std::cell::Cell;
+use std::cell::{Cell, OnceCell};
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -154,6 +155,9 @@ pub struct Task<V: Variant = Uvfs> {
     /// `clone_thread`, copied by `fork` (Linux: `signal->rlim`). Atomic; read by every write
     /// and growing truncate, written by `setrlimit_fsize`.
     pub(crate) rlim_fsize: Arc<AtomicU64>,
+    /// This task's borrow slots in `files` (`FdTable::fdget_borrow`), registered the first
+    /// time it `fdget`s the table while the table is shared; reset when `files` is replaced.
+    borrow: OnceCell<Arc<BorrowSlots>>,
     pid: i32,
     _not_sync: PhantomData<Cell<()>>,
 }
@@ -213,6 +217,7 @@ impl<V: Variant> Task<V> {
             cred,
             cred_id: new_cred_id(),
             rlim_fsize: Arc::new(AtomicU64::new(u64::MAX)),
+            borrow: OnceCell::new(),
             pid: 1,
             _not_sync: PhantomData,
         }
@@ -231,6 +236,7 @@ impl<V: Variant> Task<V> {
             rlim_fsize: Arc::new(AtomicU64::new(self.rlim_fsize.load(Ordering::Relaxed))),
             // Relaxed: only uniqueness matters; fork is not on a hot path.
             pid: NEXT_PID.fetch_add(1, Ordering::Relaxed),
+            borrow: OnceCell::new(),
             _not_sync: PhantomData,
         }
     }
@@ -244,6 +250,7 @@ impl<V: Variant> Task<V> {
             cred: self.cred.clone(),
             cred_id: self.cred_id,
             rlim_fsize: self.rlim_fsize.clone(),
+            borrow: OnceCell::new(),
             pid: self.pid,
             _not_sync: PhantomData,
         }
@@ -323,6 +330,7 @@ impl<V: Variant> Task<V> {
     pub fn unshare_files(&mut self) {
         if Arc::strong_count(&self.files) > 1 {
             self.files = Arc::new(self.files.dup_fd());
+            self.borrow = OnceCell::new();
         }
     }
 
@@ -368,13 +376,32 @@ impl<V: Variant> Task<V> {
         Arc::strong_count(&self.files) > 1 || self.files.is_exposed()
     }
 
+    /// The fd table for one call: private (its writers skip `file_lock`) when no other task
+    /// shares it and it was never exposed, as [`fdget`](Self::fdget) decides.
+    #[inline]
+    pub(crate) fn fd_table(&self) -> crate::fdtable::FilesRef<'_, V> {
+        if self.files_shared() {
+            return self.files.shared();
+        }
+        // Acquire: the table was shared until its other users dropped their `Arc`s; pairs
+        // with the Release decrement of `Arc::drop`, so their writes under `file_lock` are
+        // visible to our writes without it.
+        crate::sync::fence(crate::sync::Ordering::Acquire);
+        // SAFETY: `files_shared()` is false: this task holds the only `Arc` (strong count 1;
+        // it never lends the `Arc`, so no `Weak` exists) and the table was never exposed
+        // (`files()` marks it). `Task` is `!Sync`, so only this thread can use `self`, and
+        // the result borrows `self`: no `clone_thread` or `files()` can run while it lives.
+        unsafe { self.files.private() }
+    }
+
     /// `fdget`: the file at `fd` for one call; no reference taken if the table is private.
     /// `O_PATH` descriptors are refused: they only name a file (see
     /// [`fdget_raw`](Self::fdget_raw)).
     ///
     /// # Errors
     /// `EBADF` if `fd` is not open or is an `O_PATH` descriptor.
-    #[inline]
+    // Always: every descriptor call starts here, and the private path is a few loads.
+    #[inline(always)]
     pub(crate) fn fdget(&self, fd: Fd) -> Result<FdRef<'_, V>> {
         let f = self.fdget_raw(fd)?;
         // FMODE_PATH files have `empty_fops`: every call through `fdget` is EBADF.
@@ -389,14 +416,31 @@ impl<V: Variant> Task<V> {
     ///
     /// # Errors
     /// `EBADF` if `fd` is not open.
-    #[inline]
+    // Always: as `fdget` (the shared path is out of line, `fdget_shared`).
+    #[inline(always)]
     pub(crate) fn fdget_raw(&self, fd: Fd) -> Result<FdRef<'_, V>> {
+        if self.files_shared() {
+            return self.fdget_shared(fd);
+        }
         // SAFETY: `Task` is `!Sync` and owns `files`, whose `Arc` it never lends out (so no
-        // `Weak` exists; `files()` lends `&FdTable` and marks it exposed). When
-        // `files_shared()` is false, no other task holds the table (strong count 1) and no
-        // bare reference escaped (not exposed); so only this thread can
-        // close, replace or grow it, and no method of `Task` closes `fd` while it holds the
-        // result.
-        unsafe { self.files.fdget(fd.0, self.files_shared()) }
+        // `Weak` exists; `files()` lends `&FdTable` and marks it exposed). `files_shared()`
+        // is false: no other task holds the table (strong count 1) and no bare reference
+        // escaped (not exposed); so only this thread can close, replace or grow it, and no
+        // method of `Task` closes `fd` while it holds the result.
+        unsafe { self.files.fdget(fd.0, false) }
+    }
+
+    /// `fdget_raw` of a shared table: a borrow through this task's borrow slots, or (the
+    /// `counted-fget` variant) a counted `fget`. Out of line, so that the private path
+    /// above stays small enough to inline into every descriptor call.
+    #[inline(never)]
+    fn fdget_shared(&self, fd: Fd) -> Result<FdRef<'_, V>> {
+        if !V::FGET_BORROW {
+            return self.files.fget(fd.0).map(FdRef::Owned);
+        }
+        let b = self.borrow.get_or_init(|| self.files.register_borrower());
+        // SAFETY: `b` was registered in `self.files` (reset whenever `files` is replaced),
+        // and only this task publishes in it: `Task` is `!Sync` and never lends `borrow`.
+        unsafe { self.files.fdget_borrow(fd.0, b) }
     }
 }

@@ -55,9 +55,13 @@ pub trait Variant: Send + Sync + 'static {
     const TEST_BEFORE_SET: bool;
     /// Lesson 4: what tracks the open files.
     type Files: OpenFiles;
+    /// Beyond the lessons: `fdget` on a shared table borrows the file through the task's
+    /// borrow slots (`true`, no shared line written) or takes a counted reference with
+    /// `fget` (`false`, as Linux; what lessons 1 and 2 measure).
+    const FGET_BORROW: bool;
 }
 
-/// uvfs: `FileRef` on its own line, test before set, no list of open files.
+/// uvfs: `FileRef` on its own line, test before set, no list of open files, borrowed `fdget`.
 #[derive(Debug)]
 pub struct Uvfs;
 impl Variant for Uvfs {
@@ -67,6 +71,23 @@ impl Variant for Uvfs {
     type Lines<H: Send + Sync + 'static> = SplitLines<FileRef, H>;
     const TEST_BEFORE_SET: bool = true;
     type Files = NoFileList;
+    const FGET_BORROW: bool = true;
+}
+
+/// uvfs with Linux's counted `fget` on a shared table (every other mechanism uvfs's): the
+/// "after" of lessons 1 and 2, whose mechanisms only a counted `fget` exercises, and the
+/// "before" of the borrowed `fdget`.
+#[derive(Debug)]
+pub struct CountedFgetVariant;
+impl Variant for CountedFgetVariant {
+    const NAME: &'static str = "counted-fget";
+    const DESCRIPTION: &'static str =
+        "fdget on a shared table takes a counted reference (fget), as Linux; no borrow slots";
+    type Ref = FileRef;
+    type Lines<H: Send + Sync + 'static> = SplitLines<FileRef, H>;
+    const TEST_BEFORE_SET: bool = true;
+    type Files = NoFileList;
+    const FGET_BORROW: bool = false;
 }
 
 /// Lesson 1 before: the reference count on the same cache line as `f_mode`, `f_flags` and
@@ -81,6 +102,7 @@ impl Variant for SharedLineVariant {
     type Lines<H: Send + Sync + 'static> = SharedLine<FileRef, H>;
     const TEST_BEFORE_SET: bool = true;
     type Files = NoFileList;
+    const FGET_BORROW: bool = false;
 }
 
 /// Lesson 2 before: references taken with a compare-and-swap "add unless zero" loop.
@@ -94,6 +116,7 @@ impl Variant for CasRefVariant {
     type Lines<H: Send + Sync + 'static> = SplitLines<CasRef, H>;
     const TEST_BEFORE_SET: bool = true;
     type Files = NoFileList;
+    const FGET_BORROW: bool = false;
 }
 
 /// Lesson 3 before: `stat` sets the sticky queried mark without testing it first.
@@ -107,6 +130,7 @@ impl Variant for BlindSetVariant {
     type Lines<H: Send + Sync + 'static> = SplitLines<FileRef, H>;
     const TEST_BEFORE_SET: bool = false;
     type Files = NoFileList;
+    const FGET_BORROW: bool = true;
 }
 
 /// Lesson 4, 2003: every open file on one global list under `files_lock`, which shares its
@@ -122,6 +146,7 @@ impl Variant for GlobalFileListVariant {
     type Lines<H: Send + Sync + 'static> = SplitLines<FileRef, H>;
     const TEST_BEFORE_SET: bool = true;
     type Files = GlobalFileList;
+    const FGET_BORROW: bool = true;
 }
 
 /// Lesson 4, the patch: the same list, `files_lock` on its own cache line.
@@ -135,6 +160,7 @@ impl Variant for AlignedFileListVariant {
     type Lines<H: Send + Sync + 'static> = SplitLines<FileRef, H>;
     const TEST_BEFORE_SET: bool = true;
     type Files = AlignedFileList;
+    const FGET_BORROW: bool = true;
 }
 
 /// Lesson 1: the first part of a `File`, holding the read-mostly fields `H` (a

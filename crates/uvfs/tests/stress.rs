@@ -259,6 +259,61 @@ fn fd_table_storm() {
     }
 }
 
+/// A table shared by threads for a while and then owned by one task again, fifty times: its
+/// owner writes it without `file_lock` while it is private (`Task::fd_table`), everyone under
+/// the lock while it is shared. After each round the owner sees exactly the descriptors it
+/// expects (lowest free first, nothing left open by the workers), and at the end the one
+/// `File` left open holds one dentry reference (none leaked, none released early).
+#[test]
+fn private_shared_private_rounds() {
+    let mnt = tmpfs::mount(TmpfsOptions::default());
+    let t = Task::init(&mnt);
+    assert_eq!(t.open("/f0", RDWR_CREAT, 0o644), Ok(Fd(0)));
+    for _ in 0..50 {
+        // Private: this task is the table's only user.
+        assert_eq!(t.dup(Fd(0)), Ok(Fd(1)));
+        assert_eq!(t.dup2(Fd(0), Fd(5)), Ok(Fd(5)));
+        assert_eq!(t.close(Fd(1)), Ok(()));
+        assert_eq!(t.close(Fd(5)), Ok(()));
+        let hs: Vec<_> = (0..3)
+            .map(|_| {
+                let w = t.clone_thread();
+                thread::spawn(move || work_on(&w, 500))
+            })
+            .collect();
+        work_on(&t, 500);
+        for h in hs {
+            h.join().unwrap();
+        }
+        // Private again: the workers closed everything they opened.
+        assert_eq!(t.open("/f0", OpenFlags::RDONLY, 0), Ok(Fd(1)));
+        assert_eq!(t.close(Fd(1)), Ok(()));
+        for fd in 1..8 {
+            assert_eq!(t.close(Fd(fd)), Err(Errno::EBADF));
+        }
+    }
+    let f0 = t.files().fget(0).unwrap();
+    assert_eq!(t.files().open_count(), 1);
+    // The tree's reference, ours, and the one `File`'s.
+    let d = f0.dentry().clone();
+    drop(f0);
+    let with_file = Arc::strong_count(&d);
+    t.close(Fd(0)).unwrap();
+    assert_eq!(Arc::strong_count(&d), with_file - 1);
+
+    /// dup and open, fstat, close both, `n` times.
+    fn work_on(t: &Task, n: usize) {
+        for _ in 0..n {
+            let d = t.dup(Fd(0)).unwrap();
+            let o = t.open("/f0", OpenFlags::RDONLY, 0).unwrap();
+            assert!(d.0 >= 1 && o.0 >= 1 && d != o);
+            t.close(d).unwrap();
+            assert_eq!(t.fstat(o).unwrap().st_nlink, 1);
+            t.close(o).unwrap();
+        }
+    }
+}
+
 /// fget against close of the only descriptor of a file, repeatedly: the getter's handle
 /// keeps the file alive after the close (its inode and position usable), and the last of
 /// close and the handle's drop releases it. Counts are checked each round.

@@ -316,7 +316,7 @@ impl Opener<'_> {
         if near && h.over(self.uid, || h.count.sum()) {
             return Err(Errno::ENFILE);
         }
-        let fd = match t.files.alloc_fd(0, false) {
+        let fd = match t.fd_table().alloc_fd(0, false) {
             Ok(fd) => fd,
             Err(Errno::EMFILE) => {
                 self.report_emfile();
@@ -327,11 +327,11 @@ impl Opener<'_> {
         h.count.add(self.worker, 1);
         match open() {
             Ok(f) => {
-                t.files.fd_install(fd, f);
+                t.fd_table().fd_install(fd, f);
                 Ok(Fd(fd as i32))
             }
             Err(e) => {
-                t.files.put_unused_fd(fd);
+                t.fd_table().put_unused_fd(fd);
                 h.count.add(self.worker, -1);
                 Err(e)
             }

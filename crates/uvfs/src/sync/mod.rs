@@ -11,6 +11,7 @@
 //!
 //! Linux analogue: `include/linux/atomic.h`, `include/linux/rcupdate.h`.
 
+pub mod borrow;
 pub mod file_ref;
 pub mod padded;
 pub(crate) mod pcp_ref;
@@ -34,7 +35,7 @@ pub(crate) use loom::sync::{Mutex, MutexGuard};
 pub(crate) use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 #[cfg(uvfs_loom)]
-pub(crate) use loom::cell::UnsafeCell;
+pub(crate) use loom::cell::{MutPtr, UnsafeCell};
 
 /// `std::cell::UnsafeCell` with loom's access API (`with`, `with_mut`), so that under
 /// `--cfg uvfs_loom` loom checks every access to a cell a protocol shares between threads
@@ -62,6 +63,34 @@ impl<T> UnsafeCell<T> {
     #[inline]
     pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
         f(self.0.get())
+    }
+
+    /// A pointer for writing that may be kept (loom's `get_mut`: under `--cfg uvfs_loom`
+    /// the access lasts, for loom's race check, until the `MutPtr` is dropped).
+    #[inline]
+    pub(crate) fn get_mut(&self) -> MutPtr<T> {
+        MutPtr(self.0.get())
+    }
+}
+
+/// A kept write access to an [`UnsafeCell`] (loom's `MutPtr`).
+#[cfg(not(uvfs_loom))]
+#[derive(Debug)]
+pub(crate) struct MutPtr<T>(*mut T);
+
+#[cfg(not(uvfs_loom))]
+impl<T> MutPtr<T> {
+    /// The value, mutably.
+    ///
+    /// # Safety
+    /// No other access to the cell overlaps the use of the result (the caller's protocol:
+    /// a lock, or a single owner).
+    #[inline]
+    #[allow(clippy::mut_from_ref)] // loom's signature; the `# Safety` contract makes it unique
+    pub(crate) unsafe fn deref(&self) -> &mut T {
+        // SAFETY: the pointer came from a live cell (the `MutPtr` borrows nothing, so the
+        // caller keeps the cell alive); exclusivity is the caller's contract.
+        unsafe { &mut *self.0 }
     }
 }
 

@@ -332,3 +332,180 @@ fn fork_dup_close_shared_file() {
         assert_eq!(s.live(), 0, "A leaked or released twice");
     });
 }
+
+/// The private-table protocol (`Task::fd_table`, `FdTable::private`): a table is shared by a
+/// second task (`clone_thread`) that writes it under `file_lock` and then goes; the owner
+/// writes it without the lock once it reads the task count 1. The count stands in for the
+/// `Arc`'s strong count (std's `Arc` is invisible to loom), with the same orderings: the
+/// going task's decrement is Release (`Arc::drop`), the owner's read is Relaxed
+/// (`Arc::strong_count`) followed by the Acquire fence of `Task::fd_table`. The allocation
+/// state is a loom `UnsafeCell` (`FileLock::alloc`), so loom reports any two accesses to it
+/// that the protocol leaves unordered as a data race. No files: descriptor reservations
+/// alone write the state, and nothing else the model holds needs dropping if loom stops it.
+fn private_after_shared(fence_after_count: bool) {
+    use crate::fdtable::FdTable;
+    use loom::sync::atomic::{fence, AtomicUsize, Ordering};
+    loom::model(move || {
+        // Not dropped when the model is expected to fail: loom's report must not be
+        // followed by a second panic from a drop during unwinding.
+        let table = std::mem::ManuallyDrop::new(Arc::new(FdTable::<Uvfs>::new_variant()));
+        let users = Arc::new(AtomicUsize::new(2));
+        let (t2, u2) = (Arc::clone(&table), users.clone());
+        let h = thread::spawn(move || {
+            let r = t2.shared();
+            let fd = r.alloc_fd(0, false).unwrap();
+            r.put_unused_fd(fd);
+            // Release: `Arc::drop`'s decrement.
+            u2.fetch_sub(1, Ordering::Release);
+            drop(t2);
+        });
+        // Relaxed: `Arc::strong_count`.
+        let r = if users.load(Ordering::Relaxed) > 1 {
+            table.shared()
+        } else {
+            if fence_after_count {
+                // Acquire: `Task::fd_table`'s fence, pairing with the Release above.
+                fence(Ordering::Acquire);
+            }
+            // SAFETY: the other task has gone (count 1) and published its writes by its
+            // Release decrement, paired with the fence above (the variant without it is the
+            // bug the model must catch).
+            unsafe { table.private() }
+        };
+        let fd = r.alloc_fd(0, false).unwrap();
+        r.put_unused_fd(fd);
+        h.join().unwrap();
+        if fence_after_count {
+            drop(std::mem::ManuallyDrop::into_inner(table));
+        }
+    });
+}
+
+/// The owner goes lockless only after the other task's writes under the lock are visible.
+#[test]
+fn private_table_after_shared() {
+    private_after_shared(true);
+}
+
+/// Without `Task::fd_table`'s Acquire fence, the owner's lockless writes race with the
+/// other task's last ones under the lock: loom must report it.
+#[test]
+#[should_panic(expected = "Causality violation")]
+fn private_table_without_fence_races() {
+    private_after_shared(false);
+}
+
+/// A borrowing `fdget` (`FdTable::fdget_borrow`, the table being shared) of `fd`, held while
+/// checked: it is `EBADF` or names one of `allowed`, alive for as long as it is held (a
+/// close meanwhile pays the borrow instead of releasing the file under it). Returns the
+/// file's address, if any.
+fn check_borrow(t: &Task, fd: i32, allowed: &[usize]) -> Option<usize> {
+    match t.fdget_raw(Fd(fd)) {
+        Ok(f) => {
+            assert!(
+                matches!(f, crate::fdtable::FdRef::Lent(_)),
+                "a shared table lends"
+            );
+            let p = &*f as *const File as usize;
+            assert!(
+                allowed.contains(&p),
+                "borrowed a file never at that descriptor"
+            );
+            // A released count reads 0 forever (the model pins the epoch).
+            assert!(
+                f.count() >= 1,
+                "the borrowed file was released under the borrow"
+            );
+            thread::yield_now();
+            assert!(
+                f.count() >= 1,
+                "the borrowed file was released under the borrow"
+            );
+            // Dropped here: a paid borrow puts its reference, maybe the file's last.
+            Some(p)
+        }
+        Err(e) => {
+            assert_eq!(e, Errno::EBADF);
+            None
+        }
+    }
+}
+
+/// A borrow of fd 0 against `close(0)`: the borrow sees A or EBADF; A stays alive while
+/// borrowed and is released exactly once, by the closer or by the borrower's paid
+/// reference, whichever comes last.
+#[test]
+fn borrow_close_same_fd() {
+    loom::model(|| {
+        let _pin = epoch::pin();
+        let s = Setup::<Uvfs>::new();
+        let (fa, a) = s.open("a");
+        assert_eq!(fa, 0);
+        let t = s.task.clone_thread();
+        let borrower = thread::spawn(move || {
+            check_borrow(&t, 0, &[a]);
+        });
+        let t = s.task.clone_thread();
+        let closer = thread::spawn(move || t.close(Fd(0)).unwrap());
+        borrower.join().unwrap();
+        closer.join().unwrap();
+        s.assert_counts(&[0], &[a]);
+        assert_eq!(s.live(), 0, "A leaked or was released twice");
+    });
+}
+
+/// A borrow of fd 0 against two writers of it: `close(0)` and `dup2(1, 0)` (one of them
+/// drops the table's last slot of A and pays). The borrow sees A, B or EBADF, alive while
+/// held; A is released exactly once; B keeps the table's one reference.
+#[test]
+fn borrow_close_dup2_same_fd() {
+    loom::model(|| {
+        let _pin = epoch::pin();
+        let s = Setup::<Uvfs>::new();
+        let (fa, a) = s.open("a");
+        let (fb, b) = s.open("b");
+        assert_eq!((fa, fb), (0, 1));
+        let t = s.task.clone_thread();
+        let borrower = thread::spawn(move || {
+            check_borrow(&t, 0, &[a, b]);
+        });
+        let t = s.task.clone_thread();
+        let closer = thread::spawn(move || t.close(Fd(0)).unwrap());
+        let t = s.task.clone_thread();
+        let duper = thread::spawn(move || assert_eq!(t.dup2(Fd(1), Fd(0)), Ok(Fd(0))));
+        borrower.join().unwrap();
+        closer.join().unwrap();
+        duper.join().unwrap();
+        s.assert_counts(&[0, 1], &[a, b]);
+        s.close_all(&[0, 1], &[a, b]);
+    });
+}
+
+/// Two borrows held at once (fds 0 and 1, two borrow slots) against `close_range(0, ~0)`
+/// (`take_range`, which `exec`'s close-on-exec also uses): each borrow sees its file or
+/// EBADF, alive while held; both files are released exactly once.
+#[test]
+fn borrows_close_range() {
+    loom::model(|| {
+        let _pin = epoch::pin();
+        let s = Setup::<Uvfs>::new();
+        let (fa, a) = s.open("a");
+        let (fb, b) = s.open("b");
+        assert_eq!((fa, fb), (0, 1));
+        let t = s.task.clone_thread();
+        let borrower = thread::spawn(move || {
+            let f0 = t.fdget_raw(Fd(0));
+            check_borrow(&t, 1, &[b]);
+            if let Ok(f0) = &f0 {
+                assert_eq!(&**f0 as *const File as usize, a);
+                assert!(f0.count() >= 1, "A released under its borrow");
+            }
+        });
+        let mut t = s.task.clone_thread();
+        let closer = thread::spawn(move || t.close_range(0, u32::MAX, 0).unwrap());
+        borrower.join().unwrap();
+        closer.join().unwrap();
+        s.assert_counts(&[0, 1], &[a, b]);
+        assert_eq!(s.live(), 0, "a file leaked or was released twice");
+    });
+}
