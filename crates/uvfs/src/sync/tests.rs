@@ -2,3 +2,4 @@
 
 mod loom_file_ref;
 mod loom_pcp_ref;
+mod loom_seqcount;
