@@ -37,6 +37,52 @@ enum Command {
     /// Serve a fresh uvfs tmpfs at MOUNTPOINT over FUSE until Ctrl-C (SIGINT), SIGTERM or
     /// an unmount from outside (in the background with --daemon); then exit 0.
     Mount(mount::MountArgs),
+    /// Run CMD on a private uvfs tmpfs, with host directories bound read-only at the same
+    /// paths (/usr, /bin, /lib*, /etc, /dev, ...), without root or FUSE; exits with CMD's
+    /// status. See docs/run.md.
+    Run(RunArgs),
+}
+
+/// `uvfs run [OPTIONS] -- CMD [ARGS...]`.
+#[derive(Debug, clap::Args)]
+struct RunArgs {
+    /// Bind a host directory at PATH (read-write unless `:ro`); repeatable. A bind of a
+    /// default PATH replaces the default one.
+    #[arg(long, value_name = "HOST:PATH[:ro|rw]", value_parser = uvfs_run::Bind::parse)]
+    bind: Vec<uvfs_run::Bind>,
+    /// A fresh tmpfs at PATH; repeatable.
+    #[arg(long, value_name = "PATH")]
+    tmpfs: Vec<String>,
+    /// No default binds: the program sees only the tmpfs and the --bind/--tmpfs mounts.
+    #[arg(long)]
+    no_default_binds: bool,
+    /// Copy a host tree into the tmpfs at PATH before the program starts; repeatable.
+    #[arg(long, value_name = "HOST_DIR:PATH", value_parser = parse_import)]
+    import: Vec<(std::path::PathBuf, String)>,
+    /// Copy the tree at PATH out to HOST_DIR after the program exits; repeatable.
+    #[arg(long, value_name = "PATH:HOST_DIR", value_parser = parse_export)]
+    export: Vec<(String, std::path::PathBuf)>,
+    /// The program and its arguments.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    cmd: Vec<std::ffi::OsString>,
+}
+
+/// `HOST_DIR:PATH`.
+fn parse_import(s: &str) -> Result<(std::path::PathBuf, String), String> {
+    let (h, p) = s.rsplit_once(':').ok_or("expected HOST_DIR:PATH")?;
+    if !p.starts_with('/') {
+        return Err(format!("PATH {p} is not absolute"));
+    }
+    Ok((h.into(), p.to_owned()))
+}
+
+/// `PATH:HOST_DIR`.
+fn parse_export(s: &str) -> Result<(String, std::path::PathBuf), String> {
+    let (p, h) = s.split_once(':').ok_or("expected PATH:HOST_DIR")?;
+    if !p.starts_with('/') {
+        return Err(format!("PATH {p} is not absolute"));
+    }
+    Ok((p.to_owned(), h.into()))
 }
 
 fn main() -> ExitCode {
@@ -57,6 +103,23 @@ fn main() -> ExitCode {
             // A daemon's `--log`: every line written before it exits.
             mount::finish_log();
             code
+        }
+        Command::Run(args) => {
+            let opts = uvfs_run::RunOptions {
+                argv: args.cmd,
+                binds: args.bind,
+                tmpfs: args.tmpfs,
+                no_default_binds: args.no_default_binds,
+                imports: args.import,
+                exports: args.export,
+            };
+            match uvfs_run::run(&opts) {
+                Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(u8::MAX)),
+                Err(e) => {
+                    eprintln!("{e}");
+                    ExitCode::from(125)
+                }
+            }
         }
         Command::Bench(args) => {
             // SIGINT/SIGTERM stop the run and let it clean up (temporary

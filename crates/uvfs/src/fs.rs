@@ -498,6 +498,25 @@ pub trait FileOps: Send + Sync {
     /// # Errors
     /// `EIO` and the like from the storage below.
     fn fsync(&self, inode: &Inode, fh: u64, datasync: bool) -> Result<()>;
+
+    /// A new host descriptor of the same file, opened with the access mode of `flags`
+    /// (`O_RDONLY`, `O_WRONLY` or `O_RDWR`; close-on-exec), for a file system whose files
+    /// are host files (hostfs). `uvfs run` installs it in the traced program
+    /// (`SECCOMP_IOCTL_NOTIF_ADDFD`) so that the kernel can `mmap` the file itself (the
+    /// loader maps shared libraries that way). No Linux analogue: a userspace file layer
+    /// handing a file back to the kernel.
+    ///
+    /// # Errors
+    /// `EOPNOTSUPP` (the default) when the file has no host descriptor (tmpfs, the FUSE
+    /// client); the host's error when it cannot be reopened (`EACCES`, `ESTALE`).
+    fn host_fd(
+        &self,
+        inode: &Inode,
+        flags: crate::types::OpenFlags,
+    ) -> Result<std::os::fd::OwnedFd> {
+        let _ = (inode, flags);
+        Err(Errno::EOPNOTSUPP)
+    }
 }
 
 /// An inode's file-system part: its [`InodeOps`] and [`FileOps`] in one vtable, so that a

@@ -146,6 +146,30 @@ impl<V: Variant> Task<V> {
         Ok(self.own(self.files.fget(fd.0)?))
     }
 
+    /// A host descriptor of the regular file `fd` names, with the open file's access
+    /// mode ([`FileOps::host_fd`](crate::fs::FileOps::host_fd)): what `uvfs run` installs
+    /// in a traced program so that the kernel can map the file itself.
+    ///
+    /// # Errors
+    /// `EBADF` if `fd` is not open; `EOPNOTSUPP` when its file system has no host file
+    /// behind it (tmpfs); the host's error when it cannot be reopened.
+    pub fn host_fd(&self, fd: Fd) -> Result<std::os::fd::OwnedFd> {
+        let f = self.files.fget(fd.0)?;
+        self.host_fd_as(fd, f.flags())
+    }
+
+    /// [`host_fd`](Self::host_fd) with the access mode and `O_NONBLOCK` of `flags` instead
+    /// of the open file's: for an `O_PATH` descriptor of a device node, whose host device
+    /// `uvfs run` opens (uvfs drives no devices). The caller checks the permission.
+    ///
+    /// # Errors
+    /// As [`host_fd`](Self::host_fd).
+    pub fn host_fd_as(&self, fd: Fd, flags: OpenFlags) -> Result<std::os::fd::OwnedFd> {
+        let f = self.files.fget(fd.0)?;
+        let inode = f.inode();
+        inode.i_op.host_fd(inode, flags)
+    }
+
     fn own(&self, file: crate::FileHandle<V>) -> OpenFile<V> {
         OpenFile {
             file,

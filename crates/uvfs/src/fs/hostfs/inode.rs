@@ -861,6 +861,35 @@ impl FileOps for HostInode {
         }
     }
 
+    /// A regular file or device node reopened from its `O_PATH` descriptor with the access
+    /// mode asked (`/proc/self/fd/N`, checked to be the same host inode); a device opens
+    /// the host's device (`O_NONBLOCK` as asked).
+    fn host_fd(&self, inode: &Inode, flags: OpenFlags) -> Result<OwnedFd> {
+        let fmt = inode.mode() & S_IFMT;
+        if fmt == S_IFCHR || fmt == S_IFBLK {
+            let acc = match flags.access_mode() {
+                0 => OFlags::RDONLY,
+                1 => OFlags::WRONLY,
+                _ => OFlags::RDWR,
+            };
+            let nb = if flags.contains(OpenFlags::NONBLOCK) {
+                OFlags::NONBLOCK
+            } else {
+                OFlags::empty()
+            };
+            return self.reopen_data(acc | nb);
+        }
+        if !inode.is_reg() {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        let acc = match flags.access_mode() {
+            0 => OFlags::RDONLY,
+            1 => OFlags::WRONLY,
+            _ => OFlags::RDWR,
+        };
+        self.reopen_data(acc)
+    }
+
     /// `pread` on the data descriptor.
     fn read_at(&self, inode: &Inode, _fh: u64, buf: &mut [u8], off: u64) -> Result<usize> {
         if !inode.is_reg() {

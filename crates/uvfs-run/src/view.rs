@@ -1,0 +1,193 @@
+//! The program's view: a uvfs tmpfs at `/` with host directories bound into it.
+
+use std::path::{Path, PathBuf};
+
+use uvfs::{AtFlags, Fd, MountFlags, Task};
+
+/// One `--bind HOST:PATH[:ro|rw]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bind {
+    /// The host directory.
+    pub host: PathBuf,
+    /// Where it appears (absolute).
+    pub path: String,
+    /// Read-only (`:ro`, the default binds' mode) or read-write (`:rw`, the default of
+    /// `--bind`).
+    pub read_only: bool,
+}
+
+impl Bind {
+    /// Parses `HOST:PATH[:ro|rw]`.
+    ///
+    /// # Errors
+    /// A one-line message for a relative PATH, a PATH with `..`, or an unknown mode.
+    pub fn parse(s: &str) -> Result<Bind, String> {
+        let mut parts: Vec<&str> = s.split(':').collect();
+        let read_only = match parts.last() {
+            Some(&"ro") if parts.len() == 3 => {
+                parts.pop();
+                true
+            }
+            Some(&"rw") if parts.len() == 3 => {
+                parts.pop();
+                false
+            }
+            _ => false,
+        };
+        let [host, path] = parts[..] else {
+            return Err(format!("--bind {s}: expected HOST:PATH[:ro|rw]"));
+        };
+        check_path(path).map_err(|e| format!("--bind {s}: {e}"))?;
+        if host.is_empty() {
+            return Err(format!("--bind {s}: HOST is empty"));
+        }
+        Ok(Bind {
+            host: PathBuf::from(host),
+            path: path.to_owned(),
+            read_only,
+        })
+    }
+}
+
+/// An absolute path without `.` or `..` components.
+pub(crate) fn check_path(path: &str) -> Result<(), String> {
+    if !path.starts_with('/') {
+        return Err(format!("PATH {path} is not absolute"));
+    }
+    if path.split('/').any(|c| c == ".." || c == ".") {
+        return Err(format!("PATH {path} has a . or .. component"));
+    }
+    Ok(())
+}
+
+/// The default read-only binds, each where the host has a directory.
+const DEFAULT_BINDS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32", "/etc", "/dev", "/proc",
+    "/sys", "/run",
+];
+
+/// The namespace the program runs in, and the task whose table and working directory the
+/// first process starts with.
+#[derive(Debug)]
+pub(crate) struct View {
+    /// The first process's task (root's working directory: the host's current directory
+    /// when the view has it, else `/`).
+    pub task: Task,
+}
+
+/// Builds the view: tmpfs root (owned by the caller, with a `/tmp` of mode 1777), the
+/// default binds, `--tmpfs` and `--bind` mounts, `--import` copies.
+pub(crate) fn build(opts: &crate::RunOptions) -> Result<View, String> {
+    let root = uvfs::tmpfs::mount(Default::default());
+    let task = Task::init(&root);
+    let (uid, gid, _) = crate::sys::ids();
+    let e = |what: &str, err: uvfs::Errno| format!("uvfs run: {what}: {err}");
+    task.fchownat(Fd::AT_FDCWD, "/", uid, gid, AtFlags::empty())
+        .map_err(|err| e("chown /", err))?;
+    task.mkdirat(Fd::AT_FDCWD, "/tmp", 0o777)
+        .map_err(|err| e("mkdir /tmp", err))?;
+    task.fchmodat(Fd::AT_FDCWD, "/tmp", 0o1777, AtFlags::empty())
+        .map_err(|err| e("chmod /tmp", err))?;
+    let mut binds: Vec<Bind> = Vec::new();
+    if !opts.no_default_binds {
+        for p in DEFAULT_BINDS {
+            if Path::new(p).is_dir() && !opts.binds.iter().any(|b| b.path == *p) {
+                binds.push(Bind {
+                    host: PathBuf::from(p),
+                    path: (*p).to_owned(),
+                    read_only: true,
+                });
+            }
+        }
+    }
+    for (i, b) in opts.binds.iter().enumerate() {
+        if opts.binds[..i].iter().any(|o| o.path == b.path) {
+            return Err(format!(
+                "--bind {}: PATH {} given twice",
+                b.host.display(),
+                b.path
+            ));
+        }
+        binds.push(b.clone());
+    }
+    for t in &opts.tmpfs {
+        check_path(t).map_err(|m| format!("--tmpfs {t}: {m}"))?;
+        mkdir_p(&task, t).map_err(|m| format!("--tmpfs {t}: {m}"))?;
+        task.mount(
+            &uvfs::tmpfs::mount(Default::default()),
+            t.as_str(),
+            MountFlags::empty(),
+        )
+        .map_err(|err| format!("--tmpfs {t}: cannot mount: {err}"))?;
+    }
+    for b in &binds {
+        let spec = format!("--bind {}:{}", b.host.display(), b.path);
+        let fs = uvfs::hostfs::mount(
+            &b.host,
+            uvfs::hostfs::HostfsOptions {
+                read_only: b.read_only,
+                ..Default::default()
+            },
+        )
+        .map_err(|err| format!("{spec}: {err}"))?;
+        if b.path != "/" {
+            mkdir_p(&task, &b.path).map_err(|m| format!("{spec}: {m}"))?;
+        }
+        let flags = if b.read_only {
+            MountFlags::RDONLY
+        } else {
+            MountFlags::empty()
+        };
+        task.mount(&fs, b.path.as_str(), flags)
+            .map_err(|err| format!("{spec}: cannot mount: {err}"))?;
+    }
+    if !opts.imports.is_empty() {
+        let dir = task
+            .root_dir()
+            .map_err(|err| format!("uvfs run: /: {err}"))?;
+        for (host, path) in &opts.imports {
+            check_path(path).map_err(|m| format!("--import {}:{path}: {m}", host.display()))?;
+            dir.import_host(host, path.trim_start_matches('/'))
+                .map_err(|err| format!("--import {}:{path}: {err}", host.display()))?;
+        }
+    }
+    // The working directory: the host's, when the view has that directory.
+    if let Ok(cwd) = std::env::current_dir() {
+        let _ = task.chdir(cwd.as_os_str());
+    }
+    Ok(View { task })
+}
+
+/// Makes `path` and its missing parents as directories (0755).
+fn mkdir_p(task: &Task, path: &str) -> Result<(), String> {
+    let mut at = String::new();
+    for comp in path.split('/').filter(|c| !c.is_empty()) {
+        at.push('/');
+        at.push_str(comp);
+        match task.mkdirat(Fd::AT_FDCWD, at.as_str(), 0o755) {
+            Ok(()) | Err(uvfs::Errno::EEXIST) => {}
+            Err(e) => return Err(format!("cannot make {at}: {e}")),
+        }
+    }
+    match task.fstatat(Fd::AT_FDCWD, path, AtFlags::empty()) {
+        Ok(st) if st.st_mode & 0o170000 == 0o040000 => Ok(()),
+        Ok(_) => Err(format!("{path} is not a directory")),
+        Err(e) => Err(format!("{path}: {e}")),
+    }
+}
+
+/// `--export PATH:HOST_DIR`: copies each tree out after the program exited.
+pub(crate) fn export(view: &View, exports: &[(String, PathBuf)]) -> Result<(), String> {
+    if exports.is_empty() {
+        return Ok(());
+    }
+    let dir = view
+        .task
+        .root_dir()
+        .map_err(|err| format!("uvfs run: /: {err}"))?;
+    for (path, host) in exports {
+        dir.export_host(path.trim_start_matches('/'), host)
+            .map_err(|err| format!("--export {path}:{}: {err}", host.display()))?;
+    }
+    Ok(())
+}
