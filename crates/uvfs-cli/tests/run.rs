@@ -1,0 +1,194 @@
+//! `uvfs run -- CMD`: unmodified programs on uvfs (issue 12). Each test runs the real
+//! `uvfs` binary; outputs are compared with the same script run natively on a host
+//! directory (what Linux gives), and nothing may appear on the host.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn uvfs_run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_uvfs"))
+        .arg("run")
+        .args(args)
+        .output()
+        .expect("run uvfs")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn have(prog: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {prog}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// The issue's first proof: the file is made, written and read in uvfs, and the host has
+/// no trace of it.
+#[test]
+fn mkdir_write_cat_stays_in_uvfs() {
+    let dir = format!("/uvfs-run-test-{}", std::process::id());
+    let script = format!("mkdir {dir} && echo hi > {dir}/y && cat {dir}/y");
+    let o = uvfs_run(&["--", "sh", "-c", &script]);
+    assert_eq!(text(&o.stdout), "hi\n", "stderr: {}", text(&o.stderr));
+    assert_eq!(o.status.code(), Some(0));
+    assert!(!Path::new(&dir).exists(), "{dir} appeared on the host");
+}
+
+/// A script of coreutils, tar, redirections, pipes and subshells gives the same output
+/// under `uvfs run` (in its tmpfs) as natively in a host directory.
+#[test]
+fn shell_and_coreutils_match_linux() {
+    let script = r#"
+        set -e
+        B=$1
+        mkdir -p $B/w && cd $B/w
+        cp -r /usr/include/linux inc
+        diff -r /usr/include/linux inc && echo same-tree
+        find inc -type f | sort | wc -l
+        (cd inc && ls | head -3)
+        tar cf ../a.tar inc && mkdir x && tar xf ../a.tar -C x && diff -r inc x/inc && echo tar-ok
+        exec 3> f3; echo three >&3; exec 3>&-; cat f3
+        printf 'b\na\nc\n' | sort > s && cat s
+        ln -s s link && readlink link && cat link | wc -l
+        mv s s2 && ls s2 s 2>&1 || true
+        truncate -s 10000 big && stat -c '%s %b' big | cut -d' ' -f1
+        chmod 640 big && stat -c '%a' big
+        rm -r inc x && ls
+    "#;
+    let host = tempfile::tempdir().unwrap();
+    let native = Command::new("sh")
+        .args(["-c", script, "sh", host.path().to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(native.status.success(), "native: {}", text(&native.stderr));
+    let o = uvfs_run(&["--", "sh", "-c", script, "sh", "/tmp"]);
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), text(&native.stdout));
+}
+
+/// The exit status is the program's, and a signal's as a shell reports it (128 + n).
+#[test]
+fn exit_status_is_the_programs() {
+    assert_eq!(
+        uvfs_run(&["--", "sh", "-c", "exit 7"]).status.code(),
+        Some(7)
+    );
+    assert_eq!(
+        uvfs_run(&["--", "sh", "-c", "kill -9 $$"]).status.code(),
+        Some(137)
+    );
+    let o = uvfs_run(&["--", "no-such-program-uvfs"]);
+    assert_eq!(o.status.code(), Some(125));
+    assert!(text(&o.stderr).contains("not found"), "{}", text(&o.stderr));
+}
+
+/// Running a file that exists only in uvfs is refused with EACCES and one line saying
+/// why (not a silent run of some host file).
+#[test]
+fn exec_of_a_uvfs_only_file_is_refused_clearly() {
+    let o = uvfs_run(&[
+        "--",
+        "sh",
+        "-c",
+        "cp /bin/true /tmp/t && /tmp/t; echo status=$?",
+    ]);
+    assert_eq!(text(&o.stdout), "status=126\n");
+    assert!(
+        text(&o.stderr).contains("not supported yet (EACCES)"),
+        "{}",
+        text(&o.stderr)
+    );
+}
+
+/// Binds: a host directory read-write at a new path, and read-only by default for the
+/// default binds (EROFS, as a read-only mount on Linux).
+#[test]
+fn binds_read_write_and_read_only() {
+    let host = tempfile::tempdir().unwrap();
+    std::fs::write(host.path().join("in"), "from host\n").unwrap();
+    let spec = format!("{}:/data", host.path().display());
+    let o = uvfs_run(&[
+        "--bind",
+        &spec,
+        "--",
+        "sh",
+        "-c",
+        "cat /data/in && echo out > /data/out && touch /usr/x 2>/dev/null; echo touch=$?",
+    ]);
+    assert_eq!(
+        text(&o.stdout),
+        "from host\ntouch=1\n",
+        "{}",
+        text(&o.stderr)
+    );
+    // A change through uvfs reaches the host before the call returns.
+    assert_eq!(
+        std::fs::read_to_string(host.path().join("out")).unwrap(),
+        "out\n"
+    );
+    let bad = uvfs_run(&["--bind", "/nonexistent-uvfs:/d", "--", "true"]);
+    assert_eq!(bad.status.code(), Some(125));
+    assert!(text(&bad.stderr).contains("/nonexistent-uvfs"));
+    let rel = uvfs_run(&["--bind", "/tmp:rel", "--", "true"]);
+    assert_eq!(rel.status.code(), Some(2), "clap refuses a relative PATH");
+}
+
+/// `--export` copies the program's outputs to the host after it exits.
+#[test]
+fn export_after_exit() {
+    let host = tempfile::tempdir().unwrap();
+    let out = host.path().join("out");
+    let spec = format!("/build:{}", out.display());
+    let o = uvfs_run(&[
+        "--export",
+        &spec,
+        "--",
+        "sh",
+        "-c",
+        "mkdir /build && echo built > /build/artifact",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(
+        std::fs::read_to_string(out.join("artifact")).unwrap(),
+        "built\n"
+    );
+}
+
+/// python3, gcc and git, where the machine has them: writing, listing, compiling and
+/// linking into uvfs, and git's mmap of its own files (MAP_PRIVATE of uvfs files).
+#[test]
+fn python_gcc_git() {
+    if have("python3") {
+        let o = uvfs_run(&[
+            "--",
+            "python3",
+            "-c",
+            "import os; open('/tmp/p','w').write('py'); os.replace('/tmp/p','/tmp/q'); \
+             print(open('/tmp/q').read(), sorted(os.listdir('/tmp')))",
+        ]);
+        assert_eq!(text(&o.stdout), "py ['q']\n", "{}", text(&o.stderr));
+    }
+    if have("gcc") {
+        let o = uvfs_run(&[
+            "--",
+            "sh",
+            "-c",
+            "cd /tmp && printf 'int main(void){return 0;}\\n' > m.c && gcc -o m m.c && \
+             test -x m && echo linked",
+        ]);
+        assert_eq!(text(&o.stdout), "linked\n", "{}", text(&o.stderr));
+    }
+    if have("git") {
+        let o = uvfs_run(&[
+            "--",
+            "sh",
+            "-c",
+            "cd /tmp && git init -q r && cd r && echo x > a && git add a && \
+             git -c user.email=a@b -c user.name=n commit -qm one && git log --format=%s && \
+             git status --short | wc -l",
+        ]);
+        assert_eq!(text(&o.stdout), "one\n0\n", "{}", text(&o.stderr));
+    }
+}
