@@ -55,12 +55,12 @@ pub struct RunOptions {
 }
 
 /// Runs the program on uvfs and returns its exit status (128 + the signal when a signal
-/// ended it, as a shell reports it).
+/// ended it, as a shell reports it; 127 with one line on stderr when the program is not
+/// found in the view's `PATH`, 126 when it cannot be executed).
 ///
 /// # Errors
 /// A one-line message when the view cannot be built (a missing host directory, a bad
-/// PATH), the program cannot be started (not found in the view: status 127 as a shell),
-/// or the kernel refuses the filter.
+/// PATH) or the kernel refuses the filter.
 pub fn run(opts: &RunOptions) -> Result<i32, String> {
     #[cfg(target_arch = "x86_64")]
     {

@@ -11,13 +11,23 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::ffi::{CString, OsString};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 
 use uvfs::{AtFlags, Errno, Fcntl, Fd, OpenFlags, RenameFlags, Task, Timespec};
 
 use crate::sys::{self, Answer, Notif};
 use crate::view::View;
+
+/// One line on standard error; a closed or full stderr loses the line, never the
+/// supervisor (`eprintln!` panics on a write error, e.g. a reader gone from a pipe).
+macro_rules! log {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}
 
 /// The most bytes one `read`/`write` moves through the supervisor's buffer at a time.
 const CHUNK: usize = 1 << 20;
@@ -27,6 +37,10 @@ const PATH_LIMIT: usize = 4096;
 const XATTR_SIZE_MAX: usize = 65536;
 /// `XATTR_LIST_MAX`: the largest name list.
 const XATTR_LIST_MAX: usize = 65536;
+/// `TASK_SIZE_MAX` of x86_64 with 4-level page tables: the end of user addresses.
+const TASK_SIZE: u64 = (1 << 47) - 4096;
+/// `MAX_RW_COUNT`: the most one read or write moves (`INT_MAX` rounded down to a page).
+const MAX_RW_COUNT: u64 = 0x7fff_f000;
 /// `IOV_MAX`.
 const IOV_MAX: u64 = 1024;
 /// `PIDFD_THREAD` (= `O_EXCL`): a pidfd of one thread.
@@ -141,6 +155,29 @@ fn notified() -> Vec<u32> {
         SYS_acct,
         SYS_swapon,
         SYS_quotactl,
+        // Paths and files reached another way: the *xattrat calls and file_getattr/
+        // file_setattr (Linux 6.13-6.17), io_uring (its requests would open host files
+        // behind the filter's back), mounts, Unix sockets bound or connected by path.
+        463,
+        464,
+        465,
+        466,
+        467,
+        468,
+        469,
+        SYS_io_uring_setup,
+        SYS_mount,
+        SYS_umount2,
+        SYS_pivot_root,
+        SYS_open_tree,
+        SYS_move_mount,
+        SYS_fsopen,
+        SYS_fsconfig,
+        SYS_fsmount,
+        SYS_fspick,
+        SYS_mount_setattr,
+        SYS_bind,
+        SYS_connect,
     ]
     .iter()
     .map(|&n| n as u32)
@@ -159,17 +196,62 @@ struct Proc {
     exec_pending: bool,
 }
 
+/// A table forked at a `clone` notification, waiting for the child's first call.
+///
+/// The child is known only by its pid, which the kernel allocates after the notification
+/// is answered: it is above `last_pid`, the namespace's last allocated pid read at the
+/// notification, and below the `last_pid` of any later clone of the same thread. A child
+/// takes the entry of its parent with the largest `last_pid` under its own pid (then any
+/// parent's: a child whose parent exited has been reparented).
+struct PendingFork {
+    /// The cloning process.
+    parent: i32,
+    /// `/proc/sys/kernel/ns_last_pid` at the notification.
+    last_pid: i32,
+    /// The child's table (forked, or shared for `CLONE_FILES`) and working directory.
+    task: Task,
+}
+
+/// The most clones waiting for their child (a failed clone leaves its entry; the oldest
+/// goes first).
+const MAX_PENDING: usize = 4096;
+
 /// The supervisor's state.
 struct Sup {
     listener: OwnedFd,
     /// Processes by thread-group id.
     procs: HashMap<i32, Proc>,
-    /// Threads that are not thread-group leaders: tid -> (tgid, thread pidfd).
-    threads: HashMap<i32, (i32, OwnedFd)>,
-    /// Tables forked for children not seen yet, by parent tgid, oldest first.
-    pending: HashMap<i32, VecDeque<Task>>,
+    /// Threads that are not thread-group leaders: tid -> (tgid, thread pidfd; `None` on
+    /// kernels before 6.9, which have no `PIDFD_THREAD`).
+    threads: HashMap<i32, (i32, Option<OwnedFd>)>,
+    /// Tables forked at `clone` for children not seen yet, oldest first.
+    pending: VecDeque<PendingFork>,
     /// Calls already reported as unsupported (one log line each).
     said: HashSet<String>,
+    /// The kernel's working directory of every process of the program, a private host
+    /// directory (0700, removed at the end): a relative `execve` of a file the kernel
+    /// cannot see at that path is made to resolve here, to a symlink of the same relative
+    /// name pointing at `/proc/self/fd/EXEC_FD` (see `Sup::execve`). The processes' real
+    /// working directories are uvfs's.
+    execdir: std::path::PathBuf,
+}
+
+/// The descriptor number a relative `execve` installs its file at: one number for every
+/// process, so the symlinks in the exec directory read the same for all.
+const EXEC_FD: i32 = 1023;
+
+/// Makes the exec directory: `$TMPDIR/uvfs-run-PID-N`, mode 0700.
+fn make_execdir() -> Result<std::path::PathBuf, String> {
+    use std::os::unix::fs::DirBuilderExt;
+    for n in 0..100 {
+        let d = std::env::temp_dir().join(format!("uvfs-run-{}-{n}", std::process::id()));
+        match std::fs::DirBuilder::new().mode(0o700).create(&d) {
+            Ok(()) => return Ok(d),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(format!("uvfs run: {}: {e}", d.display())),
+        }
+    }
+    Err("uvfs run: cannot make a temporary directory".to_owned())
 }
 
 /// Starts `argv` under the filter with the view's task and serves it until every process
@@ -178,7 +260,14 @@ pub(crate) fn run(view: &View, argv: &[OsString]) -> Result<i32, String> {
     let Some(prog) = argv.first() else {
         return Err("uvfs run: no program given (uvfs run -- CMD ARGS...)".to_owned());
     };
-    let path = find_program(&view.task, prog.as_bytes())?;
+    let path = match find_program(&view.task, prog.as_bytes()) {
+        Ok(p) => p,
+        Err(msg) => {
+            // As a shell reports a command it cannot find.
+            log!("{msg}");
+            return Ok(127);
+        }
+    };
     let task = view.task.fork();
     let _ = task.setrlimit_nofile(NR_OPEN);
     let (uid, gid, groups) = sys::ids();
@@ -206,6 +295,9 @@ pub(crate) fn run(view: &View, argv: &[OsString]) -> Result<i32, String> {
     let mut cenvp: Vec<*const libc::c_char> = cenv.iter().map(|a| a.as_ptr()).collect();
     cenvp.push(std::ptr::null());
     let prog_filter = sys::filter_program(&notified());
+    let execdir = make_execdir()?;
+    let cexecdir = CString::new(execdir.as_os_str().as_bytes())
+        .map_err(|_| "uvfs run: NUL in the temporary directory's path")?;
     let mut sv = [0 as libc::c_int; 2];
     // SAFETY: `sv` has room for the two descriptors.
     if unsafe {
@@ -232,7 +324,16 @@ pub(crate) fn run(view: &View, argv: &[OsString]) -> Result<i32, String> {
     }
     if pid == 0 {
         // SAFETY: in the child of fork; every pointer was made before fork and is alive.
-        unsafe { child(&prog_filter, theirs.as_raw_fd(), &cpath, &cargv, &cenvp) }
+        unsafe {
+            child(
+                &prog_filter,
+                theirs.as_raw_fd(),
+                &cexecdir,
+                &cpath,
+                &cargv,
+                &cenvp,
+            )
+        }
     }
     drop(theirs);
     let listener = match recv_fd(&ours) {
@@ -257,8 +358,9 @@ pub(crate) fn run(view: &View, argv: &[OsString]) -> Result<i32, String> {
         listener,
         procs: HashMap::new(),
         threads: HashMap::new(),
-        pending: HashMap::new(),
+        pending: VecDeque::new(),
         said: HashSet::new(),
+        execdir: execdir.clone(),
     };
     sup.procs.insert(
         pid,
@@ -274,9 +376,10 @@ pub(crate) fn run(view: &View, argv: &[OsString]) -> Result<i32, String> {
         // SAFETY: kill with integer arguments; the program must not outlive its supervisor
         // blocked on a listener nobody reads.
         unsafe { libc::kill(pid, libc::SIGKILL) };
-        eprintln!("uvfs run: supervisor error: {e}");
+        log!("uvfs run: supervisor error: {e}");
     }
     drop(sup);
+    let _ = std::fs::remove_dir_all(&execdir);
     let status = wait(pid);
     r.map_err(|e| format!("uvfs run: {e}"))?;
     Ok(status)
@@ -289,10 +392,17 @@ pub(crate) fn run(view: &View, argv: &[OsString]) -> Result<i32, String> {
 unsafe fn child(
     prog: &[libc::sock_filter],
     sock: libc::c_int,
+    execdir: &CString,
     path: &CString,
     argv: &[*const libc::c_char],
     envp: &[*const libc::c_char],
 ) -> ! {
+    // The kernel's working directory: the exec directory (see `Sup::execdir`).
+    // SAFETY: chdir of a NUL-terminated path made before fork.
+    if unsafe { libc::chdir(execdir.as_ptr()) } != 0 {
+        // SAFETY: _exit is async-signal-safe.
+        unsafe { libc::_exit(126) };
+    }
     // SAFETY: the caller's contract: async-signal-safe raw syscalls only.
     let fd = match unsafe { sys::install_filter(prog) } {
         Ok(fd) => fd,
@@ -323,11 +433,25 @@ unsafe fn child(
         libc::close(fd);
         libc::close(sock);
         libc::execve(path.as_ptr(), argv.as_ptr(), envp.as_ptr());
-        libc::_exit(if sys::errno() == libc::ENOENT {
-            127
-        } else {
-            126
-        });
+        let e = sys::errno();
+        // One line, as a shell says it, with write(2) only (no allocation after fork).
+        let msg: &[u8] = match e {
+            libc::ENOENT => b"uvfs run: cannot execute the program: no such file\n",
+            libc::EACCES => b"uvfs run: cannot execute the program: permission denied\n",
+            libc::ENOEXEC => b"uvfs run: cannot execute the program: exec format error\n",
+            _ => b"uvfs run: cannot execute the program: errno ",
+        };
+        libc::write(2, msg.as_ptr().cast(), msg.len());
+        if !msg.ends_with(b"\n") {
+            let d = [
+                b'0' + (e / 100 % 10) as u8,
+                b'0' + (e / 10 % 10) as u8,
+                b'0' + (e % 10) as u8,
+                b'\n',
+            ];
+            libc::write(2, d.as_ptr().cast(), d.len());
+        }
+        libc::_exit(if e == libc::ENOENT { 127 } else { 126 });
     }
 }
 
@@ -470,8 +594,7 @@ impl Sup {
         self.procs.retain(|_, p| !sys::exited(p.pidfd.as_fd()));
         let procs = &self.procs;
         self.threads
-            .retain(|_, (tgid, fd)| procs.contains_key(tgid) && !sys::exited(fd.as_fd()));
-        self.pending.retain(|tgid, _| procs.contains_key(tgid));
+            .retain(|tid, (tgid, fd)| procs.contains_key(tgid) && thread_alive(*tgid, *tid, fd));
     }
 
     /// The thread-group id of thread `tid`, making its process's task on first sight: a
@@ -484,7 +607,7 @@ impl Sup {
             self.procs.remove(&tid);
         }
         if let Some((tgid, fd)) = self.threads.get(&tid) {
-            if !sys::exited(fd.as_fd()) && self.procs.contains_key(tgid) {
+            if self.procs.contains_key(tgid) && thread_alive(*tgid, tid, fd) {
                 return Some(*tgid);
             }
             self.threads.remove(&tid);
@@ -499,30 +622,32 @@ impl Sup {
         let (tgid, ppid) = (field("Tgid:")?, field("PPid:")?);
         if tgid != tid {
             self.proc_of(tgid)?;
-            let fd = sys::pidfd_open(tid, PIDFD_THREAD).ok()?;
+            let fd = match sys::pidfd_open(tid, PIDFD_THREAD) {
+                Ok(fd) => Some(fd),
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => None,
+                Err(_) => return None,
+            };
             self.threads.insert(tid, (tgid, fd));
             return Some(tgid);
         }
         self.sweep();
-        let task = match self.pending.get_mut(&ppid).and_then(VecDeque::pop_front) {
-            Some(t) => t,
-            None => {
-                let parent = self
-                    .procs
-                    .get(&ppid)
-                    .or_else(|| self.procs.values().next())?;
-                eprintln!(
-                    "uvfs run: process {tid}: no clone seen from its parent {ppid}; its \
-                     descriptor table is copied from {} now",
-                    if self.procs.contains_key(&ppid) {
-                        "the parent"
-                    } else {
-                        "another process"
-                    }
-                );
-                parent.task.fork()
-            }
+        // The clone this child came from (see `PendingFork`).
+        let pick = |same_parent: bool| {
+            self.pending
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| p.last_pid < tid && (!same_parent || p.parent == ppid))
+                .max_by_key(|(_, p)| p.last_pid)
+                .map(|(i, _)| i)
         };
+        let Some(i) = pick(true).or_else(|| pick(false)) else {
+            log!(
+                "uvfs run: process {tid} (parent {ppid}): no clone of a known process made \
+                 it; its file calls fail with ENOSYS"
+            );
+            return None;
+        };
+        let task = self.pending.remove(i)?.task;
         let pidfd = sys::pidfd_open(tid, 0).ok()?;
         self.procs.insert(
             tid,
@@ -539,7 +664,7 @@ impl Sup {
     /// One log line per unsupported call, then `ENOSYS`.
     fn unsupported(&mut self, what: &str) -> R {
         if self.said.insert(what.to_owned()) {
-            eprintln!("uvfs run: {what} is not supported on uvfs files yet (ENOSYS)");
+            log!("uvfs run: {what} is not supported on uvfs files yet (ENOSYS)");
         }
         Err(libc::ENOSYS)
     }
@@ -563,6 +688,7 @@ impl Sup {
             Ok(proc_self(p, tgid, pid))
         };
         let fdarg = |i: usize| a[i] as i32;
+        let magic = |p: &[u8]| magic_fd(p, tgid);
         let pr = self.procs.get_mut(&tgid).ok_or(libc::ESRCH)?;
         let t = &pr.task;
         let is_uvfs = |fd: i32| fd >= 0 && t.fcntl(Fd(fd), Fcntl::GetFd).is_ok();
@@ -580,23 +706,34 @@ impl Sup {
         };
         use libc::*;
         match n.nr {
-            SYS_open => {
-                let p = path(0)?;
-                self.open(tgid, n, Fd::AT_FDCWD, &p, a[1] as u32, a[2] as u32)
-            }
-            SYS_creat => {
-                let p = path(0)?;
-                let fl = (O_CREAT | O_WRONLY | O_TRUNC) as u32;
-                self.open(tgid, n, Fd::AT_FDCWD, &p, fl, a[1] as u32)
-            }
-            SYS_openat => {
-                let p = path(1)?;
-                let d = dirfd(fdarg(0), &p)?;
-                self.open(tgid, n, d, &p, a[2] as u32, a[3] as u32)
+            SYS_open | SYS_creat | SYS_openat => {
+                let (d, p, fl, mode) = match n.nr {
+                    SYS_open => (Fd::AT_FDCWD, path(0)?, a[1] as u32, a[2] as u32),
+                    SYS_creat => (
+                        Fd::AT_FDCWD,
+                        path(0)?,
+                        (O_CREAT | O_WRONLY | O_TRUNC) as u32,
+                        a[1] as u32,
+                    ),
+                    _ => {
+                        let p = path(1)?;
+                        (dirfd(fdarg(0), &p)?, p, a[2] as u32, a[3] as u32)
+                    }
+                };
+                match magic(&p) {
+                    // The program's own descriptor (a pipe, the terminal): the kernel
+                    // reopens it through its /proc, as it would without uvfs.
+                    Some(m) if !is_uvfs(m) => Ok(Answer::Continue),
+                    Some(m) => self.reopen(tgid, n, m, fl),
+                    None => self.open(tgid, n, d, &p, fl, mode),
+                }
             }
             SYS_stat | SYS_lstat => {
                 let p = path(0)?;
-                if let Some(fd) = magic_fd(&p, tgid).filter(|&f| is_uvfs(f) && n.nr == SYS_stat) {
+                if magic(&p).is_some_and(|m| !is_uvfs(m) || n.nr == SYS_lstat) {
+                    return Ok(Answer::Continue);
+                }
+                if let Some(fd) = magic(&p) {
                     let st = t.fstatat(Fd(fd), "", AtFlags::EMPTY_PATH).map_err(raw)?;
                     sys::write_mem(pid, a[1], &stat_bytes(&st))?;
                     return val(0);
@@ -624,7 +761,14 @@ impl Sup {
                 {
                     return Ok(Answer::Continue);
                 }
-                let d = dirfd(fdarg(0), &p)?;
+                let nofollow = fl & AT_SYMLINK_NOFOLLOW as u32 != 0;
+                if magic(&p).is_some_and(|m| !is_uvfs(m) || nofollow) {
+                    return Ok(Answer::Continue);
+                }
+                let (d, p, fl) = match magic(&p) {
+                    Some(m) => (Fd(m), Vec::new(), fl | AT_EMPTY_PATH as u32),
+                    None => (dirfd(fdarg(0), &p)?, p, fl),
+                };
                 let st = t
                     .fstatat(d, p.as_slice(), AtFlags::from_bits_retain(fl))
                     .map_err(raw)?;
@@ -645,7 +789,14 @@ impl Sup {
                 {
                     return Ok(Answer::Continue);
                 }
-                let d = dirfd(fdarg(0), &p)?;
+                let nofollow = fl & AT_SYMLINK_NOFOLLOW as u32 != 0;
+                if magic(&p).is_some_and(|m| !is_uvfs(m) || nofollow) {
+                    return Ok(Answer::Continue);
+                }
+                let (d, p, fl) = match magic(&p) {
+                    Some(m) => (Fd(m), Vec::new(), fl | AT_EMPTY_PATH as u32),
+                    None => (dirfd(fdarg(0), &p)?, p, fl),
+                };
                 let sx = t
                     .statx(d, p.as_slice(), AtFlags::from_bits_retain(fl), a[3] as u32)
                     .map_err(raw)?;
@@ -660,19 +811,27 @@ impl Sup {
                 sys::write_mem(pid, a[1], &stat_bytes(&st))?;
                 val(0)
             }
-            SYS_access => {
-                let p = path(0)?;
-                ok0(t.faccessat2(Fd::AT_FDCWD, p.as_slice(), a[1] as u32, AtFlags::empty()))
-            }
-            SYS_faccessat | SYS_faccessat2 => {
-                let p = path(1)?;
-                let d = dirfd(fdarg(0), &p)?;
+            SYS_access | SYS_faccessat | SYS_faccessat2 => {
+                let (d, p, mode) = if n.nr == SYS_access {
+                    (Fd::AT_FDCWD, path(0)?, a[1] as u32)
+                } else {
+                    let p = path(1)?;
+                    (dirfd(fdarg(0), &p)?, p, a[2] as u32)
+                };
                 let fl = if n.nr == SYS_faccessat2 {
                     a[3] as u32
                 } else {
                     0
                 };
-                ok0(t.faccessat2(d, p.as_slice(), a[2] as u32, AtFlags::from_bits_retain(fl)))
+                match magic(&p) {
+                    Some(m) if !is_uvfs(m) => return Ok(Answer::Continue),
+                    Some(m) => {
+                        let fl = AtFlags::from_bits_retain(fl) | AtFlags::EMPTY_PATH;
+                        return ok0(t.faccessat2(Fd(m), "", mode, fl));
+                    }
+                    None => {}
+                }
+                ok0(t.faccessat2(d, p.as_slice(), mode, AtFlags::from_bits_retain(fl)))
             }
             SYS_mkdir => {
                 let p = path(0)?;
@@ -765,6 +924,13 @@ impl Sup {
                     let p = path(1)?;
                     (dirfd(fdarg(0), &p)?, p, a[2], a[3] as i64)
                 };
+                match magic(&p) {
+                    Some(m) if !is_uvfs(m) => return Ok(Answer::Continue),
+                    Some(_) => {
+                        return self.unsupported("readlink of /proc/PID/fd/N for a uvfs file")
+                    }
+                    None => {}
+                }
                 if size <= 0 {
                     return Err(EINVAL);
                 }
@@ -803,14 +969,20 @@ impl Sup {
             }
             SYS_chmod => {
                 let p = path(0)?;
-                if let Some(fd) = magic_fd(&p, tgid).filter(|&f| is_uvfs(f)) {
+                if magic(&p).is_some_and(|m| !is_uvfs(m)) {
+                    return Ok(Answer::Continue);
+                }
+                if let Some(fd) = magic(&p) {
                     return ok0(t.fchmodat(Fd(fd), "", a[1] as u32, AtFlags::EMPTY_PATH));
                 }
                 ok0(t.fchmodat(Fd::AT_FDCWD, p.as_slice(), a[1] as u32, AtFlags::empty()))
             }
             SYS_fchmodat | 452 => {
                 let p = path(1)?;
-                if let Some(fd) = magic_fd(&p, tgid).filter(|&f| is_uvfs(f)) {
+                if magic(&p).is_some_and(|m| !is_uvfs(m)) {
+                    return Ok(Answer::Continue);
+                }
+                if let Some(fd) = magic(&p) {
                     return ok0(t.fchmodat(Fd(fd), "", a[2] as u32, AtFlags::EMPTY_PATH));
                 }
                 let d = dirfd(fdarg(0), &p)?;
@@ -825,7 +997,10 @@ impl Sup {
             }
             SYS_chown | SYS_lchown => {
                 let p = path(0)?;
-                if let Some(fd) = magic_fd(&p, tgid).filter(|&f| is_uvfs(f)) {
+                if magic(&p).is_some_and(|m| !is_uvfs(m)) {
+                    return Ok(Answer::Continue);
+                }
+                if let Some(fd) = magic(&p) {
                     return ok0(t.fchownat(
                         Fd(fd),
                         "",
@@ -987,6 +1162,15 @@ impl Sup {
                 }
                 let mut raw_iov = vec![0u8; a[2] as usize * 16];
                 sys::read_mem(pid, a[1], &mut raw_iov)?;
+                // EINVAL when the lengths add up past SSIZE_MAX (`import_iovec`).
+                let mut sum: u64 = 0;
+                for v in raw_iov.chunks_exact(16) {
+                    let len = u64::from_ne_bytes(v[8..].try_into().unwrap_or_default());
+                    sum = sum
+                        .checked_add(len)
+                        .filter(|&x| x <= isize::MAX as u64)
+                        .ok_or(EINVAL)?;
+                }
                 let mut total: u64 = 0;
                 for v in raw_iov.chunks_exact(16) {
                     let base = u64::from_ne_bytes(v[..8].try_into().unwrap_or_default());
@@ -1047,8 +1231,12 @@ impl Sup {
             }
             SYS_close_range => {
                 let (first, last, fl) = (a[0] as u32, a[1] as u32, a[2] as u32);
-                if first > last {
+                // The kernel's checks first, so a refused call changes nothing.
+                if first > last || fl & !(CLOSE_RANGE_CLOEXEC | CLOSE_RANGE_UNSHARE) != 0 {
                     return Err(EINVAL);
+                }
+                if fl & CLOSE_RANGE_UNSHARE != 0 {
+                    return self.unsupported("close_range(CLOSE_RANGE_UNSHARE)");
                 }
                 let top = (pr.max_fd.max(0) as u32).min(last);
                 for fd in first..=top {
@@ -1066,24 +1254,35 @@ impl Sup {
                 if !is_uvfs(fd) {
                     return Ok(Answer::Continue);
                 }
-                self.dup_to(tgid, n, fd, None, 0, false)
+                self.dup_to(tgid, n, fd, 0, false)
             }
             SYS_dup2 | SYS_dup3 => {
                 let (old, new) = (fdarg(0), fdarg(1));
                 let fl = if n.nr == SYS_dup3 { a[2] as u32 } else { 0 };
-                if old == new || !is_uvfs(old) {
-                    if old != new && is_uvfs(new) {
-                        let _ = t.close(Fd(new));
-                    }
+                // Neither side is uvfs's, or the kernel answers alone (`dup3`'s EINVAL for
+                // bad flags or old == new, `dup2`'s old == new).
+                if old == new || fl & !(O_CLOEXEC as u32) != 0 || (!is_uvfs(old) && !is_uvfs(new)) {
                     return Ok(Answer::Continue);
                 }
                 if new < 0 {
                     return Err(EBADF);
                 }
-                t.dup3(Fd(old), Fd(new), OpenFlags::from_bits_retain(fl))
-                    .map_err(raw)?;
-                pr.max_fd = pr.max_fd.max(new);
-                Ok(Answer::Continue)
+                // The kernel's side first (ADDFD at `new` replaces what is there, as dup2
+                // does, and fails as it would: EBADF for a bad `old`, a `new` past the
+                // limit), so a failed call changes nothing in uvfs.
+                let src = sys::pidfd_getfd(pr.pidfd.as_fd(), old)?;
+                let cloexec = fl != 0;
+                sys::addfd(self.listener.as_fd(), n.id, src.as_fd(), Some(new), cloexec)?;
+                if is_uvfs(old) {
+                    // Cannot fail: both numbers are valid now; it replaces a uvfs file at
+                    // `new` (closing it) as the kernel replaced its placeholder.
+                    let _ = t.dup3(Fd(old), Fd(new), OpenFlags::from_bits_retain(fl));
+                    pr.max_fd = pr.max_fd.max(new);
+                } else {
+                    // A host descriptor now at `new`: uvfs's file there is closed.
+                    let _ = t.close(Fd(new));
+                }
+                val(new)
             }
             SYS_fcntl => {
                 let fd = fdarg(0);
@@ -1096,7 +1295,7 @@ impl Sup {
                         if min < 0 {
                             return Err(EINVAL);
                         }
-                        self.dup_to(tgid, n, fd, None, min, a[1] as i32 == F_DUPFD_CLOEXEC)
+                        self.dup_to(tgid, n, fd, min, a[1] as i32 == F_DUPFD_CLOEXEC)
                     }
                     F_GETFD => Ok(Answer::Continue),
                     F_SETFD => {
@@ -1105,7 +1304,31 @@ impl Sup {
                     }
                     F_GETFL => val(t.fcntl(Fd(fd), Fcntl::GetFl).map_err(raw)?),
                     F_SETFL => val(t.fcntl(Fd(fd), Fcntl::SetFl(a[2] as u32)).map_err(raw)?),
-                    cmd => self.unsupported(&format!("fcntl command {cmd}")),
+                    // Commands Linux has that uvfs does not: locks, leases, owners, signals,
+                    // notify, pipe sizes, seals, hints (10/11: F_SETSIG/F_GETSIG, 15/16:
+                    // F_SETOWN_EX/F_GETOWN_EX).
+                    cmd @ (F_GETLK
+                    | F_SETLK
+                    | F_SETLKW
+                    | F_OFD_GETLK
+                    | F_OFD_SETLK
+                    | F_OFD_SETLKW
+                    | F_SETOWN
+                    | F_GETOWN
+                    | 10
+                    | 11
+                    | 15
+                    | 16
+                    | F_SETLEASE
+                    | F_GETLEASE
+                    | F_NOTIFY
+                    | F_SETPIPE_SZ
+                    | F_GETPIPE_SZ
+                    | F_ADD_SEALS
+                    | F_GET_SEALS
+                    | 1035..=1038) => self.unsupported(&format!("fcntl command {cmd}")),
+                    // Unknown commands: EINVAL, as Linux's `do_fcntl`.
+                    _ => Err(EINVAL),
                 }
             }
             SYS_flock => {
@@ -1121,7 +1344,7 @@ impl Sup {
                 }
                 if fl & MAP_PRIVATE == 0 {
                     if self.said.insert("mmap".into()) {
-                        eprintln!(
+                        log!(
                             "uvfs run: a shared mmap of a file that exists only in uvfs is not \
                              supported (it would not stay coherent with the file; ENODEV)"
                         );
@@ -1131,21 +1354,66 @@ impl Sup {
                 self.mmap_private(tgid, n, fd)
             }
             SYS_sendfile | SYS_splice | SYS_tee | SYS_copy_file_range => {
-                let fds = match n.nr {
-                    SYS_sendfile => [fdarg(0), fdarg(1)],
-                    SYS_copy_file_range => [fdarg(0), fdarg(2)],
-                    _ => [fdarg(0), fdarg(2)],
+                // (in, in offset pointer, out, out offset pointer, count, flags)
+                let (fin, pin, fout, pout, count, flags) = match n.nr {
+                    SYS_sendfile => (fdarg(1), a[2], fdarg(0), 0, a[3], 0),
+                    _ => (fdarg(0), a[1], fdarg(2), a[3], a[4], a[5]),
                 };
-                if !fds.iter().any(|&f| is_uvfs(f)) {
+                let (uin, uout) = (is_uvfs(fin), is_uvfs(fout));
+                if !uin && !uout {
                     return Ok(Answer::Continue);
                 }
-                let name = match n.nr {
-                    SYS_sendfile => "sendfile",
-                    SYS_splice => "splice",
-                    SYS_tee => "tee",
-                    _ => "copy_file_range",
+                if n.nr == SYS_splice || n.nr == SYS_tee || !(uin && uout) {
+                    // One end is not a uvfs file: Linux's answer for files that cannot be
+                    // spliced or copied between (copy_file_range across file systems:
+                    // EXDEV; sendfile and splice from a file without splice: EINVAL).
+                    // Callers (coreutils, python's shutil) fall back to read and write.
+                    return Err(if n.nr == SYS_copy_file_range {
+                        EXDEV
+                    } else {
+                        EINVAL
+                    });
+                }
+                if flags != 0 {
+                    return Err(EINVAL);
+                }
+                let offset = |ptr: u64| -> Result<Option<i64>, i32> {
+                    if ptr == 0 {
+                        return Ok(None);
+                    }
+                    let mut b = [0u8; 8];
+                    sys::read_mem(pid, ptr, &mut b)?;
+                    let o = i64::from_ne_bytes(b);
+                    if o < 0 {
+                        Err(EINVAL)
+                    } else {
+                        Ok(Some(o))
+                    }
                 };
-                self.unsupported(name)
+                let (oin, oout) = (offset(pin)?, offset(pout)?);
+                // One chunk per call: both calls may copy less than asked; callers loop.
+                let mut buf = vec![0u8; (count as usize).min(CHUNK)];
+                let k = match oin {
+                    Some(o) => t.pread(Fd(fin), &mut buf, o),
+                    None => t.read(Fd(fin), &mut buf),
+                }
+                .map_err(raw)?;
+                let w = match oout {
+                    Some(o) => t.pwrite(Fd(fout), &buf[..k], o),
+                    None => t.write(Fd(fout), &buf[..k]),
+                }
+                .map_err(raw)?;
+                if w < k && oin.is_none() {
+                    // Give back what was read but not written.
+                    let _ = t.lseek(Fd(fin), w as i64 - k as i64, SEEK_CUR);
+                }
+                if let Some(o) = oin {
+                    sys::write_mem(pid, pin, &(o + w as i64).to_ne_bytes())?;
+                }
+                if let Some(o) = oout {
+                    sys::write_mem(pid, pout, &(o + w as i64).to_ne_bytes())?;
+                }
+                val(w)
             }
             SYS_clone | SYS_clone3 | SYS_fork | SYS_vfork => {
                 let flags = match n.nr {
@@ -1158,12 +1426,23 @@ impl Sup {
                     _ => 0,
                 };
                 if flags & CLONE_THREAD as u64 == 0 {
-                    let child = if flags & CLONE_FILES as u64 != 0 {
+                    let task = if flags & CLONE_FILES as u64 != 0 {
                         t.clone_thread()
                     } else {
                         t.fork()
                     };
-                    self.pending.entry(tgid).or_default().push_back(child);
+                    let last_pid = std::fs::read_to_string("/proc/sys/kernel/ns_last_pid")
+                        .ok()
+                        .and_then(|s| s.trim().parse().ok())
+                        .unwrap_or(0);
+                    if self.pending.len() >= MAX_PENDING {
+                        self.pending.pop_front();
+                    }
+                    self.pending.push_back(PendingFork {
+                        parent: tgid,
+                        last_pid,
+                        task,
+                    });
                 }
                 Ok(Answer::Continue)
             }
@@ -1246,6 +1525,55 @@ impl Sup {
             SYS_name_to_handle_at => self.unsupported("name_to_handle_at"),
             SYS_fanotify_mark => self.unsupported("fanotify_mark"),
             SYS_uselib | SYS_acct | SYS_swapon | SYS_quotactl => Err(EPERM),
+            463..=466 => self.unsupported("setxattrat/getxattrat/listxattrat/removexattrat"),
+            467 => self.unsupported("open_tree_attr"),
+            468 | 469 => self.unsupported("file_getattr/file_setattr"),
+            SYS_io_uring_setup => self.unsupported("io_uring"),
+            SYS_mount | SYS_umount2 | SYS_pivot_root | SYS_open_tree | SYS_move_mount
+            | SYS_fsopen | SYS_fsconfig | SYS_fsmount | SYS_fspick | SYS_mount_setattr => {
+                if self.said.insert("mount".into()) {
+                    log!("uvfs run: mount calls are refused: they would change the host's mounts (EPERM)");
+                }
+                Err(EPERM)
+            }
+            SYS_bind | SYS_connect => {
+                // struct sockaddr_un: sa_family_t, then the path; abstract names (a NUL
+                // first byte) and other families are not paths.
+                let len = (a[2] as usize).min(110);
+                if len < 3 {
+                    return Ok(Answer::Continue);
+                }
+                let mut sa = vec![0u8; len];
+                if sys::read_mem(pid, a[1], &mut sa).is_err() {
+                    return Ok(Answer::Continue);
+                }
+                if u16::from_ne_bytes([sa[0], sa[1]]) != AF_UNIX as u16 || sa[2] == 0 {
+                    return Ok(Answer::Continue);
+                }
+                let end = sa[2..]
+                    .iter()
+                    .position(|&b| b == 0)
+                    .map_or(sa.len(), |i| i + 2);
+                let sp = proc_self(sa[2..end].to_vec(), tgid, pid);
+                if n.nr == SYS_bind {
+                    return self.unsupported("bind of a Unix socket to a path");
+                }
+                // connect: the host's socket when uvfs's view has that very socket (a host
+                // bind at the same path, as /run's); else the errno uvfs's walk gives.
+                let st = t
+                    .fstatat(Fd::AT_FDCWD, sp.as_slice(), AtFlags::empty())
+                    .map_err(raw)?;
+                if st.st_mode & 0o170000 != 0o140000 {
+                    return Err(ECONNREFUSED);
+                }
+                let theirs = host_stat_from_cwd(pid, &sp);
+                if theirs
+                    .is_some_and(|(_, ino, mode)| ino == st.st_ino && mode & 0o170000 == 0o140000)
+                {
+                    return Ok(Answer::Continue);
+                }
+                self.unsupported("connect to a Unix socket that exists only in uvfs")
+            }
             other => self.unsupported(&format!("syscall {other}")),
         }
     }
@@ -1263,6 +1591,30 @@ impl Sup {
             Err(Errno::ENXIO) => return self.open_device(tgid, n, d, p, flags),
             r => r.map_err(raw)?,
         };
+        self.install(tgid, n, fd, cloexec)
+    }
+
+    /// An open of `/proc/self/fd/M` (or `/dev/fd/M`, `/dev/stdin`...) for uvfs descriptor
+    /// `m`: a new open file of the same file with `flags` (Linux's magic-link reopen,
+    /// `dentry_open` with the permission checks of the new access), installed as `open`
+    /// installs.
+    fn reopen(&mut self, tgid: i32, n: &Notif, m: i32, flags: u32) -> R {
+        let pr = self.procs.get_mut(&tgid).ok_or(libc::ESRCH)?;
+        let t = &pr.task;
+        let cloexec = flags & libc::O_CLOEXEC as u32 != 0;
+        let old = t.fget_file(Fd(m)).map_err(raw)?;
+        let oflags = OpenFlags::from_bits_retain(flags) & !(OpenFlags::CREAT | OpenFlags::EXCL);
+        let f = t.dentry_open(old.file().dentry(), oflags).map_err(raw)?;
+        let fd = t.install_file(f, cloexec).map_err(raw)?;
+        self.install(tgid, n, fd, cloexec)
+    }
+
+    /// Installs uvfs descriptor `fd` (just opened) in the program: its kernel descriptor
+    /// (the host file, or a placeholder) at the number the kernel picks, and the uvfs
+    /// descriptor moved there. A device is handed over as the host's and leaves uvfs.
+    fn install(&mut self, tgid: i32, n: &Notif, fd: Fd, cloexec: bool) -> R {
+        let pr = self.procs.get_mut(&tgid).ok_or(libc::ESRCH)?;
+        let t = &pr.task;
         let st = match t.fstat(fd) {
             Ok(st) => st,
             Err(e) => {
@@ -1380,28 +1732,34 @@ impl Sup {
 
     /// `dup`/`F_DUPFD`: the kernel descriptor duplicated at the lowest free number `>= min`
     /// of the program's table, and the uvfs descriptor at the same number.
-    fn dup_to(
-        &mut self,
-        tgid: i32,
-        n: &Notif,
-        fd: i32,
-        _at: Option<i32>,
-        min: i32,
-        cloexec: bool,
-    ) -> R {
+    fn dup_to(&mut self, tgid: i32, n: &Notif, fd: i32, min: i32, cloexec: bool) -> R {
         let pr = self.procs.get_mut(&tgid).ok_or(libc::ESRCH)?;
-        let open: HashSet<i32> = std::fs::read_dir(format!("/proc/{}/fd", n.pid))
-            .map_err(|_| libc::ESRCH)?
-            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-            .collect();
-        let mut k = min;
-        while open.contains(&k) {
-            k += 1;
-        }
         let src = sys::pidfd_getfd(pr.pidfd.as_fd(), fd)?;
-        // The limit is the program's: ADDFD at `k` fails with EBADF past RLIMIT_NOFILE.
-        let got = sys::addfd(self.listener.as_fd(), n.id, src.as_fd(), Some(k), cloexec)
-            .map_err(|e| if e == libc::EBADF { libc::EMFILE } else { e })?;
+        let got = if min == 0 {
+            // `dup`: the kernel picks the lowest free number itself, atomically.
+            sys::addfd(self.listener.as_fd(), n.id, src.as_fd(), None, cloexec)?
+        } else {
+            // `F_DUPFD` above `min`: ADDFD has no "lowest free from", so the number comes
+            // from the table as /proc shows it. A thread of the program opening a
+            // descriptor natively between the scan and the ADDFD could lose it (docs/run.md).
+            let open: HashSet<i32> = std::fs::read_dir(format!("/proc/{}/fd", n.pid))
+                .map_err(|_| libc::ESRCH)?
+                .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect();
+            let mut k = min;
+            while open.contains(&k) {
+                k += 1;
+            }
+            // ADDFD at `k` fails with EBADF past the program's RLIMIT_NOFILE: EINVAL when
+            // `min` itself is past it (fcntl(2)), else EMFILE.
+            sys::addfd(self.listener.as_fd(), n.id, src.as_fd(), Some(k), cloexec).map_err(|e| {
+                match e {
+                    libc::EBADF if k == min => libc::EINVAL,
+                    libc::EBADF => libc::EMFILE,
+                    e => e,
+                }
+            })?
+        };
         let fl = if cloexec {
             OpenFlags::CLOEXEC
         } else {
@@ -1412,49 +1770,139 @@ impl Sup {
         val(got)
     }
 
-    /// `execve`: let through when the kernel will run the very file uvfs's view resolves
-    /// to (a file on a host bind: the same host inode at the path as the program's kernel
-    /// sees it); a file that exists only in uvfs cannot be run yet (`EACCES`, logged).
+    /// `execve` of the file uvfs's view resolves `p` to (`exec` permission and `noexec`
+    /// mounts checked by uvfs's `open_exec`):
+    /// - when the kernel would find that very host file at `p` itself (a host bind at the
+    ///   same path: the same host inode from the program's kernel working directory), the
+    ///   call runs as it is;
+    /// - otherwise the file is installed in the program as a descriptor K (the host file,
+    ///   or for a file only uvfs holds a memfd copy of it) and the path string in the
+    ///   program's memory is overwritten with `/dev/fd/K`, which the kernel then runs. That
+    ///   needs the string to be writable and at least as long as `/dev/fd/K`; else
+    ///   `EACCES` with one line saying so. K is close-on-exec for a binary; a script keeps
+    ///   it open (its interpreter reads `/dev/fd/K`), as `fexecve(3)` of a script needs.
     fn execve(&mut self, tgid: i32, n: &Notif, p: &[u8]) -> R {
         let pr = self.procs.get_mut(&tgid).ok_or(libc::ESRCH)?;
         let t = &pr.task;
-        let f = t
-            .open_file(p, OpenFlags::RDONLY | OpenFlags::CLOEXEC, 0)
-            .map_err(raw)?;
-        drop(f);
-        // Exec permission and noexec mounts, as uvfs's `open_exec` checks them.
+        let fh = t.open_exec(Fd::AT_FDCWD, p).map_err(raw)?;
+        drop(fh);
         let fd = t
             .openat(Fd::AT_FDCWD, p, OpenFlags::RDONLY | OpenFlags::CLOEXEC, 0)
             .map_err(raw)?;
-        let host = t.host_fd(fd);
-        let _ = t.close(fd);
-        t.open_exec(Fd::AT_FDCWD, p).map_err(raw)?;
-        let same = match host {
-            Ok(h) => {
-                let mine = fstat_host(h.as_raw_fd());
-                let theirs = std::fs::File::open(format!("/proc/{}/cwd", n.pid))
-                    .ok()
-                    .and_then(|cwd| {
-                        let c = CString::new(p).ok()?;
-                        let mut st: libc::stat = unsafe_zeroed_stat();
-                        // SAFETY: `c` is NUL-terminated; `st` is a stat the call fills.
-                        let r = unsafe { libc::fstatat(cwd.as_raw_fd(), c.as_ptr(), &mut st, 0) };
-                        (r == 0).then_some((st.st_dev, st.st_ino))
-                    });
-                mine.is_some() && mine == theirs
-            }
-            Err(_) => false,
+        let host = t.host_fd(fd).ok();
+        let mine = host.as_ref().and_then(|h| fstat_host(h.as_raw_fd()));
+        // Only an absolute path can name a host file as it is: the kernel's working
+        // directory is the exec directory, which holds nothing else.
+        let theirs = (p.first() == Some(&b'/'))
+            .then(|| host_stat_from_cwd(n.pid, p).map(|(dev, ino, _)| (dev, ino)))
+            .flatten();
+        if mine.is_some() && mine == theirs {
+            let _ = t.close(fd);
+            pr.exec_pending = true;
+            return Ok(Answer::Continue);
+        }
+        let mut head = [0u8; 2];
+        let script = t.pread(fd, &mut head, 0) == Ok(2) && &head == b"#!";
+        let src = match host {
+            Some(h) => Ok(h),
+            None => t.fget_file(fd).map_err(raw).and_then(|f| {
+                let mem = sys::placeholder()?;
+                let mut buf = vec![0u8; CHUNK];
+                let mut off = 0u64;
+                loop {
+                    let k = f
+                        .read_at(&mut buf, off)
+                        .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
+                    if k == 0 {
+                        break;
+                    }
+                    sys::pwrite_all(mem.as_fd(), &buf[..k], off)?;
+                    off += k as u64;
+                }
+                Ok(mem)
+            }),
         };
-        if !same {
-            eprintln!(
-                "uvfs run: execve {}: the file is not the host file at that path (it exists \
-                 only in uvfs, or a bind shadows it); running such files is not supported \
-                 yet (EACCES)",
-                String::from_utf8_lossy(p)
+        let _ = t.close(fd);
+        let src = src?;
+        if p.first() != Some(&b'/') {
+            return self.execve_relative(tgid, n, p, src.as_fd(), script);
+        }
+        let k = sys::addfd(self.listener.as_fd(), n.id, src.as_fd(), None, !script)?;
+        let new = format!("/dev/fd/{k}\0").into_bytes();
+        // The string's own storage: its length as read, plus its NUL.
+        let fits = p.len() + 1 >= new.len();
+        if !fits || sys::write_mem(n.pid, n.args[0], &new).is_err() {
+            // K stays open in the program: a descriptor it did not ask for, closed at its
+            // next exec (binary) or left (script); the call fails.
+            log!(
+                "uvfs run: execve {}: the file is not the host's at that path, and the path \
+                 string is {} to be rewritten to /dev/fd/{k}; running it is not supported \
+                 (EACCES)",
+                String::from_utf8_lossy(p),
+                if fits { "read-only" } else { "too short" }
             );
             return Err(libc::EACCES);
         }
         pr.exec_pending = true;
+        Ok(Answer::Continue)
+    }
+
+    /// A relative `execve` (`./a.out`, `bin/test`) of a file the kernel cannot see there:
+    /// the file at `EXEC_FD` in the program, and `p` made in the exec directory (the
+    /// program's kernel working directory) as a symlink to `/proc/self/fd/EXEC_FD`.
+    fn execve_relative(
+        &mut self,
+        tgid: i32,
+        n: &Notif,
+        p: &[u8],
+        src: BorrowedFd<'_>,
+        script: bool,
+    ) -> R {
+        let comps: Vec<&[u8]> = p
+            .split(|&b| b == b'/')
+            .filter(|c| !c.is_empty() && *c != b".")
+            .collect();
+        let why = if comps.is_empty() || comps.contains(&&b".."[..]) {
+            Some("it has a .. component")
+        } else if sys::proc_fd_link(n.pid, EXEC_FD).is_some() {
+            Some("the program holds descriptor 1023")
+        } else {
+            None
+        };
+        let done = why.map_or_else(
+            || {
+                let mut dir = self.execdir.clone();
+                for c in &comps[..comps.len() - 1] {
+                    dir.push(std::ffi::OsStr::from_bytes(c));
+                }
+                std::fs::create_dir_all(&dir).map_err(|_| "the exec directory cannot hold it")?;
+                let link = dir.join(std::ffi::OsStr::from_bytes(comps[comps.len() - 1]));
+                let target = format!("/proc/self/fd/{EXEC_FD}");
+                match std::fs::read_link(&link) {
+                    Ok(t) if t.as_os_str().as_bytes() == target.as_bytes() => {}
+                    Ok(_) | Err(_) if link.symlink_metadata().is_ok() => {
+                        return Err("the exec directory has another entry there")
+                    }
+                    _ => std::os::unix::fs::symlink(&target, &link)
+                        .map_err(|_| "the exec directory cannot hold it")?,
+                }
+                sys::addfd(self.listener.as_fd(), n.id, src, Some(EXEC_FD), !script)
+                    .map_err(|_| "descriptor 1023 is past the program's RLIMIT_NOFILE")?;
+                Ok(())
+            },
+            Err,
+        );
+        if let Err(why) = done {
+            log!(
+                "uvfs run: execve {}: the file is not the host's at that path and {why}; \
+                 running it is not supported (EACCES)",
+                String::from_utf8_lossy(p)
+            );
+            return Err(libc::EACCES);
+        }
+        if let Some(pr) = self.procs.get_mut(&tgid) {
+            pr.exec_pending = true;
+        }
         Ok(Answer::Continue)
     }
 
@@ -1495,18 +1943,58 @@ fn proc_self(p: Vec<u8>, tgid: i32, tid: i32) -> Vec<u8> {
     p
 }
 
-/// The descriptor a `/proc/TGID/fd/N` path names (after [`proc_self`]), for the calls that
-/// act on the file behind the magic link (`chmod`, `chown`, `stat`).
+/// The descriptor a magic link names: `/dev/stdin`, `/dev/stdout`, `/dev/stderr`,
+/// `/dev/fd/N`, `/proc/TGID/fd/N` and `/proc/TGID/task/TID/fd/N` (after [`proc_self`]). On
+/// the host these are symlinks into `/proc/self`, which hostfs would resolve as the
+/// supervisor's; the program means its own descriptor.
 fn magic_fd(p: &[u8], tgid: i32) -> Option<i32> {
-    let pre = format!("/proc/{tgid}/fd/");
-    let n = p.strip_prefix(pre.as_bytes())?;
-    std::str::from_utf8(n).ok()?.parse().ok()
+    match p {
+        b"/dev/stdin" => return Some(0),
+        b"/dev/stdout" => return Some(1),
+        b"/dev/stderr" => return Some(2),
+        _ => {}
+    }
+    let num = |n: &[u8]| -> Option<i32> {
+        (!n.is_empty() && n.iter().all(u8::is_ascii_digit))
+            .then(|| std::str::from_utf8(n).ok()?.parse().ok())
+            .flatten()
+    };
+    if let Some(n) = p.strip_prefix(b"/dev/fd/") {
+        return num(n);
+    }
+    let rest = p.strip_prefix(format!("/proc/{tgid}/").as_bytes())?;
+    if let Some(n) = rest.strip_prefix(b"fd/") {
+        return num(n);
+    }
+    let rest = rest.strip_prefix(b"task/")?;
+    let slash = rest.iter().position(|&b| b == b'/')?;
+    num(rest[slash + 1..].strip_prefix(b"fd/")?)
+}
+
+/// Whether thread `tid` of `tgid` is alive: its pidfd, or (without one) its
+/// `/proc/TGID/task/TID` entry.
+fn thread_alive(tgid: i32, tid: i32, fd: &Option<OwnedFd>) -> bool {
+    match fd {
+        Some(fd) => !sys::exited(fd.as_fd()),
+        None => Path::new(&format!("/proc/{tgid}/task/{tid}")).exists(),
+    }
 }
 
 /// A zeroed `struct stat`.
 fn unsafe_zeroed_stat() -> libc::stat {
     // SAFETY: `struct stat` is plain integers; all-zero is valid.
     unsafe { std::mem::zeroed() }
+}
+
+/// `(st_dev, st_ino, st_mode)` of `path` as process `pid`'s kernel resolves it (from its
+/// kernel working directory), without following a final symlink's target check.
+fn host_stat_from_cwd(pid: i32, path: &[u8]) -> Option<(u64, u64, u32)> {
+    let cwd = std::fs::File::open(format!("/proc/{pid}/cwd")).ok()?;
+    let c = CString::new(path).ok()?;
+    let mut st = unsafe_zeroed_stat();
+    // SAFETY: `c` is NUL-terminated; `st` is a stat the call fills.
+    let r = unsafe { libc::fstatat(cwd.as_raw_fd(), c.as_ptr(), &mut st, 0) };
+    (r == 0).then_some((st.st_dev, st.st_ino, st.st_mode))
 }
 
 /// `(st_dev, st_ino)` of a host descriptor.
@@ -1519,20 +2007,32 @@ fn fstat_host(fd: i32) -> Option<(u64, u64)> {
 
 /// `read`/`pread` of `len` bytes into the program's `buf`, through a bounded buffer.
 fn read_into(t: &Task, pid: i32, fd: Fd, buf: u64, len: u64, off: Option<i64>) -> R {
-    let len = len.min(isize::MAX as u64) as usize;
+    // `access_ok`: a range past the user address space is EFAULT before anything is read.
+    if buf.checked_add(len).is_none_or(|end| end > TASK_SIZE) {
+        return Err(libc::EFAULT);
+    }
+    let len = len.min(MAX_RW_COUNT) as usize;
+    // Read at the position, copy what the program can take, then move the position by
+    // what it took: a buffer that faults part way gets a short read and keeps the rest
+    // of the file for the next read, as Linux's `copy_to_user` (EFAULT when nothing fit).
+    let start = match off {
+        Some(o) => o,
+        None => t.lseek(fd, 0, libc::SEEK_CUR).map_err(raw)?,
+    };
     let mut tmp = vec![0u8; len.min(CHUNK)];
     let mut done = 0usize;
+    let mut fault = false;
     while done < len {
         let want = (len - done).min(CHUNK);
-        let r = match off {
-            Some(o) => t.pread(fd, &mut tmp[..want], o + done as i64),
-            None => t.read(fd, &mut tmp[..want]),
-        };
-        match r {
+        match t.pread(fd, &mut tmp[..want], start + done as i64) {
             Ok(0) => break,
             Ok(k) => {
-                sys::write_mem(pid, buf + done as u64, &tmp[..k])?;
-                done += k;
+                let w = sys::write_mem_partial(pid, buf + done as u64, &tmp[..k]);
+                done += w;
+                if w < k {
+                    fault = true;
+                    break;
+                }
                 if k < want {
                     break;
                 }
@@ -1540,6 +2040,13 @@ fn read_into(t: &Task, pid: i32, fd: Fd, buf: u64, len: u64, off: Option<i64>) -
             Err(e) if done == 0 => return Err(raw(e)),
             Err(_) => break,
         }
+    }
+    if off.is_none() && done > 0 {
+        t.lseek(fd, start + done as i64, libc::SEEK_SET)
+            .map_err(raw)?;
+    }
+    if fault && done == 0 {
+        return Err(libc::EFAULT);
     }
     val(done)
 }

@@ -418,3 +418,24 @@ pub(crate) fn pwrite_all(fd: BorrowedFd<'_>, mut buf: &[u8], mut off: u64) -> Re
     }
     Ok(())
 }
+
+/// Writes as much of `buf` at `addr` of process `pid` as is writable from the start
+/// (`process_vm_writev` stops at the first page it cannot write); returns the count.
+pub(crate) fn write_mem_partial(pid: i32, addr: u64, buf: &[u8]) -> usize {
+    let mut done = 0usize;
+    while done < buf.len() {
+        // One page at a time from the first fault, so the count is exact.
+        let to_page = (4096 - ((addr + done as u64) % 4096) as usize).min(buf.len() - done);
+        match write_mem(pid, addr + done as u64, &buf[done..done + to_page]) {
+            Ok(()) => done += to_page,
+            Err(_) => break,
+        }
+        if done == to_page && done < buf.len() {
+            // The first page went in: try the rest in one call, page by page on failure.
+            if write_mem(pid, addr + done as u64, &buf[done..]).is_ok() {
+                return buf.len();
+            }
+        }
+    }
+    done
+}

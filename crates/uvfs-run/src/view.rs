@@ -38,6 +38,11 @@ impl Bind {
             return Err(format!("--bind {s}: expected HOST:PATH[:ro|rw]"));
         };
         check_path(path).map_err(|e| format!("--bind {s}: {e}"))?;
+        // `/data/` and `/data` are one PATH.
+        let path = match path.trim_end_matches('/') {
+            "" => "/",
+            p => p,
+        };
         if host.is_empty() {
             return Err(format!("--bind {s}: HOST is empty"));
         }
@@ -110,8 +115,14 @@ pub(crate) fn build(opts: &crate::RunOptions) -> Result<View, String> {
         }
         binds.push(b.clone());
     }
-    for t in &opts.tmpfs {
+    for (i, t) in opts.tmpfs.iter().enumerate() {
         check_path(t).map_err(|m| format!("--tmpfs {t}: {m}"))?;
+        if opts.tmpfs[..i]
+            .iter()
+            .any(|o| o.trim_end_matches('/') == t.trim_end_matches('/'))
+        {
+            return Err(format!("--tmpfs {t}: PATH given twice"));
+        }
         mkdir_p(&task, t).map_err(|m| format!("--tmpfs {t}: {m}"))?;
         task.mount(
             &uvfs::tmpfs::mount(Default::default()),

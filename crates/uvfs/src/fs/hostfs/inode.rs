@@ -742,7 +742,8 @@ impl InodeOps for HostInode {
 
 impl FileOps for HostInode {
     /// For a regular file: the shared data descriptor, opened (or reopened wider) with the
-    /// widest access the host grants that covers `flags`.
+    /// access that covers `flags` and the opens before it (read only when only reading:
+    /// a writable host descriptor would make the host's `execve` of the file ETXTBSY).
     fn open(&self, inode: &Inode, flags: OpenFlags) -> Result<u64> {
         if inode.is_dir() {
             // An open directory keeps its descriptor (which then outlives eviction and
@@ -772,7 +773,11 @@ impl FileOps for HostInode {
             let tries: &[(OFlags, bool, bool)] = match (read, write) {
                 (true, true) => &[(OFlags::RDWR, true, true)],
                 (false, true) => &[(OFlags::RDWR, true, true), (OFlags::WRONLY, false, true)],
-                _ => &[(OFlags::RDWR, true, true), (OFlags::RDONLY, true, false)],
+                // Read only: never write access the caller did not ask for. A host
+                // descriptor open for writing makes every `execve` of the file on the host
+                // fail with ETXTBSY (`deny_write_access`) while it is held, and a
+                // read-only bind must not hold one at all.
+                _ => &[(OFlags::RDONLY, true, false)],
             };
             let mut last = Errno::EACCES;
             let mut got = None;
