@@ -747,18 +747,23 @@ impl Sup {
                 sys::write_mem(pid, a[1], &stat_bytes(&st))?;
                 val(0)
             }
-            SYS_newfstatat => {
-                let fl = a[3] as u32;
-                let p = if a[1] == 0 && fl & AT_EMPTY_PATH as u32 != 0 {
+            SYS_newfstatat | SYS_statx => {
+                // (dirfd, path, flags): newfstatat(dirfd, path, buf, flags),
+                // statx(dirfd, path, flags, mask, buf).
+                let fl = if n.nr == SYS_statx {
+                    a[2] as u32
+                } else {
+                    a[3] as u32
+                };
+                let empty = fl & AT_EMPTY_PATH as u32 != 0;
+                let p = if a[1] == 0 && empty {
                     Vec::new()
                 } else {
                     path(1)?
                 };
-                if p.is_empty()
-                    && fl & AT_EMPTY_PATH as u32 != 0
-                    && fdarg(0) != AT_FDCWD
-                    && !is_uvfs(fdarg(0))
-                {
+                // The program's own descriptor (AT_EMPTY_PATH), or a magic link to one or
+                // the link itself: the kernel's.
+                if p.is_empty() && empty && fdarg(0) != AT_FDCWD && !is_uvfs(fdarg(0)) {
                     return Ok(Answer::Continue);
                 }
                 let nofollow = fl & AT_SYMLINK_NOFOLLOW as u32 != 0;
@@ -769,38 +774,14 @@ impl Sup {
                     Some(m) => (Fd(m), Vec::new(), fl | AT_EMPTY_PATH as u32),
                     None => (dirfd(fdarg(0), &p)?, p, fl),
                 };
-                let st = t
-                    .fstatat(d, p.as_slice(), AtFlags::from_bits_retain(fl))
-                    .map_err(raw)?;
-                sys::write_mem(pid, a[2], &stat_bytes(&st))?;
-                val(0)
-            }
-            SYS_statx => {
-                let fl = a[2] as u32;
-                let p = if a[1] == 0 && fl & AT_EMPTY_PATH as u32 != 0 {
-                    Vec::new()
+                let fl = AtFlags::from_bits_retain(fl);
+                if n.nr == SYS_statx {
+                    let sx = t.statx(d, p.as_slice(), fl, a[3] as u32).map_err(raw)?;
+                    sys::write_mem(pid, a[4], &statx_bytes(&sx))?;
                 } else {
-                    path(1)?
-                };
-                if p.is_empty()
-                    && fl & AT_EMPTY_PATH as u32 != 0
-                    && fdarg(0) != AT_FDCWD
-                    && !is_uvfs(fdarg(0))
-                {
-                    return Ok(Answer::Continue);
+                    let st = t.fstatat(d, p.as_slice(), fl).map_err(raw)?;
+                    sys::write_mem(pid, a[2], &stat_bytes(&st))?;
                 }
-                let nofollow = fl & AT_SYMLINK_NOFOLLOW as u32 != 0;
-                if magic(&p).is_some_and(|m| !is_uvfs(m) || nofollow) {
-                    return Ok(Answer::Continue);
-                }
-                let (d, p, fl) = match magic(&p) {
-                    Some(m) => (Fd(m), Vec::new(), fl | AT_EMPTY_PATH as u32),
-                    None => (dirfd(fdarg(0), &p)?, p, fl),
-                };
-                let sx = t
-                    .statx(d, p.as_slice(), AtFlags::from_bits_retain(fl), a[3] as u32)
-                    .map_err(raw)?;
-                sys::write_mem(pid, a[4], &statx_bytes(&sx))?;
                 val(0)
             }
             SYS_fstat => {
