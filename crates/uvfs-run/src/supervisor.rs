@@ -178,6 +178,7 @@ fn notified() -> Vec<u32> {
         SYS_mount_setattr,
         SYS_bind,
         SYS_connect,
+        SYS_unshare,
     ]
     .iter()
     .map(|&n| n as u32)
@@ -555,32 +556,31 @@ fn ok0(r: uvfs::Result<()>) -> R {
 impl Sup {
     /// Serves notifications until every process under the filter has exited.
     fn serve(&mut self) -> io::Result<()> {
+        // Synchronous wake-ups (Linux 6.6): the notifying thread hands its CPU to the
+        // supervisor and gets it back with the answer, instead of two cross-CPU wake-ups
+        // per call. Older kernels refuse the flag (EINVAL): the plain way works there.
+        sys::set_sync_wakeup(self.listener.as_fd());
+        let mut since_sweep = 0u32;
         loop {
-            let mut p = libc::pollfd {
-                fd: self.listener.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            // SAFETY: one pollfd.
-            let r = unsafe { libc::poll(&mut p, 1, 250) };
-            if r < 0 {
-                if sys::errno() == libc::EINTR {
-                    continue;
-                }
-                return Err(io::Error::last_os_error());
-            }
-            if r == 0 {
-                self.sweep();
-                continue;
-            }
-            if p.revents & libc::POLLIN == 0 && p.revents & (libc::POLLHUP | libc::POLLERR) != 0 {
-                return Ok(());
-            }
+            // RECV blocks until a call comes, or until no process is left under the filter
+            // (then it returns ENOENT and the listener polls as hung up).
             let n = match sys::recv(self.listener.as_fd()) {
                 Ok(n) => n,
-                Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::EINTR)) => continue,
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                    if sys::hung_up(self.listener.as_fd()) {
+                        return Ok(());
+                    }
+                    // The caller died between its call and our RECV.
+                    continue;
+                }
                 Err(e) => return Err(e),
             };
+            since_sweep += 1;
+            if since_sweep >= 4096 {
+                since_sweep = 0;
+                self.sweep();
+            }
             let a = match self.proc_of(n.pid) {
                 Some(tgid) => self.handle(tgid, &n).unwrap_or_else(Answer::Err),
                 None => Answer::Err(libc::ENOSYS),
@@ -600,14 +600,14 @@ impl Sup {
     /// The thread-group id of thread `tid`, making its process's task on first sight: a
     /// child gets the table its parent forked for it at `clone`.
     fn proc_of(&mut self, tid: i32) -> Option<i32> {
-        if let Some(p) = self.procs.get(&tid) {
-            if !sys::exited(p.pidfd.as_fd()) {
-                return Some(tid);
-            }
-            self.procs.remove(&tid);
+        // Known threads are trusted without a liveness check per call: their pid is reused
+        // only after the kernel's pid counter wraps (pid_max), and the sweeps at every new
+        // process and every 4096 calls drop the dead ones first.
+        if self.procs.contains_key(&tid) {
+            return Some(tid);
         }
-        if let Some((tgid, fd)) = self.threads.get(&tid) {
-            if self.procs.contains_key(tgid) && thread_alive(*tgid, tid, fd) {
+        if let Some((tgid, _)) = self.threads.get(&tid) {
+            if self.procs.contains_key(tgid) {
                 return Some(*tgid);
             }
             self.threads.remove(&tid);
@@ -1510,6 +1510,29 @@ impl Sup {
             467 => self.unsupported("open_tree_attr"),
             468 | 469 => self.unsupported("file_getattr/file_setattr"),
             SYS_io_uring_setup => self.unsupported("io_uring"),
+            SYS_unshare => {
+                // A thread that leaves its process's descriptor table or file-system
+                // context (CLONE_FILES, CLONE_FS) would need a uvfs table of its own; uvfs
+                // run keeps one per process. In a single-threaded process there is nothing
+                // shared to leave: the kernel's call is all there is.
+                let fl = a[0] as i32;
+                if fl & (CLONE_FILES | CLONE_FS) == 0 {
+                    return Ok(Answer::Continue);
+                }
+                let threads = std::fs::read_to_string(format!("/proc/{tgid}/status"))
+                    .ok()
+                    .and_then(|st| {
+                        st.lines()
+                            .find_map(|l| l.strip_prefix("Threads:"))
+                            .and_then(|v| v.trim().parse::<u32>().ok())
+                    })
+                    .unwrap_or(2);
+                if threads > 1 {
+                    return self
+                        .unsupported("unshare(CLONE_FILES/CLONE_FS) in a multi-threaded process");
+                }
+                Ok(Answer::Continue)
+            }
             SYS_mount | SYS_umount2 | SYS_pivot_root | SYS_open_tree | SYS_move_mount
             | SYS_fsopen | SYS_fsconfig | SYS_fsmount | SYS_fspick | SYS_mount_setattr => {
                 if self.said.insert("mount".into()) {

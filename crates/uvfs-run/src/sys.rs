@@ -439,3 +439,28 @@ pub(crate) fn write_mem_partial(pid: i32, addr: u64, buf: &[u8]) -> usize {
     }
     done
 }
+
+/// `SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP`: the notifying thread and the supervisor hand the
+/// CPU to each other (Linux 6.6). Best effort: older kernels refuse it and work without.
+pub(crate) fn set_sync_wakeup(listener: BorrowedFd<'_>) {
+    // SAFETY: the ioctl takes its flags by value.
+    unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_SET_FLAGS,
+            1u64,
+        );
+    }
+}
+
+/// Whether the listener polls as hung up: no process is left under the filter.
+pub(crate) fn hung_up(listener: BorrowedFd<'_>) -> bool {
+    let mut p = libc::pollfd {
+        fd: listener.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one pollfd, zero timeout.
+    let r = unsafe { libc::poll(&mut p, 1, 0) };
+    r > 0 && p.revents & libc::POLLHUP != 0
+}
