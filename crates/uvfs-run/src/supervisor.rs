@@ -1,9 +1,11 @@
 //! The supervisor: starts the program under the filter and answers its notified calls from
 //! uvfs tasks, one per process of the program.
 //!
-//! One thread serves the listener, so notifications are answered one at a time: a uvfs
-//! descriptor is in the process's uvfs table before the kernel descriptor of the same
-//! number can be used by another thread of the program. Invariant: every descriptor in a
+//! One serving thread per CPU receives notifications; a call holds its process's lock until
+//! it is answered, so one process's calls are answered one at a time (a uvfs descriptor is
+//! in the process's uvfs table before the kernel descriptor of the same number can be used
+//! by another thread of the program) and different processes' calls in parallel. Lock
+//! order: see [`Sup`]. Invariant: every descriptor in a
 //! process's uvfs table has a kernel descriptor of the same number (its placeholder or host
 //! file); descriptors uvfs does not hold are the program's own (pipes, sockets, the
 //! terminal, host devices) and their calls run natively.
@@ -14,6 +16,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use uvfs::{AtFlags, Errno, Fcntl, Fd, OpenFlags, RenameFlags, Task, Timespec};
 
@@ -217,24 +220,35 @@ struct PendingFork {
 /// goes first).
 const MAX_PENDING: usize = 4096;
 
-/// The supervisor's state.
+/// The supervisor's state, shared by its threads.
+///
+/// Lock order: `procs` -> `threads` -> one `Proc` -> `pending` -> `said`. A call holds its
+/// process's `Proc` lock from start to answer, so one process's calls are answered one at
+/// a time (the descriptor-number invariant: a uvfs descriptor is in the uvfs table before
+/// the same number can be used by another thread of the program) while other processes'
+/// calls are answered in parallel.
 struct Sup {
     listener: OwnedFd,
     /// Processes by thread-group id.
-    procs: HashMap<i32, Proc>,
+    procs: Mutex<HashMap<i32, Arc<Mutex<Proc>>>>,
     /// Threads that are not thread-group leaders: tid -> (tgid, thread pidfd; `None` on
     /// kernels before 6.9, which have no `PIDFD_THREAD`).
-    threads: HashMap<i32, (i32, Option<OwnedFd>)>,
+    threads: Mutex<HashMap<i32, (i32, Option<OwnedFd>)>>,
     /// Tables forked at `clone` for children not seen yet, oldest first.
-    pending: VecDeque<PendingFork>,
+    pending: Mutex<VecDeque<PendingFork>>,
     /// Calls already reported as unsupported (one log line each).
-    said: HashSet<String>,
+    said: Mutex<HashSet<String>>,
     /// The kernel's working directory of every process of the program, a private host
     /// directory (0700, removed at the end): a relative `execve` of a file the kernel
     /// cannot see at that path is made to resolve here, to a symlink of the same relative
     /// name pointing at `/proc/self/fd/EXEC_FD` (see `Sup::execve`). The processes' real
     /// working directories are uvfs's.
     execdir: std::path::PathBuf,
+}
+
+/// Locks `m`; a panic of another supervisor thread (a bug) does not poison the rest.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The descriptor number a relative `execve` installs its file at: one number for every
@@ -355,24 +369,43 @@ pub(crate) fn run(view: &View, argv: &[OsString]) -> Result<i32, String> {
         libc::signal(libc::SIGQUIT, libc::SIG_IGN);
     }
     let pidfd = sys::pidfd_open(pid, 0).map_err(|e| format!("uvfs run: pidfd_open: {e}"))?;
-    let mut sup = Sup {
+    let sup = Sup {
         listener,
-        procs: HashMap::new(),
-        threads: HashMap::new(),
-        pending: VecDeque::new(),
-        said: HashSet::new(),
+        procs: Mutex::new(HashMap::new()),
+        threads: Mutex::new(HashMap::new()),
+        pending: Mutex::new(VecDeque::new()),
+        said: Mutex::new(HashSet::new()),
         execdir: execdir.clone(),
     };
-    sup.procs.insert(
+    lock(&sup.procs).insert(
         pid,
-        Proc {
+        Arc::new(Mutex::new(Proc {
             task,
             pidfd,
             max_fd: -1,
             exec_pending: false,
-        },
+        })),
     );
-    let r = sup.serve();
+    // Synchronous wake-ups (Linux 6.6): the notifying thread hands its CPU to the
+    // supervisor and gets it back with the answer, instead of two cross-CPU wake-ups per
+    // call. Older kernels refuse the flag (EINVAL): the plain way works there.
+    sys::set_sync_wakeup(sup.listener.as_fd());
+    // One serving thread per CPU: every one blocks in RECV, and all return when no
+    // process is left under the filter (RECV's ENOENT with the listener hung up).
+    let n = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 16);
+    let r = std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..n).map(|_| sc.spawn(|| sup.serve())).collect();
+        let rs: Vec<io::Result<()>> = hs
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(io::Error::other("a supervisor thread panicked")))
+            })
+            .collect();
+        rs.into_iter().collect::<io::Result<()>>()
+    });
     if let Err(e) = &r {
         // SAFETY: kill with integer arguments; the program must not outlive its supervisor
         // blocked on a listener nobody reads.
@@ -555,11 +588,7 @@ fn ok0(r: uvfs::Result<()>) -> R {
 
 impl Sup {
     /// Serves notifications until every process under the filter has exited.
-    fn serve(&mut self) -> io::Result<()> {
-        // Synchronous wake-ups (Linux 6.6): the notifying thread hands its CPU to the
-        // supervisor and gets it back with the answer, instead of two cross-CPU wake-ups
-        // per call. Older kernels refuse the flag (EINVAL): the plain way works there.
-        sys::set_sync_wakeup(self.listener.as_fd());
+    fn serve(&self) -> io::Result<()> {
         let mut since_sweep = 0u32;
         loop {
             // RECV blocks until a call comes, or until no process is left under the filter
@@ -582,7 +611,10 @@ impl Sup {
                 self.sweep();
             }
             let a = match self.proc_of(n.pid) {
-                Some(tgid) => self.handle(tgid, &n).unwrap_or_else(Answer::Err),
+                Some((tgid, pr)) => {
+                    let mut pr = lock(&pr);
+                    self.handle(tgid, &mut pr, &n).unwrap_or_else(Answer::Err)
+                }
                 None => Answer::Err(libc::ENOSYS),
             };
             sys::respond(self.listener.as_fd(), n.id, a)?;
@@ -590,27 +622,46 @@ impl Sup {
     }
 
     /// Drops the processes and threads that have exited (their uvfs tables close).
-    fn sweep(&mut self) {
-        self.procs.retain(|_, p| !sys::exited(p.pidfd.as_fd()));
-        let procs = &self.procs;
-        self.threads
+    fn sweep(&self) {
+        let mut procs = lock(&self.procs);
+        // A process with a call in progress (its lock held) is alive.
+        procs.retain(|_, p| p.try_lock().map_or(true, |p| !sys::exited(p.pidfd.as_fd())));
+        lock(&self.threads)
             .retain(|tid, (tgid, fd)| procs.contains_key(tgid) && thread_alive(*tgid, *tid, fd));
     }
 
     /// The thread-group id of thread `tid`, making its process's task on first sight: a
     /// child gets the table its parent forked for it at `clone`.
-    fn proc_of(&mut self, tid: i32) -> Option<i32> {
-        // Known threads are trusted without a liveness check per call: their pid is reused
-        // only after the kernel's pid counter wraps (pid_max), and the sweeps at every new
-        // process and every 4096 calls drop the dead ones first.
-        if self.procs.contains_key(&tid) {
-            return Some(tid);
-        }
-        if let Some((tgid, _)) = self.threads.get(&tid) {
-            if self.procs.contains_key(tgid) {
-                return Some(*tgid);
+    fn proc_of(&self, tid: i32) -> Option<(i32, Arc<Mutex<Proc>>)> {
+        {
+            // Known threads are trusted without a liveness check per call: their pid is
+            // reused only after the kernel's pid counter wraps (pid_max), and the sweeps at
+            // every new process and every 4096 calls drop the dead ones first.
+            let procs = lock(&self.procs);
+            if let Some(p) = procs.get(&tid) {
+                return Some((tid, p.clone()));
             }
-            self.threads.remove(&tid);
+            if let Some((tgid, _)) = lock(&self.threads).get(&tid) {
+                if let Some(p) = procs.get(tgid) {
+                    return Some((*tgid, p.clone()));
+                }
+            }
+        }
+        self.sweep();
+        // The rest under the table lock: two threads of a new process must not both make
+        // (and take a pending table for) it.
+        let mut procs = lock(&self.procs);
+        self.resolve_locked(&mut procs, tid)
+    }
+
+    /// [`proc_of`](Self::proc_of)'s first sight of `tid`. Context: caller holds `procs`.
+    fn resolve_locked(
+        &self,
+        procs: &mut HashMap<i32, Arc<Mutex<Proc>>>,
+        tid: i32,
+    ) -> Option<(i32, Arc<Mutex<Proc>>)> {
+        if let Some(p) = procs.get(&tid) {
+            return Some((tid, p.clone()));
         }
         let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
         let field = |name: &str| -> Option<i32> {
@@ -621,19 +672,19 @@ impl Sup {
         };
         let (tgid, ppid) = (field("Tgid:")?, field("PPid:")?);
         if tgid != tid {
-            self.proc_of(tgid)?;
+            let (_, p) = self.resolve_locked(procs, tgid)?;
             let fd = match sys::pidfd_open(tid, PIDFD_THREAD) {
                 Ok(fd) => Some(fd),
                 Err(e) if e.raw_os_error() == Some(libc::EINVAL) => None,
                 Err(_) => return None,
             };
-            self.threads.insert(tid, (tgid, fd));
-            return Some(tgid);
+            lock(&self.threads).insert(tid, (tgid, fd));
+            return Some((tgid, p));
         }
-        self.sweep();
         // The clone this child came from (see `PendingFork`).
+        let mut pending = lock(&self.pending);
         let pick = |same_parent: bool| {
-            self.pending
+            pending
                 .iter()
                 .enumerate()
                 .filter(|(_, p)| p.last_pid < tid && (!same_parent || p.parent == ppid))
@@ -647,23 +698,22 @@ impl Sup {
             );
             return None;
         };
-        let task = self.pending.remove(i)?.task;
+        let task = pending.remove(i)?.task;
+        drop(pending);
         let pidfd = sys::pidfd_open(tid, 0).ok()?;
-        self.procs.insert(
-            tid,
-            Proc {
-                task,
-                pidfd,
-                max_fd: -1,
-                exec_pending: false,
-            },
-        );
-        Some(tid)
+        let p = Arc::new(Mutex::new(Proc {
+            task,
+            pidfd,
+            max_fd: -1,
+            exec_pending: false,
+        }));
+        procs.insert(tid, p.clone());
+        Some((tid, p))
     }
 
     /// One log line per unsupported call, then `ENOSYS`.
-    fn unsupported(&mut self, what: &str) -> R {
-        if self.said.insert(what.to_owned()) {
+    fn unsupported(&self, what: &str) -> R {
+        if lock(&self.said).insert(what.to_owned()) {
             log!("uvfs run: {what} is not supported on uvfs files yet (ENOSYS)");
         }
         Err(libc::ENOSYS)
@@ -671,11 +721,11 @@ impl Sup {
 
     /// Answers one notification of process `tgid`.
     #[allow(non_upper_case_globals)] // libc's SYS_* names in the patterns
-    fn handle(&mut self, tgid: i32, n: &Notif) -> R {
+    fn handle(&self, tgid: i32, pr: &mut Proc, n: &Notif) -> R {
         let pid = n.pid;
         let a = n.args;
-        if self.procs[&tgid].exec_pending {
-            self.settle_exec(tgid);
+        if pr.exec_pending {
+            settle_exec(pr, tgid);
         }
         // Reads the path argument `i` and checks the notification is still live, so that
         // memory of a recycled pid is never acted on.
@@ -689,7 +739,6 @@ impl Sup {
         };
         let fdarg = |i: usize| a[i] as i32;
         let magic = |p: &[u8]| magic_fd(p, tgid);
-        let pr = self.procs.get_mut(&tgid).ok_or(libc::ESRCH)?;
         let t = &pr.task;
         let is_uvfs = |fd: i32| fd >= 0 && t.fcntl(Fd(fd), Fcntl::GetFd).is_ok();
         // A `dirfd` argument: AT_FDCWD, a uvfs descriptor, or (for a relative path) an
@@ -724,8 +773,8 @@ impl Sup {
                     // The program's own descriptor (a pipe, the terminal): the kernel
                     // reopens it through its /proc, as it would without uvfs.
                     Some(m) if !is_uvfs(m) => Ok(Answer::Continue),
-                    Some(m) => self.reopen(tgid, n, m, fl),
-                    None => self.open(tgid, n, d, &p, fl, mode),
+                    Some(m) => self.reopen(pr, n, m, fl),
+                    None => self.open(pr, n, d, &p, fl, mode),
                 }
             }
             SYS_stat | SYS_lstat => {
@@ -1235,7 +1284,7 @@ impl Sup {
                 if !is_uvfs(fd) {
                     return Ok(Answer::Continue);
                 }
-                self.dup_to(tgid, n, fd, 0, false)
+                self.dup_to(pr, n, fd, 0, false)
             }
             SYS_dup2 | SYS_dup3 => {
                 let (old, new) = (fdarg(0), fdarg(1));
@@ -1276,7 +1325,7 @@ impl Sup {
                         if min < 0 {
                             return Err(EINVAL);
                         }
-                        self.dup_to(tgid, n, fd, min, a[1] as i32 == F_DUPFD_CLOEXEC)
+                        self.dup_to(pr, n, fd, min, a[1] as i32 == F_DUPFD_CLOEXEC)
                     }
                     F_GETFD => Ok(Answer::Continue),
                     F_SETFD => {
@@ -1324,7 +1373,7 @@ impl Sup {
                     return Ok(Answer::Continue);
                 }
                 if fl & MAP_PRIVATE == 0 {
-                    if self.said.insert("mmap".into()) {
+                    if lock(&self.said).insert("mmap".into()) {
                         log!(
                             "uvfs run: a shared mmap of a file that exists only in uvfs is not \
                              supported (it would not stay coherent with the file; ENODEV)"
@@ -1332,7 +1381,7 @@ impl Sup {
                     }
                     return Err(ENODEV);
                 }
-                self.mmap_private(tgid, n, fd)
+                self.mmap_private(pr, n, fd)
             }
             SYS_sendfile | SYS_splice | SYS_tee | SYS_copy_file_range => {
                 // (in, in offset pointer, out, out offset pointer, count, flags)
@@ -1416,10 +1465,11 @@ impl Sup {
                         .ok()
                         .and_then(|s| s.trim().parse().ok())
                         .unwrap_or(0);
-                    if self.pending.len() >= MAX_PENDING {
-                        self.pending.pop_front();
+                    let mut pending = lock(&self.pending);
+                    if pending.len() >= MAX_PENDING {
+                        pending.pop_front();
                     }
-                    self.pending.push_back(PendingFork {
+                    pending.push_back(PendingFork {
                         parent: tgid,
                         last_pid,
                         task,
@@ -1429,7 +1479,7 @@ impl Sup {
             }
             SYS_execve => {
                 let p = path(0)?;
-                self.execve(tgid, n, &p)
+                self.execve(pr, n, &p)
             }
             SYS_openat2 => self.unsupported("openat2"),
             SYS_execveat => self.unsupported("execveat"),
@@ -1535,7 +1585,7 @@ impl Sup {
             }
             SYS_mount | SYS_umount2 | SYS_pivot_root | SYS_open_tree | SYS_move_mount
             | SYS_fsopen | SYS_fsconfig | SYS_fsmount | SYS_fspick | SYS_mount_setattr => {
-                if self.said.insert("mount".into()) {
+                if lock(&self.said).insert("mount".into()) {
                     log!("uvfs run: mount calls are refused: they would change the host's mounts (EPERM)");
                 }
                 Err(EPERM)
@@ -1585,39 +1635,36 @@ impl Sup {
     /// `open`/`openat`/`creat`: the file opened in uvfs, then its kernel descriptor
     /// installed at the number the kernel picks; the uvfs descriptor moved to that number.
     /// A device on a host bind is handed over as the host's device and left to the kernel.
-    fn open(&mut self, tgid: i32, n: &Notif, d: Fd, p: &[u8], flags: u32, mode: u32) -> R {
-        let pr = self.procs.get_mut(&tgid).ok_or(libc::ESRCH)?;
+    fn open(&self, pr: &mut Proc, n: &Notif, d: Fd, p: &[u8], flags: u32, mode: u32) -> R {
         let t = &pr.task;
         let cloexec = flags & libc::O_CLOEXEC as u32 != 0;
         let oflags = OpenFlags::from_bits_retain(flags);
         let fd = match t.openat(d, p, oflags, mode) {
             // uvfs drives no devices: a device node on a host bind opens the host's.
-            Err(Errno::ENXIO) => return self.open_device(tgid, n, d, p, flags),
+            Err(Errno::ENXIO) => return self.open_device(pr, n, d, p, flags),
             r => r.map_err(raw)?,
         };
-        self.install(tgid, n, fd, cloexec)
+        self.install(pr, n, fd, cloexec)
     }
 
     /// An open of `/proc/self/fd/M` (or `/dev/fd/M`, `/dev/stdin`...) for uvfs descriptor
     /// `m`: a new open file of the same file with `flags` (Linux's magic-link reopen,
     /// `dentry_open` with the permission checks of the new access), installed as `open`
     /// installs.
-    fn reopen(&mut self, tgid: i32, n: &Notif, m: i32, flags: u32) -> R {
-        let pr = self.procs.get_mut(&tgid).ok_or(libc::ESRCH)?;
+    fn reopen(&self, pr: &mut Proc, n: &Notif, m: i32, flags: u32) -> R {
         let t = &pr.task;
         let cloexec = flags & libc::O_CLOEXEC as u32 != 0;
         let old = t.fget_file(Fd(m)).map_err(raw)?;
         let oflags = OpenFlags::from_bits_retain(flags) & !(OpenFlags::CREAT | OpenFlags::EXCL);
         let f = t.dentry_open(old.file().dentry(), oflags).map_err(raw)?;
         let fd = t.install_file(f, cloexec).map_err(raw)?;
-        self.install(tgid, n, fd, cloexec)
+        self.install(pr, n, fd, cloexec)
     }
 
     /// Installs uvfs descriptor `fd` (just opened) in the program: its kernel descriptor
     /// (the host file, or a placeholder) at the number the kernel picks, and the uvfs
     /// descriptor moved there. A device is handed over as the host's and leaves uvfs.
-    fn install(&mut self, tgid: i32, n: &Notif, fd: Fd, cloexec: bool) -> R {
-        let pr = self.procs.get_mut(&tgid).ok_or(libc::ESRCH)?;
+    fn install(&self, pr: &mut Proc, n: &Notif, fd: Fd, cloexec: bool) -> R {
         let t = &pr.task;
         let st = match t.fstat(fd) {
             Ok(st) => st,
@@ -1671,8 +1718,7 @@ impl Sup {
     /// A device node on a host bind: the permission uvfs's view gives for the access asked,
     /// then the host's device installed, left to the kernel from then on (as the
     /// program's own descriptors are).
-    fn open_device(&mut self, tgid: i32, n: &Notif, d: Fd, p: &[u8], flags: u32) -> R {
-        let pr = self.procs.get_mut(&tgid).ok_or(libc::ESRCH)?;
+    fn open_device(&self, pr: &mut Proc, n: &Notif, d: Fd, p: &[u8], flags: u32) -> R {
         let t = &pr.task;
         let oflags = OpenFlags::from_bits_retain(flags);
         let want = match oflags.access_mode() {
@@ -1706,8 +1752,7 @@ impl Sup {
     /// is replaced by a memfd holding the file's contents as they are now, which the kernel
     /// then maps (a private mapping is a copy; Linux may show later writes to pages not
     /// yet copied, this shows none).
-    fn mmap_private(&mut self, tgid: i32, n: &Notif, fd: i32) -> R {
-        let pr = self.procs.get_mut(&tgid).ok_or(libc::ESRCH)?;
+    fn mmap_private(&self, pr: &mut Proc, n: &Notif, fd: i32) -> R {
         let t = &pr.task;
         let st = t.fstat(Fd(fd)).map_err(raw)?;
         if st.st_mode & 0o170000 != 0o100000 {
@@ -1736,8 +1781,7 @@ impl Sup {
 
     /// `dup`/`F_DUPFD`: the kernel descriptor duplicated at the lowest free number `>= min`
     /// of the program's table, and the uvfs descriptor at the same number.
-    fn dup_to(&mut self, tgid: i32, n: &Notif, fd: i32, min: i32, cloexec: bool) -> R {
-        let pr = self.procs.get_mut(&tgid).ok_or(libc::ESRCH)?;
+    fn dup_to(&self, pr: &mut Proc, n: &Notif, fd: i32, min: i32, cloexec: bool) -> R {
         let src = sys::pidfd_getfd(pr.pidfd.as_fd(), fd)?;
         let got = if min == 0 {
             // `dup`: the kernel picks the lowest free number itself, atomically.
@@ -1785,8 +1829,7 @@ impl Sup {
     ///   needs the string to be writable and at least as long as `/dev/fd/K`; else
     ///   `EACCES` with one line saying so. K is close-on-exec for a binary; a script keeps
     ///   it open (its interpreter reads `/dev/fd/K`), as `fexecve(3)` of a script needs.
-    fn execve(&mut self, tgid: i32, n: &Notif, p: &[u8]) -> R {
-        let pr = self.procs.get_mut(&tgid).ok_or(libc::ESRCH)?;
+    fn execve(&self, pr: &mut Proc, n: &Notif, p: &[u8]) -> R {
         let t = &pr.task;
         let fh = t.open_exec(Fd::AT_FDCWD, p).map_err(raw)?;
         drop(fh);
@@ -1829,7 +1872,7 @@ impl Sup {
         let _ = t.close(fd);
         let src = src?;
         if p.first() != Some(&b'/') {
-            return self.execve_relative(tgid, n, p, src.as_fd(), script);
+            return self.execve_relative(pr, n, p, src.as_fd(), script);
         }
         let k = sys::addfd(self.listener.as_fd(), n.id, src.as_fd(), None, !script)?;
         let new = format!("/dev/fd/{k}\0").into_bytes();
@@ -1855,8 +1898,8 @@ impl Sup {
     /// the file at `EXEC_FD` in the program, and `p` made in the exec directory (the
     /// program's kernel working directory) as a symlink to `/proc/self/fd/EXEC_FD`.
     fn execve_relative(
-        &mut self,
-        tgid: i32,
+        &self,
+        pr: &mut Proc,
         n: &Notif,
         p: &[u8],
         src: BorrowedFd<'_>,
@@ -1904,25 +1947,20 @@ impl Sup {
             );
             return Err(libc::EACCES);
         }
-        if let Some(pr) = self.procs.get_mut(&tgid) {
-            pr.exec_pending = true;
-        }
+        pr.exec_pending = true;
         Ok(Answer::Continue)
     }
+}
 
-    /// After an `execve` was let through: the descriptors the kernel closed on exec (their
-    /// numbers gone from `/proc/PID/fd`) are closed in uvfs too. A failed exec closed none.
-    fn settle_exec(&mut self, tgid: i32) {
-        let Some(pr) = self.procs.get_mut(&tgid) else {
-            return;
-        };
-        pr.exec_pending = false;
-        for fd in 0..=pr.max_fd {
-            if pr.task.fcntl(Fd(fd), Fcntl::GetFd) == Ok(libc::FD_CLOEXEC)
-                && sys::proc_fd_link(tgid, fd).is_none()
-            {
-                let _ = pr.task.close(Fd(fd));
-            }
+/// After an `execve` was let through: the descriptors the kernel closed on exec (their
+/// numbers gone from `/proc/PID/fd`) are closed in uvfs too. A failed exec closed none.
+fn settle_exec(pr: &mut Proc, tgid: i32) {
+    pr.exec_pending = false;
+    for fd in 0..=pr.max_fd {
+        if pr.task.fcntl(Fd(fd), Fcntl::GetFd) == Ok(libc::FD_CLOEXEC)
+            && sys::proc_fd_link(tgid, fd).is_none()
+        {
+            let _ = pr.task.close(Fd(fd));
         }
     }
 }
