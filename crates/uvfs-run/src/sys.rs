@@ -441,15 +441,16 @@ pub(crate) fn write_mem_partial(pid: i32, addr: u64, buf: &[u8]) -> usize {
 }
 
 /// `SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP`: the notifying thread and the supervisor hand the
-/// CPU to each other (Linux 6.6). Best effort: older kernels refuse it and work without.
-pub(crate) fn set_sync_wakeup(listener: BorrowedFd<'_>) {
+/// CPU to each other (Linux 6.6). Best effort: older kernels refuse it (false) and work
+/// without.
+pub(crate) fn set_sync_wakeup(listener: BorrowedFd<'_>) -> bool {
     // SAFETY: the ioctl takes its flags by value.
     unsafe {
         libc::ioctl(
             listener.as_raw_fd(),
             libc::SECCOMP_IOCTL_NOTIF_SET_FLAGS,
             1u64,
-        );
+        ) == 0
     }
 }
 
