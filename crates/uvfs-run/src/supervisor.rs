@@ -389,12 +389,18 @@ pub(crate) fn run(view: &View, argv: &[OsString]) -> Result<i32, String> {
     // Synchronous wake-ups (Linux 6.6): the notifying thread hands its CPU to the
     // supervisor and gets it back with the answer, instead of two cross-CPU wake-ups per
     // call. Older kernels refuse the flag (EINVAL): the plain way works there.
-    sys::set_sync_wakeup(sup.listener.as_fd());
+    let sync = sys::set_sync_wakeup(sup.listener.as_fd());
     // One serving thread per CPU: every one blocks in RECV, and all return when no
-    // process is left under the filter (RECV's ENOENT with the listener hung up).
-    let n = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .clamp(1, 16);
+    // process is left under the filter (RECV's ENOENT with the listener hung up). Kernels
+    // before 6.6 (no synchronous wake-ups either) do not wake a blocked RECV at the end:
+    // one thread there, which sees the end as soon as its RECV returns.
+    let n = if sync {
+        std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .clamp(1, 16)
+    } else {
+        1
+    };
     let r = std::thread::scope(|sc| {
         let hs: Vec<_> = (0..n).map(|_| sc.spawn(|| sup.serve())).collect();
         let rs: Vec<io::Result<()>> = hs
