@@ -243,3 +243,70 @@ fn python_gcc_git() {
         assert_eq!(text(&o.stdout), "one\n0\n", "{}", text(&o.stderr));
     }
 }
+
+/// Regressions from a review of the first slices, each against what Linux gives:
+/// - bug: a forked child's uvfs table was scanned from descriptor 0 to -1 (its parent's
+///   highest number was not inherited), so descriptors the kernel closed in the child
+///   (close_range, close-on-exec) stayed open in uvfs and a later pipe at that number read
+///   the old file; fix: the child starts with its parent's highest number.
+/// - bug: a file created on a read-write bind could not be run (ETXTBSY): hostfs kept the
+///   creating O_RDWR host descriptor; fix: it keeps an O_PATH one.
+/// - relative execs with `..` (`cd build && ../configure`) run, through a working
+///   directory deep enough below the exec directory.
+/// - SIGTERM to `uvfs run` reaches the program, which may handle it.
+#[test]
+fn review_regressions() {
+    if have("python3") {
+        let o = uvfs_run(&[
+            "--",
+            "python3",
+            "-c",
+            // The child closes every descriptor above 2 (close_range), then makes a pipe,
+            // which gets the number the parent's file had.
+            concat!(
+                "import os\n",
+                "f = os.open('/etc/hostname', os.O_RDONLY)\n",
+                "pid = os.fork()\n",
+                "if pid == 0:\n",
+                "    os.closerange(3, 100)\n",
+                "    r, w = os.pipe()\n",
+                "    os.write(w, b'from-pipe')\n",
+                "    print(os.read(r, 20).decode(), r)\n",
+                "    os._exit(0)\n",
+                "os.waitpid(pid, 0)\n",
+            ),
+        ]);
+        assert_eq!(text(&o.stdout), "from-pipe 3\n", "{}", text(&o.stderr));
+    }
+    let host = tempfile::tempdir().unwrap();
+    let spec = format!("{}:/work", host.path().display());
+    let o = uvfs_run(&[
+        "--bind",
+        &spec,
+        "--",
+        "sh",
+        "-c",
+        "cd /work && cp /bin/true t1 && ./t1 && echo ran && mkdir -p p/build && \
+         cp /bin/true p/configure && cd p/build && ../configure && echo configured",
+    ]);
+    assert_eq!(text(&o.stdout), "ran\nconfigured\n", "{}", text(&o.stderr));
+    let child = Command::new(env!("CARGO_BIN_EXE_uvfs"))
+        .args([
+            "run",
+            "--",
+            "sh",
+            "-c",
+            "trap 'echo got-term; exit 3' TERM; sleep 5 & wait",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    // kill(1): SIGTERM to uvfs run, which forwards it.
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(text(&o.stdout), "got-term\n");
+    assert_eq!(o.status.code(), Some(3));
+}

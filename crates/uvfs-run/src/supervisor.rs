@@ -16,6 +16,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use uvfs::{AtFlags, Errno, Fcntl, Fd, OpenFlags, RenameFlags, Task, Timespec};
@@ -198,6 +199,13 @@ struct Proc {
     max_fd: i32,
     /// An `execve` was let through; whether it succeeded is read at the next call.
     exec_pending: bool,
+    /// The parent whose memory this process shares (vfork, posix_spawn), if any.
+    vm_parent: Option<i32>,
+    /// Bytes an `execve` overwrote in the program's memory (its path string, rewritten to
+    /// `/dev/fd/K`): `(address, original bytes, K)`, put back at the next call where the
+    /// memory still exists (a vfork child's parent; the process itself if its exec
+    /// failed).
+    restore: Option<(u64, Vec<u8>, i32)>,
 }
 
 /// A table forked at a `clone` notification, waiting for the child's first call.
@@ -214,11 +222,22 @@ struct PendingFork {
     last_pid: i32,
     /// The child's table (forked, or shared for `CLONE_FILES`) and working directory.
     task: Task,
+    /// The parent's highest descriptor number: the child's table holds the same ones.
+    max_fd: i32,
+    /// The parent, when the child shares its memory (`CLONE_VM` without `CLONE_THREAD`:
+    /// vfork, posix_spawn): see `Proc::restore`.
+    vm_parent: Option<i32>,
+    /// When the clone was seen: entries of children that never made a call go after
+    /// `PENDING_TTL`.
+    when: std::time::Instant,
 }
+
+/// How long a clone's table waits for its child's first call.
+const PENDING_TTL: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The most clones waiting for their child (a failed clone leaves its entry; the oldest
 /// goes first).
-const MAX_PENDING: usize = 4096;
+const MAX_PENDING: usize = 1024;
 
 /// The supervisor's state, shared by its threads.
 ///
@@ -255,13 +274,25 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// process, so the symlinks in the exec directory read the same for all.
 const EXEC_FD: i32 = 1023;
 
+/// How deep below the exec directory the program's kernel working directory is
+/// (`d/d/.../d`): the `..` components a relative `execve` may have.
+const EXEC_DEPTH: usize = 8;
+
 /// Makes the exec directory: `$TMPDIR/uvfs-run-PID-N`, mode 0700.
 fn make_execdir() -> Result<std::path::PathBuf, String> {
     use std::os::unix::fs::DirBuilderExt;
     for n in 0..100 {
         let d = std::env::temp_dir().join(format!("uvfs-run-{}-{n}", std::process::id()));
         match std::fs::DirBuilder::new().mode(0o700).create(&d) {
-            Ok(()) => return Ok(d),
+            Ok(()) => {
+                let mut cwd = d.clone();
+                for _ in 0..EXEC_DEPTH {
+                    cwd.push("d");
+                }
+                std::fs::create_dir_all(&cwd)
+                    .map_err(|e| format!("uvfs run: {}: {e}", cwd.display()))?;
+                return Ok(d);
+            }
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(format!("uvfs run: {}: {e}", d.display())),
         }
@@ -311,7 +342,8 @@ pub(crate) fn run(view: &View, argv: &[OsString]) -> Result<i32, String> {
     cenvp.push(std::ptr::null());
     let prog_filter = sys::filter_program(&notified());
     let execdir = make_execdir()?;
-    let cexecdir = CString::new(execdir.as_os_str().as_bytes())
+    let kernel_cwd = (0..EXEC_DEPTH).fold(execdir.clone(), |d, _| d.join("d"));
+    let cexecdir = CString::new(kernel_cwd.as_os_str().as_bytes())
         .map_err(|_| "uvfs run: NUL in the temporary directory's path")?;
     let mut sv = [0 as libc::c_int; 2];
     // SAFETY: `sv` has room for the two descriptors.
@@ -384,6 +416,8 @@ pub(crate) fn run(view: &View, argv: &[OsString]) -> Result<i32, String> {
             pidfd,
             max_fd: -1,
             exec_pending: false,
+            vm_parent: None,
+            restore: None,
         })),
     );
     // Synchronous wake-ups (Linux 6.6): the notifying thread hands its CPU to the
@@ -401,7 +435,26 @@ pub(crate) fn run(view: &View, argv: &[OsString]) -> Result<i32, String> {
     } else {
         1
     };
+    // SIGTERM and SIGHUP sent to `uvfs run` are the program's: forwarded to each of its
+    // processes (as timeout(1) and container runtimes do), the supervisor staying until
+    // they are gone. Blocked here, before the serving threads start (they inherit the
+    // mask); one thread takes them with sigtimedwait. The child was forked before: its
+    // mask is the caller's.
+    let sigs = sys::block_signals(&[libc::SIGTERM, libc::SIGHUP]);
+    let done = AtomicBool::new(false);
     let r = std::thread::scope(|sc| {
+        sc.spawn(|| {
+            // Relaxed: a stop flag; the serving threads' results are read after join.
+            while !done.load(Ordering::Relaxed) {
+                if let Some(sig) = sys::wait_signal(&sigs, 200) {
+                    let pids: Vec<i32> = lock(&sup.procs).keys().copied().collect();
+                    for p in pids {
+                        // SAFETY: kill with integer arguments.
+                        unsafe { libc::kill(p, sig) };
+                    }
+                }
+            }
+        });
         let hs: Vec<_> = (0..n).map(|_| sc.spawn(|| sup.serve())).collect();
         let rs: Vec<io::Result<()>> = hs
             .into_iter()
@@ -410,6 +463,8 @@ pub(crate) fn run(view: &View, argv: &[OsString]) -> Result<i32, String> {
                     .unwrap_or_else(|_| Err(io::Error::other("a supervisor thread panicked")))
             })
             .collect();
+        // Relaxed: see the signal thread.
+        done.store(true, Ordering::Relaxed);
         rs.into_iter().collect::<io::Result<()>>()
     });
     if let Err(e) = &r {
@@ -437,6 +492,10 @@ unsafe fn child(
     argv: &[*const libc::c_char],
     envp: &[*const libc::c_char],
 ) -> ! {
+    // The program goes with `uvfs run` if it is killed (SIGKILL can't be forwarded): its
+    // file calls would have no one to answer them.
+    // SAFETY: prctl with integer arguments.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
     // The kernel's working directory: the exec directory (see `Sup::execdir`).
     // SAFETY: chdir of a NUL-terminated path made before fork.
     if unsafe { libc::chdir(execdir.as_ptr()) } != 0 {
@@ -704,14 +763,16 @@ impl Sup {
             );
             return None;
         };
-        let task = pending.remove(i)?.task;
+        let entry = pending.remove(i)?;
         drop(pending);
         let pidfd = sys::pidfd_open(tid, 0).ok()?;
         let p = Arc::new(Mutex::new(Proc {
-            task,
+            task: entry.task,
             pidfd,
-            max_fd: -1,
+            max_fd: entry.max_fd,
             exec_pending: false,
+            vm_parent: entry.vm_parent,
+            restore: None,
         }));
         procs.insert(tid, p.clone());
         Some((tid, p))
@@ -966,6 +1027,20 @@ impl Sup {
                         return self.unsupported("readlink of /proc/PID/fd/N for a uvfs file")
                     }
                     None => {}
+                }
+                // The working directory and root are uvfs's (the kernel's cwd is the exec
+                // directory).
+                if p == format!("/proc/{tgid}/cwd").as_bytes()
+                    || p == format!("/proc/{tgid}/root").as_bytes()
+                {
+                    let mut out = if p.ends_with(b"cwd") {
+                        t.getcwd().map_err(raw)?
+                    } else {
+                        b"/".to_vec()
+                    };
+                    out.truncate((size as usize).min(PATH_LIMIT));
+                    sys::write_mem(pid, buf, &out)?;
+                    return val(out.len());
                 }
                 if size <= 0 {
                     return Err(EINVAL);
@@ -1413,6 +1488,16 @@ impl Sup {
                 if flags != 0 {
                     return Err(EINVAL);
                 }
+                // An O_APPEND destination: copy_file_range EBADF, sendfile EINVAL
+                // (`generic_copy_file_checks`, `do_sendfile`).
+                let outfl = t.fcntl(Fd(fout), Fcntl::GetFl).map_err(raw)?;
+                if outfl & O_APPEND != 0 {
+                    return Err(if n.nr == SYS_copy_file_range {
+                        EBADF
+                    } else {
+                        EINVAL
+                    });
+                }
                 let offset = |ptr: u64| -> Result<Option<i64>, i32> {
                     if ptr == 0 {
                         return Ok(None);
@@ -1427,6 +1512,27 @@ impl Sup {
                     }
                 };
                 let (oin, oout) = (offset(pin)?, offset(pout)?);
+                // Overlapping ranges of one file: EINVAL (`generic_copy_file_checks`).
+                if n.nr == SYS_copy_file_range {
+                    let (si, so) = (
+                        t.fstat(Fd(fin)).map_err(raw)?,
+                        t.fstat(Fd(fout)).map_err(raw)?,
+                    );
+                    if (si.st_dev, si.st_ino) == (so.st_dev, so.st_ino) {
+                        let i0 = match oin {
+                            Some(o) => o,
+                            None => t.lseek(Fd(fin), 0, SEEK_CUR).map_err(raw)?,
+                        };
+                        let o0 = match oout {
+                            Some(o) => o,
+                            None => t.lseek(Fd(fout), 0, SEEK_CUR).map_err(raw)?,
+                        };
+                        let len = count.min(i64::MAX as u64) as i64;
+                        if i0 < o0.saturating_add(len) && o0 < i0.saturating_add(len) {
+                            return Err(EINVAL);
+                        }
+                    }
+                }
                 // One chunk per call: both calls may copy less than asked; callers loop.
                 let mut buf = vec![0u8; (count as usize).min(CHUNK)];
                 let k = match oin {
@@ -1459,6 +1565,7 @@ impl Sup {
                         sys::read_mem(pid, a[0], &mut b)?;
                         u64::from_ne_bytes(b)
                     }
+                    SYS_vfork => (CLONE_VM | CLONE_VFORK) as u64,
                     _ => 0,
                 };
                 if flags & CLONE_THREAD as u64 == 0 {
@@ -1471,7 +1578,9 @@ impl Sup {
                         .ok()
                         .and_then(|s| s.trim().parse().ok())
                         .unwrap_or(0);
+                    let vm = flags & CLONE_VM as u64 != 0;
                     let mut pending = lock(&self.pending);
+                    pending.retain(|p| p.when.elapsed() < PENDING_TTL);
                     if pending.len() >= MAX_PENDING {
                         pending.pop_front();
                     }
@@ -1479,6 +1588,9 @@ impl Sup {
                         parent: tgid,
                         last_pid,
                         task,
+                        max_fd: pr.max_fd,
+                        vm_parent: vm.then_some(tgid),
+                        when: std::time::Instant::now(),
                     });
                 }
                 Ok(Answer::Continue)
@@ -1884,6 +1996,8 @@ impl Sup {
         let new = format!("/dev/fd/{k}\0").into_bytes();
         // The string's own storage: its length as read, plus its NUL.
         let fits = p.len() + 1 >= new.len();
+        let mut orig = p[..new.len().min(p.len())].to_vec();
+        orig.resize(new.len(), 0);
         if !fits || sys::write_mem(n.pid, n.args[0], &new).is_err() {
             // K stays open in the program: a descriptor it did not ask for, closed at its
             // next exec (binary) or left (script); the call fails.
@@ -1896,6 +2010,7 @@ impl Sup {
             );
             return Err(libc::EACCES);
         }
+        pr.restore = Some((n.args[0], orig, k));
         pr.exec_pending = true;
         Ok(Answer::Continue)
     }
@@ -1911,12 +2026,25 @@ impl Sup {
         src: BorrowedFd<'_>,
         script: bool,
     ) -> R {
-        let comps: Vec<&[u8]> = p
+        // Where the kernel resolves `p` from its working directory, EXEC_DEPTH levels
+        // down the exec directory, so that up to that many `..` stay inside it.
+        let mut at: Vec<&[u8]> = vec![b"d"; EXEC_DEPTH];
+        let mut up_too_far = false;
+        for c in p
             .split(|&b| b == b'/')
             .filter(|c| !c.is_empty() && *c != b".")
-            .collect();
-        let why = if comps.is_empty() || comps.contains(&&b".."[..]) {
-            Some("it has a .. component")
+        {
+            if c == b".." {
+                up_too_far |= at.pop().is_none();
+            } else {
+                at.push(c);
+            }
+        }
+        // Out of the exec directory, or onto one of the `d` directories of the working
+        // directory's own chain (a symlink there would replace it).
+        let on_chain = at.len() <= EXEC_DEPTH && at.iter().all(|c| *c == b"d");
+        let why = if up_too_far || on_chain {
+            Some("it climbs out of the exec directory")
         } else if sys::proc_fd_link(n.pid, EXEC_FD).is_some() {
             Some("the program holds descriptor 1023")
         } else {
@@ -1925,19 +2053,29 @@ impl Sup {
         let done = why.map_or_else(
             || {
                 let mut dir = self.execdir.clone();
-                for c in &comps[..comps.len() - 1] {
+                for c in &at[..at.len() - 1] {
                     dir.push(std::ffi::OsStr::from_bytes(c));
+                    // A symlink left by an earlier exec where a directory is needed now.
+                    if dir
+                        .symlink_metadata()
+                        .is_ok_and(|m| m.file_type().is_symlink())
+                    {
+                        let _ = std::fs::remove_file(&dir);
+                    }
                 }
                 std::fs::create_dir_all(&dir).map_err(|_| "the exec directory cannot hold it")?;
-                let link = dir.join(std::ffi::OsStr::from_bytes(comps[comps.len() - 1]));
+                let link = dir.join(std::ffi::OsStr::from_bytes(at[at.len() - 1]));
                 let target = format!("/proc/self/fd/{EXEC_FD}");
                 match std::fs::read_link(&link) {
                     Ok(t) if t.as_os_str().as_bytes() == target.as_bytes() => {}
-                    Ok(_) | Err(_) if link.symlink_metadata().is_ok() => {
-                        return Err("the exec directory has another entry there")
+                    _ => {
+                        // A directory left by an earlier exec (`x/y`) where `x` is wanted.
+                        if link.symlink_metadata().is_ok_and(|m| m.is_dir()) {
+                            let _ = std::fs::remove_dir_all(&link);
+                        }
+                        std::os::unix::fs::symlink(&target, &link)
+                            .map_err(|_| "the exec directory cannot hold it")?;
                     }
-                    _ => std::os::unix::fs::symlink(&target, &link)
-                        .map_err(|_| "the exec directory cannot hold it")?,
                 }
                 sys::addfd(self.listener.as_fd(), n.id, src, Some(EXEC_FD), !script)
                     .map_err(|_| "descriptor 1023 is past the program's RLIMIT_NOFILE")?;
@@ -1962,6 +2100,21 @@ impl Sup {
 /// numbers gone from `/proc/PID/fd`) are closed in uvfs too. A failed exec closed none.
 fn settle_exec(pr: &mut Proc, tgid: i32) {
     pr.exec_pending = false;
+    if let Some((addr, orig, k)) = pr.restore.take() {
+        // Where the rewritten bytes still are: the parent's memory for a vfork child (the
+        // same pages, whether or not the exec succeeded); the process's own if its exec
+        // failed, which the file's descriptor K still open tells (K is close-on-exec for
+        // a binary; for a script, left open, a failed exec cannot be told from a good one
+        // and nothing is put back).
+        let at = match pr.vm_parent {
+            Some(parent) => Some(parent),
+            None if exec_failed_binary(tgid, k) => Some(tgid),
+            None => None,
+        };
+        if let Some(pid) = at {
+            let _ = sys::write_mem(pid, addr, &orig);
+        }
+    }
     for fd in 0..=pr.max_fd {
         if pr.task.fcntl(Fd(fd), Fcntl::GetFd) == Ok(libc::FD_CLOEXEC)
             && sys::proc_fd_link(tgid, fd).is_none()
@@ -1971,22 +2124,53 @@ fn settle_exec(pr: &mut Proc, tgid: i32) {
     }
 }
 
+/// Whether descriptor `k` of `pid` is still the close-on-exec file an `execve` installed
+/// (so the exec failed): its `FD_CLOEXEC` flag in /proc/PID/fdinfo.
+fn exec_failed_binary(pid: i32, k: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{k}"))
+        .ok()
+        .and_then(|info| {
+            let flags = info.lines().find_map(|l| l.strip_prefix("flags:"))?;
+            u32::from_str_radix(flags.trim(), 8).ok()
+        })
+        .is_some_and(|f| f & libc::O_CLOEXEC as u32 != 0)
+}
+
 /// `/proc/self/...` and `/proc/thread-self/...` as the program means them: its own
 /// process's entries (`/proc/TGID/...`, `/proc/TGID/task/TID/...`), not the supervisor's.
 fn proc_self(p: Vec<u8>, tgid: i32, tid: i32) -> Vec<u8> {
+    // Compared without empty and `.` components (`/proc//self/./fd/3` is
+    // `/proc/self/fd/3`); harmless to drop for these pseudo paths, whose components are
+    // all directories or magic links.
+    let norm: Vec<u8> = if p.first() == Some(&b'/') {
+        let mut out = Vec::with_capacity(p.len());
+        for c in p
+            .split(|&b| b == b'/')
+            .filter(|c| !c.is_empty() && *c != b".")
+        {
+            out.push(b'/');
+            out.extend_from_slice(c);
+        }
+        out
+    } else {
+        return p;
+    };
     let rest = |pre: &[u8]| -> Option<Vec<u8>> {
-        let r = p.strip_prefix(pre)?;
+        let r = norm.strip_prefix(pre)?;
         (r.is_empty() || r[0] == b'/').then(|| r.to_vec())
     };
-    if let Some(r) = rest(b"/proc/self") {
-        let mut out = format!("/proc/{tgid}").into_bytes();
-        out.extend_from_slice(&r);
-        return out;
-    }
-    if let Some(r) = rest(b"/proc/thread-self") {
-        let mut out = format!("/proc/{tgid}/task/{tid}").into_bytes();
-        out.extend_from_slice(&r);
-        return out;
+    for (pre, to) in [
+        (&b"/proc/self"[..], format!("/proc/{tgid}")),
+        (b"/proc/thread-self", format!("/proc/{tgid}/task/{tid}")),
+        // On the host a symlink to /proc/self/fd, which hostfs would follow as the
+        // supervisor's.
+        (b"/dev/fd", format!("/proc/{tgid}/fd")),
+    ] {
+        if let Some(r) = rest(pre) {
+            let mut out = to.into_bytes();
+            out.extend_from_slice(&r);
+            return out;
+        }
     }
     p
 }

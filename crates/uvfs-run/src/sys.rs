@@ -465,3 +465,30 @@ pub(crate) fn hung_up(listener: BorrowedFd<'_>) -> bool {
     let r = unsafe { libc::poll(&mut p, 1, 0) };
     r > 0 && p.revents & libc::POLLHUP != 0
 }
+
+/// Blocks `sigs` in the calling thread (and the threads it starts); returns the set for
+/// [`wait_signal`].
+pub(crate) fn block_signals(sigs: &[i32]) -> libc::sigset_t {
+    // SAFETY: a sigset_t is plain data; sigemptyset initialises it.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid sigset_t; the signal numbers are valid.
+    unsafe {
+        libc::sigemptyset(&mut set);
+        for &s in sigs {
+            libc::sigaddset(&mut set, s);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+    set
+}
+
+/// Waits up to `ms` milliseconds for one of the blocked signals in `set`.
+pub(crate) fn wait_signal(set: &libc::sigset_t, ms: i64) -> Option<i32> {
+    let ts = libc::timespec {
+        tv_sec: ms / 1000,
+        tv_nsec: (ms % 1000) * 1_000_000,
+    };
+    // SAFETY: `set` and `ts` are valid for the call; no siginfo is asked for.
+    let r = unsafe { libc::sigtimedwait(set, std::ptr::null_mut(), &ts) };
+    (r > 0).then_some(r)
+}

@@ -396,7 +396,7 @@ pub(super) fn create(
     }
     let fd = match ty {
         S_IFREG => {
-            // The creating descriptor serves as the inode's path descriptor.
+            // Read-write for `fix_new`'s owner and mode fixes; replaced by an O_PATH one.
             let fl = OFlags::CREATE | OFlags::EXCL | OFlags::RDWR | OFlags::NOFOLLOW;
             rustix::fs::openat(&dfd, name, fl | OFlags::CLOEXEC | OFlags::NOCTTY, perm).h()?
         }
@@ -422,6 +422,20 @@ pub(super) fn create(
         return Err(Errno::ESTALE);
     }
     fix_new(fs, &fd, &mut st, &args)?;
+    // The inode keeps an `O_PATH` descriptor, not the creating one: a host descriptor
+    // open for writing held after the last writer closed would make every host `execve`
+    // of the new file fail with ETXTBSY (a compiler's output, run at once). The VFS's open
+    // that follows the creation reopens the data descriptor with the access it needs.
+    let fd = if ty == S_IFREG {
+        let p = open_path(&dfd, name)?;
+        if key_of(&rustix::fs::fstat(&p).h()?) != key_of(&st) {
+            // Replaced on the host between the creation and the reopen.
+            return Err(Errno::ESTALE);
+        }
+        p
+    } else {
+        fd
+    };
     let loc = Loc {
         parent: Some(dir_arc),
         name: Arc::from(name),
