@@ -310,3 +310,32 @@ fn review_regressions() {
     assert_eq!(text(&o.stdout), "got-term\n");
     assert_eq!(o.status.code(), Some(3));
 }
+
+/// Four serving threads (`UVFS_RUN_THREADS`; the default on this 2-vCPU VM is one): the
+/// locks between them keep each process's descriptors right while processes run in
+/// parallel: four shell loops, each writing, reading back and removing its own files.
+#[test]
+fn several_serving_threads() {
+    let o = Command::new(env!("CARGO_BIN_EXE_uvfs"))
+        .env("UVFS_RUN_THREADS", "4")
+        .args([
+            "run",
+            "--",
+            "sh",
+            "-c",
+            "for w in 1 2 3 4; do (i=0; while [ $i -lt 40 ]; do echo $w.$i > /tmp/f$w; \
+             read x < /tmp/f$w; [ \"$x\" = \"$w.$i\" ] || echo bad $w $x; \
+             cp /tmp/f$w /tmp/g$w; rm /tmp/f$w; i=$((i+1)); done; echo done$w) & done; wait",
+        ])
+        .output()
+        .unwrap();
+    let mut lines: Vec<String> = text(&o.stdout).lines().map(str::to_owned).collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        ["done1", "done2", "done3", "done4"],
+        "{}",
+        text(&o.stderr)
+    );
+    assert_eq!(o.status.code(), Some(0));
+}
