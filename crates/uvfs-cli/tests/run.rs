@@ -339,3 +339,43 @@ fn several_serving_threads() {
     );
     assert_eq!(o.status.code(), Some(0));
 }
+
+/// A thread that leaves its process's descriptor table (`unshare(CLONE_FILES|CLONE_FS)`,
+/// as `uvfs bench`'s kernel workers do) gets a uvfs table of its own: it and the main
+/// thread both get descriptor 3, each naming its own file, as on Linux.
+#[test]
+fn thread_with_its_own_table() {
+    if !have("python3") {
+        return;
+    }
+    let o = uvfs_run(&[
+        "--",
+        "python3",
+        "-c",
+        concat!(
+            "import ctypes, os, threading\n",
+            "libc = ctypes.CDLL(None, use_errno=True)\n",
+            "open('/tmp/a', 'w').write('A-file')\n",
+            "open('/tmp/b', 'w').write('B-file')\n",
+            "res = {}\n",
+            "ready = threading.Event(); go = threading.Event()\n",
+            "def worker():\n",
+            "    if libc.unshare(0x400 | 0x200) != 0:\n",
+            "        res['w'] = 'errno %d' % ctypes.get_errno(); ready.set(); return\n",
+            "    fd = os.open('/tmp/a', os.O_RDONLY)\n",
+            "    ready.set(); go.wait()\n",
+            "    res['w'] = (fd, os.pread(fd, 20, 0).decode())\n",
+            "t = threading.Thread(target=worker); t.start()\n",
+            "ready.wait()\n",
+            "fd = os.open('/tmp/b', os.O_RDONLY)\n",
+            "go.set(); t.join()\n",
+            "print(res['w'], (fd, os.pread(fd, 20, 0).decode()))\n",
+        ),
+    ]);
+    assert_eq!(
+        text(&o.stdout),
+        "(3, 'A-file') (3, 'B-file')\n",
+        "{}",
+        text(&o.stderr)
+    );
+}

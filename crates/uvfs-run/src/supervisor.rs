@@ -241,7 +241,9 @@ const MAX_PENDING: usize = 1024;
 
 /// The supervisor's state, shared by its threads.
 ///
-/// Lock order: `procs` -> `threads` -> one `Proc` -> `pending` -> `said`. A call holds its
+/// Lock order: `procs` -> `threads` -> one `Proc` -> `pending` -> `said`, and a `Proc`
+/// -> `threads` (unshare): no holder of `procs` or `threads` waits for a `Proc` (`sweep`
+/// only try-locks them). A call holds its
 /// process's `Proc` lock from start to answer, so one process's calls are answered one at
 /// a time (the descriptor-number invariant: a uvfs descriptor is in the uvfs table before
 /// the same number can be used by another thread of the program) while other processes'
@@ -250,9 +252,11 @@ struct Sup {
     listener: OwnedFd,
     /// Processes by thread-group id.
     procs: Mutex<HashMap<i32, Arc<Mutex<Proc>>>>,
-    /// Threads that are not thread-group leaders: tid -> (tgid, thread pidfd; `None` on
-    /// kernels before 6.9, which have no `PIDFD_THREAD`).
-    threads: Mutex<HashMap<i32, (i32, Option<OwnedFd>)>>,
+    /// Threads that are not thread-group leaders, and any thread with a table of its own:
+    /// tid -> (tgid, thread pidfd (`None` on kernels before 6.9, which have no
+    /// `PIDFD_THREAD`), the thread's own table after `unshare(CLONE_FILES)`, else `None`:
+    /// its process's).
+    threads: Mutex<HashMap<i32, Thread>>,
     /// Tables forked at `clone` for children not seen yet, oldest first.
     pending: Mutex<VecDeque<PendingFork>>,
     /// Calls already reported as unsupported (one log line each).
@@ -264,6 +268,9 @@ struct Sup {
     /// working directories are uvfs's.
     execdir: std::path::PathBuf,
 }
+
+/// A thread's entry in [`Sup::threads`]: its thread group, its pidfd, its own table.
+type Thread = (i32, Option<OwnedFd>, Option<Arc<Mutex<Proc>>>);
 
 /// Locks `m`; a panic of another supervisor thread (a bug) does not poison the rest.
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -697,7 +704,7 @@ impl Sup {
         // A process with a call in progress (its lock held) is alive.
         procs.retain(|_, p| p.try_lock().map_or(true, |p| !sys::exited(p.pidfd.as_fd())));
         lock(&self.threads)
-            .retain(|tid, (tgid, fd)| procs.contains_key(tgid) && thread_alive(*tgid, *tid, fd));
+            .retain(|tid, (tgid, fd, _)| procs.contains_key(tgid) && thread_alive(*tgid, *tid, fd));
     }
 
     /// The thread-group id of thread `tid`, making its process's task on first sight: a
@@ -708,12 +715,19 @@ impl Sup {
             // reused only after the kernel's pid counter wraps (pid_max), and the sweeps at
             // every new process and every 4096 calls drop the dead ones first.
             let procs = lock(&self.procs);
-            if let Some(p) = procs.get(&tid) {
-                return Some((tid, p.clone()));
-            }
-            if let Some((tgid, _)) = lock(&self.threads).get(&tid) {
-                if let Some(p) = procs.get(tgid) {
-                    return Some((*tgid, p.clone()));
+            let threads = lock(&self.threads);
+            match threads.get(&tid) {
+                // A thread with a table of its own (after unshare).
+                Some((tgid, _, Some(own))) => return Some((*tgid, own.clone())),
+                Some((tgid, _, None)) => {
+                    if let Some(p) = procs.get(tgid) {
+                        return Some((*tgid, p.clone()));
+                    }
+                }
+                None => {
+                    if let Some(p) = procs.get(&tid) {
+                        return Some((tid, p.clone()));
+                    }
                 }
             }
         }
@@ -748,7 +762,7 @@ impl Sup {
                 Err(e) if e.raw_os_error() == Some(libc::EINVAL) => None,
                 Err(_) => return None,
             };
-            lock(&self.threads).insert(tid, (tgid, fd));
+            lock(&self.threads).insert(tid, (tgid, fd, None));
             return Some((tgid, p));
         }
         // The clone this child came from (see `PendingFork`).
@@ -797,7 +811,7 @@ impl Sup {
         let pid = n.pid;
         let a = n.args;
         if pr.exec_pending {
-            settle_exec(pr, tgid);
+            settle_exec(pr, n.pid);
         }
         // Reads the path argument `i` and checks the notification is still live, so that
         // memory of a recycled pid is never acted on.
@@ -1386,7 +1400,7 @@ impl Sup {
                 // The kernel's side first (ADDFD at `new` replaces what is there, as dup2
                 // does, and fails as it would: EBADF for a bad `old`, a `new` past the
                 // limit), so a failed call changes nothing in uvfs.
-                let src = sys::pidfd_getfd(pr.pidfd.as_fd(), old)?;
+                let src = sys::pidfd_getfd(thread_pidfd(n.pid)?.as_fd(), old)?;
                 let cloexec = fl != 0;
                 sys::addfd(self.listener.as_fd(), n.id, src.as_fd(), Some(new), cloexec)?;
                 if is_uvfs(old) {
@@ -1684,10 +1698,11 @@ impl Sup {
             468 | 469 => self.unsupported("file_getattr/file_setattr"),
             SYS_io_uring_setup => self.unsupported("io_uring"),
             SYS_unshare => {
-                // A thread that leaves its process's descriptor table or file-system
-                // context (CLONE_FILES, CLONE_FS) would need a uvfs table of its own; uvfs
-                // run keeps one per process. In a single-threaded process there is nothing
-                // shared to leave: the kernel's call is all there is.
+                // A thread that leaves its process's descriptor table gets a uvfs table of
+                // its own (a copy, as the kernel's), kept in `threads`; the calls of the
+                // program's other threads keep the old one. Leaving only the file-system
+                // context (CLONE_FS without CLONE_FILES) in a multi-threaded process would
+                // need a task sharing a table under another lock: refused.
                 let fl = a[0] as i32;
                 if fl & (CLONE_FILES | CLONE_FS) == 0 {
                     return Ok(Answer::Continue);
@@ -1700,10 +1715,30 @@ impl Sup {
                             .and_then(|v| v.trim().parse::<u32>().ok())
                     })
                     .unwrap_or(2);
-                if threads > 1 {
-                    return self
-                        .unsupported("unshare(CLONE_FILES/CLONE_FS) in a multi-threaded process");
+                if threads <= 1 {
+                    // Nothing shared with another thread to leave.
+                    return Ok(Answer::Continue);
                 }
+                if fl & CLONE_FILES == 0 {
+                    return self.unsupported("unshare(CLONE_FS) alone in a multi-threaded process");
+                }
+                let mut task = pr.task.clone_thread();
+                task.unshare_files();
+                if fl & CLONE_FS != 0 {
+                    task.unshare_fs();
+                }
+                let own = Arc::new(Mutex::new(Proc {
+                    task,
+                    pidfd: thread_pidfd(pid)?,
+                    max_fd: pr.max_fd,
+                    exec_pending: false,
+                    vm_parent: None,
+                    restore: None,
+                }));
+                // Lock order: a Proc, then `threads` (no holder of `threads` waits for a
+                // Proc: `sweep` only try-locks them).
+                let fd = sys::pidfd_open(pid, PIDFD_THREAD).ok();
+                lock(&self.threads).insert(pid, (tgid, fd, Some(own)));
                 Ok(Answer::Continue)
             }
             SYS_mount | SYS_umount2 | SYS_pivot_root | SYS_open_tree | SYS_move_mount
@@ -1905,7 +1940,7 @@ impl Sup {
     /// `dup`/`F_DUPFD`: the kernel descriptor duplicated at the lowest free number `>= min`
     /// of the program's table, and the uvfs descriptor at the same number.
     fn dup_to(&self, pr: &mut Proc, n: &Notif, fd: i32, min: i32, cloexec: bool) -> R {
-        let src = sys::pidfd_getfd(pr.pidfd.as_fd(), fd)?;
+        let src = sys::pidfd_getfd(thread_pidfd(n.pid)?.as_fd(), fd)?;
         let got = if min == 0 {
             // `dup`: the kernel picks the lowest free number itself, atomically.
             sys::addfd(self.listener.as_fd(), n.id, src.as_fd(), None, cloexec)?
@@ -2206,6 +2241,14 @@ fn magic_fd(p: &[u8], tgid: i32) -> Option<i32> {
     let rest = rest.strip_prefix(b"task/")?;
     let slash = rest.iter().position(|&b| b == b'/')?;
     num(rest[slash + 1..].strip_prefix(b"fd/")?)
+}
+
+/// A pidfd of thread `tid`, whose descriptor table `pidfd_getfd` reads (a thread may have
+/// its own); the process's on kernels without `PIDFD_THREAD` (6.9).
+fn thread_pidfd(tid: i32) -> Result<OwnedFd, i32> {
+    sys::pidfd_open(tid, PIDFD_THREAD)
+        .or_else(|_| sys::pidfd_open(tid, 0))
+        .map_err(|e| e.raw_os_error().unwrap_or(libc::ESRCH))
 }
 
 /// Whether thread `tid` of `tgid` is alive: its pidfd, or (without one) its

@@ -334,6 +334,16 @@ impl<V: Variant> Task<V> {
         }
     }
 
+    /// `unshare(CLONE_FS)`: this task's working directory, root and umask become its own
+    /// copy, no longer shared with the tasks it was cloned with (`unshare_fs`,
+    /// kernel/fork.c). Writes nothing when they were not shared.
+    pub fn unshare_fs(&mut self) {
+        if Arc::strong_count(&self.fs) > 1 {
+            let guard = crate::sync::epoch::pin();
+            self.fs = Arc::new(self.fs.copy(&guard));
+        }
+    }
+
     /// `getpid()`: the process id (thread group id).
     pub fn getpid(&self) -> i32 {
         self.pid
