@@ -116,7 +116,11 @@ fn main() -> ExitCode {
             match uvfs_run::run(&opts) {
                 Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(u8::MAX)),
                 Err(e) => {
-                    eprintln!("{e}");
+                    // One prefix for every message of uvfs run's own.
+                    match e.strip_prefix("uvfs run: ") {
+                        Some(_) => eprintln!("{e}"),
+                        None => eprintln!("uvfs run: {e}"),
+                    }
                     ExitCode::from(125)
                 }
             }

@@ -182,6 +182,26 @@ fn binds_read_write_and_read_only() {
     let bad = uvfs_run(&["--bind", "/nonexistent-uvfs:/d", "--", "true"]);
     assert_eq!(bad.status.code(), Some(125));
     assert!(text(&bad.stderr).contains("/nonexistent-uvfs"));
+    // A --tmpfs under a default bind is mounted on top of it (it was hidden below the
+    // bind, given before it); one inside a read-only bind that lacks the directory is
+    // refused with a line.
+    let o = uvfs_run(&[
+        "--tmpfs",
+        "/usr/local",
+        "--",
+        "sh",
+        "-c",
+        "touch /usr/local/x && ls /usr/local",
+    ]);
+    assert_eq!(text(&o.stdout), "x\n", "{}", text(&o.stderr));
+    let ro = format!("{}:/src:ro", host.path().display());
+    let o = uvfs_run(&["--bind", &ro, "--tmpfs", "/src/build", "--", "true"]);
+    assert_eq!(o.status.code(), Some(125));
+    assert!(
+        text(&o.stderr).contains("read-only bind"),
+        "{}",
+        text(&o.stderr)
+    );
     let rel = uvfs_run(&["--bind", "/tmp:rel", "--", "true"]);
     assert_eq!(rel.status.code(), Some(2), "clap refuses a relative PATH");
 }

@@ -546,22 +546,17 @@ unsafe fn child(
         libc::execve(path.as_ptr(), argv.as_ptr(), envp.as_ptr());
         let e = sys::errno();
         // One line, as a shell says it, with write(2) only (no allocation after fork).
-        let msg: &[u8] = match e {
-            libc::ENOENT => b"uvfs run: cannot execute the program: no such file\n",
-            libc::EACCES => b"uvfs run: cannot execute the program: permission denied\n",
-            libc::ENOEXEC => b"uvfs run: cannot execute the program: exec format error\n",
-            _ => b"uvfs run: cannot execute the program: errno ",
+        let why: &[u8] = match e {
+            libc::ENOENT => b": no such file\n",
+            libc::EACCES => b": permission denied\n",
+            libc::ENOEXEC => b": exec format error\n",
+            _ => b": cannot execute\n",
         };
-        libc::write(2, msg.as_ptr().cast(), msg.len());
-        if !msg.ends_with(b"\n") {
-            let d = [
-                b'0' + (e / 100 % 10) as u8,
-                b'0' + (e / 10 % 10) as u8,
-                b'0' + (e % 10) as u8,
-                b'\n',
-            ];
-            libc::write(2, d.as_ptr().cast(), d.len());
-        }
+        let pre = b"uvfs run: cannot execute ";
+        let p = path.as_bytes();
+        libc::write(2, pre.as_ptr().cast(), pre.len());
+        libc::write(2, p.as_ptr().cast(), p.len());
+        libc::write(2, why.as_ptr().cast(), why.len());
         libc::_exit(if e == libc::ENOENT { 127 } else { 126 });
     }
 }

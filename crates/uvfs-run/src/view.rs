@@ -123,34 +123,53 @@ pub(crate) fn build(opts: &crate::RunOptions) -> Result<View, String> {
         {
             return Err(format!("--tmpfs {t}: PATH given twice"));
         }
-        mkdir_p(&task, t).map_err(|m| format!("--tmpfs {t}: {m}"))?;
-        task.mount(
-            &uvfs::tmpfs::mount(Default::default()),
-            t.as_str(),
-            MountFlags::empty(),
-        )
-        .map_err(|err| format!("--tmpfs {t}: cannot mount: {err}"))?;
     }
-    for b in &binds {
-        let spec = format!("--bind {}:{}", b.host.display(), b.path);
-        let fs = uvfs::hostfs::mount(
-            &b.host,
-            uvfs::hostfs::HostfsOptions {
-                read_only: b.read_only,
-                ..Default::default()
-            },
-        )
-        .map_err(|err| format!("{spec}: {err}"))?;
-        if b.path != "/" {
-            mkdir_p(&task, &b.path).map_err(|m| format!("{spec}: {m}"))?;
+    // Every mount, parents before what they hold (a --tmpfs under a bind goes on top of
+    // the bind, a bind under a --tmpfs inside it), whatever the order of the options;
+    // a stable sort keeps the given order among equals.
+    enum M<'a> {
+        Bind(&'a Bind),
+        Tmpfs(&'a str),
+    }
+    let mut mounts: Vec<(usize, M<'_>)> = binds
+        .iter()
+        .map(|b| (depth(&b.path), M::Bind(b)))
+        .chain(opts.tmpfs.iter().map(|t| (depth(t), M::Tmpfs(t.as_str()))))
+        .collect();
+    mounts.sort_by_key(|(d, _)| *d);
+    for (_, m) in mounts {
+        match m {
+            M::Tmpfs(t) => {
+                mkdir_p(&task, t).map_err(|m| format!("--tmpfs {t}: {m}"))?;
+                task.mount(
+                    &uvfs::tmpfs::mount(Default::default()),
+                    t,
+                    MountFlags::empty(),
+                )
+                .map_err(|err| format!("--tmpfs {t}: cannot mount: {err}"))?;
+            }
+            M::Bind(b) => {
+                let spec = format!("--bind {}:{}", b.host.display(), b.path);
+                let fs = uvfs::hostfs::mount(
+                    &b.host,
+                    uvfs::hostfs::HostfsOptions {
+                        read_only: b.read_only,
+                        ..Default::default()
+                    },
+                )
+                .map_err(|err| format!("{spec}: HOST {}: {err}", b.host.display()))?;
+                if b.path != "/" {
+                    mkdir_p(&task, &b.path).map_err(|m| format!("{spec}: {m}"))?;
+                }
+                let flags = if b.read_only {
+                    MountFlags::RDONLY
+                } else {
+                    MountFlags::empty()
+                };
+                task.mount(&fs, b.path.as_str(), flags)
+                    .map_err(|err| format!("{spec}: cannot mount: {err}"))?;
+            }
         }
-        let flags = if b.read_only {
-            MountFlags::RDONLY
-        } else {
-            MountFlags::empty()
-        };
-        task.mount(&fs, b.path.as_str(), flags)
-            .map_err(|err| format!("{spec}: cannot mount: {err}"))?;
     }
     if !opts.imports.is_empty() {
         let dir = task
@@ -169,7 +188,13 @@ pub(crate) fn build(opts: &crate::RunOptions) -> Result<View, String> {
     Ok(View { task })
 }
 
-/// Makes `path` and its missing parents as directories (0755).
+/// The number of components of an absolute path (`/` is 0).
+fn depth(path: &str) -> usize {
+    path.split('/').filter(|c| !c.is_empty()).count()
+}
+
+/// Makes `path` and its missing parents as directories (0755); a parent on a read-only
+/// bind says so.
 fn mkdir_p(task: &Task, path: &str) -> Result<(), String> {
     let mut at = String::new();
     for comp in path.split('/').filter(|c| !c.is_empty()) {
@@ -177,6 +202,12 @@ fn mkdir_p(task: &Task, path: &str) -> Result<(), String> {
         at.push_str(comp);
         match task.mkdirat(Fd::AT_FDCWD, at.as_str(), 0o755) {
             Ok(()) | Err(uvfs::Errno::EEXIST) => {}
+            Err(uvfs::Errno::EROFS) => {
+                return Err(format!(
+                    "cannot make {at}: it would be inside a read-only bind (bind a host \
+                     directory that has it, or use another PATH)"
+                ))
+            }
             Err(e) => return Err(format!("cannot make {at}: {e}")),
         }
     }
