@@ -13,6 +13,11 @@ fn uvfs_run(args: &[&str]) -> Output {
         .expect("run uvfs")
 }
 
+/// `uvfs run -- python3 -c CODE`.
+fn python(code: &str) -> Output {
+    uvfs_run(&["--", "python3", "-c", code])
+}
+
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
@@ -118,10 +123,7 @@ fn exec_of_uvfs_files() {
 #[test]
 fn descriptors_and_magic_links() {
     if have("python3") {
-        let o = uvfs_run(&[
-            "--",
-            "python3",
-            "-c",
+        let o = python(
             "import os\n\
              fd = os.open('/tmp/f', os.O_RDWR | os.O_CREAT, 0o644); os.write(fd, b'hello')\n\
              try: os.dup2(12345, fd)\n\
@@ -129,7 +131,7 @@ fn descriptors_and_magic_links() {
              print(os.pread(fd, 5, 0).decode())\n\
              print(open('/proc/self/fd/%d' % fd).read(), open('/dev/fd/%d' % fd).read())\n\
              d = os.dup(fd); print(os.pread(d, 5, 0).decode(), d > fd)",
-        ]);
+        );
         assert_eq!(
             text(&o.stdout),
             "dup2 9\nhello\nhello hello\nhello True\n",
@@ -232,13 +234,10 @@ fn export_after_exit() {
 #[test]
 fn python_gcc_git() {
     if have("python3") {
-        let o = uvfs_run(&[
-            "--",
-            "python3",
-            "-c",
+        let o = python(
             "import os; open('/tmp/p','w').write('py'); os.replace('/tmp/p','/tmp/q'); \
              print(open('/tmp/q').read(), sorted(os.listdir('/tmp')))",
-        ]);
+        );
         assert_eq!(text(&o.stdout), "py ['q']\n", "{}", text(&o.stderr));
     }
     if have("gcc") {
@@ -277,10 +276,7 @@ fn python_gcc_git() {
 #[test]
 fn review_regressions() {
     if have("python3") {
-        let o = uvfs_run(&[
-            "--",
-            "python3",
-            "-c",
+        let o = python(
             // The child closes every descriptor above 2 (close_range), then makes a pipe,
             // which gets the number the parent's file had.
             concat!(
@@ -295,7 +291,7 @@ fn review_regressions() {
                 "    os._exit(0)\n",
                 "os.waitpid(pid, 0)\n",
             ),
-        ]);
+        );
         assert_eq!(text(&o.stdout), "from-pipe 3\n", "{}", text(&o.stderr));
     }
     let host = tempfile::tempdir().unwrap();
@@ -368,30 +364,25 @@ fn thread_with_its_own_table() {
     if !have("python3") {
         return;
     }
-    let o = uvfs_run(&[
-        "--",
-        "python3",
-        "-c",
-        concat!(
-            "import ctypes, os, threading\n",
-            "libc = ctypes.CDLL(None, use_errno=True)\n",
-            "open('/tmp/a', 'w').write('A-file')\n",
-            "open('/tmp/b', 'w').write('B-file')\n",
-            "res = {}\n",
-            "ready = threading.Event(); go = threading.Event()\n",
-            "def worker():\n",
-            "    if libc.unshare(0x400 | 0x200) != 0:\n",
-            "        res['w'] = 'errno %d' % ctypes.get_errno(); ready.set(); return\n",
-            "    fd = os.open('/tmp/a', os.O_RDONLY)\n",
-            "    ready.set(); go.wait()\n",
-            "    res['w'] = (fd, os.pread(fd, 20, 0).decode())\n",
-            "t = threading.Thread(target=worker); t.start()\n",
-            "ready.wait()\n",
-            "fd = os.open('/tmp/b', os.O_RDONLY)\n",
-            "go.set(); t.join()\n",
-            "print(res['w'], (fd, os.pread(fd, 20, 0).decode()))\n",
-        ),
-    ]);
+    let o = python(concat!(
+        "import ctypes, os, threading\n",
+        "libc = ctypes.CDLL(None, use_errno=True)\n",
+        "open('/tmp/a', 'w').write('A-file')\n",
+        "open('/tmp/b', 'w').write('B-file')\n",
+        "res = {}\n",
+        "ready = threading.Event(); go = threading.Event()\n",
+        "def worker():\n",
+        "    if libc.unshare(0x400 | 0x200) != 0:\n",
+        "        res['w'] = 'errno %d' % ctypes.get_errno(); ready.set(); return\n",
+        "    fd = os.open('/tmp/a', os.O_RDONLY)\n",
+        "    ready.set(); go.wait()\n",
+        "    res['w'] = (fd, os.pread(fd, 20, 0).decode())\n",
+        "t = threading.Thread(target=worker); t.start()\n",
+        "ready.wait()\n",
+        "fd = os.open('/tmp/b', os.O_RDONLY)\n",
+        "go.set(); t.join()\n",
+        "print(res['w'], (fd, os.pread(fd, 20, 0).decode()))\n",
+    ));
     assert_eq!(
         text(&o.stdout),
         "(3, 'A-file') (3, 'B-file')\n",

@@ -390,7 +390,7 @@ pub(crate) fn run(view: &View, argv: &[OsString]) -> Result<i32, String> {
         }
     }
     drop(theirs);
-    let listener = match recv_fd(&ours) {
+    let listener = match sys::recv_fd(ours.as_fd()) {
         Ok(fd) => fd,
         Err(e) => {
             let status = wait(pid);
@@ -520,27 +520,12 @@ unsafe fn child(
         // SAFETY: _exit is async-signal-safe.
         Err(_) => unsafe { libc::_exit(126) },
     };
-    // SAFETY: a cmsg buffer on the stack for one descriptor, filled as cmsg(3) says.
+    if sys::send_fd(sock, fd).is_err() {
+        // SAFETY: _exit is async-signal-safe.
+        unsafe { libc::_exit(126) };
+    }
+    // SAFETY: closes, execve and write(2) of buffers made before fork; async-signal-safe.
     unsafe {
-        let mut byte = 0u8;
-        let mut iov = libc::iovec {
-            iov_base: (&mut byte as *mut u8).cast(),
-            iov_len: 1,
-        };
-        let mut buf = [0u64; 4];
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = buf.as_mut_ptr().cast();
-        msg.msg_controllen = libc::CMSG_SPACE(4) as usize;
-        let c = libc::CMSG_FIRSTHDR(&msg);
-        (*c).cmsg_level = libc::SOL_SOCKET;
-        (*c).cmsg_type = libc::SCM_RIGHTS;
-        (*c).cmsg_len = libc::CMSG_LEN(4) as usize;
-        std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>(), fd);
-        if libc::sendmsg(sock, &msg, 0) != 1 {
-            libc::_exit(126);
-        }
         libc::close(fd);
         libc::close(sock);
         libc::execve(path.as_ptr(), argv.as_ptr(), envp.as_ptr());
@@ -558,37 +543,6 @@ unsafe fn child(
         libc::write(2, p.as_ptr().cast(), p.len());
         libc::write(2, why.as_ptr().cast(), why.len());
         libc::_exit(if e == libc::ENOENT { 127 } else { 126 });
-    }
-}
-
-/// Receives the listener the child sent.
-fn recv_fd(sock: &OwnedFd) -> io::Result<OwnedFd> {
-    // SAFETY: as in `child`: one byte and a cmsg buffer for one descriptor.
-    unsafe {
-        let mut byte = 0u8;
-        let mut iov = libc::iovec {
-            iov_base: (&mut byte as *mut u8).cast(),
-            iov_len: 1,
-        };
-        let mut buf = [0u64; 4];
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = buf.as_mut_ptr().cast();
-        msg.msg_controllen = libc::CMSG_SPACE(4) as usize;
-        let n = libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC);
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let c = libc::CMSG_FIRSTHDR(&msg);
-        if n != 1 || c.is_null() || (*c).cmsg_type != libc::SCM_RIGHTS {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "no listener received",
-            ));
-        }
-        let fd = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>());
-        Ok(OwnedFd::from_raw_fd(fd))
     }
 }
 
@@ -742,14 +696,11 @@ impl Sup {
         if let Some(p) = procs.get(&tid) {
             return Some((tid, p.clone()));
         }
-        let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
-        let field = |name: &str| -> Option<i32> {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(name))
-                .and_then(|v| v.trim().parse().ok())
-        };
-        let (tgid, ppid) = (field("Tgid:")?, field("PPid:")?);
+        let status = proc_status(tid)?;
+        let (tgid, ppid) = (
+            status_field(&status, "Tgid:")?,
+            status_field(&status, "PPid:")?,
+        );
         if tgid != tid {
             let (_, p) = self.resolve_locked(procs, tgid)?;
             let fd = match sys::pidfd_open(tid, PIDFD_THREAD) {
@@ -1702,13 +1653,8 @@ impl Sup {
                 if fl & (CLONE_FILES | CLONE_FS) == 0 {
                     return Ok(Answer::Continue);
                 }
-                let threads = std::fs::read_to_string(format!("/proc/{tgid}/status"))
-                    .ok()
-                    .and_then(|st| {
-                        st.lines()
-                            .find_map(|l| l.strip_prefix("Threads:"))
-                            .and_then(|v| v.trim().parse::<u32>().ok())
-                    })
+                let threads = proc_status(tgid)
+                    .and_then(|st| status_field(&st, "Threads:"))
                     .unwrap_or(2);
                 if threads <= 1 {
                     // Nothing shared with another thread to leave.
@@ -1912,21 +1858,8 @@ impl Sup {
             return Err(libc::ENODEV);
         }
         let f = t.fget_file(Fd(fd)).map_err(raw)?;
-        let mem = sys::placeholder()?;
-        let mut buf = vec![0u8; CHUNK];
-        let mut off = 0u64;
-        loop {
-            let k = match f.read_at(&mut buf, off) {
-                Ok(0) => break,
-                Ok(k) => k,
-                // Linux checks read access at mmap: EACCES for a descriptor not open for
-                // reading.
-                Err(e) if e.raw_os_error() == Some(libc::EBADF) => return Err(libc::EACCES),
-                Err(e) => return Err(e.raw_os_error().unwrap_or(libc::EIO)),
-            };
-            sys::pwrite_all(mem.as_fd(), &buf[..k], off)?;
-            off += k as u64;
-        }
+        // Linux checks read access at mmap: EACCES for a descriptor not open for reading.
+        let mem = memfd_copy(&f).map_err(|e| if e == libc::EBADF { libc::EACCES } else { e })?;
         let cloexec = t.fcntl(Fd(fd), Fcntl::GetFd) == Ok(libc::FD_CLOEXEC);
         sys::addfd(self.listener.as_fd(), n.id, mem.as_fd(), Some(fd), cloexec)?;
         Ok(Answer::Continue)
@@ -1984,11 +1917,10 @@ impl Sup {
     ///   it open (its interpreter reads `/dev/fd/K`), as `fexecve(3)` of a script needs.
     fn execve(&self, pr: &mut Proc, n: &Notif, p: &[u8]) -> R {
         let t = &pr.task;
+        // Exec permission and noexec mounts checked; the handle reads (as the kernel's
+        // exec does, read permission or not) and is installed for the calls below.
         let fh = t.open_exec(Fd::AT_FDCWD, p).map_err(raw)?;
-        drop(fh);
-        let fd = t
-            .openat(Fd::AT_FDCWD, p, OpenFlags::RDONLY | OpenFlags::CLOEXEC, 0)
-            .map_err(raw)?;
+        let fd = t.install_file(fh, true).map_err(raw)?;
         let host = t.host_fd(fd).ok();
         let mine = host.as_ref().and_then(|h| fstat_host(h.as_raw_fd()));
         // Only an absolute path can name a host file as it is: the kernel's working
@@ -2005,22 +1937,7 @@ impl Sup {
         let script = t.pread(fd, &mut head, 0) == Ok(2) && &head == b"#!";
         let src = match host {
             Some(h) => Ok(h),
-            None => t.fget_file(fd).map_err(raw).and_then(|f| {
-                let mem = sys::placeholder()?;
-                let mut buf = vec![0u8; CHUNK];
-                let mut off = 0u64;
-                loop {
-                    let k = f
-                        .read_at(&mut buf, off)
-                        .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
-                    if k == 0 {
-                        break;
-                    }
-                    sys::pwrite_all(mem.as_fd(), &buf[..k], off)?;
-                    off += k as u64;
-                }
-                Ok(mem)
-            }),
+            None => t.fget_file(fd).map_err(raw).and_then(|f| memfd_copy(&f)),
         };
         let _ = t.close(fd);
         let src = src?;
@@ -2255,6 +2172,40 @@ fn thread_alive(tgid: i32, tid: i32, fd: &Option<OwnedFd>) -> bool {
     }
 }
 
+/// A memfd holding the contents of `f` as they are now: what the kernel maps or runs for a
+/// file only uvfs holds.
+///
+/// # Errors
+/// The read's errno (`EBADF` for a file not open for reading); memfd_create's.
+fn memfd_copy(f: &uvfs::OpenFile) -> Result<OwnedFd, i32> {
+    let mem = sys::placeholder()?;
+    let mut buf = vec![0u8; CHUNK];
+    let mut off = 0u64;
+    loop {
+        let k = f
+            .read_at(&mut buf, off)
+            .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
+        if k == 0 {
+            return Ok(mem);
+        }
+        sys::pwrite_all(mem.as_fd(), &buf[..k], off)?;
+        off += k as u64;
+    }
+}
+
+/// /proc/PID/status.
+fn proc_status(pid: i32) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/status")).ok()
+}
+
+/// Field `name` (`"Tgid:"`, `"PPid:"`, `"Threads:"`) of a /proc/PID/status text.
+fn status_field(status: &str, name: &str) -> Option<i32> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(name))
+        .and_then(|v| v.trim().parse().ok())
+}
+
 /// A zeroed `struct stat`.
 fn unsafe_zeroed_stat() -> libc::stat {
     // SAFETY: `struct stat` is plain integers; all-zero is valid.
@@ -2287,25 +2238,29 @@ fn read_into(t: &Task, pid: i32, fd: Fd, buf: u64, len: u64, off: Option<i64>) -
         return Err(libc::EFAULT);
     }
     let len = len.min(MAX_RW_COUNT) as usize;
-    // Read at the position, copy what the program can take, then move the position by
-    // what it took: a buffer that faults part way gets a short read and keeps the rest
-    // of the file for the next read, as Linux's `copy_to_user` (EFAULT when nothing fit).
-    let start = match off {
-        Some(o) => o,
-        None => t.lseek(fd, 0, libc::SEEK_CUR).map_err(raw)?,
-    };
+    // A buffer that faults part way gets a short read, and the position moves only by
+    // what the program took (the rest is seeked back over), as Linux's `copy_to_user`
+    // (EFAULT when nothing fit). The common case is one read.
     let mut tmp = vec![0u8; len.min(CHUNK)];
     let mut done = 0usize;
     let mut fault = false;
     while done < len {
         let want = (len - done).min(CHUNK);
-        match t.pread(fd, &mut tmp[..want], start + done as i64) {
+        let r = match off {
+            Some(o) => t.pread(fd, &mut tmp[..want], o + done as i64),
+            None => t.read(fd, &mut tmp[..want]),
+        };
+        match r {
             Ok(0) => break,
             Ok(k) => {
                 let w = sys::write_mem_partial(pid, buf + done as u64, &tmp[..k]);
                 done += w;
                 if w < k {
                     fault = true;
+                    if off.is_none() {
+                        t.lseek(fd, w as i64 - k as i64, libc::SEEK_CUR)
+                            .map_err(raw)?;
+                    }
                     break;
                 }
                 if k < want {
@@ -2315,10 +2270,6 @@ fn read_into(t: &Task, pid: i32, fd: Fd, buf: u64, len: u64, off: Option<i64>) -
             Err(e) if done == 0 => return Err(raw(e)),
             Err(_) => break,
         }
-    }
-    if off.is_none() && done > 0 {
-        t.lseek(fd, start + done as i64, libc::SEEK_SET)
-            .map_err(raw)?;
     }
     if fault && done == 0 {
         return Err(libc::EFAULT);

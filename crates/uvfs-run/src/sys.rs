@@ -292,27 +292,7 @@ pub(crate) fn exited(pidfd: BorrowedFd<'_>) -> bool {
 /// # Errors
 /// `EFAULT` when any byte is not readable (a bad pointer from the program); `ESRCH`.
 pub(crate) fn read_mem(pid: i32, addr: u64, buf: &mut [u8]) -> Result<(), i32> {
-    if buf.is_empty() {
-        return Ok(());
-    }
-    let local = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    let remote = libc::iovec {
-        iov_base: addr as *mut libc::c_void,
-        iov_len: buf.len(),
-    };
-    // SAFETY: `local` covers `buf`, which we own; the remote side is the kernel's to check.
-    let r = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
-    if r < 0 {
-        let e = errno();
-        return Err(if e == libc::ESRCH { e } else { libc::EFAULT });
-    }
-    if r as usize != buf.len() {
-        return Err(libc::EFAULT);
-    }
-    Ok(())
+    vm_rw(pid, addr, buf.as_mut_ptr(), buf.len(), false)
 }
 
 /// Writes `buf` at `addr` of process `pid`.
@@ -320,25 +300,38 @@ pub(crate) fn read_mem(pid: i32, addr: u64, buf: &mut [u8]) -> Result<(), i32> {
 /// # Errors
 /// `EFAULT` when any byte is not writable; `ESRCH`.
 pub(crate) fn write_mem(pid: i32, addr: u64, buf: &[u8]) -> Result<(), i32> {
-    if buf.is_empty() {
+    // The pointer is only read by the kernel (process_vm_writev's local side).
+    vm_rw(pid, addr, buf.as_ptr().cast_mut(), buf.len(), true)
+}
+
+/// `process_vm_writev` (`write`) or `process_vm_readv` of `len` bytes between `local`
+/// and `addr` of process `pid`, all or nothing.
+fn vm_rw(pid: i32, addr: u64, local: *mut u8, len: usize, write: bool) -> Result<(), i32> {
+    if len == 0 {
         return Ok(());
     }
     let local = libc::iovec {
-        iov_base: buf.as_ptr() as *mut libc::c_void,
-        iov_len: buf.len(),
+        iov_base: local.cast(),
+        iov_len: len,
     };
     let remote = libc::iovec {
         iov_base: addr as *mut libc::c_void,
-        iov_len: buf.len(),
+        iov_len: len,
     };
-    // SAFETY: `local` covers `buf` (read only by the kernel); the remote side is checked
-    // by the kernel.
-    let r = unsafe { libc::process_vm_writev(pid, &local, 1, &remote, 1, 0) };
+    // SAFETY: `local` covers a buffer of the caller's of `len` bytes (written only for a
+    // read); the remote side is the kernel's to check.
+    let r = unsafe {
+        if write {
+            libc::process_vm_writev(pid, &local, 1, &remote, 1, 0)
+        } else {
+            libc::process_vm_readv(pid, &local, 1, &remote, 1, 0)
+        }
+    };
     if r < 0 {
         let e = errno();
         return Err(if e == libc::ESRCH { e } else { libc::EFAULT });
     }
-    if r as usize != buf.len() {
+    if r as usize != len {
         return Err(libc::EFAULT);
     }
     Ok(())
@@ -419,23 +412,21 @@ pub(crate) fn pwrite_all(fd: BorrowedFd<'_>, mut buf: &[u8], mut off: u64) -> Re
     Ok(())
 }
 
-/// Writes as much of `buf` at `addr` of process `pid` as is writable from the start
-/// (`process_vm_writev` stops at the first page it cannot write); returns the count.
+/// Writes as much of `buf` at `addr` of process `pid` as is writable from the start;
+/// returns the count. One call when it all goes in; page by page from the start when not,
+/// so that the count stops exactly at the first page that cannot be written.
 pub(crate) fn write_mem_partial(pid: i32, addr: u64, buf: &[u8]) -> usize {
+    if write_mem(pid, addr, buf).is_ok() {
+        return buf.len();
+    }
     let mut done = 0usize;
     while done < buf.len() {
-        // One page at a time from the first fault, so the count is exact.
-        let to_page = (4096 - ((addr + done as u64) % 4096) as usize).min(buf.len() - done);
-        match write_mem(pid, addr + done as u64, &buf[done..done + to_page]) {
-            Ok(()) => done += to_page,
-            Err(_) => break,
+        let at = addr + done as u64;
+        let to_page = (4096 - (at % 4096) as usize).min(buf.len() - done);
+        if write_mem(pid, at, &buf[done..done + to_page]).is_err() {
+            break;
         }
-        if done == to_page && done < buf.len() {
-            // The first page went in: try the rest in one call, page by page on failure.
-            if write_mem(pid, addr + done as u64, &buf[done..]).is_ok() {
-                return buf.len();
-            }
-        }
+        done += to_page;
     }
     done
 }
@@ -491,4 +482,83 @@ pub(crate) fn wait_signal(set: &libc::sigset_t, ms: i64) -> Option<i32> {
     // SAFETY: `set` and `ts` are valid for the call; no siginfo is asked for.
     let r = unsafe { libc::sigtimedwait(set, std::ptr::null_mut(), &ts) };
     (r > 0).then_some(r)
+}
+
+/// A one-byte message carrying one descriptor (`SCM_RIGHTS`), built in `msg` over `iov`,
+/// `byte` and `cbuf` (cmsg(3)), for [`send_fd`] and [`recv_fd`].
+///
+/// # Safety
+/// The pointers stored in `msg` are to the caller's locals, which must outlive its use.
+unsafe fn fd_msg(
+    msg: &mut libc::msghdr,
+    iov: &mut libc::iovec,
+    byte: &mut u8,
+    cbuf: &mut [u64; 4],
+) {
+    *iov = libc::iovec {
+        iov_base: (byte as *mut u8).cast(),
+        iov_len: 1,
+    };
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf.as_mut_ptr().cast();
+    // SAFETY: CMSG_SPACE is arithmetic.
+    msg.msg_controllen = unsafe { libc::CMSG_SPACE(4) } as usize;
+}
+
+/// Sends `fd` over the socket `sock`. Async-signal-safe (no allocation): the child calls it
+/// between fork and execve.
+///
+/// # Errors
+/// The errno of `sendmsg`.
+pub(crate) fn send_fd(sock: RawFd, fd: RawFd) -> Result<(), i32> {
+    let (mut byte, mut cbuf) = (0u8, [0u64; 4]);
+    // SAFETY: plain data; all-zero is valid.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let mut iov: libc::iovec = unsafe { std::mem::zeroed() };
+    // SAFETY: `msg` points at these locals only for this function; `cbuf` has room for
+    // one descriptor's cmsg (CMSG_SPACE(4) <= 32 bytes), filled as cmsg(3) says.
+    unsafe {
+        fd_msg(&mut msg, &mut iov, &mut byte, &mut cbuf);
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        (*c).cmsg_level = libc::SOL_SOCKET;
+        (*c).cmsg_type = libc::SCM_RIGHTS;
+        (*c).cmsg_len = libc::CMSG_LEN(4) as usize;
+        std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>(), fd);
+        if libc::sendmsg(sock, &msg, 0) != 1 {
+            return Err(errno());
+        }
+    }
+    Ok(())
+}
+
+/// Receives a descriptor [`send_fd`] sent over `sock` (close-on-exec).
+///
+/// # Errors
+/// `recvmsg`'s; `UnexpectedEof` when the peer sent none (it died first).
+pub(crate) fn recv_fd(sock: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    let (mut byte, mut cbuf) = (0u8, [0u64; 4]);
+    // SAFETY: plain data; all-zero is valid.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let mut iov: libc::iovec = unsafe { std::mem::zeroed() };
+    // SAFETY: `msg` points at these locals only for this function; the cmsg read back is
+    // checked to be SCM_RIGHTS before its descriptor is taken.
+    unsafe {
+        fd_msg(&mut msg, &mut iov, &mut byte, &mut cbuf);
+        let n = libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC);
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        if n != 1 || c.is_null() || (*c).cmsg_type != libc::SCM_RIGHTS {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "no listener received",
+            ));
+        }
+        let fd = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>());
+        Ok(OwnedFd::from_raw_fd(fd))
+    }
 }

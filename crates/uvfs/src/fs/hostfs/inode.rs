@@ -885,28 +885,19 @@ impl FileOps for HostInode {
     /// the host's device (`O_NONBLOCK` as asked).
     fn host_fd(&self, inode: &Inode, flags: OpenFlags) -> Result<OwnedFd> {
         let fmt = inode.mode() & S_IFMT;
-        if fmt == S_IFCHR || fmt == S_IFBLK {
-            let acc = match flags.access_mode() {
-                0 => OFlags::RDONLY,
-                1 => OFlags::WRONLY,
-                _ => OFlags::RDWR,
-            };
-            let nb = if flags.contains(OpenFlags::NONBLOCK) {
-                OFlags::NONBLOCK
-            } else {
-                OFlags::empty()
-            };
-            return self.reopen_data(acc | nb);
-        }
-        if !inode.is_reg() {
+        let device = fmt == S_IFCHR || fmt == S_IFBLK;
+        if !device && !inode.is_reg() {
             return Err(Errno::EOPNOTSUPP);
         }
-        let acc = match flags.access_mode() {
+        let mut fl = match flags.access_mode() {
             0 => OFlags::RDONLY,
             1 => OFlags::WRONLY,
             _ => OFlags::RDWR,
         };
-        self.reopen_data(acc)
+        if device && flags.contains(OpenFlags::NONBLOCK) {
+            fl |= OFlags::NONBLOCK;
+        }
+        self.reopen_data(fl)
     }
 
     /// `pread` on the data descriptor.
