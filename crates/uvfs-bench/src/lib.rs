@@ -30,6 +30,8 @@
 )]
 
 pub mod ablation;
+#[cfg(feature = "audit")]
+pub mod audit;
 pub mod error;
 pub mod fuse_client;
 pub mod fuse_mount;
@@ -132,6 +134,13 @@ pub struct BenchArgs {
     /// facade, interleaved: time and resident memory each.
     #[arg(long, conflicts_with_all = ["ablation", "workloads", "targets", "threads", "json"])]
     pub snapshot: bool,
+
+    /// Run the conflict audit instead of the workloads: two threads per workload, the cache
+    /// lines one thread writes that the other touches and the locked instructions per loop,
+    /// against budgets (exit status 1 over budget); --workload picks pairs, --json writes
+    /// the report. Needs a build with `--features audit` (docs/audit.md).
+    #[arg(long, conflicts_with_all = ["ablation", "snapshot", "targets", "threads", "reps", "duration"])]
+    pub audit: bool,
 }
 
 /// The targets `uvfs bench` knows, as given to `--target`.

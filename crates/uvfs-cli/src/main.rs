@@ -134,6 +134,15 @@ fn main() -> ExitCode {
             }
             let r = if args.snapshot {
                 uvfs_bench::snapshot::run(&args.tree, args.reps.unwrap_or(5))
+            } else if args.audit {
+                match audit(&args) {
+                    Ok(true) => return ExitCode::SUCCESS,
+                    Ok(false) => {
+                        eprintln!("uvfs bench --audit: over budget (see the table)");
+                        return ExitCode::FAILURE;
+                    }
+                    Err(e) => Err(e),
+                }
             } else {
                 uvfs_bench::bench(&args).map(drop)
             };
@@ -154,4 +163,24 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// `uvfs bench --audit`: runs the conflict audit (the pairs of `--workload`, or all), writes
+/// `--json`, and says whether every pair is within its budget.
+#[cfg(feature = "audit")]
+fn audit(args: &uvfs_bench::BenchArgs) -> uvfs_bench::error::Result<bool> {
+    let names: Vec<&str> = args.workloads.iter().map(|w| w.name()).collect();
+    let report = uvfs_bench::audit::run(&names)?;
+    if let Some(path) = &args.json {
+        report.write_json(path)?;
+    }
+    Ok(!report.over_budget())
+}
+
+/// `uvfs bench --audit` in a build without the recorder: says how to get one.
+#[cfg(not(feature = "audit"))]
+fn audit(_: &uvfs_bench::BenchArgs) -> uvfs_bench::error::Result<bool> {
+    Err(uvfs_bench::error::Error::msg(
+        "--audit needs the recording build: cargo run --release --features audit -- bench --audit",
+    ))
 }

@@ -31,10 +31,13 @@
 //!
 //! Lock order: see inode.rs.
 
+#[cfg(feature = "audit")]
+use crate::sync::audit::{PlMutex as Mutex, PlMutexGuard as MutexGuard};
 use crate::sync::epoch::{self, Guard};
 use crate::sync::padded::CacheLine;
 use crate::sync::seqcount::SeqCount;
 use crossbeam_skiplist::base::SkipList;
+#[cfg(not(feature = "audit"))]
 use parking_lot::{Mutex, MutexGuard};
 use std::collections::BTreeMap;
 use std::fmt;

@@ -49,6 +49,7 @@
 //! | [`Errno`], [`Result`] | `-E*` returns |
 //! | [`sync::file_ref::FileRef`] | `file_ref_t` (include/linux/file_ref.h) |
 //! | [`sync::borrow::BorrowSlots`] | none (Linux's `fget` counts): hazard pointers with arc-swap's debt payment |
+//! | `sync::audit` (feature `audit`) | none: COMMUTER's conflict check (SOSP 2013) as a recording build of `sync`'s atomics and locks, for `uvfs bench --audit` (docs/audit.md) |
 //! | [`File`], [`FileHandle`] | `struct file`, `struct file *` (fs/file_table.c) |
 //! | [`FdTable`] | `struct files_struct` + `struct fdtable` (fs/file.c) |
 //! | [`Task`] | `task_struct` (`files`, `fs`, `cred`) |

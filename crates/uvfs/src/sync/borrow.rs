@@ -27,11 +27,11 @@
 //! `p` was freed and its address reused fails its re-check unless the container now holds the
 //! new object at that address, which it then has validly borrowed.
 
+#[cfg(not(uvfs_loom))]
+use super::atomic::AtomicUsize;
 use super::Ordering;
 #[cfg(uvfs_loom)]
 use loom::sync::atomic::AtomicUsize;
-#[cfg(not(uvfs_loom))]
-use std::sync::atomic::AtomicUsize;
 
 /// Borrow slots per task: a call borrows at most this many descriptors at once without
 /// falling back to counted references (a walk's dirfd and one more is the common most).

@@ -11,6 +11,8 @@
 //!
 //! Linux analogue: `include/linux/atomic.h`, `include/linux/rcupdate.h`.
 
+#[cfg(feature = "audit")]
+pub mod audit;
 pub mod borrow;
 pub mod file_ref;
 pub mod padded;
@@ -22,17 +24,39 @@ pub mod seqcount;
 #[cfg(all(test, uvfs_loom))]
 mod tests;
 
+#[cfg(all(feature = "audit", uvfs_loom))]
+compile_error!(
+    "the audit build (feature `audit`) and the loom models (--cfg uvfs_loom) exclude each other"
+);
+
+/// The atomics and locks of uvfs outside the loom models: `std`'s, or in an audit build
+/// (feature `audit`) [`audit`]'s recording wrappers of them.
+#[allow(unused_imports)] // each build uses a different subset
+pub(crate) mod atomic {
+    pub(crate) use std::sync::atomic::Ordering;
+    #[cfg(not(feature = "audit"))]
+    pub(crate) use std::sync::atomic::{
+        fence, AtomicBool, AtomicI32, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize,
+    };
+    #[cfg(not(feature = "audit"))]
+    pub(crate) use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+    #[cfg(feature = "audit")]
+    pub(crate) use super::audit::{
+        fence, AtomicBool, AtomicI32, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize,
+        Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard,
+    };
+}
+
 #[cfg(not(uvfs_loom))]
-pub(crate) use std::sync::atomic::{fence, AtomicPtr, AtomicU64, Ordering};
-#[cfg(not(uvfs_loom))]
-pub(crate) use std::sync::{Mutex, MutexGuard};
+pub(crate) use atomic::{fence, AtomicPtr, AtomicU64, Mutex, MutexGuard, Ordering};
 
 #[cfg(uvfs_loom)]
 pub(crate) use loom::sync::atomic::{fence, AtomicPtr, AtomicU64, Ordering};
 #[cfg(uvfs_loom)]
 pub(crate) use loom::sync::{Mutex, MutexGuard};
 
-pub(crate) use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+pub(crate) use atomic::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 #[cfg(uvfs_loom)]
 pub(crate) use loom::cell::{MutPtr, UnsafeCell};
@@ -54,21 +78,30 @@ impl<T> UnsafeCell<T> {
     /// Calls `f` with a pointer for reading. The caller's protocol makes the read
     /// race-free (loom checks it in the models).
     #[inline]
+    #[cfg_attr(feature = "audit", track_caller)]
     pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+        #[cfg(feature = "audit")]
+        audit::touch(self.0.get(), false, false);
         f(self.0.get())
     }
 
     /// Calls `f` with a pointer for writing, as [`with`](Self::with).
     #[allow(dead_code)] // loom's API; today only the loom build writes a shared cell
     #[inline]
+    #[cfg_attr(feature = "audit", track_caller)]
     pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        #[cfg(feature = "audit")]
+        audit::touch(self.0.get(), true, false);
         f(self.0.get())
     }
 
     /// A pointer for writing that may be kept (loom's `get_mut`: under `--cfg uvfs_loom`
     /// the access lasts, for loom's race check, until the `MutPtr` is dropped).
     #[inline]
+    #[cfg_attr(feature = "audit", track_caller)]
     pub(crate) fn get_mut(&self) -> MutPtr<T> {
+        #[cfg(feature = "audit")]
+        audit::touch(self.0.get(), true, false);
         MutPtr(self.0.get())
     }
 }
@@ -99,16 +132,16 @@ impl<T> MutPtr<T> {
 pub(crate) mod plain {
     /// The FUSE server's handle count (`fuse/handles.rs`).
     #[cfg(feature = "fuse")]
-    pub(crate) use std::sync::atomic::AtomicI64;
-    pub(crate) use std::sync::atomic::{
-        AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+    pub(crate) use super::atomic::AtomicI64;
+    pub(crate) use super::atomic::{
+        AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering,
     };
-    pub(crate) use std::sync::{Mutex, MutexGuard};
 }
 
 /// Locks a `plain::Mutex`, ignoring poisoning (see [`lock`]).
 #[inline]
-pub(crate) fn plock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+#[cfg_attr(feature = "audit", track_caller)]
+pub(crate) fn plock<T>(m: &plain::Mutex<T>) -> plain::MutexGuard<'_, T> {
     match m.lock() {
         Ok(g) => g,
         Err(p) => p.into_inner(),
@@ -123,6 +156,7 @@ pub(crate) use crossbeam_epoch as epoch;
 /// it panics (each one either completes or changes nothing), so a poisoned lock's data is
 /// still valid.
 #[inline]
+#[cfg_attr(feature = "audit", track_caller)]
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     match m.lock() {
         Ok(g) => g,
@@ -132,6 +166,7 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Read-locks `l`, ignoring poisoning (see [`lock`]).
 #[inline]
+#[cfg_attr(feature = "audit", track_caller)]
 pub(crate) fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
     match l.read() {
         Ok(g) => g,
@@ -141,6 +176,7 @@ pub(crate) fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
 
 /// Write-locks `l`, ignoring poisoning (see [`lock`]).
 #[inline]
+#[cfg_attr(feature = "audit", track_caller)]
 pub(crate) fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
     match l.write() {
         Ok(g) => g,

@@ -100,7 +100,7 @@ macro_rules! impl_word {
         }
     };
 }
-impl_word!(std::sync::atomic::AtomicU64);
+impl_word!(super::atomic::AtomicU64);
 #[cfg(uvfs_loom)]
 impl_word!(loom::sync::atomic::AtomicU64);
 
@@ -127,10 +127,10 @@ pub(crate) trait Family: Send + Sync + 'static {
 pub(crate) struct Std;
 
 impl Family for Std {
-    type W = std::sync::atomic::AtomicU64;
-    type L = std::sync::Mutex<()>;
+    type W = super::atomic::AtomicU64;
+    type L = super::plain::Mutex<()>;
     fn new_lock() -> Self::L {
-        std::sync::Mutex::new(())
+        super::plain::Mutex::new(())
     }
     fn lock(l: &Self::L) -> impl Sized + '_ {
         super::plock(l)

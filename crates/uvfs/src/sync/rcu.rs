@@ -41,10 +41,13 @@ impl<T: Send + Sync + 'static> RcuCell<T> {
 
     /// The current value, valid while `guard` is pinned.
     #[inline]
+    #[cfg_attr(feature = "audit", track_caller)]
     pub fn load<'g>(&self, guard: &'g Guard) -> &'g T {
         // Acquire: pairs with the AcqRel swap in `replace` (and the initial store in `new`,
         // published by whatever made `self` reachable): the pointee's fields are initialised.
         let p = self.ptr.load(Ordering::Acquire, guard);
+        #[cfg(feature = "audit")]
+        super::audit::touch(&self.ptr, false, false);
         // SAFETY: the cell is never null (INVARIANT of `new`/`replace`), and the pointee is
         // retired with `defer_destroy` only after being unlinked, so it outlives `guard`.
         unsafe { p.deref() }
@@ -53,10 +56,13 @@ impl<T: Send + Sync + 'static> RcuCell<T> {
     /// Replaces the value; the old one is dropped once no pinned reader can hold it.
     ///
     /// Context: the caller serialises writers of this cell (holds the owner's lock).
+    #[cfg_attr(feature = "audit", track_caller)]
     pub fn replace(&self, v: T, guard: &Guard) {
         // AcqRel: Release publishes `v`'s fields to the Acquire load in `load`; Acquire makes
         // the old value's fields visible to its destructor here.
         let old = self.ptr.swap(Owned::new(v), Ordering::AcqRel, guard);
+        #[cfg(feature = "audit")]
+        super::audit::touch(&self.ptr, true, true);
         // SAFETY: `old` was the cell's value, is now unreachable from the cell (INVARIANT:
         // the cell holds the new non-null value) and is retired exactly once, by this writer.
         unsafe { guard.defer_destroy(old) };

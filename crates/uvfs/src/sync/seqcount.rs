@@ -159,7 +159,7 @@ macro_rules! seqcount_impl {
     };
 }
 
-seqcount_impl!(std::sync::atomic; std::hint; std::thread);
+seqcount_impl!(crate::sync::atomic; std::hint; std::thread);
 
 /// The same code over loom's atomics, for the models (sync/tests/loom_seqcount.rs).
 #[cfg(uvfs_loom)]

@@ -44,14 +44,14 @@
 use super::request::{EndMode, InputQueue, Request, FR_BACKGROUND, FR_FINISHED};
 use crate::fuse::abi::{self, init, opcode, InHeader, InitIn, InitOut, Message};
 use crate::sync::padded::CacheLine;
-use crate::sync::plain::{AtomicBool, AtomicU64, Ordering};
+use crate::sync::plain::{AtomicBool, AtomicU64, Mutex, Ordering};
 use crate::sync::plock;
 use crate::{Errno, Result};
 use rustix::fd::{AsFd, AsRawFd, OwnedFd};
 use rustix::net::{AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType};
 use std::collections::{HashMap, VecDeque};
 use std::ptr::NonNull;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use zerocopy::IntoBytes;
 
 /// Processing-table shards (a power of two).
@@ -892,7 +892,10 @@ impl Conn {
     }
 
     /// The locked shard of `unique`.
-    fn shard(&self, unique: u64) -> std::sync::MutexGuard<'_, HashMap<u64, NonNull<Request>>> {
+    fn shard(
+        &self,
+        unique: u64,
+    ) -> crate::sync::plain::MutexGuard<'_, HashMap<u64, NonNull<Request>>> {
         plock(&self.processing[((unique >> 1) as usize) % SHARDS].0)
     }
 

@@ -19,10 +19,10 @@
 
 use super::conn::Conn;
 use super::request::Request;
-use crate::sync::plain::{AtomicBool, Ordering};
+use crate::sync::plain::{AtomicBool, Mutex, Ordering};
 use crate::sync::plock;
 use std::ptr::NonNull;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// One thread's slot: the request it waits for, and a pending interrupt.
 #[derive(Default)]

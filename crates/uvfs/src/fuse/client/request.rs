@@ -41,6 +41,12 @@
 //! [`Interrupter`](super::Interrupter) (interrupt.rs) is the waiter's side.
 
 use crate::sync::{lock, AtomicU64, Mutex, Ordering, UnsafeCell};
+
+/// Locks a request's reply slot, ignoring poisoning (as `sync::plock`): a `std` mutex, the
+/// one its `Condvar` waits with, also in audit builds.
+fn lock_reply<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 use std::collections::VecDeque;
 use std::ptr::NonNull;
 
@@ -197,7 +203,7 @@ impl Request {
         mode: EndMode,
         r: crate::Result<Vec<u8>>,
     ) -> bool {
-        let mut slot = crate::sync::plock(&self.reply);
+        let mut slot = lock_reply(&self.reply);
         if slot.is_some() {
             return false;
         }
@@ -207,7 +213,7 @@ impl Request {
         debug_assert!(first, "only one answer is stored");
         // The lock orders the answer with the waiter's check; notify after `request_end` so
         // that a woken waiter sees FR_FINISHED.
-        let _g = crate::sync::plock(&self.reply);
+        let _g = lock_reply(&self.reply);
         self.done.notify_all();
         true
     }
@@ -219,7 +225,7 @@ impl Request {
         limit: Option<std::time::Duration>,
     ) -> Option<crate::Result<Vec<u8>>> {
         let deadline = limit.map(|l| std::time::Instant::now() + l);
-        let mut slot = crate::sync::plock(&self.reply);
+        let mut slot = lock_reply(&self.reply);
         loop {
             if self.flags() & FR_FINISHED != 0 {
                 if let Some(r) = slot.take() {

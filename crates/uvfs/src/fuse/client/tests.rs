@@ -527,7 +527,7 @@ while True:
     }
 
     /// What the recording server saw, in order: (opcode, nodeid, payload).
-    type Seen = std::sync::Arc<std::sync::Mutex<Vec<(u32, u64, Vec<u8>)>>>;
+    type Seen = std::sync::Arc<crate::sync::plain::Mutex<Vec<(u32, u64, Vec<u8>)>>>;
 
     /// A server in a thread on a socket pair (transport 3): answers INIT with
     /// `max_background` 2, GETATTR at once (an empty reply, which the test does not

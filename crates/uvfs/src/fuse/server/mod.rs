@@ -269,7 +269,7 @@ pub struct UvfsFuse {
     /// that node ids and `st_ino`s of different file systems (which share the FUSE mount's
     /// one `st_dev`) do not collide. Read on every request naming such a file system;
     /// written once per file system.
-    devs: std::sync::RwLock<Vec<u64>>,
+    devs: crate::sync::RwLock<Vec<u64>>,
 }
 
 impl fmt::Debug for UvfsFuse {
@@ -487,7 +487,7 @@ impl UvfsFuse {
             next_worker: CacheLine(AtomicUsize::new(0)),
             opts: FuseOptions { threads, ..opts },
             root_dev: mnt.mnt_sb.s_dev,
-            devs: std::sync::RwLock::new(Vec::new()),
+            devs: crate::sync::RwLock::new(Vec::new()),
         }
     }
 

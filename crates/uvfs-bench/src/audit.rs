@@ -1,0 +1,524 @@
+//! `uvfs bench --audit`: the conflict audit. Two threads run the same workload (the bench's
+//! own workers, [`UvfsTarget`]'s, so the calls cannot drift from what is measured) one loop
+//! at a time inside recording windows of `uvfs::sync::audit`; for each round the audit
+//! reports the cache lines one thread wrote that the other read or wrote, and the locked
+//! instructions per loop, with the source lines that made them.
+//!
+//! This is COMMUTER's test for conflict-freedom (A. Clements et al., "The Scalable
+//! Commutativity Rule", SOSP 2013): two commuting operations that touch no line in common
+//! with a write scale on any number of cores, on any machine, and the count does not depend
+//! on a noisy VM's timings. What the recorder cannot see (std `Arc` counts, crossbeam-epoch,
+//! crossbeam-skiplist's links, the allocator) is listed in `uvfs::sync::audit`; the
+//! callgrind driver (tools/callgrind) counts every locked instruction, and docs/audit.md
+//! compares the two.
+//!
+//! Budgets ([`PAIRS`]): the issue's goal is 0 shared lines written on every commuting pair
+//! and 1 on futimens/futimens (one inode's times do not commute). Where uvfs is not there
+//! yet the budget is today's count, so that the audit fails on any new conflict, and the
+//! pair says so (`goal`).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Barrier};
+
+use serde::Serialize;
+use uvfs::sync::audit::{self, Access, NO_LINE};
+use uvfs::{AtFlags, Fd, OpenFlags, Task};
+
+use crate::error::{Context, Error, Result};
+use crate::target::{Target, Worker};
+use crate::uvfs_target::UvfsTarget;
+use crate::workloads::{HostTree, Workload, DIR_MODE, FILE_MODE};
+
+/// Loops each thread runs before the recorded rounds (caches, thread-locals, the epoch's
+/// bags, the descriptor table's growth: the steady state the bench measures).
+const WARMUP: u32 = 2000;
+/// Recorded rounds: one loop per thread per round, both threads at once.
+const ROUNDS: usize = 200;
+
+/// What one pair of the audit runs, and its budget.
+#[derive(Debug, Clone, Copy)]
+pub struct Pair {
+    /// Name, as in `uvfs bench --workload` where it is a bench workload.
+    pub name: &'static str,
+    /// What one loop of each thread does.
+    pub what: &'static str,
+    /// The most shared lines written per round (distinct lines, both directions).
+    pub budget_shared: f64,
+    /// The most locked instructions per loop (one thread's, the mean over rounds).
+    pub budget_locked: f64,
+    /// The goal where the budget is not it yet, else empty.
+    pub goal: &'static str,
+}
+
+/// The audited pairs, in report order.
+pub const PAIRS: [Pair; 8] = [
+    Pair {
+        name: "syscall",
+        what: "close(dup(0)), getpid, getuid, umask; own descriptor tables, fd 0 one shared file",
+        budget_shared: 0.0,
+        budget_locked: 0.0,
+        goal: "",
+    },
+    Pair {
+        name: "open-close",
+        what: "close(openat(cwd, own file)); own tables, one directory",
+        budget_shared: 0.0,
+        budget_locked: 3.0,
+        goal: "",
+    },
+    Pair {
+        name: "fstat-shared",
+        what: "fstat(0) of one file through one shared descriptor table",
+        budget_shared: 0.0,
+        budget_locked: 2.0,
+        goal: "",
+    },
+    Pair {
+        name: "read-shared",
+        what: "pread of one file through one shared descriptor table",
+        budget_shared: 1.1,
+        budget_locked: 4.1,
+        goal: "0 shared lines: the page store's read lock is written by every reader (and \
+               the atime, once per coarse tick)",
+    },
+    Pair {
+        name: "stat-path",
+        what: "fstatat(AT_FDCWD, \"/a/b/c/shared\"): one path, own tables",
+        budget_shared: 0.0,
+        budget_locked: 0.0,
+        goal: "",
+    },
+    Pair {
+        name: "tree",
+        what: "fstatat, open, read to the end, close of distinct files below one shared prefix",
+        budget_shared: 0.0,
+        budget_locked: 11.0,
+        goal: "",
+    },
+    Pair {
+        name: "creat-clo",
+        what: "open(O_CREAT|O_TRUNC), close, unlink of distinct names in one directory",
+        budget_shared: 1.5,
+        budget_locked: 12.5,
+        goal: "0 shared lines: a name index with per-bucket locks instead of the directory \
+               lock (the directory's mtime is written once per coarse tick, more often per \
+               loop under the slow recorder)",
+    },
+    Pair {
+        name: "futimes",
+        what: "two futimens on one shared file (they do not commute: 1 line is the floor)",
+        budget_shared: 1.0,
+        // One `lock cmpxchg` per futimens; a retry when the other thread holds the section.
+        budget_locked: 2.5,
+        goal: "",
+    },
+];
+
+/// One shared line, with where it was written and where the other thread touched it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SharedLine {
+    /// Rounds in which it was shared.
+    pub rounds: usize,
+    /// Source lines that wrote it (`file:line`), most frequent first.
+    pub written_at: Vec<String>,
+    /// Source lines of the other thread's accesses to it.
+    pub touched_at: Vec<String>,
+}
+
+/// The result of one pair.
+#[derive(Debug, Clone, Serialize)]
+pub struct PairResult {
+    /// [`Pair::name`].
+    pub name: &'static str,
+    /// [`Pair::what`].
+    pub what: &'static str,
+    /// Rounds recorded.
+    pub rounds: usize,
+    /// Shared lines written per round: mean.
+    pub shared_mean: f64,
+    /// Shared lines written per round: most.
+    pub shared_max: usize,
+    /// Locked instructions per loop (mean over the rounds and both threads).
+    pub locked_mean: f64,
+    /// Accesses recorded per loop (mean): how much of the loop the recorder sees.
+    pub accesses_mean: f64,
+    /// [`Pair::budget_shared`].
+    pub budget_shared: f64,
+    /// [`Pair::budget_locked`].
+    pub budget_locked: f64,
+    /// [`Pair::goal`].
+    pub goal: &'static str,
+    /// Over budget.
+    pub over: bool,
+    /// The shared lines, by how often they were shared (at most 8).
+    pub lines: Vec<SharedLine>,
+    /// Locked instructions by source line (per loop, one thread's mean), largest first.
+    pub locked_at: Vec<(String, f64)>,
+}
+
+/// The audit's report.
+#[derive(Debug, Clone, Serialize)]
+pub struct AuditReport {
+    /// Per pair, in [`PAIRS`] order.
+    pub pairs: Vec<PairResult>,
+}
+
+impl AuditReport {
+    /// Writes the report to `path` as JSON.
+    ///
+    /// # Errors
+    ///
+    /// Writing `path` failed.
+    pub fn write_json(&self, path: &std::path::Path) -> Result<()> {
+        let text = serde_json::to_string_pretty(self)
+            .map_err(|e| Error::msg(format!("audit JSON: {e}")))?;
+        std::fs::write(path, text + "\n").with_context(|| format!("--json {}", path.display()))
+    }
+
+    /// Some pair is over its budget.
+    pub fn over_budget(&self) -> bool {
+        self.pairs.iter().any(|p| p.over)
+    }
+}
+
+/// Runs every pair of [`PAIRS`] (or those named in `only`), prints the table and returns
+/// the report; the caller exits non-zero when [`AuditReport::over_budget`].
+///
+/// # Errors
+///
+/// A workload's call failed, or setting up or tearing down a run did.
+pub fn run(only: &[&str]) -> Result<AuditReport> {
+    self_check()?;
+    let mut pairs = Vec::new();
+    for pair in PAIRS
+        .iter()
+        .filter(|p| only.is_empty() || only.contains(&p.name))
+    {
+        let rounds = record(pair.name).with_context(|| format!("audit {}", pair.name))?;
+        pairs.push(evaluate(pair, &rounds));
+    }
+    let report = AuditReport { pairs };
+    print!("{}", table(&report));
+    Ok(report)
+}
+
+/// Checks the recorder before trusting it: two threads that `fetch_add` one shared counter
+/// share exactly its line, and two that add to counters of their own (on lines of their
+/// own) share none; each add is one locked write.
+///
+/// # Errors
+///
+/// The recorder saw something else (a build without recording, a broken wrapper).
+fn self_check() -> Result<()> {
+    #[repr(align(64))]
+    struct Own(audit::AtomicU64);
+    let shared = audit::AtomicU64::new(0);
+    let own = [Own(audit::AtomicU64::new(0)), Own(audit::AtomicU64::new(0))];
+    for (name, want) in [("shared", 1usize), ("own", 0)] {
+        let barrier = Barrier::new(2);
+        let traces: Vec<Trace> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..2)
+                .map(|i| {
+                    let (barrier, shared, own) = (&barrier, &shared, &own);
+                    s.spawn(move || {
+                        barrier.wait();
+                        audit::begin();
+                        let c = if want == 1 { shared } else { &own[i].0 };
+                        // Relaxed: a counter; only the recorded access matters.
+                        c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        audit::end()
+                    })
+                })
+                .collect();
+            hs.into_iter()
+                .map(|h| h.join().unwrap_or_default())
+                .collect()
+        });
+        let r = evaluate(
+            &Pair {
+                name: "self-check",
+                what: "",
+                budget_shared: 0.0,
+                budget_locked: 0.0,
+                goal: "",
+            },
+            &[[traces[0].clone(), traces[1].clone()]],
+        );
+        if r.shared_max != want || r.locked_mean != 1.0 {
+            return Err(Error::msg(format!(
+                "recorder self-check ({name} counter): {} shared lines and {} locked per \
+                 thread, expected {want} and 1",
+                r.shared_max, r.locked_mean
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// One thread's accesses in one round.
+type Trace = Vec<Access>;
+
+/// Runs pair `name` and returns each round's two traces.
+fn record(name: &str) -> Result<Vec<[Trace; 2]>> {
+    match name {
+        "stat-path" => record_stat_path(),
+        _ => {
+            let workload = match name {
+                "syscall" => Workload::Syscall,
+                "open-close" => Workload::OpenClose,
+                "fstat-shared" => Workload::FstatShared,
+                "read-shared" => Workload::ReadShared,
+                "creat-clo" => Workload::CreatClo,
+                "futimes" => Workload::Futimes,
+                "tree" => Workload::Tree(Arc::new(small_tree()?)),
+                _ => return Err(Error::msg(format!("no audit pair {name}"))),
+            };
+            let mut target = UvfsTarget::new()?;
+            let workers = target.setup(&workload, 2)?;
+            let rounds = run_workers(workers);
+            target.teardown()?;
+            Box::new(target).close()?;
+            rounds
+        }
+    }
+}
+
+/// Runs two workers on two threads: [`WARMUP`] loops, then [`ROUNDS`] recorded loops, both
+/// threads starting each round together.
+fn run_workers(workers: Vec<Box<dyn Worker + '_>>) -> Result<Vec<[Trace; 2]>> {
+    let barrier = Barrier::new(workers.len());
+    let per_thread: Vec<Result<Vec<Trace>>> = std::thread::scope(|s| {
+        let handles: Vec<_> = workers
+            .into_iter()
+            .map(|mut w| {
+                let barrier = &barrier;
+                s.spawn(move || -> Result<Vec<Trace>> {
+                    w.enter()?;
+                    w.run(WARMUP)?;
+                    let mut traces = Vec::with_capacity(ROUNDS);
+                    for _ in 0..ROUNDS {
+                        barrier.wait();
+                        audit::begin();
+                        let r = w.run(1);
+                        let t = audit::end();
+                        r?;
+                        traces.push(t);
+                    }
+                    Ok(traces)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::msg("an audit thread panicked")))
+            })
+            .collect()
+    });
+    let mut threads = per_thread.into_iter();
+    let (Some(a), Some(b)) = (threads.next(), threads.next()) else {
+        return Err(Error::msg("the audit needs two workers"));
+    };
+    Ok(a?.into_iter().zip(b?).map(|(a, b)| [a, b]).collect())
+}
+
+/// `stat-path`: two forked tasks `fstatat` one path through three shared directories.
+fn record_stat_path() -> Result<Vec<[Trace; 2]>> {
+    let mount = uvfs::tmpfs::mount(uvfs::tmpfs::TmpfsOptions::unlimited());
+    let init = Task::init(&mount);
+    for d in ["/a", "/a/b", "/a/b/c"] {
+        init.mkdirat(Fd::AT_FDCWD, d, DIR_MODE)
+            .with_context(|| format!("mkdir({d})"))?;
+    }
+    let fd = init
+        .open(
+            "/a/b/c/shared",
+            OpenFlags::CREAT | OpenFlags::WRONLY,
+            FILE_MODE,
+        )
+        .with_context(|| "open(/a/b/c/shared)")?;
+    init.close(fd).with_context(|| "close")?;
+    /// One thread's task.
+    #[derive(Debug)]
+    #[repr(align(128))] // Own cache lines, as the bench's workers.
+    struct StatWorker(Task);
+    impl Worker for StatWorker {
+        fn run(&mut self, n: u32) -> Result<()> {
+            for _ in 0..n {
+                let st = self
+                    .0
+                    .fstatat(Fd::AT_FDCWD, "/a/b/c/shared", AtFlags::empty())
+                    .with_context(|| "fstatat(/a/b/c/shared)")?;
+                std::hint::black_box(st);
+            }
+            Ok(())
+        }
+    }
+    let workers: Vec<Box<dyn Worker>> = vec![
+        Box::new(StatWorker(init.fork())),
+        Box::new(StatWorker(init.fork())),
+    ];
+    run_workers(workers)
+}
+
+/// A tree for `tree`: 32 files of 5000 bytes below `a/b/c/`, read from a temporary host
+/// directory.
+fn small_tree() -> Result<HostTree> {
+    let dir = tempfile::tempdir().with_context(|| "audit tree: tempdir")?;
+    let leaf = dir.path().join("a/b/c");
+    std::fs::create_dir_all(&leaf).with_context(|| "audit tree: mkdir")?;
+    for i in 0..32 {
+        std::fs::write(leaf.join(format!("f{i}.h")), vec![b'x'; 5000])
+            .with_context(|| "audit tree: write")?;
+    }
+    HostTree::read(dir.path())
+}
+
+/// Where an access was made: the wrapper's caller (`file:line` below crates/uvfs/src), then
+/// the two innermost uvfs functions outside `sync/` that led to it.
+fn at(a: &Access) -> String {
+    let file = a.at.file();
+    let file = file
+        .find("crates/uvfs/src/")
+        .map_or(file, |i| &file[i + 16..]);
+    let chain = audit::describe(a, 1).join(" < ");
+    let here = format!("{file}:{}", a.at.line());
+    if chain.starts_with(&here) {
+        chain
+    } else {
+        format!("{here} < {chain}")
+    }
+}
+
+/// Computes a pair's figures from its rounds.
+fn evaluate(pair: &Pair, rounds: &[[Trace; 2]]) -> PairResult {
+    let mut shared_total = 0usize;
+    let mut shared_max = 0usize;
+    let mut locked = 0usize;
+    let mut accesses = 0usize;
+    // line -> (rounds, writers' sites, others' sites)
+    type Sites = BTreeMap<String, usize>;
+    let mut lines: HashMap<usize, (usize, Sites, Sites)> = HashMap::new();
+    let mut locked_at: BTreeMap<String, usize> = BTreeMap::new();
+    for [a, b] in rounds {
+        let mut shared: HashSet<usize> = HashSet::new();
+        for (mine, other) in [(a, b), (b, a)] {
+            let touched: HashSet<usize> = other.iter().map(|x| x.line).collect();
+            for w in mine.iter().filter(|x| x.write && x.line != NO_LINE) {
+                if touched.contains(&w.line) {
+                    let e = lines.entry(w.line).or_default();
+                    *e.1.entry(at(w)).or_default() += 1;
+                    for o in other.iter().filter(|o| o.line == w.line) {
+                        *e.2.entry(at(o)).or_default() += 1;
+                    }
+                    if shared.insert(w.line) {
+                        e.0 += 1;
+                    }
+                }
+            }
+        }
+        for x in a.iter().chain(b.iter()).filter(|x| x.locked) {
+            locked += 1;
+            *locked_at.entry(at(x)).or_default() += 1;
+        }
+        accesses += a.len() + b.len();
+        shared_total += shared.len();
+        shared_max = shared_max.max(shared.len());
+    }
+    let n = rounds.len().max(1) as f64;
+    let sorted = |m: Sites| -> Vec<String> {
+        let mut v: Vec<(String, usize)> = m.into_iter().collect();
+        v.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
+        v.into_iter().take(4).map(|(s, _)| s).collect()
+    };
+    let mut lines: Vec<SharedLine> = lines
+        .into_values()
+        .map(|(r, w, t)| SharedLine {
+            rounds: r,
+            written_at: sorted(w),
+            touched_at: sorted(t),
+        })
+        .collect();
+    lines.sort_by(|x, y| {
+        y.rounds
+            .cmp(&x.rounds)
+            .then(x.written_at.cmp(&y.written_at))
+    });
+    lines.truncate(8);
+    let mut locked_at: Vec<(String, f64)> = locked_at
+        .into_iter()
+        .map(|(s, c)| (s, c as f64 / (2.0 * n)))
+        .collect();
+    locked_at.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
+    let shared_mean = shared_total as f64 / n;
+    let locked_mean = locked as f64 / (2.0 * n);
+    // A hair above the budget is rounding of a mean, not a new conflict.
+    let over = shared_mean > pair.budget_shared + 1e-9 || locked_mean > pair.budget_locked + 1e-9;
+    PairResult {
+        name: pair.name,
+        what: pair.what,
+        rounds: rounds.len(),
+        shared_mean,
+        shared_max,
+        locked_mean,
+        accesses_mean: accesses as f64 / (2.0 * n),
+        budget_shared: pair.budget_shared,
+        budget_locked: pair.budget_locked,
+        goal: pair.goal,
+        over,
+        lines,
+        locked_at,
+    }
+}
+
+/// The printed table: one row per pair, then each pair's shared lines and locked sites.
+pub fn table(r: &AuditReport) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "conflict audit: 2 threads, {ROUNDS} recorded loops each after {WARMUP} (uvfs::sync::audit)"
+    );
+    let _ = writeln!(
+        s,
+        "{:<13} {:>13} {:>6} {:>14} {:>9} {:>9}  verdict",
+        "pair", "shared/loop", "max", "budget", "locked", "budget"
+    );
+    for p in &r.pairs {
+        let _ = writeln!(
+            s,
+            "{:<13} {:>13.2} {:>6} {:>14.2} {:>9.2} {:>9.2}  {}",
+            p.name,
+            p.shared_mean,
+            p.shared_max,
+            p.budget_shared,
+            p.locked_mean,
+            p.budget_locked,
+            if p.over { "OVER BUDGET" } else { "ok" }
+        );
+    }
+    for p in &r.pairs {
+        if p.lines.is_empty() && p.locked_at.is_empty() && p.goal.is_empty() {
+            continue;
+        }
+        let _ = writeln!(s, "\n{}: {}", p.name, p.what);
+        if !p.goal.is_empty() {
+            let _ = writeln!(s, "  goal: {}", p.goal);
+        }
+        for l in &p.lines {
+            let _ = writeln!(
+                s,
+                "  shared line in {}/{} rounds: written at {}; other thread at {}",
+                l.rounds,
+                p.rounds,
+                l.written_at.join(", "),
+                l.touched_at.join(", ")
+            );
+        }
+        for (site, per_loop) in &p.locked_at {
+            let _ = writeln!(s, "  locked {per_loop:.2}/loop at {site}");
+        }
+    }
+    s
+}
