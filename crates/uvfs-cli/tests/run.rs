@@ -390,3 +390,140 @@ fn thread_with_its_own_table() {
         text(&o.stderr)
     );
 }
+
+/// Runs `prog args... DIR` natively with DIR a fresh kernel tmpfs (mode 1777, in a private
+/// mount namespace): what Linux answers. `None` (with a line saying why) where that needs
+/// what this machine lacks (root, unshare).
+fn on_kernel_tmpfs(prog: &[&str]) -> Option<Output> {
+    if !rustix::process::geteuid().is_root() || !have("unshare") {
+        println!("skipped the kernel side: needs root and unshare(1)");
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let o = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg(r#"d=$1; shift; mount -t tmpfs -o mode=1777 uvfs-test "$d" && exec "$@" "$d""#)
+        .arg("sh")
+        .arg(dir.path())
+        .args(prog)
+        .output()
+        .unwrap();
+    Some(o)
+}
+
+/// The issue's "credentials per target process drive uvfs's permission checks", as
+/// `setpriv` drops them: a root program makes a 0600 file and a group-readable 0640 file of
+/// group 2000, then runs commands as uid/gid 1000: refused the first (EACCES), refused the
+/// second without supplementary groups and allowed it with group 2000, owner 1000:1000 of
+/// what it creates; with root's file capabilities kept as ambient ones over the uid change
+/// it reads and chowns as root does. The same script on a kernel tmpfs gives the same lines.
+///
+/// Regression: bug: every process kept the supervisor's credentials (root here), so a
+/// program that dropped to uid 1000 still read root's 0600 files and created files owned by
+/// root; cause: one `Cred` set at start; fix: each thread's credentials are read from the
+/// kernel after it changes them (crates/uvfs-run/src/creds.rs).
+#[test]
+fn credentials_follow_setpriv_like_linux() {
+    if !rustix::process::geteuid().is_root() || !have("setpriv") {
+        println!("skipped: needs root and setpriv(1)");
+        return;
+    }
+    let script = r#"
+        cd $1
+        echo secret > s && chmod 600 s
+        echo group > g && chgrp 2000 g && chmod 640 g
+        drop="setpriv --reuid=1000 --regid=1000"
+        $drop --clear-groups sh -c 'cat s; cat g; touch n; stat -c "%u:%g %a" n; id -u; id -G'
+        $drop --groups=2000 sh -c 'cat g; id -G'
+        caps=+chown,+dac_override,+dac_read_search,+fowner,+fsetid
+        $drop --clear-groups --inh-caps=$caps --ambient-caps=$caps \
+            sh -c 'cat s; chown 0:0 n && stat -c "%u:%g" n'
+        exit 0
+    "#;
+    let o = uvfs_run(&["--", "sh", "-c", script, "sh", "/tmp"]);
+    let got = text(&o.stdout) + &text(&o.stderr);
+    assert_eq!(
+        got,
+        "1000:1000 644\n1000\n1000\ngroup\n1000 2000\nsecret\n0:0\n\
+         cat: s: Permission denied\ncat: g: Permission denied\n"
+    );
+    if let Some(k) = on_kernel_tmpfs(&["sh", "-c", script, "sh"]) {
+        assert_eq!(
+            got,
+            text(&k.stdout) + &text(&k.stderr),
+            "the kernel's answers"
+        );
+    }
+}
+
+/// Credentials are per thread, as in Linux: a raw `setresuid` in one thread leaves the
+/// other thread root; `setfsuid` alone changes the checks (and drops root's file
+/// capabilities); glibc's `setgroups`/`setresgid`/`setresuid` reach every thread (its
+/// SIGSETXID broadcast makes each thread call the kernel), so a thread that was waiting
+/// reads with the new ids and groups too. Each line is what a kernel tmpfs gives.
+#[test]
+fn credentials_per_thread_like_linux() {
+    if !rustix::process::geteuid().is_root() || !have("python3") {
+        println!("skipped: needs root and python3");
+        return;
+    }
+    let code = r#"
+import ctypes, os, sys, threading
+os.chdir(sys.argv[1])
+libc = ctypes.CDLL(None, use_errno=True)
+def attempt(name):
+    try:
+        with open(name) as f:
+            return f.read()
+    except PermissionError:
+        return "EACCES"
+with open("s", "w") as f:
+    f.write("secret")
+os.chmod("s", 0o600)
+with open("g", "w") as f:
+    f.write("group")
+os.chown("g", 0, 2000)
+os.chmod("g", 0o640)
+out = {}
+def dropper():
+    assert libc.syscall(119, 1000, 1000, 1000) == 0  # raw setresgid: this thread only
+    assert libc.syscall(117, 1000, 1000, 1000) == 0  # raw setresuid
+    out["t"] = attempt("s")
+    open("by-thread", "w").close()
+t = threading.Thread(target=dropper)
+t.start()
+t.join()
+st = os.stat("by-thread")
+print("dropped thread", out["t"], st.st_uid, st.st_gid, "| root thread", attempt("s"))
+libc.setfsuid(1000)
+a = attempt("s")
+libc.setfsuid(0)
+print("fsuid 1000", a, "| fsuid 0", attempt("s"))
+ev, res = threading.Event(), {}
+def waiter():
+    ev.wait()
+    res["w"] = (attempt("s"), attempt("g"))
+    open("by-waiter", "w").close()
+w = threading.Thread(target=waiter)
+w.start()
+os.setgroups([2000])
+os.setresgid(1000, 1000, 1000)
+os.setresuid(1000, 1000, 1000)
+ev.set()
+w.join()
+st = os.stat("by-waiter")
+print("other thread", *res["w"], st.st_uid, st.st_gid, "| main", attempt("s"), attempt("g"))
+"#;
+    let o = uvfs_run(&["--", "python3", "-c", code, "/tmp"]);
+    assert_eq!(
+        text(&o.stdout),
+        "dropped thread EACCES 1000 1000 | root thread secret\n\
+         fsuid 1000 EACCES | fsuid 0 secret\n\
+         other thread EACCES group 1000 1000 | main EACCES group\n",
+        "{}",
+        text(&o.stderr)
+    );
+    if let Some(k) = on_kernel_tmpfs(&["python3", "-c", code]) {
+        assert_eq!(text(&o.stdout), text(&k.stdout), "{}", text(&k.stderr));
+    }
+}

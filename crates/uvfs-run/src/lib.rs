@@ -11,6 +11,8 @@
 //! the loader maps libraries natively), an empty memfd placeholder for a file only uvfs
 //! holds. Calls on descriptors uvfs does not know (pipes, sockets, the terminal) run
 //! natively (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`), as do the calls the filter lets through.
+//! Each call is checked with the calling thread's credentials as the kernel has them
+//! (file-system ids, groups, capabilities), read again after the thread changes them.
 //!
 //! Linux analogue: none in the kernel; the mechanism is seccomp_unotify(2) as gVisor's
 //! systrap platform and LXD's syscall interception use it. What is supported, and what
@@ -20,6 +22,8 @@
 
 #![warn(missing_docs, missing_debug_implementations)]
 
+#[cfg(target_arch = "x86_64")]
+mod creds;
 #[cfg(target_arch = "x86_64")]
 mod supervisor;
 #[cfg(target_arch = "x86_64")]

@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use uvfs::{AtFlags, Errno, Fcntl, Fd, OpenFlags, RenameFlags, Task, Timespec};
 
+use crate::creds::{self, ThreadCreds};
 use crate::sys::{self, Answer, Notif};
 use crate::view::View;
 
@@ -185,6 +186,8 @@ fn notified() -> Vec<u32> {
         SYS_unshare,
     ]
     .iter()
+    // Last: the filter tests these in order, and they are rare.
+    .chain(&creds::CRED_CALLS)
     .map(|&n| n as u32)
     .collect()
 }
@@ -193,6 +196,9 @@ fn notified() -> Vec<u32> {
 struct Proc {
     /// Its uvfs task (descriptor table, working directory, root, umask, credentials).
     task: Task,
+    /// The credentials of the threads `task` serves, and whose it carries now (see
+    /// `creds`).
+    creds: ThreadCreds,
     /// `pidfd_open` of the process: exit detection, `pidfd_getfd` for `dup`.
     pidfd: OwnedFd,
     /// The highest descriptor number uvfs has installed (bounds the scans).
@@ -269,6 +275,10 @@ struct Sup {
     execdir: std::path::PathBuf,
 }
 
+/// Where a thread's calls go: its thread group, the `Proc` that serves it, and its
+/// credentials when it was seen for the first time.
+type Placed = (i32, Arc<Mutex<Proc>>, Option<uvfs::Cred>);
+
 /// A thread's entry in [`Sup::threads`]: its thread group, its pidfd, its own table.
 type Thread = (i32, Option<OwnedFd>, Option<Arc<Mutex<Proc>>>);
 
@@ -321,13 +331,9 @@ pub(crate) fn run(view: &View, argv: &[OsString]) -> Result<i32, String> {
             return Ok(127);
         }
     };
+    // Its credentials are the program's, read at its first call (see `creds`).
     let task = view.task.fork();
     let _ = task.setrlimit_nofile(NR_OPEN);
-    let (uid, gid, groups) = sys::ids();
-    let mut task = task;
-    if uid != 0 {
-        task.set_cred(uvfs::Cred::new(uid, gid, &groups));
-    }
     // Everything the child needs, made before fork (no allocation after it).
     let cpath = CString::new(path).map_err(|_| "uvfs run: NUL in the program path")?;
     let cargs: Vec<CString> = argv
@@ -420,6 +426,7 @@ pub(crate) fn run(view: &View, argv: &[OsString]) -> Result<i32, String> {
         pid,
         Arc::new(Mutex::new(Proc {
             task,
+            creds: ThreadCreds::default(),
             pidfd,
             max_fd: -1,
             exec_pending: false,
@@ -637,10 +644,15 @@ impl Sup {
                 self.sweep();
             }
             let a = match self.proc_of(n.pid) {
-                Some((tgid, pr)) => {
+                Some((tgid, pr, seen)) => {
                     let mut pr = lock(&pr);
+                    if let Some(cred) = seen {
+                        pr.creds.seen(n.pid, cred);
+                    }
                     self.handle(tgid, &mut pr, &n).unwrap_or_else(Answer::Err)
                 }
+                // The kernel changes credentials itself; nothing of uvfs's to keep.
+                None if creds::is_cred_call(n.nr) => Answer::Continue,
                 None => Answer::Err(libc::ENOSYS),
             };
             sys::respond(self.listener.as_fd(), n.id, a)?;
@@ -656,9 +668,11 @@ impl Sup {
             .retain(|tid, (tgid, fd, _)| procs.contains_key(tgid) && thread_alive(*tgid, *tid, fd));
     }
 
-    /// The thread-group id of thread `tid`, making its process's task on first sight: a
-    /// child gets the table its parent forked for it at `clone`.
-    fn proc_of(&self, tid: i32) -> Option<(i32, Arc<Mutex<Proc>>)> {
+    /// The thread-group id of thread `tid` and the process (or own table) that serves it,
+    /// making its process's task on first sight: a child gets the table its parent forked
+    /// for it at `clone`. A thread seen for the first time comes with its credentials
+    /// (see `creds`), read from the status text read to place it.
+    fn proc_of(&self, tid: i32) -> Option<Placed> {
         {
             // Known threads are trusted without a liveness check per call: their pid is
             // reused only after the kernel's pid counter wraps (pid_max), and the sweeps at
@@ -667,15 +681,15 @@ impl Sup {
             let threads = lock(&self.threads);
             match threads.get(&tid) {
                 // A thread with a table of its own (after unshare).
-                Some((tgid, _, Some(own))) => return Some((*tgid, own.clone())),
+                Some((tgid, _, Some(own))) => return Some((*tgid, own.clone(), None)),
                 Some((tgid, _, None)) => {
                     if let Some(p) = procs.get(tgid) {
-                        return Some((*tgid, p.clone()));
+                        return Some((*tgid, p.clone(), None));
                     }
                 }
                 None => {
                     if let Some(p) = procs.get(&tid) {
-                        return Some((tid, p.clone()));
+                        return Some((tid, p.clone(), None));
                     }
                 }
             }
@@ -692,24 +706,26 @@ impl Sup {
         &self,
         procs: &mut HashMap<i32, Arc<Mutex<Proc>>>,
         tid: i32,
-    ) -> Option<(i32, Arc<Mutex<Proc>>)> {
+    ) -> Option<Placed> {
         if let Some(p) = procs.get(&tid) {
-            return Some((tid, p.clone()));
+            return Some((tid, p.clone(), None));
         }
         let status = proc_status(tid)?;
         let (tgid, ppid) = (
             status_field(&status, "Tgid:")?,
             status_field(&status, "PPid:")?,
         );
+        // Read while `tid` waits in its call: the credentials it makes the call with.
+        let cred = creds::parse(&status, || creds::same_user_ns(tid));
         if tgid != tid {
-            let (_, p) = self.resolve_locked(procs, tgid)?;
+            let (_, p, _) = self.resolve_locked(procs, tgid)?;
             let fd = match sys::pidfd_open(tid, PIDFD_THREAD) {
                 Ok(fd) => Some(fd),
                 Err(e) if e.raw_os_error() == Some(libc::EINVAL) => None,
                 Err(_) => return None,
             };
             lock(&self.threads).insert(tid, (tgid, fd, None));
-            return Some((tgid, p));
+            return Some((tgid, p, cred));
         }
         // The clone this child came from (see `PendingFork`).
         let mut pending = lock(&self.pending);
@@ -731,8 +747,13 @@ impl Sup {
         let entry = pending.remove(i)?;
         drop(pending);
         let pidfd = sys::pidfd_open(tid, 0).ok()?;
+        let mut thread_creds = ThreadCreds::default();
+        if let Some(c) = cred {
+            thread_creds.seen(tid, c);
+        }
         let p = Arc::new(Mutex::new(Proc {
             task: entry.task,
+            creds: thread_creds,
             pidfd,
             max_fd: entry.max_fd,
             exec_pending: false,
@@ -740,7 +761,7 @@ impl Sup {
             restore: None,
         }));
         procs.insert(tid, p.clone());
-        Some((tid, p))
+        Some((tid, p, None))
     }
 
     /// One log line per unsupported call, then `ENOSYS`.
@@ -759,9 +780,17 @@ impl Sup {
         if pr.exec_pending {
             settle_exec(pr, n.pid);
         }
+        if creds::is_cred_call(n.nr) {
+            // The kernel makes the change (CONTINUE); read at the thread's next call.
+            pr.creds.stale(pid);
+            return Ok(Answer::Continue);
+        }
+        // The calling thread's credentials check this call (Linux: `current_cred()`).
+        let listener = self.listener.as_fd();
+        pr.creds
+            .apply(&mut pr.task, pid, || sys::id_valid(listener, n.id))?;
         // Reads the path argument `i` and checks the notification is still live, so that
         // memory of a recycled pid is never acted on.
-        let listener = self.listener.as_fd();
         let path = |i: usize| -> Result<Vec<u8>, i32> {
             let p = sys::read_cstr(pid, a[i], PATH_LIMIT - 1)?;
             if !sys::id_valid(listener, n.id) {
@@ -1650,6 +1679,10 @@ impl Sup {
                 // context (CLONE_FS without CLONE_FILES) in a multi-threaded process would
                 // need a task sharing a table under another lock: refused.
                 let fl = a[0] as i32;
+                if fl & CLONE_NEWUSER != 0 {
+                    // New credentials: all capabilities, in the new namespace only.
+                    pr.creds.stale(pid);
+                }
                 if fl & (CLONE_FILES | CLONE_FS) == 0 {
                     return Ok(Answer::Continue);
                 }
@@ -1668,8 +1701,16 @@ impl Sup {
                 if fl & CLONE_FS != 0 {
                     task.unshare_fs();
                 }
+                // Its credentials: this thread's, which the task carries now (unless a
+                // CLONE_NEWUSER above made them stale: read at its next call then).
+                let thread_creds = if fl & CLONE_NEWUSER != 0 {
+                    ThreadCreds::default()
+                } else {
+                    ThreadCreds::carried(pid, task.cred().clone())
+                };
                 let own = Arc::new(Mutex::new(Proc {
                     task,
+                    creds: thread_creds,
                     pidfd: thread_pidfd(pid)?,
                     max_fd: pr.max_fd,
                     exec_pending: false,
@@ -2052,6 +2093,10 @@ impl Sup {
 /// numbers gone from `/proc/PID/fd`) are closed in uvfs too. A failed exec closed none.
 fn settle_exec(pr: &mut Proc, tgid: i32) {
     pr.exec_pending = false;
+    // A new program: capabilities recomputed (a root thread's raised again, others'
+    // cleared but for ambient ones), and the thread that made the call now has the thread
+    // group's id.
+    pr.creds.all_stale();
     if let Some((addr, orig, k)) = pr.restore.take() {
         // Where the rewritten bytes still are: the parent's memory for a vfork child (the
         // same pages, whether or not the exec succeeded); the process's own if its exec
