@@ -438,6 +438,8 @@ fn credentials_follow_setpriv_like_linux() {
         caps=+chown,+dac_override,+dac_read_search,+fowner,+fsetid
         $drop --clear-groups --inh-caps=$caps --ambient-caps=$caps \
             sh -c 'cat s; chown 0:0 n && stat -c "%u:%g" n'
+        echo mine > m && chown 1000:1000 m && chmod 600 m
+        setpriv --bounding-set=-dac_override,-dac_read_search sh -c 'cat m'
         exit 0
     "#;
     let o = uvfs_run(&["--", "sh", "-c", script, "sh", "/tmp"]);
@@ -445,7 +447,7 @@ fn credentials_follow_setpriv_like_linux() {
     assert_eq!(
         got,
         "1000:1000 644\n1000\n1000\ngroup\n1000 2000\nsecret\n0:0\n\
-         cat: s: Permission denied\ncat: g: Permission denied\n"
+         cat: s: Permission denied\ncat: g: Permission denied\ncat: m: Permission denied\n"
     );
     if let Some(k) = on_kernel_tmpfs(&["sh", "-c", script, "sh"]) {
         assert_eq!(

@@ -207,8 +207,13 @@ pub(crate) fn parse(status: &str, in_ns: impl FnOnce() -> bool) -> Option<Cred> 
         .collect::<Option<_>>()?;
     let cap_eff = u64::from_str_radix(field("CapEff:")?.trim(), 16).ok()?;
     let mut cred = Cred::new(fsuid, fsgid, &groups).with_real(ruid, rgid);
-    if fsuid != 0 && cap_eff & FS_CAPS == FS_CAPS && in_ns() {
+    let full = cap_eff & FS_CAPS == FS_CAPS && in_ns();
+    if fsuid != 0 && full {
         cred = cred.with_all_caps();
+    } else if fsuid == 0 && !full {
+        // A uid 0 without them (dropped, or root only in a namespace of its own): the mode
+        // bits decide, never more than Linux allows (a partial set gets none).
+        cred = cred.without_caps();
     }
     Some(cred)
 }
@@ -267,6 +272,12 @@ mod tests {
             !parse(&partial, || true).unwrap().all_caps,
             "some of them: none"
         );
+        // uid 0 without CAP_DAC_OVERRIDE (capsh --drop, setpriv --bounding-set): the mode
+        // bits decide for it; in a user namespace of its own, the same.
+        let dropped = ROOT.replace("1ffffffffff", "1fffffffffd");
+        let c = parse(&dropped, || true).unwrap();
+        assert!(c.no_caps && !c.is_root());
+        assert!(!parse(ROOT, || false).unwrap().is_root());
         assert!(parse("Uid:\t1\n", || true).is_none());
     }
 }

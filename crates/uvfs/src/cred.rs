@@ -36,6 +36,10 @@ pub struct Cred {
     /// Holds root's capabilities whatever `uid` is ([`with_all_caps`](Self::with_all_caps));
     /// `false` from every other constructor: then only uid 0 holds them.
     pub all_caps: bool,
+    /// A uid 0 that does not hold root's capabilities ([`without_caps`](Self::without_caps)):
+    /// its effective set lacks them (Linux: `capset`, `capsh --drop=...`, or a uid 0 that
+    /// only maps to root in a user namespace of its own). `false` from every constructor.
+    pub no_caps: bool,
 }
 
 /// `MAY_EXEC`: execute / search permission.
@@ -54,6 +58,7 @@ impl Cred {
             groups: Arc::from(Vec::new()),
             real: None,
             all_caps: false,
+            no_caps: false,
         }
     }
 
@@ -65,6 +70,7 @@ impl Cred {
             groups: Arc::from(groups),
             real: None,
             all_caps: false,
+            no_caps: false,
         }
     }
 
@@ -78,6 +84,14 @@ impl Cred {
     /// capabilities are full (nfsd's `nfsd_setuser` does the reverse: drops them).
     pub fn with_all_caps(mut self) -> Cred {
         self.all_caps = true;
+        self
+    }
+
+    /// These credentials without root's capabilities even for uid 0: the mode bits decide,
+    /// as for any other uid (Linux: a uid 0 whose effective capability set was emptied).
+    pub fn without_caps(mut self) -> Cred {
+        self.no_caps = true;
+        self.all_caps = false;
         self
     }
 
@@ -108,13 +122,15 @@ impl Cred {
             groups: self.groups.clone(),
             real: None,
             all_caps: self.all_caps,
+            no_caps: self.no_caps,
         }
     }
 
-    /// Whether this caller holds root's capabilities: uid 0, or [`all_caps`](Self::all_caps).
+    /// Whether this caller holds root's capabilities: uid 0 (unless
+    /// [`no_caps`](Self::no_caps)), or [`all_caps`](Self::all_caps).
     #[inline]
     pub fn is_root(&self) -> bool {
-        self.uid == 0 || self.all_caps
+        (self.uid == 0 && !self.no_caps) || self.all_caps
     }
 
     /// `in_group_p`: whether `gid` is the primary or a supplementary group.

@@ -1313,6 +1313,7 @@ fn link_empty_path_in_a_forked_child() {
         groups: std::sync::Arc::from(Vec::new()),
         real: None,
         all_caps: false,
+        no_caps: false,
     });
     let f = t.open("/w/f", CREAT | RW, 0o600).unwrap();
     assert_eq!(t.linkat(f, "", CWD, "/w/x", EMPTY), Ok(()));
