@@ -16,13 +16,16 @@ use std::sync::Arc;
 /// ```
 /// use uvfs::Cred;
 /// let c = Cred::new(1000, 1000, &[27]);
-/// assert_eq!(c, Cred { uid: 1000, gid: 1000, groups: [27].into(), real: None, all_caps: false });
+/// let fields = Cred { uid: 1000, gid: 1000, groups: [27].into(), real: None,
+///                     all_caps: false, no_caps: false };
+/// assert_eq!(c, fields);
 /// ```
 ///
 /// An effective uid 0 has the capabilities root has by default: `CAP_DAC_OVERRIDE`,
 /// `CAP_DAC_READ_SEARCH`, `CAP_FOWNER`, `CAP_FSETID`, `CAP_CHOWN` (a task that changed
 /// its effective uid from 0 to another keeps none in its effective set, as Linux's
-/// `setresuid` clears them).
+/// `setresuid` clears them), unless [`without_caps`](Cred::without_caps) says its
+/// effective set lacks them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Cred {
     /// Effective (= filesystem) user id.
