@@ -258,7 +258,7 @@ impl<V: Variant> File<V> {
             }
         };
         dentry.d_inode.file_opened();
-        Ok(RcuRef::new(File {
+        Ok(RcuRef::new_with(|| File {
             lines: V::Lines::<FileHot>::new(
                 FileHot {
                     f_mode: mode,
