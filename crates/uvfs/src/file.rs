@@ -25,6 +25,7 @@ use crate::dentry::Dentry;
 use crate::errno::Result;
 use crate::inode::Inode;
 use crate::mount::{MntRef, Mount, Path};
+use crate::sync::epoch::Guard;
 use crate::sync::plain::{AtomicU32, AtomicU64, Mutex, Ordering};
 use crate::sync::rcu::{RcuRef, RcuRefcounted};
 use crate::sync::refcount::RefCount;
@@ -32,6 +33,7 @@ use crate::types::OpenFlags;
 use crate::variant::{FileLines, OpenFiles, Uvfs, Variant};
 use bitflags::bitflags;
 use std::fmt;
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
 bitflags! {
@@ -73,9 +75,10 @@ pub struct FileHot {
     pub(crate) f_dentry: Arc<Dentry>,
     /// The mount it was opened through (Linux `f_path.mnt`), held by a per-thread-sharded
     /// count ([`MntRef`]): the open and the last close each write the calling thread's
-    /// shard line, never a namespace-wide one. Immutable after open; dropped after the
-    /// dentry at the last close (`__fput`: `dput`, then `mntput`).
-    pub(crate) f_mnt: MntRef,
+    /// shard line, never a namespace-wide one. Immutable after open; put after the dentry
+    /// is dropped at the last close (`__fput`: `dput`, then `mntput`), by `drop_payload`
+    /// under the release's pin (hence `ManuallyDrop`: dropping `FileHot` leaves it).
+    pub(crate) f_mnt: ManuallyDrop<MntRef>,
     /// The opener's credential identity (`Task::cred_id`; Linux: `f_cred`). Immutable after
     /// open; read only by `linkat` with `AT_EMPTY_PATH`.
     pub(crate) f_cred_id: u64,
@@ -138,7 +141,7 @@ unsafe impl<V: Variant> RcuRefcounted for File<V> {
         unsafe { V::Lines::<FileHot>::f_ref_raw(std::ptr::addr_of!((*this).lines)) }
     }
 
-    unsafe fn drop_payload(this: *mut Self) {
+    unsafe fn drop_payload(this: *mut Self, guard: &Guard) {
         // Every field but `f_ref` is listed below; this destructuring stops compiling when a
         // field is added, so it cannot be forgotten here. (`File` must not implement `Drop`:
         // its fields are dropped only here.)
@@ -165,7 +168,11 @@ unsafe impl<V: Variant> RcuRefcounted for File<V> {
                 inode.i_op.release(inode, hot.f_private);
             }
             inode.file_closed();
+            // Taken out before `FileHot` is dropped (which leaves a `ManuallyDrop`), put
+            // after: the dentry goes first, as in `__fput`.
+            let mnt = ManuallyDrop::into_inner(std::ptr::read(&hot.f_mnt));
             V::Lines::<FileHot>::drop_hot(std::ptr::addr_of_mut!((*this).lines));
+            mnt.put(guard);
             std::ptr::drop_in_place(std::ptr::addr_of_mut!((*this).f_pos));
             std::ptr::drop_in_place(std::ptr::addr_of_mut!((*this).f_dir_end));
             std::ptr::drop_in_place(std::ptr::addr_of_mut!((*this).f_list));
@@ -264,7 +271,7 @@ impl<V: Variant> File<V> {
                     f_mode: mode,
                     f_flags: AtomicU32::new(flags.bits()),
                     f_dentry: dentry,
-                    f_mnt: mnt,
+                    f_mnt: ManuallyDrop::new(mnt),
                     f_cred_id: cred_id,
                     f_private,
                 },

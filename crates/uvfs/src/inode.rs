@@ -785,29 +785,45 @@ impl Inode {
     }
 
     /// A `File` opened this inode (`open_handle`); counted for evictable inodes only.
+    #[inline]
     pub(crate) fn file_opened(&self) {
         if self.evictable() {
-            let _g = self.lock_attr();
-            // Relaxed: under `attr_lock`.
-            let n = self.i_opens.load(Ordering::Relaxed);
-            // Relaxed: as above.
-            self.i_opens.store(n + 1, Ordering::Relaxed);
+            self.file_opened_evictable();
         }
+    }
+
+    /// [`file_opened`](Self::file_opened) for an evictable inode (out of line: tmpfs's
+    /// inodes are not).
+    #[inline(never)]
+    fn file_opened_evictable(&self) {
+        let _g = self.lock_attr();
+        // Relaxed: under `attr_lock`.
+        let n = self.i_opens.load(Ordering::Relaxed);
+        // Relaxed: as above.
+        self.i_opens.store(n + 1, Ordering::Relaxed);
     }
 
     /// A `File` of this inode was released (its last reference); for an evictable inode,
     /// evicts an unlinked one at its last close.
+    #[inline]
     pub(crate) fn file_closed(&self) {
         if self.evictable() {
-            let g = self.lock_attr();
-            // Relaxed: under `attr_lock`.
-            let n = self.i_opens.load(Ordering::Relaxed);
-            // Relaxed: as above.
-            self.i_opens.store(n.saturating_sub(1), Ordering::Relaxed);
-            let evict = self.may_evict_locked();
-            drop(g);
-            self.evict(evict);
+            self.file_closed_evictable();
         }
+    }
+
+    /// [`file_closed`](Self::file_closed) for an evictable inode (out of line, as
+    /// `file_opened_evictable`).
+    #[inline(never)]
+    fn file_closed_evictable(&self) {
+        let g = self.lock_attr();
+        // Relaxed: under `attr_lock`.
+        let n = self.i_opens.load(Ordering::Relaxed);
+        // Relaxed: as above.
+        self.i_opens.store(n.saturating_sub(1), Ordering::Relaxed);
+        let evict = self.may_evict_locked();
+        drop(g);
+        self.evict(evict);
     }
 
     /// Marks an inode with no links as linkable (`I_LINKABLE`): `linkat` may then give it a

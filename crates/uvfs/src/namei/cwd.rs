@@ -38,7 +38,7 @@ impl<V: Variant> Task<V> {
             return Err(Errno::EXDEV);
         }
         self.fs.set_cwd(Path {
-            mnt: f.hot().f_mnt.clone(),
+            mnt: (*f.hot().f_mnt).clone(),
             dentry: f.dentry().clone(),
         });
         Ok(())

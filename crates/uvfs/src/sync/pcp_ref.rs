@@ -539,6 +539,20 @@ impl<T: PcpCounted> PcpRef<T> {
         self.units += units;
     }
 
+    /// Drops this reference under the caller's pin `_guard`, a real one (not
+    /// `unprotected`): `drop` pins on its own, and a nested pin costs a thread-local lookup
+    /// and a counter.
+    #[inline]
+    pub(crate) fn put(self, _guard: &crossbeam_epoch::Guard) {
+        let this = std::mem::ManuallyDrop::new(self);
+        // The caller's guard pins us from before the put until it returns (`put_on`).
+        if this.pcp().put_on(this_shard(), this.units) {
+            // SAFETY: our put was the last of the detached object; no borrow of it is live
+            // (`this` is not dropped).
+            unsafe { T::release(this.ptr) };
+        }
+    }
+
     /// A plain reference from this one (`mntget`).
     pub(crate) fn get(&self) -> PcpRef<T> {
         self.pcp().inc_on(this_shard(), REF);

@@ -114,11 +114,12 @@ pub unsafe trait RcuRefcounted: Send + Sync + 'static {
     unsafe fn file_ref_raw(this: *const Self) -> *const Self::Ref;
 
     /// Drops every field but the count, in place (the count stays readable until the
-    /// memory is freed).
+    /// memory is freed). `guard` is the releaser's pin, for puts that must be pinned (a
+    /// `File`'s mount reference), which then need no pin of their own.
     ///
     /// # Safety
     /// - The caller owns the object (its last reference was released) and calls this once.
-    unsafe fn drop_payload(this: *mut Self);
+    unsafe fn drop_payload(this: *mut Self, guard: &Guard);
 }
 
 /// A counted reference to a `T` (Linux: a `struct file *` holding one `f_ref`).
@@ -254,13 +255,13 @@ impl<T: RcuRefcounted> RcuRef<T> {
     /// - The caller's put released the last reference of the object at `ptr`.
     #[cold]
     unsafe fn release(ptr: NonNull<T>) {
-        // Pinned first: what the payload's drop does under a pin of its own (a `File`'s mount
-        // put) then nests in this one, which costs a counter instead of a pin.
+        // Pinned first: the payload's drop puts what must be put pinned (a `File`'s mount
+        // reference) under this pin, and the memory is retired under it.
         let guard = epoch::pin();
         // SAFETY: we own the object (last reference). Dropping the other fields in place now
         // frees what they hold; concurrent `try_get_raw` callers only touch the count (through
         // `file_ref_raw`), which is not dropped and stays allocated until the deferred free.
-        unsafe { T::drop_payload(ptr.as_ptr()) };
+        unsafe { T::drop_payload(ptr.as_ptr(), &guard) };
         let raw = ptr.as_ptr().cast::<u8>();
         // SAFETY: the block came from `alloc(Self::LAYOUT)` in `new_with` and is freed with
         // the same layout, without dropping `T` again (its payload is dropped; the count
