@@ -147,7 +147,19 @@ impl Cred {
     /// # Errors
     /// `EACCES` when the mode bits deny and no capability overrides them. Root passes
     /// everything except `MAY_EXEC` on a non-directory with no execute bit at all.
+    #[inline]
     pub fn permission(&self, mode: u32, uid: u32, gid: u32, mask: u32) -> crate::Result<()> {
+        // Inline: the owner granted by the owner bits (every walk step and open checks one);
+        // any other case is decided from the start out of line.
+        if self.uid == uid && mask & !((mode >> 6) & 7) == 0 {
+            return Ok(());
+        }
+        self.permission_slow(mode, uid, gid, mask)
+    }
+
+    /// [`permission`](Self::permission) past its inline case.
+    #[inline(never)]
+    fn permission_slow(&self, mode: u32, uid: u32, gid: u32, mask: u32) -> crate::Result<()> {
         let bits = if self.uid == uid {
             mode >> 6
         } else if self.in_group(gid) {

@@ -431,6 +431,9 @@ impl<V: Variant> Task<V> {
     /// the `File`.
     fn do_open(&self, mut p: Path, flags: OpenFlags, created: bool) -> Result<FileHandle<V>> {
         let inode = &p.dentry.d_inode;
+        // The file type, read once: it never changes (`chmod` changes only the other bits).
+        let ifmt = inode.mode() & S_IFMT;
+        let (is_reg, is_dir) = (ifmt == S_IFREG, ifmt == S_IFDIR);
         let acc = flags.access_mode();
         let mut acc_mode = match acc {
             0 => MAY_READ,
@@ -441,27 +444,22 @@ impl<V: Variant> Task<V> {
             acc_mode |= MAY_WRITE;
         }
         // O_TMPFILE carries O_DIRECTORY for the directory it was created in.
-        if flags.contains(OpenFlags::DIRECTORY)
-            && !inode.is_dir()
-            && !flags.intersects(O_TMPFILE_BIT)
-        {
+        if flags.contains(OpenFlags::DIRECTORY) && !is_dir && !flags.intersects(O_TMPFILE_BIT) {
             return Err(Errno::ENOTDIR);
         }
         // do_open: O_TRUNC of an existing regular file needs write access to the mount
         // before may_open's checks.
-        if flags.contains(OpenFlags::TRUNC) && inode.is_reg() && !created {
+        if flags.contains(OpenFlags::TRUNC) && is_reg && !created {
             p.mnt.want_write()?;
         }
-        if inode.is_symlink() {
+        if ifmt == S_IFLNK {
             return Err(Errno::ELOOP);
         }
-        if inode.is_dir() && acc_mode & MAY_WRITE != 0 {
+        if is_dir && acc_mode & MAY_WRITE != 0 {
             return Err(Errno::EISDIR);
         }
         // may_open: device nodes on a `nodev` mount.
-        if matches!(inode.mode() & S_IFMT, S_IFCHR | S_IFBLK)
-            && p.mnt.flags().contains(MountFlags::NODEV)
-        {
+        if matches!(ifmt, S_IFCHR | S_IFBLK) && p.mnt.flags().contains(MountFlags::NODEV) {
             return Err(Errno::EACCES);
         }
         if !created {
@@ -482,19 +480,19 @@ impl<V: Variant> Task<V> {
         }
         // do_dentry_open: a regular file opened for writing takes a write count on the
         // mount (EROFS on a read-only one), before the file type's open.
-        if fmode.contains(FMode::WRITE) && inode.is_reg() {
+        if fmode.contains(FMode::WRITE) && is_reg {
             p.mnt.get_write_access()?;
             p.mnt.absorb(crate::sync::pcp_ref::WRITER);
             fmode |= FMode::WRITER;
         }
         // vfs_open -> the file type's `open`.
-        if !inode.is_reg() && !inode.is_dir() {
+        if !is_reg && !is_dir {
             return Err(special_open_errno(inode.mode(), flags));
         }
-        if inode.is_dir() {
+        if is_dir {
             fmode -= FMode::PWRITE;
         }
-        let truncate = flags.contains(OpenFlags::TRUNC) && inode.is_reg() && !created;
+        let truncate = flags.contains(OpenFlags::TRUNC) && is_reg && !created;
         // build_open_flags drops unknown bits and O_CLOEXEC; do_dentry_open drops the
         // open-time-only flags.
         let stored = (flags & VALID_OPEN_FLAGS)

@@ -118,6 +118,7 @@ impl Nameidata<'_> {
     }
 
     /// As [`path`](Self::path) for a dentry reference the caller already holds.
+    #[inline]
     pub(crate) fn path_of(&self, dentry: Arc<Dentry>) -> Result<Path> {
         Ok(Path {
             mnt: self.mnt.get_ref(crate::sync::pcp_ref::REF, self.guard)?,
@@ -132,6 +133,7 @@ impl Nameidata<'_> {
 /// `ENAMETOOLONG` for 4096 bytes or more; `EINVAL` for an interior NUL (a C caller could not
 /// pass one; uvfs refuses rather than truncating); `ENOENT` for the empty path unless
 /// `empty_ok`.
+#[inline]
 pub(crate) fn getname(path: &[u8], empty_ok: bool) -> Result<&[u8]> {
     if path.len() >= PATH_MAX {
         return Err(Errno::ENAMETOOLONG);
@@ -205,10 +207,16 @@ impl<V: Variant> Task<V> {
     /// # Errors
     /// `EBADF` if `dirfd` is neither `AT_FDCWD` nor open (only for relative paths); `EXDEV`
     /// for a descriptor or dentry of another namespace.
+    #[inline]
     pub(crate) fn start<'t>(&'t self, dirfd: AtDir<'t>, path: &[u8]) -> Result<Start<'t, V>> {
         if path.first() == Some(&b'/') || matches!(dirfd, AtDir::Fd(Fd::AT_FDCWD)) {
             return Ok(Start::Cwd);
         }
+        self.start_at(dirfd)
+    }
+
+    /// [`start`](Self::start) for a relative path at a descriptor or dentry.
+    fn start_at<'t>(&'t self, dirfd: AtDir<'t>) -> Result<Start<'t, V>> {
         let f = match dirfd {
             AtDir::Fd(fd) => self.fdget_raw(fd)?,
             AtDir::Dentry(d) => {
