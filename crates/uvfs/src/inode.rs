@@ -1068,7 +1068,7 @@ mod tests {
         SHARED_WRITES.with(|c| c.get())
     }
 
-    fn reg(now: Timespec) -> Inode {
+    fn reg(now: Timespec) -> std::sync::Arc<Inode> {
         let args = crate::fs::NewInode {
             mode: S_IFREG | 0o644,
             uid: 0,

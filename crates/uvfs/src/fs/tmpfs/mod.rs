@@ -173,12 +173,14 @@ pub fn mount(opts: TmpfsOptions) -> Arc<Mount> {
     // for the root); a limit of at least 1 always fits it.
     let root_inode = new_inode(1, sb.s_dev, args, limits.as_ref())
         .unwrap_or_else(|_| unreachable!("an empty mount holds its root"));
-    Mount::with_root(sb, Arc::new(root_inode))
+    Mount::with_root(sb, root_inode)
 }
 
 /// A tmpfs inode for `args`, charged to `acct` (a mount's limits) when given: Linux
 /// `shmem_get_inode` with `shmem_reserve_inode` and, for a long symlink, `shmem_symlink`'s
-/// page. Without `acct` (no limits), the root of a new mount and the unit tests.
+/// page. Without `acct` (no limits), the root of a new mount and the unit tests. Returned
+/// in its `Arc` (built in this frame and moved to the heap once, not moved out of an
+/// `Ok` first: the inode is a few cache lines).
 ///
 /// # Errors
 /// `ENOSPC` when the mount's `nr_inodes` or (for a long symlink) `size=` is used up;
@@ -188,7 +190,7 @@ pub(crate) fn new_inode(
     dev: u64,
     args: NewInode<'_>,
     acct: Option<&Arc<Limits>>,
-) -> Result<Inode> {
+) -> Result<Arc<Inode>> {
     let contents = match args.mode & S_IFMT {
         S_IFREG => Contents::Reg(RwLock::default()),
         S_IFLNK => Contents::Symlink(Box::from(args.target.unwrap_or_default())),
@@ -210,7 +212,7 @@ pub(crate) fn new_inode(
         contents,
         xattrs: Mutex::new(BTreeMap::new()),
     };
-    Ok(assemble(ino, dev, args, t, size, pages))
+    Ok(Arc::new(assemble(ino, dev, args, t, size, pages)))
 }
 
 /// Charges one new inode to `acct` (a mount's limits, if it has them): one inode of
@@ -240,6 +242,7 @@ fn charge(acct: Option<&Arc<Limits>>, pages: u64, ispace: u64) -> Result<()> {
 /// owner, device number and times, `size` bytes and `pages` pages, and the flags every
 /// tmpfs inode carries (evictable on a mount with limits: from here on its `Drop` gives
 /// back what was charged).
+#[inline]
 fn assemble(ino: u64, dev: u64, args: NewInode<'_>, t: TmpfsInode, size: u64, pages: u64) -> Inode {
     let evictable = t.acct.is_some();
     let mut inode = Inode::new(
@@ -285,7 +288,7 @@ impl FileSystem for Tmpfs {
         _name: &[u8],
         args: NewInode<'_>,
     ) -> Result<Arc<Inode>> {
-        new_inode(self.next_ino(dev), dev, args, self.limits.as_ref()).map(Arc::new)
+        new_inode(self.next_ino(dev), dev, args, self.limits.as_ref())
     }
 }
 
