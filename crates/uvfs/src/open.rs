@@ -340,9 +340,9 @@ impl<V: Variant> Task<V> {
                     break (Some(d.clone()), false);
                 }
             } else {
-                let last = nd.walk_parent(start, path)?;
-                let d = nd.lookup_last(
-                    last,
+                let d = nd.walk(
+                    start,
+                    path,
                     !flags.contains(OpenFlags::NOFOLLOW),
                     flags.contains(OpenFlags::DIRECTORY),
                 )?;

@@ -56,6 +56,7 @@ pub struct FileRef {
 
 impl FileRef {
     /// A count holding `cnt` references (`cnt >= 1`; 0 is treated as 1).
+    #[inline]
     pub fn new(cnt: u64) -> FileRef {
         FileRef {
             refcnt: AtomicU64::new(cnt.max(1) - 1),
