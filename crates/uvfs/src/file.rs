@@ -13,6 +13,10 @@
 //! line 2  f_pos_lock + f_pos, f_dir_end                 written by read/write/lseek
 //! ```
 //! Readers of line 0 on other cores keep their copy while `dup`/`close` bounce line 1.
+//! The heap block holding a `File` is 256 bytes: `RcuRef` rounds an over-aligned type up to
+//! a power of two, so that size-class allocators serve the 64-aligned request on their
+//! ordinary path (mimalloc gave the 192-byte request a 256-byte block anyway, through its
+//! slower over-allocating path).
 //! Lines 0 and 1 are `V::Lines` and the count is `V::Ref` (see [`crate::variant`]): the
 //! default [`Uvfs`] variant is the layout above; ablation variants swap one of them.
 //!
