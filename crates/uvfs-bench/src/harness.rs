@@ -264,6 +264,9 @@ pub fn run_one(
     threads: usize,
     duration: Duration,
 ) -> Result<f64> {
+    if let Some(rate) = target.measure_elsewhere(workload, threads, duration) {
+        return rate;
+    }
     let measured = target
         .setup(workload, threads)
         .and_then(|workers| measure(workers, workload.kind().batch(), duration));

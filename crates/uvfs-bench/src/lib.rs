@@ -13,6 +13,7 @@
 //! | [`passthrough_ll`] | the `passthrough-ll` target: the same in libfuse's `passthrough_ll` over a tmpfs, built at bench time |
 //! | [`fuse_client`] | uvfs's FUSE client as a target: on an in-process uvfs server (ablation lesson 5) or on libfuse's `passthrough_ll` (`fuse-client`) |
 //! | [`fuse_mount`] | a FUSE server as a child process: started, waited for in mountinfo, always stopped |
+//! | [`worker_process`] | the `run` and `proot` targets: the kernel peer's loops in a `uvfs bench-worker` process under `uvfs run` or `proot` |
 //! | `peers` | feature `peers`: other crates' in-memory file systems (`vfs` MemoryFS, wasmer's `mem_fs`); see [`peer_targets`] |
 //! | [`harness`] | start gate, stop flag, interleaved repetitions, rates |
 //! | [`interrupt`] | SIGINT/SIGTERM as a polled flag: stop, clean up, exit `128 + signal` |
@@ -47,6 +48,7 @@ pub mod snapshot;
 pub mod target;
 pub mod uvfs_mount;
 pub mod uvfs_target;
+pub mod worker_process;
 pub mod workloads;
 
 use std::io::Write as _;
@@ -79,7 +81,8 @@ pub struct BenchArgs {
     /// mount,passthrough-ll,kernel (uvfs over FUSE against libfuse's
     /// passthrough_ll and the kernel's tmpfs); `fuse-client` alone means
     /// fuse-client,passthrough-ll,kernel (uvfs's FUSE client against the
-    /// kernel's, on one passthrough_ll build). The peers (vfs-memoryfs,
+    /// kernel's, on one passthrough_ll build); `run` alone means
+    /// run,kernel,mount,proot. The peers (vfs-memoryfs,
     /// wasmer-memfs) exist in builds with `--features peers`.
     #[arg(
         long = "target",
@@ -175,6 +178,13 @@ pub enum TargetKind {
     /// fuse-client, passthrough-ll (the kernel's client on the same server build), kernel.
     #[value(name = "fuse-client")]
     FuseClient,
+    /// `uvfs run`: the kernel target's loops in a separate program (`uvfs bench-worker`)
+    /// under `uvfs run`, working on its tmpfs (module `worker_process`). Alone, `--target
+    /// run` means run, kernel, mount, proot.
+    Run,
+    /// The same program under `proot` (found in `PATH`; skipped with a message if not),
+    /// working on a private tmpfs like the kernel target's.
+    Proot,
     /// The `vfs` crate's `MemoryFS` (feature `peers`; see
     /// `peers::vfs_memory::VfsMemoryTarget`).
     #[cfg(feature = "peers")]
@@ -210,6 +220,15 @@ impl TargetKind {
         TargetKind::FuseClient,
         TargetKind::PassthroughLl,
         TargetKind::Kernel,
+    ];
+
+    /// What `--target run` alone stands for: `uvfs run` (the subject), the kernel's tmpfs,
+    /// `uvfs mount`, `proot`.
+    pub const RUN: [TargetKind; 4] = [
+        TargetKind::Run,
+        TargetKind::Kernel,
+        TargetKind::Mount,
+        TargetKind::Proot,
     ];
 }
 
@@ -364,6 +383,8 @@ fn bench_with(args: &BenchArgs) -> Result<Report> {
         TargetKind::MOUNT.to_vec()
     } else if args.targets.iter().all(|&k| k == TargetKind::FuseClient) {
         TargetKind::FUSE_CLIENT.to_vec()
+    } else if args.targets.iter().all(|&k| k == TargetKind::Run) {
+        TargetKind::RUN.to_vec()
     } else {
         args.targets.clone()
     });
@@ -422,6 +443,34 @@ fn bench_with(args: &BenchArgs) -> Result<Report> {
                 };
                 fuse_client::passthrough_ll(build, args.host_dir.as_deref())?
             }
+            TargetKind::Run => {
+                let exe = std::env::current_exe()
+                    .map_err(|e| Error::new("run: finding the uvfs executable", e))?;
+                let tree = tree.as_ref().map(|t| t.root.as_path());
+                Box::new(worker_process::WorkerProcess::start(
+                    worker_process::Wrapper::UvfsRun,
+                    &exe,
+                    tree,
+                    None,
+                )?)
+            }
+            TargetKind::Proot => {
+                if worker_process::find_in_path("proot").is_none() {
+                    print_flush(
+                        "skipping proot: no `proot` in PATH (Debian: apt-get install proot)\n",
+                    );
+                    continue;
+                }
+                let exe = std::env::current_exe()
+                    .map_err(|e| Error::new("proot: finding the uvfs executable", e))?;
+                let tree = tree.as_ref().map(|t| t.root.as_path());
+                Box::new(worker_process::WorkerProcess::start(
+                    worker_process::Wrapper::Proot,
+                    &exe,
+                    tree,
+                    args.host_dir.as_deref(),
+                )?)
+            }
             #[cfg(feature = "peers")]
             TargetKind::VfsMemoryfs => Box::new(peers::vfs_memory::VfsMemoryTarget::new()?),
             #[cfg(feature = "peers")]
@@ -463,6 +512,9 @@ fn bench_with(args: &BenchArgs) -> Result<Report> {
     }
     let report = bench_targets(targets, &workloads, &plan, settings, tree_info)?;
     if let Some(line) = uvfs_mount::goal(&report) {
+        print_flush(&format!("{line}\n"));
+    }
+    for line in worker_process::goal_lines(&report) {
         print_flush(&format!("{line}\n"));
     }
     Ok(report)

@@ -8,6 +8,8 @@
 //! thread; then [`Target::teardown`] on the main thread removes what the run
 //! left and checks it.
 
+use std::time::Duration;
+
 use crate::error::Result;
 use crate::workloads::{Workload, WorkloadKind};
 
@@ -52,6 +54,25 @@ pub trait Target {
     ///
     /// Any failed call or unexpected leftover, with context.
     fn teardown(&mut self) -> Result<()>;
+
+    /// Measures one run of `workload` with `threads` workers for `duration` by itself and
+    /// returns its rate in ops/s, for a target whose workers live in another process (`run`,
+    /// `proot`: see [`crate::worker_process`]), which sets up, measures and tears down
+    /// there with this crate's own harness; `None` (every in-process target): the harness
+    /// calls [`Target::setup`], measures the workers here and calls [`Target::teardown`].
+    ///
+    /// # Errors
+    ///
+    /// As for a run here: setup, a worker or teardown failed, now in the other process.
+    fn measure_elsewhere(
+        &mut self,
+        workload: &Workload,
+        threads: usize,
+        duration: Duration,
+    ) -> Option<Result<f64>> {
+        let _ = (workload, threads, duration);
+        None
+    }
 
     /// Releases the target at the end of the benchmark (e.g. unmounts the
     /// kernel peer's tmpfs), reporting failures. Dropping a target without

@@ -41,6 +41,22 @@ enum Command {
     /// paths (/usr, /bin, /lib*, /etc, /dev, ...), without root or FUSE; exits with CMD's
     /// status. See docs/run.md.
     Run(RunArgs),
+    /// The worker process of `uvfs bench --target run,proot`: runs requests read from
+    /// stdin on the kernel target in a fresh directory under --dir, one answer per line
+    /// on stdout (uvfs_bench::worker_process).
+    #[command(hide = true)]
+    BenchWorker(BenchWorkerArgs),
+}
+
+/// `uvfs bench-worker --dir DIR [--tree DIR]`.
+#[derive(Debug, clap::Args)]
+struct BenchWorkerArgs {
+    /// Where the run directories are made.
+    #[arg(long, value_name = "DIR")]
+    dir: std::path::PathBuf,
+    /// The tree the `tree` workload imports.
+    #[arg(long, value_name = "DIR")]
+    tree: Option<std::path::PathBuf>,
 }
 
 /// `uvfs run [OPTIONS] -- CMD [ARGS...]`.
@@ -103,6 +119,15 @@ fn main() -> ExitCode {
             // A daemon's `--log`: every line written before it exits.
             mount::finish_log();
             code
+        }
+        Command::BenchWorker(args) => {
+            match uvfs_bench::worker_process::serve(&args.dir, args.tree.as_deref()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("uvfs bench-worker: error: {e}");
+                    ExitCode::FAILURE
+                }
+            }
         }
         Command::Run(args) => {
             let opts = uvfs_run::RunOptions {
