@@ -60,6 +60,10 @@ const VIEW_DIR: &str = "/tmp";
 /// How long a worker process may take after its stdin closes before it is killed.
 const EXIT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How much longer than the run's duration a worker process may take to answer (setup,
+/// the first `tree` run's import, teardown) before it counts as hung.
+const ANSWER_SLACK: Duration = Duration::from_secs(300);
+
 /// `run`'s goal: at most this many microseconds per notified call (one thread, pinned).
 pub const GOAL_US_PER_CALL: f64 = 5.0;
 
@@ -332,6 +336,10 @@ impl WorkerProcess {
         let mut line = serde_json::to_string(req)
             .map_err(|e| Error::new(format!("{name}: encoding a request"), e))?;
         line.push('\n');
+        let deadline = Duration::try_from_secs_f64(req.duration_s)
+            .unwrap_or_default()
+            .saturating_add(ANSWER_SLACK);
+        let asked = Instant::now();
         let (Some(stdin), Some(stdout)) = (self.stdin.as_mut(), self.stdout.as_mut()) else {
             return Err(Error::msg(format!("{name}: the worker process is closed")));
         };
@@ -363,6 +371,13 @@ impl WorkerProcess {
                 };
             }
             interrupt::check()?;
+            if asked.elapsed() > deadline {
+                return Err(Error::msg(format!(
+                    "{name}: no answer from the worker process in {} s{}",
+                    deadline.as_secs(),
+                    self.stderr_tail()
+                )));
+            }
             let mut fds = [rustix::event::PollFd::new(
                 &*stdout,
                 rustix::event::PollFlags::IN,
@@ -710,6 +725,36 @@ mod tests {
             None,
             series,
         )
+    }
+
+    /// The worker's side: a request runs on the kernel target and answers its rate; a bad
+    /// request is an error to answer, and the target still serves the next one.
+    #[test]
+    fn serve_one_runs_requests_and_refuses_bad_ones() {
+        let parent = tempfile::tempdir().unwrap();
+        let mut target = KernelTarget::new(HostDir::create(Some(parent.path())).unwrap()).unwrap();
+        let mut tree = None;
+        let ok = r#"{"workload":"syscall","threads":2,"duration_s":0.02}"#;
+        assert!(serve_one(&mut target, &mut tree, None, ok).unwrap() > 0.0);
+        let e = serve_one(
+            &mut target,
+            &mut tree,
+            None,
+            r#"{"workload":"nope","threads":1,"duration_s":0.02}"#,
+        )
+        .unwrap_err();
+        assert_eq!(e.to_string(), r#"bench-worker: no workload "nope""#);
+        let e = serve_one(
+            &mut target,
+            &mut tree,
+            None,
+            r#"{"workload":"tree","threads":1,"duration_s":0.02}"#,
+        )
+        .unwrap_err();
+        assert_eq!(e.to_string(), "bench-worker: tree workload without --tree");
+        assert!(serve_one(&mut target, &mut tree, None, "{").is_err());
+        assert!(serve_one(&mut target, &mut tree, None, ok).unwrap() > 0.0);
+        Box::new(target).close().unwrap();
     }
 
     #[test]
