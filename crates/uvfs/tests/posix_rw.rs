@@ -801,3 +801,50 @@ fn change_after_stat_shows_a_later_time() {
         )
     });
 }
+
+#[test]
+fn reads_see_writes_truncates_and_reopens() {
+    // Through the FUSE client the reads go through its page cache: each read after a
+    // change (a write through another descriptor, a shrink, a grow, a write past the end
+    // leaving a hole) returns what Linux returns, on the descriptor that read before the
+    // change and on a new open.
+    const P: usize = 4096;
+    let mut want: Vec<Vec<u8>> = Vec::new();
+    let mut data = vec![b'a'; 3 * P + 100];
+    want.push(data[P..3 * P].to_vec());
+    data[P + 10..P + 13].copy_from_slice(b"XYZ");
+    want.push(data[P..P + 20].to_vec());
+    data.truncate(5000);
+    want.push(data[P..].to_vec());
+    data.resize(9000, 0);
+    want.push(data.clone());
+    data.resize(12000, 0);
+    data.extend_from_slice(b"end");
+    want.push(data[11990..].to_vec());
+    want.push(data.clone());
+    expect(Ok(want), |s| {
+        let rd = |fd: Fd, len: usize, off: i64| {
+            let mut b = vec![0u8; len];
+            s.pread(fd, &mut b, off).map(|n| {
+                b.truncate(n);
+                b
+            })
+        };
+        let f = s.open(b"/f", CREAT | RW, 0o644)?;
+        s.pwrite(f, &[b'a'; 3 * P + 100], 0)?;
+        let g = s.open(b"/f", RO, 0)?;
+        let mut got = vec![rd(g, 2 * P, P as i64)?];
+        s.pwrite(f, b"XYZ", P as i64 + 10)?;
+        got.push(rd(g, 20, P as i64)?);
+        s.ftruncate(f, 5000)?;
+        got.push(rd(g, 2 * P, P as i64)?);
+        s.ftruncate(f, 9000)?;
+        got.push(rd(g, 4 * P, 0)?);
+        s.pwrite(f, b"end", 12000)?;
+        got.push(rd(g, 100, 11990)?);
+        s.close(g)?;
+        let h = s.open(b"/f", RO, 0)?;
+        got.push(rd(h, 4 * P, 0)?);
+        Ok::<_, Errno>(got)
+    });
+}

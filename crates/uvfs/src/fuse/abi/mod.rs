@@ -67,6 +67,14 @@ pub(crate) mod opcode {
     pub(crate) const FUSE_TMPFILE: u32 = 51;
 }
 
+/// `FOPEN_*` flags of `fuse_open_out.open_flags` the client acts on.
+pub(crate) mod fopen {
+    /// `FOPEN_DIRECT_IO`: bypass the page cache for this open file.
+    pub(crate) const FOPEN_DIRECT_IO: u32 = 1 << 0;
+    /// `FOPEN_KEEP_CACHE`: do not invalidate the data cache on open.
+    pub(crate) const FOPEN_KEEP_CACHE: u32 = 1 << 1;
+}
+
 /// Notification codes (`enum fuse_notify_code`): the `error` field of a message with
 /// `unique` 0.
 pub(crate) mod notify {

@@ -30,6 +30,32 @@
 //! cached entry of the mount be checked again at its next walk (one generation count per
 //! mount, not per name: a notification is rare, a walk is not).
 //!
+//! # Page cache (file data)
+//! Linux's default for a FUSE mount without `writeback_cache` (fs/fuse/file.c): reads of
+//! a regular file go through a page cache (cache.rs: 4 KiB pages, a per-mount table of
+//! `FuseClientOptions::cache_pages` slots, 64 MiB by default, CLOCK eviction within
+//! 8-way sets). A miss sends one READ from the start of its page of up to 32 pages
+//! (readahead), cut at `max_read` and at the cached size; a read reaching past the cached
+//! size (or, with `FUSE_AUTO_INVAL_DATA`, any read) first refreshes expired attributes
+//! (`fuse_cache_read_iter`), and stops at the size. The pages of a file are dropped:
+//! - at every open the server does not answer with `FOPEN_KEEP_CACHE`
+//!   (`fuse_finish_open`);
+//! - when attributes from the server show a new size, or a new mtime if the server took
+//!   `FUSE_AUTO_INVAL_DATA` (`fuse_change_attributes`), truncate included;
+//! - for `[off, off + len)` (`len` <= 0: to the end) at `NOTIFY_INVAL_INODE` with
+//!   `off` >= 0;
+//! - for the range written, after each WRITE (write-through: the data is the server's
+//!   before the call returns), and for the range of an `fallocate`.
+//!
+//! A file opened with `O_DIRECT` or answered `FOPEN_DIRECT_IO` reads and writes with
+//! requests only (`fuse_direct_io`); `fcntl(F_SETFL, O_DIRECT)` later does not switch.
+//! A READ racing a change may return the old bytes to its caller but never leaves them
+//! cached: each change bumps the inode's `attr_version` (Linux's), and a miss drops the
+//! pages it inserted if that moved while its READ was out (see `fill`). The same version
+//! keeps an attribute reply asked for before a change from undoing it (a stale size).
+//! A hit writes no shared cache line: an epoch pin (the thread's own line), the inode's
+//! token, one set line, the page's referenced bit only when clear, the copy.
+//!
 //! # Permissions
 //! As a kernel mount with `default_permissions`: the VFS checks the caller's credentials
 //! against the cached attributes; the server then does what it does with the request's
@@ -40,20 +66,22 @@
 //!
 //! # Not offered
 //! `O_TMPFILE` (EOPNOTSUPP, as a kernel mount of a server without TMPFILE), file locks,
-//! mmap coherence, a page cache (every read and write is a request: Linux's `direct_io`
-//! mode), READDIRPLUS. Extended attributes and interrupts (`Interrupter`) are offered.
+//! mmap coherence, writeback caching (writes are requests before the call returns),
+//! READDIRPLUS. Extended attributes and interrupts (`Interrupter`) are offered.
 
+use super::cache::{Page, PageCache};
 use super::conn::Conn;
 use super::request::EndMode;
 use crate::cred::Cred;
 use crate::fs::{DirEmit, FileOps, FileSystem, InodeOps, NewInode, SetAttr};
-use crate::fuse::abi::{self, fattr, opcode};
-use crate::inode::{FsAttrs, Inode, MAX_LFS_FILESIZE};
+use crate::fuse::abi::{self, fattr, fopen, init, opcode};
+use crate::inode::{FsAttrs, Inode, MAX_LFS_FILESIZE, PAGE_SIZE};
 use crate::mount::Mount;
 use crate::namei::{NAME_MAX, PATH_MAX};
 use crate::super_block::SuperBlock;
+use crate::sync::atomic::fence;
 use crate::sync::plain::{AtomicBool, AtomicU64, Mutex, Ordering};
-use crate::sync::plock;
+use crate::sync::{epoch, plock};
 use crate::time::mono_ns;
 use crate::types::*;
 use crate::{Errno, Result};
@@ -153,7 +181,18 @@ pub struct FuseClientOptions {
     /// buffer full, 4 MiB) waits until the server reads, exits, or another caller's wait
     /// times out and aborts the connection (which fails the send).
     pub request_timeout: Option<std::time::Duration>,
+    /// The most pages (4 KiB each) of file data the mount's page cache keeps (see the
+    /// module doc, "Page cache"): `None` for [`DEFAULT_CACHE_PAGES`] (64 MiB), `Some(0)`
+    /// for none (every read is a READ request, as with `FOPEN_DIRECT_IO` on every open).
+    pub cache_pages: Option<usize>,
 }
+
+/// The page cache's default size per mount, in pages: 16384 (64 MiB).
+pub const DEFAULT_CACHE_PAGES: usize = 16384;
+
+/// Pages a read miss asks the server for at most (readahead; also capped by `max_read`
+/// and the file's size): 32 (128 KiB, Linux's default `max_pages`).
+const READAHEAD_PAGES: u64 = 32;
 
 /// How the connection ends a request when its reply arrives (`request_end` in Linux's
 /// fs/fuse/dev.c).
@@ -194,6 +233,15 @@ pub(crate) struct Shared {
     no_xattr: [AtomicBool; 4],
     /// The uvfs process's credentials, for requests the VFS passes no caller's for.
     creds: (u32, u32, u32),
+    /// File data kept between reads (cache.rs). Internally synchronised.
+    cache: PageCache,
+    /// The next page-cache token (cache.rs: one per inode cache generation). Atomic;
+    /// written by inode creation and whole-file invalidation only.
+    next_token: AtomicU64,
+    /// Linux's `fc->attr_version`: bumped by every change of a file's data or size the
+    /// client makes or is told of; an attribute reply asked for before an inode's latest
+    /// bump is not stored (it may predate the change). Atomic.
+    attr_version: AtomicU64,
 }
 
 impl fmt::Debug for Shared {
@@ -235,6 +283,59 @@ pub(crate) struct FuseInode {
     target: Option<Box<[u8]>>,
     /// Serialises `O_APPEND` writes (the size read and the write at it).
     append: Mutex<()>,
+    /// The attributes may show an old atime (a READ or READDIR went to the server since
+    /// they were fetched): `stat` asks again, reads do not (Linux's `STATX_ATIME` in
+    /// `inval_mask`). Atomic; a hint, tested before it is set.
+    atime_stale: AtomicBool,
+    /// The page-cache token of this inode's current cache generation (cache.rs): a new
+    /// one drops every cached page of the file at once. Atomic; written by
+    /// `invalidate_data` only.
+    token: AtomicU64,
+    /// Linux's `fi->attr_version`: the mount's `attr_version` at this inode's latest
+    /// change of data or size (`bump_version`); a read miss that sees it move while its
+    /// READ was out drops the pages it cached. Atomic; only grows.
+    attr_version: AtomicU64,
+    /// The server's handles of this regular file's open files: the handle uvfs's `File`
+    /// holds is `slot << 1 | direct` (`direct`: the file bypasses the page cache), so a
+    /// cache hit needs no lookup here. Protected by its mutex.
+    files: Mutex<OpenFiles>,
+}
+
+/// The server's `fh` of each open file of one regular file, by slot.
+#[derive(Default)]
+struct OpenFiles {
+    /// `fhs[slot]`: the server's handle, `None` for a free slot.
+    fhs: Vec<Option<u64>>,
+    /// Free slots.
+    free: Vec<usize>,
+}
+
+impl OpenFiles {
+    /// Records `fh`; returns its slot.
+    fn add(&mut self, fh: u64) -> usize {
+        match self.free.pop() {
+            Some(s) => {
+                self.fhs[s] = Some(fh);
+                s
+            }
+            None => {
+                self.fhs.push(Some(fh));
+                self.fhs.len() - 1
+            }
+        }
+    }
+
+    /// The handle in `slot`.
+    fn get(&self, slot: usize) -> Option<u64> {
+        self.fhs.get(slot).copied().flatten()
+    }
+
+    /// Frees `slot`; returns its handle.
+    fn remove(&mut self, slot: usize) -> Option<u64> {
+        let fh = self.fhs.get_mut(slot)?.take()?;
+        self.free.push(slot);
+        Some(fh)
+    }
 }
 
 impl Drop for FuseInode {
@@ -271,6 +372,20 @@ impl Shared {
         self.conn.request(op, nodeid, self.creds, args)
     }
 
+    /// The mount's `attr_version` now, for a request whose reply carries attributes
+    /// (`fuse_get_attr_version`).
+    fn attr_version_now(&self) -> u64 {
+        // SeqCst: pairs with the SeqCst bump in `FuseInode::bump_version`: a change whose
+        // bump this load does not see was made after the load, so the inode's version
+        // will exceed it and the reply is not stored.
+        self.attr_version.load(Ordering::SeqCst)
+    }
+
+    /// Whether the server invalidates data on mtime changes (`fc->auto_inval_data`).
+    fn auto_inval_data(&self) -> bool {
+        self.conn.negotiated().flags & init::FUSE_AUTO_INVAL_DATA != 0
+    }
+
     /// `EROFS` on a read-only mount.
     fn writable(&self) -> Result<()> {
         if self.opts.read_only {
@@ -282,7 +397,15 @@ impl Shared {
     /// The uvfs inode of the entry reply `e` (`fuse_iget`), counting its lookup: the one
     /// uvfs holds for the node id (same type and generation), refreshed, or a new one.
     /// A node id 0 is a negative entry: `None`.
-    fn inode_for(self: &Arc<Self>, dev: u64, e: &abi::EntryOut) -> Result<Option<Arc<Inode>>> {
+    ///
+    /// `attr_ver` is the mount's `attr_version` before the request was sent (0: no check):
+    /// an inode changed since then keeps its attributes (`fuse_iget`'s `attr_version`).
+    fn inode_for(
+        self: &Arc<Self>,
+        dev: u64,
+        e: &abi::EntryOut,
+        attr_ver: u64,
+    ) -> Result<Option<Arc<Inode>>> {
         if e.nodeid == 0 {
             return Ok(None);
         }
@@ -307,7 +430,7 @@ impl Shared {
                 // Relaxed: a count only FORGET at the inode's drop reads (`&mut`).
                 fi.nlookup.fetch_add(1, Ordering::Relaxed);
                 fi.entry_seen(e);
-                i.set_attrs(&fs_attrs(&e.attr));
+                fi.store_attrs(&i, &e.attr, attr_ver);
                 return Ok(Some(i));
             }
         }
@@ -384,6 +507,11 @@ impl Shared {
             attr_until: AtomicU64::new(0),
             target,
             append: Mutex::new(()),
+            atime_stale: AtomicBool::new(false),
+            // Relaxed: a unique number; nothing is published with it.
+            token: AtomicU64::new(self.next_token.fetch_add(1, Ordering::Relaxed)),
+            attr_version: AtomicU64::new(0),
+            files: Mutex::new(OpenFiles::default()),
         };
         let mut i = Inode::new(
             a.ino,
@@ -406,8 +534,19 @@ impl Shared {
             abi::notify::INVAL_INODE => {
                 if let Ok((n, _)) = abi::NotifyInvalInodeOut::read_from_prefix(payload) {
                     let i = plock(&self.inodes).get(&n.ino).and_then(Weak::upgrade);
-                    if let Some(f) = i.as_deref().and_then(|i| fuse(i).ok()) {
+                    if let Some((i, f)) = i.as_deref().and_then(|i| Some((i, fuse(i).ok()?))) {
+                        // `fuse_reverse_inval_inode`: the attributes always; with an
+                        // offset >= 0 the pages from it, `len` bytes (<= 0: to the end).
                         f.invalidate_attrs();
+                        f.bump_version();
+                        if n.off >= 0 && i.is_reg() {
+                            let from = n.off as u64;
+                            if n.len <= 0 {
+                                f.drop_range(from, u64::MAX);
+                            } else {
+                                f.drop_range(from, from.saturating_add(n.len as u64));
+                            }
+                        }
                     }
                 }
             }
@@ -456,8 +595,91 @@ impl FuseInode {
     /// of a file whose attributes are stale already write nothing.
     fn invalidate_atime(&self) {
         // Relaxed: a hint, as `invalidate_attrs`.
-        if !self.fs.opts.read_only && self.attr_until.load(Ordering::Relaxed) != 0 {
-            self.invalidate_attrs();
+        if !self.fs.opts.read_only && !self.atime_stale.load(Ordering::Relaxed) {
+            // Relaxed: as above.
+            self.atime_stale.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether the cached attributes are within `attr_valid` (the size and times; the
+    /// atime may be stale, see `atime_stale`).
+    fn attrs_fresh(&self) -> bool {
+        // Relaxed: a hint.
+        self.attr_until.load(Ordering::Relaxed) > mono_ns()
+    }
+
+    /// Stores the server's attributes `a` in `inode` unless the inode changed since
+    /// `attr_ver` was read (`attr_ver` 0: always), and drops the cached data when they show
+    /// a change (`fuse_change_attributes`: a new size truncates and, without
+    /// `explicit_inval_data`, which uvfs does not offer, invalidates the whole file; with
+    /// `auto_inval_data`, a new mtime invalidates it too). Returns whether it stored them.
+    fn store_attrs(&self, inode: &Inode, a: &abi::Attr, attr_ver: u64) -> bool {
+        // SeqCst: pairs with `attr_version_now` (see there).
+        if attr_ver != 0 && self.attr_version.load(Ordering::SeqCst) > attr_ver {
+            return false;
+        }
+        let attrs = fs_attrs(a);
+        if !inode.is_reg() || !self.fs.cache.enabled() {
+            inode.set_attrs(&attrs);
+            return true;
+        }
+        let (old_size, old_mtime) = (inode.size(), inode.times()[1]);
+        inode.set_attrs(&attrs);
+        if old_size != attrs.size || (self.fs.auto_inval_data() && old_mtime != attrs.times[1]) {
+            self.invalidate_data();
+        }
+        true
+    }
+
+    /// Marks a change of this file's data or size (`fi->attr_version =
+    /// atomic64_inc_return(&fc->attr_version)`), then a full barrier: the store-load
+    /// pattern with `fill`'s insert-then-check (see there).
+    fn bump_version(&self) {
+        // SeqCst: a total order with `attr_version_now`'s loads (see there) and with
+        // `fill`'s loads of the inode's version.
+        let v = self.fs.attr_version.fetch_add(1, Ordering::SeqCst) + 1;
+        // SeqCst: as above; `fetch_max` keeps it growing when two changes race.
+        self.attr_version.fetch_max(v, Ordering::SeqCst);
+        // SeqCst fence: the bump above before the slot loads of the drop that follows
+        // (`drop_range`, `invalidate_data`'s callers), pairing with the fence in `fill`
+        // between its inserts and its version check (Dekker: one side sees the other).
+        fence(Ordering::SeqCst);
+    }
+
+    /// Drops every cached page of the file (`invalidate_inode_pages2`): a new token, so
+    /// the old pages are never found again.
+    fn invalidate_data(&self) {
+        if !self.fs.cache.enabled() {
+            return;
+        }
+        self.bump_version();
+        // Relaxed: a unique number. A reader that still loads the old token raced the
+        // invalidation (it may return what it could have returned before it); pages it
+        // inserts under the old token are never found, and this thread's own later loads
+        // see the new one (coherence).
+        let t = self.fs.next_token.fetch_add(1, Ordering::Relaxed);
+        // Relaxed: as above.
+        self.token.store(t, Ordering::Relaxed);
+    }
+
+    /// Drops the cached pages holding bytes `[from, to)` (`invalidate_inode_pages2_range`),
+    /// after marking the change (`bump_version`) so that a read miss in flight that fetched
+    /// the old bytes drops what it caches. A range of more pages than the cache holds
+    /// drops the whole file instead.
+    fn drop_range(&self, from: u64, to: u64) {
+        if !self.fs.cache.enabled() || to <= from {
+            return;
+        }
+        let (first, past) = (from / PAGE_SIZE as u64, to.div_ceil(PAGE_SIZE as u64));
+        if past - first > self.fs.cache.capacity() as u64 {
+            return self.invalidate_data();
+        }
+        self.bump_version();
+        // Relaxed: see `invalidate_data`.
+        let token = self.token.load(Ordering::Relaxed);
+        let g = epoch::pin();
+        for idx in first..past {
+            self.fs.cache.remove(token, idx, &g);
         }
     }
 
@@ -503,27 +725,36 @@ impl FuseInode {
         }
     }
 
-    /// Stores the attribute reply `payload` in `inode`.
-    fn attr_reply(&self, inode: &Inode, payload: &[u8]) -> Result<()> {
+    /// Stores the attribute reply `payload` in `inode` (unless the inode changed since
+    /// `attr_ver`, see `store_attrs`; then the attributes stay unfresh).
+    fn attr_reply(&self, inode: &Inode, payload: &[u8], attr_ver: u64) -> Result<()> {
         let a: abi::AttrOut = reply(&self.fs.conn, payload)?;
         if a.attr.mode & S_IFMT != inode.mode() & S_IFMT {
             // The node changed type behind uvfs's back: Linux marks the inode bad (EIO).
             return Err(proto_error(&self.fs.conn));
         }
-        inode.set_attrs(&fs_attrs(&a.attr));
-        // Relaxed: a hint.
-        self.attr_until
-            .store(deadline(a.attr_valid, a.attr_valid_nsec), Ordering::Relaxed);
+        if self.store_attrs(inode, &a.attr, attr_ver) {
+            // Relaxed: a hint.
+            self.attr_until
+                .store(deadline(a.attr_valid, a.attr_valid_nsec), Ordering::Relaxed);
+        }
         Ok(())
     }
 
     /// GETATTR (`fuse_do_getattr`).
     fn refresh(&self, inode: &Inode) -> Result<()> {
         let arg = abi::GetattrIn::default();
+        let ver = self.fs.attr_version_now();
+        // Relaxed: a hint (see `invalidate_atime`); a READ racing this GETATTR may leave
+        // the atime it moved unseen until the next one, as on Linux.
+        if self.atime_stale.load(Ordering::Relaxed) {
+            // Relaxed: as above.
+            self.atime_stale.store(false, Ordering::Relaxed);
+        }
         let r = self
             .fs
             .req(opcode::FUSE_GETATTR, self.nodeid, &[arg.as_bytes()])?;
-        self.attr_reply(inode, &r)
+        self.attr_reply(inode, &r, ver)
     }
 
     /// SETATTR with `arg` (`fuse_do_setattr`). With `store`, the reply's attributes are
@@ -536,7 +767,7 @@ impl FuseInode {
             .fs
             .req(opcode::FUSE_SETATTR, self.nodeid, &[arg.as_bytes()])?;
         if store {
-            return self.attr_reply(inode, &r);
+            return self.attr_reply(inode, &r, 0);
         }
         let a: abi::AttrOut = reply(&self.fs.conn, &r)?;
         if a.attr.mode & S_IFMT != inode.mode() & S_IFMT {
@@ -551,7 +782,7 @@ impl FuseInode {
     fn entry_reply(&self, dev: u64, r: &[u8]) -> Result<Arc<Inode>> {
         let e: abi::EntryOut = reply(&self.fs.conn, r)?;
         self.invalidate_attrs();
-        self.fs.inode_for(dev, &e)?.ok_or_else(|| {
+        self.fs.inode_for(dev, &e, 0)?.ok_or_else(|| {
             // A creation answered with a negative entry.
             proto_error(&self.fs.conn)
         })
@@ -566,12 +797,13 @@ impl InodeOps for FuseInode {
     /// LOOKUP (`fuse_lookup`).
     fn lookup(&self, dir: &Inode, name: &[u8]) -> Result<Option<Arc<Inode>>> {
         let n = cname(name)?;
+        let ver = self.fs.attr_version_now();
         match self.fs.req(opcode::FUSE_LOOKUP, self.nodeid, &[&n]) {
             Err(Errno::ENOENT) => Ok(None),
             Err(e) => Err(e),
             Ok(r) => {
                 let e: abi::EntryOut = reply(&self.fs.conn, &r)?;
-                self.fs.inode_for(dir.i_dev, &e)
+                self.fs.inode_for(dir.i_dev, &e, ver)
             }
         }
     }
@@ -719,7 +951,7 @@ impl InodeOps for FuseInode {
     /// GETATTR, unless the attributes are within `attr_valid`.
     fn getattr(&self, inode: &Inode) -> Result<()> {
         // Relaxed: a hint.
-        if self.attr_until.load(Ordering::Relaxed) > mono_ns() {
+        if self.attrs_fresh() && !self.atime_stale.load(Ordering::Relaxed) {
             return Ok(());
         }
         self.refresh(inode)
@@ -863,6 +1095,170 @@ impl InodeOps for FuseInode {
     }
 }
 
+impl FuseInode {
+    /// The server's `fh` of the open file whose uvfs handle is `handle` (see `files`):
+    /// a directory's is the server's own.
+    fn fh(&self, inode: &Inode, handle: u64) -> Result<u64> {
+        if !inode.is_reg() {
+            return Ok(handle);
+        }
+        plock(&self.files)
+            .get((handle >> 1) as usize)
+            .ok_or(Errno::EBADF)
+    }
+
+    /// READ of `buf.len()` bytes at `off` on the server's handle `fh`, in pieces of at
+    /// most `max_read` bytes (`fuse_direct_io`); a short piece is the end of file.
+    fn read_direct(&self, fh: u64, buf: &mut [u8], off: u64) -> Result<usize> {
+        let max = self.fs.conn.negotiated().max_read;
+        let mut done = 0;
+        while done < buf.len() {
+            let want = (buf.len() - done).min(max);
+            let arg = abi::ReadIn {
+                fh,
+                offset: off + done as u64,
+                size: want as u32,
+                ..Default::default()
+            };
+            let r = match self
+                .fs
+                .req(opcode::FUSE_READ, self.nodeid, &[arg.as_bytes()])
+            {
+                Ok(r) => {
+                    self.invalidate_atime();
+                    r
+                }
+                Err(e) if done == 0 => return Err(e),
+                Err(_) => break,
+            };
+            if r.len() > want {
+                return Err(proto_error(&self.fs.conn));
+            }
+            buf[done..done + r.len()].copy_from_slice(&r);
+            done += r.len();
+            if r.len() < want {
+                break;
+            }
+        }
+        Ok(done)
+    }
+
+    /// A read through the page cache (`fuse_cache_read_iter` -> `filemap_read`): the
+    /// size is refreshed first if the read reaches past it (or, with `auto_inval_data`,
+    /// always) and the attributes are past `attr_valid`; the read stops at the size;
+    /// cached pages are copied, each miss is one READ (`fill`).
+    fn read_cached(&self, inode: &Inode, handle: u64, buf: &mut [u8], off: u64) -> Result<usize> {
+        let len = buf.len() as u64;
+        if (self.fs.auto_inval_data() || off.saturating_add(len) > inode.size())
+            && !self.attrs_fresh()
+        {
+            self.refresh(inode)?;
+        }
+        let size = inode.size();
+        if off >= size || buf.is_empty() {
+            return Ok(0);
+        }
+        let end = size.min(off.saturating_add(len));
+        let ps = PAGE_SIZE as u64;
+        let mut pos = off;
+        while pos < end {
+            {
+                let g = epoch::pin();
+                // Relaxed: see `invalidate_data`.
+                let token = self.token.load(Ordering::Relaxed);
+                while pos < end {
+                    let (idx, in_page) = (pos / ps, (pos % ps) as usize);
+                    let want = (ps - pos % ps).min(end - pos) as usize;
+                    match self.fs.cache.get(token, idx, &g) {
+                        Some(p) if p.bytes().len() >= in_page + want => {
+                            let at = (pos - off) as usize;
+                            buf[at..at + want].copy_from_slice(&p.bytes()[in_page..in_page + want]);
+                            pos += want as u64;
+                        }
+                        _ => break,
+                    }
+                }
+            }
+            if pos >= end {
+                break;
+            }
+            let at = (pos - off) as usize;
+            match self.fill(inode, handle, pos, &mut buf[at..(end - off) as usize]) {
+                Ok(0) => break,
+                Ok(n) => pos += n as u64,
+                Err(e) if pos == off => return Err(e),
+                Err(_) => break,
+            }
+        }
+        Ok((pos - off) as usize)
+    }
+
+    /// A read miss at `pos` (`fuse_readahead` + `fuse_send_readpages`): one READ from the
+    /// start of `pos`'s page of up to [`READAHEAD_PAGES`] pages (at least what `buf`
+    /// needs, at most `max_read` and the file's size); copies what `buf` wants and caches
+    /// each page. Returns the bytes copied (0: the server's end of file).
+    ///
+    /// A READ racing a change of the file (a write, truncate or invalidation through
+    /// `bump_version`) may return the old bytes: the caller gets them (its read overlapped
+    /// the change, so Linux could return either), but they must not stay cached. The pages
+    /// are inserted, then (a full barrier) the inode's version is compared with the one
+    /// read before the READ: if it moved, the pages this call inserted are dropped again;
+    /// if not, the change's bump comes after our inserts in the SeqCst order, so its drop
+    /// (after its own barrier) finds them.
+    fn fill(&self, inode: &Inode, handle: u64, pos: u64, buf: &mut [u8]) -> Result<usize> {
+        let ps = PAGE_SIZE as u64;
+        let idx = pos / ps;
+        let start = idx * ps;
+        let size_pages = inode.size().div_ceil(ps);
+        let max_pages = (self.fs.conn.negotiated().max_read / PAGE_SIZE).max(1) as u64;
+        let need = (pos + buf.len() as u64).div_ceil(ps) - idx;
+        let n = need
+            .max(READAHEAD_PAGES.min(size_pages.saturating_sub(idx)))
+            .min(max_pages)
+            .max(1);
+        // SeqCst: see the doc and `bump_version`.
+        let ver = self.attr_version.load(Ordering::SeqCst);
+        // Relaxed: see `invalidate_data`.
+        let token = self.token.load(Ordering::Relaxed);
+        let fh = self.fh(inode, handle)?;
+        let want = (n * ps) as usize;
+        let arg = abi::ReadIn {
+            fh,
+            offset: start,
+            size: want as u32,
+            ..Default::default()
+        };
+        let r = self
+            .fs
+            .req(opcode::FUSE_READ, self.nodeid, &[arg.as_bytes()])?;
+        self.invalidate_atime();
+        if r.len() > want {
+            return Err(proto_error(&self.fs.conn));
+        }
+        let from = (pos - start) as usize;
+        let copied = r.len().saturating_sub(from).min(buf.len());
+        buf[..copied].copy_from_slice(&r[from..from + copied]);
+        let g = epoch::pin();
+        let mut cached = Vec::with_capacity(n as usize);
+        for (k, chunk) in r.chunks(PAGE_SIZE).enumerate() {
+            let i = idx + k as u64;
+            if let Some(p) = self.fs.cache.insert(Page::new(token, i, chunk), &g) {
+                cached.push((i, p));
+            }
+        }
+        // SeqCst fence: our inserts before the version load below (see the doc), pairing
+        // with the fence in `bump_version`.
+        fence(Ordering::SeqCst);
+        // SeqCst: as above.
+        if self.attr_version.load(Ordering::SeqCst) != ver {
+            for (i, p) in cached {
+                self.fs.cache.remove_exact(token, i, p, &g);
+            }
+        }
+        Ok(copied)
+    }
+}
+
 impl FileOps for FuseInode {
     /// OPEN or OPENDIR (`fuse_open_common`) with the open flags less those the VFS
     /// handles (`O_CREAT`, `O_EXCL`, `O_NOCTTY`, `O_TRUNC`: Linux's `fuse_open_common`
@@ -887,7 +1283,19 @@ impl FileOps for FuseInode {
         };
         let r = self.fs.req(op, self.nodeid, &[arg.as_bytes()])?;
         let o: abi::OpenOut = reply(&self.fs.conn, &r)?;
-        Ok(o.fh)
+        if op == opcode::FUSE_OPENDIR {
+            return Ok(o.fh);
+        }
+        // `fuse_finish_open`: the cached data goes unless the server keeps it.
+        if o.open_flags & fopen::FOPEN_KEEP_CACHE == 0 {
+            self.invalidate_data();
+        }
+        let direct = o.open_flags & fopen::FOPEN_DIRECT_IO != 0
+            || flags.contains(OpenFlags::DIRECT)
+            || !self.fs.cache.enabled()
+            || self.fs.conn.negotiated().max_read < PAGE_SIZE;
+        let slot = plock(&self.files).add(o.fh);
+        Ok((slot as u64) << 1 | direct as u64)
     }
 
     /// FLUSH (`fuse_flush`); a server without it (`ENOSYS`) is not asked again.
@@ -896,6 +1304,7 @@ impl FileOps for FuseInode {
         if !inode.is_reg() || self.fs.no_flush.load(Ordering::Relaxed) {
             return Ok(());
         }
+        let fh = self.fh(inode, fh)?;
         let arg = abi::FlushIn {
             fh,
             ..Default::default()
@@ -923,6 +1332,14 @@ impl FileOps for FuseInode {
             opcode::FUSE_RELEASE
         } else {
             return;
+        };
+        let fh = if inode.is_reg() {
+            match plock(&self.files).remove((fh >> 1) as usize) {
+                Some(fh) => fh,
+                None => return,
+            }
+        } else {
+            fh
         };
         let arg = abi::ReleaseIn {
             fh,
@@ -989,43 +1406,18 @@ impl FileOps for FuseInode {
         }
     }
 
-    /// READ in pieces of at most `max_read` bytes (`fuse_direct_io`); a short piece is
-    /// the end of file.
+    /// A read through the page cache (`read_cached`), or for a file opened with
+    /// `O_DIRECT` or answered `FOPEN_DIRECT_IO` (or on a mount without a cache), READs of
+    /// exactly the bytes asked for in pieces of at most `max_read` (`fuse_direct_io`).
     fn read_at(&self, inode: &Inode, fh: u64, buf: &mut [u8], off: u64) -> Result<usize> {
         if !inode.is_reg() {
             return Err(crate::fs::not_regular(inode));
         }
-        let max = self.fs.conn.negotiated().max_read;
-        let mut done = 0;
-        while done < buf.len() {
-            let want = (buf.len() - done).min(max);
-            let arg = abi::ReadIn {
-                fh,
-                offset: off + done as u64,
-                size: want as u32,
-                ..Default::default()
-            };
-            let r = match self
-                .fs
-                .req(opcode::FUSE_READ, self.nodeid, &[arg.as_bytes()])
-            {
-                Ok(r) => {
-                    self.invalidate_atime();
-                    r
-                }
-                Err(e) if done == 0 => return Err(e),
-                Err(_) => break,
-            };
-            if r.len() > want {
-                return Err(proto_error(&self.fs.conn));
-            }
-            buf[done..done + r.len()].copy_from_slice(&r);
-            done += r.len();
-            if r.len() < want {
-                break;
-            }
+        if fh & 1 != 0 {
+            let fh = self.fh(inode, fh)?;
+            return self.read_direct(fh, buf, off);
         }
-        Ok(done)
+        self.read_cached(inode, fh, buf, off)
     }
 
     /// WRITE in pieces of at most `max_write` bytes, at the server's size for `append`
@@ -1049,6 +1441,7 @@ impl FileOps for FuseInode {
             return Ok((0, off));
         }
         self.fs.writable()?;
+        let fh = self.fh(inode, fh)?;
         let _g = append.then(|| plock(&self.append));
         let off = if append {
             self.refresh(inode)?;
@@ -1083,6 +1476,7 @@ impl FileOps for FuseInode {
                 Ok(r) => r,
                 Err(e) if done == 0 => {
                     self.invalidate_attrs();
+                    self.drop_range(off, off + total as u64);
                     return Err(e);
                 }
                 Err(_) => break,
@@ -1098,8 +1492,13 @@ impl FileOps for FuseInode {
             }
         }
         let end = off + done as u64;
+        // Write-through (Linux without `writeback_cache`): the server has the bytes; the
+        // cached pages they cover go (the next read fetches them), and a read miss that
+        // raced the WRITE drops what it cached (`bump_version`). The size grows first so
+        // that a read after the write is not cut at the old size.
         // Relaxed: a snapshot for `lseek(SEEK_END)` and `stat` until the next refresh.
         inode.i_size.fetch_max(end, Ordering::Relaxed);
+        self.drop_range(off, off + total as u64);
         self.invalidate_attrs();
         Ok((done, end))
     }
@@ -1120,6 +1519,7 @@ impl FileOps for FuseInode {
             return Err(crate::fs::not_regular(inode));
         }
         self.fs.writable()?;
+        let fh = self.fh(inode, fh)?;
         inode.kill_suid(cred, now)?;
         let mut mode = 0;
         if punch {
@@ -1137,6 +1537,8 @@ impl FileOps for FuseInode {
         let r = self
             .fs
             .req(opcode::FUSE_FALLOCATE, self.nodeid, &[arg.as_bytes()]);
+        // A punched hole reads as zeros now (`truncate_pagecache_range`).
+        self.drop_range(off, off.saturating_add(len));
         self.invalidate_attrs();
         match r {
             Err(Errno::ENOSYS) => Err(Errno::EOPNOTSUPP),
@@ -1152,6 +1554,7 @@ impl FileOps for FuseInode {
         }
         // Relaxed: a sticky hint.
         if !self.fs.no_lseek.load(Ordering::Relaxed) {
+            let fh = self.fh(inode, fh)?;
             let arg = abi::LseekIn {
                 fh,
                 offset: off,
@@ -1191,6 +1594,7 @@ impl FileOps for FuseInode {
         if off.load(Ordering::Relaxed) {
             return Ok(());
         }
+        let fh = self.fh(inode, fh)?;
         let arg = abi::FsyncIn {
             fh,
             fsync_flags: if datasync { FUSE_FSYNC_FDATASYNC } else { 0 },
@@ -1351,6 +1755,7 @@ pub fn mount(server: FuseServer, opts: FuseClientOptions) -> Result<Arc<Mount>> 
         RequestEnd::Sticky => EndMode::Sticky,
         RequestEnd::Locked => EndMode::Locked,
     });
+    let opts_cache_pages = opts.cache_pages.unwrap_or(DEFAULT_CACHE_PAGES);
     let shared = Arc::new(Shared {
         conn: conn.clone(),
         opts,
@@ -1361,6 +1766,9 @@ pub fn mount(server: FuseServer, opts: FuseClientOptions) -> Result<Arc<Mount>> 
         no_fsyncdir: AtomicBool::new(false),
         no_lseek: AtomicBool::new(false),
         no_xattr: Default::default(),
+        cache: PageCache::new(opts_cache_pages),
+        next_token: AtomicU64::new(1),
+        attr_version: AtomicU64::new(1),
         creds: (
             rustix::process::geteuid().as_raw(),
             rustix::process::getegid().as_raw(),

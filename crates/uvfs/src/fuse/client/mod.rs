@@ -13,6 +13,8 @@
 //! ([`Interrupter`]). Not yet: READDIRPLUS. Background requests are capped at `max_background`
 //! and FORGETs go in batches (`conn`).
 
+// The page cache's store (the policy is in `fs`).
+mod cache;
 pub(crate) mod conn;
 pub mod fs;
 #[doc(hidden)]
@@ -22,7 +24,7 @@ mod interrupt;
 // `Interrupter`.
 pub(crate) mod request;
 
-pub use fs::{conn_errors, mount, FuseClientOptions, FuseServer, RequestEnd};
+pub use fs::{conn_errors, mount, FuseClientOptions, FuseServer, RequestEnd, DEFAULT_CACHE_PAGES};
 pub use interrupt::Interrupter;
 
 #[cfg(test)]

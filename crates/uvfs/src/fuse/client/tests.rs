@@ -797,3 +797,464 @@ while True:
         assert!(c.complete_for_test(unique));
     }
 }
+
+/// The page cache (fs.rs, cache.rs) against a scripted server of one file, `/f` (node 2),
+/// whose data the test changes behind the client's back; READs are counted.
+#[cfg(not(uvfs_loom))]
+mod page_cache {
+    use super::super::fs::{mount, FuseClientOptions, FuseServer};
+    use crate::fuse::abi::{self, fattr, fopen, init, opcode};
+    use crate::sync::plain::Mutex;
+    use crate::sync::plock;
+    use crate::types::{OpenFlags, S_IFDIR, S_IFREG};
+    use crate::{Errno, Fd, Task};
+    use std::sync::Arc;
+    use zerocopy::{FromBytes, IntoBytes};
+
+    const PS: usize = crate::inode::PAGE_SIZE;
+
+    /// The server's file and what it was asked.
+    #[derive(Default)]
+    struct File {
+        data: Vec<u8>,
+        mtime: u64,
+        /// `open_flags` of every OPEN reply.
+        open_flags: u32,
+        /// `attr_valid` (seconds) of every attribute and entry reply.
+        attr_valid: u64,
+        /// READ requests seen.
+        reads: usize,
+    }
+
+    struct Server {
+        file: Arc<Mutex<File>>,
+        /// The server's end, for notifications.
+        sock: rustix::fd::OwnedFd,
+        task: Task,
+        /// Names looked up to wait for the reader thread (see `notify_inval`).
+        n: crate::sync::plain::AtomicU32,
+    }
+
+    fn attr(nodeid: u64, f: &File) -> abi::Attr {
+        let (mode, size) = if nodeid == 1 {
+            (S_IFDIR | 0o755, 0)
+        } else {
+            (S_IFREG | 0o666, f.data.len() as u64)
+        };
+        abi::Attr {
+            ino: nodeid,
+            size,
+            mode,
+            nlink: 1,
+            mtime: f.mtime,
+            ..Default::default()
+        }
+    }
+
+    /// Mounts the scripted server (`auto_inval`: it accepts `FUSE_AUTO_INVAL_DATA`).
+    fn server(data: Vec<u8>, auto_inval: bool) -> Server {
+        let (mine, theirs) = rustix::net::socketpair(
+            rustix::net::AddressFamily::UNIX,
+            rustix::net::SocketType::SEQPACKET,
+            rustix::net::SocketFlags::CLOEXEC,
+            None,
+        )
+        .unwrap();
+        let file = Arc::new(Mutex::new(File {
+            data,
+            mtime: 1,
+            attr_valid: 3600,
+            ..Default::default()
+        }));
+        let (f2, sock) = (file.clone(), theirs.try_clone().unwrap());
+        std::thread::spawn(move || {
+            let send = |unique: u64, error: i32, payload: &[u8]| {
+                let h = abi::OutHeader {
+                    len: (16 + payload.len()) as u32,
+                    error,
+                    unique,
+                };
+                let mut m = h.as_bytes().to_vec();
+                m.extend_from_slice(payload);
+                let _ = rustix::net::send(&theirs, &m, rustix::net::SendFlags::NOSIGNAL);
+            };
+            let mut buf = vec![0u8; 2 << 20];
+            loop {
+                let n = match rustix::net::recv(&theirs, &mut buf, rustix::net::RecvFlags::empty())
+                {
+                    Ok((0, _)) | Err(_) => return,
+                    Ok((n, _)) => n,
+                };
+                let (h, rest) = abi::InHeader::read_from_prefix(&buf[..n]).unwrap();
+                let mut f = plock(&f2);
+                let valid = f.attr_valid;
+                match h.opcode {
+                    opcode::FUSE_INIT => {
+                        let out = abi::InitOut {
+                            major: 7,
+                            minor: 31,
+                            max_write: 1 << 20,
+                            flags: if auto_inval {
+                                init::FUSE_AUTO_INVAL_DATA as u32
+                            } else {
+                                0
+                            },
+                            ..Default::default()
+                        };
+                        send(h.unique, 0, out.as_bytes());
+                    }
+                    opcode::FUSE_GETATTR => {
+                        let out = abi::AttrOut {
+                            attr_valid: valid,
+                            attr: attr(h.nodeid, &f),
+                            ..Default::default()
+                        };
+                        send(h.unique, 0, out.as_bytes());
+                    }
+                    opcode::FUSE_LOOKUP if h.nodeid == 1 && rest == b"f\0" => {
+                        let out = abi::EntryOut {
+                            nodeid: 2,
+                            entry_valid: 3600,
+                            attr_valid: valid,
+                            attr: attr(2, &f),
+                            ..Default::default()
+                        };
+                        send(h.unique, 0, out.as_bytes());
+                    }
+                    opcode::FUSE_LOOKUP => send(h.unique, -Errno::ENOENT.raw(), &[]),
+                    opcode::FUSE_OPEN => {
+                        let out = abi::OpenOut {
+                            fh: 7,
+                            open_flags: f.open_flags,
+                            padding: 0,
+                        };
+                        send(h.unique, 0, out.as_bytes());
+                    }
+                    opcode::FUSE_READ => {
+                        f.reads += 1;
+                        let (r, _) = abi::ReadIn::read_from_prefix(rest).unwrap();
+                        assert_eq!(r.fh, 7, "the server's handle");
+                        let from = (r.offset as usize).min(f.data.len());
+                        let to = (from + r.size as usize).min(f.data.len());
+                        send(h.unique, 0, &f.data[from..to]);
+                    }
+                    opcode::FUSE_WRITE => {
+                        let (w, data) = abi::WriteIn::read_from_prefix(rest).unwrap();
+                        let (off, len) = (w.offset as usize, w.size as usize);
+                        if f.data.len() < off + len {
+                            f.data.resize(off + len, 0);
+                        }
+                        f.data[off..off + len].copy_from_slice(&data[..len]);
+                        f.mtime += 1;
+                        let out = abi::WriteOut {
+                            size: w.size,
+                            padding: 0,
+                        };
+                        send(h.unique, 0, out.as_bytes());
+                    }
+                    opcode::FUSE_SETATTR => {
+                        let (s, _) = abi::SetattrIn::read_from_prefix(rest).unwrap();
+                        if s.valid & fattr::FATTR_SIZE != 0 {
+                            f.data.resize(s.size as usize, 0);
+                            f.mtime += 1;
+                        }
+                        let out = abi::AttrOut {
+                            attr_valid: valid,
+                            attr: attr(h.nodeid, &f),
+                            ..Default::default()
+                        };
+                        send(h.unique, 0, out.as_bytes());
+                    }
+                    opcode::FUSE_FLUSH | opcode::FUSE_RELEASE => send(h.unique, 0, &[]),
+                    opcode::FUSE_FORGET | opcode::FUSE_BATCH_FORGET | opcode::FUSE_DESTROY => {}
+                    _ => send(h.unique, -Errno::ENOSYS.raw(), &[]),
+                }
+            }
+        });
+        let opts = FuseClientOptions {
+            cache_pages: Some(64),
+            ..Default::default()
+        };
+        let m = mount(FuseServer::Socket(mine), opts).unwrap();
+        Server {
+            file,
+            sock,
+            task: Task::init(&m),
+            n: Default::default(),
+        }
+    }
+
+    impl Drop for Server {
+        fn drop(&mut self) {
+            // Ends the server's loop (the client's connection may outlive the mount).
+            let _ = rustix::net::shutdown(&self.sock, rustix::net::Shutdown::Both);
+        }
+    }
+
+    impl Server {
+        fn reads(&self) -> usize {
+            plock(&self.file).reads
+        }
+
+        /// Changes the server's bytes `[off, off + bytes.len())` behind the client's back
+        /// (`mtime` moves with them only if `touch`).
+        fn change(&self, off: usize, bytes: &[u8], touch: bool) {
+            let mut f = plock(&self.file);
+            if f.data.len() < off + bytes.len() {
+                f.data.resize(off + bytes.len(), 0);
+            }
+            f.data[off..off + bytes.len()].copy_from_slice(bytes);
+            if touch {
+                f.mtime += 1;
+            }
+        }
+
+        fn open(&self, flags: OpenFlags) -> Fd {
+            self.task.open("/f", flags, 0).unwrap()
+        }
+
+        fn pread(&self, fd: Fd, len: usize, off: usize) -> Vec<u8> {
+            let mut b = vec![0u8; len];
+            let n = self.task.pread(fd, &mut b, off as i64).unwrap();
+            b.truncate(n);
+            b
+        }
+
+        /// NOTIFY_INVAL_INODE of the file, then a round trip: the client's reader
+        /// applies messages in order, so the notification is applied when it returns.
+        fn notify_inval(&self, off: i64, len: i64) {
+            let n = abi::NotifyInvalInodeOut { ino: 2, off, len };
+            let h = abi::OutHeader {
+                len: (16 + n.as_bytes().len()) as u32,
+                error: abi::notify::INVAL_INODE,
+                unique: 0,
+            };
+            let mut m = h.as_bytes().to_vec();
+            m.extend_from_slice(n.as_bytes());
+            rustix::net::send(&self.sock, &m, rustix::net::SendFlags::NOSIGNAL).unwrap();
+            // Relaxed: a counter for unique names.
+            let k = self.n.fetch_add(1, crate::sync::plain::Ordering::Relaxed);
+            let name = format!("/sync{k}");
+            assert_eq!(
+                self.task.open(name.as_str(), OpenFlags::RDONLY, 0),
+                Err(Errno::ENOENT)
+            );
+        }
+    }
+
+    /// Bytes `i % 251` of a file of `len` bytes.
+    fn pattern(len: usize) -> Vec<u8> {
+        (0..len).map(|i| (i % 251) as u8).collect()
+    }
+
+    #[test]
+    fn repeated_reads_hit_the_cache() {
+        let data = pattern(3 * PS + 100);
+        let s = server(data.clone(), false);
+        let fd = s.open(OpenFlags::RDONLY);
+        for _ in 0..3 {
+            assert_eq!(s.pread(fd, PS, 0), &data[..PS]);
+        }
+        // The miss read ahead to the end of the file (4 pages, one READ).
+        assert_eq!(
+            s.pread(fd, PS, 2 * PS + 50),
+            &data[2 * PS + 50..3 * PS + 50]
+        );
+        assert_eq!(s.pread(fd, 100, 3 * PS), &data[3 * PS..]);
+        assert_eq!(s.pread(fd, 10, data.len()), b"", "at the end of file");
+        assert_eq!(s.reads(), 1);
+        // A second file of the same inode shares the pages while it is open.
+        let fd2 = s.open(OpenFlags::RDONLY);
+        assert_eq!(s.reads(), 1);
+        s.task.close(fd2).unwrap();
+        s.task.close(fd).unwrap();
+    }
+
+    #[test]
+    fn keep_cache_keeps_pages_across_opens_and_its_absence_drops_them() {
+        let data = pattern(2 * PS);
+        let s = server(data.clone(), false);
+        // Without FOPEN_KEEP_CACHE: every open drops the pages; a change the server
+        // made meanwhile (same size, same mtime) is seen.
+        let fd = s.open(OpenFlags::RDONLY);
+        assert_eq!(s.pread(fd, PS, 0), &data[..PS]);
+        s.task.close(fd).unwrap();
+        s.change(0, b"changed", false);
+        let fd = s.open(OpenFlags::RDONLY);
+        assert_eq!(&s.pread(fd, 7, 0), b"changed");
+        assert_eq!(s.reads(), 2);
+        s.task.close(fd).unwrap();
+        // With it, the pages stay: the next change is not seen (as on Linux, until an
+        // invalidation), and no READ is sent.
+        plock(&s.file).open_flags = fopen::FOPEN_KEEP_CACHE;
+        let fd = s.open(OpenFlags::RDONLY);
+        assert_eq!(&s.pread(fd, 7, 0), b"changed", "cached before the open");
+        s.task.close(fd).unwrap();
+        s.change(0, b"again!!", false);
+        let fd = s.open(OpenFlags::RDONLY);
+        assert_eq!(&s.pread(fd, 7, 0), b"changed", "kept");
+        assert_eq!(s.reads(), 2);
+        s.task.close(fd).unwrap();
+        // An open without KEEP_CACHE drops them again.
+        plock(&s.file).open_flags = 0;
+        let fd = s.open(OpenFlags::RDONLY);
+        assert_eq!(&s.pread(fd, 7, 0), b"again!!");
+        assert_eq!(s.reads(), 3);
+        s.task.close(fd).unwrap();
+    }
+
+    #[test]
+    fn notify_inval_inode_drops_the_range_or_the_file() {
+        let data = pattern(3 * PS);
+        let s = server(data.clone(), false);
+        let fd = s.open(OpenFlags::RDONLY);
+        assert_eq!(s.pread(fd, 3 * PS, 0), data);
+        s.change(0, b"zero", false);
+        s.change(PS, b"one!", false);
+        s.change(2 * PS, b"two!", false);
+        assert_eq!(s.pread(fd, 4, PS), &data[PS..PS + 4], "cached");
+        // The second page only.
+        s.notify_inval(PS as i64, PS as i64);
+        assert_eq!(s.pread(fd, 4, PS), b"one!");
+        assert_eq!(s.pread(fd, 4, 0), &data[..4], "the first page stays");
+        assert_eq!(s.reads(), 2);
+        // An offset < 0: the attributes only.
+        s.notify_inval(-1, 0);
+        assert_eq!(s.pread(fd, 4, 0), &data[..4]);
+        // Length 0: from the offset to the end.
+        s.notify_inval(0, 0);
+        assert_eq!(s.pread(fd, 4, 0), b"zero");
+        assert_eq!(s.pread(fd, 4, 2 * PS), b"two!");
+        s.task.close(fd).unwrap();
+    }
+
+    #[test]
+    fn writes_then_reads_return_the_written_data() {
+        let data = pattern(2 * PS);
+        let s = server(data.clone(), false);
+        let fd = s.open(OpenFlags::RDWR);
+        assert_eq!(s.pread(fd, 2 * PS, 0), data);
+        assert_eq!(s.task.pwrite(fd, b"hello", 100).unwrap(), 5);
+        let mut want = data.clone();
+        want[100..105].copy_from_slice(b"hello");
+        assert_eq!(s.pread(fd, 2 * PS, 0), want);
+        // Past the end, leaving a hole: the old last page now reads to the new size.
+        assert_eq!(s.task.pwrite(fd, b"tail", 3 * PS as i64 + 10).unwrap(), 4);
+        want.resize(3 * PS + 10, 0);
+        want.extend_from_slice(b"tail");
+        assert_eq!(s.pread(fd, 8 * PS, 0), want);
+        assert_eq!(plock(&s.file).data, want, "written through");
+        s.task.close(fd).unwrap();
+    }
+
+    #[test]
+    fn truncate_then_read() {
+        let data = pattern(3 * PS);
+        let s = server(data.clone(), false);
+        let fd = s.open(OpenFlags::RDWR);
+        assert_eq!(s.pread(fd, 3 * PS, 0), data);
+        s.task.ftruncate(fd, 10).unwrap();
+        assert_eq!(s.pread(fd, PS, 0), &data[..10]);
+        assert_eq!(s.pread(fd, PS, PS), b"");
+        // Grown again: zeros past the 10 bytes, not the old cached bytes.
+        s.task.ftruncate(fd, 2 * PS as i64).unwrap();
+        let mut want = data[..10].to_vec();
+        want.resize(2 * PS, 0);
+        assert_eq!(s.pread(fd, 3 * PS, 0), want);
+        s.task.close(fd).unwrap();
+    }
+
+    #[test]
+    fn reads_past_eof_see_a_server_side_size_change_with_attr_timeout_0() {
+        let data = pattern(PS + 10);
+        let s = server(data.clone(), false);
+        plock(&s.file).attr_valid = 0;
+        let fd = s.open(OpenFlags::RDONLY);
+        assert_eq!(s.pread(fd, 2 * PS, 0), data);
+        // Grown behind the client's back: a read past the cached size asks GETATTR,
+        // sees the new size, drops the pages and reads the new bytes.
+        s.change(PS, b"0123456789abcdef", true);
+        let mut want = data.clone();
+        want[PS..PS + 10].copy_from_slice(b"0123456789");
+        want.extend_from_slice(b"abcdef");
+        assert_eq!(s.pread(fd, 2 * PS, 0), want);
+        // Shrunk: the read is cut at the new size.
+        plock(&s.file).data.truncate(100);
+        assert_eq!(s.pread(fd, 2 * PS, 0), &want[..100]);
+        s.task.close(fd).unwrap();
+    }
+
+    #[test]
+    fn auto_inval_data_drops_pages_on_a_new_mtime() {
+        let data = pattern(PS);
+        let s = server(data.clone(), true);
+        plock(&s.file).attr_valid = 0;
+        let fd = s.open(OpenFlags::RDONLY);
+        assert_eq!(s.pread(fd, PS, 0), data);
+        // Same size, same mtime: the cache is used (a GETATTR each read: attr_valid 0).
+        s.change(0, b"same", false);
+        assert_eq!(s.pread(fd, 4, 0), &data[..4]);
+        assert_eq!(s.reads(), 1);
+        // A new mtime: dropped.
+        s.change(0, b"new!", true);
+        assert_eq!(s.pread(fd, 4, 0), b"new!");
+        assert_eq!(s.reads(), 2);
+        s.task.close(fd).unwrap();
+    }
+
+    #[test]
+    fn direct_io_and_o_direct_bypass_the_cache() {
+        let data = pattern(PS);
+        let s = server(data.clone(), false);
+        plock(&s.file).open_flags = fopen::FOPEN_DIRECT_IO | fopen::FOPEN_KEEP_CACHE;
+        let fd = s.open(OpenFlags::RDONLY);
+        assert_eq!(s.pread(fd, 10, 0), &data[..10]);
+        assert_eq!(s.pread(fd, 10, 0), &data[..10]);
+        assert_eq!(s.reads(), 2);
+        s.task.close(fd).unwrap();
+        plock(&s.file).open_flags = fopen::FOPEN_KEEP_CACHE;
+        let fd = s.open(OpenFlags::RDONLY | OpenFlags::DIRECT);
+        assert_eq!(s.pread(fd, 10, 0), &data[..10]);
+        assert_eq!(s.pread(fd, 10, 0), &data[..10]);
+        assert_eq!(s.reads(), 4);
+        s.task.close(fd).unwrap();
+    }
+
+    /// Readers of one cached file racing a writer: every read returns, for each byte,
+    /// either the old or the new value; once the writer is done, every read returns the
+    /// new bytes (no stale page outlives the write).
+    #[test]
+    fn reads_racing_writes_leave_no_stale_page() {
+        let s = server(vec![b'a'; 4 * PS], false);
+        plock(&s.file).open_flags = fopen::FOPEN_KEEP_CACHE;
+        let fd = s.open(OpenFlags::RDWR);
+        for round in 0..20u8 {
+            let new = b'b' + round;
+            let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let readers: Vec<_> = (0..2)
+                .map(|_| {
+                    // A child task: the same open file, a table of its own.
+                    let (t, stop) = (s.task.fork(), stop.clone());
+                    std::thread::spawn(move || {
+                        let mut b = vec![0u8; 4 * PS];
+                        // Relaxed: a test's stop flag.
+                        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                            assert_eq!(t.pread(fd, &mut b, 0).unwrap(), 4 * PS);
+                        }
+                    })
+                })
+                .collect();
+            s.task.pwrite(fd, &vec![new; 4 * PS], 0).unwrap();
+            // Relaxed: as above; the joins order the rest.
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            for r in readers {
+                r.join().unwrap();
+            }
+            assert!(
+                s.pread(fd, 4 * PS, 0).iter().all(|&c| c == new),
+                "round {round}"
+            );
+        }
+        s.task.close(fd).unwrap();
+    }
+}
