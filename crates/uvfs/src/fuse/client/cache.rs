@@ -7,11 +7,12 @@
 //! # Shape
 //! One table per mount of `sets x WAYS` slots; a set is 8 pointers, one cache line. A slot is
 //! null or an immutable [`Page`]: up to 4096 bytes of one file at one page index. A page is
-//! found by its key (token, index). A token names one inode's cache generation: tokens are
-//! unique per mount (drawn from one counter at inode creation and at each whole-file
-//! invalidation), so invalidating a whole file is taking a new token (its old pages are
-//! never found again and age out of their sets), and no page can be found through a gone
-//! inode or a node id the server reused.
+//! found by its key (token, index). A token names one inode's cache generation: the inode's
+//! id (unique per mount, drawn from one counter when the inode is made) and its generation
+//! (the inode's own counter, bumped by each whole-file invalidation), so invalidating a
+//! whole file writes only the inode's own word (its old pages are never found again and
+//! age out of their sets), and no page can be found through a gone inode or a node id the
+//! server reused.
 //!
 //! # Readers write nothing shared
 //! A hit ([`PageCache::get`]): hash the key, load the set's pointers (one line, read only),
@@ -29,7 +30,7 @@
 //! the page uncached (the cache is best effort; the reader has its data either way).
 //!
 //! # Memory bound
-//! At most `slots` pages (`FuseClientOptions::cache_pages`, 4 KiB and a 32-byte header
+//! At most `slots` pages (`FuseClientOptions::cache_pages`, 4 KiB and a 48-byte header
 //! each) are reachable; pages replaced or dropped wait for one epoch grace period (the
 //! reclamation of every uvfs structure), and the table itself is 8 bytes per slot.
 //!
@@ -44,13 +45,16 @@ use crate::sync::epoch::{self, Atomic, Guard, Owned, Shared};
 use crate::sync::plain::{AtomicBool, Ordering};
 use std::fmt;
 
+/// A page's owner and generation: `inode id << 64 | generation` (see the module doc).
+pub(crate) type Token = u128;
+
 /// Slots per set: 8 pointers, one 64-byte line.
 pub(crate) const WAYS: usize = 8;
 
 /// One cached page of one file.
 pub(crate) struct Page {
     /// The token of the inode's cache generation it belongs to. Immutable.
-    token: u64,
+    token: Token,
     /// Its page index in the file. Immutable.
     idx: u64,
     /// Valid bytes from the page's start, 1 ..= `PAGE_SIZE` (fewer: the server's end of file
@@ -66,7 +70,7 @@ pub(crate) struct Page {
 impl Page {
     /// A page of `bytes` (1 ..= `PAGE_SIZE` of them) at index `idx` of the file whose cache
     /// generation is `token`.
-    pub(crate) fn new(token: u64, idx: u64, bytes: &[u8]) -> Owned<Page> {
+    pub(crate) fn new(token: Token, idx: u64, bytes: &[u8]) -> Owned<Page> {
         debug_assert!(!bytes.is_empty() && bytes.len() <= PAGE_SIZE);
         let mut p = Owned::new(Page {
             token,
@@ -87,7 +91,7 @@ impl Page {
 
     /// Whether this is the page `idx` of generation `token`.
     #[inline]
-    fn is(&self, token: u64, idx: u64) -> bool {
+    fn is(&self, token: Token, idx: u64) -> bool {
         self.token == token && self.idx == idx
     }
 }
@@ -140,9 +144,10 @@ impl PageCache {
     /// The set of `(token, idx)`: Fibonacci hashing of both, so that the pages of one file
     /// spread over consecutive-looking but different sets.
     #[inline]
-    fn set(&self, token: u64, idx: u64) -> &[Atomic<Page>] {
+    fn set(&self, token: Token, idx: u64) -> &[Atomic<Page>] {
         const K: u64 = 0x9E37_79B9_7F4A_7C15;
-        let h = (token.wrapping_mul(K) ^ idx).wrapping_mul(K);
+        let (id, gen) = ((token >> 64) as u64, token as u64);
+        let h = ((id.wrapping_mul(K) ^ gen).wrapping_mul(K) ^ idx).wrapping_mul(K);
         let s = h.checked_shr(64 - self.bits).unwrap_or(0) as usize;
         &self.slots[s * WAYS..(s + 1) * WAYS]
     }
@@ -150,7 +155,7 @@ impl PageCache {
     /// The page `idx` of generation `token`, if cached; marks it referenced (only if it
     /// was not). Valid while `guard` is pinned.
     #[inline]
-    pub(crate) fn get<'g>(&self, token: u64, idx: u64, guard: &'g Guard) -> Option<&'g Page> {
+    pub(crate) fn get<'g>(&self, token: Token, idx: u64, guard: &'g Guard) -> Option<&'g Page> {
         if !self.enabled() {
             return None;
         }
@@ -209,7 +214,7 @@ impl PageCache {
     /// The way of `set` an insert of `(token, idx)` takes: the same key's, an empty one, the
     /// first unreferenced page from the clock's start (clearing the bits passed), else the
     /// start.
-    fn victim(&self, set: &[Atomic<Page>], token: u64, idx: u64, guard: &Guard) -> usize {
+    fn victim(&self, set: &[Atomic<Page>], token: Token, idx: u64, guard: &Guard) -> usize {
         let mut unreferenced = None;
         for (w, slot) in set.iter().enumerate() {
             // Acquire: as in `get`.
@@ -245,7 +250,7 @@ impl PageCache {
     }
 
     /// Drops the page `idx` of generation `token`, if cached.
-    pub(crate) fn remove(&self, token: u64, idx: u64, guard: &Guard) {
+    pub(crate) fn remove(&self, token: Token, idx: u64, guard: &Guard) {
         if !self.enabled() {
             return;
         }
@@ -261,7 +266,7 @@ impl PageCache {
 
     /// Drops `page` (an address [`insert`](Self::insert) returned for `(token, idx)`) if it
     /// is still cached: undoes an insert that raced a change.
-    pub(crate) fn remove_exact(&self, token: u64, idx: u64, page: *const Page, guard: &Guard) {
+    pub(crate) fn remove_exact(&self, token: Token, idx: u64, page: *const Page, guard: &Guard) {
         for slot in self.set(token, idx) {
             // Acquire: as in `get`.
             let p = slot.load(Ordering::Acquire, guard);
@@ -316,6 +321,10 @@ mod tests {
         let p = c.insert(Page::new(1, 0, b"abc"), &g).unwrap();
         assert_eq!(c.get(1, 0, &g).unwrap().bytes(), b"abc");
         assert!(c.get(2, 0, &g).is_none(), "another token");
+        assert!(
+            c.get(1 << 64 | 1, 0, &g).is_none(),
+            "another inode, same generation"
+        );
         assert!(c.get(1, 1, &g).is_none(), "another index");
         // Same key: replaced.
         c.insert(Page::new(1, 0, b"xyz"), &g).unwrap();

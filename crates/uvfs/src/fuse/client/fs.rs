@@ -50,9 +50,12 @@
 //! A file opened with `O_DIRECT` or answered `FOPEN_DIRECT_IO` reads and writes with
 //! requests only (`fuse_direct_io`); `fcntl(F_SETFL, O_DIRECT)` later does not switch.
 //! A READ racing a change may return the old bytes to its caller but never leaves them
-//! cached: each change bumps the inode's `attr_version` (Linux's), and a miss drops the
-//! pages it inserted if that moved while its READ was out (see `fill`). The same version
-//! keeps an attribute reply asked for before a change from undoing it (a stale size).
+//! cached: a whole-file invalidation moves the inode's cache generation, which keys the
+//! pages, so pages fetched under the old one are never found; a range change (a write,
+//! fallocate, NOTIFY_INVAL_INODE with a length) bumps the inode's `attr_version`
+//! (Linux's), and a miss drops the pages it inserted if that moved while its READ was out
+//! (see `fill`). The same version keeps an attribute reply asked for before a write or
+//! truncate from undoing it (a stale size). An open writes no mount-wide word.
 //! A hit writes no shared cache line: an epoch pin (the thread's own line), the inode's
 //! token, one set line, the page's referenced bit only when clear, the copy.
 //!
@@ -69,7 +72,7 @@
 //! mmap coherence, writeback caching (writes are requests before the call returns),
 //! READDIRPLUS. Extended attributes and interrupts (`Interrupter`) are offered.
 
-use super::cache::{Page, PageCache};
+use super::cache::{Page, PageCache, Token};
 use super::conn::Conn;
 use super::request::EndMode;
 use crate::cred::Cred;
@@ -235,8 +238,8 @@ pub(crate) struct Shared {
     creds: (u32, u32, u32),
     /// File data kept between reads (cache.rs). Internally synchronised.
     cache: PageCache,
-    /// The next page-cache token (cache.rs: one per inode cache generation). Atomic;
-    /// written by inode creation and whole-file invalidation only.
+    /// The next inode id of the page cache (cache.rs: the high half of a page's token).
+    /// Atomic; written by inode creation only (an open writes no mount-wide word).
     next_token: AtomicU64,
     /// Linux's `fc->attr_version`: bumped by every change of a file's data or size the
     /// client makes or is told of; an attribute reply asked for before an inode's latest
@@ -287,10 +290,12 @@ pub(crate) struct FuseInode {
     /// they were fetched): `stat` asks again, reads do not (Linux's `STATX_ATIME` in
     /// `inval_mask`). Atomic; a hint, tested before it is set.
     atime_stale: AtomicBool,
-    /// The page-cache token of this inode's current cache generation (cache.rs): a new
-    /// one drops every cached page of the file at once. Atomic; written by
-    /// `invalidate_data` only.
-    token: AtomicU64,
+    /// This inode's id in the page cache (cache.rs: the high half of its pages' tokens),
+    /// unique per mount. Immutable.
+    cache_id: u64,
+    /// The generation of its cached pages (the low half of their tokens): a new one drops
+    /// every cached page of the file at once. Atomic; written by `invalidate_data` only.
+    cache_gen: AtomicU64,
     /// Linux's `fi->attr_version`: the mount's `attr_version` at this inode's latest
     /// change of data or size (`bump_version`); a read miss that sees it move while its
     /// READ was out drops the pages it cached. Atomic; only grows.
@@ -509,7 +514,8 @@ impl Shared {
             append: Mutex::new(()),
             atime_stale: AtomicBool::new(false),
             // Relaxed: a unique number; nothing is published with it.
-            token: AtomicU64::new(self.next_token.fetch_add(1, Ordering::Relaxed)),
+            cache_id: self.next_token.fetch_add(1, Ordering::Relaxed),
+            cache_gen: AtomicU64::new(0),
             attr_version: AtomicU64::new(0),
             files: Mutex::new(OpenFiles::default()),
         };
@@ -641,25 +647,31 @@ impl FuseInode {
         // SeqCst: as above; `fetch_max` keeps it growing when two changes race.
         self.attr_version.fetch_max(v, Ordering::SeqCst);
         // SeqCst fence: the bump above before the slot loads of the drop that follows
-        // (`drop_range`, `invalidate_data`'s callers), pairing with the fence in `fill`
+        // (`drop_range`), pairing with the fence in `fill`
         // between its inserts and its version check (Dekker: one side sees the other).
         fence(Ordering::SeqCst);
     }
 
-    /// Drops every cached page of the file (`invalidate_inode_pages2`): a new token, so
-    /// the old pages are never found again.
+    /// The token of this inode's current cache generation (cache.rs).
+    #[inline]
+    fn token(&self) -> Token {
+        // Relaxed: a reader that still loads the old generation raced the invalidation (it
+        // may return what it could have returned before it); pages a miss inserts under it
+        // are never found again, and the invalidating thread's own later loads see the new
+        // one (coherence). A miss loads it before its READ is sent, so a READ sent after
+        // an invalidation it did not see was still sent after the server's change that the
+        // invalidation reports.
+        (self.cache_id as Token) << 64 | self.cache_gen.load(Ordering::Relaxed) as Token
+    }
+
+    /// Drops every cached page of the file (`invalidate_inode_pages2`): a new generation,
+    /// so the old pages are never found again (they age out of the cache). Writes only the
+    /// inode's own word: an open without `FOPEN_KEEP_CACHE` writes no mount-wide line.
     fn invalidate_data(&self) {
-        if !self.fs.cache.enabled() {
-            return;
+        if self.fs.cache.enabled() {
+            // Relaxed: see `token`.
+            self.cache_gen.fetch_add(1, Ordering::Relaxed);
         }
-        self.bump_version();
-        // Relaxed: a unique number. A reader that still loads the old token raced the
-        // invalidation (it may return what it could have returned before it); pages it
-        // inserts under the old token are never found, and this thread's own later loads
-        // see the new one (coherence).
-        let t = self.fs.next_token.fetch_add(1, Ordering::Relaxed);
-        // Relaxed: as above.
-        self.token.store(t, Ordering::Relaxed);
     }
 
     /// Drops the cached pages holding bytes `[from, to)` (`invalidate_inode_pages2_range`),
@@ -667,6 +679,7 @@ impl FuseInode {
     /// the old bytes drops what it caches. A range of more pages than the cache holds
     /// drops the whole file instead.
     fn drop_range(&self, from: u64, to: u64) {
+        self.bump_version();
         if !self.fs.cache.enabled() || to <= from {
             return;
         }
@@ -674,9 +687,7 @@ impl FuseInode {
         if past - first > self.fs.cache.capacity() as u64 {
             return self.invalidate_data();
         }
-        self.bump_version();
-        // Relaxed: see `invalidate_data`.
-        let token = self.token.load(Ordering::Relaxed);
+        let token = self.token();
         let g = epoch::pin();
         for idx in first..past {
             self.fs.cache.remove(token, idx, &g);
@@ -977,7 +988,11 @@ impl InodeOps for FuseInode {
             arg.mtime = now.tv_sec as u64;
             arg.mtimensec = now.tv_nsec as u32;
         }
-        self.setattr_req(inode, &arg, true)
+        let r = self.setattr_req(inode, &arg, true);
+        // A size change (Linux's `fuse_do_setattr` bumps `attr_version`): a GETATTR reply
+        // asked for before it is not stored over the new size.
+        self.bump_version();
+        r
     }
 
     /// GETXATTR (`fuse_getxattr`): with `buf`, its length as the size (the server answers
@@ -1164,8 +1179,7 @@ impl FuseInode {
         while pos < end {
             {
                 let g = epoch::pin();
-                // Relaxed: see `invalidate_data`.
-                let token = self.token.load(Ordering::Relaxed);
+                let token = self.token();
                 while pos < end {
                     let (idx, in_page) = (pos / ps, (pos % ps) as usize);
                     let want = (ps - pos % ps).min(end - pos) as usize;
@@ -1218,8 +1232,7 @@ impl FuseInode {
             .max(1);
         // SeqCst: see the doc and `bump_version`.
         let ver = self.attr_version.load(Ordering::SeqCst);
-        // Relaxed: see `invalidate_data`.
-        let token = self.token.load(Ordering::Relaxed);
+        let token = self.token();
         let fh = self.fh(inode, handle)?;
         let want = (n * ps) as usize;
         let arg = abi::ReadIn {
