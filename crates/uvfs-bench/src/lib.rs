@@ -271,6 +271,13 @@ fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
     }
 }
 
+/// What [`bench`] prints in an audit build (feature `audit`).
+#[cfg(feature = "audit")]
+pub const AUDIT_BUILD_WARNING: &str = "uvfs bench: WARNING: this is an audit build (--features \
+     audit): every atomic and lock of uvfs is a recording wrapper, so these timings are NOT \
+     representative of uvfs; measure with a build without the feature, and use this one only \
+     for `uvfs bench --audit`";
+
 /// Runs `uvfs bench` with `args`: uvfs and the kernel peer, every selected
 /// workload and thread count. Prints the header before running and the
 /// table after to stdout, a progress bar to stderr on long runs, and writes
@@ -282,14 +289,22 @@ fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
 /// Stops early, cleaning up, once [`interrupt::install`]'s handlers have
 /// seen SIGINT or SIGTERM.
 ///
+/// In a build with the feature `audit` it prints [`AUDIT_BUILD_WARNING`] to stderr before
+/// and after the run: there every atomic and lock of uvfs is a recording wrapper, so its
+/// timings are not uvfs's.
+///
 /// # Errors
 ///
 /// Any failure (opening the JSON file, reading the tree, a workload's call,
 /// an interruption, cleaning up, writing the JSON or a plot) ends the
 /// benchmark with an error saying where it happened.
 pub fn bench(args: &BenchArgs) -> Result<Report> {
+    #[cfg(feature = "audit")]
+    eprintln!("{AUDIT_BUILD_WARNING}");
     let json = args.json.as_deref().map(JsonFile::open).transpose()?;
     let report = bench_with(args);
+    #[cfg(feature = "audit")]
+    eprintln!("{AUDIT_BUILD_WARNING}");
     match (report, json) {
         (Ok(report), Some(json)) => {
             let path = json.path.clone();

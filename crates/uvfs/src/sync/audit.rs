@@ -49,6 +49,18 @@ pub struct Access {
     /// The call stack's return addresses, innermost first (at most [`STACK_DEPTH`]), for
     /// [`describe`].
     pub stack: Box<[usize]>,
+    /// For a lock word's write: whether it took the lock or released it (a guard's drop,
+    /// recorded at the line that took the lock); `None` for every other access.
+    pub lock: Option<LockOp>,
+}
+
+/// What a lock word's recorded write did ([`Access::lock`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockOp {
+    /// `lock`, `read` or `write`: the acquisition.
+    Lock,
+    /// The guard's drop: the release.
+    Unlock,
 }
 
 /// Frames kept per access.
@@ -80,6 +92,18 @@ pub fn end() -> Vec<Access> {
 /// Records an access to `addr`'s line if the calling thread is in a window.
 #[inline]
 fn rec<T: ?Sized>(addr: *const T, write: bool, locked: bool, at: &'static Location<'static>) {
+    rec_op(addr, write, locked, at, None);
+}
+
+/// [`rec`] with the lock operation `lock` ([`Access::lock`]).
+#[inline]
+fn rec_op<T: ?Sized>(
+    addr: *const T,
+    write: bool,
+    locked: bool,
+    at: &'static Location<'static>,
+    lock: Option<LockOp>,
+) {
     if ACTIVE.try_with(Cell::get).unwrap_or(false) {
         let line = if addr.cast::<u8>().is_null() {
             NO_LINE
@@ -98,6 +122,7 @@ fn rec<T: ?Sized>(addr: *const T, write: bool, locked: bool, at: &'static Locati
                 locked,
                 at,
                 stack: stack.into_boxed_slice(),
+                lock,
             })
         });
     }
@@ -245,14 +270,16 @@ atomic_common!(AtomicBool, std::sync::atomic::AtomicBool, bool);
 atomic_rmw!(AtomicBool, bool, fetch_and, fetch_or, fetch_xor);
 atomic_common!(AtomicPtr<T>, std::sync::atomic::AtomicPtr<T>, *mut T);
 
-/// Records a locked write of the lock word at `addr` if in a window.
+/// Records a locked write of the lock word at `addr`, taking (`op` [`LockOp::Lock`]) or
+/// releasing it, if in a window.
 #[inline]
-fn rec_lock(addr: usize, at: &'static Location<'static>) {
-    rec(addr as *const u8, true, true, at);
+fn rec_lock(addr: usize, at: &'static Location<'static>, op: LockOp) {
+    rec_op(addr as *const u8, true, true, at, Some(op));
 }
 
 /// A lock's guard `G` (std's or parking_lot's) whose drop records the unlock, a locked
 /// write of the lock word, at the line that took the lock.
+#[must_use = "the lock is released as soon as the guard is dropped"]
 pub struct Guard<G> {
     g: G,
     lock: usize,
@@ -267,7 +294,7 @@ impl<G> Guard<G> {
         take: impl FnOnce() -> G,
     ) -> Self {
         let lock = lock as *const L as *const u8 as usize;
-        rec_lock(lock, at);
+        rec_lock(lock, at, LockOp::Lock);
         Guard {
             g: take(),
             lock,
@@ -311,7 +338,7 @@ impl<G: std::ops::DerefMut> std::ops::DerefMut for Guard<G> {
 
 impl<G> Drop for Guard<G> {
     fn drop(&mut self) {
-        rec_lock(self.lock, self.at);
+        rec_lock(self.lock, self.at, LockOp::Unlock);
     }
 }
 
@@ -334,7 +361,11 @@ pub type PlMutexGuard<'a, T> = Guard<parking_lot::MutexGuard<'a, T>>;
 macro_rules! lock_wrapper {
     ($(#[$doc:meta])* $name:ident, $inner:ident :: $lock:ident, $get_mut:ty) => {
         $(#[$doc])*
+        ///
+        /// `#[repr(transparent)]`: the lock itself, so its address (the line recorded) is
+        /// the wrapped lock word's.
         #[derive(Default)]
+        #[repr(transparent)]
         pub struct $name<T: ?Sized>($inner::$lock<T>);
 
         impl<T: ?Sized + std::fmt::Debug> std::fmt::Debug for $name<T> {

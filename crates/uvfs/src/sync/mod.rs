@@ -6,7 +6,8 @@
 //! (loom cannot model it; under loom all model threads share one epoch participant, which only
 //! delays frees). crossbeam's `Atomic` is a real atomic that loom does not see, so a pointer
 //! whose publication a loom model must check (`FdTable`'s slot array) is a `sync::AtomicPtr`
-//! and only its retirement goes through the epoch (`Guard::defer_destroy`); otherwise loom
+//! (a replaced array is not freed through the epoch at all: it is kept in
+//! `FdAlloc::retired` until the table drops, fdtable.rs `expand_locked`); otherwise loom
 //! reports the objects behind it as loaded before they were created.
 //!
 //! Linux analogue: `include/linux/atomic.h`, `include/linux/rcupdate.h`.
