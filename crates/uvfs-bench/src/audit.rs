@@ -1,8 +1,8 @@
 //! `uvfs bench --audit`: the conflict audit. Two threads run the same workload (the bench's
-//! own workers, [`UvfsTarget`]'s, so the calls cannot drift from what is measured) one loop
-//! at a time inside recording windows of `uvfs::sync::audit`; for each round the audit
-//! reports the cache lines one thread wrote that the other read or wrote, and the locked
-//! instructions per loop, with the source lines that made them.
+//! own loops, [`crate::loops`] on [`UvfsTarget`], so the calls cannot drift from what is
+//! measured) one loop at a time inside recording windows of `uvfs::sync::audit`; for each
+//! round the audit reports the cache lines one thread wrote that the other read or wrote,
+//! and the locked instructions per loop, with the source lines that made them.
 //!
 //! This is COMMUTER's test for conflict-freedom (A. Clements et al., "The Scalable
 //! Commutativity Rule", SOSP 2013): two commuting operations that touch no line in common
@@ -24,12 +24,11 @@ use std::sync::{Arc, Barrier, Condvar, Mutex};
 
 use serde::Serialize;
 use uvfs::sync::audit::{self, Access, LockOp, NO_LINE};
-use uvfs::{AtFlags, Fd, OpenFlags, Task};
 
 use crate::error::{Context, Error, Result};
 use crate::target::{Target, Worker};
 use crate::uvfs_target::UvfsTarget;
-use crate::workloads::{HostTree, Workload, DIR_MODE, FILE_MODE};
+use crate::workloads::{HostTree, Workload};
 
 /// Loops each thread runs before the recorded rounds (caches, thread-locals, the epoch's
 /// bags, the descriptor table's growth: the steady state the bench measures).
@@ -87,7 +86,8 @@ pub const PAIRS: [Pair; 8] = [
     },
     Pair {
         name: "stat-path",
-        what: "fstatat(AT_FDCWD, \"/a/b/c/shared\"): one path, own tables",
+        what: "fstatat(run dir, \"a/b/c/shared\"): one path through three shared directories, \
+               own tables",
         budget_shared: 0.0,
         budget_locked: 0.0,
         goal: "",
@@ -267,27 +267,23 @@ type Trace = Vec<Access>;
 
 /// Runs pair `name` and returns each round's two traces.
 fn record(name: &str) -> Result<Vec<[Trace; 2]>> {
-    match name {
-        "stat-path" => record_stat_path(),
-        _ => {
-            let workload = match name {
-                "syscall" => Workload::Syscall,
-                "open-close" => Workload::OpenClose,
-                "fstat-shared" => Workload::FstatShared,
-                "read-shared" => Workload::ReadShared,
-                "creat-clo" => Workload::CreatClo,
-                "futimes" => Workload::Futimes,
-                "tree" => Workload::Tree(Arc::new(small_tree()?)),
-                _ => return Err(Error::msg(format!("no audit pair {name}"))),
-            };
-            let mut target = UvfsTarget::new()?;
-            let workers = target.setup(&workload, 2)?;
-            let rounds = run_workers(workers);
-            target.teardown()?;
-            Box::new(target).close()?;
-            rounds
-        }
-    }
+    let workload = match name {
+        "syscall" => Workload::Syscall,
+        "open-close" => Workload::OpenClose,
+        "fstat-shared" => Workload::FstatShared,
+        "read-shared" => Workload::ReadShared,
+        "stat-path" => Workload::StatPath,
+        "creat-clo" => Workload::CreatClo,
+        "futimes" => Workload::Futimes,
+        "tree" => Workload::Tree(Arc::new(small_tree()?)),
+        _ => return Err(Error::msg(format!("no audit pair {name}"))),
+    };
+    let mut target = UvfsTarget::new()?;
+    let workers = target.setup(&workload, 2)?;
+    let rounds = run_workers(workers);
+    target.teardown()?;
+    Box::new(target).close()?;
+    rounds
 }
 
 /// Runs two workers on two threads: [`WARMUP`] loops, then [`ROUNDS`] recorded loops, both
@@ -420,45 +416,6 @@ impl Drop for AbortOnDrop<'_> {
     fn drop(&mut self) {
         self.0.abort();
     }
-}
-
-/// `stat-path`: two forked tasks `fstatat` one path through three shared directories.
-fn record_stat_path() -> Result<Vec<[Trace; 2]>> {
-    let mount = uvfs::tmpfs::mount(uvfs::tmpfs::TmpfsOptions::unlimited());
-    let init = Task::init(&mount);
-    for d in ["/a", "/a/b", "/a/b/c"] {
-        init.mkdirat(Fd::AT_FDCWD, d, DIR_MODE)
-            .with_context(|| format!("mkdir({d})"))?;
-    }
-    let fd = init
-        .open(
-            "/a/b/c/shared",
-            OpenFlags::CREAT | OpenFlags::WRONLY,
-            FILE_MODE,
-        )
-        .with_context(|| "open(/a/b/c/shared)")?;
-    init.close(fd).with_context(|| "close")?;
-    /// One thread's task.
-    #[derive(Debug)]
-    #[repr(align(128))] // Own cache lines, as the bench's workers.
-    struct StatWorker(Task);
-    impl Worker for StatWorker {
-        fn run(&mut self, n: u32) -> Result<()> {
-            for _ in 0..n {
-                let st = self
-                    .0
-                    .fstatat(Fd::AT_FDCWD, "/a/b/c/shared", AtFlags::empty())
-                    .with_context(|| "fstatat(/a/b/c/shared)")?;
-                std::hint::black_box(st);
-            }
-            Ok(())
-        }
-    }
-    let workers: Vec<Box<dyn Worker>> = vec![
-        Box::new(StatWorker(init.fork())),
-        Box::new(StatWorker(init.fork())),
-    ];
-    run_workers(workers)
 }
 
 /// A tree for `tree`: 32 files of 5000 bytes below `a/b/c/`, read from a temporary host

@@ -244,6 +244,7 @@ pub(crate) fn run_every_workload(
         Workload::FstatShared,
         Workload::ReadShared,
         Workload::OpenClose,
+        Workload::StatPath,
     ] {
         for threads in [1, 2] {
             let rate = run_one(target, &workload, threads, Duration::from_millis(20)).unwrap();

@@ -39,7 +39,6 @@
 use std::cell::Cell;
 use std::ffi::{CStr, CString};
 use std::fmt;
-use std::hint::black_box;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 use std::sync::Arc;
@@ -47,16 +46,14 @@ use std::sync::Arc;
 use rustix::fs::{AtFlags, Mode, OFlags, Timespec, Timestamps};
 use rustix::thread::UnshareFlags;
 
+use rustix::io::Errno;
+
+use crate::calls::{Calls, Open, Stat};
 use crate::error::{Context, Error, Result};
+use crate::loops;
 use crate::target::{Target, Worker};
-use crate::workloads::{
-    open_close_name, read_shared_offset, shared_byte, shared_contents, READ_SHARED_LEN,
-    SHARED_FILE_SIZE,
-};
-use crate::workloads::{
-    thread_order, HostTree, NameBuf, ReadBuf, SinkResult, TreeSink, Workload, DIR_MODE, FILE_MODE,
-    FUTIMES_TIMES, S_IFMT, S_IFREG,
-};
+use crate::workloads::{open_close_name, shared_contents, STAT_PATH, STAT_PATH_DIRS};
+use crate::workloads::{HostTree, SinkResult, TreeSink, Workload, DIR_MODE, FILE_MODE};
 
 /// The host directory the kernel peer works in: a fresh temporary directory,
 /// with a tmpfs mounted on it when possible, removed (and unmounted) on
@@ -334,6 +331,9 @@ struct KernelRun {
     shared_created: bool,
     /// `open-close`'s files `f0`, `f1`, ... created in `dir` so far.
     own_files: usize,
+    /// `stat-path`'s directories ([`STAT_PATH_DIRS`]) and then its file created in `dir`
+    /// so far (0 to 4).
+    stat_path: usize,
 }
 
 /// The tree imported into the host directory.
@@ -513,6 +513,7 @@ impl Target for KernelTarget {
             shared: None,
             shared_created: false,
             own_files: 0,
+            stat_path: 0,
         });
         if matches!(workload, Workload::FstatShared | Workload::ReadShared) {
             run.shared_created = true;
@@ -533,6 +534,17 @@ impl Target for KernelTarget {
                 create_file(run.dir.as_fd(), &name, &[])?;
                 run.own_files += 1;
             }
+        }
+        if matches!(workload, Workload::StatPath) {
+            for d in STAT_PATH_DIRS {
+                rustix::fs::mkdirat(&run.dir, d, Mode::from_raw_mode(DIR_MODE))
+                    .with_context(|| format!("{who}: mkdirat({d})"))?;
+                run.stat_path += 1;
+            }
+            let file = CString::new(STAT_PATH)
+                .map_err(|e| Error::new(format!("{who}: stat-path file name"), e))?;
+            create_file(run.dir.as_fd(), &file, &[])?;
+            run.stat_path += 1;
         }
         if matches!(workload, Workload::Syscall | Workload::Futimes) {
             run.shared_created = true;
@@ -555,42 +567,48 @@ impl Target for KernelTarget {
                     .map(|f| f.as_fd())
                     .ok_or_else(|| Error::msg(format!("{who}: shared file not open")))
             };
+            let private = KernelCalls::private(None);
             workers.push(match workload {
-                Workload::Syscall => Box::new(SyscallWorker { fd: shared()? }),
-                Workload::CreatClo => Box::new(CreatCloWorker {
-                    dir: run.dir.as_fd(),
-                    names: NameBuf::new(index),
-                }),
-                Workload::Futimes => Box::new(FutimesWorker {
-                    fd: shared()?,
-                    times: FUTIMES_TIMES.map(|(tv_sec, tv_nsec)| Timestamps {
-                        last_access: Timespec { tv_sec, tv_nsec },
-                        last_modification: Timespec { tv_sec, tv_nsec },
-                    }),
-                }),
+                Workload::Syscall => Box::new(loops::Syscall::new(&who, private, shared()?)),
+                Workload::CreatClo => {
+                    Box::new(loops::CreatClo::new(&who, private, run.dir.as_fd(), index))
+                }
+                Workload::Futimes => Box::new(loops::Futimes::new(&who, private, shared()?)),
                 Workload::Tree(_) => {
                     let tree =
                         tree.ok_or_else(|| Error::msg(format!("{who}: tree not imported")))?;
-                    Box::new(TreeWorker {
-                        dir: tree.dir.as_fd(),
-                        paths: &tree.paths,
-                        sizes: &tree.sizes,
-                        order: thread_order(tree.paths.len(), index),
-                        pos: 0,
-                        buf: ReadBuf::boxed(),
-                    })
+                    Box::new(loops::Tree::new(
+                        &who,
+                        private,
+                        tree.dir.as_fd(),
+                        &tree.paths,
+                        &tree.sizes,
+                        index,
+                    ))
                 }
-                Workload::FstatShared => Box::new(FstatSharedWorker { fd: shared()? }),
-                Workload::ReadShared => Box::new(ReadSharedWorker {
-                    fd: shared()?,
-                    k: 0,
-                    buf: ReadBuf::boxed(),
-                }),
-                Workload::OpenClose => Box::new(OpenCloseWorker {
-                    dir: run.dir.as_fd(),
-                    name: CString::new(open_close_name(index))
+                Workload::FstatShared => Box::new(loops::FstatShared::new(
+                    &who,
+                    KernelCalls::shared_table(),
+                    shared()?,
+                )),
+                Workload::ReadShared => Box::new(loops::ReadShared::new(
+                    &who,
+                    KernelCalls::shared_table(),
+                    shared()?,
+                )),
+                Workload::OpenClose => Box::new(loops::OpenClose::new(
+                    &who,
+                    KernelCalls::private(Some(run.dir.as_fd())),
+                    CString::new(open_close_name(index))
                         .map_err(|e| Error::new(format!("{who}: open-close file name"), e))?,
-                }),
+                )),
+                Workload::StatPath => Box::new(loops::StatPath::new(
+                    &who,
+                    private,
+                    run.dir.as_fd(),
+                    CString::new(STAT_PATH)
+                        .map_err(|e| Error::new(format!("{who}: stat-path file name"), e))?,
+                )),
             });
         }
         Ok(workers)
@@ -607,6 +625,7 @@ impl Target for KernelTarget {
             shared,
             shared_created,
             own_files,
+            stat_path,
         } = run;
         // Closed only now: every worker that used it has exited (see the
         // module doc).
@@ -619,6 +638,17 @@ impl Target for KernelTarget {
             let file = open_close_name(index);
             rustix::fs::unlinkat(&dir, file.as_str(), AtFlags::empty())
                 .with_context(|| format!("{who}: unlink({name:?}/{file})"))?;
+        }
+        if stat_path > STAT_PATH_DIRS.len() {
+            rustix::fs::unlinkat(&dir, STAT_PATH, AtFlags::empty())
+                .with_context(|| format!("{who}: unlink({name:?}/{STAT_PATH})"))?;
+        }
+        for d in STAT_PATH_DIRS[..stat_path.min(STAT_PATH_DIRS.len())]
+            .iter()
+            .rev()
+        {
+            rustix::fs::unlinkat(&dir, *d, AtFlags::REMOVEDIR)
+                .with_context(|| format!("{who}: rmdir({name:?}/{d})"))?;
         }
         drop(dir);
         // ENOTEMPTY here means a workload left files behind (creat-clo must
@@ -675,240 +705,157 @@ fn enter_private() -> Result<()> {
         .with_context(|| "kernel: unshare(CLONE_FILES | CLONE_FS)")
 }
 
-/// `syscall` on the kernel: `close(dup(fd)); getpid(); getuid(); umask(022)`.
+/// The kernel's [`Calls`]: each call the system call of the same name through rustix, on
+/// the calling worker thread.
+///
+/// A worker that stands for a process of its own (every workload but `fstat-shared` and
+/// `read-shared`) first unshares its fd table and fs context ([`enter_private`]), and for
+/// `open-close` moves its private cwd into the run's directory; the others are threads of
+/// this process, sharing its fd table (see the module doc).
 #[derive(Debug)]
-#[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
-struct SyscallWorker<'a> {
-    /// The shared open file, valid under this number in the unshared table.
-    fd: BorrowedFd<'a>,
+pub struct KernelCalls<'a> {
+    /// Unshare the fd table and fs context in `enter` (a forked process's view).
+    private: bool,
+    /// Make this directory the (private) cwd in `enter`.
+    cwd: Option<BorrowedFd<'a>>,
 }
 
-impl Worker for SyscallWorker<'_> {
-    fn enter(&mut self) -> Result<()> {
-        enter_private()
+impl<'a> KernelCalls<'a> {
+    /// The calls of a worker that is a process of its own (a private fd table, umask and
+    /// cwd, as after `fork`), its cwd moved to `cwd` if given.
+    pub fn private(cwd: Option<BorrowedFd<'a>>) -> Self {
+        KernelCalls { private: true, cwd }
     }
 
-    fn run(&mut self, n: u32) -> Result<()> {
-        for _ in 0..n {
-            let dup = rustix::io::dup(self.fd).with_context(|| "kernel syscall: dup")?;
-            // close(2); UnixBench ignores its result too, and it cannot fail
-            // on an fd we just got.
-            drop(dup);
-            black_box(rustix::process::getpid());
-            black_box(rustix::process::getuid());
-            black_box(rustix::process::umask(Mode::from_raw_mode(0o022)));
+    /// The calls of a worker that is a thread of this process (its fd table shared).
+    pub fn shared_table() -> Self {
+        KernelCalls {
+            private: false,
+            cwd: None,
+        }
+    }
+}
+
+/// rustix's `Stat` as the workloads check it.
+#[inline]
+fn stat(st: rustix::fs::Stat) -> Stat {
+    Stat {
+        mode: st.st_mode,
+        size: st.st_size,
+    }
+}
+
+impl<'a> Calls for KernelCalls<'a> {
+    type Fd = OwnedFd;
+    type At = BorrowedFd<'a>;
+    type Path = CStr;
+    type Times = Timestamps;
+    type Error = rustix::io::Errno;
+
+    fn enter(&mut self) -> Result<()> {
+        if self.private {
+            enter_private()?;
+        }
+        if let Some(dir) = self.cwd {
+            // Private fs context first (above): the `fchdir` must not move the process's
+            // (the main thread's) cwd.
+            rustix::process::fchdir(dir).with_context(|| "kernel: fchdir(run dir)")?;
         }
         Ok(())
     }
-}
 
-/// `creat-clo` on the kernel: create, close, unlink a fresh name.
-#[derive(Debug)]
-#[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
-struct CreatCloWorker<'a> {
-    /// The run's shared directory.
-    dir: BorrowedFd<'a>,
-    /// This thread's file names.
-    names: NameBuf,
-}
-
-impl Worker for CreatCloWorker<'_> {
-    fn enter(&mut self) -> Result<()> {
-        enter_private()
+    fn times((tv_sec, tv_nsec): (i64, i64)) -> Timestamps {
+        Timestamps {
+            last_access: Timespec { tv_sec, tv_nsec },
+            last_modification: Timespec { tv_sec, tv_nsec },
+        }
     }
 
-    fn run(&mut self, n: u32) -> Result<()> {
-        for _ in 0..n {
-            self.names.advance();
-            let f = rustix::fs::openat(
-                self.dir,
-                self.names.c_name(),
+    #[inline]
+    fn dup(&self, fd: BorrowedFd<'a>) -> std::result::Result<OwnedFd, Errno> {
+        rustix::io::dup(fd)
+    }
+
+    #[inline]
+    fn close(&self, fd: OwnedFd) -> std::result::Result<(), Errno> {
+        // close(2); UnixBench ignores its result too, and it cannot fail on an fd we just
+        // got.
+        drop(fd);
+        Ok(())
+    }
+
+    #[inline]
+    fn getpid(&self) -> std::result::Result<u32, Errno> {
+        // A pid is positive: the cast keeps its value.
+        Ok(rustix::process::getpid().as_raw_nonzero().get() as u32)
+    }
+
+    #[inline]
+    fn getuid(&self) -> std::result::Result<u32, Errno> {
+        Ok(rustix::process::getuid().as_raw())
+    }
+
+    #[inline]
+    fn umask(&self, mask: u32) -> std::result::Result<u32, Errno> {
+        Ok(rustix::process::umask(Mode::from_raw_mode(mask)).as_raw_mode())
+    }
+
+    #[inline]
+    fn openat(
+        &self,
+        dir: Option<BorrowedFd<'a>>,
+        path: &CStr,
+        how: Open,
+    ) -> std::result::Result<OwnedFd, Errno> {
+        let dir = dir.unwrap_or(rustix::fs::CWD);
+        match how {
+            Open::Read => rustix::fs::openat(dir, path, OFlags::RDONLY, Mode::empty()),
+            Open::CreateTrunc => rustix::fs::openat(
+                dir,
+                path,
                 OFlags::CREATE | OFlags::WRONLY | OFlags::TRUNC,
                 Mode::from_raw_mode(FILE_MODE),
-            )
-            .with_context(|| format!("kernel creat-clo: open({:?})", self.names.c_name()))?;
-            drop(f);
-            rustix::fs::unlinkat(self.dir, self.names.c_name(), AtFlags::empty())
-                .with_context(|| format!("kernel creat-clo: unlink({:?})", self.names.c_name()))?;
+            ),
         }
-        Ok(())
-    }
-}
-
-/// `futimes` on the kernel: two `futimens` on the shared file per loop.
-#[derive(Debug)]
-#[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
-struct FutimesWorker<'a> {
-    /// The shared open file.
-    fd: BorrowedFd<'a>,
-    /// The two times set alternately.
-    times: [Timestamps; 2],
-}
-
-impl Worker for FutimesWorker<'_> {
-    fn enter(&mut self) -> Result<()> {
-        enter_private()
     }
 
-    fn run(&mut self, n: u32) -> Result<()> {
-        for _ in 0..n {
-            rustix::fs::futimens(self.fd, &self.times[0])
-                .with_context(|| "kernel futimes: futimens(t1)")?;
-            rustix::fs::futimens(self.fd, &self.times[1])
-                .with_context(|| "kernel futimes: futimens(t2)")?;
-        }
-        Ok(())
-    }
-}
-
-/// `tree` on the kernel: fstatat, open, read all, close, file after file in
-/// this thread's order.
-#[derive(Debug)]
-#[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
-struct TreeWorker<'a> {
-    /// The imported tree's directory.
-    dir: BorrowedFd<'a>,
-    /// Regular files, relative to `dir`.
-    paths: &'a [CString],
-    /// Their sizes on the host.
-    sizes: &'a [u64],
-    /// This thread's order over `paths`.
-    order: Vec<u32>,
-    /// Next index into `order`.
-    pos: usize,
-    /// The read buffer.
-    buf: Box<ReadBuf>,
-}
-
-impl Worker for TreeWorker<'_> {
-    fn enter(&mut self) -> Result<()> {
-        enter_private()
+    #[inline]
+    fn unlinkat(&self, dir: BorrowedFd<'a>, path: &CStr) -> std::result::Result<(), Errno> {
+        rustix::fs::unlinkat(dir, path, AtFlags::empty())
     }
 
-    fn run(&mut self, n: u32) -> Result<()> {
-        for _ in 0..n {
-            let i = self.order[self.pos] as usize;
-            self.pos = (self.pos + 1) % self.order.len();
-            let path = &self.paths[i];
-            let st = rustix::fs::statat(self.dir, path, AtFlags::empty())
-                .with_context(|| format!("kernel tree: fstatat({path:?})"))?;
-            if st.st_mode & S_IFMT != S_IFREG {
-                return Err(Error::msg(format!(
-                    "kernel tree: {path:?} is not a regular file (mode {:o})",
-                    st.st_mode
-                )));
-            }
-            let f = rustix::fs::openat(self.dir, path, OFlags::RDONLY, Mode::empty())
-                .with_context(|| format!("kernel tree: open({path:?})"))?;
-            let mut total = 0u64;
-            loop {
-                let got = rustix::io::read(&f, &mut self.buf.0[..])
-                    .with_context(|| format!("kernel tree: read({path:?})"))?;
-                if got == 0 {
-                    break;
-                }
-                total += got as u64;
-            }
-            drop(f);
-            if total != self.sizes[i] || total as i64 != st.st_size {
-                return Err(Error::msg(format!(
-                    "kernel tree: {path:?}: read {total} bytes, st_size {}, host size {}",
-                    st.st_size, self.sizes[i]
-                )));
-            }
-        }
-        Ok(())
-    }
-}
-
-/// `fstat-shared` on the kernel: `fstat(fd)` on the shared file from a
-/// thread sharing this process's fd table (no unshare, see the module doc).
-#[derive(Debug)]
-#[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
-struct FstatSharedWorker<'a> {
-    /// The shared open file, in the process's (shared) fd table; closed
-    /// only by teardown, after this worker has exited.
-    fd: BorrowedFd<'a>,
-}
-
-impl Worker for FstatSharedWorker<'_> {
-    fn run(&mut self, n: u32) -> Result<()> {
-        for _ in 0..n {
-            let st = rustix::fs::fstat(self.fd).with_context(|| "kernel fstat-shared: fstat")?;
-            if st.st_mode & S_IFMT != S_IFREG || st.st_size != SHARED_FILE_SIZE as i64 {
-                return Err(Error::msg(format!(
-                    "kernel fstat-shared: fstat: mode {:o}, size {}, expected a regular file \
-                     of {SHARED_FILE_SIZE} bytes",
-                    st.st_mode, st.st_size
-                )));
-            }
-        }
-        Ok(())
-    }
-}
-
-/// `read-shared` on the kernel: `pread(fd, buf, 4096, off)` on the shared
-/// file, page after page, from a thread sharing this process's fd table.
-#[derive(Debug)]
-#[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
-struct ReadSharedWorker<'a> {
-    /// The shared open file, as for [`FstatSharedWorker`].
-    fd: BorrowedFd<'a>,
-    /// This thread's reads so far (the next one's `k`).
-    k: u64,
-    /// The read buffer (only its first [`READ_SHARED_LEN`] bytes are used).
-    buf: Box<ReadBuf>,
-}
-
-impl Worker for ReadSharedWorker<'_> {
-    fn run(&mut self, n: u32) -> Result<()> {
-        for _ in 0..n {
-            let off = read_shared_offset(self.k);
-            self.k += 1;
-            let buf = &mut self.buf.0[..READ_SHARED_LEN];
-            let got = rustix::io::pread(self.fd, &mut *buf, off)
-                .with_context(|| format!("kernel read-shared: pread({off})"))?;
-            if got != READ_SHARED_LEN || buf[0] != shared_byte(off) {
-                return Err(Error::msg(format!(
-                    "kernel read-shared: pread({off}): {got} bytes, first {}, expected \
-                     {READ_SHARED_LEN} bytes, first {}",
-                    buf[0],
-                    shared_byte(off)
-                )));
-            }
-        }
-        Ok(())
-    }
-}
-
-/// `open-close` on the kernel: `close(openat(AT_FDCWD, "f<thread>",
-/// O_RDONLY))` with this thread's private cwd in the run's directory.
-#[derive(Debug)]
-#[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
-struct OpenCloseWorker<'a> {
-    /// The run's directory, made this thread's cwd by `enter`.
-    dir: BorrowedFd<'a>,
-    /// This thread's own file, relative to the cwd: `f<thread>`.
-    name: CString,
-}
-
-impl Worker for OpenCloseWorker<'_> {
-    fn enter(&mut self) -> Result<()> {
-        // Private fs context first: the `fchdir` must not move the
-        // process's (the main thread's) cwd.
-        enter_private()?;
-        rustix::process::fchdir(self.dir).with_context(|| "kernel open-close: fchdir(run dir)")
+    #[inline]
+    fn fstat(&self, fd: BorrowedFd<'a>) -> std::result::Result<Stat, Errno> {
+        rustix::fs::fstat(fd).map(stat)
     }
 
-    fn run(&mut self, n: u32) -> Result<()> {
-        for _ in 0..n {
-            let f = rustix::fs::openat(rustix::fs::CWD, &self.name, OFlags::RDONLY, Mode::empty())
-                .with_context(|| format!("kernel open-close: open({:?})", self.name))?;
-            // close(2), as for `dup` in `SyscallWorker`: it cannot fail on
-            // an fd we just got.
-            drop(f);
-        }
-        Ok(())
+    #[inline]
+    fn fstatat(
+        &self,
+        dir: Option<BorrowedFd<'a>>,
+        path: &CStr,
+    ) -> std::result::Result<Stat, Errno> {
+        rustix::fs::statat(dir.unwrap_or(rustix::fs::CWD), path, AtFlags::empty()).map(stat)
+    }
+
+    #[inline]
+    fn read(&self, fd: &OwnedFd, buf: &mut [u8]) -> std::result::Result<usize, Errno> {
+        rustix::io::read(fd, buf)
+    }
+
+    #[inline]
+    fn pread(
+        &self,
+        fd: BorrowedFd<'a>,
+        buf: &mut [u8],
+        off: u64,
+    ) -> std::result::Result<usize, Errno> {
+        rustix::io::pread(fd, buf, off)
+    }
+
+    #[inline]
+    fn futimens(&self, fd: BorrowedFd<'a>, times: &Timestamps) -> std::result::Result<(), Errno> {
+        rustix::fs::futimens(fd, times)
     }
 }
 

@@ -6,6 +6,8 @@
 //! | module | what |
 //! |---|---|
 //! | [`workloads`] | the workloads (`syscall`, `creat-clo`, `futimes`, `tree`, `fstat-shared`, `read-shared`, `open-close`), their units, the host tree |
+//! | [`calls`] | [`Calls`](calls::Calls): the calls the workloads make, one trait every target implements |
+//! | [`loops`] | the workloads' loops, each written once over [`Calls`](calls::Calls) |
 //! | [`target`] | [`Target`] and [`Worker`](target::Worker): what a workload runs on |
 //! | [`uvfs_target`] | uvfs's embedded tmpfs through `uvfs::Task` |
 //! | [`kernel`] | the kernel peer: real syscalls (rustix) on a host tmpfs, or in any [`kernel::KernelDir`] |
@@ -33,12 +35,14 @@
 pub mod ablation;
 #[cfg(feature = "audit")]
 pub mod audit;
+pub mod calls;
 pub mod error;
 pub mod fuse_client;
 pub mod fuse_mount;
 pub mod harness;
 pub mod interrupt;
 pub mod kernel;
+pub mod loops;
 pub mod passthrough_ll;
 #[cfg(feature = "peers")]
 pub mod peers;
@@ -385,6 +389,7 @@ fn bench_with(args: &BenchArgs) -> Result<Report> {
             WorkloadKind::FstatShared => Workload::FstatShared,
             WorkloadKind::ReadShared => Workload::ReadShared,
             WorkloadKind::OpenClose => Workload::OpenClose,
+            WorkloadKind::StatPath => Workload::StatPath,
             WorkloadKind::Tree => {
                 let t = Arc::new(HostTree::read(&args.tree)?);
                 tree = Some(Arc::clone(&t));

@@ -15,22 +15,17 @@
 //!
 //! Layout in the mount: `/bench/runN` per run, `/treeN` per imported tree.
 
-use std::hint::black_box;
 use std::sync::Arc;
 
 use ::uvfs::variant::{Uvfs, Variant};
-use ::uvfs::{AtFlags, Fd, Mount, OpenFlags, Task, Timespec};
+use ::uvfs::{AtFlags, Errno, Fd, Mount, OpenFlags, Task, Timespec};
 
+use crate::calls::{Calls, Open, Stat};
 use crate::error::{Context, Error, Result};
+use crate::loops;
 use crate::target::{Target, Worker};
-use crate::workloads::{
-    open_close_name, read_shared_offset, shared_byte, shared_contents, READ_SHARED_LEN,
-    SHARED_FILE_SIZE,
-};
-use crate::workloads::{
-    thread_order, HostTree, NameBuf, ReadBuf, SinkResult, TreeSink, Workload, DIR_MODE, FILE_MODE,
-    FUTIMES_TIMES, S_IFMT, S_IFREG,
-};
+use crate::workloads::{open_close_name, shared_contents, STAT_PATH, STAT_PATH_DIRS};
+use crate::workloads::{HostTree, SinkResult, TreeSink, Workload, DIR_MODE, FILE_MODE};
 
 /// uvfs on an embedded tmpfs, as a [`Target`].
 #[derive(Debug)]
@@ -81,6 +76,9 @@ struct UvfsRun<V: Variant> {
     shared: bool,
     /// `open-close`'s files `dir/f0`, `dir/f1`, ... created so far.
     own_files: usize,
+    /// `stat-path`'s directories ([`STAT_PATH_DIRS`]) and then its file created so far
+    /// (0 to 4).
+    stat_path: usize,
     /// The parent's first fd (0 when all went well), once opened.
     fd0: Option<Fd>,
 }
@@ -345,6 +343,7 @@ impl<V: Variant> Target for UvfsTarget<V> {
             parent,
             shared: false,
             own_files: 0,
+            stat_path: 0,
             fd0: None,
         });
         // fd 0 of the parent, hence of every worker: the shared file, the
@@ -380,6 +379,20 @@ impl<V: Variant> Target for UvfsTarget<V> {
                     .open(&run.dir, OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0)
                     .with_context(|| format!("uvfs: open({})", run.dir))?
             }
+            Workload::StatPath => {
+                for d in STAT_PATH_DIRS {
+                    let path = format!("{}/{d}", run.dir);
+                    self.init
+                        .mkdirat(Fd::AT_FDCWD, &path, DIR_MODE)
+                        .with_context(|| format!("uvfs: mkdir({path})"))?;
+                    run.stat_path += 1;
+                }
+                create_file(&self.init, &format!("{}/{STAT_PATH}", run.dir), &[])?;
+                run.stat_path += 1;
+                run.parent
+                    .open(&run.dir, OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0)
+                    .with_context(|| format!("uvfs: open({})", run.dir))?
+            }
             Workload::CreatClo => run
                 .parent
                 .open(&run.dir, OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0)
@@ -402,46 +415,43 @@ impl<V: Variant> Target for UvfsTarget<V> {
             )));
         }
         let tree = self.tree.as_ref();
+        let who = self.name.as_str();
         let mut workers: Vec<Box<dyn Worker + '_>> = Vec::with_capacity(threads);
         for index in 0..threads {
             // Threads of the parent's process (its fd table), or processes
             // of their own (a copy of it).
-            let task = if workload.kind().shares_fd_table() {
+            let calls = UvfsCalls::new(if workload.kind().shares_fd_table() {
                 run.parent.clone_thread()
             } else {
                 run.parent.fork()
-            };
+            });
+            // fd 0 of every worker: the shared file or directory (see above).
+            let fd0 = Fd(0);
             workers.push(match workload {
-                Workload::Syscall => Box::new(SyscallWorker { task }),
-                Workload::CreatClo => Box::new(CreatCloWorker {
-                    task,
-                    names: NameBuf::new(index),
-                }),
-                Workload::Futimes => Box::new(FutimesWorker {
-                    task,
-                    times: FUTIMES_TIMES.map(|(tv_sec, tv_nsec)| [Timespec { tv_sec, tv_nsec }; 2]),
-                }),
+                Workload::Syscall => Box::new(loops::Syscall::new(who, calls, fd0)),
+                Workload::CreatClo => Box::new(loops::CreatClo::new(who, calls, fd0, index)),
+                Workload::Futimes => Box::new(loops::Futimes::new(who, calls, fd0)),
                 Workload::Tree(_) => {
                     let tree = tree.ok_or_else(|| Error::msg("uvfs: tree not imported"))?;
-                    Box::new(TreeWorker {
-                        task,
-                        paths: &tree.paths,
-                        sizes: &tree.sizes,
-                        order: thread_order(tree.paths.len(), index),
-                        pos: 0,
-                        buf: ReadBuf::boxed(),
-                    })
+                    Box::new(loops::Tree::new(
+                        who,
+                        calls,
+                        fd0,
+                        &tree.paths,
+                        &tree.sizes,
+                        index,
+                    ))
                 }
-                Workload::FstatShared => Box::new(FstatSharedWorker { task }),
-                Workload::ReadShared => Box::new(ReadSharedWorker {
-                    task,
-                    k: 0,
-                    buf: ReadBuf::boxed(),
-                }),
-                Workload::OpenClose => Box::new(OpenCloseWorker {
-                    task,
-                    name: open_close_name(index),
-                }),
+                Workload::FstatShared => Box::new(loops::FstatShared::new(who, calls, fd0)),
+                Workload::ReadShared => Box::new(loops::ReadShared::new(who, calls, fd0)),
+                Workload::OpenClose => Box::new(loops::OpenClose::new(
+                    who,
+                    calls,
+                    open_close_name(index).into_bytes(),
+                )),
+                Workload::StatPath => {
+                    Box::new(loops::StatPath::new(who, calls, fd0, STAT_PATH.as_bytes()))
+                }
             });
         }
         Ok(workers)
@@ -477,6 +487,7 @@ impl<V: Variant> Target for UvfsTarget<V> {
             parent,
             shared,
             own_files,
+            stat_path,
             fd0,
         } = run;
         if let Some(fd) = fd0 {
@@ -496,6 +507,21 @@ impl<V: Variant> Target for UvfsTarget<V> {
                 .unlinkat(Fd::AT_FDCWD, &path, AtFlags::empty())
                 .with_context(|| format!("uvfs: unlink({path})"))?;
         }
+        if stat_path > STAT_PATH_DIRS.len() {
+            let path = format!("{dir}/{STAT_PATH}");
+            self.init
+                .unlinkat(Fd::AT_FDCWD, &path, AtFlags::empty())
+                .with_context(|| format!("uvfs: unlink({path})"))?;
+        }
+        for d in STAT_PATH_DIRS[..stat_path.min(STAT_PATH_DIRS.len())]
+            .iter()
+            .rev()
+        {
+            let path = format!("{dir}/{d}");
+            self.init
+                .unlinkat(Fd::AT_FDCWD, &path, AtFlags::REMOVEDIR)
+                .with_context(|| format!("uvfs: rmdir({path})"))?;
+        }
         // ENOTEMPTY here means a workload left files behind (creat-clo must
         // unlink every file it creates).
         self.init
@@ -504,242 +530,114 @@ impl<V: Variant> Target for UvfsTarget<V> {
     }
 }
 
-/// `syscall` on uvfs: `close(dup(0)); getpid(); getuid(); umask(022)`.
+/// uvfs's [`Calls`]: one worker thread's `Task`, each call the `Task` method of the same
+/// name (a `Task` is `Send`, not `Sync`: the thread owns it).
 #[derive(Debug)]
-#[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
-struct SyscallWorker<V: Variant> {
-    /// This worker's task; its fd 0 is the shared file.
+pub struct UvfsCalls<V: Variant = Uvfs> {
+    /// This worker's task: forked from the run's parent (its own copy of the descriptor
+    /// table) or, for the workloads that share one, a `clone_thread` of it.
     task: Task<V>,
 }
 
-impl<V: Variant> Worker for SyscallWorker<V> {
-    fn run(&mut self, n: u32) -> Result<()> {
-        let task = &self.task;
-        for _ in 0..n {
-            let fd = task.dup(Fd(0)).with_context(|| "uvfs syscall: dup(0)")?;
-            task.close(fd)
-                .with_context(|| format!("uvfs syscall: close({})", fd.0))?;
-            black_box(task.getpid());
-            black_box(task.getuid());
-            black_box(task.umask(0o022));
-        }
-        Ok(())
+impl<V: Variant> UvfsCalls<V> {
+    /// The calls of `task`.
+    pub fn new(task: Task<V>) -> Self {
+        UvfsCalls { task }
     }
 }
 
-/// `creat-clo` on uvfs: create, close, unlink a fresh name in the shared
-/// directory (fd 0).
-#[derive(Debug)]
-#[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
-struct CreatCloWorker<V: Variant> {
-    /// This worker's task; its fd 0 is the run's directory.
-    task: Task<V>,
-    /// This thread's file names.
-    names: NameBuf,
-}
-
-impl<V: Variant> Worker for CreatCloWorker<V> {
-    fn run(&mut self, n: u32) -> Result<()> {
-        let task = &self.task;
-        for _ in 0..n {
-            self.names.advance();
-            let name = self.names.name();
-            let fd = task
-                .openat(
-                    Fd(0),
-                    name,
-                    OpenFlags::CREAT | OpenFlags::WRONLY | OpenFlags::TRUNC,
-                    FILE_MODE,
-                )
-                .with_context(|| {
-                    format!("uvfs creat-clo: open({})", String::from_utf8_lossy(name))
-                })?;
-            task.close(fd).with_context(|| {
-                format!("uvfs creat-clo: close({})", String::from_utf8_lossy(name))
-            })?;
-            task.unlinkat(Fd(0), name, AtFlags::empty())
-                .with_context(|| {
-                    format!("uvfs creat-clo: unlink({})", String::from_utf8_lossy(name))
-                })?;
-        }
-        Ok(())
+/// uvfs's `Stat` as the workloads check it.
+#[inline]
+fn stat(st: ::uvfs::Stat) -> Stat {
+    Stat {
+        mode: st.st_mode,
+        size: st.st_size,
     }
 }
 
-/// `futimes` on uvfs: two `futimens` on the shared fd 0 per loop.
-#[derive(Debug)]
-#[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
-struct FutimesWorker<V: Variant> {
-    /// This worker's task; its fd 0 is the shared file.
-    task: Task<V>,
-    /// The two (atime, mtime) pairs set alternately.
-    times: [[Timespec; 2]; 2],
-}
+impl<V: Variant> Calls for UvfsCalls<V> {
+    type Fd = Fd;
+    type At = Fd;
+    type Path = [u8];
+    type Times = [Timespec; 2];
+    type Error = ::uvfs::Errno;
 
-impl<V: Variant> Worker for FutimesWorker<V> {
-    fn run(&mut self, n: u32) -> Result<()> {
-        let task = &self.task;
-        for _ in 0..n {
-            task.futimens(Fd(0), Some(&self.times[0]))
-                .with_context(|| "uvfs futimes: futimens(t1)")?;
-            task.futimens(Fd(0), Some(&self.times[1]))
-                .with_context(|| "uvfs futimes: futimens(t2)")?;
-        }
-        Ok(())
+    fn times((tv_sec, tv_nsec): (i64, i64)) -> [Timespec; 2] {
+        [Timespec { tv_sec, tv_nsec }; 2]
     }
-}
 
-/// `tree` on uvfs: fstatat, open, read all, close, file after file in this
-/// thread's order, relative to the tree's directory (fd 0).
-#[derive(Debug)]
-#[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
-struct TreeWorker<'a, V: Variant> {
-    /// This worker's task; its fd 0 is the tree's directory.
-    task: Task<V>,
-    /// Regular files, relative to the tree's directory.
-    paths: &'a [Vec<u8>],
-    /// Their sizes on the host.
-    sizes: &'a [u64],
-    /// This thread's order over `paths`.
-    order: Vec<u32>,
-    /// Next index into `order`.
-    pos: usize,
-    /// The read buffer.
-    buf: Box<ReadBuf>,
-}
-
-impl<V: Variant> Worker for TreeWorker<'_, V> {
-    fn run(&mut self, n: u32) -> Result<()> {
-        let task = &self.task;
-        for _ in 0..n {
-            let i = self.order[self.pos] as usize;
-            self.pos = (self.pos + 1) % self.order.len();
-            let path = self.paths[i].as_slice();
-            let show = || String::from_utf8_lossy(path).into_owned();
-            let st = task
-                .fstatat(Fd(0), path, AtFlags::empty())
-                .with_context(|| format!("uvfs tree: fstatat({})", show()))?;
-            if st.st_mode & S_IFMT != S_IFREG {
-                return Err(Error::msg(format!(
-                    "uvfs tree: {} is not a regular file (mode {:o})",
-                    show(),
-                    st.st_mode
-                )));
-            }
-            let fd = task
-                .openat(Fd(0), path, OpenFlags::RDONLY, 0)
-                .with_context(|| format!("uvfs tree: open({})", show()))?;
-            let mut total = 0u64;
-            loop {
-                let got = task
-                    .read(fd, &mut self.buf.0)
-                    .with_context(|| format!("uvfs tree: read({})", show()))?;
-                if got == 0 {
-                    break;
-                }
-                total += got as u64;
-            }
-            task.close(fd)
-                .with_context(|| format!("uvfs tree: close({})", show()))?;
-            if total != self.sizes[i] || total as i64 != st.st_size {
-                return Err(Error::msg(format!(
-                    "uvfs tree: {}: read {total} bytes, st_size {}, host size {}",
-                    show(),
-                    st.st_size,
-                    self.sizes[i]
-                )));
-            }
-        }
-        Ok(())
+    #[inline]
+    fn dup(&self, fd: Fd) -> std::result::Result<Fd, Errno> {
+        self.task.dup(fd)
     }
-}
 
-/// `fstat-shared` on uvfs: `fstat(0)` on the shared file, from a thread of
-/// the parent's process (one fd table, so each call takes a reference).
-#[derive(Debug)]
-#[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
-struct FstatSharedWorker<V: Variant> {
-    /// A `clone_thread` of the run's parent; fd 0 is the shared file.
-    task: Task<V>,
-}
-
-impl<V: Variant> Worker for FstatSharedWorker<V> {
-    fn run(&mut self, n: u32) -> Result<()> {
-        let task = &self.task;
-        for _ in 0..n {
-            let st = task
-                .fstat(Fd(0))
-                .with_context(|| "uvfs fstat-shared: fstat(0)")?;
-            if st.st_mode & S_IFMT != S_IFREG || st.st_size != SHARED_FILE_SIZE as i64 {
-                return Err(Error::msg(format!(
-                    "uvfs fstat-shared: fstat(0): mode {:o}, size {}, expected a regular file of \
-                     {SHARED_FILE_SIZE} bytes",
-                    st.st_mode, st.st_size
-                )));
-            }
-        }
-        Ok(())
+    #[inline]
+    fn close(&self, fd: Fd) -> std::result::Result<(), Errno> {
+        self.task.close(fd)
     }
-}
 
-/// `read-shared` on uvfs: `pread(0, buf, 4096, off)` on the shared file,
-/// page after page, from a thread of the parent's process.
-#[derive(Debug)]
-#[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
-struct ReadSharedWorker<V: Variant> {
-    /// A `clone_thread` of the run's parent; fd 0 is the shared file.
-    task: Task<V>,
-    /// This thread's reads so far (the next one's `k`).
-    k: u64,
-    /// The read buffer (only its first [`READ_SHARED_LEN`] bytes are used).
-    buf: Box<ReadBuf>,
-}
-
-impl<V: Variant> Worker for ReadSharedWorker<V> {
-    fn run(&mut self, n: u32) -> Result<()> {
-        let task = &self.task;
-        for _ in 0..n {
-            let off = read_shared_offset(self.k);
-            self.k += 1;
-            let buf = &mut self.buf.0[..READ_SHARED_LEN];
-            let got = task
-                .pread(Fd(0), buf, off as i64)
-                .with_context(|| format!("uvfs read-shared: pread(0, {off})"))?;
-            if got != READ_SHARED_LEN || buf[0] != shared_byte(off) {
-                return Err(Error::msg(format!(
-                    "uvfs read-shared: pread(0, {off}): {got} bytes, first {}, expected \
-                     {READ_SHARED_LEN} bytes, first {}",
-                    buf[0],
-                    shared_byte(off)
-                )));
-            }
-        }
-        Ok(())
+    #[inline]
+    fn getpid(&self) -> std::result::Result<u32, Errno> {
+        // A pid is positive: the cast keeps its value.
+        Ok(self.task.getpid() as u32)
     }
-}
 
-/// `open-close` on uvfs: `close(openat(AT_FDCWD, "f<thread>", O_RDONLY))`
-/// in this worker's own process, whose cwd is the run's directory.
-#[derive(Debug)]
-#[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
-struct OpenCloseWorker<V: Variant> {
-    /// This worker's task (forked); its cwd is the run's directory.
-    task: Task<V>,
-    /// This thread's own file, relative to the cwd: `f<thread>`.
-    name: String,
-}
+    #[inline]
+    fn getuid(&self) -> std::result::Result<u32, Errno> {
+        Ok(self.task.getuid())
+    }
 
-impl<V: Variant> Worker for OpenCloseWorker<V> {
-    fn run(&mut self, n: u32) -> Result<()> {
-        let task = &self.task;
-        for _ in 0..n {
-            let fd = task
-                .openat(Fd::AT_FDCWD, &self.name, OpenFlags::RDONLY, 0)
-                .with_context(|| format!("uvfs open-close: open({})", self.name))?;
-            task.close(fd)
-                .with_context(|| format!("uvfs open-close: close({})", self.name))?;
+    #[inline]
+    fn umask(&self, mask: u32) -> std::result::Result<u32, Errno> {
+        Ok(self.task.umask(mask))
+    }
+
+    #[inline]
+    fn openat(&self, dir: Option<Fd>, path: &[u8], how: Open) -> std::result::Result<Fd, Errno> {
+        let dir = dir.unwrap_or(Fd::AT_FDCWD);
+        match how {
+            Open::Read => self.task.openat(dir, path, OpenFlags::RDONLY, 0),
+            Open::CreateTrunc => self.task.openat(
+                dir,
+                path,
+                OpenFlags::CREAT | OpenFlags::WRONLY | OpenFlags::TRUNC,
+                FILE_MODE,
+            ),
         }
-        Ok(())
+    }
+
+    #[inline]
+    fn unlinkat(&self, dir: Fd, path: &[u8]) -> std::result::Result<(), Errno> {
+        self.task.unlinkat(dir, path, AtFlags::empty())
+    }
+
+    #[inline]
+    fn fstat(&self, fd: Fd) -> std::result::Result<Stat, Errno> {
+        self.task.fstat(fd).map(stat)
+    }
+
+    #[inline]
+    fn fstatat(&self, dir: Option<Fd>, path: &[u8]) -> std::result::Result<Stat, Errno> {
+        self.task
+            .fstatat(dir.unwrap_or(Fd::AT_FDCWD), path, AtFlags::empty())
+            .map(stat)
+    }
+
+    #[inline]
+    fn read(&self, fd: &Fd, buf: &mut [u8]) -> std::result::Result<usize, Errno> {
+        self.task.read(*fd, buf)
+    }
+
+    #[inline]
+    fn pread(&self, fd: Fd, buf: &mut [u8], off: u64) -> std::result::Result<usize, Errno> {
+        // An offset above i64::MAX becomes negative, which `pread` refuses with EINVAL, as
+        // Linux refuses it (the workloads' offsets are below 64 KiB).
+        self.task.pread(fd, buf, off as i64)
+    }
+
+    #[inline]
+    fn futimens(&self, fd: Fd, times: &[Timespec; 2]) -> std::result::Result<(), Errno> {
+        self.task.futimens(fd, Some(times))
     }
 }
 
@@ -768,6 +666,7 @@ mod tests {
             Workload::FstatShared,
             Workload::ReadShared,
             Workload::OpenClose,
+            Workload::StatPath,
         ] {
             for threads in [1, 2] {
                 let rate =

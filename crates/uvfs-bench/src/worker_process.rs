@@ -144,7 +144,7 @@ fn serve_one(
 ) -> Result<f64> {
     let req: Request = serde_json::from_str(line)
         .map_err(|e| Error::new(format!("bench-worker: request {line:?}"), e))?;
-    let kind = WorkloadKind::ALL
+    let kind = WorkloadKind::EVERY
         .into_iter()
         .find(|k| k.name() == req.workload)
         .ok_or_else(|| Error::msg(format!("bench-worker: no workload {:?}", req.workload)))?;
@@ -155,6 +155,7 @@ fn serve_one(
         WorkloadKind::FstatShared => Workload::FstatShared,
         WorkloadKind::ReadShared => Workload::ReadShared,
         WorkloadKind::OpenClose => Workload::OpenClose,
+        WorkloadKind::StatPath => Workload::StatPath,
         WorkloadKind::Tree => {
             let path =
                 tree.ok_or_else(|| Error::msg("bench-worker: tree workload without --tree"))?;
@@ -553,13 +554,13 @@ pub fn find_in_path(program: &str) -> Option<PathBuf> {
 /// crates/uvfs-run/src/supervisor.rs), where it is a fixed count: `syscall` 3 (`dup`,
 /// `close` and `umask` are notified, `getpid` and `getuid` are not), `futimes` 2 (two
 /// `utimensat` on a descriptor), `fstat-shared` and `read-shared` 1, `open-close` 2
-/// (`openat`, `close`), `creat-clo` 3 (`openat`, `close`, `unlinkat`); `tree`: none (the
-/// reads per file depend on its size).
+/// (`openat`, `close`), `creat-clo` 3 (`openat`, `close`, `unlinkat`), `stat-path` 1
+/// (`newfstatat`); `tree`: none (the reads per file depend on its size).
 pub fn notified_per_op(kind: WorkloadKind) -> Option<u32> {
     match kind {
         WorkloadKind::Syscall | WorkloadKind::CreatClo => Some(3),
         WorkloadKind::Futimes | WorkloadKind::OpenClose => Some(2),
-        WorkloadKind::FstatShared | WorkloadKind::ReadShared => Some(1),
+        WorkloadKind::FstatShared | WorkloadKind::ReadShared | WorkloadKind::StatPath => Some(1),
         WorkloadKind::Tree => None,
     }
 }

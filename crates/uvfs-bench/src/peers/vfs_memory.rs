@@ -336,7 +336,10 @@ impl Target for VfsMemoryTarget {
                         buf: ReadBuf::boxed(),
                     })
                 }
-                Workload::Syscall | Workload::Futimes | Workload::FstatShared => {
+                Workload::Syscall
+                | Workload::Futimes
+                | Workload::FstatShared
+                | Workload::StatPath => {
                     return Err(unsupported(NAME, workload.kind()));
                 }
             });

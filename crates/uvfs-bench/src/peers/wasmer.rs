@@ -291,7 +291,8 @@ impl Target for WasmerTarget {
     }
 
     fn supports(&self, kind: WorkloadKind) -> bool {
-        kind != WorkloadKind::Syscall
+        // stat-path: not wired up here (no setup of its directories) yet.
+        !matches!(kind, WorkloadKind::Syscall | WorkloadKind::StatPath)
     }
 
     fn setup(&mut self, workload: &Workload, threads: usize) -> Result<Vec<Box<dyn Worker + '_>>> {
@@ -400,7 +401,9 @@ impl Target for WasmerTarget {
                     file: open_shared()?,
                     times: FUTIMES_TIMES.map(nanos),
                 }),
-                Workload::Syscall => return Err(unsupported(NAME, workload.kind())),
+                Workload::Syscall | Workload::StatPath => {
+                    return Err(unsupported(NAME, workload.kind()))
+                }
             });
         }
         Ok(workers)

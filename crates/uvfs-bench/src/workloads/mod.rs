@@ -1,8 +1,8 @@
 //! The workloads, what one operation of each is, and the small helpers every
 //! target shares to run them the same way (file names, per-thread orders).
 //!
-//! Each target implements every workload in its own module (`uvfs.rs`,
-//! `kernel.rs`) with the same calls in the same order, so the rates compare.
+//! Each workload's loop is written once ([`crate::loops`]) over the calls trait
+//! [`crate::calls::Calls`], which every target implements, so the rates compare.
 
 pub mod tree;
 
@@ -43,11 +43,29 @@ pub enum WorkloadKind {
     /// own process (task) whose cwd is the run's directory, each opening its
     /// own file, so threads share no file, only the directory they look up.
     OpenClose,
+    /// `fstatat(dir, "a/b/c/shared", 0)`: every thread its own process (task), all
+    /// walking one path through three shared directories to one shared file (the conflict
+    /// audit's walk through a shared prefix). Not in the default run ([`WorkloadKind::ALL`]):
+    /// run it with `--workload stat-path`.
+    StatPath,
 }
 
 impl WorkloadKind {
-    /// All workloads, in the order `uvfs bench` runs them by default.
-    pub const ALL: [WorkloadKind; 7] = [
+    /// All workloads of the default run, in the order `uvfs bench` runs them: the first
+    /// seven of [`WorkloadKind::EVERY`].
+    pub const ALL: [WorkloadKind; 7] = {
+        let mut all = [WorkloadKind::Syscall; 7];
+        let mut i = 0;
+        while i < all.len() {
+            all[i] = WorkloadKind::EVERY[i];
+            i += 1;
+        }
+        all
+    };
+
+    /// Every workload: [`WorkloadKind::ALL`], then those run only when named
+    /// (`stat-path`).
+    pub const EVERY: [WorkloadKind; 8] = [
         WorkloadKind::Syscall,
         WorkloadKind::CreatClo,
         WorkloadKind::Futimes,
@@ -55,6 +73,7 @@ impl WorkloadKind {
         WorkloadKind::FstatShared,
         WorkloadKind::ReadShared,
         WorkloadKind::OpenClose,
+        WorkloadKind::StatPath,
     ];
 
     /// The name used on the command line and in reports.
@@ -67,6 +86,7 @@ impl WorkloadKind {
             WorkloadKind::FstatShared => "fstat-shared",
             WorkloadKind::ReadShared => "read-shared",
             WorkloadKind::OpenClose => "open-close",
+            WorkloadKind::StatPath => "stat-path",
         }
     }
 
@@ -80,6 +100,7 @@ impl WorkloadKind {
     /// - `fstat-shared`: `fstat` calls per second.
     /// - `read-shared`: 4 KiB `pread` calls per second.
     /// - `open-close`: opens per second, one open = openat, close.
+    /// - `stat-path`: `fstatat` calls per second.
     pub fn unit(self) -> &'static str {
         match self {
             WorkloadKind::Syscall => "lps",
@@ -89,6 +110,7 @@ impl WorkloadKind {
             WorkloadKind::FstatShared => "stats/s",
             WorkloadKind::ReadShared => "reads/s",
             WorkloadKind::OpenClose => "opens/s",
+            WorkloadKind::StatPath => "stats/s",
         }
     }
 
@@ -100,7 +122,8 @@ impl WorkloadKind {
             WorkloadKind::Syscall
             | WorkloadKind::Futimes
             | WorkloadKind::FstatShared
-            | WorkloadKind::ReadShared => 256,
+            | WorkloadKind::ReadShared
+            | WorkloadKind::StatPath => 256,
             WorkloadKind::CreatClo | WorkloadKind::OpenClose => 64,
             WorkloadKind::Tree => 4,
         }
@@ -138,6 +161,8 @@ pub enum Workload {
     ReadShared,
     /// See [`WorkloadKind::OpenClose`].
     OpenClose,
+    /// See [`WorkloadKind::StatPath`].
+    StatPath,
 }
 
 impl Workload {
@@ -151,6 +176,7 @@ impl Workload {
             Workload::FstatShared => WorkloadKind::FstatShared,
             Workload::ReadShared => WorkloadKind::ReadShared,
             Workload::OpenClose => WorkloadKind::OpenClose,
+            Workload::StatPath => WorkloadKind::StatPath,
         }
     }
 }
@@ -207,6 +233,12 @@ pub fn read_shared_offset(k: u64) -> u64 {
 pub fn open_close_name(thread: usize) -> String {
     format!("f{thread}")
 }
+
+/// The `stat-path` workload's directories below the run's directory, parents first, and
+/// its file (created empty), which every thread `fstatat`s relative to the run's directory.
+pub const STAT_PATH_DIRS: [&str; 3] = ["a", "a/b", "a/b/c"];
+/// See [`STAT_PATH_DIRS`].
+pub const STAT_PATH: &str = "a/b/c/shared";
 
 /// Size of the buffer `tree` reads files with.
 pub const READ_BUF: usize = 64 * 1024;
@@ -286,6 +318,14 @@ impl NameBuf {
         // interior NUL, so this cannot fail; fall back to "" to stay panic-free.
         CStr::from_bytes_with_nul(&self.buf[..=self.len]).unwrap_or_default()
     }
+
+    /// The current name as a `str`.
+    #[inline]
+    pub fn str_name(&self) -> &str {
+        // Digits and `t`/`-` only: always UTF-8, so this cannot fail; fall back to "" to
+        // stay panic-free, as `c_name`.
+        std::str::from_utf8(self.name()).unwrap_or_default()
+    }
 }
 
 /// Writes `v` in decimal at the start of `out` and returns the digit count.
@@ -344,6 +384,7 @@ mod tests {
         n.advance();
         assert_eq!(n.name(), b"t12-10");
         assert_eq!(n.c_name().to_bytes(), b"t12-10");
+        assert_eq!(n.str_name(), "t12-10");
     }
 
     #[test]
@@ -379,10 +420,21 @@ mod tests {
 
     #[test]
     fn every_workload_is_listed_once() {
-        let mut names: Vec<&str> = WorkloadKind::ALL.iter().map(|k| k.name()).collect();
+        let mut names: Vec<&str> = WorkloadKind::EVERY.iter().map(|k| k.name()).collect();
         names.sort_unstable();
         names.dedup();
-        assert_eq!(names.len(), WorkloadKind::ALL.len());
+        assert_eq!(names.len(), WorkloadKind::EVERY.len());
+        assert_eq!(
+            WorkloadKind::EVERY[..WorkloadKind::ALL.len()],
+            WorkloadKind::ALL
+        );
+        // The names are `--workload`'s.
+        for k in WorkloadKind::EVERY {
+            assert_eq!(
+                <WorkloadKind as clap::ValueEnum>::from_str(k.name(), false),
+                Ok(k)
+            );
+        }
         assert!(WorkloadKind::FstatShared.shares_fd_table());
         assert!(WorkloadKind::ReadShared.shares_fd_table());
         assert!(!WorkloadKind::OpenClose.shares_fd_table());
