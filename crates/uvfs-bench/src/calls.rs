@@ -216,7 +216,7 @@ pub trait Calls: Send {
     /// # Errors
     ///
     /// The target's errno (`EIO`, ...).
-    fn read(&self, fd: &Self::Fd, buf: &mut [u8]) -> std::result::Result<usize, Self::Error>;
+    fn read(&self, fd: &mut Self::Fd, buf: &mut [u8]) -> std::result::Result<usize, Self::Error>;
 
     /// `pread(fd, buf, off)`: bytes read at byte offset `off`.
     ///

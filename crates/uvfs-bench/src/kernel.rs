@@ -839,7 +839,7 @@ impl<'a> Calls for KernelCalls<'a> {
     }
 
     #[inline]
-    fn read(&self, fd: &OwnedFd, buf: &mut [u8]) -> std::result::Result<usize, Errno> {
+    fn read(&self, fd: &mut OwnedFd, buf: &mut [u8]) -> std::result::Result<usize, Errno> {
         rustix::io::read(fd, buf)
     }
 

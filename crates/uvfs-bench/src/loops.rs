@@ -244,13 +244,13 @@ impl<C: Calls, P: AsRef<C::Path> + Sync> Worker for Tree<'_, C, P> {
                 .fstatat(Some(self.dir), path)
                 .map_err(|e| failed(who, W, format_args!("fstatat({})", path.show()), e))?;
             regular_file(who, W, path, st)?;
-            let fd = c
+            let mut fd = c
                 .openat(Some(self.dir), path, Open::Read)
                 .map_err(|e| failed(who, W, format_args!("open({})", path.show()), e))?;
             let mut total = 0u64;
             loop {
                 let got = c
-                    .read(&fd, &mut self.buf.0)
+                    .read(&mut fd, &mut self.buf.0)
                     .map_err(|e| failed(who, W, format_args!("read({})", path.show()), e))?;
                 if got == 0 {
                     break;

@@ -624,7 +624,7 @@ impl<V: Variant> Calls for UvfsCalls<V> {
     }
 
     #[inline]
-    fn read(&self, fd: &Fd, buf: &mut [u8]) -> std::result::Result<usize, Errno> {
+    fn read(&self, fd: &mut Fd, buf: &mut [u8]) -> std::result::Result<usize, Errno> {
         self.task.read(*fd, buf)
     }
 

@@ -46,6 +46,38 @@ fn unsupported(target: &str, kind: WorkloadKind) -> Error {
     Error::msg(format!("{target}: workload {kind} is not supported"))
 }
 
+/// A peer's call error ([`Calls::Error`](crate::calls::Calls::Error)): its crate's own
+/// error `E`, an I/O error of a handle's `Read`/`Seek`, or a call it does not have.
+#[derive(Debug)]
+pub enum PeerError<E> {
+    /// The crate's error.
+    Fs(E),
+    /// A handle's I/O error.
+    Io(std::io::Error),
+    /// A call the crate does not have.
+    Unsupported(crate::calls::Unsupported),
+}
+
+impl<E: std::fmt::Display> std::fmt::Display for PeerError<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PeerError::Fs(e) => e.fmt(f),
+            PeerError::Io(e) => e.fmt(f),
+            PeerError::Unsupported(e) => e.fmt(f),
+        }
+    }
+}
+
+impl<E: std::error::Error + 'static> std::error::Error for PeerError<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            PeerError::Fs(e) => Some(e),
+            PeerError::Io(e) => Some(e),
+            PeerError::Unsupported(e) => Some(e),
+        }
+    }
+}
+
 /// Names of the files a teardown found in a run's directory beyond the ones
 /// setup made, for its error: at most 5, then a count.
 fn leftovers(names: &[String]) -> String {

@@ -39,19 +39,23 @@
 //! inside each call.
 
 use std::cell::RefCell;
-use std::hint::black_box;
 use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
 use std::sync::Arc;
 
 use vfs::{FileSystem as _, MemoryFS, SeekAndRead, SeekAndWrite, VfsFileType};
 
-use super::{leftovers, unsupported};
+use super::{leftovers, unsupported, PeerError};
+use crate::calls::{Calls, Open, Stat, Unsupported};
 use crate::error::{Context, Error, Result};
+use crate::loops;
 use crate::target::{Target, Worker};
 use crate::workloads::{
-    open_close_name, read_shared_offset, shared_byte, shared_contents, thread_order, HostTree,
-    NameBuf, ReadBuf, SinkResult, TreeSink, Workload, WorkloadKind, READ_SHARED_LEN,
+    open_close_name, shared_contents, HostTree, SinkResult, TreeSink, Workload, WorkloadKind,
+    DIR_MODE, FILE_MODE, S_IFREG,
 };
+
+/// `S_IFDIR`: a directory's file-type bits of `st_mode`.
+const S_IFDIR: u32 = 0o040_000;
 
 /// The target's name in tables, JSON and `--target`.
 const NAME: &str = "vfs-memoryfs";
@@ -151,9 +155,9 @@ impl VfsMemoryTarget {
     }
 }
 
-/// An open file during the tree import: the writer `create` returns or the
-/// reader `open` returns.
-enum VfsFile {
+/// An open file of `MemoryFS` (the tree import's, and [`VfsCalls`]'s descriptor): the
+/// writer `create_file` returns or the reader `open_file` returns.
+pub enum VfsFile {
     /// From `create_file`; its bytes land in the file on flush.
     Write(Box<dyn SeekAndWrite + Send>),
     /// From `open_file`.
@@ -298,43 +302,43 @@ impl Target for VfsMemoryTarget {
         }
         let fs = &self.fs;
         let tree = self.tree.as_ref();
+        let run_dir = self
+            .run
+            .as_ref()
+            .map(|r| r.dir.as_str())
+            .ok_or_else(|| Error::msg(format!("{NAME}: no run")))?;
         let mut workers: Vec<Box<dyn Worker + '_>> = Vec::with_capacity(threads);
         for index in 0..threads {
+            let calls = VfsCalls::new(fs, None);
             workers.push(match workload {
-                Workload::CreatClo => {
-                    let prefix = format!("{dir}/");
-                    Box::new(CreatCloWorker {
-                        fs,
-                        names: NameBuf::new(index),
-                        prefix: prefix.len(),
-                        path: prefix,
-                    })
-                }
-                Workload::OpenClose => Box::new(OpenCloseWorker {
-                    fs,
-                    path: format!("{dir}/{}", open_close_name(index)),
-                }),
+                Workload::CreatClo => Box::new(loops::CreatClo::new(NAME, calls, run_dir, index)),
+                Workload::OpenClose => Box::new(loops::OpenClose::new(
+                    NAME,
+                    calls,
+                    format!("{dir}/{}", open_close_name(index)),
+                )),
                 Workload::Tree(_) => {
                     let tree = tree.ok_or_else(|| Error::msg(format!("{NAME}: no tree")))?;
-                    Box::new(TreeWorker {
-                        fs,
-                        paths: &tree.paths,
-                        sizes: &tree.sizes,
-                        order: thread_order(tree.paths.len(), index),
-                        pos: 0,
-                        buf: ReadBuf::boxed(),
-                    })
+                    // The paths are absolute: no directory to join them to.
+                    Box::new(loops::Tree::new(
+                        NAME,
+                        calls,
+                        "",
+                        &tree.paths,
+                        &tree.sizes,
+                        index,
+                    ))
                 }
                 Workload::ReadShared => {
                     let path = format!("{dir}/shared");
                     let file = fs
                         .open_file(&path)
                         .with_context(|| format!("{NAME}: open_file({path})"))?;
-                    Box::new(ReadSharedWorker {
-                        file,
-                        k: 0,
-                        buf: ReadBuf::boxed(),
-                    })
+                    Box::new(loops::ReadShared::new(
+                        NAME,
+                        VfsCalls::new(fs, Some(file)),
+                        run_dir,
+                    ))
                 }
                 Workload::Syscall
                 | Workload::Futimes
@@ -387,172 +391,192 @@ impl Target for VfsMemoryTarget {
     }
 }
 
-/// `creat-clo` on `MemoryFS`: create (truncating), drop the writer, remove.
-#[derive(Debug)]
-#[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
-struct CreatCloWorker<'a> {
+/// `MemoryFS`'s [`Calls`]: its `FileSystem` trait's calls with absolute `&str` paths.
+///
+/// How it spells each call: a directory ([`Calls::At`]) is its absolute path, `""` for
+/// "paths are absolute already" (the tree's and open-close's, built once in setup); a name
+/// below a directory is joined into a buffer of this thread's, reused (no allocation per
+/// call once grown). `openat` is `open_file` (read) or `create_file` (create or truncate),
+/// `close` drops the handle (a writer's drop flushes), `unlinkat` is `remove_file`,
+/// `fstatat` is `metadata` (file type and length), `read` is the handle's `Read`. `pread`
+/// is `seek` and `read` on this thread's own reader of the shared file, opened in setup
+/// (`MemoryFS` has no positional read, and a reader is not `Sync`). No `dup`, `fstat`,
+/// `futimens`, `getpid`, `getuid` or `umask`: those answer [`Unsupported`].
+pub struct VfsCalls<'a> {
     /// The file system.
     fs: &'a MemoryFS,
-    /// This thread's file names.
-    names: NameBuf,
-    /// `/bench/runN/` followed by the current name.
-    path: String,
-    /// Length of the `/bench/runN/` prefix of `path`.
-    prefix: usize,
+    /// A directory's path and a name joined, for the `*at` calls.
+    path: RefCell<String>,
+    /// `read-shared`: this thread's own reader of the shared file.
+    reader: RefCell<Option<Box<dyn SeekAndRead + Send>>>,
 }
 
-impl Worker for CreatCloWorker<'_> {
-    fn run(&mut self, n: u32) -> Result<()> {
-        let fs = self.fs;
-        for _ in 0..n {
-            self.names.advance();
-            self.path.truncate(self.prefix);
-            // Names are `t<digits>-<digits>`: always UTF-8.
-            let name = std::str::from_utf8(self.names.name())
-                .with_context(|| format!("{NAME} creat-clo: file name"))?;
-            self.path.push_str(name);
-            let path = self.path.as_str();
-            let w = fs
-                .create_file(path)
-                .with_context(|| format!("{NAME} creat-clo: create_file({path})"))?;
-            // Close: the writer's drop flushes (and panics if that fails,
-            // which the harness reports as this worker's failure).
-            drop(w);
-            fs.remove_file(path)
-                .with_context(|| format!("{NAME} creat-clo: remove_file({path})"))?;
-        }
-        Ok(())
-    }
-}
-
-/// `open-close` on `MemoryFS`: open this thread's own file, drop the reader.
-#[derive(Debug)]
-#[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
-struct OpenCloseWorker<'a> {
-    /// The file system.
-    fs: &'a MemoryFS,
-    /// `/bench/runN/f<thread>`.
-    path: String,
-}
-
-impl Worker for OpenCloseWorker<'_> {
-    fn run(&mut self, n: u32) -> Result<()> {
-        let path = self.path.as_str();
-        for _ in 0..n {
-            let r = self
-                .fs
-                .open_file(path)
-                .with_context(|| format!("{NAME} open-close: open_file({path})"))?;
-            drop(black_box(r));
-        }
-        Ok(())
-    }
-}
-
-/// `tree` on `MemoryFS`: metadata, open, read all, drop, file after file
-/// in this thread's order.
-#[derive(Debug)]
-#[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
-struct TreeWorker<'a> {
-    /// The file system.
-    fs: &'a MemoryFS,
-    /// The tree's regular files, absolute.
-    paths: &'a [String],
-    /// Their sizes on the host.
-    sizes: &'a [u64],
-    /// This thread's order over `paths`.
-    order: Vec<u32>,
-    /// Next index into `order`.
-    pos: usize,
-    /// The read buffer.
-    buf: Box<ReadBuf>,
-}
-
-impl Worker for TreeWorker<'_> {
-    fn run(&mut self, n: u32) -> Result<()> {
-        let fs = self.fs;
-        for _ in 0..n {
-            let i = self.order[self.pos] as usize;
-            self.pos = (self.pos + 1) % self.order.len();
-            let path = self.paths[i].as_str();
-            let meta = fs
-                .metadata(path)
-                .with_context(|| format!("{NAME} tree: metadata({path})"))?;
-            if meta.file_type != VfsFileType::File {
-                return Err(Error::msg(format!(
-                    "{NAME} tree: {path} is not a file ({:?})",
-                    meta.file_type
-                )));
-            }
-            let mut r = fs
-                .open_file(path)
-                .with_context(|| format!("{NAME} tree: open_file({path})"))?;
-            let mut total = 0u64;
-            loop {
-                let got = r
-                    .read(&mut self.buf.0)
-                    .with_context(|| format!("{NAME} tree: read({path})"))?;
-                if got == 0 {
-                    break;
-                }
-                total += got as u64;
-            }
-            drop(r);
-            if total != self.sizes[i] || total != meta.len {
-                return Err(Error::msg(format!(
-                    "{NAME} tree: {path}: read {total} bytes, len {}, host size {}",
-                    meta.len, self.sizes[i]
-                )));
-            }
-        }
-        Ok(())
-    }
-}
-
-/// `read-shared` on `MemoryFS`: seek and one 4 KiB read on this thread's
-/// own reader of the shared file, page after page.
-#[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
-struct ReadSharedWorker {
-    /// This thread's reader of `/bench/runN/shared`.
-    file: Box<dyn SeekAndRead + Send>,
-    /// This thread's reads so far (the next one's `k`).
-    k: u64,
-    /// The read buffer (only its first [`READ_SHARED_LEN`] bytes are used).
-    buf: Box<ReadBuf>,
-}
-
-impl std::fmt::Debug for ReadSharedWorker {
+impl std::fmt::Debug for VfsCalls<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ReadSharedWorker")
-            .field("k", &self.k)
-            .finish_non_exhaustive()
+        f.debug_struct("VfsCalls").finish_non_exhaustive()
     }
 }
 
-impl Worker for ReadSharedWorker {
-    fn run(&mut self, n: u32) -> Result<()> {
-        for _ in 0..n {
-            let off = read_shared_offset(self.k);
-            self.k += 1;
-            let pos = self
-                .file
-                .seek(SeekFrom::Start(off))
-                .with_context(|| format!("{NAME} read-shared: seek({off})"))?;
-            let buf = &mut self.buf.0[..READ_SHARED_LEN];
-            let got = self
-                .file
-                .read(buf)
-                .with_context(|| format!("{NAME} read-shared: read at {off}"))?;
-            if pos != off || got != READ_SHARED_LEN || buf[0] != shared_byte(off) {
-                return Err(Error::msg(format!(
-                    "{NAME} read-shared: seek({off}) to {pos}, read {got} bytes, first {}, \
-                     expected {READ_SHARED_LEN} bytes, first {}",
-                    buf[0],
-                    shared_byte(off)
-                )));
-            }
+impl std::fmt::Debug for VfsFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            VfsFile::Write(_) => "VfsFile::Write",
+            VfsFile::Read(_) => "VfsFile::Read",
+        })
+    }
+}
+
+/// A `MemoryFS` call's error.
+type VfsCallError = PeerError<vfs::VfsError>;
+
+/// An I/O error of ours (a handle of the wrong kind, a seek that landed elsewhere).
+#[cold]
+fn io_error(what: String) -> VfsCallError {
+    PeerError::Io(std::io::Error::other(what))
+}
+
+impl<'a> VfsCalls<'a> {
+    /// The calls on `fs`; `reader`: this thread's reader of the shared file (read-shared).
+    fn new(fs: &'a MemoryFS, reader: Option<Box<dyn SeekAndRead + Send>>) -> Self {
+        VfsCalls {
+            fs,
+            path: RefCell::new(String::new()),
+            reader: RefCell::new(reader),
         }
+    }
+
+    /// Calls `f` with `name` below `dir` (absolute), or `name` itself when `dir` is
+    /// `None` or `""`.
+    #[inline]
+    fn at<R>(
+        &self,
+        dir: Option<&str>,
+        name: &str,
+        f: impl FnOnce(&str) -> std::result::Result<R, VfsCallError>,
+    ) -> std::result::Result<R, VfsCallError> {
+        match dir {
+            Some(dir) if !dir.is_empty() => {
+                let mut path = self
+                    .path
+                    .try_borrow_mut()
+                    .map_err(|_| io_error("path buffer in use".to_owned()))?;
+                path.clear();
+                path.push_str(dir);
+                path.push('/');
+                path.push_str(name);
+                f(&path)
+            }
+            _ => f(name),
+        }
+    }
+}
+
+impl<'a> Calls for VfsCalls<'a> {
+    type Fd = VfsFile;
+    type At = &'a str;
+    type Path = str;
+    type Times = ();
+    type Error = VfsCallError;
+
+    fn times(_: (i64, i64)) {}
+
+    fn dup(&self, _: &'a str) -> std::result::Result<VfsFile, VfsCallError> {
+        Err(PeerError::Unsupported(Unsupported("dup")))
+    }
+
+    #[inline]
+    fn close(&self, fd: VfsFile) -> std::result::Result<(), VfsCallError> {
+        // A writer's drop flushes (and panics if that fails, which the harness reports as
+        // this worker's failure).
+        drop(fd);
         Ok(())
+    }
+
+    fn getpid(&self) -> std::result::Result<u32, VfsCallError> {
+        Err(PeerError::Unsupported(Unsupported("getpid")))
+    }
+
+    fn getuid(&self) -> std::result::Result<u32, VfsCallError> {
+        Err(PeerError::Unsupported(Unsupported("getuid")))
+    }
+
+    fn umask(&self, _: u32) -> std::result::Result<u32, VfsCallError> {
+        Err(PeerError::Unsupported(Unsupported("umask")))
+    }
+
+    #[inline]
+    fn openat(
+        &self,
+        dir: Option<&'a str>,
+        path: &str,
+        how: Open,
+    ) -> std::result::Result<VfsFile, VfsCallError> {
+        self.at(dir, path, |path| {
+            match how {
+                Open::Read => self.fs.open_file(path).map(VfsFile::Read),
+                Open::CreateTrunc => self.fs.create_file(path).map(VfsFile::Write),
+            }
+            .map_err(PeerError::Fs)
+        })
+    }
+
+    #[inline]
+    fn unlinkat(&self, dir: &'a str, path: &str) -> std::result::Result<(), VfsCallError> {
+        self.at(Some(dir), path, |path| {
+            self.fs.remove_file(path).map_err(PeerError::Fs)
+        })
+    }
+
+    fn fstat(&self, _: &'a str) -> std::result::Result<Stat, VfsCallError> {
+        Err(PeerError::Unsupported(Unsupported("stat on a handle")))
+    }
+
+    #[inline]
+    fn fstatat(&self, dir: Option<&'a str>, path: &str) -> std::result::Result<Stat, VfsCallError> {
+        self.at(dir, path, |path| {
+            let meta = self.fs.metadata(path).map_err(PeerError::Fs)?;
+            Ok(Stat {
+                mode: match meta.file_type {
+                    VfsFileType::File => S_IFREG | FILE_MODE,
+                    VfsFileType::Directory => S_IFDIR | DIR_MODE,
+                },
+                // Past i64::MAX: the loops' size checks fail on it, loudly.
+                size: i64::try_from(meta.len).unwrap_or(i64::MAX),
+            })
+        })
+    }
+
+    #[inline]
+    fn read(&self, fd: &mut VfsFile, buf: &mut [u8]) -> std::result::Result<usize, VfsCallError> {
+        match fd {
+            VfsFile::Read(r) => r.read(buf).map_err(PeerError::Io),
+            VfsFile::Write(_) => Err(io_error("read on a file opened for writing".to_owned())),
+        }
+    }
+
+    #[inline]
+    fn pread(
+        &self,
+        _: &'a str,
+        buf: &mut [u8],
+        off: u64,
+    ) -> std::result::Result<usize, VfsCallError> {
+        let mut reader = self
+            .reader
+            .try_borrow_mut()
+            .map_err(|_| io_error("reader in use".to_owned()))?;
+        let Some(r) = reader.as_mut() else {
+            return Err(io_error("no reader of the shared file".to_owned()));
+        };
+        let pos = r.seek(SeekFrom::Start(off)).map_err(PeerError::Io)?;
+        if pos != off {
+            return Err(io_error(format!("seek({off}) landed at {pos}")));
+        }
+        r.read(buf).map_err(PeerError::Io)
+    }
+
+    fn futimens(&self, _: &'a str, _: &()) -> std::result::Result<(), VfsCallError> {
+        Err(PeerError::Unsupported(Unsupported("futimens on a handle")))
     }
 }
 
