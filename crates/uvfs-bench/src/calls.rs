@@ -40,7 +40,8 @@ pub struct Stat {
     pub size: i64,
 }
 
-/// A target's path argument: `[u8]` (uvfs), `CStr` (the kernel), `str` (the peers).
+/// A target's path argument: `[u8]` (uvfs), `CStr` (the kernel), `str` (vfs-memoryfs),
+/// `Path` (wasmer-memfs).
 pub trait PathArg {
     /// The current name of `names` (creat-clo's `t<thread>-<k>`) as this path type.
     fn from_name(names: &NameBuf) -> &Self;
@@ -82,6 +83,18 @@ impl PathArg for str {
     #[cold]
     fn show(&self) -> String {
         self.to_owned()
+    }
+}
+
+impl PathArg for std::path::Path {
+    #[inline]
+    fn from_name(names: &NameBuf) -> &std::path::Path {
+        std::path::Path::new(names.str_name())
+    }
+
+    #[cold]
+    fn show(&self) -> String {
+        self.display().to_string()
     }
 }
 

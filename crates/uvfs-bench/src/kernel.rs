@@ -709,7 +709,7 @@ fn enter_private() -> Result<()> {
 /// the calling worker thread.
 ///
 /// A worker that stands for a process of its own (every workload but `fstat-shared` and
-/// `read-shared`) first unshares its fd table and fs context ([`enter_private`]), and for
+/// `read-shared`) first unshares its fd table and fs context (`enter_private`), and for
 /// `open-close` moves its private cwd into the run's directory; the others are threads of
 /// this process, sharing its fd table (see the module doc).
 #[derive(Debug)]

@@ -275,7 +275,7 @@ fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
     }
 }
 
-/// What [`bench`] prints in an audit build (feature `audit`).
+/// What [`bench()`] prints in an audit build (feature `audit`).
 #[cfg(feature = "audit")]
 pub const AUDIT_BUILD_WARNING: &str = "uvfs bench: WARNING: this is an audit build (--features \
      audit): every atomic and lock of uvfs is a recording wrapper, so these timings are NOT \

@@ -15,7 +15,7 @@
 //!
 //! Invariants: each loop is `#[repr(align(128))]` (it writes its own fields while running;
 //! see [`Worker`]); an error's context (`<target> <workload>: <call>`) is built only on the
-//! error path ([`failed`], out of line).
+//! error path (`calls::failed`, out of line).
 
 use std::hint::black_box;
 

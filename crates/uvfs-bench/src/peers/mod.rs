@@ -8,8 +8,11 @@
 //! | `wasmer-memfs` ([`wasmer`]) | `virtual-fs` 0.704 | wasmer's `mem_fs::FileSystem`: one `RwLock` over an inode slab |
 //!
 //! The peers have no descriptors, processes or cwd, so a worker is a thread that
-//! calls the file system directly with absolute paths (built once, not per
-//! call), and "close" is dropping the handle. Each target's `supports` and
+//! calls the file system directly with absolute paths (built once, or joined into a
+//! reused buffer, not allocated per call), and "close" is dropping the handle. The
+//! workers are the shared loops ([`crate::loops`]) over each peer's
+//! [`Calls`](crate::calls::Calls) (`VfsCalls`, `WasmerCalls`); a call the crate does not
+//! have answers [`Unsupported`](crate::calls::Unsupported). Each target's `supports` and
 //! `description` say which workloads run and what one operation is there;
 //! the module docs say why. Both peers keep one lock over their whole tree,
 //! so none of their workloads is expected to scale with threads.

@@ -13,12 +13,12 @@
 //!
 //! Driving the async handles: reads, writes and seeks are tokio
 //! `AsyncRead`/`AsyncWrite`/`AsyncSeek` (opening, stat and removal are
-//! synchronous). As `virtual-fs`'s own tests do (`#[tokio::test]`), they
-//! run on a tokio current-thread runtime: each worker that needs one builds
-//! its own in setup and wraps each batch of operations in one
-//! `Runtime::block_on` (so the runtime's cost, entering it and polling,
-//! about 80 ns on this machine, is paid once per batch of 4 files or 256 reads, not
-//! per call). `mem_fs`'s futures never return `Pending`.
+//! synchronous). Setup and the tree import run them on a tokio current-thread
+//! runtime, as `virtual-fs`'s own tests do (`#[tokio::test]`). The workers,
+//! which make one call at a time through the shared loops ([`WasmerCalls`]),
+//! poll each future once with a no-op waker: `mem_fs`'s futures never return
+//! `Pending` (one that did would fail its call, not be waited for), so no
+//! runtime is entered per call or per batch.
 //!
 //! One operation of each supported workload:
 //!
@@ -62,7 +62,6 @@
 
 use std::cell::RefCell;
 use std::ffi::OsStr;
-use std::hint::black_box;
 use std::io::SeekFrom;
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
@@ -73,14 +72,18 @@ use virtual_fs::mem_fs::FileSystem as MemFs;
 use virtual_fs::{AsyncReadExt as _, AsyncSeekExt as _, AsyncWriteExt as _};
 use virtual_fs::{FileSystem as _, VirtualFile};
 
-use super::{leftovers, unsupported};
+use super::{leftovers, unsupported, PeerError};
+use crate::calls::{Calls, Open, Stat, Unsupported};
 use crate::error::{Context, Error, Result};
+use crate::loops;
 use crate::target::{Target, Worker};
 use crate::workloads::{
-    open_close_name, read_shared_offset, shared_byte, shared_contents, thread_order, HostTree,
-    NameBuf, ReadBuf, SinkResult, TreeSink, Workload, WorkloadKind, FUTIMES_TIMES, READ_SHARED_LEN,
-    SHARED_FILE_SIZE,
+    open_close_name, shared_contents, HostTree, SinkResult, TreeSink, Workload, WorkloadKind,
+    DIR_MODE, FILE_MODE, FUTIMES_TIMES, S_IFREG,
 };
+
+/// `S_IFDIR`: a directory's file-type bits of `st_mode`.
+const S_IFDIR: u32 = 0o040_000;
 
 /// The target's name in tables, JSON and `--target`.
 const NAME: &str = "wasmer-memfs";
@@ -359,48 +362,51 @@ impl Target for WasmerTarget {
                 .open(&shared)
                 .with_context(|| format!("{NAME}: open({shared})"))
         };
+        let run_dir = self
+            .run
+            .as_ref()
+            .map(|r| Path::new(r.dir.as_str()))
+            .ok_or_else(|| Error::msg(format!("{NAME}: no run")))?;
+        let calls = |own: Option<Handle>| WasmerCalls::new(fs, remove_lock, handle, own);
         let mut workers: Vec<Box<dyn Worker + '_>> = Vec::with_capacity(threads);
         for index in 0..threads {
             workers.push(match workload {
                 Workload::CreatClo => {
-                    let prefix = format!("{dir}/").into_bytes();
-                    Box::new(CreatCloWorker {
-                        fs,
-                        remove_lock,
-                        names: NameBuf::new(index),
-                        prefix: prefix.len(),
-                        path: prefix,
-                    })
+                    Box::new(loops::CreatClo::new(NAME, calls(None), run_dir, index))
                 }
-                Workload::OpenClose => Box::new(OpenCloseWorker {
-                    fs,
-                    path: PathBuf::from(format!("{dir}/{}", open_close_name(index))),
-                }),
+                Workload::OpenClose => Box::new(loops::OpenClose::new(
+                    NAME,
+                    calls(None),
+                    PathBuf::from(format!("{dir}/{}", open_close_name(index))),
+                )),
                 Workload::Tree(_) => {
                     let tree = tree.ok_or_else(|| Error::msg(format!("{NAME}: no tree")))?;
-                    Box::new(TreeWorker {
-                        fs,
-                        rt: runtime()?,
-                        paths: &tree.paths,
-                        sizes: &tree.sizes,
-                        order: thread_order(tree.paths.len(), index),
-                        pos: 0,
-                        buf: ReadBuf::boxed(),
-                    })
+                    // The paths are absolute: no directory to join them to.
+                    Box::new(loops::Tree::new(
+                        NAME,
+                        calls(None),
+                        Path::new(""),
+                        &tree.paths,
+                        &tree.sizes,
+                        index,
+                    ))
                 }
-                Workload::FstatShared => Box::new(FstatSharedWorker {
-                    file: handle.ok_or_else(|| Error::msg(format!("{NAME}: no shared handle")))?,
-                }),
-                Workload::ReadShared => Box::new(ReadSharedWorker {
-                    rt: runtime()?,
-                    file: open_shared()?,
-                    k: 0,
-                    buf: ReadBuf::boxed(),
-                }),
-                Workload::Futimes => Box::new(FutimesWorker {
-                    file: open_shared()?,
-                    times: FUTIMES_TIMES.map(nanos),
-                }),
+                Workload::FstatShared => {
+                    if handle.is_none() {
+                        return Err(Error::msg(format!("{NAME}: no shared handle")));
+                    }
+                    Box::new(loops::FstatShared::new(NAME, calls(None), run_dir))
+                }
+                Workload::ReadShared => Box::new(loops::ReadShared::new(
+                    NAME,
+                    calls(Some(open_shared()?)),
+                    run_dir,
+                )),
+                Workload::Futimes => Box::new(loops::Futimes::new(
+                    NAME,
+                    calls(Some(open_shared()?)),
+                    run_dir,
+                )),
                 Workload::Syscall | Workload::StatPath => {
                     return Err(unsupported(NAME, workload.kind()))
                 }
@@ -470,249 +476,245 @@ impl Target for WasmerTarget {
     }
 }
 
-/// `creat-clo` on `mem_fs`: open with create and truncate, drop, remove
-/// (under the target's `remove_lock`).
-#[derive(Debug)]
-#[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
-struct CreatCloWorker<'a> {
+/// `mem_fs`'s [`Calls`]: its `FileSystem` trait and its handles, with absolute paths.
+///
+/// How it spells each call: a directory ([`Calls::At`]) is its absolute path, `""` for
+/// "paths are absolute already" (the tree's and open-close's, built once in setup); a name
+/// below a directory is joined into a buffer of this thread's, reused. `openat` opens with
+/// read, or with write + create + truncate; `close` drops the handle; `unlinkat` is
+/// `remove_file` under the target's `remove_lock` (see the module doc's race); `fstatat` is
+/// `metadata`; `read` the handle's `AsyncRead`. On the shared file: `fstat` is `size()` of
+/// the one handle all threads share (the handle was opened on a regular file, which is the
+/// type reported; the size is `mem_fs`'s); `pread` a seek and a read, and `futimens`
+/// `set_times`, on this thread's own handle (both take `&mut self`). No `dup`, `getpid`,
+/// `getuid` or `umask`: those answer [`Unsupported`].
+pub struct WasmerCalls<'a> {
     /// The file system.
     fs: &'a MemFs,
     /// The target's `remove_lock`, held around `remove_file`.
     remove_lock: &'a Mutex<()>,
-    /// This thread's file names.
-    names: NameBuf,
-    /// `/bench/runN/` followed by the current name.
-    path: Vec<u8>,
-    /// Length of the `/bench/runN/` prefix of `path`.
-    prefix: usize,
+    /// A directory's path and a name joined, for the `*at` calls.
+    path: RefCell<Vec<u8>>,
+    /// `fstat-shared`: the one handle of the shared file all threads share.
+    shared: Option<&'a (dyn VirtualFile + Send + Sync)>,
+    /// `read-shared`, `futimes`: this thread's own handle of the shared file.
+    own: RefCell<Option<Handle>>,
 }
 
-impl Worker for CreatCloWorker<'_> {
-    fn run(&mut self, n: u32) -> Result<()> {
-        let fs = self.fs;
-        for _ in 0..n {
-            self.names.advance();
-            self.path.truncate(self.prefix);
-            self.path.extend_from_slice(self.names.name());
-            let path = Path::new(OsStr::from_bytes(&self.path));
-            let f = fs
-                .new_open_options()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(path)
-                .with_context(|| format!("{NAME} creat-clo: open({})", path.display()))?;
-            drop(f);
+impl std::fmt::Debug for WasmerCalls<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WasmerCalls").finish_non_exhaustive()
+    }
+}
+
+/// A `mem_fs` call's error.
+type WasmerError = PeerError<virtual_fs::FsError>;
+
+/// An I/O error of ours (a busy buffer, a seek that landed elsewhere, a pending future).
+#[cold]
+fn io_error(what: String) -> WasmerError {
+    PeerError::Io(std::io::Error::other(what))
+}
+
+/// Polls `f` once: `mem_fs`'s futures complete on their first poll (see the module doc).
+///
+/// # Errors
+///
+/// `f` returned `Pending`.
+#[inline]
+fn now<F: std::future::Future>(f: F) -> std::result::Result<F::Output, WasmerError> {
+    let mut f = std::pin::pin!(f);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match f.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(v) => Ok(v),
+        std::task::Poll::Pending => Err(io_error("a mem_fs future did not complete".to_owned())),
+    }
+}
+
+impl<'a> WasmerCalls<'a> {
+    /// The calls on `fs`, with the shared handle `shared` (fstat-shared) and this thread's
+    /// own handle `own` (read-shared, futimes).
+    fn new(
+        fs: &'a MemFs,
+        remove_lock: &'a Mutex<()>,
+        shared: Option<&'a (dyn VirtualFile + Send + Sync)>,
+        own: Option<Handle>,
+    ) -> Self {
+        WasmerCalls {
+            fs,
+            remove_lock,
+            path: RefCell::new(Vec::new()),
+            shared,
+            own: RefCell::new(own),
+        }
+    }
+
+    /// Calls `f` with `name` below `dir`, or `name` itself when `dir` is `None` or empty.
+    #[inline]
+    fn at<R>(
+        &self,
+        dir: Option<&Path>,
+        name: &Path,
+        f: impl FnOnce(&Path) -> std::result::Result<R, WasmerError>,
+    ) -> std::result::Result<R, WasmerError> {
+        match dir {
+            Some(dir) if !dir.as_os_str().is_empty() => {
+                let mut path = self
+                    .path
+                    .try_borrow_mut()
+                    .map_err(|_| io_error("path buffer in use".to_owned()))?;
+                path.clear();
+                path.extend_from_slice(dir.as_os_str().as_bytes());
+                path.push(b'/');
+                path.extend_from_slice(name.as_os_str().as_bytes());
+                f(Path::new(OsStr::from_bytes(&path)))
+            }
+            _ => f(name),
+        }
+    }
+
+    /// Calls `f` with this thread's own handle of the shared file.
+    #[inline]
+    fn own<R>(
+        &self,
+        f: impl FnOnce(&mut Handle) -> std::result::Result<R, WasmerError>,
+    ) -> std::result::Result<R, WasmerError> {
+        let mut own = self
+            .own
+            .try_borrow_mut()
+            .map_err(|_| io_error("own handle in use".to_owned()))?;
+        match own.as_mut() {
+            Some(h) => f(h),
+            None => Err(io_error("no handle of the shared file".to_owned())),
+        }
+    }
+}
+
+impl<'a> Calls for WasmerCalls<'a> {
+    type Fd = Handle;
+    type At = &'a Path;
+    type Path = Path;
+    type Times = u64;
+    type Error = WasmerError;
+
+    fn times(t: (i64, i64)) -> u64 {
+        nanos(t)
+    }
+
+    fn dup(&self, _: &'a Path) -> std::result::Result<Handle, WasmerError> {
+        Err(PeerError::Unsupported(Unsupported("dup")))
+    }
+
+    #[inline]
+    fn close(&self, fd: Handle) -> std::result::Result<(), WasmerError> {
+        drop(fd);
+        Ok(())
+    }
+
+    fn getpid(&self) -> std::result::Result<u32, WasmerError> {
+        Err(PeerError::Unsupported(Unsupported("getpid")))
+    }
+
+    fn getuid(&self) -> std::result::Result<u32, WasmerError> {
+        Err(PeerError::Unsupported(Unsupported("getuid")))
+    }
+
+    fn umask(&self, _: u32) -> std::result::Result<u32, WasmerError> {
+        Err(PeerError::Unsupported(Unsupported("umask")))
+    }
+
+    #[inline]
+    fn openat(
+        &self,
+        dir: Option<&'a Path>,
+        path: &Path,
+        how: Open,
+    ) -> std::result::Result<Handle, WasmerError> {
+        self.at(dir, path, |path| {
+            let mut o = self.fs.new_open_options();
+            match how {
+                Open::Read => o.read(true),
+                Open::CreateTrunc => o.write(true).create(true).truncate(true),
+            };
+            o.open(path).map_err(PeerError::Fs)
+        })
+    }
+
+    #[inline]
+    fn unlinkat(&self, dir: &'a Path, path: &Path) -> std::result::Result<(), WasmerError> {
+        self.at(Some(dir), path, |path| {
             let guard = self
                 .remove_lock
                 .lock()
-                .map_err(|_| Error::msg(format!("{NAME} creat-clo: remove_lock poisoned")))?;
-            fs.remove_file(path)
-                .with_context(|| format!("{NAME} creat-clo: remove_file({})", path.display()))?;
+                .map_err(|_| io_error("remove_lock poisoned".to_owned()))?;
+            let r = self.fs.remove_file(path).map_err(PeerError::Fs);
             drop(guard);
-        }
-        Ok(())
-    }
-}
-
-/// `open-close` on `mem_fs`: open this thread's own file, drop the handle.
-#[derive(Debug)]
-#[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
-struct OpenCloseWorker<'a> {
-    /// The file system.
-    fs: &'a MemFs,
-    /// `/bench/runN/f<thread>`.
-    path: PathBuf,
-}
-
-impl Worker for OpenCloseWorker<'_> {
-    fn run(&mut self, n: u32) -> Result<()> {
-        let path = self.path.as_path();
-        for _ in 0..n {
-            let f = self
-                .fs
-                .new_open_options()
-                .read(true)
-                .open(path)
-                .with_context(|| format!("{NAME} open-close: open({})", path.display()))?;
-            drop(black_box(f));
-        }
-        Ok(())
-    }
-}
-
-/// `tree` on `mem_fs`: metadata, open, read all, drop, file after file in
-/// this thread's order.
-#[derive(Debug)]
-#[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
-struct TreeWorker<'a> {
-    /// The file system.
-    fs: &'a MemFs,
-    /// This worker's runtime, for the reads.
-    rt: Runtime,
-    /// The tree's regular files, absolute.
-    paths: &'a [PathBuf],
-    /// Their sizes on the host.
-    sizes: &'a [u64],
-    /// This thread's order over `paths`.
-    order: Vec<u32>,
-    /// Next index into `order`.
-    pos: usize,
-    /// The read buffer.
-    buf: Box<ReadBuf>,
-}
-
-impl Worker for TreeWorker<'_> {
-    fn run(&mut self, n: u32) -> Result<()> {
-        let TreeWorker {
-            fs,
-            rt,
-            paths,
-            sizes,
-            order,
-            pos,
-            buf,
-        } = self;
-        // By value: through `&mut &MemFs`, method lookup would pick
-        // virtual-fs's blanket `FileSystem` impl for `Deref` types, which
-        // needs `'static`.
-        let fs: &MemFs = fs;
-        rt.block_on(async {
-            for _ in 0..n {
-                let i = order[*pos] as usize;
-                *pos = (*pos + 1) % order.len();
-                let path = paths[i].as_path();
-                let show = || path.display();
-                let meta = fs
-                    .metadata(path)
-                    .with_context(|| format!("{NAME} tree: metadata({})", show()))?;
-                if !meta.is_file() {
-                    return Err(Error::msg(format!(
-                        "{NAME} tree: {} is not a file ({:?})",
-                        show(),
-                        meta.ft
-                    )));
-                }
-                let mut f = fs
-                    .new_open_options()
-                    .read(true)
-                    .open(path)
-                    .with_context(|| format!("{NAME} tree: open({})", show()))?;
-                let mut total = 0u64;
-                loop {
-                    let got = f
-                        .read(&mut buf.0)
-                        .await
-                        .with_context(|| format!("{NAME} tree: read({})", show()))?;
-                    if got == 0 {
-                        break;
-                    }
-                    total += got as u64;
-                }
-                drop(f);
-                if total != sizes[i] || total != meta.len {
-                    return Err(Error::msg(format!(
-                        "{NAME} tree: {}: read {total} bytes, len {}, host size {}",
-                        show(),
-                        meta.len,
-                        sizes[i]
-                    )));
-                }
-            }
-            Ok(())
+            r
         })
     }
-}
 
-/// `fstat-shared` on `mem_fs`: `size()` on the one shared handle.
-#[derive(Debug)]
-#[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
-struct FstatSharedWorker<'a> {
-    /// The run's one handle of `/bench/runN/shared`, shared by every worker.
-    file: &'a (dyn VirtualFile + Send + Sync),
-}
-
-impl Worker for FstatSharedWorker<'_> {
-    fn run(&mut self, n: u32) -> Result<()> {
-        for _ in 0..n {
-            // size() has no error: 0 if the lock is poisoned or the inode gone.
-            let size = self.file.size();
-            if size != SHARED_FILE_SIZE {
-                return Err(Error::msg(format!(
-                    "{NAME} fstat-shared: size() = {size}, expected {SHARED_FILE_SIZE}"
-                )));
-            }
-        }
-        Ok(())
-    }
-}
-
-/// `read-shared` on `mem_fs`: seek and one 4 KiB read on this thread's own
-/// handle of the shared file, page after page.
-#[derive(Debug)]
-#[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
-struct ReadSharedWorker {
-    /// This worker's runtime, for the seeks and reads.
-    rt: Runtime,
-    /// This thread's handle of `/bench/runN/shared`.
-    file: Handle,
-    /// This thread's reads so far (the next one's `k`).
-    k: u64,
-    /// The read buffer (only its first [`READ_SHARED_LEN`] bytes are used).
-    buf: Box<ReadBuf>,
-}
-
-impl Worker for ReadSharedWorker {
-    fn run(&mut self, n: u32) -> Result<()> {
-        let ReadSharedWorker { rt, file, k, buf } = self;
-        rt.block_on(async {
-            for _ in 0..n {
-                let off = read_shared_offset(*k);
-                *k += 1;
-                let pos = file
-                    .seek(SeekFrom::Start(off))
-                    .await
-                    .with_context(|| format!("{NAME} read-shared: seek({off})"))?;
-                let buf = &mut buf.0[..READ_SHARED_LEN];
-                let got = file
-                    .read(buf)
-                    .await
-                    .with_context(|| format!("{NAME} read-shared: read at {off}"))?;
-                if pos != off || got != READ_SHARED_LEN || buf[0] != shared_byte(off) {
-                    return Err(Error::msg(format!(
-                        "{NAME} read-shared: seek({off}) to {pos}, read {got} bytes, first {}, \
-                         expected {READ_SHARED_LEN} bytes, first {}",
-                        buf[0],
-                        shared_byte(off)
-                    )));
-                }
-            }
-            Ok(())
+    #[inline]
+    fn fstat(&self, _: &'a Path) -> std::result::Result<Stat, WasmerError> {
+        let Some(f) = self.shared else {
+            return Err(io_error("no shared handle".to_owned()));
+        };
+        // size() has no error: 0 if the lock is poisoned or the inode gone (the loop's
+        // size check then fails).
+        Ok(Stat {
+            mode: S_IFREG | FILE_MODE,
+            size: i64::try_from(f.size()).unwrap_or(i64::MAX),
         })
     }
-}
 
-/// `futimes` on `mem_fs`: `set_times(t1)`, `set_times(t2)` on this
-/// thread's own handle of the shared file.
-#[derive(Debug)]
-#[repr(align(128))] // Own cache lines: see `Worker` (target.rs).
-struct FutimesWorker {
-    /// This thread's handle of `/bench/runN/shared`.
-    file: Handle,
-    /// The two times set alternately (as atime and mtime), in ns.
-    times: [u64; 2],
-}
+    #[inline]
+    fn fstatat(
+        &self,
+        dir: Option<&'a Path>,
+        path: &Path,
+    ) -> std::result::Result<Stat, WasmerError> {
+        self.at(dir, path, |path| {
+            let meta = self.fs.metadata(path).map_err(PeerError::Fs)?;
+            Ok(Stat {
+                mode: if meta.is_file() {
+                    S_IFREG | FILE_MODE
+                } else if meta.is_dir() {
+                    S_IFDIR | DIR_MODE
+                } else {
+                    0
+                },
+                // Past i64::MAX: the loops' size checks fail on it, loudly.
+                size: i64::try_from(meta.len).unwrap_or(i64::MAX),
+            })
+        })
+    }
 
-impl Worker for FutimesWorker {
-    fn run(&mut self, n: u32) -> Result<()> {
-        for _ in 0..n {
-            for t in self.times {
-                self.file
-                    .set_times(Some(t), Some(t))
-                    .with_context(|| format!("{NAME} futimes: set_times({t})"))?;
+    #[inline]
+    fn read(&self, fd: &mut Handle, buf: &mut [u8]) -> std::result::Result<usize, WasmerError> {
+        now(fd.read(buf))?.map_err(PeerError::Io)
+    }
+
+    #[inline]
+    fn pread(
+        &self,
+        _: &'a Path,
+        buf: &mut [u8],
+        off: u64,
+    ) -> std::result::Result<usize, WasmerError> {
+        self.own(|h| {
+            let pos = now(h.seek(SeekFrom::Start(off)))?.map_err(PeerError::Io)?;
+            if pos != off {
+                return Err(io_error(format!("seek({off}) landed at {pos}")));
             }
-        }
-        Ok(())
+            now(h.read(buf))?.map_err(PeerError::Io)
+        })
+    }
+
+    #[inline]
+    fn futimens(&self, _: &'a Path, times: &u64) -> std::result::Result<(), WasmerError> {
+        self.own(|h| {
+            h.set_times(Some(*times), Some(*times))
+                .map_err(PeerError::Fs)
+        })
     }
 }
 
