@@ -73,6 +73,8 @@ pub(crate) mod fopen {
     pub(crate) const FOPEN_DIRECT_IO: u32 = 1 << 0;
     /// `FOPEN_KEEP_CACHE`: do not invalidate the data cache on open.
     pub(crate) const FOPEN_KEEP_CACHE: u32 = 1 << 1;
+    /// `FOPEN_NOFLUSH`: the kernel sends no `FLUSH` at this open file's closes.
+    pub(crate) const FOPEN_NOFLUSH: u32 = 1 << 5;
 }
 
 /// Notification codes (`enum fuse_notify_code`): the `error` field of a message with
