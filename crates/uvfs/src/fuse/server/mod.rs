@@ -114,6 +114,9 @@ use crate::types::{self, AtFlags, Fd, OpenFlags, Stat};
 mod dispatch;
 mod fuser_fs;
 mod ops;
+mod uring;
+
+pub use uring::{UringScratch, URING_HEADER_SIZE};
 
 /// How a file opened with `flags` is opened for the kernel. `O_RDWR` opens, the only ones a
 /// shared writable mapping can be made of, without `FOPEN_NOFLUSH`: their `close(2)` then
