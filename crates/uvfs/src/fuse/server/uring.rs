@@ -10,7 +10,8 @@
 //! argument (the opcode's fixed struct, empty for those whose first argument is a name) in
 //! `op_in`, every other argument back to back in the payload buffer, `payload_sz` bytes. It
 //! does not say how long the first argument is; the header's `len` still counts all of
-//! them (`fuse_send_one`), so it is `len - 40 - payload_sz`. Joined again, the request is
+//! them (`fuse_send_one`; `fuse_request_queue_background_uring` for background requests),
+//! so it is `len - 40 - payload_sz`. Joined again, the request is
 //! exactly what `/dev/fuse` would have delivered, and [`UvfsFuse::dispatch`] decodes it
 //! with every check of the classic path. The reply goes the other way: `fuse_out_header`
 //! into `in_out`, its payload into the payload buffer, its length into `payload_sz`.
