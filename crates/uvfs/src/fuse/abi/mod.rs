@@ -73,6 +73,8 @@ pub(crate) mod fopen {
     pub(crate) const FOPEN_DIRECT_IO: u32 = 1 << 0;
     /// `FOPEN_KEEP_CACHE`: do not invalidate the data cache on open.
     pub(crate) const FOPEN_KEEP_CACHE: u32 = 1 << 1;
+    /// `FOPEN_NOFLUSH`: the kernel sends no `FLUSH` at this open file's closes.
+    pub(crate) const FOPEN_NOFLUSH: u32 = 1 << 5;
 }
 
 /// Notification codes (`enum fuse_notify_code`): the `error` field of a message with
@@ -120,6 +122,8 @@ pub(crate) mod init {
     pub(crate) const FUSE_SETXATTR_EXT: u64 = 1 << 29;
     pub(crate) const FUSE_INIT_EXT: u64 = 1 << 30;
     pub(crate) const FUSE_HAS_INODE_DAX: u64 = 1 << 33;
+    /// The server takes requests over io_uring (protocol 7.42, Linux 6.14).
+    pub(crate) const FUSE_OVER_IO_URING: u64 = 1 << 41;
 }
 
 /// `FATTR_*`: which fields of a [`SetattrIn`] count.
@@ -706,3 +710,57 @@ pub(crate) fn dirents(mut buf: &[u8]) -> Result<Vec<DirentRec<'_>>, ProtoError> 
 
 #[cfg(all(test, not(uvfs_loom)))]
 mod tests;
+
+/// FUSE over io_uring (protocol 7.42, Linux 6.14, fs/fuse/dev_uring.c): the `cmd_op` of an
+/// `IORING_OP_URING_CMD` on `/dev/fuse` (`enum fuse_uring_cmd`).
+pub(crate) mod uring {
+    /// `FUSE_IO_URING_CMD_REGISTER`: give the kernel one entry's buffers and fetch a
+    /// request into them.
+    pub(crate) const FUSE_IO_URING_CMD_REGISTER: u32 = 1;
+    /// `FUSE_IO_URING_CMD_COMMIT_AND_FETCH`: the reply is in the entry's buffers; fetch the
+    /// next request into them.
+    pub(crate) const FUSE_IO_URING_CMD_COMMIT_AND_FETCH: u32 = 2;
+    /// `FUSE_URING_IN_OUT_HEADER_SZ`: room for `fuse_in_header` / `fuse_out_header`.
+    pub(crate) const IN_OUT_HEADER_SZ: usize = 128;
+    /// `FUSE_URING_OP_IN_OUT_SZ`: room for the request's first argument, its fixed
+    /// per-opcode struct (`fuse_write_in`, ...; empty for ops whose first argument is a
+    /// name, `fuse_set_zero_arg0`).
+    pub(crate) const OP_IN_OUT_SZ: usize = 128;
+}
+
+wire! {
+    /// `struct fuse_uring_ent_in_out`: the last part of an entry's header buffer, written
+    /// by the kernel with a request and by the server with its reply.
+    UringEntInOut = "fuse_uring_ent_in_out", 32 {
+        flags: u64,
+        commit_id: u64,
+        payload_sz: u32,
+        padding: u32,
+        reserved: u64,
+    }
+}
+
+wire! {
+    /// `struct fuse_uring_cmd_req`: the command in the 80-byte area of a 128-byte SQE.
+    UringCmdReq = "fuse_uring_cmd_req", 24 {
+        flags: u64,
+        commit_id: u64,
+        qid: u16,
+        padding: [u8; 6],
+    }
+}
+
+/// `struct fuse_uring_req_header`: one entry's header buffer (`iov[0]` of its REGISTER):
+/// `in_out` holds the `fuse_in_header` of a request and then the `fuse_out_header` of its
+/// reply, `op_in` the request's first argument, `ring_ent_in_out` the sizes and commit id.
+/// (Not in the host's `<linux/fuse.h>` of protocol 7.38: its layout is asserted here from
+/// include/uapi/linux/fuse.h of Linux 6.14.)
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct UringReqHeader {
+    pub(crate) in_out: [u8; uring::IN_OUT_HEADER_SZ],
+    pub(crate) op_in: [u8; uring::OP_IN_OUT_SZ],
+    pub(crate) ring_ent_in_out: UringEntInOut,
+}
+crate::const_assert!(std::mem::size_of::<UringReqHeader>() == 288);
+crate::const_assert!(std::mem::offset_of!(UringReqHeader, ring_ent_in_out) == 256);
