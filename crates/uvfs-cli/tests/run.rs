@@ -416,7 +416,16 @@ fn on_kernel_tmpfs(prog: &[&str]) -> Option<Output> {
 /// group 2000, then runs commands as uid/gid 1000: refused the first (EACCES), refused the
 /// second without supplementary groups and allowed it with group 2000, owner 1000:1000 of
 /// what it creates; with root's file capabilities kept as ambient ones over the uid change
-/// it reads and chowns as root does. The same script on a kernel tmpfs gives the same lines.
+/// it reads and chowns as root does. A root with one capability dropped from its bounding
+/// set (so from its effective set after the exec) keeps the others: without `CAP_CHOWN` it
+/// may not chown, without `CAP_DAC_READ_SEARCH` it still reads a 000 file
+/// (`CAP_DAC_OVERRIDE`), without `CAP_FOWNER` it may not chmod another's file, and with
+/// `CAP_FOWNER` but neither DAC capability it may. The same script on a kernel tmpfs gives
+/// the same lines.
+///
+/// Regression (issue 12 B1): bug: a uid 0 lacking any of the five file capabilities got
+/// none (the file read as root's failed); cause: `Cred` held them all or none; fix: a set
+/// read exactly from `CapEff:`, each check asking for its own capability.
 ///
 /// Regression: bug: every process kept the supervisor's credentials (root here), so a
 /// program that dropped to uid 1000 still read root's 0600 files and created files owned by
@@ -440,14 +449,21 @@ fn credentials_follow_setpriv_like_linux() {
             sh -c 'cat s; chown 0:0 n && stat -c "%u:%g" n'
         echo mine > m && chown 1000:1000 m && chmod 600 m
         setpriv --bounding-set=-dac_override,-dac_read_search sh -c 'cat m'
+        echo own > o && chown 1000:1000 o && chmod 000 o
+        setpriv --bounding-set=-chown sh -c 'chown 1:1 o'
+        setpriv --bounding-set=-dac_read_search sh -c 'cat o'
+        setpriv --bounding-set=-fowner sh -c 'chmod 600 o'
+        setpriv --bounding-set=-dac_override,-dac_read_search sh -c 'chmod 640 o && echo chmod'
         exit 0
     "#;
     let o = uvfs_run(&["--", "sh", "-c", script, "sh", "/tmp"]);
     let got = text(&o.stdout) + &text(&o.stderr);
     assert_eq!(
         got,
-        "1000:1000 644\n1000\n1000\ngroup\n1000 2000\nsecret\n0:0\n\
-         cat: s: Permission denied\ncat: g: Permission denied\ncat: m: Permission denied\n"
+        "1000:1000 644\n1000\n1000\ngroup\n1000 2000\nsecret\n0:0\nown\nchmod\n\
+         cat: s: Permission denied\ncat: g: Permission denied\ncat: m: Permission denied\n\
+         chown: changing ownership of 'o': Operation not permitted\n\
+         chmod: changing permissions of 'o': Operation not permitted\n"
     );
     if let Some(k) = on_kernel_tmpfs(&["sh", "-c", script, "sh"]) {
         assert_eq!(

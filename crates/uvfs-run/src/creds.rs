@@ -29,7 +29,7 @@ use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::sync::OnceLock;
 
-use uvfs::{Cred, Task};
+use uvfs::{Caps, Cred, Task};
 
 /// The calls that change the calling thread's credentials (kernel/sys.c, kernel/groups.c,
 /// kernel/capability.c; `setns` into a user namespace, kernel/user_namespace.c).
@@ -68,12 +68,6 @@ pub(crate) fn is_cred_call(nr: libc::c_long) -> bool {
             | SYS_setns
     )
 }
-
-/// The effective capabilities that make a uid other than 0 hold root's file capabilities
-/// in uvfs ([`Cred::all_caps`]): `CAP_CHOWN`, `CAP_DAC_OVERRIDE`, `CAP_DAC_READ_SEARCH`,
-/// `CAP_FOWNER`, `CAP_FSETID` (bits 0-4, include/uapi/linux/capability.h). uvfs's `Cred`
-/// holds these all or none, so a thread with only some of them gets none.
-const FS_CAPS: u64 = 0x1f;
 
 /// How many threads' credentials a task remembers; past it the map is emptied (each
 /// thread's are read again at its next call), so threads that exited leave no lasting
@@ -185,9 +179,12 @@ pub(crate) fn read(tid: i32) -> Option<Cred> {
 /// Credentials from the text of `/proc/TID/status` (read by a process in the initial user
 /// namespace or the program's parent one: ids as that namespace maps them): filesystem ids
 /// for every check (uvfs's `uid`, `gid`), the real ids for `access`, the supplementary
-/// groups, and [`Cred::all_caps`] when the effective set holds [`FS_CAPS`] and the thread
-/// is in the supervisor's user namespace (`in_ns`: capabilities held in a namespace of the
-/// program's own do not cover files owned outside it; conservatively none then).
+/// groups, and the capabilities exactly as `CapEff:` and `CapPrm:` give them when the
+/// thread is in the supervisor's user namespace (`in_ns`). In a user namespace of the
+/// program's own they count for none: Linux's `capable_wrt_inode_uidgid` asks them of
+/// that namespace and only for inodes whose owner and group map into it
+/// (`privileged_wrt_inode_uidgid`), which uvfs does not model; so fewer rights than Linux
+/// there, never more.
 pub(crate) fn parse(status: &str, in_ns: impl FnOnce() -> bool) -> Option<Cred> {
     let field = |name: &str| status.lines().find_map(|l| l.strip_prefix(name));
     let ids = |name: &str| -> Option<[u32; 4]> {
@@ -198,6 +195,7 @@ pub(crate) fn parse(status: &str, in_ns: impl FnOnce() -> bool) -> Option<Cred> 
         }
         Some(out)
     };
+    let mask = |name: &str| u64::from_str_radix(field(name)?.trim(), 16).ok();
     // Uid:/Gid: real, effective, saved, filesystem.
     let [ruid, _, _, fsuid] = ids("Uid:")?;
     let [rgid, _, _, fsgid] = ids("Gid:")?;
@@ -205,17 +203,19 @@ pub(crate) fn parse(status: &str, in_ns: impl FnOnce() -> bool) -> Option<Cred> 
         .split_whitespace()
         .map(|g| g.parse().ok())
         .collect::<Option<_>>()?;
-    let cap_eff = u64::from_str_radix(field("CapEff:")?.trim(), 16).ok()?;
-    let mut cred = Cred::new(fsuid, fsgid, &groups).with_real(ruid, rgid);
-    let full = cap_eff & FS_CAPS == FS_CAPS && in_ns();
-    if fsuid != 0 && full {
-        cred = cred.with_all_caps();
-    } else if fsuid == 0 && !full {
-        // A uid 0 without them (dropped, or root only in a namespace of its own): the mode
-        // bits decide, never more than Linux allows (a partial set gets none).
-        cred = cred.without_caps();
-    }
-    Some(cred)
+    let (eff, prm) = (mask("CapEff:")?, mask("CapPrm:")?);
+    let (eff, prm) = if (eff | prm) != 0 && !in_ns() {
+        (0, 0)
+    } else {
+        (eff, prm)
+    };
+    Some(
+        Cred::new(fsuid, fsgid, &groups)
+            .with_real(ruid, rgid)
+            .without_caps()
+            .with_caps(Caps(eff))
+            .with_permitted(Caps(prm)),
+    )
 }
 
 /// Whether thread `tid` is in the supervisor's user namespace.
@@ -231,7 +231,7 @@ mod tests {
     use super::*;
 
     const ROOT: &str = "Name:\tsh\nUid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\nGroups:\t\n\
-                        CapEff:\t000001ffffffffff\n";
+                        CapPrm:\t000001ffffffffff\nCapEff:\t000001ffffffffff\n";
 
     #[test]
     fn cred_calls_are_the_list() {
@@ -244,40 +244,53 @@ mod tests {
     fn root_and_dropped() {
         let c = parse(ROOT, || true).unwrap();
         assert_eq!(c, Cred::new(0, 0, &[]));
-        assert!(c.is_root());
+        assert_eq!(c.caps, Caps::ALL);
         // setpriv --reuid=1000 --regid=1000 --groups=27,2000: the kernel cleared CapEff.
         let s = "Uid:\t1000\t1000\t1000\t1000\nGid:\t1000\t1000\t1000\t1000\n\
-                 Groups:\t27 2000 \nCapEff:\t0000000000000000\n";
-        let c = parse(s, || true).unwrap();
+                 Groups:\t27 2000 \nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\n";
+        let c = parse(s, || panic!("no capability: the namespace is not asked")).unwrap();
         assert_eq!(c, Cred::new(1000, 1000, &[27, 2000]));
-        assert!(!c.is_root() && c.in_group(2000));
+        assert!(c.caps == Caps::EMPTY && c.in_group(2000));
     }
 
     #[test]
     fn fs_ids_real_ids_and_caps() {
-        // setfsuid(1000) by root: fs ids check, the real ones answer access().
-        let s = "Uid:\t0\t0\t0\t1000\nGid:\t0\t0\t0\t0\nGroups:\t0\nCapEff:\t000001ffffffffe0\n";
+        // setfsuid(1000) by root: fs ids check, the real ones answer access(); the kernel
+        // cleared the five file capabilities from the effective set only.
+        let s = "Uid:\t0\t0\t0\t1000\nGid:\t0\t0\t0\t0\nGroups:\t0\n\
+                 CapPrm:\t000001ffffffffff\nCapEff:\t000001ffffffffe0\n";
         let c = parse(s, || true).unwrap();
-        assert_eq!((c.uid, c.gid, c.ruid(), c.is_root()), (1000, 0, 0, false));
-        // Ambient capabilities kept over a uid change: all of root's file capabilities.
+        assert_eq!((c.uid, c.gid, c.ruid()), (1000, 0, 0));
+        assert!(!c.capable(Caps::DAC_OVERRIDE) && c.capable(Caps::SYS_ADMIN));
+        assert_eq!(
+            c.access_cred().caps,
+            Caps::ALL,
+            "access(): real uid 0, permitted"
+        );
+        // Ambient capabilities kept over a uid change.
         let s = "Uid:\t1000\t1000\t1000\t1000\nGid:\t1000\t1000\t1000\t1000\nGroups:\t\n\
-                 CapEff:\t000000000000001f\n";
-        assert!(parse(s, || true).unwrap().all_caps);
-        assert!(
-            !parse(s, || false).unwrap().all_caps,
+                 CapPrm:\t000000000000001f\nCapEff:\t000000000000001f\n";
+        let c = parse(s, || true).unwrap();
+        assert_eq!((c.uid, c.caps), (1000, Caps(0x1f)));
+        assert_eq!(
+            parse(s, || false).unwrap().caps,
+            Caps::EMPTY,
             "another user namespace"
         );
-        let partial = s.replace("001f", "0002");
-        assert!(
-            !parse(&partial, || true).unwrap().all_caps,
-            "some of them: none"
+        // Some of them: exactly those (issue 12 B1: a partial set used to give none).
+        let partial = s.replace(
+            "001f\nCapEff:\t000000000000001f",
+            "001f\nCapEff:\t0000000000000002",
         );
-        // uid 0 without CAP_DAC_OVERRIDE (capsh --drop, setpriv --bounding-set): the mode
-        // bits decide for it; in a user namespace of its own, the same.
-        let dropped = ROOT.replace("1ffffffffff", "1fffffffffd");
+        let c = parse(&partial, || true).unwrap();
+        assert_eq!((c.caps, c.permitted), (Caps::DAC_OVERRIDE, Caps(0x1f)));
+        // uid 0 without CAP_CHOWN (setpriv --bounding-set=-chown): all the others.
+        let dropped = ROOT.replace("CapEff:\t000001ffffffffff", "CapEff:\t000001fffffffffe");
         let c = parse(&dropped, || true).unwrap();
-        assert!(c.no_caps && !c.is_root());
-        assert!(!parse(ROOT, || false).unwrap().is_root());
+        assert!(!c.capable(Caps::CHOWN) && c.capable(Caps::DAC_OVERRIDE | Caps::FOWNER));
+        // uid 0 in a user namespace of its own: none.
+        assert_eq!(parse(ROOT, || false).unwrap().caps, Caps::EMPTY);
         assert!(parse("Uid:\t1\n", || true).is_none());
+        assert!(parse(&ROOT.replace("CapPrm:\t000001ffffffffff\n", ""), || true).is_none());
     }
 }
