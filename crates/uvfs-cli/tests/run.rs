@@ -545,3 +545,51 @@ print("other thread", *res["w"], st.st_uid, st.st_gid, "| main", attempt("s"), a
         assert_eq!(text(&o.stdout), text(&k.stdout), "{}", text(&k.stderr));
     }
 }
+
+/// A thread keeps its credential identity while another thread with other credentials
+/// makes calls in between, as a Linux thread keeps its `struct cred`: a root thread without
+/// `CAP_DAC_READ_SEARCH` (so `linkat(AT_EMPTY_PATH)` needs a descriptor it opened with its
+/// current credentials, fs/namei.c `path_init` with `LOOKUP_LINKAT_EMPTY`) opens an
+/// `O_TMPFILE`, a second thread of uid 1000 makes a call, and the first links the file in.
+/// The kernel tmpfs gives the same line.
+///
+/// Regression (issue 12 B3): bug: the link failed with ENOENT; cause: each switch between
+/// the two threads' credentials drew a new identity for the task; fix: each thread's
+/// identity is kept with its credentials (crates/uvfs-run/src/creds.rs).
+#[test]
+fn credential_identity_kept_across_threads_like_linux() {
+    if !rustix::process::geteuid().is_root() || !have("python3") || !have("setpriv") {
+        println!("skipped: needs root, python3 and setpriv(1)");
+        return;
+    }
+    let code = r#"
+import ctypes, os, sys, threading
+os.chdir(sys.argv[1])
+libc = ctypes.CDLL(None, use_errno=True)
+fd = os.open(".", os.O_TMPFILE | os.O_WRONLY, 0o600)
+def other():
+    assert libc.syscall(117, 1000, 1000, 1000) == 0  # raw setresuid: this thread only
+    os.stat(".")
+t = threading.Thread(target=other)
+t.start()
+t.join()
+os.stat(".")
+r = libc.linkat(fd, b"", -100, b"linked", 0x1000)  # AT_FDCWD, AT_EMPTY_PATH
+print("linkat", r, os.strerror(ctypes.get_errno()) if r else "", os.path.exists("linked"))
+"#;
+    let prog = [
+        "setpriv",
+        "--bounding-set=-dac_read_search",
+        "python3",
+        "-c",
+        code,
+    ];
+    let mut args = vec!["--"];
+    args.extend(prog);
+    args.push("/tmp");
+    let o = uvfs_run(&args);
+    assert_eq!(text(&o.stdout), "linkat 0  True\n", "{}", text(&o.stderr));
+    if let Some(k) = on_kernel_tmpfs(&prog) {
+        assert_eq!(text(&o.stdout), text(&k.stdout), "{}", text(&k.stderr));
+    }
+}

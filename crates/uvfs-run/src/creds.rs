@@ -74,41 +74,69 @@ pub(crate) fn is_cred_call(nr: libc::c_long) -> bool {
 /// entries.
 const MAX_KNOWN: usize = 1024;
 
+/// What a task knows of one thread's credentials.
+#[derive(Debug)]
+struct Known {
+    /// As last read from `/proc/TID/status`.
+    cred: Cred,
+    /// Its credential identity ([`Task::cred_id`]); 0: none yet (drawn or adopted at the
+    /// thread's first call served).
+    id: u64,
+    /// `false` after a credential call: read again at the thread's next call.
+    fresh: bool,
+}
+
 /// The credentials of the threads a uvfs task serves (one process's threads, or one
 /// thread with a table of its own), and which of them the task carries now.
 #[derive(Debug, Default)]
 pub(crate) struct ThreadCreds {
-    /// Thread id -> its credentials as last read; no entry: unknown or stale.
-    known: HashMap<i32, Cred>,
+    /// Thread id -> its credentials and their identity; no entry: unknown.
+    known: HashMap<i32, Known>,
     /// The thread whose credentials the task carries now; 0: none (read at the next call).
     current: i32,
 }
 
 impl ThreadCreds {
     /// Credentials of thread `tid` read at its first call (from the status text the
-    /// supervisor read to place it).
+    /// supervisor read to place it, while `tid` waited in that call). An entry left by an
+    /// earlier thread with the same id is replaced.
     pub(crate) fn seen(&mut self, tid: i32, cred: Cred) {
-        if self.known.len() >= MAX_KNOWN {
+        if self.known.len() >= MAX_KNOWN && !self.known.contains_key(&tid) {
             self.known.clear();
+            self.current = 0;
         }
-        self.known.insert(tid, cred);
+        self.known.insert(
+            tid,
+            Known {
+                cred,
+                id: 0,
+                fresh: true,
+            },
+        );
         if self.current == tid {
             self.current = 0;
         }
     }
 
-    /// For a task that already carries thread `tid`'s credentials `cred` (the task a thread
-    /// gets when it leaves its process's descriptor table, cloned while serving it).
-    pub(crate) fn carried(tid: i32, cred: Cred) -> ThreadCreds {
+    /// For a task that already carries thread `tid`'s credentials (the task a thread gets
+    /// when it leaves its process's descriptor table, cloned while serving it).
+    pub(crate) fn carried(tid: i32, task: &Task) -> ThreadCreds {
+        let k = Known {
+            cred: task.cred().clone(),
+            id: task.cred_id(),
+            fresh: true,
+        };
         ThreadCreds {
-            known: HashMap::from([(tid, cred)]),
+            known: HashMap::from([(tid, k)]),
             current: tid,
         }
     }
 
     /// Thread `tid` is changing its credentials: read them again at its next call.
     pub(crate) fn stale(&mut self, tid: i32) {
-        self.known.remove(&tid);
+        if let Some(k) = self.known.get_mut(&tid) {
+            k.fresh = false;
+        }
         if self.current == tid {
             self.current = 0;
         }
@@ -116,8 +144,18 @@ impl ThreadCreds {
 
     /// Every thread's credentials may have changed (after an `execve`).
     pub(crate) fn all_stale(&mut self) {
-        self.known.clear();
+        for k in self.known.values_mut() {
+            k.fresh = false;
+        }
         self.current = 0;
+    }
+
+    /// Thread `tid` has exited (its id may be reused by a thread of any process).
+    pub(crate) fn forget(&mut self, tid: i32) {
+        self.known.remove(&tid);
+        if self.current == tid {
+            self.current = 0;
+        }
     }
 
     /// Makes `task` carry thread `tid`'s credentials for the call it is about to serve.
@@ -141,6 +179,14 @@ impl ThreadCreds {
     }
 
     /// [`apply`](Self::apply)'s slow path: another thread, or credentials to read.
+    ///
+    /// Identities (Linux: the `struct cred` a thread's calls see, compared only by
+    /// `linkat(AT_EMPTY_PATH)` here): a thread keeps its identity while its credentials are
+    /// unchanged, across calls of other threads; at its first call it shares the task's
+    /// when its credentials are the task's (a new thread shares its creator's `struct
+    /// cred` until it commits its own), else draws a new one; after a credential call it
+    /// keeps its identity when what is read again is equal (the call changed nothing, or
+    /// failed), else draws a new one.
     #[cold]
     fn switch(
         &mut self,
@@ -148,22 +194,31 @@ impl ThreadCreds {
         tid: i32,
         live: impl FnOnce() -> bool,
     ) -> Result<(), i32> {
-        let cred = match self.known.get(&tid) {
-            Some(c) => c.clone(),
-            None => {
-                let c = read(tid).ok_or(libc::ESRCH)?;
-                if !live() {
-                    return Err(libc::ESRCH);
-                }
-                self.seen(tid, c.clone());
-                c
+        let fresh = self.known.get(&tid).is_some_and(|k| k.fresh);
+        if !fresh {
+            let c = read(tid).ok_or(libc::ESRCH)?;
+            if !live() {
+                return Err(libc::ESRCH);
             }
+            match self.known.get_mut(&tid) {
+                Some(k) if k.cred == c => k.fresh = true,
+                _ => self.seen(tid, c),
+            }
+        }
+        let Some(k) = self.known.get_mut(&tid) else {
+            // `seen` just inserted it.
+            return Err(libc::ESRCH);
         };
-        // Threads with equal credentials share the task's credential identity (Linux gives
-        // each thread's `commit_creds` its own; uvfs compares identities only for
-        // `linkat(AT_EMPTY_PATH)` without `CAP_DAC_READ_SEARCH`).
-        if *task.cred() != cred {
-            task.set_cred(cred);
+        if k.id == 0 {
+            if *task.cred() == k.cred {
+                k.id = task.cred_id();
+            } else {
+                task.set_cred(k.cred.clone());
+                k.id = task.cred_id();
+            }
+        }
+        if task.cred_id() != k.id {
+            task.set_cred_with_id(k.cred.clone(), k.id);
         }
         self.current = tid;
         Ok(())
@@ -292,5 +347,36 @@ mod tests {
         assert_eq!(parse(ROOT, || false).unwrap().caps, Caps::EMPTY);
         assert!(parse("Uid:\t1\n", || true).is_none());
         assert!(parse(&ROOT.replace("CapPrm:\t000001ffffffffff\n", ""), || true).is_none());
+    }
+
+    /// Issue 12 B3: a thread keeps its credential identity while other threads' calls
+    /// are served in between; a new identity only when its credentials change.
+    #[test]
+    fn identity_kept_across_thread_switches() {
+        let mnt = uvfs::tmpfs::mount(Default::default());
+        let mut task = Task::init(&mnt);
+        let (a, b) = (101, 102);
+        let mut tc = ThreadCreds::default();
+        tc.seen(a, Cred::new(0, 0, &[]));
+        tc.seen(b, Cred::new(1000, 1000, &[]));
+        tc.apply(&mut task, a, || true).unwrap();
+        let id_a = task.cred_id();
+        tc.apply(&mut task, b, || true).unwrap();
+        let id_b = task.cred_id();
+        assert_ne!(id_a, id_b);
+        assert_eq!(task.cred().uid, 1000);
+        for _ in 0..3 {
+            tc.apply(&mut task, a, || true).unwrap();
+            assert_eq!((task.cred_id(), task.cred().uid), (id_a, 0));
+            tc.apply(&mut task, b, || true).unwrap();
+            assert_eq!((task.cred_id(), task.cred().uid), (id_b, 1000));
+        }
+        // A thread with the task's credentials at its first call shares their identity.
+        tc.seen(103, Cred::new(1000, 1000, &[]));
+        tc.apply(&mut task, 103, || true).unwrap();
+        assert_eq!(task.cred_id(), id_b);
+        // An exited thread is forgotten (issue 12 B5).
+        tc.forget(b);
+        assert!(!tc.known.contains_key(&b));
     }
 }
