@@ -416,7 +416,16 @@ fn on_kernel_tmpfs(prog: &[&str]) -> Option<Output> {
 /// group 2000, then runs commands as uid/gid 1000: refused the first (EACCES), refused the
 /// second without supplementary groups and allowed it with group 2000, owner 1000:1000 of
 /// what it creates; with root's file capabilities kept as ambient ones over the uid change
-/// it reads and chowns as root does. The same script on a kernel tmpfs gives the same lines.
+/// it reads and chowns as root does. A root with one capability dropped from its bounding
+/// set (so from its effective set after the exec) keeps the others: without `CAP_CHOWN` it
+/// may not chown, without `CAP_DAC_READ_SEARCH` it still reads a 000 file
+/// (`CAP_DAC_OVERRIDE`), without `CAP_FOWNER` it may not chmod another's file, and with
+/// `CAP_FOWNER` but neither DAC capability it may. The same script on a kernel tmpfs gives
+/// the same lines.
+///
+/// Regression (issue 12 B1): bug: a uid 0 lacking any of the five file capabilities got
+/// none (the file read as root's failed); cause: `Cred` held them all or none; fix: a set
+/// read exactly from `CapEff:`, each check asking for its own capability.
 ///
 /// Regression: bug: every process kept the supervisor's credentials (root here), so a
 /// program that dropped to uid 1000 still read root's 0600 files and created files owned by
@@ -440,14 +449,21 @@ fn credentials_follow_setpriv_like_linux() {
             sh -c 'cat s; chown 0:0 n && stat -c "%u:%g" n'
         echo mine > m && chown 1000:1000 m && chmod 600 m
         setpriv --bounding-set=-dac_override,-dac_read_search sh -c 'cat m'
+        echo own > o && chown 1000:1000 o && chmod 000 o
+        setpriv --bounding-set=-chown sh -c 'chown 1:1 o'
+        setpriv --bounding-set=-dac_read_search sh -c 'cat o'
+        setpriv --bounding-set=-fowner sh -c 'chmod 600 o'
+        setpriv --bounding-set=-dac_override,-dac_read_search sh -c 'chmod 640 o && echo chmod'
         exit 0
     "#;
     let o = uvfs_run(&["--", "sh", "-c", script, "sh", "/tmp"]);
     let got = text(&o.stdout) + &text(&o.stderr);
     assert_eq!(
         got,
-        "1000:1000 644\n1000\n1000\ngroup\n1000 2000\nsecret\n0:0\n\
-         cat: s: Permission denied\ncat: g: Permission denied\ncat: m: Permission denied\n"
+        "1000:1000 644\n1000\n1000\ngroup\n1000 2000\nsecret\n0:0\nown\nchmod\n\
+         cat: s: Permission denied\ncat: g: Permission denied\ncat: m: Permission denied\n\
+         chown: changing ownership of 'o': Operation not permitted\n\
+         chmod: changing permissions of 'o': Operation not permitted\n"
     );
     if let Some(k) = on_kernel_tmpfs(&["sh", "-c", script, "sh"]) {
         assert_eq!(
@@ -526,6 +542,54 @@ print("other thread", *res["w"], st.st_uid, st.st_gid, "| main", attempt("s"), a
         text(&o.stderr)
     );
     if let Some(k) = on_kernel_tmpfs(&["python3", "-c", code]) {
+        assert_eq!(text(&o.stdout), text(&k.stdout), "{}", text(&k.stderr));
+    }
+}
+
+/// A thread keeps its credential identity while another thread with other credentials
+/// makes calls in between, as a Linux thread keeps its `struct cred`: a root thread without
+/// `CAP_DAC_READ_SEARCH` (so `linkat(AT_EMPTY_PATH)` needs a descriptor it opened with its
+/// current credentials, fs/namei.c `path_init` with `LOOKUP_LINKAT_EMPTY`) opens an
+/// `O_TMPFILE`, a second thread of uid 1000 makes a call, and the first links the file in.
+/// The kernel tmpfs gives the same line.
+///
+/// Regression (issue 12 B3): bug: the link failed with ENOENT; cause: each switch between
+/// the two threads' credentials drew a new identity for the task; fix: each thread's
+/// identity is kept with its credentials (crates/uvfs-run/src/creds.rs).
+#[test]
+fn credential_identity_kept_across_threads_like_linux() {
+    if !rustix::process::geteuid().is_root() || !have("python3") || !have("setpriv") {
+        println!("skipped: needs root, python3 and setpriv(1)");
+        return;
+    }
+    let code = r#"
+import ctypes, os, sys, threading
+os.chdir(sys.argv[1])
+libc = ctypes.CDLL(None, use_errno=True)
+fd = os.open(".", os.O_TMPFILE | os.O_WRONLY, 0o600)
+def other():
+    assert libc.syscall(117, 1000, 1000, 1000) == 0  # raw setresuid: this thread only
+    os.stat(".")
+t = threading.Thread(target=other)
+t.start()
+t.join()
+os.stat(".")
+r = libc.linkat(fd, b"", -100, b"linked", 0x1000)  # AT_FDCWD, AT_EMPTY_PATH
+print("linkat", r, os.strerror(ctypes.get_errno()) if r else "", os.path.exists("linked"))
+"#;
+    let prog = [
+        "setpriv",
+        "--bounding-set=-dac_read_search",
+        "python3",
+        "-c",
+        code,
+    ];
+    let mut args = vec!["--"];
+    args.extend(prog);
+    args.push("/tmp");
+    let o = uvfs_run(&args);
+    assert_eq!(text(&o.stdout), "linkat 0  True\n", "{}", text(&o.stderr));
+    if let Some(k) = on_kernel_tmpfs(&prog) {
         assert_eq!(text(&o.stdout), text(&k.stdout), "{}", text(&k.stderr));
     }
 }

@@ -29,7 +29,7 @@ use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::sync::OnceLock;
 
-use uvfs::{Cred, Task};
+use uvfs::{Caps, Cred, Task};
 
 /// The calls that change the calling thread's credentials (kernel/sys.c, kernel/groups.c,
 /// kernel/capability.c; `setns` into a user namespace, kernel/user_namespace.c).
@@ -69,52 +69,74 @@ pub(crate) fn is_cred_call(nr: libc::c_long) -> bool {
     )
 }
 
-/// The effective capabilities that make a uid other than 0 hold root's file capabilities
-/// in uvfs ([`Cred::all_caps`]): `CAP_CHOWN`, `CAP_DAC_OVERRIDE`, `CAP_DAC_READ_SEARCH`,
-/// `CAP_FOWNER`, `CAP_FSETID` (bits 0-4, include/uapi/linux/capability.h). uvfs's `Cred`
-/// holds these all or none, so a thread with only some of them gets none.
-const FS_CAPS: u64 = 0x1f;
-
 /// How many threads' credentials a task remembers; past it the map is emptied (each
 /// thread's are read again at its next call), so threads that exited leave no lasting
 /// entries.
 const MAX_KNOWN: usize = 1024;
 
+/// What a task knows of one thread's credentials.
+#[derive(Debug)]
+struct Known {
+    /// As last read from `/proc/TID/status`.
+    cred: Cred,
+    /// Its credential identity ([`Task::cred_id`]); 0: none yet (drawn or adopted at the
+    /// thread's first call served).
+    id: u64,
+    /// `false` after a credential call: read again at the thread's next call.
+    fresh: bool,
+}
+
 /// The credentials of the threads a uvfs task serves (one process's threads, or one
 /// thread with a table of its own), and which of them the task carries now.
 #[derive(Debug, Default)]
 pub(crate) struct ThreadCreds {
-    /// Thread id -> its credentials as last read; no entry: unknown or stale.
-    known: HashMap<i32, Cred>,
+    /// Thread id -> its credentials and their identity; no entry: unknown.
+    known: HashMap<i32, Known>,
     /// The thread whose credentials the task carries now; 0: none (read at the next call).
     current: i32,
 }
 
 impl ThreadCreds {
     /// Credentials of thread `tid` read at its first call (from the status text the
-    /// supervisor read to place it).
+    /// supervisor read to place it, while `tid` waited in that call). An entry left by an
+    /// earlier thread with the same id is replaced.
     pub(crate) fn seen(&mut self, tid: i32, cred: Cred) {
-        if self.known.len() >= MAX_KNOWN {
+        if self.known.len() >= MAX_KNOWN && !self.known.contains_key(&tid) {
             self.known.clear();
+            self.current = 0;
         }
-        self.known.insert(tid, cred);
+        self.known.insert(
+            tid,
+            Known {
+                cred,
+                id: 0,
+                fresh: true,
+            },
+        );
         if self.current == tid {
             self.current = 0;
         }
     }
 
-    /// For a task that already carries thread `tid`'s credentials `cred` (the task a thread
-    /// gets when it leaves its process's descriptor table, cloned while serving it).
-    pub(crate) fn carried(tid: i32, cred: Cred) -> ThreadCreds {
+    /// For a task that already carries thread `tid`'s credentials (the task a thread gets
+    /// when it leaves its process's descriptor table, cloned while serving it).
+    pub(crate) fn carried(tid: i32, task: &Task) -> ThreadCreds {
+        let k = Known {
+            cred: task.cred().clone(),
+            id: task.cred_id(),
+            fresh: true,
+        };
         ThreadCreds {
-            known: HashMap::from([(tid, cred)]),
+            known: HashMap::from([(tid, k)]),
             current: tid,
         }
     }
 
     /// Thread `tid` is changing its credentials: read them again at its next call.
     pub(crate) fn stale(&mut self, tid: i32) {
-        self.known.remove(&tid);
+        if let Some(k) = self.known.get_mut(&tid) {
+            k.fresh = false;
+        }
         if self.current == tid {
             self.current = 0;
         }
@@ -122,8 +144,18 @@ impl ThreadCreds {
 
     /// Every thread's credentials may have changed (after an `execve`).
     pub(crate) fn all_stale(&mut self) {
-        self.known.clear();
+        for k in self.known.values_mut() {
+            k.fresh = false;
+        }
         self.current = 0;
+    }
+
+    /// Thread `tid` has exited (its id may be reused by a thread of any process).
+    pub(crate) fn forget(&mut self, tid: i32) {
+        self.known.remove(&tid);
+        if self.current == tid {
+            self.current = 0;
+        }
     }
 
     /// Makes `task` carry thread `tid`'s credentials for the call it is about to serve.
@@ -147,6 +179,14 @@ impl ThreadCreds {
     }
 
     /// [`apply`](Self::apply)'s slow path: another thread, or credentials to read.
+    ///
+    /// Identities (Linux: the `struct cred` a thread's calls see, compared only by
+    /// `linkat(AT_EMPTY_PATH)` here): a thread keeps its identity while its credentials are
+    /// unchanged, across calls of other threads; at its first call it shares the task's
+    /// when its credentials are the task's (a new thread shares its creator's `struct
+    /// cred` until it commits its own), else draws a new one; after a credential call it
+    /// keeps its identity when what is read again is equal (the call changed nothing, or
+    /// failed), else draws a new one.
     #[cold]
     fn switch(
         &mut self,
@@ -154,22 +194,31 @@ impl ThreadCreds {
         tid: i32,
         live: impl FnOnce() -> bool,
     ) -> Result<(), i32> {
-        let cred = match self.known.get(&tid) {
-            Some(c) => c.clone(),
-            None => {
-                let c = read(tid).ok_or(libc::ESRCH)?;
-                if !live() {
-                    return Err(libc::ESRCH);
-                }
-                self.seen(tid, c.clone());
-                c
+        let fresh = self.known.get(&tid).is_some_and(|k| k.fresh);
+        if !fresh {
+            let c = read(tid).ok_or(libc::ESRCH)?;
+            if !live() {
+                return Err(libc::ESRCH);
             }
+            match self.known.get_mut(&tid) {
+                Some(k) if k.cred == c => k.fresh = true,
+                _ => self.seen(tid, c),
+            }
+        }
+        let Some(k) = self.known.get_mut(&tid) else {
+            // `seen` just inserted it.
+            return Err(libc::ESRCH);
         };
-        // Threads with equal credentials share the task's credential identity (Linux gives
-        // each thread's `commit_creds` its own; uvfs compares identities only for
-        // `linkat(AT_EMPTY_PATH)` without `CAP_DAC_READ_SEARCH`).
-        if *task.cred() != cred {
-            task.set_cred(cred);
+        if k.id == 0 {
+            if *task.cred() == k.cred {
+                k.id = task.cred_id();
+            } else {
+                task.set_cred(k.cred.clone());
+                k.id = task.cred_id();
+            }
+        }
+        if task.cred_id() != k.id {
+            task.set_cred_with_id(k.cred.clone(), k.id);
         }
         self.current = tid;
         Ok(())
@@ -185,9 +234,12 @@ pub(crate) fn read(tid: i32) -> Option<Cred> {
 /// Credentials from the text of `/proc/TID/status` (read by a process in the initial user
 /// namespace or the program's parent one: ids as that namespace maps them): filesystem ids
 /// for every check (uvfs's `uid`, `gid`), the real ids for `access`, the supplementary
-/// groups, and [`Cred::all_caps`] when the effective set holds [`FS_CAPS`] and the thread
-/// is in the supervisor's user namespace (`in_ns`: capabilities held in a namespace of the
-/// program's own do not cover files owned outside it; conservatively none then).
+/// groups, and the capabilities exactly as `CapEff:` and `CapPrm:` give them when the
+/// thread is in the supervisor's user namespace (`in_ns`). In a user namespace of the
+/// program's own they count for none: Linux's `capable_wrt_inode_uidgid` asks them of
+/// that namespace and only for inodes whose owner and group map into it
+/// (`privileged_wrt_inode_uidgid`), which uvfs does not model; so fewer rights than Linux
+/// there, never more.
 pub(crate) fn parse(status: &str, in_ns: impl FnOnce() -> bool) -> Option<Cred> {
     let field = |name: &str| status.lines().find_map(|l| l.strip_prefix(name));
     let ids = |name: &str| -> Option<[u32; 4]> {
@@ -198,6 +250,7 @@ pub(crate) fn parse(status: &str, in_ns: impl FnOnce() -> bool) -> Option<Cred> 
         }
         Some(out)
     };
+    let mask = |name: &str| u64::from_str_radix(field(name)?.trim(), 16).ok();
     // Uid:/Gid: real, effective, saved, filesystem.
     let [ruid, _, _, fsuid] = ids("Uid:")?;
     let [rgid, _, _, fsgid] = ids("Gid:")?;
@@ -205,17 +258,19 @@ pub(crate) fn parse(status: &str, in_ns: impl FnOnce() -> bool) -> Option<Cred> 
         .split_whitespace()
         .map(|g| g.parse().ok())
         .collect::<Option<_>>()?;
-    let cap_eff = u64::from_str_radix(field("CapEff:")?.trim(), 16).ok()?;
-    let mut cred = Cred::new(fsuid, fsgid, &groups).with_real(ruid, rgid);
-    let full = cap_eff & FS_CAPS == FS_CAPS && in_ns();
-    if fsuid != 0 && full {
-        cred = cred.with_all_caps();
-    } else if fsuid == 0 && !full {
-        // A uid 0 without them (dropped, or root only in a namespace of its own): the mode
-        // bits decide, never more than Linux allows (a partial set gets none).
-        cred = cred.without_caps();
-    }
-    Some(cred)
+    let (eff, prm) = (mask("CapEff:")?, mask("CapPrm:")?);
+    let (eff, prm) = if (eff | prm) != 0 && !in_ns() {
+        (0, 0)
+    } else {
+        (eff, prm)
+    };
+    Some(
+        Cred::new(fsuid, fsgid, &groups)
+            .with_real(ruid, rgid)
+            .without_caps()
+            .with_caps(Caps(eff))
+            .with_permitted(Caps(prm)),
+    )
 }
 
 /// Whether thread `tid` is in the supervisor's user namespace.
@@ -231,7 +286,7 @@ mod tests {
     use super::*;
 
     const ROOT: &str = "Name:\tsh\nUid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\nGroups:\t\n\
-                        CapEff:\t000001ffffffffff\n";
+                        CapPrm:\t000001ffffffffff\nCapEff:\t000001ffffffffff\n";
 
     #[test]
     fn cred_calls_are_the_list() {
@@ -244,40 +299,84 @@ mod tests {
     fn root_and_dropped() {
         let c = parse(ROOT, || true).unwrap();
         assert_eq!(c, Cred::new(0, 0, &[]));
-        assert!(c.is_root());
+        assert_eq!(c.caps, Caps::ALL);
         // setpriv --reuid=1000 --regid=1000 --groups=27,2000: the kernel cleared CapEff.
         let s = "Uid:\t1000\t1000\t1000\t1000\nGid:\t1000\t1000\t1000\t1000\n\
-                 Groups:\t27 2000 \nCapEff:\t0000000000000000\n";
-        let c = parse(s, || true).unwrap();
+                 Groups:\t27 2000 \nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\n";
+        let c = parse(s, || panic!("no capability: the namespace is not asked")).unwrap();
         assert_eq!(c, Cred::new(1000, 1000, &[27, 2000]));
-        assert!(!c.is_root() && c.in_group(2000));
+        assert!(c.caps == Caps::EMPTY && c.in_group(2000));
     }
 
     #[test]
     fn fs_ids_real_ids_and_caps() {
-        // setfsuid(1000) by root: fs ids check, the real ones answer access().
-        let s = "Uid:\t0\t0\t0\t1000\nGid:\t0\t0\t0\t0\nGroups:\t0\nCapEff:\t000001ffffffffe0\n";
+        // setfsuid(1000) by root: fs ids check, the real ones answer access(); the kernel
+        // cleared the five file capabilities from the effective set only.
+        let s = "Uid:\t0\t0\t0\t1000\nGid:\t0\t0\t0\t0\nGroups:\t0\n\
+                 CapPrm:\t000001ffffffffff\nCapEff:\t000001ffffffffe0\n";
         let c = parse(s, || true).unwrap();
-        assert_eq!((c.uid, c.gid, c.ruid(), c.is_root()), (1000, 0, 0, false));
-        // Ambient capabilities kept over a uid change: all of root's file capabilities.
+        assert_eq!((c.uid, c.gid, c.ruid()), (1000, 0, 0));
+        assert!(!c.capable(Caps::DAC_OVERRIDE) && c.capable(Caps::SYS_ADMIN));
+        assert_eq!(
+            c.access_cred().caps,
+            Caps::ALL,
+            "access(): real uid 0, permitted"
+        );
+        // Ambient capabilities kept over a uid change.
         let s = "Uid:\t1000\t1000\t1000\t1000\nGid:\t1000\t1000\t1000\t1000\nGroups:\t\n\
-                 CapEff:\t000000000000001f\n";
-        assert!(parse(s, || true).unwrap().all_caps);
-        assert!(
-            !parse(s, || false).unwrap().all_caps,
+                 CapPrm:\t000000000000001f\nCapEff:\t000000000000001f\n";
+        let c = parse(s, || true).unwrap();
+        assert_eq!((c.uid, c.caps), (1000, Caps(0x1f)));
+        assert_eq!(
+            parse(s, || false).unwrap().caps,
+            Caps::EMPTY,
             "another user namespace"
         );
-        let partial = s.replace("001f", "0002");
-        assert!(
-            !parse(&partial, || true).unwrap().all_caps,
-            "some of them: none"
+        // Some of them: exactly those (issue 12 B1: a partial set used to give none).
+        let partial = s.replace(
+            "001f\nCapEff:\t000000000000001f",
+            "001f\nCapEff:\t0000000000000002",
         );
-        // uid 0 without CAP_DAC_OVERRIDE (capsh --drop, setpriv --bounding-set): the mode
-        // bits decide for it; in a user namespace of its own, the same.
-        let dropped = ROOT.replace("1ffffffffff", "1fffffffffd");
+        let c = parse(&partial, || true).unwrap();
+        assert_eq!((c.caps, c.permitted), (Caps::DAC_OVERRIDE, Caps(0x1f)));
+        // uid 0 without CAP_CHOWN (setpriv --bounding-set=-chown): all the others.
+        let dropped = ROOT.replace("CapEff:\t000001ffffffffff", "CapEff:\t000001fffffffffe");
         let c = parse(&dropped, || true).unwrap();
-        assert!(c.no_caps && !c.is_root());
-        assert!(!parse(ROOT, || false).unwrap().is_root());
+        assert!(!c.capable(Caps::CHOWN) && c.capable(Caps::DAC_OVERRIDE | Caps::FOWNER));
+        // uid 0 in a user namespace of its own: none.
+        assert_eq!(parse(ROOT, || false).unwrap().caps, Caps::EMPTY);
         assert!(parse("Uid:\t1\n", || true).is_none());
+        assert!(parse(&ROOT.replace("CapPrm:\t000001ffffffffff\n", ""), || true).is_none());
+    }
+
+    /// Issue 12 B3: a thread keeps its credential identity while other threads' calls
+    /// are served in between; a new identity only when its credentials change.
+    #[test]
+    fn identity_kept_across_thread_switches() {
+        let mnt = uvfs::tmpfs::mount(Default::default());
+        let mut task = Task::init(&mnt);
+        let (a, b) = (101, 102);
+        let mut tc = ThreadCreds::default();
+        tc.seen(a, Cred::new(0, 0, &[]));
+        tc.seen(b, Cred::new(1000, 1000, &[]));
+        tc.apply(&mut task, a, || true).unwrap();
+        let id_a = task.cred_id();
+        tc.apply(&mut task, b, || true).unwrap();
+        let id_b = task.cred_id();
+        assert_ne!(id_a, id_b);
+        assert_eq!(task.cred().uid, 1000);
+        for _ in 0..3 {
+            tc.apply(&mut task, a, || true).unwrap();
+            assert_eq!((task.cred_id(), task.cred().uid), (id_a, 0));
+            tc.apply(&mut task, b, || true).unwrap();
+            assert_eq!((task.cred_id(), task.cred().uid), (id_b, 1000));
+        }
+        // A thread with the task's credentials at its first call shares their identity.
+        tc.seen(103, Cred::new(1000, 1000, &[]));
+        tc.apply(&mut task, 103, || true).unwrap();
+        assert_eq!(task.cred_id(), id_b);
+        // An exited thread is forgotten (issue 12 B5).
+        tc.forget(b);
+        assert!(!tc.known.contains_key(&b));
     }
 }

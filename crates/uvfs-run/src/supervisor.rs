@@ -659,13 +659,28 @@ impl Sup {
         }
     }
 
-    /// Drops the processes and threads that have exited (their uvfs tables close).
+    /// Drops the processes and threads that have exited (their uvfs tables close), and the
+    /// credentials their processes kept for the threads (thread ids are reused).
     fn sweep(&self) {
         let mut procs = lock(&self.procs);
         // A process with a call in progress (its lock held) is alive.
         procs.retain(|_, p| p.try_lock().map_or(true, |p| !sys::exited(p.pidfd.as_fd())));
-        lock(&self.threads)
-            .retain(|tid, (tgid, fd, _)| procs.contains_key(tgid) && thread_alive(*tgid, *tid, fd));
+        let mut gone = Vec::new();
+        lock(&self.threads).retain(|tid, (tgid, fd, _)| {
+            let keep = procs.contains_key(tgid) && thread_alive(*tgid, *tid, fd);
+            if !keep {
+                gone.push((*tid, *tgid));
+            }
+            keep
+        });
+        for (tid, tgid) in gone {
+            // A process serving a call (its lock held) keeps the entry until the thread id
+            // is seen again (`ThreadCreds::seen` replaces it) or the process goes: waiting
+            // here for that lock under `procs` would invert the order `serve` takes them.
+            if let Some(Ok(mut p)) = procs.get(&tgid).map(|p| p.try_lock()) {
+                p.creds.forget(tid);
+            }
+        }
     }
 
     /// The thread-group id of thread `tid` and the process (or own table) that serves it,
@@ -698,14 +713,19 @@ impl Sup {
         // The rest under the table lock: two threads of a new process must not both make
         // (and take a pending table for) it.
         let mut procs = lock(&self.procs);
-        self.resolve_locked(&mut procs, tid)
+        self.resolve_locked(&mut procs, tid, true)
     }
 
-    /// [`proc_of`](Self::proc_of)'s first sight of `tid`. Context: caller holds `procs`.
+    /// [`proc_of`](Self::proc_of)'s first sight of `tid`. `caller`: `tid` is the thread
+    /// whose notified call is being served (blocked in it, so its credentials read now are
+    /// the ones the call is made with); `false` for its thread-group leader reached from
+    /// it, whose credentials may be changing as they are read (read at its own first
+    /// call). Context: caller holds `procs`.
     fn resolve_locked(
         &self,
         procs: &mut HashMap<i32, Arc<Mutex<Proc>>>,
         tid: i32,
+        caller: bool,
     ) -> Option<Placed> {
         if let Some(p) = procs.get(&tid) {
             return Some((tid, p.clone(), None));
@@ -716,9 +736,11 @@ impl Sup {
             status_field(&status, "PPid:")?,
         );
         // Read while `tid` waits in its call: the credentials it makes the call with.
-        let cred = creds::parse(&status, || creds::same_user_ns(tid));
+        let cred = caller
+            .then(|| creds::parse(&status, || creds::same_user_ns(tid)))
+            .flatten();
         if tgid != tid {
-            let (_, p, _) = self.resolve_locked(procs, tgid)?;
+            let (_, p, _) = self.resolve_locked(procs, tgid, false)?;
             let fd = match sys::pidfd_open(tid, PIDFD_THREAD) {
                 Ok(fd) => Some(fd),
                 Err(e) if e.raw_os_error() == Some(libc::EINVAL) => None,
@@ -1706,7 +1728,7 @@ impl Sup {
                 let thread_creds = if fl & CLONE_NEWUSER != 0 {
                     ThreadCreds::default()
                 } else {
-                    ThreadCreds::carried(pid, task.cred().clone())
+                    ThreadCreds::carried(pid, &task)
                 };
                 let own = Arc::new(Mutex::new(Proc {
                     task,

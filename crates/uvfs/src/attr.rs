@@ -38,7 +38,7 @@ const S_IALLUGO: u32 = 0o7777;
 
 /// `in_group_or_capable` with `CAP_FSETID`.
 fn in_group_or_capable(cred: &Cred, gid: u32) -> bool {
-    cred.in_group(gid) || cred.is_root()
+    cred.in_group(gid) || cred.capable(crate::Caps::FSETID)
 }
 
 /// `chmod_common` + `notify_change`: sets the permission bits of `inode` to `mode`.
@@ -68,12 +68,15 @@ fn chown_common(cred: &Cred, inode: &Inode, user: u32, group: u32) -> Result<()>
         let new_uid = if user == u32::MAX { uid } else { user };
         let new_gid = if group == u32::MAX { gid } else { group };
         // chown_ok: the owner may "change" the owner to itself; CAP_CHOWN anything.
-        if user != u32::MAX && !(uid == cred.uid && new_uid == uid || cred.is_root()) {
+        if user != u32::MAX
+            && !(uid == cred.uid && new_uid == uid || cred.capable(crate::Caps::CHOWN))
+        {
             return Err(Errno::EPERM);
         }
         // chgrp_ok: the owner may pick its file's group or a group it is in.
         if group != u32::MAX
-            && !(uid == cred.uid && (new_gid == gid || cred.in_group(new_gid)) || cred.is_root())
+            && !(uid == cred.uid && (new_gid == gid || cred.in_group(new_gid))
+                || cred.capable(crate::Caps::CHOWN))
         {
             return Err(Errno::EPERM);
         }
@@ -283,10 +286,11 @@ impl<V: Variant> Task<V> {
     }
 
     /// `faccessat2(2)` (`access`, `faccessat`: `flags` empty): whether the caller may access
-    /// `path` for `mode`, `F_OK` (exists) or an or of `R_OK`, `W_OK`, `X_OK`. Checks with
-    /// the real uid and gid (and root's capabilities only for a real uid 0), in the walk
-    /// too, unless `AT_EACCESS` asks for the effective ones. Root passes everything but
-    /// `X_OK` on a non-directory with no execute bit. A final symlink is followed unless
+    /// `path` for `mode`, `F_OK` (exists) or an or of `R_OK`, `W_OK`, `X_OK`. Without
+    /// `AT_EACCESS` it checks (in the walk too) with the real uid and gid, and with the
+    /// permitted capabilities for a real uid 0, none for any other ([`Cred::access_cred`],
+    /// Linux `access_override_creds`); with it, with the effective ids and capabilities.
+    /// Capabilities override the mode bits as [`Cred::permission`] says. A final symlink is followed unless
     /// `AT_SYMLINK_NOFOLLOW`; `AT_EMPTY_PATH` with an empty path checks `dirfd` itself.
     ///
     /// # Errors
@@ -318,7 +322,7 @@ impl<V: Variant> Task<V> {
         let path = getname(path.path_bytes(), flags.contains(AtFlags::EMPTY_PATH))?;
         let follow = !flags.contains(AtFlags::SYMLINK_NOFOLLOW);
         let real;
-        let cred = if flags.contains(AtFlags::EACCESS) || self.cred.real.is_none() {
+        let cred = if flags.contains(AtFlags::EACCESS) || !self.cred.access_needs_override() {
             &self.cred
         } else {
             real = self.cred.access_cred();

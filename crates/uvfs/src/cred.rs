@@ -5,7 +5,82 @@
 
 use std::sync::Arc;
 
-/// Credentials of a task: user, group and supplementary groups.
+/// A set of Linux capabilities: bit `n` is capability number `n`
+/// (include/uapi/linux/capability.h), as in `/proc/PID/status`'s `CapEff:` mask.
+///
+/// uvfs asks for the ones named by the constants below, each where Linux asks for it;
+/// the others are carried (so a set read from the kernel round-trips) but checked nowhere.
+///
+/// # References
+/// capabilities(7); Linux `kernel_cap_t`, `cap_raised`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Caps(pub u64);
+
+impl Caps {
+    /// No capability.
+    pub const EMPTY: Caps = Caps(0);
+    /// Every capability Linux defines (0 ..= `CAP_LAST_CAP` = 40, `CAP_CHECKPOINT_RESTORE`):
+    /// root's default effective set, `CapEff: 000001ffffffffff`.
+    pub const ALL: Caps = Caps((1 << 41) - 1);
+    /// `CAP_CHOWN` (0): change a file's owner, or its group to one the caller is not in
+    /// (`chown_ok`, `chgrp_ok`).
+    pub const CHOWN: Caps = Caps(1 << 0);
+    /// `CAP_DAC_OVERRIDE` (1): pass read, write and search checks, and execute checks on a
+    /// file with at least one execute bit (`generic_permission`).
+    pub const DAC_OVERRIDE: Caps = Caps(1 << 1);
+    /// `CAP_DAC_READ_SEARCH` (2): pass read checks on files and read and search checks on
+    /// directories (`generic_permission`); `linkat(AT_EMPTY_PATH)` of any descriptor.
+    pub const DAC_READ_SEARCH: Caps = Caps(1 << 2);
+    /// `CAP_FOWNER` (3): act as a file's owner (`inode_owner_or_capable`: chmod, utimes,
+    /// `O_NOATIME`, `user.*` xattrs on sticky directories), delete in sticky directories
+    /// (`check_sticky`), link anything under `protected_hardlinks` (`may_linkat`).
+    pub const FOWNER: Caps = Caps(1 << 3);
+    /// `CAP_FSETID` (4): keep set-user-ID and set-group-ID bits on a write or chown
+    /// (`setattr_should_drop_suidgid`), set set-group-ID for a group the caller is not in
+    /// (`in_group_or_capable`, `mode_strip_sgid`).
+    pub const FSETID: Caps = Caps(1 << 4);
+    /// `CAP_SYS_CHROOT` (18): `chroot` (`ksys_chroot`).
+    pub const SYS_CHROOT: Caps = Caps(1 << 18);
+    /// `CAP_SYS_ADMIN` (21): mounts (`may_mount`), `trusted.*` xattrs and `security.*`
+    /// writes (`cap_inode_setxattr`).
+    pub const SYS_ADMIN: Caps = Caps(1 << 21);
+    /// `CAP_MKNOD` (27): `mknod` of character and block devices (`vfs_mknod`).
+    pub const MKNOD: Caps = Caps(1 << 27);
+    /// `CAP_SETFCAP` (31): writing `security.capability` (`cap_convert_nscap`).
+    pub const SETFCAP: Caps = Caps(1 << 31);
+
+    /// The default effective (and permitted) set of a task with effective uid `uid`: all
+    /// for 0, none for any other (capabilities(7), "Effect of user ID changes on
+    /// capabilities"; Linux `cap_bprm_creds_from_file` for root).
+    pub const fn for_uid(uid: u32) -> Caps {
+        if uid == 0 {
+            Caps::ALL
+        } else {
+            Caps::EMPTY
+        }
+    }
+
+    /// Whether every capability of `other` is in this set (`cap_raised` for each).
+    #[inline]
+    pub const fn contains(self, other: Caps) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// The union of both sets.
+    pub const fn union(self, other: Caps) -> Caps {
+        Caps(self.0 | other.0)
+    }
+}
+
+impl std::ops::BitOr for Caps {
+    type Output = Caps;
+    /// The union ([`Caps::union`]).
+    fn bitor(self, other: Caps) -> Caps {
+        self.union(other)
+    }
+}
+
+/// Credentials of a task: user, group, supplementary groups and capabilities.
 ///
 /// `uid` and `gid` are the ids every permission check uses: Linux's effective ids, which
 /// are also the filesystem ids (`fsuid`, `fsgid`: uvfs has no `setfsuid`). The real ids
@@ -14,18 +89,20 @@ use std::sync::Arc;
 /// makes):
 ///
 /// ```
-/// use uvfs::Cred;
+/// use uvfs::{Caps, Cred};
 /// let c = Cred::new(1000, 1000, &[27]);
 /// let fields = Cred { uid: 1000, gid: 1000, groups: [27].into(), real: None,
-///                     all_caps: false, no_caps: false };
+///                     caps: Caps::EMPTY, permitted: Caps::EMPTY };
 /// assert_eq!(c, fields);
+/// assert_eq!(Cred::root().caps, Caps::ALL);
 /// ```
 ///
-/// An effective uid 0 has the capabilities root has by default: `CAP_DAC_OVERRIDE`,
-/// `CAP_DAC_READ_SEARCH`, `CAP_FOWNER`, `CAP_FSETID`, `CAP_CHOWN` (a task that changed
-/// its effective uid from 0 to another keeps none in its effective set, as Linux's
-/// `setresuid` clears them), unless [`without_caps`](Cred::without_caps) says its
-/// effective set lacks them.
+/// Capabilities are a set ([`Caps`]), checked one by one where Linux checks each
+/// (`capable`, `capable_wrt_inode_uidgid`), whatever the uid: [`Cred::new`] and
+/// [`Cred::root`] give uid 0 all of them and any other uid none (capabilities(7)), and
+/// [`with_caps`](Cred::with_caps) sets them exactly (a root that dropped some, a non-root
+/// with ambient ones). uvfs has one user namespace: every capability held counts for every
+/// inode (Linux's `privileged_wrt_inode_uidgid` always holds).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Cred {
     /// Effective (= filesystem) user id.
@@ -36,13 +113,11 @@ pub struct Cred {
     pub groups: Arc<[u32]>,
     /// Real `(uid, gid)` when they differ from the effective ones (`None`: the same).
     pub real: Option<(u32, u32)>,
-    /// Holds root's capabilities whatever `uid` is ([`with_all_caps`](Self::with_all_caps));
-    /// `false` from every other constructor: then only uid 0 holds them.
-    pub all_caps: bool,
-    /// A uid 0 that does not hold root's capabilities ([`without_caps`](Self::without_caps)):
-    /// its effective set lacks them (Linux: `capset`, `capsh --drop=...`, or a uid 0 that
-    /// only maps to root in a user namespace of its own). `false` from every constructor.
-    pub no_caps: bool,
+    /// Effective capabilities (`cap_effective`): the ones every check asks for.
+    pub caps: Caps,
+    /// Permitted capabilities (`cap_permitted`): what `access(2)` checks with when the real
+    /// uid is 0 ([`access_cred`](Cred::access_cred)). Holds `caps` from every constructor.
+    pub permitted: Caps,
 }
 
 /// `MAY_EXEC`: execute / search permission.
@@ -60,21 +135,44 @@ impl Cred {
             gid: 0,
             groups: Arc::from(Vec::new()),
             real: None,
-            all_caps: false,
-            no_caps: false,
+            caps: Caps::ALL,
+            permitted: Caps::ALL,
         }
     }
 
-    /// Credentials with real = effective `uid` and `gid` and supplementary `groups`.
+    /// Credentials with real = effective `uid` and `gid` and supplementary `groups`, and
+    /// the capabilities a task with that uid has by default ([`Caps::for_uid`]: all for 0,
+    /// none otherwise).
     pub fn new(uid: u32, gid: u32, groups: &[u32]) -> Cred {
+        let caps = Caps::for_uid(uid);
         Cred {
             uid,
             gid,
             groups: Arc::from(groups),
             real: None,
-            all_caps: false,
-            no_caps: false,
+            caps,
+            permitted: caps,
         }
+    }
+
+    /// These credentials with effective capabilities exactly `caps` (the permitted set
+    /// grows to hold them), whatever the uid: a uid 0 whose set was reduced (`capset`,
+    /// `setpriv --bounding-set`, `capsh --drop`) is checked with what is left, a non-zero
+    /// uid with ambient capabilities with those.
+    ///
+    /// # References
+    /// capset(2), capabilities(7); Linux `cap_capset`.
+    pub fn with_caps(mut self, caps: Caps) -> Cred {
+        self.caps = caps;
+        self.permitted = self.permitted.union(caps);
+        self
+    }
+
+    /// These credentials with permitted capabilities `permitted` plus the effective ones
+    /// (which the permitted set always holds).
+    pub fn with_permitted(mut self, permitted: Caps) -> Cred {
+        self.permitted = permitted.union(self.caps);
+        self
     }
 
     /// These credentials holding root's capabilities (`CAP_DAC_OVERRIDE`, `CAP_FOWNER`,
@@ -85,16 +183,15 @@ impl Cred {
     /// # References
     /// Linux `override_creds` with a cred whose `fsuid` is the caller's and whose
     /// capabilities are full (nfsd's `nfsd_setuser` does the reverse: drops them).
-    pub fn with_all_caps(mut self) -> Cred {
-        self.all_caps = true;
-        self
+    pub fn with_all_caps(self) -> Cred {
+        self.with_caps(Caps::ALL)
     }
 
-    /// These credentials without root's capabilities even for uid 0: the mode bits decide,
-    /// as for any other uid (Linux: a uid 0 whose effective capability set was emptied).
+    /// These credentials without any capability, uid 0 included: the mode bits decide, as
+    /// for any other uid (Linux: a task whose effective and permitted sets were emptied).
     pub fn without_caps(mut self) -> Cred {
-        self.no_caps = true;
-        self.all_caps = false;
+        self.caps = Caps::EMPTY;
+        self.permitted = Caps::EMPTY;
         self
     }
 
@@ -116,24 +213,49 @@ impl Cred {
     }
 
     /// `access_override_creds`: the credentials `access(2)` checks with: the real ids as
-    /// filesystem ids, and root's capabilities only when the real uid is 0 (or when these
-    /// credentials hold them whatever the uid, [`with_all_caps`](Self::with_all_caps)).
+    /// filesystem ids; as effective capabilities, the permitted ones when the real uid is
+    /// 0 and none otherwise.
     pub fn access_cred(&self) -> Cred {
+        let caps = if self.ruid() == 0 {
+            self.permitted
+        } else {
+            Caps::EMPTY
+        };
         Cred {
             uid: self.ruid(),
             gid: self.rgid(),
             groups: self.groups.clone(),
             real: None,
-            all_caps: self.all_caps,
-            no_caps: self.no_caps,
+            caps,
+            permitted: self.permitted,
         }
     }
 
-    /// Whether this caller holds root's capabilities: uid 0 (unless
-    /// [`no_caps`](Self::no_caps)), or [`all_caps`](Self::all_caps).
+    /// `access_need_override_creds`: whether `access(2)` (no `AT_EACCESS`) must check with
+    /// [`access_cred`](Self::access_cred) rather than these credentials: the real ids
+    /// differ from the effective ones, or the capabilities would change (a non-zero real
+    /// uid holding some, a uid 0 whose effective set is not its permitted one).
     #[inline]
+    pub fn access_needs_override(&self) -> bool {
+        self.real.is_some()
+            || if self.uid == 0 {
+                self.caps != self.permitted
+            } else {
+                self.caps != Caps::EMPTY
+            }
+    }
+
+    /// `capable(cap)` / `capable_wrt_inode_uidgid`: whether the effective set holds every
+    /// capability of `cap` (one user namespace: the inode's ids always map).
+    #[inline]
+    pub fn capable(&self, cap: Caps) -> bool {
+        self.caps.contains(cap)
+    }
+
+    /// Whether the effective set holds every capability ([`Caps::ALL`]), as root's does by
+    /// default. No check asks this; each asks [`capable`](Self::capable) for its own.
     pub fn is_root(&self) -> bool {
-        (self.uid == 0 && !self.no_caps) || self.all_caps
+        self.caps.contains(Caps::ALL)
     }
 
     /// `in_group_p`: whether `gid` is the primary or a supplementary group.
@@ -145,8 +267,10 @@ impl Cred {
     /// `mask` (`MAY_READ | MAY_WRITE | MAY_EXEC`)?
     ///
     /// # Errors
-    /// `EACCES` when the mode bits deny and no capability overrides them. Root passes
-    /// everything except `MAY_EXEC` on a non-directory with no execute bit at all.
+    /// `EACCES` when the mode bits deny and no capability overrides them: on a directory,
+    /// `CAP_DAC_READ_SEARCH` passes a mask without `MAY_WRITE` and `CAP_DAC_OVERRIDE` any;
+    /// on anything else, `CAP_DAC_READ_SEARCH` passes `MAY_READ` alone and
+    /// `CAP_DAC_OVERRIDE` any mask but one with `MAY_EXEC` on a file with no execute bit.
     #[inline]
     pub fn permission(&self, mode: u32, uid: u32, gid: u32, mask: u32) -> crate::Result<()> {
         // Inline: the owner granted by the owner bits (every walk step and open checks one);
@@ -170,24 +294,39 @@ impl Cred {
         if mask & !bits == 0 {
             return Ok(());
         }
-        if self.is_root() {
-            let is_dir = mode & crate::types::S_IFMT == crate::types::S_IFDIR;
-            if mask & MAY_EXEC == 0 || is_dir || mode & 0o111 != 0 {
+        // generic_permission past acl_permission_check.
+        let mask = mask & (MAY_READ | MAY_WRITE | MAY_EXEC);
+        if mode & crate::types::S_IFMT == crate::types::S_IFDIR {
+            // DACs are overridable for directories.
+            if mask & MAY_WRITE == 0 && self.capable(Caps::DAC_READ_SEARCH) {
                 return Ok(());
             }
+            if self.capable(Caps::DAC_OVERRIDE) {
+                return Ok(());
+            }
+            return Err(crate::Errno::EACCES);
+        }
+        if mask == MAY_READ && self.capable(Caps::DAC_READ_SEARCH) {
+            return Ok(());
+        }
+        // Read/write always overridable; execute when at least one execute bit is set.
+        if (mask & MAY_EXEC == 0 || mode & 0o111 != 0) && self.capable(Caps::DAC_OVERRIDE) {
+            return Ok(());
         }
         Err(crate::Errno::EACCES)
     }
 
-    /// `inode_owner_or_capable`: the caller owns the inode or is root (`CAP_FOWNER`).
+    /// `inode_owner_or_capable`: the caller owns the inode (fsuid = its `uid`) or holds
+    /// `CAP_FOWNER`.
     pub fn owner_or_capable(&self, uid: u32) -> bool {
-        self.uid == uid || self.is_root()
+        self.uid == uid || self.capable(Caps::FOWNER)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::{S_IFDIR, S_IFREG};
 
     #[test]
     fn real_ids() {
@@ -195,14 +334,82 @@ mod tests {
         assert_eq!((c.ruid(), c.rgid(), c.real), (1000, 100, None));
         assert_eq!(c.clone().with_real(1000, 100), c, "equal ids stay None");
         let setuid_root = Cred::new(0, 0, &[7]).with_real(1000, 100);
-        assert!(setuid_root.is_root());
+        assert!(setuid_root.capable(Caps::DAC_OVERRIDE));
         let a = setuid_root.access_cred();
         assert_eq!((a.uid, a.gid, &*a.groups), (1000, 100, &[7][..]));
-        assert!(
-            !a.is_root(),
+        assert_eq!(
+            a.caps,
+            Caps::EMPTY,
             "access() drops capabilities for a real uid other than 0"
         );
-        let dropped = Cred::new(1000, 100, &[]).with_real(0, 0);
-        assert!(dropped.access_cred().is_root());
+        // setresuid(-1, 1000, -1) by root: effective set cleared, permitted kept; access()
+        // checks as real uid 0 with the permitted set.
+        let dropped = Cred::new(1000, 100, &[])
+            .with_real(0, 0)
+            .with_permitted(Caps::ALL);
+        assert_eq!(dropped.caps, Caps::EMPTY);
+        assert!(dropped.access_needs_override());
+        assert_eq!(dropped.access_cred().caps, Caps::ALL);
+        // A non-root uid with ambient capabilities: access() ignores them.
+        let ambient = Cred::new(1000, 100, &[]).with_caps(Caps::DAC_OVERRIDE);
+        assert!(ambient.access_needs_override());
+        assert_eq!(ambient.access_cred().caps, Caps::EMPTY);
+        assert!(!Cred::root().access_needs_override());
+        assert!(!Cred::new(1000, 100, &[]).access_needs_override());
+    }
+
+    #[test]
+    fn defaults_per_uid() {
+        assert_eq!(Cred::root().caps, Caps::ALL);
+        assert_eq!(Cred::new(0, 5, &[]).caps, Caps::ALL);
+        assert_eq!(Cred::new(1, 5, &[]).caps, Caps::EMPTY);
+        let partial = Cred::root().with_caps(Caps::FOWNER);
+        assert_eq!((partial.caps, partial.permitted), (Caps::FOWNER, Caps::ALL));
+        assert_eq!(Cred::root().without_caps().permitted, Caps::EMPTY);
+        assert_eq!(
+            Caps::ALL.0,
+            0x1ff_ffff_ffff,
+            "CapEff of root on Linux >= 5.9"
+        );
+    }
+
+    /// generic_permission's overrides, one capability at a time (fs/namei.c): a file and a
+    /// directory owned by uid 1 mode 000 (and a file with the owner's execute bit), checked by uid
+    /// 0 holding only the named capability.
+    #[test]
+    fn permission_per_capability() {
+        let only = |c: Caps| Cred::root().with_caps(c);
+        let check = |c: &Cred, mode: u32, mask: u32| c.permission(mode, 1, 1, mask).is_ok();
+        let (reg, dir, regx) = (S_IFREG, S_IFDIR, S_IFREG | 0o100);
+        let rs = only(Caps::DAC_READ_SEARCH);
+        assert!(check(&rs, reg, MAY_READ));
+        assert!(!check(&rs, reg, MAY_WRITE), "no write to a file");
+        assert!(!check(&rs, reg, MAY_READ | MAY_WRITE));
+        assert!(!check(&rs, regx, MAY_EXEC), "no execute");
+        assert!(
+            check(&rs, dir, MAY_READ | MAY_EXEC),
+            "read and search a directory"
+        );
+        assert!(
+            !check(&rs, dir, MAY_WRITE | MAY_EXEC),
+            "no write to a directory"
+        );
+        let ov = only(Caps::DAC_OVERRIDE);
+        assert!(check(&ov, reg, MAY_READ));
+        assert!(check(&ov, reg, MAY_READ | MAY_WRITE));
+        assert!(check(&ov, regx, MAY_EXEC));
+        assert!(!check(&ov, reg, MAY_EXEC), "no execute bit at all");
+        assert!(check(&ov, dir, MAY_WRITE | MAY_EXEC));
+        for c in [Caps::CHOWN, Caps::FOWNER, Caps::FSETID, Caps::EMPTY] {
+            let c = only(c);
+            assert!(
+                !check(&c, reg, MAY_READ) && !check(&c, dir, MAY_EXEC),
+                "{c:?}"
+            );
+        }
+        // The mode bits still grant without any capability.
+        assert!(check(&only(Caps::EMPTY), S_IFREG | 0o004, MAY_READ));
+        let fowner = only(Caps::FOWNER);
+        assert!(fowner.owner_or_capable(1) && !only(Caps::DAC_OVERRIDE).owner_or_capable(1));
     }
 }

@@ -496,7 +496,7 @@ fn set_uvfs_attrs<V: Variant>(
         (rp, AtFlags::SYMLINK_NOFOLLOW)
     };
     let cred = t.cred();
-    if cred.is_root() {
+    if cred.capable(crate::Caps::CHOWN) {
         // Always (a setgid directory may have given the new entry another group).
         t.fchownat(dfd, path, a.uid, a.gid, flags)?;
     } else if (a.uid, a.gid) != (cred.uid, cred.gid) {

@@ -945,7 +945,7 @@ impl Inode {
             |mode: u32| mode & S_ISGID != 0 && (mode & S_IXGRP != 0 || !cred.in_group(self.gid()));
         let mode = self.mode();
         let kill = mode & S_ISUID != 0 || drop_sgid(mode);
-        if kill && !cred.is_root() {
+        if kill && !cred.capable(crate::Caps::FSETID) {
             let _g = self.lock_attr();
             let mode = self.mode();
             let mut new = mode & !S_ISUID;

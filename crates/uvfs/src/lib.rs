@@ -129,7 +129,7 @@ pub mod xattr;
 #[cfg(all(test, uvfs_loom))]
 mod tests;
 
-pub use cred::Cred;
+pub use cred::{Caps, Cred};
 pub use dentry::Dentry;
 pub use dir::{Dir, Metadata, OpenOptions, Permissions};
 pub use errno::{Errno, Result};

@@ -62,9 +62,9 @@ impl<V: Variant> Task<V> {
         })
     }
 
-    /// `may_mount`: `CAP_SYS_ADMIN` (root here).
+    /// `may_mount`: `CAP_SYS_ADMIN`.
     fn may_mount(&self) -> Result<()> {
-        if !self.cred.is_root() {
+        if !self.cred.capable(crate::Caps::SYS_ADMIN) {
             return Err(Errno::EPERM);
         }
         Ok(())

@@ -265,6 +265,25 @@ impl<V: Variant> Task<V> {
         self.cred_id = new_cred_id();
     }
 
+    /// This task's credential identity (Linux: the address of its `struct cred`): what a
+    /// file opened by this task records as its opener's (`f_cred`) and
+    /// `linkat(AT_EMPTY_PATH)` compares. Shared by `clone_thread`; new after `init`, `fork`
+    /// and [`set_cred`](Self::set_cred).
+    pub fn cred_id(&self) -> u64 {
+        self.cred_id
+    }
+
+    /// Replaces this task's credentials with `cred` under identity `id`, one that
+    /// [`cred_id`](Self::cred_id) gave for these same credentials: for a task that serves
+    /// several threads in turn (uvfs run's supervisor), so that a thread whose credentials
+    /// did not change keeps its identity between its calls, as a Linux thread keeps its
+    /// `struct cred` until it commits new ones. An id given for other credentials would let
+    /// `linkat(AT_EMPTY_PATH)` accept files those opened (no other check reads it).
+    pub fn set_cred_with_id(&mut self, cred: Cred, id: u64) {
+        self.cred = cred;
+        self.cred_id = id;
+    }
+
     /// `override_creds`: runs this task's next calls with `cred`, keeping its credential
     /// identity (no new id is drawn from the global counter `set_cred` uses). For the FUSE
     /// server, whose worker tasks take each request's caller's credentials: only

@@ -189,13 +189,22 @@ impl<V: Variant> Task<V> {
         let write = mask & MAY_WRITE != 0;
         let hidden = if write { Errno::EPERM } else { Errno::ENODATA };
         if name.starts_with(b"security.") || name.starts_with(b"system.") {
-            if write && name.starts_with(b"security.") && !self.cred.is_root() {
+            // cap_inode_setxattr / cap_inode_removexattr: `security.capability` needs
+            // CAP_SETFCAP (also cap_convert_nscap's check of a value), any other
+            // `security.*` CAP_SYS_ADMIN.
+            let need = if name == XATTR_NAME_CAPS {
+                crate::Caps::SETFCAP
+            } else {
+                crate::Caps::SYS_ADMIN
+            };
+            if write && name.starts_with(b"security.") && !self.cred.capable(need) {
                 return Err(Errno::EPERM);
             }
             return Ok(());
         }
         if name.starts_with(b"trusted.") {
-            return if self.cred.is_root() {
+            // xattr_permission: `trusted.*` needs CAP_SYS_ADMIN (`capable`).
+            return if self.cred.capable(crate::Caps::SYS_ADMIN) {
                 Ok(())
             } else {
                 Err(hidden)
@@ -282,7 +291,7 @@ impl<V: Variant> Task<V> {
             // vfs_setxattr: a file capability is checked (and would be converted) first.
             if let (XATTR_NAME_CAPS, Some(v)) = (name, value) {
                 if !v.is_empty() {
-                    check_caps_value(v, self.cred.is_root())?;
+                    check_caps_value(v, self.cred.capable(crate::Caps::SETFCAP))?;
                 }
             }
             self.xattr_permission(inode, name, MAY_WRITE)?;
@@ -298,7 +307,7 @@ impl<V: Variant> Task<V> {
             let inode = &d.d_inode;
             inode.refresh()?;
             let len = buf.len().min(XATTR_LIST_MAX);
-            let trusted = self.cred.is_root();
+            let trusted = self.cred.capable(crate::Caps::SYS_ADMIN);
             if len == 0 {
                 return inode.i_op.listxattr(inode, None, trusted);
             }

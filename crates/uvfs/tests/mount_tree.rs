@@ -223,8 +223,8 @@ fn mount_errors() {
     t.mount(&fs, "/m", MountFlags::empty()).unwrap();
     t.mkdirat(CWD, "/m2", 0o755).unwrap();
     assert_eq!(t.mount(&fs, "/m2", MountFlags::empty()), Err(Errno::EBUSY));
-    let mut user = uvfs::Cred::root();
-    user.uid = 1000;
+    // uid 1000, gid 0: no capabilities (Cred::new).
+    let user = uvfs::Cred::new(1000, 0, &[]);
     let u = t.fork();
     let mut u = u;
     u.set_cred(user);

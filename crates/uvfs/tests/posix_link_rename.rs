@@ -1312,8 +1312,8 @@ fn link_empty_path_in_a_forked_child() {
         gid: 1000,
         groups: std::sync::Arc::from(Vec::new()),
         real: None,
-        all_caps: false,
-        no_caps: false,
+        caps: uvfs::Caps::EMPTY,
+        permitted: uvfs::Caps::EMPTY,
     });
     let f = t.open("/w/f", CREAT | RW, 0o600).unwrap();
     assert_eq!(t.linkat(f, "", CWD, "/w/x", EMPTY), Ok(()));

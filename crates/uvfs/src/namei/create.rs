@@ -268,7 +268,8 @@ impl<V: Variant> Task<V> {
         if let (true, Start::File(f)) = (empty_ok, &ostart) {
             // path_init with LOOKUP_LINKAT_EMPTY: the descriptor was opened with the
             // caller's current credentials, or the caller has CAP_DAC_READ_SEARCH.
-            if f.hot().f_cred_id != self.cred_id && !self.cred.is_root() {
+            if f.hot().f_cred_id != self.cred_id && !self.cred.capable(crate::Caps::DAC_READ_SEARCH)
+            {
                 return Err(Errno::ENOENT);
             }
         }
@@ -377,7 +378,7 @@ impl<V: Variant> Task<V> {
             let rdev = match ty {
                 S_IFCHR | S_IFBLK => {
                     let whiteout = ty == S_IFCHR && dev == WHITEOUT_DEV;
-                    if !whiteout && !self.cred.is_root() {
+                    if !whiteout && !self.cred.capable(crate::Caps::MKNOD) {
                         return Err(Errno::EPERM);
                     }
                     dev as u64

@@ -63,7 +63,7 @@ impl<V: Variant> Task<V> {
             d.d_inode.permission(&self.cred, MAY_EXEC)?;
             nd.path(d)
         })?;
-        if !self.cred.is_root() {
+        if !self.cred.capable(crate::Caps::SYS_CHROOT) {
             return Err(Errno::EPERM);
         }
         self.fs.set_root(p);

@@ -9,7 +9,10 @@ use super::*;
 /// `check_sticky`: in a sticky directory only the file's or directory's owner (or root) may
 /// remove or rename an entry.
 pub(super) fn check_sticky(cred: &Cred, dir: &Inode, inode: &Inode) -> bool {
-    dir.mode() & S_ISVTX != 0 && inode.uid() != cred.uid && dir.uid() != cred.uid && !cred.is_root()
+    dir.mode() & S_ISVTX != 0
+        && inode.uid() != cred.uid
+        && dir.uid() != cred.uid
+        && !cred.capable(crate::Caps::FOWNER)
 }
 
 /// `may_delete`: may `cred` remove `victim` from `dir` (`is_dir`: for rmdir/rename of a dir)?
@@ -84,7 +87,7 @@ pub(crate) fn mode_strip_sgid(cred: &Cred, dir: &Inode, mode: u32) -> u32 {
         || mode & S_IFMT == S_IFDIR
         || dir.mode() & S_ISGID == 0
         || cred.in_group(dir.gid())
-        || cred.is_root()
+        || cred.capable(crate::Caps::FSETID)
     {
         return mode;
     }

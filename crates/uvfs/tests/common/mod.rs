@@ -135,6 +135,10 @@ pub trait Sys {
     fn faccessat2(&self, dirfd: Fd, path: &[u8], mode: u32, flags: AtFlags) -> Result<()>;
     /// Becomes real `ruid`/`rgid`, effective `euid`/`egid`, with supplementary `groups`.
     fn set_cred_real(&mut self, ruid: u32, euid: u32, rgid: u32, egid: u32, groups: &[u32]);
+    /// Sets the effective capability set to `caps` (bit n = capability n, as `CapEff:`;
+    /// a subset of the permitted set, which stays), ids unchanged. Call it after
+    /// `set_cred`: that one gives uvfs's task the default set of its uid again.
+    fn set_caps(&mut self, caps: u64);
     // O_PATH/O_TMPFILE/statx/openat2/chroot/mknodat/statfs family (openfam.rs).
     fn fsync(&self, fd: Fd) -> Result<()>;
     fn fdatasync(&self, fd: Fd) -> Result<()>;
@@ -588,6 +592,10 @@ impl Sys for Uvfs {
         self.task
             .set_cred(Cred::new(euid, egid, groups).with_real(ruid, rgid));
     }
+    fn set_caps(&mut self, caps: u64) {
+        let c = self.task.cred().clone().with_caps(uvfs::Caps(caps));
+        self.task.set_cred(c);
+    }
     fn fsync(&self, fd: Fd) -> Result<()> {
         self.task.fsync(fd)
     }
@@ -992,6 +1000,38 @@ impl Sys for Host {
     fn getuid(&self) -> u32 {
         // SAFETY: no arguments.
         unsafe { libc::syscall(libc::SYS_getuid) as u32 }
+    }
+    fn set_caps(&mut self, caps: u64) {
+        // capget/capset of this thread (pid 0), _LINUX_CAPABILITY_VERSION_3: two words.
+        #[repr(C)]
+        struct Header {
+            version: u32,
+            pid: i32,
+        }
+        #[repr(C)]
+        #[derive(Clone, Copy, Default)]
+        struct Data {
+            effective: u32,
+            permitted: u32,
+            inheritable: u32,
+        }
+        let mut h = Header {
+            version: 0x2008_0522,
+            pid: 0,
+        };
+        let mut d = [Data::default(); 2];
+        // SAFETY: a valid header and a two-element data array, as version 3 reads/writes.
+        unsafe {
+            sc(libc::syscall(libc::SYS_capget, &mut h, d.as_mut_ptr())).unwrap();
+        }
+        // Capabilities this process never had (a container's bounding set) stay out:
+        // effective must be a subset of permitted; uvfs checks none of those.
+        d[0].effective = caps as u32 & d[0].permitted;
+        d[1].effective = (caps >> 32) as u32 & d[1].permitted;
+        // SAFETY: as above; capset only reads them.
+        unsafe {
+            sc(libc::syscall(libc::SYS_capset, &h, d.as_ptr())).unwrap();
+        }
     }
     fn set_cred(&mut self, uid: u32, gid: u32, groups: &[u32]) {
         // Raw system calls: each changes only this thread's credentials. The saved uid stays

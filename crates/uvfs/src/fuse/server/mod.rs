@@ -102,7 +102,7 @@ use parking_lot::RwLock;
 
 use super::abi;
 use super::handles::{default_max_handles, Handles, Opener};
-use crate::cred::Cred;
+use crate::cred::{Caps, Cred};
 use crate::dentry::Dentry;
 use crate::errno::{Errno, Result};
 use crate::mount::Mount;
@@ -641,7 +641,7 @@ impl UvfsFuse {
         match self.opts.permissions {
             Permissions::Kernel => {
                 let c = task.cred();
-                if c.uid != uid || c.gid != gid || !c.all_caps {
+                if c.uid != uid || c.gid != gid || c.caps != Caps::ALL {
                     task.override_creds(Cred::new(uid, gid, &[]).with_all_caps());
                 }
             }
@@ -652,7 +652,11 @@ impl UvfsFuse {
                     proc_groups(c.pid)
                 };
                 let c = task.cred();
-                if c.uid != uid || c.gid != gid || c.all_caps || *c.groups != *groups {
+                if c.uid != uid
+                    || c.gid != gid
+                    || c.caps != Caps::for_uid(uid)
+                    || *c.groups != *groups
+                {
                     task.override_creds(Cred::new(uid, gid, &groups));
                 }
             }
