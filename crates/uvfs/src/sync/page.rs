@@ -16,7 +16,8 @@
 //! assembly (SSE2 `movdqu`, 64 bytes per step, then 8-byte and 1-byte moves): an `asm!`
 //! block may do whatever some Rust code could do, and a sequence of Relaxed byte loads and
 //! stores could produce exactly what it does (the hardware reads each byte once and never
-//! tears a byte). Elsewhere (and under Miri) the copy is that loop of `AtomicU8` accesses.
+//! tears a byte); with AVX (checked at run time) the long steps move 32 bytes at a time.
+//! Elsewhere (and under Miri) the copy is that loop of `AtomicU8` accesses.
 //! The assembly is not a plain `memcpy` because the compiler may assume a plain copy's
 //! source does not change under it (and may, e.g., read it twice); it is not a loop of
 //! `AtomicU64` loads because a reader's unaligned range would then overlap a writer's
@@ -160,7 +161,70 @@ impl PageBuf {
 /// - Every access that may race with this copy, on either range, is itself byte-wise atomic.
 #[inline]
 #[cfg(all(target_arch = "x86_64", not(miri)))]
-unsafe fn atomic_copy(mut dst: *mut u8, mut src: *const u8, mut n: usize) {
+unsafe fn atomic_copy(dst: *mut u8, src: *const u8, n: usize) {
+    if n >= 256 && std::arch::is_x86_feature_detected!("avx") {
+        // SAFETY: the caller's contract; the CPU has AVX (checked just above).
+        unsafe { atomic_copy_avx(dst, src, n) }
+    } else {
+        // SAFETY: the caller's contract.
+        unsafe { atomic_copy_sse2(dst, src, n) }
+    }
+}
+
+/// [`atomic_copy`] 256 bytes per step in 32-byte AVX moves (half the instructions of
+/// SSE2's: a 4 KiB page is 128 loads and 128 stores, as glibc's `memcpy`), then SSE2.
+///
+/// # Safety
+/// As [`atomic_copy`]; the CPU has AVX.
+#[cfg(all(target_arch = "x86_64", not(miri)))]
+#[target_feature(enable = "avx")]
+unsafe fn atomic_copy_avx(mut dst: *mut u8, mut src: *const u8, mut n: usize) {
+    use std::arch::asm;
+    while n >= 256 {
+        // SAFETY: 256 readable bytes at `src`, 256 writable at `dst` (n >= 256, the
+        // caller's ranges); unaligned moves; touches nothing else and no flags.
+        unsafe {
+            asm!(
+                "vmovdqu {a}, [{s}]",
+                "vmovdqu {b}, [{s} + 32]",
+                "vmovdqu {c}, [{s} + 64]",
+                "vmovdqu {d}, [{s} + 96]",
+                "vmovdqu [{t}], {a}",
+                "vmovdqu [{t} + 32], {b}",
+                "vmovdqu [{t} + 64], {c}",
+                "vmovdqu [{t} + 96], {d}",
+                "vmovdqu {a}, [{s} + 128]",
+                "vmovdqu {b}, [{s} + 160]",
+                "vmovdqu {c}, [{s} + 192]",
+                "vmovdqu {d}, [{s} + 224]",
+                "vmovdqu [{t} + 128], {a}",
+                "vmovdqu [{t} + 160], {b}",
+                "vmovdqu [{t} + 192], {c}",
+                "vmovdqu [{t} + 224], {d}",
+                s = in(reg) src,
+                t = in(reg) dst,
+                a = out(ymm_reg) _,
+                b = out(ymm_reg) _,
+                c = out(ymm_reg) _,
+                d = out(ymm_reg) _,
+                options(nostack, preserves_flags),
+            );
+            src = src.add(256);
+            dst = dst.add(256);
+        }
+        n -= 256;
+    }
+    // SAFETY: the rest of the caller's ranges.
+    unsafe { atomic_copy_sse2(dst, src, n) }
+}
+
+/// [`atomic_copy`] in SSE2 (every x86-64 CPU has it): 64 bytes per step, then 8 and 1.
+///
+/// # Safety
+/// As [`atomic_copy`].
+#[inline]
+#[cfg(all(target_arch = "x86_64", not(miri)))]
+unsafe fn atomic_copy_sse2(mut dst: *mut u8, mut src: *const u8, mut n: usize) {
     use std::arch::asm;
     while n >= 64 {
         // SAFETY: 64 readable bytes at `src`, 64 writable at `dst` (n >= 64, the caller's
