@@ -4,7 +4,7 @@
 //! `generic_perform_write`, `shmem_setattr`'s truncate, `shmem_fallocate`,
 //! `shmem_file_llseek`), mm/filemap.c.
 //!
-//! # Reads without the lock (`filemap_read`'s fast short reads, Linux 6.18)
+//! # Reads without the lock (`filemap_read`'s fast short reads, Linux, 2025)
 //! A read of up to [`FAST_READ_MAX`] bytes takes no lock and writes no shared cache line:
 //! pinned in the epoch, it reads the file's sequence count ([`RegFile::seq`]), the size,
 //! finds each page in the lockless [`PageIndex`] and copies it byte-wise atomically
@@ -277,7 +277,7 @@ pub(super) fn drop_pages(f: &RegFile, inode: &Inode) -> u64 {
 /// None for a regular file (`EISDIR`/`EINVAL` for other types come from the caller).
 ///
 /// # References
-/// Linux `shmem_file_read_iter`, `filemap_read` (the fast short-read path: 6.18,
+/// Linux `shmem_file_read_iter`, `filemap_read` (the fast short-read path, 2025:
 /// "mm/filemap: Implement fast short reads").
 #[inline]
 pub(super) fn read_at(f: &RegFile, inode: &Inode, buf: &mut [u8], off: u64) -> Result<usize> {
