@@ -1,7 +1,8 @@
 //! Loom model of the page cache's protocol (cache.rs, module doc, "The protocol"): a read
 //! miss (version, token, READ, `FileCache::fill_commit`) racing a change of the same page
 //! (the server changes it and answers, then `FileCache::drop_pages` for a write, or
-//! `invalidate` then `bump` for a truncate), on the real `PageCache` and `FileCache` (under
+//! `invalidate` then `bump` for a truncate, or `invalidate` alone for an open without
+//! `FOPEN_KEEP_CACHE`), on the real `PageCache` and `FileCache` (under
 //! `--cfg uvfs_loom` their slots, versions and generation are loom atomics; a set has 2
 //! ways). The review question of issue 11: can a READ that fetched the old bytes insert
 //! them after the change dropped the pages, so that they outlive it?
@@ -35,6 +36,12 @@ enum Change {
     /// A truncate that changed the size (fs.rs `truncate`: `store_attrs` moves the
     /// generation, then `bump_version`).
     Truncate,
+    /// A WRITE of more pages than the cache holds (`drop_pages`: the bump, then a new
+    /// generation instead of the drops).
+    BigWrite,
+    /// An open answered without `FOPEN_KEEP_CACHE` after the server's file changed
+    /// (`invalidate_data` alone, no bump).
+    Open,
 }
 
 /// One mount's cache, one file, the mount's version, the server's copy of the page.
@@ -91,6 +98,11 @@ fn change(w: &World, how: Change) {
             w.file.invalidate();
             w.file.bump(&w.mount);
         }
+        Change::BigWrite => {
+            let past = w.cache.capacity() as u64 + 1;
+            w.file.drop_pages(&w.cache, &w.mount, 0, past);
+        }
+        Change::Open => w.file.invalidate(),
     }
 }
 
@@ -141,6 +153,18 @@ fn loom_cache_miss_vs_write() {
 #[test]
 fn loom_cache_miss_vs_truncate() {
     model(Change::Truncate, 1, false, None);
+}
+
+/// A read miss racing a WRITE larger than the cache (a new generation after the bump).
+#[test]
+fn loom_cache_miss_vs_big_write() {
+    model(Change::BigWrite, 1, false, None);
+}
+
+/// A read miss racing an open that drops the file's pages (a new generation, no bump).
+#[test]
+fn loom_cache_miss_vs_open() {
+    model(Change::Open, 1, false, None);
 }
 
 /// The old page cached; a reader that hits it or (once the write dropped it) misses, and
