@@ -72,7 +72,7 @@
 //! mmap coherence, writeback caching (writes are requests before the call returns),
 //! READDIRPLUS. Extended attributes and interrupts (`Interrupter`) are offered.
 
-use super::cache::{Page, PageCache, Token};
+use super::cache::{FileCache, PageCache};
 use super::conn::Conn;
 use super::request::EndMode;
 use crate::cred::Cred;
@@ -82,7 +82,6 @@ use crate::inode::{FsAttrs, Inode, MAX_LFS_FILESIZE, PAGE_SIZE};
 use crate::mount::Mount;
 use crate::namei::{NAME_MAX, PATH_MAX};
 use crate::super_block::SuperBlock;
-use crate::sync::atomic::fence;
 use crate::sync::plain::{AtomicBool, AtomicU64, Mutex, Ordering};
 use crate::sync::{epoch, plock};
 use crate::time::mono_ns;
@@ -243,8 +242,9 @@ pub(crate) struct Shared {
     next_token: AtomicU64,
     /// Linux's `fc->attr_version`: bumped by every change of a file's data or size the
     /// client makes or is told of; an attribute reply asked for before an inode's latest
-    /// bump is not stored (it may predate the change). Atomic.
-    attr_version: AtomicU64,
+    /// bump is not stored (it may predate the change). Atomic (`sync`'s, which
+    /// `FileCache::bump` takes: loom's in its model).
+    attr_version: crate::sync::AtomicU64,
 }
 
 impl fmt::Debug for Shared {
@@ -290,16 +290,9 @@ pub(crate) struct FuseInode {
     /// they were fetched): `stat` asks again, reads do not (Linux's `STATX_ATIME` in
     /// `inval_mask`). Atomic; a hint, tested before it is set.
     atime_stale: AtomicBool,
-    /// This inode's id in the page cache (cache.rs: the high half of its pages' tokens),
-    /// unique per mount. Immutable.
-    cache_id: u64,
-    /// The generation of its cached pages (the low half of their tokens): a new one drops
-    /// every cached page of the file at once. Atomic; written by `invalidate_data` only.
-    cache_gen: AtomicU64,
-    /// Linux's `fi->attr_version`: the mount's `attr_version` at this inode's latest
-    /// change of data or size (`bump_version`); a read miss that sees it move while its
-    /// READ was out drops the pages it cached. Atomic; only grows.
-    attr_version: AtomicU64,
+    /// Its side of the page cache protocol (cache.rs): its id and cache generation (the
+    /// tokens of its pages) and Linux's `fi->attr_version`. Internally synchronised.
+    pages: FileCache,
     /// The server's handles of this regular file's open files: the handle uvfs's `File`
     /// holds is `slot << 1 | direct` (`direct`: the file bypasses the page cache), so a
     /// cache hit needs no lookup here. Protected by its mutex.
@@ -380,7 +373,7 @@ impl Shared {
     /// The mount's `attr_version` now, for a request whose reply carries attributes
     /// (`fuse_get_attr_version`).
     fn attr_version_now(&self) -> u64 {
-        // SeqCst: pairs with the SeqCst bump in `FuseInode::bump_version`: a change whose
+        // SeqCst: pairs with the SeqCst bump in `FileCache::bump` (cache.rs): a change whose
         // bump this load does not see was made after the load, so the inode's version
         // will exceed it and the reply is not stored.
         self.attr_version.load(Ordering::SeqCst)
@@ -514,9 +507,8 @@ impl Shared {
             append: Mutex::new(()),
             atime_stale: AtomicBool::new(false),
             // Relaxed: a unique number; nothing is published with it.
-            cache_id: self.next_token.fetch_add(1, Ordering::Relaxed),
-            cache_gen: AtomicU64::new(0),
-            attr_version: AtomicU64::new(0),
+            // Relaxed: only unique ids are needed, no ordering with anything else.
+            pages: FileCache::new(self.next_token.fetch_add(1, Ordering::Relaxed)),
             files: Mutex::new(OpenFiles::default()),
         };
         let mut i = Inode::new(
@@ -620,8 +612,8 @@ impl FuseInode {
     /// `explicit_inval_data`, which uvfs does not offer, invalidates the whole file; with
     /// `auto_inval_data`, a new mtime invalidates it too). Returns whether it stored them.
     fn store_attrs(&self, inode: &Inode, a: &abi::Attr, attr_ver: u64) -> bool {
-        // SeqCst: pairs with `attr_version_now` (see there).
-        if attr_ver != 0 && self.attr_version.load(Ordering::SeqCst) > attr_ver {
+        // `version` pairs with `attr_version_now` (see there).
+        if attr_ver != 0 && self.pages.version() > attr_ver {
             return false;
         }
         let attrs = fs_attrs(a);
@@ -637,61 +629,27 @@ impl FuseInode {
         true
     }
 
-    /// Marks a change of this file's data or size (`fi->attr_version =
-    /// atomic64_inc_return(&fc->attr_version)`), then a full barrier: the store-load
-    /// pattern with `fill`'s insert-then-check (see there).
+    /// Marks a change of this file's data or size (cache.rs `FileCache::bump`).
     fn bump_version(&self) {
-        // SeqCst: a total order with `attr_version_now`'s loads (see there) and with
-        // `fill`'s loads of the inode's version.
-        let v = self.fs.attr_version.fetch_add(1, Ordering::SeqCst) + 1;
-        // SeqCst: as above; `fetch_max` keeps it growing when two changes race.
-        self.attr_version.fetch_max(v, Ordering::SeqCst);
-        // SeqCst fence: the bump above before the slot loads of the drop that follows
-        // (`drop_range`), pairing with the fence in `fill`
-        // between its inserts and its version check (Dekker: one side sees the other).
-        fence(Ordering::SeqCst);
+        self.pages.bump(&self.fs.attr_version);
     }
 
-    /// The token of this inode's current cache generation (cache.rs).
-    #[inline]
-    fn token(&self) -> Token {
-        // Relaxed: a reader that still loads the old generation raced the invalidation (it
-        // may return what it could have returned before it); pages a miss inserts under it
-        // are never found again, and the invalidating thread's own later loads see the new
-        // one (coherence). A miss loads it before its READ is sent, so a READ sent after
-        // an invalidation it did not see was still sent after the server's change that the
-        // invalidation reports.
-        (self.cache_id as Token) << 64 | self.cache_gen.load(Ordering::Relaxed) as Token
-    }
-
-    /// Drops every cached page of the file (`invalidate_inode_pages2`): a new generation,
-    /// so the old pages are never found again (they age out of the cache). Writes only the
-    /// inode's own word: an open without `FOPEN_KEEP_CACHE` writes no mount-wide line.
+    /// Drops every cached page of the file (cache.rs `FileCache::invalidate`).
     fn invalidate_data(&self) {
         if self.fs.cache.enabled() {
-            // Relaxed: see `token`.
-            self.cache_gen.fetch_add(1, Ordering::Relaxed);
+            self.pages.invalidate();
         }
     }
 
     /// Drops the cached pages holding bytes `[from, to)` (`invalidate_inode_pages2_range`),
-    /// after marking the change (`bump_version`) so that a read miss in flight that fetched
-    /// the old bytes drops what it caches. A range of more pages than the cache holds
-    /// drops the whole file instead.
+    /// after marking the change so that a read miss in flight that fetched the old bytes
+    /// drops what it caches (cache.rs `FileCache::drop_pages`).
     fn drop_range(&self, from: u64, to: u64) {
-        self.bump_version();
-        if !self.fs.cache.enabled() || to <= from {
-            return;
-        }
-        let (first, past) = (from / PAGE_SIZE as u64, to.div_ceil(PAGE_SIZE as u64));
-        if past - first > self.fs.cache.capacity() as u64 {
-            return self.invalidate_data();
-        }
-        let token = self.token();
-        let g = epoch::pin();
-        for idx in first..past {
-            self.fs.cache.remove(token, idx, &g);
-        }
+        let ps = PAGE_SIZE as u64;
+        let first = from / ps;
+        let past = if to <= from { first } else { to.div_ceil(ps) };
+        self.pages
+            .drop_pages(&self.fs.cache, &self.fs.attr_version, first, past);
     }
 
     /// An xattr request; `ENOSYS` turns extended attributes off for the mount (then
@@ -1179,7 +1137,7 @@ impl FuseInode {
         while pos < end {
             {
                 let g = epoch::pin();
-                let token = self.token();
+                let token = self.pages.token();
                 while pos < end {
                     let (idx, in_page) = (pos / ps, (pos % ps) as usize);
                     let want = (ps - pos % ps).min(end - pos) as usize;
@@ -1218,7 +1176,8 @@ impl FuseInode {
     /// are inserted, then (a full barrier) the inode's version is compared with the one
     /// read before the READ: if it moved, the pages this call inserted are dropped again;
     /// if not, the change's bump comes after our inserts in the SeqCst order, so its drop
-    /// (after its own barrier) finds them.
+    /// (after its own barrier) finds them (cache.rs `FileCache::fill_commit`, the protocol
+    /// in its module doc, checked by the loom model in loom_cache.rs).
     fn fill(&self, inode: &Inode, handle: u64, pos: u64, buf: &mut [u8]) -> Result<usize> {
         let ps = PAGE_SIZE as u64;
         let idx = pos / ps;
@@ -1230,9 +1189,9 @@ impl FuseInode {
             .max(READAHEAD_PAGES.min(size_pages.saturating_sub(idx)))
             .min(max_pages)
             .max(1);
-        // SeqCst: see the doc and `bump_version`.
-        let ver = self.attr_version.load(Ordering::SeqCst);
-        let token = self.token();
+        // Before the READ (cache.rs, the protocol): the version, then the token.
+        let ver = self.pages.version();
+        let token = self.pages.token();
         let fh = self.fh(inode, handle)?;
         let want = (n * ps) as usize;
         let arg = abi::ReadIn {
@@ -1252,22 +1211,8 @@ impl FuseInode {
         let copied = r.len().saturating_sub(from).min(buf.len());
         buf[..copied].copy_from_slice(&r[from..from + copied]);
         let g = epoch::pin();
-        let mut cached = Vec::with_capacity(n as usize);
-        for (k, chunk) in r.chunks(PAGE_SIZE).enumerate() {
-            let i = idx + k as u64;
-            if let Some(p) = self.fs.cache.insert(Page::new(token, i, chunk), &g) {
-                cached.push((i, p));
-            }
-        }
-        // SeqCst fence: our inserts before the version load below (see the doc), pairing
-        // with the fence in `bump_version`.
-        fence(Ordering::SeqCst);
-        // SeqCst: as above.
-        if self.attr_version.load(Ordering::SeqCst) != ver {
-            for (i, p) in cached {
-                self.fs.cache.remove_exact(token, i, p, &g);
-            }
-        }
+        self.pages
+            .fill_commit(&self.fs.cache, token, ver, idx, r.chunks(PAGE_SIZE), &g);
         Ok(copied)
     }
 }
@@ -1781,7 +1726,7 @@ pub fn mount(server: FuseServer, opts: FuseClientOptions) -> Result<Arc<Mount>> 
         no_xattr: Default::default(),
         cache: PageCache::new(opts_cache_pages),
         next_token: AtomicU64::new(1),
-        attr_version: AtomicU64::new(1),
+        attr_version: crate::sync::AtomicU64::new(1),
         creds: (
             rustix::process::geteuid().as_raw(),
             rustix::process::getegid().as_raw(),

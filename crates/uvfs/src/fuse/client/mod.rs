@@ -27,5 +27,8 @@ pub(crate) mod request;
 pub use fs::{conn_errors, mount, FuseClientOptions, FuseServer, RequestEnd, DEFAULT_CACHE_PAGES};
 pub use interrupt::Interrupter;
 
+// The loom model of the page cache's protocol (cache.rs).
+#[cfg(all(test, uvfs_loom))]
+mod loom_cache;
 #[cfg(test)]
 mod tests;
