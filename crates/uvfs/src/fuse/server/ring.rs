@@ -165,19 +165,28 @@ pub fn serve_uring(
     } else if let RingsUp::Ready { queues } = up {
         stats.queues = queues;
     }
-    // The classic reader until the connection ends.
-    while let Some(n) = read_request(&dev, &mut buf)? {
-        if fs.dispatch(&buf[..n], &mut out) {
-            write_reply(&dev, &out)?;
-            stats.dev_requests += 1;
+    // The classic reader until the connection ends; the workers are joined however it
+    // ends (after an abort, `ECONNABORTED` here, their commands fail the same way).
+    let ended = loop {
+        match read_request(&dev, &mut buf) {
+            Ok(Some(n)) => {
+                if fs.dispatch(&buf[..n], &mut out) {
+                    if let Err(e) = write_reply(&dev, &out) {
+                        break Err(e);
+                    }
+                    stats.dev_requests += 1;
+                }
+            }
+            Ok(None) => break Ok(()),
+            Err(e) => break Err(e),
         }
-    }
+    };
     for w in workers {
         stats.ring_requests += w
             .join()
             .map_err(|_| io::Error::other("a ring worker panicked"))?;
     }
-    Ok(stats)
+    ended.map(|()| stats)
 }
 
 /// Reads one request; `None` at the connection's end (`ENODEV`). `ENOENT` (the request
@@ -194,11 +203,14 @@ fn read_request(dev: &OwnedFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
 }
 
 /// Writes one reply. `ENOENT`: the request is gone (interrupted, or the connection
-/// aborted); `ENODEV`: the connection is gone (the next read says so). Neither is an error
-/// of the session.
+/// aborted); `ENODEV`, `ECONNABORTED`: the connection is gone (the next read says so).
+/// None is an error of the session.
 fn write_reply(dev: &OwnedFd, out: &[u8]) -> io::Result<()> {
     match rustix::io::write(dev, out) {
-        Ok(_) | Err(rustix::io::Errno::NOENT | rustix::io::Errno::NODEV) => Ok(()),
+        Ok(_)
+        | Err(
+            rustix::io::Errno::NOENT | rustix::io::Errno::NODEV | rustix::io::Errno::CONNABORTED,
+        ) => Ok(()),
         Err(e) => Err(e.into()),
     }
 }
@@ -280,10 +292,12 @@ fn queue_worker(
     qid: usize,
     up: &mpsc::Sender<Result<(), String>>,
 ) -> u64 {
-    let mut set = rustix::thread::CpuSet::new();
-    set.set(qid);
-    // Best effort: a possible but offline CPU cannot be pinned to.
-    let _ = rustix::thread::sched_setaffinity(None, &set);
+    if qid < rustix::thread::CpuSet::MAX_CPU {
+        let mut set = rustix::thread::CpuSet::new();
+        set.set(qid);
+        // Best effort: a possible but offline CPU cannot be pinned to.
+        let _ = rustix::thread::sched_setaffinity(None, &set);
+    }
     // Declared before the ring, so dropped after it (see the module's invariants).
     let mut entries: Vec<Entry> = (0..RING_DEPTH)
         .map(|_| Entry {
@@ -322,61 +336,73 @@ fn queue_worker(
         // ABI-compatible with `struct iovec` (std's documented guarantee).
         let pushed = unsafe { ring.submission().push(&sqe) };
         if pushed.is_err() {
+            // (Cannot happen: the queue holds twice the entries.) Those registered before
+            // stay the kernel's until the connection ends.
+            drop(ring);
+            std::mem::forget(entries);
             let _ = up.send(Err(format!("queue {qid}: submission queue full")));
             return 0;
         }
         if let Err(e) = ring.submit() {
             // The entries already registered stay the kernel's until the connection ends.
+            drop(ring);
             std::mem::forget(entries);
             let _ = up.send(Err(format!("queue {qid}: REGISTER: {e}")));
             return 0;
         }
     }
     // A refused REGISTER completes at once (`fuse_uring_cmd` returns the error instead of
-    // `-EIOCBQUEUED`); an accepted one completes only when a request arrives.
+    // `-EIOCBQUEUED`), so the first pass over the completion queue, before any wait, tells
+    // `up`; an accepted one completes only when a request arrives.
     let mut served = 0u64;
     let mut live = RING_DEPTH;
-    let mut first_err = None;
-    let done: Vec<cqueue::Entry> = ring.completion().collect();
-    for c in done {
-        if c.result() < 0 {
-            live -= 1;
-            first_err.get_or_insert(c.result());
-        } else {
-            // A request already.
-            served += serve_one(fs, &mut ring, fd, qid, &mut entries, &c);
-        }
-    }
-    let _ = up.send(match first_err {
-        None => Ok(()),
-        Some(e) => Err(format!(
-            "queue {qid}: REGISTER refused: {}",
-            io::Error::from_raw_os_error(-e)
-        )),
-    });
-    let mut scratch_err = 0;
-    while live > 0 {
-        match ring.submit_and_wait(1) {
-            Ok(_) => {}
-            Err(e) if e.raw_os_error() == Some(libc_eintr()) => continue,
-            Err(_) => {
-                scratch_err += 1;
-                if scratch_err > 100 {
-                    break;
-                }
-                continue;
-            }
-        }
+    let mut lost = false;
+    let mut refused = None;
+    let mut reported = false;
+    let mut wait_errors = 0;
+    loop {
         let done: Vec<cqueue::Entry> = ring.completion().collect();
         for c in done {
             if c.result() < 0 {
                 live -= 1;
+                if !reported {
+                    refused.get_or_insert(c.result());
+                }
+            } else if serve_one(fs, &mut ring, fd, qid, &mut entries, &c) {
+                served += 1;
             } else {
-                served += serve_one(fs, &mut ring, fd, qid, &mut entries, &c);
+                // Its commit could not be queued: the entry is lost to this worker (and
+                // its buffers leaked below, the kernel may still hold it).
+                lost = true;
+                live -= 1;
+            }
+        }
+        if !reported {
+            reported = true;
+            let _ = up.send(match refused {
+                None => Ok(()),
+                Some(e) => Err(format!(
+                    "queue {qid}: REGISTER refused: {}",
+                    io::Error::from_raw_os_error(-e)
+                )),
+            });
+        }
+        if live == 0 {
+            break;
+        }
+        match ring.submit_and_wait(1) {
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(libc_eintr()) => {}
+            // (`EBUSY` with the completion queue full cannot last: it is drained above.)
+            Err(_) => {
+                wait_errors += 1;
+                if wait_errors > 100 {
+                    break;
+                }
             }
         }
     }
-    if live > 0 {
+    if live > 0 || lost {
         // Entries still the kernel's: never free what it may write.
         drop(ring);
         std::mem::forget(entries);
@@ -390,7 +416,9 @@ fn libc_eintr() -> i32 {
 }
 
 /// Serves the request in the entry completion `c` names and queues its COMMIT_AND_FETCH
-/// (submitted by the caller's next wait). Returns 1 (one request answered).
+/// (submitted by the caller's next wait). Returns whether the commit was queued (`false`:
+/// a completion naming no entry, or no room in the submission queue even after a
+/// submit; neither happens with one command per entry and a queue twice that size).
 fn serve_one(
     fs: &UvfsFuse,
     ring: &mut IoUring<squeue::Entry128, cqueue::Entry>,
@@ -398,13 +426,13 @@ fn serve_one(
     qid: usize,
     entries: &mut [Entry],
     c: &cqueue::Entry,
-) -> u64 {
+) -> bool {
     thread_local! {
         static SCRATCH: std::cell::RefCell<UringScratch> = Default::default();
     }
     let i = c.user_data() as usize;
     let Some(e) = entries.get_mut(i) else {
-        return 0;
+        return false;
     };
     // The entry's completion arrived: the kernel wrote the request and no longer touches
     // the buffers until the commit below (module invariants).
@@ -417,8 +445,11 @@ fn serve_one(
         .build()
         .user_data(i as u64);
     // SAFETY: the SQE points at no memory (the kernel uses the buffers registered with the
-    // entry, which stay in place: module invariants). The queue holds twice the entries,
-    // one command per entry at a time, so it has room.
-    let _ = unsafe { ring.submission().push(&sqe) };
-    1
+    // entry, which stay in place: module invariants).
+    if unsafe { ring.submission().push(&sqe) }.is_ok() {
+        return true;
+    }
+    let _ = ring.submit();
+    // SAFETY: as above.
+    unsafe { ring.submission().push(&sqe) }.is_ok()
 }
