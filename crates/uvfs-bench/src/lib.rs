@@ -163,9 +163,14 @@ pub enum TargetKind {
     UvfsHostfs,
     /// `uvfs mount`: uvfs's tmpfs served over FUSE by this executable, the
     /// workloads through system calls in a fresh mount (module `uvfs_mount`).
-    /// Alone, `--target mount` means mount, mount-uvfs-perms, passthrough-ll,
-    /// kernel.
+    /// Alone, `--target mount` means mount, mount-uring, mount-uvfs-perms,
+    /// passthrough-ll, kernel.
     Mount,
+    /// `uvfs mount --transport uring`: as `mount`, served over FUSE io_uring rings (one
+    /// per CPU); skipped with a message where the kernel does not offer them (not root,
+    /// `/sys/module/fuse/parameters/enable_uring` missing or off).
+    #[value(name = "mount-uring")]
+    MountUring,
     /// `uvfs mount --permissions uvfs`: as `mount`, with the permission checks
     /// left to uvfs instead of the kernel (`default_permissions`), as
     /// `passthrough_ll` leaves them (it does none).
@@ -208,10 +213,11 @@ impl TargetKind {
     pub const ALL: [TargetKind; 2] = [TargetKind::Uvfs, TargetKind::Kernel];
 
     /// What `--target mount` alone stands for: `uvfs mount` (the subject),
-    /// `uvfs mount --permissions uvfs`, libfuse's `passthrough_ll`, the
-    /// kernel's tmpfs.
-    pub const MOUNT: [TargetKind; 4] = [
+    /// `uvfs mount --transport uring`, `uvfs mount --permissions uvfs`, libfuse's
+    /// `passthrough_ll`, the kernel's tmpfs.
+    pub const MOUNT: [TargetKind; 5] = [
         TargetKind::Mount,
+        TargetKind::MountUring,
         TargetKind::MountUvfsPerms,
         TargetKind::PassthroughLl,
         TargetKind::Kernel,
@@ -433,6 +439,18 @@ fn bench_with(args: &BenchArgs) -> Result<Report> {
             TargetKind::Mount => {
                 let mount = uvfs_mount::UvfsMount::start_self(mount_threads, &[])?;
                 Box::new(kernel::KernelTarget::on("mount", Box::new(mount))?)
+            }
+            TargetKind::MountUring => {
+                if !rustix::process::geteuid().is_root() || !uvfs::fuse::uring_enabled() {
+                    print_flush(
+                        "skipping mount-uring: FUSE over io_uring needs root and \
+                         /sys/module/fuse/parameters/enable_uring = Y\n",
+                    );
+                    continue;
+                }
+                let extra = ["--transport", "uring"];
+                let mount = uvfs_mount::UvfsMount::start_self(mount_threads, &extra)?;
+                Box::new(kernel::KernelTarget::on("mount-uring", Box::new(mount))?)
             }
             TargetKind::MountUvfsPerms => {
                 let extra = ["--permissions", "uvfs"];

@@ -23,6 +23,19 @@ macro_rules! say {
 }
 pub(crate) use say;
 
+/// How requests travel between the kernel and uvfs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum TransportArg {
+    /// FUSE over io_uring when the kernel offers it (enabled, and the rings register),
+    /// else `dev`, saying which and why in one line at startup.
+    Auto,
+    /// FUSE over io_uring (Linux 6.14+, `enable_uring` on, as root): one ring per CPU;
+    /// fails with one line if unavailable.
+    Uring,
+    /// Requests read from `/dev/fuse` by worker threads (fuser's session).
+    Dev,
+}
+
 /// Who checks permissions on the mount.
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 pub enum PermissionsArg {
@@ -38,7 +51,8 @@ pub struct MountArgs {
     /// The directory to mount on (must exist).
     pub mountpoint: PathBuf,
     /// Worker threads, each reading requests from its own cloned /dev/fuse descriptor
-    /// (default: the number of CPUs).
+    /// (default: the number of CPUs). With `--transport uring` the workers are one per
+    /// possible CPU; this then sets how many descriptor tables they share (handle limits).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub threads: Option<u16>,
     /// The file system's size limit in bytes (suffixes k, m, g as tmpfs's `size=`;
@@ -67,6 +81,11 @@ pub struct MountArgs {
     /// Who checks permissions.
     #[arg(long, value_enum, default_value = "kernel")]
     pub permissions: PermissionsArg,
+    /// How requests reach uvfs: `dev` (worker threads reading /dev/fuse), `uring` (FUSE
+    /// over io_uring: one ring per CPU, its worker pinned there; root, Linux 6.14+ with
+    /// `/sys/module/fuse/parameters/enable_uring` Y), or `auto` (uring when available).
+    #[arg(long, value_enum, default_value = "dev")]
+    pub transport: TransportArg,
     /// With `--permissions uvfs`: whether a user may hard-link only files it owns or may
     /// read and write (1) or any file (0), as the `fs.protected_hardlinks` sysctl (default:
     /// the host's; with kernel checks the kernel applies the host's itself).
@@ -545,6 +564,12 @@ fn daemonize(args: &MountArgs) -> Result<(), String> {
         PermissionsArg::Uvfs => "uvfs",
     };
     cmd.arg(format!("--fsname={}", args.fsname));
+    let transport = match args.transport {
+        TransportArg::Auto => "auto",
+        TransportArg::Uring => "uring",
+        TransportArg::Dev => "dev",
+    };
+    cmd.arg(format!("--transport={transport}"));
     cmd.arg(format!("--permissions={perm}"))
         .arg(format!("--timeout={}", args.timeout))
         .stdin(std::process::Stdio::null())
@@ -981,6 +1006,36 @@ fn session_ended(e: io::Error, mp: &std::path::Path) -> io::Result<()> {
 /// `fusermount3 -u`/`umount` from outside).
 ///
 /// # Errors
+/// Whether this mount is to be served over io_uring (`--transport`), and for `auto` where
+/// it cannot be, why (for the startup line). Checked before mounting: root (uvfs must mount
+/// `/dev/fuse` itself to answer INIT), the kernel's `enable_uring` parameter. Whether the
+/// kernel then takes the rings is known only after INIT (`serve_rings`).
+///
+/// # Errors
+/// `--transport uring` where io_uring cannot be used: the one-line reason.
+fn use_uring(args: &MountArgs) -> Result<(bool, Option<String>), String> {
+    let unavailable = if args.transport == TransportArg::Dev {
+        return Ok((false, None));
+    } else if !rustix::process::geteuid().is_root() {
+        "it needs root (uvfs then mounts /dev/fuse itself)"
+    } else if !Path::new("/sys/module/fuse/parameters/enable_uring").exists() {
+        "this kernel has no FUSE over io_uring (Linux 6.14+, CONFIG_FUSE_IO_URING)"
+    } else if !uvfs::fuse::uring_enabled() {
+        "it is off: echo Y > /sys/module/fuse/parameters/enable_uring"
+    } else {
+        return Ok((true, None));
+    };
+    match args.transport {
+        TransportArg::Uring => Err(format!(
+            "--transport uring: FUSE over io_uring unavailable: {unavailable}"
+        )),
+        _ => Ok((
+            false,
+            Some(format!("FUSE over io_uring unavailable: {unavailable}")),
+        )),
+    }
+}
+
 /// A message for a missing /dev/fuse or fusermount3, an unusable mount point, a refused
 /// mount, or a session that failed.
 pub fn run(args: &MountArgs) -> Result<(), String> {
@@ -989,6 +1044,7 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
         return daemonize(args);
     }
     let threads = worker_threads(args);
+    let (uring, no_uring_why) = use_uring(args)?;
     let permissions = match args.permissions {
         PermissionsArg::Kernel => Permissions::Kernel,
         PermissionsArg::Uvfs => Permissions::Uvfs,
@@ -1021,6 +1077,7 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
             max_handles: args
                 .max_handles
                 .unwrap_or_else(uvfs::fuse::default_max_handles),
+            over_io_uring: uring,
         },
     );
     // After the server's first task exists: a namespace lives as long as a task of it, and
@@ -1065,7 +1122,8 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
     // As root, mounted here and served with `Session::from_fd`, so that fuser never
     // unmounts it (see `mount_as_root`); otherwise fuser mounts through fusermount3.
     let as_root = rustix::process::geteuid().is_root();
-    let mut session = if as_root {
+    // With the rings (`use_uring` checked root), mounted here too: uvfs answers INIT.
+    let mount_here = || {
         mount_as_root(
             mp,
             &args.fsname,
@@ -1073,9 +1131,15 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
             permissions == Permissions::Kernel,
             args.allow_other,
         )
-        .and_then(|fd| Session::from_fd(fs, fd, config.acl, config.clone()))
+    };
+    let mut session = if uring {
+        mount_here().map(|fd| Serving::Uring(Arc::new(fs), fd))
+    } else if as_root {
+        mount_here()
+            .and_then(|fd| Session::from_fd(fs, fd, config.acl, config.clone()))
+            .map(|s| Serving::Fuser(Box::new(s)))
     } else {
-        Session::new(fs, mp, &config)
+        Session::new(fs, mp, &config).map(|s| Serving::Fuser(Box::new(s)))
     }
     .map_err(|e| format!("cannot mount on {}: {e}", mp.display()))?;
     let conn = canonical.as_deref().and_then(fuse_connection);
@@ -1095,8 +1159,13 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
         (None, 0) => "no inode limit".to_owned(),
         (None, n) => format!("{n} inodes"),
     };
+    let transport_text = if uring {
+        "transport uring".to_owned()
+    } else {
+        format!("{threads} threads")
+    };
     say!(
-        "uvfs: mounted on {} ({threads} threads, {size_text}, {inodes_text}, permissions \
+        "uvfs: mounted on {} ({transport_text}, {size_text}, {inodes_text}, permissions \
          checked by {}); Ctrl-C unmounts",
         mp.display(),
         match permissions {
@@ -1104,6 +1173,9 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
             Permissions::Uvfs => "uvfs",
         }
     );
+    if let Some(why) = &no_uring_why {
+        say!("uvfs: transport dev: {why}");
+    }
     if args.daemon_child {
         // The parent has read the line above and gone: later messages would go to a closed
         // pipe. A daemon has no terminal: they go to `--log`'s file, or nowhere.
@@ -1119,10 +1191,9 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
     }
     // SIGINT/SIGTERM/SIGHUP: unmount, which ends `run` below; if it has not ended
     // DETACHED_GRACE later, abort the connection, which does.
-    let mut unmounter = Some(if as_root {
-        Unmounter::Root(canonical.clone(), conn)
-    } else {
-        Unmounter::Fuser(session.unmount_callable())
+    let mut unmounter = Some(match &mut session {
+        Serving::Fuser(s) if !as_root => Unmounter::Fuser(s.unmount_callable()),
+        _ => Unmounter::Root(canonical.clone(), conn),
     });
     let done = Arc::new(AtomicBool::new(false));
     let watcher = {
@@ -1187,7 +1258,11 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
             failed.map_or(Ok(()), Err)
         })
     };
-    let r = session.run().or_else(|e| session_ended(e, mp));
+    let r = match session {
+        Serving::Fuser(s) => s.run(),
+        Serving::Uring(fs, fd) => serve_rings(&fs, fd, args.transport, mp),
+    }
+    .or_else(|e| session_ended(e, mp));
     // Release: pairs with the watcher's Acquire load; it stops polling.
     done.store(true, Ordering::Release);
     let unmounted = watcher
@@ -1215,6 +1290,52 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
             copy_summary(&st)
         );
     }
+    Ok(())
+}
+
+/// What serves the mount: fuser's session (`--transport dev`), or uvfs's own INIT and
+/// rings on the `/dev/fuse` descriptor of [`mount_as_root`].
+enum Serving {
+    Fuser(Box<Session<UvfsFuse>>),
+    Uring(Arc<UvfsFuse>, std::os::fd::OwnedFd),
+}
+
+/// Serves the mount at `mp` over io_uring until it is unmounted, saying at startup how the
+/// rings came up; with `--transport uring` a refusal ends the session (the mount is
+/// detached, the error returned), with `auto` the session goes on over `/dev/fuse`. At the
+/// end, one line with how many requests went through the rings.
+///
+/// # Errors
+/// The session's (see `uvfs::fuse::serve_uring`).
+fn serve_rings(
+    fs: &Arc<UvfsFuse>,
+    fd: std::os::fd::OwnedFd,
+    transport: TransportArg,
+    mp: &Path,
+) -> io::Result<()> {
+    let stats = uvfs::fuse::serve_uring(fs, fd, |up| match up {
+        uvfs::fuse::RingsUp::Ready { queues } => {
+            say!(
+                "uvfs: transport uring: {queues} queues (one per possible CPU), {} entries each",
+                uvfs::fuse::RING_DEPTH
+            );
+            true
+        }
+        uvfs::fuse::RingsUp::Refused(why) if transport == TransportArg::Uring => {
+            say!("uvfs: --transport uring: the kernel refused the rings: {why}; unmounting");
+            let _ = lazy_unmount(mp);
+            false
+        }
+        uvfs::fuse::RingsUp::Refused(why) => {
+            say!("uvfs: transport dev: the kernel refused the rings: {why}");
+            true
+        }
+    })?;
+    say!(
+        "uvfs: {} requests through io_uring, {} through /dev/fuse",
+        stats.ring_requests,
+        stats.dev_requests
+    );
     Ok(())
 }
 

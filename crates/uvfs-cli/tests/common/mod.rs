@@ -15,7 +15,9 @@
 //!   the process serving DIR, for the descriptor and memory checks.
 //!
 //! `UVFS_MOUNT_TEST_ARGS="--permissions uvfs ..."` appends options to every `uvfs
-//! mount` the tests start (e.g. to run them all with uvfs checking permissions).
+//! mount` the tests start (e.g. to run them all with uvfs checking permissions). With
+//! `--transport uring` among them, every clean stop also checks that the server's rings
+//! registered (its `transport uring:` line) and prints how many requests they served.
 //!
 //! # Skipping
 //! A FUSE subject needs root, `/dev/fuse`, `fusermount3` and a `uvfs` with a
@@ -69,6 +71,15 @@ impl Subject {
             _ => Subject::Uvfs,
         }
     }
+}
+
+/// True if `UVFS_MOUNT_TEST_ARGS` asks for `--transport uring` (CI's second pass of the
+/// mount tests): each clean stop then checks that the rings served the mount.
+pub fn uring_requested() -> bool {
+    std::env::var("UVFS_MOUNT_TEST_ARGS").is_ok_and(|a| {
+        let a: Vec<&str> = a.split_whitespace().collect();
+        a.contains(&"--transport=uring") || a.windows(2).any(|w| w == ["--transport", "uring"])
+    })
 }
 
 /// True if `UVFS_REQUIRE_FUSE=1`: missing prerequisites fail instead of skip.
@@ -457,6 +468,20 @@ impl MountGuard {
             "server exited but left {} mounted: {left:?}",
             path.display()
         );
+        if self_uvfs && uring_requested() {
+            // The rings really served: the startup line says they registered, the last
+            // line how many requests went through them (shown with --nocapture).
+            assert!(
+                log.contains("uvfs: transport uring: "),
+                "--transport uring but no rings; the server's output:\n{log}"
+            );
+            if let Some(l) = log
+                .lines()
+                .find(|l| l.contains("requests through io_uring"))
+            {
+                eprintln!("{}: {l}", path.display());
+            }
+        }
     }
 
     /// Stops the server and removes the directory, whatever state they are in.

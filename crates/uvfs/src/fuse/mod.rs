@@ -13,4 +13,6 @@ pub mod server;
 #[cfg(feature = "fuse")]
 pub use handles::default_max_handles;
 #[cfg(feature = "fuse")]
-pub use server::{FuseOptions, Permissions, UvfsFuse};
+pub use server::{
+    serve_uring, uring_enabled, FuseOptions, Permissions, RingsUp, UringStats, UvfsFuse, RING_DEPTH,
+};

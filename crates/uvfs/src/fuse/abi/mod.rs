@@ -708,6 +708,8 @@ pub(crate) fn dirents(mut buf: &[u8]) -> Result<Vec<DirentRec<'_>>, ProtoError> 
     Ok(out)
 }
 
+#[cfg(feature = "fuse")]
+pub(crate) mod sqe;
 #[cfg(all(test, not(uvfs_loom)))]
 mod tests;
 

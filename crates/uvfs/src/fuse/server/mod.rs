@@ -17,8 +17,9 @@
 //!   `uvfs mount` serves `/dev/fuse` today: its mounting through `fusermount3`, its
 //!   cloned-descriptor worker threads and session end stay fuser's);
 //! - `dispatch.rs`: [`UvfsFuse::dispatch`], uvfs's own decoder of a request's bytes into
-//!   the reply's bytes, for transports fuser does not have (FUSE over io_uring, issue 13),
-//!   which hand it the buffers the kernel filled.
+//!   the reply's bytes, for transports fuser does not have: FUSE over io_uring (`ring.rs`,
+//!   [`serve_uring`]: INIT and `/dev/fuse` read by uvfs, one ring per CPU whose entries
+//!   `uring.rs` serves in place).
 //!
 //! Neither front end does more than decode and encode, so the two cannot answer a request
 //! differently. fuser stays for the classic path rather than being replaced by a read loop
@@ -114,8 +115,10 @@ use crate::types::{self, AtFlags, Fd, OpenFlags, Stat};
 mod dispatch;
 mod fuser_fs;
 mod ops;
+mod ring;
 mod uring;
 
+pub use ring::{serve_uring, uring_enabled, RingsUp, UringStats, RING_DEPTH};
 pub use uring::{UringScratch, URING_HEADER_SIZE};
 
 /// How a file opened with `flags` is opened for the kernel. `O_RDWR` opens, the only ones a
@@ -176,6 +179,11 @@ pub struct FuseOptions {
     /// opens race. Default [`default_max_handles`] (Linux's `file-max` for this RAM); 0: no
     /// limit.
     pub max_handles: u64,
+    /// Take `FUSE_OVER_IO_URING` in INIT when the kernel offers it: the connection is to be
+    /// served by [`serve_uring`], whose rings the kernel then waits for (requests block
+    /// until every queue is registered, or a registration fails). Off for fuser's session,
+    /// which has no rings. Default `false`.
+    pub over_io_uring: bool,
 }
 
 impl Default for FuseOptions {
@@ -186,6 +194,7 @@ impl Default for FuseOptions {
             timeout: Duration::from_secs(1),
             max_handles_per_user: None,
             max_handles: default_max_handles(),
+            over_io_uring: false,
         }
     }
 }

@@ -104,6 +104,10 @@ impl UvfsFuse {
         // lookups and readdirs in one directory in parallel: uvfs's are lock-free;
         // open(O_TRUNC) in one request, as `openat` does it; symlink targets never change:
         // the kernel may cache them.
+        // The rings, when this connection is served by `serve_uring` (ring.rs).
+        if self.opts.over_io_uring {
+            wants |= F::FUSE_OVER_IO_URING;
+        }
         wants | F::FUSE_PARALLEL_DIROPS | F::FUSE_ATOMIC_O_TRUNC | F::FUSE_CACHE_SYMLINKS
     }
 

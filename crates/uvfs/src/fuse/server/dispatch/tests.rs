@@ -65,6 +65,42 @@ fn entry(b: &[u8]) -> abi::EntryOut {
     abi::exact(b).expect("a fuse_entry_out")
 }
 
+/// `FUSE_OVER_IO_URING` (flags2 bit 9) is taken only by a server made for the rings
+/// (`FuseOptions::over_io_uring`, `serve_uring`) and only when the kernel offers it.
+#[test]
+fn init_takes_io_uring_only_for_the_ring_transport() {
+    let mnt = crate::tmpfs::mount(Default::default());
+    let ring = UvfsFuse::new(
+        &mnt,
+        FuseOptions {
+            over_io_uring: true,
+            ..Default::default()
+        },
+    );
+    let (_m, classic) = server();
+    let init = |flags2: u32| abi::InitIn {
+        major: 7,
+        minor: 45,
+        flags: abi::init::FUSE_INIT_EXT as u32,
+        flags2,
+        ..Default::default()
+    };
+    let bit = (abi::init::FUSE_OVER_IO_URING >> 32) as u32;
+    let reply = |fs: &UvfsFuse, flags2| -> abi::InitOut {
+        abi::exact(&call(fs, &req(2, op::FUSE_INIT, 0, &[init(flags2).as_bytes()])).unwrap())
+            .unwrap()
+    };
+    let out = reply(&ring, bit);
+    assert_eq!(out.flags2 & bit, bit);
+    assert_ne!(out.flags & abi::init::FUSE_INIT_EXT as u32, 0);
+    assert_eq!(reply(&ring, 0).flags2 & bit, 0, "not offered: not taken");
+    assert_eq!(
+        reply(&classic, bit).flags2 & bit,
+        0,
+        "fuser's path has no rings"
+    );
+}
+
 #[test]
 fn init_takes_the_smaller_minor_and_only_offered_flags() {
     let (_m, fs) = server();
