@@ -141,6 +141,9 @@ fn notified() -> Vec<u32> {
         SYS_clone3,
         SYS_fork,
         SYS_vfork,
+        // Only so that a failed exec's rewritten path is put back before a vfork parent
+        // resumes (see `settle_exec`); answered CONTINUE.
+        SYS_exit_group,
         SYS_setxattr,
         SYS_lsetxattr,
         SYS_fsetxattr,
@@ -205,12 +208,9 @@ struct Proc {
     max_fd: i32,
     /// An `execve` was let through; whether it succeeded is read at the next call.
     exec_pending: bool,
-    /// The parent whose memory this process shares (vfork, posix_spawn), if any.
-    vm_parent: Option<i32>,
     /// Bytes an `execve` overwrote in the program's memory (its path string, rewritten to
-    /// `/dev/fd/K`): `(address, original bytes, K)`, put back at the next call where the
-    /// memory still exists (a vfork child's parent; the process itself if its exec
-    /// failed).
+    /// `/dev/fd/K`): `(address, original bytes, K)`, put back at the next call if the
+    /// exec failed (see `settle_exec`).
     restore: Option<(u64, Vec<u8>, i32)>,
 }
 
@@ -230,9 +230,6 @@ struct PendingFork {
     task: Task,
     /// The parent's highest descriptor number: the child's table holds the same ones.
     max_fd: i32,
-    /// The parent, when the child shares its memory (`CLONE_VM` without `CLONE_THREAD`:
-    /// vfork, posix_spawn): see `Proc::restore`.
-    vm_parent: Option<i32>,
     /// When the clone was seen: entries of children that never made a call go after
     /// `PENDING_TTL`.
     when: std::time::Instant,
@@ -430,7 +427,6 @@ pub(crate) fn run(view: &View, argv: &[OsString]) -> Result<i32, String> {
             pidfd,
             max_fd: -1,
             exec_pending: false,
-            vm_parent: None,
             restore: None,
         })),
     );
@@ -779,7 +775,6 @@ impl Sup {
             pidfd,
             max_fd: entry.max_fd,
             exec_pending: false,
-            vm_parent: entry.vm_parent,
             restore: None,
         }));
         procs.insert(tid, p.clone());
@@ -801,6 +796,9 @@ impl Sup {
         let a = n.args;
         if pr.exec_pending {
             settle_exec(pr, n.pid);
+        }
+        if n.nr == libc::SYS_exit_group {
+            return Ok(Answer::Continue);
         }
         if creds::is_cred_call(n.nr) {
             // The kernel makes the change (CONTINUE); read at the thread's next call.
@@ -1594,7 +1592,6 @@ impl Sup {
                         .ok()
                         .and_then(|s| s.trim().parse().ok())
                         .unwrap_or(0);
-                    let vm = flags & CLONE_VM as u64 != 0;
                     let mut pending = lock(&self.pending);
                     pending.retain(|p| p.when.elapsed() < PENDING_TTL);
                     if pending.len() >= MAX_PENDING {
@@ -1605,7 +1602,6 @@ impl Sup {
                         last_pid,
                         task,
                         max_fd: pr.max_fd,
-                        vm_parent: vm.then_some(tgid),
                         when: std::time::Instant::now(),
                     });
                 }
@@ -1736,7 +1732,6 @@ impl Sup {
                     pidfd: thread_pidfd(pid)?,
                     max_fd: pr.max_fd,
                     exec_pending: false,
-                    vm_parent: None,
                     restore: None,
                 }));
                 // Lock order: a Proc, then `threads` (no holder of `threads` waits for a
@@ -2120,18 +2115,22 @@ fn settle_exec(pr: &mut Proc, tgid: i32) {
     // group's id.
     pr.creds.all_stale();
     if let Some((addr, orig, k)) = pr.restore.take() {
-        // Where the rewritten bytes still are: the parent's memory for a vfork child (the
-        // same pages, whether or not the exec succeeded); the process's own if its exec
-        // failed, which the file's descriptor K still open tells (K is close-on-exec for
-        // a binary; for a script, left open, a failed exec cannot be told from a good one
-        // and nothing is put back).
-        let at = match pr.vm_parent {
-            Some(parent) => Some(parent),
-            None if exec_failed_binary(tgid, k) => Some(tgid),
-            None => None,
-        };
-        if let Some(pid) = at {
-            let _ = sys::write_mem(pid, addr, &orig);
+        // The bytes go back only where the exec failed (through the process itself: a
+        // vfork child's pages are its parent's), which the file's descriptor K still
+        // open tells (K is close-on-exec for a binary; for a script, left open, a
+        // failed exec cannot be told from a good one and nothing is put back): then the
+        // caller is still inside its exec path (this is its next call), and a vfork
+        // parent is still suspended (Linux releases it at a successful exec or at the
+        // child's exit), so the string is still the one the exec read.
+        //
+        // After a successful exec nothing is written anywhere: the process's old memory
+        // is gone, and a vfork parent (the same pages: vfork, posix_spawn) has been
+        // running since the exec and may have freed the string and reused its memory:
+        // writing the old bytes there corrupted its heap (glibc's "malloc(): unaligned
+        // tcache chunk detected" under pjdfstest). Such a parent still holding the string
+        // reads `/dev/fd/K` in it (see docs/run.md).
+        if exec_failed_binary(tgid, k) {
+            let _ = sys::write_mem(tgid, addr, &orig);
         }
     }
     for fd in 0..=pr.max_fd {
