@@ -16,7 +16,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use uvfs::{AtFlags, Errno, Fcntl, Fd, OpenFlags, RenameFlags, Task, Timespec};
@@ -270,6 +270,13 @@ struct Sup {
     /// name pointing at `/proc/self/fd/EXEC_FD` (see `Sup::execve`). The processes' real
     /// working directories are uvfs's.
     execdir: std::path::PathBuf,
+    /// Unix sockets the program bound to uvfs paths: the socket file's `(st_dev, st_ino)`
+    /// in uvfs -> the host path (`execdir/sN`) the socket is really bound to (see
+    /// `Sup::bind_unix`). Entries stay until the end (a later socket at a recycled inode
+    /// number replaces its entry).
+    sockets: Mutex<HashMap<(u64, u64), std::path::PathBuf>>,
+    /// The next `N` of `execdir/sN`.
+    next_socket: AtomicU64,
 }
 
 /// Where a thread's calls go: its thread group, the `Proc` that serves it, and its
@@ -418,6 +425,8 @@ pub(crate) fn run(view: &View, argv: &[OsString]) -> Result<i32, String> {
         pending: Mutex::new(VecDeque::new()),
         said: Mutex::new(HashSet::new()),
         execdir: execdir.clone(),
+        sockets: Mutex::new(HashMap::new()),
+        next_socket: AtomicU64::new(0),
     };
     lock(&sup.procs).insert(
         pid,
@@ -1767,23 +1776,34 @@ impl Sup {
                     .map_or(sa.len(), |i| i + 2);
                 let sp = proc_self(sa[2..end].to_vec(), tgid, pid);
                 if n.nr == SYS_bind {
-                    return self.unsupported("bind of a Unix socket to a path");
+                    return self.bind_unix(t, n, &sp);
                 }
-                // connect: the host's socket when uvfs's view has that very socket (a host
-                // bind at the same path, as /run's); else the errno uvfs's walk gives.
+                // connect, as Linux's `unix_find_bsd`: the walk's errno, write permission
+                // on the socket file (EACCES), a socket (else ECONNREFUSED).
                 let st = t
                     .fstatat(Fd::AT_FDCWD, sp.as_slice(), AtFlags::empty())
+                    .map_err(raw)?;
+                t.faccessat2(Fd::AT_FDCWD, sp.as_slice(), W_OK as u32, AtFlags::EACCESS)
                     .map_err(raw)?;
                 if st.st_mode & 0o170000 != 0o140000 {
                     return Err(ECONNREFUSED);
                 }
+                // The host's socket when uvfs's view has that very socket (a host bind at
+                // the same path, as /run's).
                 let theirs = host_stat_from_cwd(pid, &sp);
                 if theirs
                     .is_some_and(|(_, ino, mode)| ino == st.st_ino && mode & 0o170000 == 0o140000)
                 {
                     return Ok(Answer::Continue);
                 }
-                self.unsupported("connect to a Unix socket that exists only in uvfs")
+                // A socket a program bound in uvfs: its host twin; none (a socket file
+                // made by mknod, or bound outside `uvfs run`) is a socket nobody listens
+                // on, as on Linux.
+                let host = lock(&self.sockets).get(&(st.st_dev, st.st_ino)).cloned();
+                match host {
+                    Some(host) => connect_unix(n, &host, &self.listener),
+                    None => Err(ECONNREFUSED),
+                }
             }
             other => self.unsupported(&format!("syscall {other}")),
         }
@@ -2025,6 +2045,49 @@ impl Sup {
         Ok(Answer::Continue)
     }
 
+    /// `bind` of the program's Unix socket (descriptor `args[0]`) to the uvfs path `p`:
+    /// the socket file is made in uvfs (`S_IFSOCK`, mode 0777 less the umask, as Linux's
+    /// `unix_bind_bsd`), and the socket itself is bound to a fresh host path in the
+    /// private exec directory, which `connect` to the uvfs path then reaches. A socket
+    /// of another family, or a descriptor that is not a socket, is left to the kernel
+    /// (its errno: `EINVAL`, `EAFNOSUPPORT`, `ENOTSOCK`, `EBADF`).
+    ///
+    /// # Errors
+    /// In Linux's order: the walk's and mknod's errnos (`ENOENT`, `EACCES`, `EROFS`, ...),
+    /// `EADDRINUSE` (the name exists), `EINVAL` (the socket is bound already; the new
+    /// file is removed again), the host bind's errno.
+    fn bind_unix(&self, t: &Task, n: &Notif, p: &[u8]) -> R {
+        let fd = n.args[0] as i32;
+        let Ok(sock) = sys::pidfd_getfd(thread_pidfd(n.pid)?.as_fd(), fd) else {
+            return Ok(Answer::Continue);
+        };
+        if sys::socket_domain(sock.as_fd()) != Some(libc::AF_UNIX) {
+            return Ok(Answer::Continue);
+        }
+        t.mknodat(Fd::AT_FDCWD, p, libc::S_IFSOCK | 0o777, 0)
+            .map_err(|e| match e {
+                Errno::EEXIST => libc::EADDRINUSE,
+                e => raw(e),
+            })?;
+        let undo = |e: i32| {
+            let _ = t.unlinkat(Fd::AT_FDCWD, p, AtFlags::empty());
+            e
+        };
+        if sys::socket_bound(sock.as_fd()) {
+            return Err(undo(libc::EINVAL));
+        }
+        let st = t
+            .fstatat(Fd::AT_FDCWD, p, AtFlags::SYMLINK_NOFOLLOW)
+            .map_err(|e| undo(raw(e)))?;
+        // Relaxed: only a unique number is wanted; the host bind that follows publishes
+        // nothing through it.
+        let k = self.next_socket.fetch_add(1, Ordering::Relaxed);
+        let host = self.execdir.join(format!("s{k}"));
+        sys::bind_unix(sock.as_fd(), &host).map_err(undo)?;
+        lock(&self.sockets).insert((st.st_dev, st.st_ino), host);
+        val(0)
+    }
+
     /// A relative `execve` (`./a.out`, `bin/test`) of a file the kernel cannot see there:
     /// the file at `EXEC_FD` in the program, and `p` made in the exec directory (the
     /// program's kernel working directory) as a symlink to `/proc/self/fd/EXEC_FD`.
@@ -2223,6 +2286,40 @@ fn magic_fd(p: &[u8], tgid: i32) -> Option<i32> {
 
 /// A pidfd of thread `tid`, whose descriptor table `pidfd_getfd` reads (a thread may have
 /// its own); the process's on kernels without `PIDFD_THREAD` (6.9).
+/// `connect` of the program's socket (descriptor `args[0]` of `n`) to `host`, the host
+/// twin of a socket bound in uvfs, made by the supervisor on a duplicate of the socket
+/// (the same socket). The program's own timeout and `O_NONBLOCK` apply as on Linux: a
+/// non-blocking socket gets `EAGAIN` at once when the listener's backlog is full; a
+/// blocking one waits, in slices of 100 ms (`SO_SNDTIMEO` lowered for the call and put
+/// back) so that the wait ends when the program dies; the program's own `SO_SNDTIMEO`,
+/// when it has one, still ends it with `EAGAIN` (Linux `unix_wait_for_peer`).
+///
+/// # Errors
+/// The kernel's `connect` errnos (`ECONNREFUSED` when the binder closed its socket,
+/// `EPROTOTYPE`, `EISCONN`, `EAGAIN`); `ESRCH` when the program is gone.
+fn connect_unix(n: &Notif, host: &Path, listener: &OwnedFd) -> R {
+    let sock = sys::pidfd_getfd(thread_pidfd(n.pid)?.as_fd(), n.args[0] as i32)?;
+    let theirs = sys::send_timeout(sock.as_fd())?;
+    let slice = theirs.map_or(std::time::Duration::from_millis(100), |d| {
+        d.min(std::time::Duration::from_millis(100))
+    });
+    let start = std::time::Instant::now();
+    sys::set_send_timeout(sock.as_fd(), Some(slice))?;
+    let r = loop {
+        match sys::connect_unix(sock.as_fd(), host) {
+            Err(libc::EAGAIN) if !sys::nonblocking(sock.as_fd()) => {
+                let expired = theirs.is_some_and(|d| start.elapsed() >= d);
+                if expired || !sys::id_valid(listener.as_fd(), n.id) {
+                    break Err(libc::EAGAIN);
+                }
+            }
+            r => break r,
+        }
+    };
+    let _ = sys::set_send_timeout(sock.as_fd(), theirs);
+    r.and_then(|()| val(0))
+}
+
 fn thread_pidfd(tid: i32) -> Result<OwnedFd, i32> {
     sys::pidfd_open(tid, PIDFD_THREAD)
         .or_else(|_| sys::pidfd_open(tid, 0))

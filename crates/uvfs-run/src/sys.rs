@@ -562,3 +562,149 @@ pub(crate) fn recv_fd(sock: BorrowedFd<'_>) -> io::Result<OwnedFd> {
         Ok(OwnedFd::from_raw_fd(fd))
     }
 }
+
+/// `SO_DOMAIN` of socket `fd`; `None` for a descriptor that is not a socket.
+pub(crate) fn socket_domain(fd: BorrowedFd<'_>) -> Option<i32> {
+    let mut v: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `v` and `len` are an int and its size, which the call fills.
+    let r = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_DOMAIN,
+            (&mut v as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    (r == 0).then_some(v)
+}
+
+/// Whether Unix socket `fd` has an address (a path, an abstract or an autobound name):
+/// `getsockname` gives more than the family.
+pub(crate) fn socket_bound(fd: BorrowedFd<'_>) -> bool {
+    // SAFETY: all-zero bytes are a valid sockaddr_un.
+    let mut sa: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+    // SAFETY: `sa` and `len` are a sockaddr_un and its size, which the call fills.
+    let r = unsafe {
+        libc::getsockname(
+            fd.as_raw_fd(),
+            (&mut sa as *mut libc::sockaddr_un).cast(),
+            &mut len,
+        )
+    };
+    r == 0 && len as usize > std::mem::size_of::<libc::sa_family_t>()
+}
+
+/// A `sockaddr_un` naming `path`, and its length; `ENAMETOOLONG` when the path does not
+/// fit `sun_path` with its NUL.
+fn sockaddr_un(path: &std::path::Path) -> Result<(libc::sockaddr_un, libc::socklen_t), i32> {
+    use std::os::unix::ffi::OsStrExt;
+    // SAFETY: all-zero bytes are a valid sockaddr_un.
+    let mut sa: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    let b = path.as_os_str().as_bytes();
+    if b.len() >= sa.sun_path.len() {
+        return Err(libc::ENAMETOOLONG);
+    }
+    sa.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (d, s) in sa.sun_path.iter_mut().zip(b) {
+        *d = *s as libc::c_char;
+    }
+    let len = std::mem::size_of::<libc::sa_family_t>() + b.len() + 1;
+    Ok((sa, len as libc::socklen_t))
+}
+
+/// `bind` of Unix socket `fd` to the host path `path`.
+pub(crate) fn bind_unix(fd: BorrowedFd<'_>, path: &std::path::Path) -> Result<(), i32> {
+    let (sa, len) = sockaddr_un(path)?;
+    // SAFETY: `sa` is a sockaddr_un of at least `len` bytes.
+    let r = unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&sa as *const libc::sockaddr_un).cast(),
+            len,
+        )
+    };
+    if r < 0 {
+        Err(errno())
+    } else {
+        Ok(())
+    }
+}
+
+/// `connect` of Unix socket `fd` to the host path `path`.
+pub(crate) fn connect_unix(fd: BorrowedFd<'_>, path: &std::path::Path) -> Result<(), i32> {
+    let (sa, len) = sockaddr_un(path)?;
+    // SAFETY: `sa` is a sockaddr_un of at least `len` bytes.
+    let r = unsafe {
+        libc::connect(
+            fd.as_raw_fd(),
+            (&sa as *const libc::sockaddr_un).cast(),
+            len,
+        )
+    };
+    if r < 0 {
+        Err(errno())
+    } else {
+        Ok(())
+    }
+}
+
+/// `SO_SNDTIMEO` of socket `fd`: `None` for none (wait forever).
+pub(crate) fn send_timeout(fd: BorrowedFd<'_>) -> Result<Option<std::time::Duration>, i32> {
+    let mut tv = libc::timeval {
+        tv_sec: 0,
+        tv_usec: 0,
+    };
+    let mut len = std::mem::size_of::<libc::timeval>() as libc::socklen_t;
+    // SAFETY: `tv` and `len` are a timeval and its size, which the call fills.
+    let r = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_SNDTIMEO,
+            (&mut tv as *mut libc::timeval).cast(),
+            &mut len,
+        )
+    };
+    if r < 0 {
+        return Err(errno());
+    }
+    let d = std::time::Duration::new(tv.tv_sec.max(0) as u64, (tv.tv_usec.max(0) as u32) * 1000);
+    Ok((!d.is_zero()).then_some(d))
+}
+
+/// Sets `SO_SNDTIMEO` of socket `fd` (`None`: none).
+pub(crate) fn set_send_timeout(
+    fd: BorrowedFd<'_>,
+    d: Option<std::time::Duration>,
+) -> Result<(), i32> {
+    let d = d.unwrap_or_default();
+    let tv = libc::timeval {
+        tv_sec: d.as_secs() as libc::time_t,
+        tv_usec: d.subsec_micros() as libc::suseconds_t,
+    };
+    // SAFETY: `tv` is a timeval, read by the call.
+    let r = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_SNDTIMEO,
+            (&tv as *const libc::timeval).cast(),
+            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        Err(errno())
+    } else {
+        Ok(())
+    }
+}
+
+/// Whether the open file behind `fd` has `O_NONBLOCK`.
+pub(crate) fn nonblocking(fd: BorrowedFd<'_>) -> bool {
+    // SAFETY: F_GETFL takes no argument.
+    let fl = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
+    fl >= 0 && fl & libc::O_NONBLOCK != 0
+}
