@@ -617,34 +617,27 @@ fn sockaddr_un(path: &std::path::Path) -> Result<(libc::sockaddr_un, libc::sockl
 
 /// `bind` of Unix socket `fd` to the host path `path`.
 pub(crate) fn bind_unix(fd: BorrowedFd<'_>, path: &std::path::Path) -> Result<(), i32> {
-    let (sa, len) = sockaddr_un(path)?;
-    // SAFETY: `sa` is a sockaddr_un of at least `len` bytes.
-    let r = unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            (&sa as *const libc::sockaddr_un).cast(),
-            len,
-        )
-    };
-    if r < 0 {
-        Err(errno())
-    } else {
-        Ok(())
-    }
+    with_sockaddr_un(path, |sa, len| {
+        // SAFETY: `sa` points to a sockaddr_un of at least `len` bytes.
+        unsafe { libc::bind(fd.as_raw_fd(), sa, len) }
+    })
 }
 
 /// `connect` of Unix socket `fd` to the host path `path`.
 pub(crate) fn connect_unix(fd: BorrowedFd<'_>, path: &std::path::Path) -> Result<(), i32> {
+    with_sockaddr_un(path, |sa, len| {
+        // SAFETY: `sa` points to a sockaddr_un of at least `len` bytes.
+        unsafe { libc::connect(fd.as_raw_fd(), sa, len) }
+    })
+}
+
+/// `call(address, length)` with `path` as a `sockaddr_un`; its -1 as the errno.
+fn with_sockaddr_un(
+    path: &std::path::Path,
+    call: impl FnOnce(*const libc::sockaddr, libc::socklen_t) -> libc::c_int,
+) -> Result<(), i32> {
     let (sa, len) = sockaddr_un(path)?;
-    // SAFETY: `sa` is a sockaddr_un of at least `len` bytes.
-    let r = unsafe {
-        libc::connect(
-            fd.as_raw_fd(),
-            (&sa as *const libc::sockaddr_un).cast(),
-            len,
-        )
-    };
-    if r < 0 {
+    if call((&sa as *const libc::sockaddr_un).cast(), len) < 0 {
         Err(errno())
     } else {
         Ok(())
