@@ -247,8 +247,9 @@ impl<V: Variant> Task<V> {
     /// # Errors
     /// In Linux's order: `EINVAL` (negative `length`), walk errors (`ENOENT`, `ENOTDIR`,
     /// `EACCES` without search permission, `ELOOP`, `ENAMETOOLONG`), `EISDIR` (a
-    /// directory), `EINVAL` (another non-regular file), `EACCES` (no write permission),
-    /// `EFBIG` (past the maximum file size; unreachable with an `i64` on 64-bit).
+    /// directory), `EINVAL` (another non-regular file), `EROFS`, `EACCES` (no write
+    /// permission), `ETXTBSY` (the file runs: an [`open_exec`](Self::open_exec) file is
+    /// open), `EFBIG` (past the maximum file size; unreachable with an `i64` on 64-bit).
     ///
     /// # References
     /// truncate(2); Linux `do_sys_truncate`, `vfs_truncate`, `do_truncate`.
@@ -278,10 +279,17 @@ impl<V: Variant> Task<V> {
             // vfs_truncate: mnt_want_write before the permission check.
             m.want_write()?;
             inode.permission(&self.cred, MAY_WRITE)?;
-            inode.newsize_ok(length as u64, self.getrlimit_fsize())?;
-            let now = coarse_now();
-            inode.kill_suid(&self.cred, now)?;
-            inode.truncate_at(length as u64, now, false)
+            // get_write_access: not while the file runs (ETXTBSY).
+            inode.get_write_access()?;
+            let r = inode
+                .newsize_ok(length as u64, self.getrlimit_fsize())
+                .and_then(|()| {
+                    let now = coarse_now();
+                    inode.kill_suid(&self.cred, now)?;
+                    inode.truncate_at(length as u64, now, false)
+                });
+            inode.put_write_access();
+            r
         })
     }
 

@@ -54,6 +54,12 @@ bitflags! {
         const PREAD = 0x8;
         /// `pwrite` allowed.
         const PWRITE = 0x10;
+        /// `FMODE_EXEC`: opened by `execve` ([`Task::open_exec`]); holds a denial of
+        /// writing on its inode (`ETXTBSY` for openers for writing and `truncate`) until
+        /// its last close, as Linux's exec file does while the program runs.
+        ///
+        /// [`Task::open_exec`]: crate::Task::open_exec
+        const EXEC = 0x20;
         /// `FMODE_PATH`: opened with `O_PATH`. The file only names its dentry: `fstat`,
         /// `fstatfs`, use as a `dirfd` (with `AT_EMPTY_PATH` too), `fchdir`, `close`, `dup*`
         /// and `fcntl` (`F_DUPFD*`, `F_GETFD`, `F_SETFD`, `F_GETFL`) work; every other call
@@ -171,6 +177,13 @@ unsafe impl<V: Variant> RcuRefcounted for File<V> {
             if !hot.f_mode.contains(FMode::PATH) && inode.wants_open() {
                 inode.i_op.release(inode, hot.f_private);
             }
+            // `__fput`: the write count of a writer (`put_file_access`), the denial of
+            // an exec open (`allow_write_access`).
+            if hot.f_mode.contains(FMode::WRITER) {
+                inode.put_write_access();
+            } else if hot.f_mode.contains(FMode::EXEC) {
+                inode.allow_write_access();
+            }
             inode.file_closed();
             // Taken out before `FileHot` is dropped (which leaves a `ManuallyDrop`), put
             // after: the dentry goes first, as in `__fput`.
@@ -243,8 +256,9 @@ impl<V: Variant> File<V> {
     /// The file system's `->open`; `ENFILE` from the variant's open-file list (never for
     /// [`Uvfs`]).
     /// With [`FMode::WRITER`] in `mode`, `path`'s mount reference carries a write count
-    /// ([`Mount::get_write_access`]), which the file now owns (and on error gives back with
-    /// the reference).
+    /// ([`Mount::get_write_access`]) and the inode one (`Inode::get_write_access`), which
+    /// the file now owns (and on error gives back); with [`FMode::EXEC`], the inode's
+    /// denial of writing likewise.
     pub(crate) fn open_handle(
         path: Path,
         mode: FMode,
@@ -254,8 +268,18 @@ impl<V: Variant> File<V> {
         let Path { mnt, dentry } = path;
         let inode = &dentry.d_inode;
         let call = !mode.contains(FMode::PATH) && inode.wants_open();
+        // A failed open gives back what the caller took for the file: the inode's write
+        // count or exec denial (the mount's goes with `mnt`).
+        let undo = |e| {
+            if mode.contains(FMode::WRITER) {
+                inode.put_write_access();
+            } else if mode.contains(FMode::EXEC) {
+                inode.allow_write_access();
+            }
+            e
+        };
         let f_private = if call {
-            inode.i_op.open(inode, flags)?
+            inode.i_op.open(inode, flags).map_err(undo)?
         } else {
             0
         };
@@ -265,7 +289,7 @@ impl<V: Variant> File<V> {
                 if call {
                     inode.i_op.release(inode, f_private);
                 }
-                return Err(e);
+                return Err(undo(e));
             }
         };
         dentry.d_inode.file_opened();

@@ -44,7 +44,7 @@ pub mod tmpfs;
 
 use crate::cred::Cred;
 use crate::sync::padded::CacheLine;
-use crate::sync::plain::{AtomicU32, AtomicU64, Mutex};
+use crate::sync::plain::{AtomicI32, AtomicU32, AtomicU64, Mutex};
 use crate::sync::seqcount::SeqCount;
 use crate::types::StatFs;
 use crate::types::Timespec;
@@ -116,6 +116,11 @@ pub struct Inode {
     pub(crate) i_blocks: AtomicU64,
     /// Device number of a device node (`st_rdev`; 0 otherwise). Immutable after creation.
     pub(crate) i_rdev: u64,
+    /// Linux `i_writecount`: open files that may write it (> 0), or `execve` opens that
+    /// deny writing (< 0), never both: an open for writing of a file being run, or a run
+    /// of a file open for writing, is `ETXTBSY`. On line 2, which writers of the file
+    /// write anyway (`i_size`); a read-only open never touches it.
+    pub(crate) i_writecount: AtomicI32,
 }
 
 /// Timestamps `[atime, mtime, ctime]` under a sequence counter (seconds stored as `i64`

@@ -54,7 +54,7 @@ use crate::cred::Cred;
 pub use crate::fs::Inode;
 use crate::fs::{FsInode, Times};
 use crate::sync::padded::CacheLine;
-use crate::sync::plain::{AtomicU32, AtomicU64, Mutex, MutexGuard, Ordering};
+use crate::sync::plain::{AtomicI32, AtomicU32, AtomicU64, Mutex, MutexGuard, Ordering};
 use crate::sync::plock;
 use crate::sync::seqcount::{SeqCount, SeqWriteGuard};
 use crate::time::{clock, coarse_now, fine_now, next_ctime, TimeUpdate};
@@ -194,6 +194,7 @@ mod layout {
     crate::const_assert!(offset_of!(Inode, i_opens) + 4 <= 2 * CACHE_LINE);
     crate::const_assert!(size_of::<Inode>() == 3 * CACHE_LINE);
     crate::const_assert!(offset_of!(Inode, i_size) == 2 * CACHE_LINE);
+    crate::const_assert!(offset_of!(Inode, i_writecount) + 4 <= 3 * CACHE_LINE);
 }
 
 impl fmt::Debug for Inode {
@@ -248,6 +249,7 @@ impl Inode {
             i_size: AtomicU64::new(0),
             i_blocks: AtomicU64::new(0),
             i_rdev: 0,
+            i_writecount: AtomicI32::new(0),
         }
     }
 
@@ -801,6 +803,53 @@ impl Inode {
         let n = self.i_opens.load(Ordering::Relaxed);
         // Relaxed: as above.
         self.i_opens.store(n + 1, Ordering::Relaxed);
+    }
+
+    /// `get_write_access`: counts an opener that may write the file; `ETXTBSY` while an
+    /// `execve` open denies writing ([`deny_write_access`](Self::deny_write_access)).
+    /// Paired with [`put_write_access`](Self::put_write_access).
+    ///
+    /// # References
+    /// Linux `get_write_access` (include/linux/fs.h): `atomic_inc_unless_negative`.
+    pub(crate) fn get_write_access(&self) -> Result<()> {
+        // Relaxed: the count orders nothing else; the CAS alone makes "no denier" and
+        // "one more writer" one step, against `deny_write_access`'s opposite step.
+        self.i_writecount
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n >= 0).then_some(n + 1)
+            })
+            .map(|_| ())
+            .map_err(|_| Errno::ETXTBSY)
+    }
+
+    /// `put_write_access`: a writer counted by [`get_write_access`](Self::get_write_access)
+    /// is gone.
+    pub(crate) fn put_write_access(&self) {
+        // Relaxed: as `get_write_access`.
+        self.i_writecount.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// `deny_write_access`: an `execve` open runs the file; `ETXTBSY` while a writer has it
+    /// open. Paired with [`allow_write_access`](Self::allow_write_access).
+    ///
+    /// # References
+    /// Linux `deny_write_access` / `exe_file_deny_write_access`:
+    /// `atomic_dec_unless_positive`.
+    pub(crate) fn deny_write_access(&self) -> Result<()> {
+        // Relaxed: as `get_write_access`.
+        self.i_writecount
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n <= 0).then_some(n - 1)
+            })
+            .map(|_| ())
+            .map_err(|_| Errno::ETXTBSY)
+    }
+
+    /// `allow_write_access`: a denial of [`deny_write_access`](Self::deny_write_access) is
+    /// gone.
+    pub(crate) fn allow_write_access(&self) {
+        // Relaxed: as `get_write_access`.
+        self.i_writecount.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A `File` of this inode was released (its last reference); for an evictable inode,

@@ -159,8 +159,10 @@ impl<V: Variant> Task<V> {
     /// writing or with `O_TRUNC`, `O_CREAT` on a directory or a trailing slash), `EEXIST`
     /// (`O_CREAT|O_EXCL` on an existing name, symlinks included), `ELOOP` (`O_NOFOLLOW` on a
     /// symlink; too many symlinks), `EACCES`, `EPERM` (`O_NOATIME` on a file the caller
-    /// neither owns nor is root for), `ENXIO`/`EOPNOTSUPP` (a FIFO, socket or device node,
-    /// see `mknodat`: uvfs has no pipes, sockets or drivers; `O_PATH` opens them).
+    /// neither owns nor is root for), `ETXTBSY` (a regular file opened for writing while
+    /// an [`open_exec`](Self::open_exec) file of it is open), `EROFS`, `ENXIO`/`EOPNOTSUPP`
+    /// (a FIFO, socket or device node, see `mknodat`: uvfs has no pipes, sockets or
+    /// drivers; `O_PATH` opens them).
     ///
     /// # References
     /// open(2); Linux `do_sys_openat2`, `path_openat`, `do_open`, `may_open`.
@@ -478,10 +480,15 @@ impl<V: Variant> Task<V> {
         if acc == 1 || acc == 2 {
             fmode |= FMode::WRITE;
         }
-        // do_dentry_open: a regular file opened for writing takes a write count on the
-        // mount (EROFS on a read-only one), before the file type's open.
+        // do_dentry_open -> file_get_write_access: a regular file opened for writing takes
+        // a write count on the inode (ETXTBSY while it runs), then on the mount (EROFS on
+        // a read-only one), before the file type's open.
         if fmode.contains(FMode::WRITE) && is_reg {
-            p.mnt.get_write_access()?;
+            inode.get_write_access()?;
+            if let Err(e) = p.mnt.get_write_access() {
+                inode.put_write_access();
+                return Err(e);
+            }
             p.mnt.absorb(crate::sync::pcp_ref::WRITER);
             fmode |= FMode::WRITER;
         }
@@ -505,10 +512,17 @@ impl<V: Variant> Task<V> {
         // truncation, so that a failed open leaves the data alone.
         let file = File::open_handle(p, fmode, stored | OpenFlags::LARGEFILE, self.cred_id)?;
         if truncate {
-            // `handle_truncate` -> `do_truncate`: as ftruncate, the set-ID bits go first.
+            // `handle_truncate`: a write count for the truncation (ETXTBSY for an
+            // `O_RDONLY|O_TRUNC` open of a running file), then `do_truncate`: as
+            // ftruncate, the set-ID bits go first.
+            let inode = file.inode();
+            inode.get_write_access()?;
             let now = crate::time::coarse_now();
-            file.inode().kill_suid(&self.cred, now)?;
-            file.inode().truncate_at(0, now, true)?;
+            let r = inode
+                .kill_suid(&self.cred, now)
+                .and_then(|()| inode.truncate_at(0, now, true));
+            inode.put_write_access();
+            r?;
         }
         Ok(file)
     }
@@ -568,11 +582,16 @@ impl<V: Variant> Task<V> {
     /// system in this namespace whose tree holds it; see [`open_exec`](Self::open_exec) for the
     /// path's own), `EXDEV` (a dentry of another namespace).
     ///
+    /// Unlike [`open_exec`](Self::open_exec), the file does not deny writing: the FUSE
+    /// server's caller, the kernel, denies it on its own inode while the program runs, and
+    /// its `RELEASE` of the exec open comes asynchronously after the program ends, so a
+    /// denial held here would make an open for writing right after the exit `ETXTBSY`.
+    ///
     /// # References
     /// execve(2); Linux `do_open_execat` (fs/exec.c: `acc_mode = MAY_EXEC`), `may_open`.
     pub fn dentry_open_exec(&self, d: &Arc<Dentry>) -> Result<FileHandle<V>> {
         let p = self.dentry_path(d)?;
-        self.open_exec_path(p)
+        self.open_exec_path(p, false)
     }
 
     /// `do_open_execat`: the open of `execve(2)` of `path` (relative to `dirfd`, symlinks
@@ -580,12 +599,17 @@ impl<V: Variant> Task<V> {
     /// walk ended in (so a `noexec` bind of an executable mount refuses, and an executable
     /// bind of a `noexec` one allows).
     ///
+    /// The file returned denies writing ([`FMode::EXEC`]) until its last close: while it
+    /// is open, opens for writing and `truncate` of the file are `ETXTBSY` (hold it as long
+    /// as the program runs, as Linux's `mm->exe_file`).
+    ///
     /// # Errors
     /// The walk's (`ENOENT`, `ENOTDIR`, `EACCES`, `ELOOP`, `ENAMETOOLONG`, `EBADF`), then
-    /// those of [`dentry_open_exec`](Self::dentry_open_exec).
+    /// those of [`dentry_open_exec`](Self::dentry_open_exec), then `ETXTBSY` (the file is
+    /// open for writing).
     ///
     /// # References
-    /// execve(2); Linux `do_open_execat`.
+    /// execve(2); Linux `do_open_execat`, `exe_file_deny_write_access`.
     pub fn open_exec<'a>(
         &self,
         dirfd: impl Into<AtDir<'a>>,
@@ -596,11 +620,11 @@ impl<V: Variant> Task<V> {
             let d = nd.walk(start, path, true, false)?;
             nd.path(d)
         })?;
-        self.open_exec_path(p)
+        self.open_exec_path(p, true)
     }
 
     /// The checks and the open of an exec open of `p`.
-    fn open_exec_path(&self, p: Path) -> Result<FileHandle<V>> {
+    fn open_exec_path(&self, p: Path, deny: bool) -> Result<FileHandle<V>> {
         let inode = &p.dentry.d_inode;
         if inode.is_symlink() {
             return Err(Errno::ELOOP);
@@ -614,9 +638,16 @@ impl<V: Variant> Task<V> {
             return Err(Errno::EACCES);
         }
         inode.permission(&self.cred, crate::cred::MAY_EXEC)?;
+        // do_open_execat: writers keep the file from running (ETXTBSY), and while this
+        // file is open nobody may open it for writing.
+        let mut mode = FMode::READ | FMode::LSEEK | FMode::PREAD | FMode::PWRITE;
+        if deny {
+            inode.deny_write_access()?;
+            mode |= FMode::EXEC;
+        }
         File::open_handle(
             p,
-            FMode::READ | FMode::LSEEK | FMode::PREAD | FMode::PWRITE,
+            mode,
             OpenFlags::RDONLY | OpenFlags::LARGEFILE,
             self.cred_id,
         )

@@ -1007,3 +1007,67 @@ fn creat_on_foreign_socket_in_sticky_dir() {
         (s.open(b"/s", CREAT, 0o644), s.open(b"/s", RO, 0))
     });
 }
+
+/// `ETXTBSY`, as Linux's `i_writecount` (`deny_write_access` at exec, `get_write_access` at
+/// an open for writing and at `truncate`), on every file system behind the seam: while an
+/// [`open_exec`](uvfs::Task::open_exec) file is open (a program runs it), opens for writing
+/// and `truncate` fail with `ETXTBSY` (after the permission check: `EACCES` first), a
+/// read-only or `O_PATH` open does not; while a file is open for writing, the exec open
+/// fails; the last close of either gives the file back. (pjdfstest's `open::etxtbsy` and
+/// `truncate::etxtbsy` assert the same on Linux.)
+#[test]
+fn etxtbsy_between_exec_and_writers() {
+    for u in each_fs() {
+        let t = &u.task;
+        let fd = t
+            .openat(
+                Fd::AT_FDCWD,
+                "/prog",
+                OpenFlags::CREAT | OpenFlags::WRONLY,
+                0o755,
+            )
+            .unwrap();
+        assert_eq!(t.write(fd, b"#!/bin/sh\n"), Ok(10));
+        assert_eq!(
+            t.open_exec(Fd::AT_FDCWD, "/prog").err(),
+            Some(Errno::ETXTBSY),
+            "exec of a file open for writing"
+        );
+        t.close(fd).unwrap();
+        let exe = t.open_exec(Fd::AT_FDCWD, "/prog").unwrap();
+        let open = |fl: OpenFlags| {
+            t.openat(Fd::AT_FDCWD, "/prog", fl, 0)
+                .and_then(|fd| t.close(fd))
+        };
+        assert_eq!(open(OpenFlags::WRONLY), Err(Errno::ETXTBSY));
+        assert_eq!(open(OpenFlags::RDWR | TRUNC), Err(Errno::ETXTBSY));
+        assert_eq!(open(RO | TRUNC), Err(Errno::ETXTBSY), "handle_truncate");
+        assert_eq!(open(RO), Ok(()));
+        assert_eq!(open(OpenFlags::PATH | OpenFlags::WRONLY), Ok(()));
+        assert_eq!(t.truncate("/prog", 0), Err(Errno::ETXTBSY));
+        // A second run of the same program is allowed.
+        let exe2 = t.open_exec(Fd::AT_FDCWD, "/prog").unwrap();
+        drop(exe);
+        assert_eq!(open(OpenFlags::WRONLY), Err(Errno::ETXTBSY), "one run left");
+        // EACCES comes first (may_open before do_dentry_open; vfs_truncate's permission
+        // check before get_write_access).
+        let mut other = t.fork();
+        other.set_cred(uvfs::Cred::new(1000, 1000, &[]));
+        assert_eq!(
+            other
+                .openat(Fd::AT_FDCWD, "/prog", OpenFlags::WRONLY, 0)
+                .err(),
+            Some(Errno::EACCES)
+        );
+        assert_eq!(other.truncate("/prog", 0), Err(Errno::EACCES));
+        drop(exe2);
+        assert_eq!(open(OpenFlags::WRONLY), Ok(()), "no run left");
+        assert_eq!(t.truncate("/prog", 1), Ok(()));
+        assert_eq!(
+            t.fstatat(Fd::AT_FDCWD, "/prog", uvfs::AtFlags::empty())
+                .unwrap()
+                .st_size,
+            1
+        );
+    }
+}
