@@ -377,6 +377,37 @@ print(sorted(os.listdir(d)))
     );
 }
 
+/// A program running from a file only uvfs holds keeps writers off it, as Linux's
+/// `deny_write_access` while the program runs: open for writing and truncate are
+/// `ETXTBSY` until the program has exited and been waited for, then allowed.
+#[test]
+fn running_program_file_is_text_busy() {
+    if !have("python3") {
+        eprintln!("no python3: skipped");
+        return;
+    }
+    let code = r#"
+import os, shutil, subprocess, errno
+shutil.copy('/bin/sleep', '/tmp/sleep-copy'); os.chmod('/tmp/sleep-copy', 0o755)
+def err(f):
+    try: f(); return 'ok'
+    except OSError as e: return errno.errorcode[e.errno]
+w = lambda fl: err(lambda: os.close(os.open('/tmp/sleep-copy', fl)))
+p = subprocess.Popen(['/tmp/sleep-copy', '10'])
+print(w(os.O_WRONLY), w(os.O_RDONLY | os.O_TRUNC), w(os.O_RDONLY),
+      err(lambda: os.truncate('/tmp/sleep-copy', 5)))
+p.kill(); p.wait()
+print(w(os.O_WRONLY), err(lambda: os.truncate('/tmp/sleep-copy', 5)))
+"#;
+    let o = python(code);
+    assert_eq!(
+        text(&o.stdout),
+        "ETXTBSY ETXTBSY ok ETXTBSY\nok ok\n",
+        "stderr: {}",
+        text(&o.stderr)
+    );
+}
+
 /// Regressions from a review of the first slices, each against what Linux gives:
 /// - bug: a forked child's uvfs table was scanned from descriptor 0 to -1 (its parent's
 ///   highest number was not inherited), so descriptors the kernel closed in the child

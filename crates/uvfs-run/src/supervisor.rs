@@ -208,6 +208,17 @@ struct Proc {
     max_fd: i32,
     /// An `execve` was let through; whether it succeeded is read at the next call.
     exec_pending: bool,
+    /// The file the process runs when uvfs gave it (a file only uvfs holds, or a host file
+    /// the kernel reaches another way): an `open_exec` file, which denies writing while it
+    /// is open (`ETXTBSY`, Linux's `mm->exe_file`). Replaced at the next exec, inherited at
+    /// `fork`, gone with the process.
+    exe: Option<uvfs::OpenFile>,
+    /// For an `execve` let through, whose file is `exe` from then on (so that writers
+    /// are refused from the moment the program may run): the previous `exe`, and the
+    /// descriptor the new file was installed at in the program (close-on-exec, still open
+    /// if the exec failed). At the next call the previous `exe` is dropped, or put back if
+    /// the exec failed.
+    exe_pending: Option<(Option<uvfs::OpenFile>, i32)>,
     /// Bytes an `execve` overwrote in the program's memory (its path string, rewritten to
     /// `/dev/fd/K`): `(address, original bytes, K)`, put back at the next call if the
     /// exec failed (see `settle_exec`).
@@ -230,6 +241,8 @@ struct PendingFork {
     task: Task,
     /// The parent's highest descriptor number: the child's table holds the same ones.
     max_fd: i32,
+    /// The parent's exec file (`Proc::exe`): the child runs the same program.
+    exe: Option<uvfs::OpenFile>,
     /// When the clone was seen: entries of children that never made a call go after
     /// `PENDING_TTL`.
     when: std::time::Instant,
@@ -436,6 +449,8 @@ pub(crate) fn run(view: &View, argv: &[OsString]) -> Result<i32, String> {
             pidfd,
             max_fd: -1,
             exec_pending: false,
+            exe: None,
+            exe_pending: None,
             restore: None,
         })),
     );
@@ -664,6 +679,20 @@ impl Sup {
         }
     }
 
+    /// `f`, and once more after a [`sweep`](Self::sweep) if it failed with `ETXTBSY`: a
+    /// program that has exited may still hold its exec file (`Proc::exe`) until a sweep
+    /// sees it gone, where Linux drops the denial before its parent's `wait` returns.
+    /// Context: may hold one `Proc` lock (the lock order allows `procs` after it).
+    fn txtbsy_retry<T>(&self, f: impl Fn() -> Result<T, Errno>) -> Result<T, Errno> {
+        match f() {
+            Err(Errno::ETXTBSY) => {
+                self.sweep();
+                f()
+            }
+            r => r,
+        }
+    }
+
     /// Drops the processes and threads that have exited (their uvfs tables close), and the
     /// credentials their processes kept for the threads (thread ids are reused).
     fn sweep(&self) {
@@ -784,6 +813,8 @@ impl Sup {
             pidfd,
             max_fd: entry.max_fd,
             exec_pending: false,
+            exe: entry.exe,
+            exe_pending: None,
             restore: None,
         }));
         procs.insert(tid, p.clone());
@@ -1210,7 +1241,7 @@ impl Sup {
             }
             SYS_truncate => {
                 let p = path(0)?;
-                ok0(t.truncate(p.as_slice(), a[1] as i64))
+                ok0(self.txtbsy_retry(|| t.truncate(p.as_slice(), a[1] as i64)))
             }
             SYS_ftruncate => {
                 if !is_uvfs(fdarg(0)) {
@@ -1611,6 +1642,7 @@ impl Sup {
                         last_pid,
                         task,
                         max_fd: pr.max_fd,
+                        exe: pr.exe.clone(),
                         when: std::time::Instant::now(),
                     });
                 }
@@ -1741,6 +1773,8 @@ impl Sup {
                     pidfd: thread_pidfd(pid)?,
                     max_fd: pr.max_fd,
                     exec_pending: false,
+                    exe: pr.exe.clone(),
+                    exe_pending: None,
                     restore: None,
                 }));
                 // Lock order: a Proc, then `threads` (no holder of `threads` waits for a
@@ -1816,7 +1850,7 @@ impl Sup {
         let t = &pr.task;
         let cloexec = flags & libc::O_CLOEXEC as u32 != 0;
         let oflags = OpenFlags::from_bits_retain(flags);
-        let fd = match t.openat(d, p, oflags, mode) {
+        let fd = match self.txtbsy_retry(|| t.openat(d, p, oflags, mode)) {
             // uvfs drives no devices: a device node on a host bind opens the host's.
             Err(Errno::ENXIO) => return self.open_device(pr, n, d, p, flags),
             r => r.map_err(raw)?,
@@ -2007,20 +2041,26 @@ impl Sup {
             .then(|| host_stat_from_cwd(n.pid, p).map(|(dev, ino, _)| (dev, ino)))
             .flatten();
         if mine.is_some() && mine == theirs {
+            // The kernel runs the host file itself, and denies writing it.
             let _ = t.close(fd);
             pr.exec_pending = true;
             return Ok(Answer::Continue);
         }
+        let exe = t.fget_file(fd).map_err(raw)?;
         let mut head = [0u8; 2];
         let script = t.pread(fd, &mut head, 0) == Ok(2) && &head == b"#!";
         let src = match host {
             Some(h) => Ok(h),
-            None => t.fget_file(fd).map_err(raw).and_then(|f| memfd_copy(&f)),
+            None => memfd_copy(&exe),
         };
         let _ = t.close(fd);
         let src = src?;
         if p.first() != Some(&b'/') {
-            return self.execve_relative(pr, n, p, src.as_fd(), script);
+            let r = self.execve_relative(pr, n, p, src.as_fd(), script);
+            if r.is_ok() {
+                pr.exe_pending = Some((pr.exe.replace(exe), EXEC_FD));
+            }
+            return r;
         }
         let k = sys::addfd(self.listener.as_fd(), n.id, src.as_fd(), None, !script)?;
         let new = format!("/dev/fd/{k}\0").into_bytes();
@@ -2041,6 +2081,7 @@ impl Sup {
             return Err(libc::EACCES);
         }
         pr.restore = Some((n.args[0], orig, k));
+        pr.exe_pending = Some((pr.exe.replace(exe), k));
         pr.exec_pending = true;
         Ok(Answer::Continue)
     }
@@ -2177,6 +2218,13 @@ fn settle_exec(pr: &mut Proc, tgid: i32) {
     // cleared but for ambient ones), and the thread that made the call now has the thread
     // group's id.
     pr.creds.all_stale();
+    // The program the process runs now denies writing its file (`Proc::exe`); a failed
+    // exec puts the old one back.
+    if let Some((old, k)) = pr.exe_pending.take() {
+        if exec_failed_binary(tgid, k) {
+            pr.exe = old;
+        }
+    }
     if let Some((addr, orig, k)) = pr.restore.take() {
         // The bytes go back only where the exec failed (through the process itself: a
         // vfork child's pages are its parent's), which the file's descriptor K still
