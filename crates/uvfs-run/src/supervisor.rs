@@ -2021,12 +2021,14 @@ impl Sup {
     /// - when the kernel would find that very host file at `p` itself (a host bind at the
     ///   same path: the same host inode from the program's kernel working directory), the
     ///   call runs as it is;
-    /// - otherwise the file is installed in the program as a descriptor K (the host file,
-    ///   or for a file only uvfs holds a memfd copy of it) and the path string in the
-    ///   program's memory is overwritten with `/dev/fd/K`, which the kernel then runs. That
-    ///   needs the string to be writable and at least as long as `/dev/fd/K`; else
-    ///   `EACCES` with one line saying so. K is close-on-exec for a binary; a script keeps
-    ///   it open (its interpreter reads `/dev/fd/K`), as `fexecve(3)` of a script needs.
+    /// - otherwise the file (the host file, or for a file only uvfs holds a memfd copy of
+    ///   it) is installed in the program and the path string in the program's memory is
+    ///   rewritten to name it: for a binary, to its last component, resolved in the exec
+    ///   directory (`execve_relative`, descriptor `EXEC_FD`, close-on-exec); for a script,
+    ///   to `/dev/fd/K` of a descriptor K it keeps open (its interpreter reads
+    ///   `/dev/fd/K`, as `fexecve(3)` of a script needs), which needs the string to be at
+    ///   least that long. A read-only or too short string: `EACCES` with one line saying
+    ///   so.
     fn execve(&self, pr: &mut Proc, n: &Notif, p: &[u8]) -> R {
         let t = &pr.task;
         // Exec permission and noexec mounts checked; the handle reads (as the kernel's
@@ -2061,6 +2063,36 @@ impl Sup {
                 pr.exe_pending = Some((pr.exe.replace(exe), EXEC_FD));
             }
             return r;
+        }
+        if !script {
+            // A binary: the path string becomes its last component, which the kernel
+            // resolves in the exec directory (`execve_relative`), so that a program that
+            // passes the same string as `argv[0]` (dash, busybox's shell) keeps its base
+            // name there (busybox picks its applet by it). It always fits: the component
+            // is part of the string.
+            let base = p
+                .rsplit(|&b| b == b'/')
+                .find(|c| !c.is_empty())
+                .unwrap_or(p);
+            let mut new = base.to_vec();
+            new.push(0);
+            let orig = p[..new.len().min(p.len())].to_vec();
+            if sys::write_mem(n.pid, n.args[0], &new).is_err() {
+                log!(
+                    "uvfs run: execve {}: the file is not the host's at that path, and the \
+                     path string is read-only, so it cannot be pointed at the file; running \
+                     it is not supported (EACCES)",
+                    String::from_utf8_lossy(p)
+                );
+                return Err(libc::EACCES);
+            }
+            if let Err(e) = self.execve_relative(pr, n, base, src.as_fd(), false) {
+                let _ = sys::write_mem(n.pid, n.args[0], &orig);
+                return Err(e);
+            }
+            pr.restore = Some((n.args[0], orig, EXEC_FD));
+            pr.exe_pending = Some((pr.exe.replace(exe), EXEC_FD));
+            return Ok(Answer::Continue);
         }
         let k = sys::addfd(self.listener.as_fd(), n.id, src.as_fd(), None, !script)?;
         let new = format!("/dev/fd/{k}\0").into_bytes();
