@@ -238,8 +238,9 @@ fn export_after_exit() {
     );
 }
 
-/// python3, gcc and git, where the machine has them: writing, listing, compiling and
-/// linking into uvfs, and git's mmap of its own files (MAP_PRIVATE of uvfs files).
+/// python3, gcc, make and git, where the machine has them: writing, listing, compiling and
+/// linking into uvfs, make's rebuild decisions, and git's mmap of its own files
+/// (MAP_PRIVATE of uvfs files).
 #[test]
 fn python_gcc_git() {
     if have("python3") {
@@ -258,6 +259,26 @@ fn python_gcc_git() {
              test -x m && echo linked",
         ]);
         assert_eq!(text(&o.stdout), "linked\n", "{}", text(&o.stderr));
+    }
+    if have("make") && have("gcc") {
+        // make's timestamps decide: built once, nothing to do the second time, the object
+        // rebuilt after `touch` of the source, `clean` removing the outputs.
+        let o = uvfs_run(&[
+            "--",
+            "sh",
+            "-c",
+            "mkdir /tmp/mk && cd /tmp/mk && printf 'int main(void){return 3;}\\n' > m.c && \
+             printf 'all: m\\n\\t./m; echo ran=$$?\\nm: m.o\\n\\t$(CC) -o m m.o\\n\
+             m.o: m.c\\n\\t$(CC) -c m.c\\nclean:\\n\\trm -f m m.o\\n' > Makefile && \
+             make && make -q m && echo up-to-date && touch m.c && make m && make -s clean && ls",
+        ]);
+        assert_eq!(
+            text(&o.stdout),
+            "cc -c m.c\ncc -o m m.o\n./m; echo ran=$?\nran=3\nup-to-date\ncc -c m.c\n\
+             cc -o m m.o\nMakefile\nm.c\n",
+            "{}",
+            text(&o.stderr)
+        );
     }
     if have("git") {
         let o = uvfs_run(&[
