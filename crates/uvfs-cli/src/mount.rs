@@ -120,6 +120,17 @@ pub struct MountArgs {
     /// kernel mount of the server. PATH as for --bind (`/`: the whole mount).
     #[arg(long, value_name = "PATH='SERVER ARGS {}'", value_parser = parse_fuse)]
     pub fuse: Vec<Bind>,
+    /// With `--fuse`: the most file data each FUSE server's mount caches in uvfs's page
+    /// cache (bytes, suffixes k, m, g; rounded down to 4 KiB pages; 0: no cache, every
+    /// read goes to the server; default 64m).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, requires = "fuse")]
+    pub fuse_cache: Option<u64>,
+    /// With `--fuse`: seconds a request may wait for the server's answer before the
+    /// server is taken for dead (its connection aborted: that request and those in flight
+    /// fail with ECONNABORTED, later ones with ENOTCONN, as Linux's FUSE request timeout);
+    /// default: wait for ever.
+    #[arg(long, value_name = "SECONDS", value_parser = parse_request_timeout, requires = "fuse")]
+    pub fuse_timeout: Option<f64>,
     /// `HOST_DIR[:PATH]` (repeatable): before serving, copy the host tree HOST_DIR into the
     /// mount at PATH (absolute; default `/`; made with its parents), as `cp -a HOST_DIR/. PATH`:
     /// modes, owners (the server being root), times, symlinks, hard links and holes kept;
@@ -174,12 +185,13 @@ impl Bind {
         }
     }
 
-    /// The file system this bind shows: hostfs over `host`, or the FUSE server started.
-    fn mount(&self) -> Result<Arc<uvfs::Mount>, String> {
+    /// The file system this bind shows: hostfs over `host`, or the FUSE server started
+    /// (with `--fuse-cache` and `--fuse-timeout` of `args`).
+    fn mount(&self, args: &MountArgs) -> Result<Arc<uvfs::Mount>, String> {
         match &self.fuse {
             Some(argv) => uvfs::fuse::client::mount(
                 uvfs::fuse::client::FuseServer::Spawn(argv.clone()),
-                uvfs::fuse::client::FuseClientOptions::default(),
+                fuse_options(args),
             )
             .map_err(|e| {
                 let why = match e {
@@ -206,6 +218,18 @@ impl Bind {
             )
             .map_err(|e| format!("--bind {}: {e}", self.host.display())),
         }
+    }
+}
+
+/// The FUSE client's options for `--fuse` mounts: `--fuse-cache` (bytes, as pages) and
+/// `--fuse-timeout`.
+fn fuse_options(args: &MountArgs) -> uvfs::fuse::client::FuseClientOptions {
+    uvfs::fuse::client::FuseClientOptions {
+        cache_pages: args
+            .fuse_cache
+            .map(|b| usize::try_from(b / 4096).unwrap_or(usize::MAX)),
+        request_timeout: args.fuse_timeout.map(std::time::Duration::from_secs_f64),
+        ..Default::default()
     }
 }
 
@@ -458,7 +482,7 @@ fn root_bind(args: &MountArgs) -> Result<Option<&Bind>, String> {
 /// Mounts the binds other than `/` inside the namespace of `mnt`, parents first: PATH and
 /// its missing parents made as directories (mode 0755), then the host directory mounted
 /// there (read-only with `:ro`).
-fn mount_sub_binds(mnt: &Arc<uvfs::Mount>, subs: &[&Bind]) -> Result<(), String> {
+fn mount_sub_binds(mnt: &Arc<uvfs::Mount>, subs: &[&Bind], args: &MountArgs) -> Result<(), String> {
     if subs.is_empty() {
         return Ok(());
     }
@@ -494,7 +518,7 @@ fn mount_sub_binds(mnt: &Arc<uvfs::Mount>, subs: &[&Bind]) -> Result<(), String>
             Ok(_) => return Err(err("PATH is not a directory", uvfs::Errno::ENOTDIR)),
             Err(e) => return Err(err("PATH", e)),
         }
-        let fs = b.mount()?;
+        let fs = b.mount(args)?;
         let flags = if b.read_only {
             uvfs::MountFlags::RDONLY
         } else {
@@ -552,6 +576,12 @@ fn daemonize(args: &MountArgs) -> Result<(), String> {
     for b in &args.fuse {
         let argv = b.fuse.as_deref().unwrap_or_default();
         cmd.arg(format!("--fuse={}={}", b.path, argv.join(" ")));
+    }
+    if let Some(c) = args.fuse_cache {
+        cmd.arg(format!("--fuse-cache={c}"));
+    }
+    if let Some(t) = args.fuse_timeout {
+        cmd.arg(format!("--fuse-timeout={t}"));
     }
     for i in &args.import {
         cmd.arg(format!("--import={}:{}", i.host.display(), i.path));
@@ -705,6 +735,16 @@ fn parse_timeout(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(t) if (0.0..=86_400.0).contains(&t) => Ok(t),
         _ => Err(format!("'{s}' is not a number of seconds from 0 to 86400")),
+    }
+}
+
+/// A FUSE request timeout in seconds: above 0, at most a day.
+fn parse_request_timeout(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(t) if t > 0.0 && t <= 86_400.0 => Ok(t),
+        _ => Err(format!(
+            "'{s}' is not a number of seconds above 0, at most 86400"
+        )),
     }
 }
 
@@ -1057,7 +1097,7 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
         .nr_inodes
         .unwrap_or_else(TmpfsOptions::default_nr_inodes);
     let mnt = match root_bind(args)? {
-        Some(b) => b.mount()?,
+        Some(b) => b.mount(args)?,
         None => uvfs::tmpfs::mount(TmpfsOptions {
             uid: rustix::process::geteuid().as_raw(),
             gid: rustix::process::getegid().as_raw(),
@@ -1082,7 +1122,7 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
     );
     // After the server's first task exists: a namespace lives as long as a task of it, and
     // the server's is the one that must see the binds.
-    mount_sub_binds(&mnt, &check_binds(args)?.1)?;
+    mount_sub_binds(&mnt, &check_binds(args)?.1, args)?;
     check_export_outside_binds(args)?;
     import_trees(&mnt, &args.import)?;
     return_freed_memory();
@@ -1401,6 +1441,37 @@ mod mountpoint_tests {
     }
 
     /// Against Python's `datetime.utcfromtimestamp` for the same seconds.
+    /// `--fuse-cache` and `--fuse-timeout` reach the FUSE client's options; both need
+    /// `--fuse`; a zero or negative timeout is refused (0 would abort at once).
+    #[test]
+    fn fuse_cache_and_timeout_options() {
+        #[derive(clap::Parser)]
+        struct T {
+            #[command(flatten)]
+            a: MountArgs,
+        }
+        let parse = |extra: &[&str]| {
+            let mut v = vec!["t", "/mnt"];
+            v.extend_from_slice(extra);
+            <T as clap::Parser>::try_parse_from(v).map(|t| fuse_options(&t.a))
+        };
+        let fuse = "--fuse=/x=/bin/pll {}";
+        let o = parse(&[fuse, "--fuse-cache", "1m", "--fuse-timeout", "2.5"]).unwrap();
+        assert_eq!(o.cache_pages, Some(256));
+        assert_eq!(
+            o.request_timeout,
+            Some(std::time::Duration::from_millis(2500))
+        );
+        let o = parse(&[fuse, "--fuse-cache", "0"]).unwrap();
+        assert_eq!((o.cache_pages, o.request_timeout), (Some(0), None));
+        let o = parse(&[fuse]).unwrap();
+        assert_eq!((o.cache_pages, o.request_timeout), (None, None));
+        assert!(parse(&["--fuse-cache", "1m"]).is_err(), "needs --fuse");
+        assert!(parse(&[fuse, "--fuse-timeout", "0"]).is_err());
+        assert!(parse(&[fuse, "--fuse-timeout", "-1"]).is_err());
+        assert!(parse(&[fuse, "--fuse-cache", "lots"]).is_err());
+    }
+
     #[test]
     fn log_stamps_are_utc() {
         assert_eq!(utc(0), "1970-01-01T00:00:00Z");
