@@ -475,6 +475,60 @@ rm -r d x && ls | sort | tr '\n' ' '; echo
     assert_eq!(text(&o.stdout), text(&native.stdout));
 }
 
+/// The program's own mount table is uvfs's, in Linux's formats (proc(5), fs/proc_namespace.c):
+/// `/proc/self/mountinfo` (ids, parent, dev, root, escaped mount point, per-mount options,
+/// `-`, type, source, super options), `/proc/self/mounts`, `/proc/mounts` and `/etc/mtab`;
+/// `findmnt`/`mountpoint` read it; writing is EACCES. Before, the host's mounts showed.
+#[test]
+fn mount_table_is_uvfs() {
+    let host = tempfile::tempdir().unwrap();
+    let bind = format!("{}:/data dir", host.path().display());
+    let o = uvfs_run(&[
+        "--bind",
+        &bind,
+        "--tmpfs",
+        "/scratch",
+        "--",
+        "sh",
+        "-c",
+        "head -1 /proc/self/mountinfo; grep -c ' - hostfs uvfs rw$' /proc/self/mountinfo; \
+         grep -e data -e scratch /proc/self/mountinfo | cut -d' ' -f4-; \
+         grep -e ' / ' -e scratch /proc/mounts; cmp /proc/mounts /etc/mtab && echo same; \
+         cmp /proc/self/mounts /proc/thread-self/mounts && echo same; \
+         mountpoint -q /scratch && echo mounted; mountpoint -q /tmp || echo not-mounted; \
+         (echo x > /proc/self/mountinfo) 2>&1 | grep -c 'Permission denied'",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", text(&o.stderr));
+    let out = text(&o.stdout);
+    let mut lines = out.lines();
+    let first: Vec<&str> = lines.next().unwrap().split(' ').collect();
+    // "1 1 MAJ:MIN / / rw - tmpfs uvfs rw": the root mount is its own parent.
+    assert_eq!(first[0], first[1], "{out}");
+    assert_eq!(
+        &first[3..],
+        ["/", "/", "rw", "-", "tmpfs", "uvfs", "rw"],
+        "{out}"
+    );
+    let binds: usize = lines.next().unwrap().parse().unwrap();
+    assert!(binds >= 8, "the default binds and --bind: {out}");
+    let rest: Vec<&str> = lines.collect();
+    assert_eq!(
+        rest,
+        [
+            "/ /data\\040dir rw - hostfs uvfs rw",
+            "/ /scratch rw - tmpfs uvfs rw",
+            "uvfs / tmpfs rw 0 0",
+            "uvfs /scratch tmpfs rw 0 0",
+            "same",
+            "same",
+            "mounted",
+            "not-mounted",
+            "1",
+        ],
+        "{out}"
+    );
+}
+
 /// Regressions from a review of the first slices, each against what Linux gives:
 /// - bug: a forked child's uvfs table was scanned from descriptor 0 to -1 (its parent's
 ///   highest number was not inherited), so descriptors the kernel closed in the child

@@ -19,7 +19,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use uvfs::{AtFlags, Errno, Fcntl, Fd, OpenFlags, RenameFlags, Task, Timespec};
+use uvfs::{AtFlags, Errno, Fcntl, Fd, MountFlags, OpenFlags, RenameFlags, Task, Timespec};
 
 use crate::creds::{self, ThreadCreds};
 use crate::sys::{self, Answer, Notif};
@@ -895,7 +895,10 @@ impl Sup {
                     // reopens it through its /proc, as it would without uvfs.
                     Some(m) if !is_uvfs(m) => Ok(Answer::Continue),
                     Some(m) => self.reopen(pr, n, m, fl),
-                    None => self.open(pr, n, d, &p, fl, mode),
+                    None => match mount_table(&p, tgid, pid) {
+                        Some(info) => self.open_mount_table(pr, n, info, fl),
+                        None => self.open(pr, n, d, &p, fl, mode),
+                    },
                 }
             }
             SYS_stat | SYS_lstat => {
@@ -2118,6 +2121,59 @@ impl Sup {
         Ok(Answer::Continue)
     }
 
+    /// An open of the program's own mount table (see [`mount_table`]): a read-only memfd
+    /// holding the lines Linux's `show_mountinfo` (`info`) or `show_vfsmnt` would print for
+    /// uvfs's mounts as the process sees them (`Task::mountinfo`), at the number the kernel
+    /// picks. The source field reads `uvfs`, the super block options `rw`.
+    ///
+    /// # Errors
+    /// `EACCES` for an open for writing (the files are 0444; Linux has no write for them).
+    fn open_mount_table(&self, pr: &Proc, n: &Notif, info: bool, flags: u32) -> R {
+        if flags & libc::O_ACCMODE as u32 != libc::O_RDONLY as u32 {
+            return Err(libc::EACCES);
+        }
+        let mut text = Vec::new();
+        for m in pr.task.mountinfo() {
+            let mut opts = String::from(if m.flags.contains(MountFlags::RDONLY) {
+                "ro"
+            } else {
+                "rw"
+            });
+            for (f, name) in [
+                (MountFlags::NOSUID, ",nosuid"),
+                (MountFlags::NODEV, ",nodev"),
+                (MountFlags::NOEXEC, ",noexec"),
+            ] {
+                if m.flags.contains(f) {
+                    opts.push_str(name);
+                }
+            }
+            let dev = m.dev as libc::dev_t;
+            let (maj, min) = (libc::major(dev), libc::minor(dev));
+            if info {
+                text.extend_from_slice(
+                    format!("{} {} {maj}:{min} ", m.mnt_id, m.parent_id).as_bytes(),
+                );
+                mangle(&mut text, &m.root);
+                text.push(b' ');
+                mangle(&mut text, &m.mount_point);
+                text.extend_from_slice(format!(" {opts} - {} uvfs rw\n", m.fs_type).as_bytes());
+            } else {
+                text.extend_from_slice(b"uvfs ");
+                mangle(&mut text, &m.mount_point);
+                text.extend_from_slice(format!(" {} {opts} 0 0\n", m.fs_type).as_bytes());
+            }
+        }
+        let mem = sys::placeholder()?;
+        sys::pwrite_all(mem.as_fd(), &text, 0)?;
+        // A read-only open file of it, as the program asked for.
+        let ro = std::fs::File::open(format!("/proc/self/fd/{}", mem.as_raw_fd()))
+            .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
+        let cloexec = flags & libc::O_CLOEXEC as u32 != 0;
+        let k = sys::addfd(self.listener.as_fd(), n.id, ro.as_fd(), None, cloexec)?;
+        val(k)
+    }
+
     /// `bind` of the program's Unix socket (descriptor `args[0]`) to the uvfs path `p`:
     /// the socket file is made in uvfs (`S_IFSOCK`, mode 0777 less the umask, as Linux's
     /// `unix_bind_bsd`), and the socket itself is bound to a fresh host path in the
@@ -2334,6 +2390,47 @@ fn proc_self(p: Vec<u8>, tgid: i32, tid: i32) -> Vec<u8> {
         }
     }
     p
+}
+
+/// Whether `p` (after [`proc_self`]) names the calling process's own mount table:
+/// `Some(true)` for `/proc/TGID/mountinfo` (and its thread's), `Some(false)` for
+/// `/proc/TGID/mounts`, `/proc/mounts` and `/etc/mtab` (on the host symlinks to
+/// `/proc/self/mounts`, which hostfs would resolve as the supervisor's). Another
+/// process's table is the host's file (see docs/run.md).
+fn mount_table(p: &[u8], tgid: i32, tid: i32) -> Option<bool> {
+    if p == b"/proc/mounts" || p == b"/etc/mtab" && etc_mtab_is_proc() {
+        return Some(false);
+    }
+    let own = format!("/proc/{tgid}/");
+    let thread = format!("/proc/{tgid}/task/{tid}/");
+    let name = p
+        .strip_prefix(thread.as_bytes())
+        .or_else(|| p.strip_prefix(own.as_bytes()))?;
+    match name {
+        b"mountinfo" => Some(true),
+        b"mounts" => Some(false),
+        _ => None,
+    }
+}
+
+/// Whether the host's `/etc/mtab` is the usual symlink into `/proc` (`../proc/self/mounts`,
+/// `/proc/mounts`), not a file of its own.
+fn etc_mtab_is_proc() -> bool {
+    std::fs::read_link("/etc/mtab").is_ok_and(|t| {
+        let t = t.as_os_str().as_bytes();
+        t.ends_with(b"proc/self/mounts") || t.ends_with(b"proc/mounts")
+    })
+}
+
+/// Appends `s` with space, tab, newline and backslash as octal escapes (`\040`), as
+/// Linux's `mangle` in fs/proc_namespace.c.
+fn mangle(out: &mut Vec<u8>, s: &[u8]) {
+    for &b in s {
+        match b {
+            b' ' | b'\t' | b'\n' | b'\\' => out.extend_from_slice(format!("\\{b:03o}").as_bytes()),
+            b => out.push(b),
+        }
+    }
 }
 
 /// The descriptor a magic link names: `/dev/stdin`, `/dev/stdout`, `/dev/stderr`,
