@@ -529,6 +529,23 @@ fn mount_table_is_uvfs() {
     );
 }
 
+/// `open_by_handle_at` would open any host file by its inode number, past every bind
+/// (found by a trial: a root program appended to a host file): refused with EPERM. Natively
+/// root opens the host root directory this way (handle type 1, inode 2).
+#[test]
+fn open_by_handle_at_is_refused() {
+    if !have("python3") {
+        return;
+    }
+    let o = python(
+        "import ctypes,os\nlibc=ctypes.CDLL(None,use_errno=True)\n\
+         fd=os.open('/etc/hostname',os.O_RDONLY)\n\
+         h=(ctypes.c_ubyte*16)(8,0,0,0,1,0,0,0,2,0,0,0,0,0,0,0)\n\
+         print(libc.open_by_handle_at(fd,h,os.O_RDONLY),ctypes.get_errno())",
+    );
+    assert_eq!(text(&o.stdout), "-1 1\n", "stderr: {}", text(&o.stderr));
+}
+
 /// Regressions from a review of the first slices, each against what Linux gives:
 /// - bug: a forked child's uvfs table was scanned from descriptor 0 to -1 (its parent's
 ///   highest number was not inherited), so descriptors the kernel closed in the child

@@ -158,6 +158,8 @@ fn notified() -> Vec<u32> {
         SYS_fremovexattr,
         SYS_inotify_add_watch,
         SYS_name_to_handle_at,
+        // A file handle opens a host file by inode number, past every bind.
+        SYS_open_by_handle_at,
         SYS_fanotify_mark,
         SYS_uselib,
         SYS_acct,
@@ -1728,6 +1730,9 @@ impl Sup {
             }
             SYS_inotify_add_watch => self.unsupported("inotify_add_watch"),
             SYS_name_to_handle_at => self.unsupported("name_to_handle_at"),
+            // It would open any host file by its inode number, around the binds (Linux
+            // needs CAP_DAC_READ_SEARCH, which a root program has): refused as a mount is.
+            SYS_open_by_handle_at => Err(EPERM),
             SYS_fanotify_mark => self.unsupported("fanotify_mark"),
             SYS_uselib | SYS_acct | SYS_swapon | SYS_quotactl => Err(EPERM),
             463..=466 => self.unsupported("setxattrat/getxattrat/listxattrat/removexattrat"),
