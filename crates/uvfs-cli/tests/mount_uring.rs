@@ -41,12 +41,20 @@ struct Server {
     child: Child,
     dir: tempfile::TempDir,
     log: std::path::PathBuf,
+    _logs: tempfile::TempDir,
 }
 
 impl Server {
-    fn start(fault: &str, logs: &Path) -> Server {
+    /// The server for `test` with `fault`, or `None` (said why) where the test does not
+    /// apply.
+    fn for_test(test: &str, fault: &str) -> Option<Server> {
+        uring_here(test).then(|| Server::start(fault))
+    }
+
+    fn start(fault: &str) -> Server {
         let dir = tempfile::tempdir().unwrap();
-        let log = logs.join("server.log");
+        let logs = tempfile::tempdir().unwrap();
+        let log = logs.path().join("server.log");
         let child = Command::new(env!("CARGO_BIN_EXE_uvfs"))
             .args([
                 "mount",
@@ -69,7 +77,12 @@ impl Server {
             );
             std::thread::sleep(Duration::from_millis(10));
         }
-        Server { child, dir, log }
+        Server {
+            child,
+            dir,
+            log,
+            _logs: logs,
+        }
     }
 
     fn path(&self) -> &Path {
@@ -126,14 +139,12 @@ fn bounded<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static
 /// the request gets an answer and the server exits 1 with the reason.
 #[test]
 fn refused_registration_ends_the_session_while_a_request_waits() {
-    let test = "refused_registration_ends_the_session_while_a_request_waits";
-    if !uring_here(test) {
-        return;
-    }
-    let logs = tempfile::tempdir().unwrap();
     // The last queue registers after 1 s, with a queue id the kernel refuses; meanwhile
     // the stat below waits for the rings inside the mount.
-    let mut server = Server::start("refuse=last", logs.path());
+    let test = "refused_registration_ends_the_session_while_a_request_waits";
+    let Some(mut server) = Server::for_test(test, "refuse=last") else {
+        return;
+    };
     let inside = server.path().join("x");
     let waiter = std::thread::spawn(move || fs::metadata(inside).map(|_| ()));
     let code = server.wait_exit();
@@ -154,11 +165,9 @@ fn refused_registration_ends_the_session_while_a_request_waits() {
 #[test]
 fn failed_commits_are_retried() {
     let test = "failed_commits_are_retried";
-    if !uring_here(test) {
+    let Some(mut server) = Server::for_test(test, "bad-commits=3") else {
         return;
-    }
-    let logs = tempfile::tempdir().unwrap();
-    let mut server = Server::start("bad-commits=3", logs.path());
+    };
     let dir = server.path().to_owned();
     bounded("file operations", move || {
         for i in 0..20 {
@@ -193,11 +202,9 @@ fn failed_commits_are_retried() {
 #[test]
 fn commits_failing_past_the_retries_abort_the_connection() {
     let test = "commits_failing_past_the_retries_abort_the_connection";
-    if !uring_here(test) {
+    let Some(mut server) = Server::for_test(test, "bad-commits=1000000") else {
         return;
-    }
-    let logs = tempfile::tempdir().unwrap();
-    let mut server = Server::start("bad-commits=1000000", logs.path());
+    };
     let f = server.path().join("f");
     let r = bounded("a write whose commit keeps failing", move || {
         fs::write(f, b"x")
