@@ -1300,7 +1300,7 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
     };
     let r = match session {
         Serving::Fuser(s) => s.run(),
-        Serving::Uring(fs, fd) => serve_rings(&fs, fd, args.transport, mp),
+        Serving::Uring(fs, fd) => serve_rings(&fs, fd, args.transport, mp, canonical.clone(), conn),
     }
     .or_else(|e| session_ended(e, mp));
     // Release: pairs with the watcher's Acquire load; it stops polling.
@@ -1340,20 +1340,42 @@ enum Serving {
     Uring(Arc<UvfsFuse>, std::os::fd::OwnedFd),
 }
 
-/// Serves the mount at `mp` over io_uring until it is unmounted, saying at startup how the
-/// rings came up; with `--transport uring` a refusal ends the session (the mount is
-/// detached, the error returned), with `auto` the session goes on over `/dev/fuse`. At the
-/// end, one line with how many requests went through the rings.
+/// Serves the mount at `mp` (canonically `canonical`, FUSE connection `conn`) over io_uring
+/// until it is unmounted, saying at startup how the rings came up; with `--transport uring`
+/// a refusal ends the session (the mount is detached and its connection aborted, the error
+/// returned), with `auto` the session goes on over `/dev/fuse`. A ring that cannot go on
+/// aborts the connection, saying why, and detaches the mount while it is still this
+/// connection's (not one mounted there since). At the end, one line with how many requests
+/// went through the rings.
 ///
 /// # Errors
-/// The session's (see `uvfs::fuse::serve_uring`).
+/// The session's (see `uvfs::fuse::serve_uring`); `ECONNABORTED` if the connection was
+/// aborted from outside (then `session_ended` decides).
 fn serve_rings(
     fs: &Arc<UvfsFuse>,
     fd: std::os::fd::OwnedFd,
     transport: TransportArg,
     mp: &Path,
+    canonical: Option<PathBuf>,
+    conn: Option<u32>,
 ) -> io::Result<()> {
-    let stats = uvfs::fuse::serve_uring(fs, fd, |up| match up {
+    let abort: uvfs::fuse::AbortConn = Arc::new(move |why: &str| {
+        let r = conn
+            .ok_or_else(|| io::Error::other("its connection number is unknown"))
+            .and_then(abort_connection);
+        match &r {
+            Ok(()) => say!("uvfs: {why}: connection aborted"),
+            Err(e) => say!("uvfs: {why}; cannot abort the connection: {e}"),
+        }
+        // An aborted mount answers ENOTCONN to everything: detach it, if it is still ours.
+        if let Some(c) = canonical.as_deref() {
+            if conn.is_some() && fuse_connection(c) == conn {
+                let _ = lazy_unmount(c);
+            }
+        }
+        r
+    });
+    let stats = uvfs::fuse::serve_uring(fs, fd, abort, |up| match up {
         uvfs::fuse::RingsUp::Ready { queues } => {
             say!(
                 "uvfs: transport uring: {queues} queues (one per possible CPU), {} entries each",
@@ -1376,6 +1398,11 @@ fn serve_rings(
         stats.ring_requests,
         stats.dev_requests
     );
+    if stats.aborted {
+        return Err(io::Error::from_raw_os_error(
+            rustix::io::Errno::CONNABORTED.raw_os_error(),
+        ));
+    }
     Ok(())
 }
 

@@ -14,5 +14,6 @@ pub mod server;
 pub use handles::default_max_handles;
 #[cfg(feature = "fuse")]
 pub use server::{
-    serve_uring, uring_enabled, FuseOptions, Permissions, RingsUp, UringStats, UvfsFuse, RING_DEPTH,
+    serve_uring, uring_enabled, AbortConn, FuseOptions, Permissions, RingsUp, UringStats, UvfsFuse,
+    MAX_RETRIES, RING_DEPTH,
 };

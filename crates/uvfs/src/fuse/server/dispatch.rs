@@ -25,9 +25,28 @@ const FUSE_GETATTR_FH: u32 = 1 << 0;
 /// `FUSE_FSYNC_FDATASYNC` in `fuse_fsync_in.fsync_flags`.
 const FUSE_FSYNC_FDATASYNC: u32 = 1 << 0;
 
-/// The largest WRITE uvfs accepts (`fuse_init_out.max_write`): 1 MiB, 256 pages, the
-/// kernel's default `max_pages_limit` (`fuse_max_pages_limit`).
+/// The largest WRITE uvfs accepts (`fuse_init_out.max_write`): 1 MiB, 256 pages of
+/// 4 KiB, the kernel's default `max_pages_limit` (`fuse_max_pages_limit`).
 pub const MAX_WRITE: u32 = 1 << 20;
+
+/// `fuse_init_out.max_pages` for a page size of `page` bytes: `MAX_WRITE` in pages,
+/// rounded up, at least 1 (`process_init_reply` clamps it to 1 ..= `max_pages_limit`).
+pub(crate) fn max_pages_for(page: usize) -> u16 {
+    (MAX_WRITE as usize)
+        .div_ceil(page.max(1))
+        .clamp(1, usize::from(u16::MAX)) as u16
+}
+
+/// `fuse_init_out.max_pages` on this machine (its page size, not an assumed 4 KiB).
+pub(crate) fn max_pages() -> u16 {
+    max_pages_for(rustix::param::page_size())
+}
+
+/// The payload buffer an io_uring entry needs: the kernel refuses a smaller one
+/// (`fuse_uring_create`: `max(FUSE_MIN_READ_BUFFER, max_write, max_pages * PAGE_SIZE)`).
+pub(crate) fn max_payload() -> usize {
+    (MAX_WRITE as usize).max(usize::from(max_pages()) * rustix::param::page_size())
+}
 
 /// Splits a `T` off the front of `b`.
 ///
@@ -410,7 +429,7 @@ impl UvfsFuse {
         reply.congestion_threshold = 12;
         reply.max_write = MAX_WRITE;
         reply.time_gran = 1;
-        reply.max_pages = (MAX_WRITE / 4096) as u16;
+        reply.max_pages = max_pages();
         Ok(reply)
     }
 }

@@ -118,7 +118,9 @@ mod ops;
 mod ring;
 mod uring;
 
-pub use ring::{serve_uring, uring_enabled, RingsUp, UringStats, RING_DEPTH};
+pub use ring::{
+    serve_uring, uring_enabled, AbortConn, RingsUp, UringStats, MAX_RETRIES, RING_DEPTH,
+};
 pub use uring::{UringScratch, URING_HEADER_SIZE};
 
 /// How a file opened with `flags` is opened for the kernel. `O_RDWR` opens, the only ones a

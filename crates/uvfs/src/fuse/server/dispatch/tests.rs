@@ -472,3 +472,21 @@ fn malformed_unknown_and_unanswered_requests() {
         Err(Errno::ESTALE)
     );
 }
+
+/// Bug (issue 13 (g)): INIT's `max_pages` was `MAX_WRITE / 4096` whatever the page size,
+/// so on 16 or 64 KiB pages the kernel sized requests (and the io_uring payload it
+/// demands, `max_pages * PAGE_SIZE`) 4 or 16 times over `max_write`. Fix: the real page
+/// size, rounded up, at least one page.
+#[test]
+fn max_pages_follows_the_page_size() {
+    use super::{max_pages, max_pages_for, max_payload, MAX_WRITE};
+    assert_eq!(max_pages_for(4096), 256);
+    assert_eq!(max_pages_for(16 << 10), 64);
+    assert_eq!(max_pages_for(64 << 10), 16);
+    assert_eq!(max_pages_for(2 << 20), 1);
+    assert_eq!(max_pages_for(0), u16::MAX);
+    let page = rustix::param::page_size();
+    assert_eq!(max_pages(), max_pages_for(page));
+    assert!(max_payload() >= MAX_WRITE as usize);
+    assert!(max_payload() >= usize::from(max_pages()) * page);
+}
