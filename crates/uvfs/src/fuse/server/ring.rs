@@ -732,8 +732,13 @@ fn queue_worker(
                 continue;
             }
             if !reported {
-                // A REGISTER refused: the rings are refused, not retried.
-                refused.get_or_insert(res);
+                // A REGISTER refused: the rings are refused, not retried. A teardown
+                // errno is not a refusal: the mount went while the rings came up (a
+                // SIGTERM at start-up: CI saw `ENOTCONN` here end a clean stop with exit
+                // 1); the entry retires and the session ends as any teardown.
+                if !is_teardown(-res) {
+                    refused.get_or_insert(res);
+                }
                 continue;
             }
             let last = e.last;
