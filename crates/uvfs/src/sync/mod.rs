@@ -17,6 +17,8 @@ pub mod audit;
 pub mod borrow;
 pub mod file_ref;
 pub mod padded;
+pub(crate) mod page;
+pub(crate) mod page_index;
 pub(crate) mod pcp_ref;
 pub mod rcu;
 pub mod refcount;
