@@ -19,6 +19,7 @@ pub mod file_ref;
 pub mod padded;
 pub(crate) mod page;
 pub(crate) mod page_index;
+pub mod page_reclaim;
 pub(crate) mod pcp_ref;
 pub mod rcu;
 pub mod refcount;

@@ -17,10 +17,14 @@
 //! - Writers are serialised by the caller's lock ("Context" on each writing method); the
 //!   caller owns the pages: a page pointer set at index `i` stays valid until the slot is
 //!   cleared and, after that, until a grace period has passed (the caller retires the page
-//!   with `Guard::defer*` after clearing its slot: `# Safety` of [`set`](PageIndex::set)).
-//! - A node is reachable from the root only while it is initialised; an unlinked node is
-//!   freed only after a grace period (`defer_unchecked`), so a pinned reader may finish
-//!   walking a node that was unlinked under it.
+//!   after clearing its slot: `# Safety` of [`set`](PageIndex::set)), or until no reader
+//!   can be walking the index any more.
+//! - A node is reachable from the root only while it is initialised; a node a writer
+//!   unlinks goes into an [`Unlinked`], which frees it when dropped, and the writer drops
+//!   that only after a grace period (`sync::page_reclaim::retire`) or when no reader can
+//!   be walking the index (`# Safety` of [`clear`](PageIndex::clear) and
+//!   [`detach`](PageIndex::detach)), so a pinned reader may finish walking a node that was
+//!   unlinked under it.
 //! - `used` counts a node's non-null slots; it is read and written only by writers.
 //!
 //! Lock order: none of its own (the caller's data lock serialises writers).
@@ -28,6 +32,7 @@
 use super::atomic::{AtomicPtr, AtomicU32, Ordering};
 use super::epoch::Guard;
 use super::page::PageBuf;
+use std::mem::size_of;
 use std::ptr;
 
 /// Bits of the index one node decodes.
@@ -89,10 +94,73 @@ unsafe fn free_subtree(n: *mut Node) {
     }
 }
 
-/// A pointer that crosses to the epoch collector's thread in a deferred free.
-struct Retired(*mut Node);
-// SAFETY: the node is unreachable; the deferred function is its only user.
-unsafe impl Send for Retired {}
+/// Nodes in `n`'s subtree (`n` included).
+///
+/// # Safety
+/// - `n` is a live node that no writer changes meanwhile (the caller is the writer, or owns
+///   the unreachable subtree).
+unsafe fn count_subtree(n: *mut Node) -> usize {
+    // SAFETY: live and unchanged (caller).
+    let node = unsafe { &*n };
+    let mut count = 1;
+    if node.shift > 0 {
+        for s in &node.slots {
+            // Relaxed: no writer runs (the caller's contract), nothing to order.
+            let c = s.load(Ordering::Relaxed).cast::<Node>();
+            if !c.is_null() {
+                // SAFETY: a child of such a node is such a node.
+                count += unsafe { count_subtree(c) };
+            }
+        }
+    }
+    count
+}
+
+/// Index nodes unlinked from a [`PageIndex`] by a writer (whole subtrees), freed when this
+/// is dropped.
+///
+/// # Invariants
+/// Each node is unreachable from its index and owned by this value alone; whoever got it
+/// from [`PageIndex::clear`] or [`PageIndex::detach`] (unsafe) drops it only once no reader
+/// can still hold one of its nodes: after a grace period of the readers' collector, or when
+/// no reader can be walking the index at all.
+#[derive(Default)]
+pub(crate) struct Unlinked {
+    roots: Vec<*mut Node>,
+}
+
+// SAFETY: the nodes are unreachable and owned by this value alone (invariant); moving it to
+// the thread that runs a deferred free moves that ownership.
+unsafe impl Send for Unlinked {}
+
+impl std::fmt::Debug for Unlinked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Unlinked")
+            .field("subtrees", &self.roots.len())
+            .finish()
+    }
+}
+
+impl Unlinked {
+    /// Bytes of the nodes held (counts them: 1 per subtree after a `clear`).
+    pub(crate) fn bytes(&self) -> usize {
+        self.roots
+            .iter()
+            // SAFETY: owned by us, unreachable, so unchanged (invariant).
+            .map(|&n| unsafe { count_subtree(n) } * size_of::<Node>())
+            .sum()
+    }
+}
+
+impl Drop for Unlinked {
+    fn drop(&mut self) {
+        for &n in &self.roots {
+            // SAFETY: unreachable, ours alone, and no reader can hold it any more (the
+            // invariant: we are dropped only after a grace period or with no reader left).
+            unsafe { free_subtree(n) };
+        }
+    }
+}
 
 /// The page index of one file (see the module doc).
 pub struct PageIndex {
@@ -121,7 +189,8 @@ impl PageIndex {
         }
     }
 
-    /// The page at `idx`, if one is set; valid while `_guard` is pinned. Writes nothing.
+    /// The page at `idx`, if one is set; valid while `_guard` (a pin of the collector the
+    /// writers retire through, `sync::page_reclaim::pin`) is pinned. Writes nothing.
     ///
     /// Ordering: each load is Acquire, pairing with the Release store that published the
     /// node or page (in [`set`](Self::set)): a page found here is initialised, and its
@@ -156,21 +225,18 @@ impl PageIndex {
         }
     }
 
-    /// Sets the page at `idx` to `page` (null clears it), growing or pruning the tree.
-    /// Nodes unlinked by a clear are freed after a grace period of `guard`'s collector.
+    /// Sets the page at `idx` to `page`, growing the tree as needed.
     ///
     /// Context: the caller holds the lock that serialises this index's writers.
     ///
     /// # Safety
-    /// - A non-null `page` stays valid until its slot is set again (cleared or replaced)
-    ///   and then until a grace period has passed (the caller retires it with
-    ///   `guard.defer*` after this call, or frees it only once no reader can be pinned).
+    /// - `page` stays valid until its slot is set again (cleared or replaced) and then
+    ///   until a grace period of the readers' collector has passed (the caller retires it
+    ///   after this call, `sync::page_reclaim::retire`), or until no reader can be walking
+    ///   the index any more.
     #[cfg_attr(feature = "audit", track_caller)]
-    pub unsafe fn set(&self, idx: u64, page: *const PageBuf, guard: &Guard) {
-        if page.is_null() {
-            self.clear(idx, guard);
-            return;
-        }
+    pub unsafe fn set(&self, idx: u64, page: &PageBuf) {
+        let page: *const PageBuf = page;
         // Relaxed: writers are serialised by the caller's lock; the node was published by
         // an earlier writer whose stores that lock orders before ours.
         let mut root = self.root.load(Ordering::Relaxed);
@@ -231,9 +297,16 @@ impl PageIndex {
         }
     }
 
-    /// Clears `idx` (see [`set`](Self::set)); prunes nodes left empty.
+    /// Clears `idx`; prunes nodes left empty, moving them into `unlinked`.
+    ///
+    /// Context: the caller holds the lock that serialises this index's writers.
+    ///
+    /// # Safety
+    /// - `unlinked` is dropped only once no reader can hold a node unlinked here: after a
+    ///   grace period of the readers' collector (`sync::page_reclaim::retire`), or when no
+    ///   reader can be walking the index any more ([`Unlinked`]'s invariant).
     #[cfg_attr(feature = "audit", track_caller)]
-    fn clear(&self, idx: u64, guard: &Guard) {
+    pub unsafe fn clear(&self, idx: u64, unlinked: &mut Unlinked) {
         // Relaxed: writers only (see `set`).
         let root = self.root.load(Ordering::Relaxed);
         if root.is_null() {
@@ -271,8 +344,8 @@ impl PageIndex {
         while depth > 0 {
             depth -= 1;
             let (n, i) = path[depth];
-            // SAFETY: on the path just walked; unlinked nodes are freed only after a grace
-            // period that our `guard` holds back.
+            // SAFETY: on the path just walked; a node unlinked by the loop's earlier rounds
+            // is in no `Unlinked` yet, and only dropping one frees a node.
             let node = unsafe { &*n };
             // Release: keeps every slot store Release (a null is never dereferenced, so
             // nothing needs it; a reader that loads it just finds no page).
@@ -290,18 +363,34 @@ impl PageIndex {
             }
         }
         // The emptied nodes are the last `emptied` entries of the path, now unreachable.
-        for &(n, _) in &path[len - emptied..len] {
-            let r = Retired(n);
-            // SAFETY: `n` is unreachable (its parent's slot, or the root, was cleared above)
-            // and all its slots are null, so `free_subtree` frees just it; it runs after
-            // every reader pinned now has unpinned.
-            unsafe {
-                guard.defer_unchecked(move || {
-                    let r = r;
-                    free_subtree(r.0)
-                })
-            };
+        // INVARIANT (`Unlinked`): each is unreachable (its parent's slot, or the root, was
+        // cleared above), all its slots are null (a subtree of one node), and our caller
+        // drops `unlinked` only when no reader can hold it (`# Safety`).
+        unlinked
+            .roots
+            .extend(path[len - emptied..len].iter().map(|&(n, _)| n));
+    }
+
+    /// Unlinks the whole tree (the index is empty afterwards) and returns it; the pages it
+    /// pointed to are the caller's, as always.
+    ///
+    /// Context: the caller holds the lock that serialises this index's writers.
+    ///
+    /// # Safety
+    /// - As [`clear`](Self::clear): the result is dropped only once no reader can hold one
+    ///   of its nodes.
+    #[cfg_attr(feature = "audit", track_caller)]
+    pub unsafe fn detach(&self) -> Unlinked {
+        // Release: as the slot stores of `clear` (a reader that loads the null finds no
+        // page); the nodes stay allocated for one that loaded the old root (`# Safety`).
+        let root = self.root.swap(ptr::null_mut(), Ordering::Release);
+        let mut unlinked = Unlinked::default();
+        if !root.is_null() {
+            // INVARIANT (`Unlinked`): the root was the only way to the tree, and it is null
+            // now; our caller drops the result only when no reader can hold it.
+            unlinked.roots.push(root);
         }
+        unlinked
     }
 }
 
@@ -320,7 +409,7 @@ impl Drop for PageIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sync::epoch;
+    use crate::sync::page_reclaim;
 
     /// Set and clear at indexes that make the tree grow to 9 levels and prune back to
     /// nothing; every `get` agrees with a model map.
@@ -329,12 +418,12 @@ mod tests {
         let idx = PageIndex::new();
         let pages: Vec<Box<PageBuf>> = (0..6).map(|_| PageBuf::zeroed()).collect();
         let keys = [0u64, 63, 64, 4095, 1 << 30, (1 << 52) - 1];
-        let g = epoch::pin();
+        let g = page_reclaim::pin();
         let mut model = std::collections::BTreeMap::new();
         for (k, p) in keys.iter().zip(&pages) {
             // SAFETY: the pages outlive the index's use of them (dropped after `idx`'s
             // last `get` below).
-            unsafe { idx.set(*k, &**p, &g) };
+            unsafe { idx.set(*k, p) };
             model.insert(*k, p.addr());
         }
         let probe = |idx: &PageIndex, model: &std::collections::BTreeMap<u64, usize>| {
@@ -351,12 +440,14 @@ mod tests {
             }
         };
         probe(&idx, &model);
+        let mut unlinked = Unlinked::default();
         for k in [63u64, 1 << 30, 0, (1 << 52) - 1, 64, 4095] {
-            // SAFETY: clearing.
-            unsafe { idx.set(k, ptr::null(), &g) };
+            // SAFETY: `unlinked` is dropped below, when this thread is the only user.
+            unsafe { idx.clear(k, &mut unlinked) };
             model.remove(&k);
             probe(&idx, &model);
         }
+        assert!(unlinked.bytes() > 0, "pruned nodes were handed back");
         // Relaxed: single thread.
         assert!(
             idx.root.load(Ordering::Relaxed).is_null(),

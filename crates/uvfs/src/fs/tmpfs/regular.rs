@@ -6,13 +6,14 @@
 //!
 //! # Reads without the lock (`filemap_read`'s fast short reads, Linux, 2025)
 //! A read of up to [`FAST_READ_MAX`] bytes takes no lock and writes no shared cache line:
-//! pinned in the epoch, it reads the file's sequence count ([`RegFile::seq`]), the size,
+//! pinned in the page collector (sync/page_reclaim.rs), it reads the file's sequence count ([`RegFile::seq`]), the size,
 //! finds each page in the lockless [`PageIndex`] and copies it byte-wise atomically
 //! ([`PageBuf::load`]), then re-checks the count; after [`FAST_READ_TRIES`] tries that raced
 //! with a writer (or one that found a write in progress) it takes the data lock shared,
 //! as every read did before. Every change of the bytes, the pages present or the size
 //! happens inside a write section of the count (odd), under the data write lock; a page
-//! or index node unlinked from a file is freed only after a grace period, so a pinned
+//! or index node unlinked from a file is freed only after a grace period (or, at
+//! eviction, once no reader can be left: `drop_pages`), so a pinned
 //! reader never copies freed memory (it may copy a page being changed or removed, and
 //! then the count makes it retry).
 //!
@@ -23,8 +24,11 @@
 //! - `RegFile::index` maps exactly the pages of `RegData::pages` (index -> the page's
 //!   bytes); it changes, and the bytes and the size change, only under the data write lock
 //!   and inside a write section of `RegFile::seq`.
-//! - A page removed from `pages` (or a shared page replaced by its copy) is dropped
-//!   through the epoch (`retire`), after every reader pinned at its removal.
+//! - A page removed from `pages` (or a shared page replaced by its copy), and an index node
+//!   pruned, is dropped through the page collector (`Garbage::retire`,
+//!   sync/page_reclaim.rs), after every reader pinned at its removal; the writer drives
+//!   that grace period itself once its thread has more than `page_reclaim::BOUND` (2 MiB)
+//!   waiting. At eviction with no open file they are freed at once (`drop_pages`).
 //! - The VFS inode's `i_size` and `i_blocks` are written only under the data write lock;
 //!   `i_blocks` is always `pages.len() * 8`.
 //! - On a mount with limits every present page is charged to the mount's `Limits`.
@@ -38,9 +42,9 @@
 use super::Limits;
 use crate::cred::Cred;
 use crate::inode::{Inode, MAX_LFS_FILESIZE, PAGE_SIZE};
-use crate::sync::epoch::{self, Guard};
 use crate::sync::page::PageBuf;
-use crate::sync::page_index::PageIndex;
+use crate::sync::page_index::{PageIndex, Unlinked};
+use crate::sync::page_reclaim;
 use crate::sync::plain::Ordering;
 use crate::sync::seqcount::SeqCount;
 use crate::sync::{read, write, RwLock, RwLockWriteGuard};
@@ -118,12 +122,11 @@ impl RegFile {
     /// A file holding `data`'s pages (a new file, or a snapshot's copy).
     pub(super) fn new(data: RegData) -> RegFile {
         let index = PageIndex::new();
-        let g = epoch::pin();
         for (&i, p) in &data.pages {
             // SAFETY: the page is owned by `data`, which the returned `RegFile` keeps; it
-            // leaves `pages` only through `retire` after its slot is cleared (module
+            // leaves `pages` only into a `Garbage` after its slot is cleared (module
             // invariants).
-            unsafe { index.set(i, p.bytes(), &g) };
+            unsafe { index.set(i, p.bytes()) };
         }
         RegFile {
             seq: SeqCount::new(),
@@ -160,22 +163,91 @@ impl Drop for Section<'_> {
     }
 }
 
-/// Drops `p`, removed from a file's pages (and its index slot cleared), once every reader
-/// pinned now has unpinned: one of them may be copying it.
-fn retire(g: &Guard, p: Page) {
-    g.defer(move || drop(p));
+/// What a writer unlinked from a file under the data lock: pages whose index slots it
+/// cleared and index nodes it pruned. Lockless readers pinned before the unlink may still
+/// be copying them, so they are retired through the page collector once the lock is
+/// dropped ([`retire`](Garbage::retire)), or freed at once when no reader can be left
+/// ([`free_now`](Garbage::free_now)).
+///
+/// # Invariants
+/// Everything held is unreachable from the file's index. Dropped without one of those two
+/// (only when a panic unwinds through the writer), it leaks what it holds rather than free
+/// it under a reader.
+#[derive(Default)]
+struct Garbage {
+    /// Whole maps of removed pages (a truncate, a punch, an eviction).
+    maps: Vec<BTreeMap<u64, Page>>,
+    /// Single removed pages (a shared page replaced by its copy).
+    pages: Vec<Page>,
+    /// Pruned index nodes.
+    nodes: Unlinked,
 }
 
-/// Clears the index slots of `gone`, pages just removed from a file, and retires them.
-fn retire_all(f: &RegFile, g: &Guard, gone: BTreeMap<u64, Page>) {
-    if gone.is_empty() {
-        return;
+impl Garbage {
+    /// Clears the index slots of `gone`, pages just removed from the file's pages, and
+    /// keeps them.
+    ///
+    /// Context: the caller holds the data write lock, inside a write section.
+    fn unlink_all(&mut self, index: &PageIndex, gone: BTreeMap<u64, Page>) {
+        if gone.is_empty() {
+            return;
+        }
+        for &i in gone.keys() {
+            // SAFETY: the pruned nodes go into `self.nodes`, which is retired or freed only
+            // when no reader can hold them (`retire`, `free_now`; leaked otherwise).
+            unsafe { index.clear(i, &mut self.nodes) };
+        }
+        self.maps.push(gone);
     }
-    for &i in gone.keys() {
-        // SAFETY: clearing a slot (null page).
-        unsafe { f.index.set(i, std::ptr::null(), g) };
+
+    /// The pages and nodes held, in bytes (each page counted whole, shared or not).
+    fn bytes(&self) -> usize {
+        let pages = self.pages.len() + self.maps.iter().map(BTreeMap::len).sum::<usize>();
+        pages * PAGE_SIZE + self.nodes.bytes()
     }
-    g.defer(move || drop(gone));
+
+    /// Takes everything out (what `Drop` leaves leaked is then nothing).
+    fn take(&mut self) -> (Vec<BTreeMap<u64, Page>>, Vec<Page>, Unlinked) {
+        (
+            std::mem::take(&mut self.maps),
+            std::mem::take(&mut self.pages),
+            std::mem::take(&mut self.nodes),
+        )
+    }
+
+    /// Frees what is held once every lockless reader pinned now has unpinned
+    /// (`page_reclaim::retire`), then, when this thread has more than
+    /// `page_reclaim::BOUND` bytes waiting, drives the grace period itself
+    /// (`page_reclaim::collect_if_over`): an idle server pins nothing that would.
+    ///
+    /// Context: the data lock is dropped (and no page-collector guard is held).
+    fn retire(mut self) {
+        if self.maps.is_empty() && self.pages.is_empty() && self.nodes.bytes() == 0 {
+            return;
+        }
+        let bytes = self.bytes();
+        let g = page_reclaim::pin();
+        page_reclaim::retire(&g, bytes, self.take());
+        drop(g);
+        page_reclaim::collect_if_over();
+    }
+
+    /// Frees what is held now.
+    ///
+    /// # Safety
+    /// - No lockless reader can hold a page or node of it: none is inside `read_lockless`
+    ///   on this file, and none that enters it later can reach them (see `drop_pages`).
+    unsafe fn free_now(mut self) {
+        drop(self.take());
+    }
+}
+
+impl Drop for Garbage {
+    fn drop(&mut self) {
+        // Reached with something held only when a panic unwinds through a writer between
+        // the unlink and `retire`: a pinned reader may still copy it, so leak it.
+        std::mem::forget(self.take());
+    }
 }
 
 /// `pages[idx]` (present) made writable: a shared page is replaced by a private copy
@@ -189,7 +261,7 @@ fn own_page<'p>(
     pages: &'p mut BTreeMap<u64, Page>,
     idx: u64,
     index: &PageIndex,
-    g: &Guard,
+    garbage: &mut Garbage,
 ) -> &'p PageBuf {
     if let Some(Page::Shared(_)) = pages.get(&idx) {
         let Some(Page::Shared(a)) = pages.remove(&idx) else {
@@ -204,9 +276,11 @@ fn own_page<'p>(
             Err(a) => {
                 let b = a.copy();
                 // SAFETY: `b` is owned by `pages` from the insert below; it leaves them
-                // only through `retire` after its slot is cleared.
-                unsafe { index.set(idx, &*b, g) };
-                retire(g, Page::Shared(a));
+                // only into a `Garbage` after its slot is cleared or replaced.
+                unsafe { index.set(idx, &b) };
+                // The shared handle's slot now points at the copy: unreachable for readers
+                // that pin from now on.
+                garbage.pages.push(Page::Shared(a));
                 b
             }
         };
@@ -251,17 +325,45 @@ fn take_falloc_page(falloc: &mut Option<Falloc>, idx: u64) -> bool {
 }
 
 /// Drops every page of a file (eviction); returns how many were held. Context: no name and
-/// no open file are left, or the mount is torn down.
+/// no open file are left (the caller saw none, `Inode::may_evict_locked`), or the inode is
+/// being dropped (`Drop for Inode`).
+///
+/// The pages and index nodes are freed here and now, not after a grace period, unless a
+/// file was opened since the caller looked (`Inode::no_open_file`), which is what makes
+/// the synchronous free sound:
+/// - a lockless reader is inside `read_at` only through an open file of this inode, which
+///   counts in the inode's open count from before the call (`file_opened`, at the open)
+///   to after it (`file_closed`, at the file's last put, which a borrowed descriptor
+///   defers until the borrowing call ends, sync/borrow.rs);
+/// - the index is emptied (`detach`) before the count is read under `attr_lock`, so if it
+///   is 0 then every file opened before was closed, its reads done (its `file_closed` took
+///   `attr_lock` before us), and a file opened after takes `attr_lock` after us: its reads
+///   load the index root after our store of null (lock release -> acquire), and never
+///   reach the detached nodes or the pages they held.
+///
+/// Otherwise (an open that raced with the last unlink: a lock-free walk reached the name
+/// just before it went) they are retired, as a truncate's are.
 pub(super) fn drop_pages(f: &RegFile, inode: &Inode) -> u64 {
     let mut data = write(&f.data);
-    let g = epoch::pin();
     let sec = Section::begin(f, &data);
     let gone = std::mem::take(&mut data.pages);
     let n = gone.len() as u64;
-    retire_all(f, &g, gone);
+    let mut garbage = Garbage::default();
+    // SAFETY: the detached tree goes into `garbage`, freed below only when no reader can be
+    // left, else retired (or leaked on a panic).
+    garbage.nodes = unsafe { f.index.detach() };
+    garbage.maps.push(gone);
     drop(sec);
     // Relaxed: under the data write lock.
     inode.i_blocks.store(0, Ordering::Relaxed);
+    drop(data);
+    if inode.no_open_file() {
+        // SAFETY: no reader is inside `read_lockless` on this file, and none that enters
+        // it later can reach what was detached (this function's doc).
+        unsafe { garbage.free_now() };
+    } else {
+        garbage.retire();
+    }
     n
 }
 
@@ -295,8 +397,8 @@ pub(super) fn read_at(f: &RegFile, inode: &Inode, buf: &mut [u8], off: u64) -> R
 #[inline]
 fn read_lockless(f: &RegFile, inode: &Inode, buf: &mut [u8], off: u64) -> Option<usize> {
     // The pin keeps every page and index node this read may reach allocated until it ends
-    // (they are retired through the epoch, module invariants).
-    let g = epoch::pin();
+    // (they are retired through the page collector, module invariants).
+    let g = page_reclaim::pin();
     for _ in 0..FAST_READ_TRIES {
         // Acquire (inside): pairs with `write_end`'s Release; what the last section stored
         // (size, index, bytes) is visible to the loads below.
@@ -392,7 +494,7 @@ pub(super) fn write_at(
     // `generic_write_checks`, under `inode_lock`): a refused write changes nothing.
     inode.kill_suid(cred, now)?;
     let want = (buf.len() as u64).min(max - off) as usize;
-    let g = epoch::pin();
+    let mut garbage = Garbage::default();
     let sec = Section::begin(f, &data);
     let mut done = 0;
     while done < want {
@@ -405,7 +507,7 @@ pub(super) fn write_at(
         let page = match pages.entry(idx) {
             Entry::Occupied(e) => match e.into_mut() {
                 Page::Own(b) => &**b,
-                Page::Shared(_) => own_page(pages, idx, &f.index, &g),
+                Page::Shared(_) => own_page(pages, idx, &f.index, &mut garbage),
             },
             Entry::Vacant(v) => {
                 // A new page counts against `size=` (`shmem_inode_acct_blocks`), unless a
@@ -419,9 +521,9 @@ pub(super) fn write_at(
                 let Page::Own(b) = v.insert(Page::zeroed()) else {
                     unreachable!("a fresh page is owned")
                 };
-                // SAFETY: the page is owned by `pages` and leaves it only through
-                // `retire` after its slot is cleared (module invariants).
-                unsafe { f.index.set(idx, &**b, &g) };
+                // SAFETY: the page is owned by `pages` and leaves it only into a
+                // `Garbage` after its slot is cleared (module invariants).
+                unsafe { f.index.set(idx, b) };
                 &**b
             }
         };
@@ -433,6 +535,7 @@ pub(super) fn write_at(
         drop(sec);
         // Linux stamped the times before trying (`file_update_time`).
         drop(data);
+        garbage.retire();
         inode.touch_mtime_ctime(now);
         return Err(Errno::ENOSPC);
     }
@@ -448,6 +551,8 @@ pub(super) fn write_at(
         .i_blocks
         .store(data.pages.len() as u64 * BLOCKS_PER_PAGE, Ordering::Relaxed);
     drop(data);
+    // A shared page this write copied (after a snapshot) goes now.
+    garbage.retire();
     inode.touch_mtime_ctime(now);
     Ok((n, end))
 }
@@ -477,7 +582,7 @@ pub(super) fn truncate(
     if len == size && !stamp && data.pages.is_empty() {
         return Ok(());
     }
-    let g = epoch::pin();
+    let mut garbage = Garbage::default();
     let sec = Section::begin(f, &data);
     // `newsize <= oldsize` (shmem_setattr): the same size too drops the pages past it,
     // which `FALLOC_FL_KEEP_SIZE` may have allocated.
@@ -487,12 +592,12 @@ pub(super) fn truncate(
         if let Some(a) = &acct {
             a.release_blocks(gone.len() as u64);
         }
-        retire_all(f, &g, gone);
+        garbage.unlink_all(&f.index, gone);
         let tail = (len % PAGE_SIZE as u64) as usize;
         if tail != 0 {
             let idx = len / PAGE_SIZE as u64;
             if data.pages.contains_key(&idx) {
-                own_page(&mut data.pages, idx, &f.index, &g).zero(tail, PAGE_SIZE - tail);
+                own_page(&mut data.pages, idx, &f.index, &mut garbage).zero(tail, PAGE_SIZE - tail);
             }
         }
     }
@@ -504,6 +609,9 @@ pub(super) fn truncate(
         .i_blocks
         .store(data.pages.len() as u64 * BLOCKS_PER_PAGE, Ordering::Relaxed);
     drop(data);
+    // The removed pages go after a grace period, driven here past the bound (an idle
+    // server pins nothing that would).
+    garbage.retire();
     inode.touch_mtime_ctime(now);
     Ok(())
 }
@@ -536,7 +644,7 @@ pub(super) fn fallocate(
     cred: &Cred,
 ) -> Result<()> {
     let mut data = write(&f.data);
-    let g = epoch::pin();
+    let mut garbage = Garbage::default();
     let ps = PAGE_SIZE as u64;
     let end = off + len;
     if punch {
@@ -551,7 +659,7 @@ pub(super) fn fallocate(
                 a.release_blocks(tail.len() as u64);
             }
             data.pages.append(&mut keep);
-            retire_all(f, &g, tail);
+            garbage.unlink_all(&f.index, tail);
         }
         for pos in [off, end - 1] {
             let idx = pos / ps;
@@ -561,7 +669,8 @@ pub(super) fn fallocate(
             if data.pages.contains_key(&idx) {
                 let lo = off.max(idx * ps) - idx * ps;
                 let hi = end.min((idx + 1) * ps) - idx * ps;
-                own_page(&mut data.pages, idx, &f.index, &g).zero(lo as usize, (hi - lo) as usize);
+                own_page(&mut data.pages, idx, &f.index, &mut garbage)
+                    .zero(lo as usize, (hi - lo) as usize);
             }
         }
         drop(sec);
@@ -624,9 +733,9 @@ pub(super) fn fallocate(
                 let Page::Own(b) = v.insert(Page::zeroed()) else {
                     unreachable!("a fresh page is owned")
                 };
-                // SAFETY: owned by `pages`, which it leaves only through `retire` after
+                // SAFETY: owned by `pages`, which it leaves only into a `Garbage` after
                 // its slot is cleared (module invariants).
-                unsafe { f.index.set(i, &**b, &g) };
+                unsafe { f.index.set(i, b) };
             }
             drop(sec);
             // Relaxed: under the data write lock.
@@ -663,6 +772,8 @@ pub(super) fn fallocate(
         .i_blocks
         .store(data.pages.len() as u64 * BLOCKS_PER_PAGE, Ordering::Relaxed);
     drop(data);
+    // A punch's pages go after a grace period (as a truncate's).
+    garbage.retire();
     inode.kill_suid(cred, now)?;
     inode.touch_mtime_ctime(now);
     Ok(())
