@@ -28,7 +28,9 @@
 //! count is 0 or [`MAX_STALLS`] rounds in a row freed nothing (another thread stayed
 //! pinned; the rounds yield to let it finish its read). So when an operation returns, its
 //! thread has at most `BOUND` bytes waiting, unless a reader stayed pinned through every
-//! round, and then the thread's next page-changing operation drives again. A whole file's
+//! round, and then the thread's next write, truncate or fallocate of a tmpfs file drives
+//! again. Per thread, so at most `BOUND` per thread that ever changed pages stays waiting
+//! on an idle process (a `uvfs mount` server: `BOUND` times its worker threads). A whole file's
 //! pages are not retired at all when the inode is evicted with no open file (regular.rs
 //! `drop_pages`: nobody can be reading, so they are freed at once).
 //!

@@ -6,8 +6,8 @@
 //!
 //! # Reads without the lock (`filemap_read`'s fast short reads, Linux, 2025)
 //! A read of up to [`FAST_READ_MAX`] bytes takes no lock and writes no shared cache line:
-//! pinned in the page collector (sync/page_reclaim.rs), it reads the file's sequence count ([`RegFile::seq`]), the size,
-//! finds each page in the lockless [`PageIndex`] and copies it byte-wise atomically
+//! pinned in the page collector (sync/page_reclaim.rs), it reads the file's sequence count
+//! ([`RegFile::seq`]), the size, finds each page in the lockless [`PageIndex`] and copies it byte-wise atomically
 //! ([`PageBuf::load`]), then re-checks the count; after [`FAST_READ_TRIES`] tries that raced
 //! with a writer (or one that found a write in progress) it takes the data lock shared,
 //! as every read did before. Every change of the bytes, the pages present or the size
@@ -217,18 +217,19 @@ impl Garbage {
 
     /// Frees what is held once every lockless reader pinned now has unpinned
     /// (`page_reclaim::retire`), then, when this thread has more than
-    /// `page_reclaim::BOUND` bytes waiting, drives the grace period itself
-    /// (`page_reclaim::collect_if_over`): an idle server pins nothing that would.
+    /// `page_reclaim::BOUND` bytes waiting (now, or left by an earlier operation whose
+    /// rounds a pinned reader outlasted), drives the grace period itself
+    /// (`page_reclaim::collect_if_over`): an idle server pins nothing that would. With
+    /// nothing held and nothing over the bound: one load of the thread's own count.
     ///
     /// Context: the data lock is dropped (and no page-collector guard is held).
     fn retire(mut self) {
-        if self.maps.is_empty() && self.pages.is_empty() && self.nodes.bytes() == 0 {
-            return;
+        if !(self.maps.is_empty() && self.pages.is_empty() && self.nodes.bytes() == 0) {
+            let bytes = self.bytes();
+            let g = page_reclaim::pin();
+            page_reclaim::retire(&g, bytes, self.take());
+            drop(g);
         }
-        let bytes = self.bytes();
-        let g = page_reclaim::pin();
-        page_reclaim::retire(&g, bytes, self.take());
-        drop(g);
         page_reclaim::collect_if_over();
     }
 
