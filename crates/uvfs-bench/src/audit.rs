@@ -79,10 +79,14 @@ pub const PAIRS: [Pair; 8] = [
     Pair {
         name: "read-shared",
         what: "pread of one file through one shared descriptor table",
-        budget_shared: 1.1,
-        budget_locked: 4.1,
-        goal: "0 shared lines: the page store's read lock is written by every reader (and \
-               the atime, once per coarse tick)",
+        // 0 per read (lockless tmpfs reads, issue 16); the run's one relatime atime
+        // update (the atime not yet after the mtime, `relatime_need_update`) lands in one
+        // of the ROUNDS rounds in about half the runs: 1/200.
+        budget_shared: 0.005,
+        // The borrow of fd 0 and its release (the epoch pin is not seen by the recorder),
+        // and that atime update's one `lock cmpxchg` (1/400).
+        budget_locked: 2.01,
+        goal: "",
     },
     Pair {
         name: "stat-path",

@@ -875,6 +875,23 @@ impl Inode {
         self.evict(evict);
     }
 
+    /// Whether this inode has no open file now (a `File` counts from its open,
+    /// `file_opened`, to its last put, `file_closed`). Read under `attr_lock`, which both
+    /// take: whatever the caller did before this call happens before every use of a file
+    /// opened after it, and every use of a file closed before it happens before the
+    /// caller's next step (tmpfs `drop_pages` frees pages at once on that ground).
+    /// Context: an evictable inode (others keep no open count); the caller holds neither
+    /// `attr_lock` nor anything ordered after it.
+    pub(crate) fn no_open_file(&self) -> bool {
+        debug_assert!(
+            self.evictable(),
+            "open files are counted for evictable inodes only"
+        );
+        let _g = self.lock_attr();
+        // Relaxed: written only under `attr_lock`, which we hold.
+        self.i_opens.load(Ordering::Relaxed) == 0
+    }
+
     /// Marks an inode with no links as linkable (`I_LINKABLE`): `linkat` may then give it a
     /// name although its link count is 0. The hook for `O_TMPFILE` without `O_EXCL`
     /// (Linux `vfs_tmpfile`); the first successful link clears it.

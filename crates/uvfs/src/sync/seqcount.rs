@@ -76,6 +76,17 @@ macro_rules! seqcount_impl {
                 }
             }
 
+            /// Starts a read section unless a write is in progress (`raw_seqcount_try_begin`):
+            /// the sequence for [`read_retry`](Self::read_retry), or `None` while the count is
+            /// odd, for a reader that falls back to the writers' lock instead of spinning.
+            #[inline]
+            pub fn try_read_begin(&self) -> Option<u32> {
+                // Acquire: as in `read_begin` (pairs with the Release store that ended the
+                // last write section).
+                let s = self.seq.load(Ordering::Acquire);
+                (s & 1 == 0).then_some(s)
+            }
+
             /// Whether the read section that began with `start` raced with a write and
             /// must retry.
             #[inline]

@@ -36,13 +36,13 @@ use crate::super_block::SuperBlock;
 use crate::sync::padded::CacheLine;
 use crate::sync::plain::Mutex;
 use crate::sync::plain::Ordering;
-use crate::sync::{plock, RwLock};
+use crate::sync::plock;
 use crate::types::{StatFs, ST_RELATIME, ST_VALID, TMPFS_MAGIC};
 use crate::types::{Timespec, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG};
 use crate::xattr::{XATTR_CREATE, XATTR_REPLACE};
 use crate::Errno;
 use crate::Result;
-use regular::{RegData, BLOCKS_PER_PAGE};
+use regular::{RegFile, BLOCKS_PER_PAGE};
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -50,7 +50,7 @@ use std::sync::Arc;
 /// What kind of tmpfs inode, with its contents.
 enum Contents {
     /// Regular file: sparse pages.
-    Reg(RwLock<RegData>),
+    Reg(RegFile),
     /// Symbolic link: its target, immutable.
     Symlink(Box<[u8]>),
     /// Directory (entries in the dentry cache), FIFO, socket or device node: nothing.
@@ -77,7 +77,7 @@ fn xattr_space(name: &[u8], value: &[u8]) -> u64 {
 }
 
 impl TmpfsInode {
-    fn reg(&self) -> Option<&RwLock<RegData>> {
+    fn reg(&self) -> Option<&RegFile> {
         match &self.contents {
             Contents::Reg(d) => Some(d),
             _ => None,
@@ -192,7 +192,7 @@ pub(crate) fn new_inode(
     acct: Option<&Arc<Limits>>,
 ) -> Result<Arc<Inode>> {
     let contents = match args.mode & S_IFMT {
-        S_IFREG => Contents::Reg(RwLock::default()),
+        S_IFREG => Contents::Reg(RegFile::default()),
         S_IFLNK => Contents::Symlink(Box::from(args.target.unwrap_or_default())),
         _ => Contents::None,
     };

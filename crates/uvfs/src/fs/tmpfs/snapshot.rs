@@ -10,7 +10,7 @@ use crate::inode::Inode;
 use crate::mount::Mount;
 use crate::super_block::SuperBlock;
 use crate::sync::plain::{Mutex, Ordering};
-use crate::sync::{plock, RwLock};
+use crate::sync::plock;
 use crate::types::S_IFDIR;
 use crate::{Errno, Result};
 use std::collections::HashMap;
@@ -233,7 +233,7 @@ impl Builder {
             Contents::Reg(d) => {
                 let (data, size) = super::regular::share_pages(d, src);
                 let n = data.page_count();
-                (Contents::Reg(RwLock::new(data)), size, n)
+                (Contents::Reg(super::regular::RegFile::new(data)), size, n)
             }
             Contents::Symlink(target) => (
                 Contents::Symlink(target.clone()),
@@ -276,7 +276,6 @@ impl Builder {
 #[cfg(test)]
 mod tests {
     use super::super::TmpfsInode;
-    use crate::sync::read;
     use crate::{Fd, OpenFlags, Task};
 
     /// `(index, shared, address)` of the pages of the file `t` has open as `fd`.
@@ -288,7 +287,7 @@ mod tests {
             .as_any()
             .downcast_ref::<TmpfsInode>()
             .unwrap();
-        let d = read(ti.reg().unwrap()).page_addrs();
+        let d = ti.reg().unwrap().read_data().page_addrs();
         d
     }
 
