@@ -814,12 +814,29 @@ impl Inode {
     pub(crate) fn get_write_access(&self) -> Result<()> {
         // Relaxed: the count orders nothing else; the CAS alone makes "no denier" and
         // "one more writer" one step, against `deny_write_access`'s opposite step.
-        self.i_writecount
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                (n >= 0).then_some(n + 1)
-            })
-            .map(|_| ())
-            .map_err(|_| Errno::ETXTBSY)
+        self.write_count_step(1)
+    }
+
+    /// `atomic_inc_unless_negative` (`step` 1) / `atomic_dec_unless_positive` (`step`
+    /// -1) of `i_writecount`; `ETXTBSY` when the count has the other sign.
+    fn write_count_step(&self, step: i32) -> Result<()> {
+        // Relaxed: see `get_write_access`; the compare-and-swap makes the sign check and
+        // the step one atomic step.
+        let mut n = self.i_writecount.load(Ordering::Relaxed);
+        loop {
+            if n * step < 0 {
+                return Err(Errno::ETXTBSY);
+            }
+            // Relaxed (both): as above; a failure reloads the current count.
+            let (ok, fail) = (Ordering::Relaxed, Ordering::Relaxed);
+            match self
+                .i_writecount
+                .compare_exchange_weak(n, n + step, ok, fail)
+            {
+                Ok(_) => return Ok(()),
+                Err(cur) => n = cur,
+            }
+        }
     }
 
     /// `put_write_access`: a writer counted by [`get_write_access`](Self::get_write_access)
@@ -837,12 +854,7 @@ impl Inode {
     /// `atomic_dec_unless_positive`.
     pub(crate) fn deny_write_access(&self) -> Result<()> {
         // Relaxed: as `get_write_access`.
-        self.i_writecount
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                (n <= 0).then_some(n - 1)
-            })
-            .map(|_| ())
-            .map_err(|_| Errno::ETXTBSY)
+        self.write_count_step(-1)
     }
 
     /// `allow_write_access`: a denial of [`deny_write_access`](Self::deny_write_access) is
