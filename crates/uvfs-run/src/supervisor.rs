@@ -18,6 +18,9 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use rustix::net::{AddressFamily, SocketAddrUnix};
 
 use uvfs::{AtFlags, Errno, Fcntl, Fd, MountFlags, OpenFlags, RenameFlags, Task, Timespec};
 
@@ -2072,38 +2075,23 @@ impl Sup {
             }
             return r;
         }
-        if !script {
-            // A binary: the path string becomes its last component, which the kernel
-            // resolves in the exec directory (`execve_relative`), so that a program that
-            // passes the same string as `argv[0]` (dash, busybox's shell) keeps its base
-            // name there (busybox picks its applet by it). It always fits: the component
-            // is part of the string.
+        // What the path string becomes, and the descriptor the file is at in the program.
+        // A binary: its last component, which the kernel resolves in the exec directory
+        // (`execve_relative`, at `EXEC_FD`), so that a program that passes the same string
+        // as `argv[0]` (dash, busybox's shell) keeps its base name there (busybox picks
+        // its applet by it); it always fits, being part of the string. A script:
+        // `/dev/fd/K`, which its interpreter opens.
+        let (new, k) = if script {
+            let k = sys::addfd(self.listener.as_fd(), n.id, src.as_fd(), None, false)?;
+            (format!("/dev/fd/{k}\0").into_bytes(), k)
+        } else {
             let base = p
                 .rsplit(|&b| b == b'/')
                 .find(|c| !c.is_empty())
                 .unwrap_or(p);
-            let mut new = base.to_vec();
-            new.push(0);
-            let orig = p[..new.len().min(p.len())].to_vec();
-            if sys::write_mem(n.pid, n.args[0], &new).is_err() {
-                log!(
-                    "uvfs run: execve {}: the file is not the host's at that path, and the \
-                     path string is read-only, so it cannot be pointed at the file; running \
-                     it is not supported (EACCES)",
-                    String::from_utf8_lossy(p)
-                );
-                return Err(libc::EACCES);
-            }
-            if let Err(e) = self.execve_relative(pr, n, base, src.as_fd(), false) {
-                let _ = sys::write_mem(n.pid, n.args[0], &orig);
-                return Err(e);
-            }
-            pr.restore = Some((n.args[0], orig, EXEC_FD));
-            pr.exe_pending = Some((pr.exe.replace(exe), EXEC_FD));
-            return Ok(Answer::Continue);
-        }
-        let k = sys::addfd(self.listener.as_fd(), n.id, src.as_fd(), None, !script)?;
-        let new = format!("/dev/fd/{k}\0").into_bytes();
+            self.execve_relative(pr, n, base, src.as_fd(), false)?;
+            ([base, b"\0"].concat(), EXEC_FD)
+        };
         // The string's own storage: its length as read, plus its NUL.
         let fits = p.len() + 1 >= new.len();
         let mut orig = p[..new.len().min(p.len())].to_vec();
@@ -2111,12 +2099,13 @@ impl Sup {
         if !fits || sys::write_mem(n.pid, n.args[0], &new).is_err() {
             // K stays open in the program: a descriptor it did not ask for, closed at its
             // next exec (binary) or left (script); the call fails.
+            pr.exec_pending = false;
             log!(
                 "uvfs run: execve {}: the file is not the host's at that path, and the path \
-                 string is {} to be rewritten to /dev/fd/{k}; running it is not supported \
-                 (EACCES)",
+                 string is {} to be rewritten to {}; running it is not supported (EACCES)",
                 String::from_utf8_lossy(p),
-                if fits { "read-only" } else { "too short" }
+                if fits { "read-only" } else { "too short" },
+                String::from_utf8_lossy(&new[..new.len() - 1])
             );
             return Err(libc::EACCES);
         }
@@ -2195,7 +2184,7 @@ impl Sup {
         let Ok(sock) = sys::pidfd_getfd(thread_pidfd(n.pid)?.as_fd(), fd) else {
             return Ok(Answer::Continue);
         };
-        if sys::socket_domain(sock.as_fd()) != Some(libc::AF_UNIX) {
+        if rustix::net::sockopt::socket_domain(&sock).ok() != Some(AddressFamily::UNIX) {
             return Ok(Answer::Continue);
         }
         t.mknodat(Fd::AT_FDCWD, p, libc::S_IFSOCK | 0o777, 0)
@@ -2207,7 +2196,12 @@ impl Sup {
             let _ = t.unlinkat(Fd::AT_FDCWD, p, AtFlags::empty());
             e
         };
-        if sys::socket_bound(sock.as_fd()) {
+        // Bound already: a path, an abstract or an autobound name, so more than the
+        // family (rustix's `SocketAddrUnix::is_unnamed` is false for an unbound socket's
+        // address, which it builds as an empty path with its NUL).
+        let bound = rustix::net::getsockname(&sock)
+            .is_ok_and(|a| a.addr_len() as usize > std::mem::size_of::<libc::sa_family_t>());
+        if bound {
             return Err(undo(libc::EINVAL));
         }
         let st = t
@@ -2217,7 +2211,9 @@ impl Sup {
         // nothing through it.
         let k = self.next_socket.fetch_add(1, Ordering::Relaxed);
         let host = self.execdir.join(format!("s{k}"));
-        sys::bind_unix(sock.as_fd(), &host).map_err(undo)?;
+        SocketAddrUnix::new(host.as_path())
+            .and_then(|a| rustix::net::bind(&sock, &a))
+            .map_err(|e| undo(e.raw_os_error()))?;
         lock(&self.sockets).insert((st.st_dev, st.st_ino), host);
         val(0)
     }
@@ -2311,14 +2307,18 @@ fn settle_exec(pr: &mut Proc, tgid: i32) {
     // cleared but for ambient ones), and the thread that made the call now has the thread
     // group's id.
     pr.creds.all_stale();
+    // Whether the exec failed: the file's descriptor K still open (both records name the
+    // same K when both are set).
+    let k = pr.exe_pending.as_ref().map(|e| e.1);
+    let failed = k.is_some_and(|k| exec_failed_binary(tgid, k));
     // The program the process runs now denies writing its file (`Proc::exe`); a failed
     // exec puts the old one back.
-    if let Some((old, k)) = pr.exe_pending.take() {
-        if exec_failed_binary(tgid, k) {
+    if let Some((old, _)) = pr.exe_pending.take() {
+        if failed {
             pr.exe = old;
         }
     }
-    if let Some((addr, orig, k)) = pr.restore.take() {
+    if let Some((addr, orig, _)) = pr.restore.take() {
         // The bytes go back only where the exec failed (through the process itself: a
         // vfork child's pages are its parent's), which the file's descriptor K still
         // open tells (K is close-on-exec for a binary; for a script, left open, a
@@ -2333,7 +2333,7 @@ fn settle_exec(pr: &mut Proc, tgid: i32) {
         // writing the old bytes there corrupted its heap (glibc's "malloc(): unaligned
         // tcache chunk detected" under pjdfstest). Such a parent still holding the string
         // reads `/dev/fd/K` in it (see docs/run.md).
-        if exec_failed_binary(tgid, k) {
+        if failed {
             let _ = sys::write_mem(tgid, addr, &orig);
         }
     }
@@ -2406,6 +2406,10 @@ fn mount_table(p: &[u8], tgid: i32, tid: i32) -> Option<bool> {
     if p == b"/proc/mounts" || p == b"/etc/mtab" && etc_mtab_is_proc() {
         return Some(false);
     }
+    // Every open passes here: nothing is built for a path outside /proc.
+    if !p.starts_with(b"/proc/") {
+        return None;
+    }
     let own = format!("/proc/{tgid}/");
     let thread = format!("/proc/{tgid}/task/{tid}/");
     let name = p
@@ -2466,8 +2470,6 @@ fn magic_fd(p: &[u8], tgid: i32) -> Option<i32> {
     num(rest[slash + 1..].strip_prefix(b"fd/")?)
 }
 
-/// A pidfd of thread `tid`, whose descriptor table `pidfd_getfd` reads (a thread may have
-/// its own); the process's on kernels without `PIDFD_THREAD` (6.9).
 /// `connect` of the program's socket (descriptor `args[0]` of `n`) to `host`, the host
 /// twin of a socket bound in uvfs, made by the supervisor on a duplicate of the socket
 /// (the same socket). The program's own timeout and `O_NONBLOCK` apply as on Linux: a
@@ -2480,28 +2482,34 @@ fn magic_fd(p: &[u8], tgid: i32) -> Option<i32> {
 /// The kernel's `connect` errnos (`ECONNREFUSED` when the binder closed its socket,
 /// `EPROTOTYPE`, `EISCONN`, `EAGAIN`); `ESRCH` when the program is gone.
 fn connect_unix(n: &Notif, host: &Path, listener: &OwnedFd) -> R {
+    use rustix::net::sockopt::{set_socket_timeout, socket_timeout, Timeout};
+    let raw = |e: rustix::io::Errno| e.raw_os_error();
     let sock = sys::pidfd_getfd(thread_pidfd(n.pid)?.as_fd(), n.args[0] as i32)?;
-    let theirs = sys::send_timeout(sock.as_fd())?;
-    let slice = theirs.map_or(std::time::Duration::from_millis(100), |d| {
-        d.min(std::time::Duration::from_millis(100))
-    });
+    let addr = SocketAddrUnix::new(host).map_err(raw)?;
+    let theirs = socket_timeout(&sock, Timeout::Send).map_err(raw)?;
+    let slice = std::time::Duration::from_millis(100).min(theirs.unwrap_or(Duration::MAX));
+    let nonblocking = rustix::fs::fcntl_getfl(&sock)
+        .map_err(raw)?
+        .contains(rustix::fs::OFlags::NONBLOCK);
     let start = std::time::Instant::now();
-    sys::set_send_timeout(sock.as_fd(), Some(slice))?;
+    set_socket_timeout(&sock, Timeout::Send, Some(slice)).map_err(raw)?;
     let r = loop {
-        match sys::connect_unix(sock.as_fd(), host) {
-            Err(libc::EAGAIN) if !sys::nonblocking(sock.as_fd()) => {
+        match rustix::net::connect(&sock, &addr) {
+            Err(rustix::io::Errno::AGAIN) if !nonblocking => {
                 let expired = theirs.is_some_and(|d| start.elapsed() >= d);
                 if expired || !sys::id_valid(listener.as_fd(), n.id) {
                     break Err(libc::EAGAIN);
                 }
             }
-            r => break r,
+            r => break r.map_err(raw),
         }
     };
-    let _ = sys::set_send_timeout(sock.as_fd(), theirs);
+    let _ = set_socket_timeout(&sock, Timeout::Send, theirs);
     r.and_then(|()| val(0))
 }
 
+/// A pidfd of thread `tid`, whose descriptor table `pidfd_getfd` reads (a thread may have
+/// its own); the process's on kernels without `PIDFD_THREAD` (6.9).
 fn thread_pidfd(tid: i32) -> Result<OwnedFd, i32> {
     sys::pidfd_open(tid, PIDFD_THREAD)
         .or_else(|_| sys::pidfd_open(tid, 0))

@@ -280,16 +280,12 @@ impl<V: Variant> Task<V> {
             m.want_write()?;
             inode.permission(&self.cred, MAY_WRITE)?;
             // get_write_access: not while the file runs (ETXTBSY).
-            inode.get_write_access()?;
-            let r = inode
-                .newsize_ok(length as u64, self.getrlimit_fsize())
-                .and_then(|()| {
-                    let now = coarse_now();
-                    inode.kill_suid(&self.cred, now)?;
-                    inode.truncate_at(length as u64, now, false)
-                });
-            inode.put_write_access();
-            r
+            inode.with_write_access(|| {
+                inode.newsize_ok(length as u64, self.getrlimit_fsize())?;
+                let now = coarse_now();
+                inode.kill_suid(&self.cred, now)?;
+                inode.truncate_at(length as u64, now, false)
+            })
         })
     }
 

@@ -177,13 +177,8 @@ unsafe impl<V: Variant> RcuRefcounted for File<V> {
             if !hot.f_mode.contains(FMode::PATH) && inode.wants_open() {
                 inode.i_op.release(inode, hot.f_private);
             }
-            // `__fput`: the write count of a writer (`put_file_access`), the denial of
-            // an exec open (`allow_write_access`).
-            if hot.f_mode.contains(FMode::WRITER) {
-                inode.put_write_access();
-            } else if hot.f_mode.contains(FMode::EXEC) {
-                inode.allow_write_access();
-            }
+            // `__fput`: the write count of a writer, the denial of an exec open.
+            put_file_access(inode, hot.f_mode);
             inode.file_closed();
             // Taken out before `FileHot` is dropped (which leaves a `ManuallyDrop`), put
             // after: the dentry goes first, as in `__fput`.
@@ -194,6 +189,16 @@ unsafe impl<V: Variant> RcuRefcounted for File<V> {
             std::ptr::drop_in_place(std::ptr::addr_of_mut!((*this).f_dir_end));
             std::ptr::drop_in_place(std::ptr::addr_of_mut!((*this).f_list));
         }
+    }
+}
+
+/// Linux `put_file_access` (the inode's part): gives back the write count of a file
+/// opened with [`FMode::WRITER`], or the write denial of one with [`FMode::EXEC`].
+fn put_file_access(inode: &crate::Inode, mode: FMode) {
+    if mode.contains(FMode::WRITER) {
+        inode.put_write_access();
+    } else if mode.contains(FMode::EXEC) {
+        inode.allow_write_access();
     }
 }
 
@@ -271,11 +276,7 @@ impl<V: Variant> File<V> {
         // A failed open gives back what the caller took for the file: the inode's write
         // count or exec denial (the mount's goes with `mnt`).
         let undo = |e| {
-            if mode.contains(FMode::WRITER) {
-                inode.put_write_access();
-            } else if mode.contains(FMode::EXEC) {
-                inode.allow_write_access();
-            }
+            put_file_access(inode, mode);
             e
         };
         let f_private = if call {

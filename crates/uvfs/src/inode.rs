@@ -812,19 +812,31 @@ impl Inode {
     /// # References
     /// Linux `get_write_access` (include/linux/fs.h): `atomic_inc_unless_negative`.
     pub(crate) fn get_write_access(&self) -> Result<()> {
-        // Relaxed: the count orders nothing else; the CAS alone makes "no denier" and
-        // "one more writer" one step, against `deny_write_access`'s opposite step.
         self.write_count_step(1)
+    }
+
+    /// `f` under a write count of its own ([`get_write_access`](Self::get_write_access)
+    /// before, [`put_write_access`](Self::put_write_access) after): `truncate(2)` and an
+    /// `O_TRUNC` open that holds none (Linux `vfs_truncate`, `handle_truncate`).
+    ///
+    /// # Errors
+    /// `ETXTBSY` (the file runs), then `f`'s.
+    pub(crate) fn with_write_access<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        self.get_write_access()?;
+        let r = f();
+        self.put_write_access();
+        r
     }
 
     /// `atomic_inc_unless_negative` (`step` 1) / `atomic_dec_unless_positive` (`step`
     /// -1) of `i_writecount`; `ETXTBSY` when the count has the other sign.
     fn write_count_step(&self, step: i32) -> Result<()> {
-        // Relaxed: see `get_write_access`; the compare-and-swap makes the sign check and
-        // the step one atomic step.
+        // Relaxed: the count orders no other memory (the data a writer changes is ordered
+        // by its own locks); the compare-and-swap alone makes the sign check and the step
+        // one atomic step against the opposite step of a writer or an exec open.
         let mut n = self.i_writecount.load(Ordering::Relaxed);
         loop {
-            if n * step < 0 {
+            if n.signum() == -step {
                 return Err(Errno::ETXTBSY);
             }
             // Relaxed (both): as above; a failure reloads the current count.
@@ -842,7 +854,7 @@ impl Inode {
     /// `put_write_access`: a writer counted by [`get_write_access`](Self::get_write_access)
     /// is gone.
     pub(crate) fn put_write_access(&self) {
-        // Relaxed: as `get_write_access`.
+        // Relaxed: as `write_count_step`.
         self.i_writecount.fetch_sub(1, Ordering::Relaxed);
     }
 
@@ -853,14 +865,13 @@ impl Inode {
     /// Linux `deny_write_access` / `exe_file_deny_write_access`:
     /// `atomic_dec_unless_positive`.
     pub(crate) fn deny_write_access(&self) -> Result<()> {
-        // Relaxed: as `get_write_access`.
         self.write_count_step(-1)
     }
 
     /// `allow_write_access`: a denial of [`deny_write_access`](Self::deny_write_access) is
     /// gone.
     pub(crate) fn allow_write_access(&self) {
-        // Relaxed: as `get_write_access`.
+        // Relaxed: as `write_count_step`.
         self.i_writecount.fetch_add(1, Ordering::Relaxed);
     }
 

@@ -513,16 +513,20 @@ impl<V: Variant> Task<V> {
         let file = File::open_handle(p, fmode, stored | OpenFlags::LARGEFILE, self.cred_id)?;
         if truncate {
             // `handle_truncate`: a write count for the truncation (ETXTBSY for an
-            // `O_RDONLY|O_TRUNC` open of a running file), then `do_truncate`: as
+            // `O_RDONLY|O_TRUNC` open of a running file; a file open for writing holds
+            // one already, which keeps any exec open out), then `do_truncate`: as
             // ftruncate, the set-ID bits go first.
             let inode = file.inode();
-            inode.get_write_access()?;
-            let now = crate::time::coarse_now();
-            let r = inode
-                .kill_suid(&self.cred, now)
-                .and_then(|()| inode.truncate_at(0, now, true));
-            inode.put_write_access();
-            r?;
+            let trunc = || {
+                let now = crate::time::coarse_now();
+                inode.kill_suid(&self.cred, now)?;
+                inode.truncate_at(0, now, true)
+            };
+            if fmode.contains(FMode::WRITER) {
+                trunc()?;
+            } else {
+                inode.with_write_access(trunc)?;
+            }
         }
         Ok(file)
     }
