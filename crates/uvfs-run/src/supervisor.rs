@@ -211,8 +211,9 @@ struct Proc {
     pidfd: OwnedFd,
     /// The highest descriptor number uvfs has installed (bounds the scans).
     max_fd: i32,
-    /// An `execve` was let through; whether it succeeded is read at the next call.
-    exec_pending: bool,
+    /// An `execve` was let through, by this thread; whether it succeeded is read once the
+    /// exec is over (see [`ExecPending`]).
+    exec_pending: Option<ExecPending>,
     /// The file the process runs when uvfs gave it (a file only uvfs holds, or a host file
     /// the kernel reaches another way): an `open_exec` file, which denies writing while it
     /// is open (`ETXTBSY`, Linux's `mm->exe_file`). Replaced at the next exec, inherited at
@@ -228,6 +229,40 @@ struct Proc {
     /// `/dev/fd/K`): `(address, original bytes, K)`, put back at the next call if the
     /// exec failed (see `settle_exec`).
     restore: Option<(u64, Vec<u8>, i32)>,
+}
+
+/// An `execve` let through and not settled yet: the thread that makes it.
+///
+/// The exec is over (failed, or the new program runs) at that thread's next notified call,
+/// or once that thread is gone: a successful exec by a thread other than the leader ends
+/// every other thread and gives the caller the thread-group id (Linux's `de_thread`:
+/// `exchange_tids`, then `release_task` of the old leader, which now holds the caller's old
+/// id), so the caller's old id has no thread from then on. Until then the kernel may not
+/// have read the path string yet (the call runs after the answer, `getname` first), so
+/// another thread's call must not settle it: that put the original string back before the
+/// kernel read it, and the exec ran the host file at that path or failed with `ENOENT`.
+struct ExecPending {
+    /// The calling thread's id when it made the call.
+    tid: i32,
+    /// That thread's pidfd (`PIDFD_THREAD`), `None` on kernels before 6.9 (then its
+    /// `/proc/TGID/task/TID` entry tells).
+    pidfd: Option<OwnedFd>,
+}
+
+impl ExecPending {
+    /// The exec of thread `n.pid`, which is blocked in it.
+    fn of(n: &Notif) -> ExecPending {
+        ExecPending {
+            tid: n.pid,
+            pidfd: sys::pidfd_open(n.pid, PIDFD_THREAD).ok(),
+        }
+    }
+
+    /// Whether the exec is over, seen from a call of thread `caller` of process `tgid`:
+    /// the exec's own thread is calling again, or it is gone.
+    fn done(&self, tgid: i32, caller: i32) -> bool {
+        caller == self.tid || !thread_alive(tgid, self.tid, &self.pidfd)
+    }
 }
 
 /// A table forked at a `clone` notification, waiting for the child's first call.
@@ -453,7 +488,7 @@ pub(crate) fn run(view: &View, argv: &[OsString]) -> Result<i32, String> {
             creds: ThreadCreds::default(),
             pidfd,
             max_fd: -1,
-            exec_pending: false,
+            exec_pending: None,
             exe: None,
             exe_pending: None,
             restore: None,
@@ -817,7 +852,7 @@ impl Sup {
             creds: thread_creds,
             pidfd,
             max_fd: entry.max_fd,
-            exec_pending: false,
+            exec_pending: None,
             exe: entry.exe,
             exe_pending: None,
             restore: None,
@@ -839,8 +874,15 @@ impl Sup {
     fn handle(&self, tgid: i32, pr: &mut Proc, n: &Notif) -> R {
         let pid = n.pid;
         let a = n.args;
-        if pr.exec_pending {
-            settle_exec(pr, n.pid);
+        if let Some(e) = &pr.exec_pending {
+            if e.done(tgid, pid) {
+                settle_exec(pr, tgid);
+            } else if matches!(n.nr, libc::SYS_execve | libc::SYS_execveat) {
+                // Another thread's exec is under way: as Linux's `de_thread` answers an
+                // exec racing another thread's (one record of the pending exec each
+                // process; see `ExecPending`).
+                return Err(libc::EAGAIN);
+            }
         }
         if n.nr == libc::SYS_exit_group {
             return Ok(Answer::Continue);
@@ -1783,7 +1825,7 @@ impl Sup {
                     creds: thread_creds,
                     pidfd: thread_pidfd(pid)?,
                     max_fd: pr.max_fd,
-                    exec_pending: false,
+                    exec_pending: None,
                     exe: pr.exe.clone(),
                     exe_pending: None,
                     restore: None,
@@ -2056,7 +2098,7 @@ impl Sup {
         if mine.is_some() && mine == theirs {
             // The kernel runs the host file itself, and denies writing it.
             let _ = t.close(fd);
-            pr.exec_pending = true;
+            pr.exec_pending = Some(ExecPending::of(n));
             return Ok(Answer::Continue);
         }
         let exe = t.fget_file(fd).map_err(raw)?;
@@ -2099,7 +2141,7 @@ impl Sup {
         if !fits || sys::write_mem(n.pid, n.args[0], &new).is_err() {
             // K stays open in the program: a descriptor it did not ask for, closed at its
             // next exec (binary) or left (script); the call fails.
-            pr.exec_pending = false;
+            pr.exec_pending = None;
             log!(
                 "uvfs run: execve {}: the file is not the host's at that path, and the path \
                  string is {} to be rewritten to {}; running it is not supported (EACCES)",
@@ -2111,7 +2153,7 @@ impl Sup {
         }
         pr.restore = Some((n.args[0], orig, k));
         pr.exe_pending = Some((pr.exe.replace(exe), k));
-        pr.exec_pending = true;
+        pr.exec_pending = Some(ExecPending::of(n));
         Ok(Answer::Continue)
     }
 
@@ -2294,15 +2336,15 @@ impl Sup {
             );
             return Err(libc::EACCES);
         }
-        pr.exec_pending = true;
+        pr.exec_pending = Some(ExecPending::of(n));
         Ok(Answer::Continue)
     }
 }
 
-/// After an `execve` was let through: the descriptors the kernel closed on exec (their
+/// After an `execve` was let through, once it is over (see [`ExecPending`]): the descriptors the kernel closed on exec (their
 /// numbers gone from `/proc/PID/fd`) are closed in uvfs too. A failed exec closed none.
 fn settle_exec(pr: &mut Proc, tgid: i32) {
-    pr.exec_pending = false;
+    pr.exec_pending = None;
     // A new program: capabilities recomputed (a root thread's raised again, others'
     // cleared but for ambient ones), and the thread that made the call now has the thread
     // group's id.
