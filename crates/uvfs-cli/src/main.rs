@@ -62,12 +62,12 @@ struct BenchWorkerArgs {
 /// `uvfs run [OPTIONS] -- CMD [ARGS...]`.
 #[derive(Debug, clap::Args)]
 struct RunArgs {
-    /// Bind a host directory at PATH (read-write unless `:ro`); repeatable. A bind of a
-    /// default PATH replaces the default one.
+    /// Bind a host directory at PATH (absolute, not `/`; read-write unless `:ro`);
+    /// repeatable. A bind of a default PATH replaces the default one.
     #[arg(long, value_name = "HOST:PATH[:ro|rw]", value_parser = uvfs_run::Bind::parse)]
     bind: Vec<uvfs_run::Bind>,
-    /// A fresh tmpfs at PATH; repeatable.
-    #[arg(long, value_name = "PATH")]
+    /// A fresh tmpfs at PATH (absolute, not `/`); repeatable.
+    #[arg(long, value_name = "PATH", value_parser = uvfs_run::parse_tmpfs)]
     tmpfs: Vec<String>,
     /// No default binds: the program sees only the tmpfs and the --bind/--tmpfs mounts.
     #[arg(long)]

@@ -217,6 +217,33 @@ fn binds_read_write_and_read_only() {
     assert_eq!(rel.status.code(), Some(2), "clap refuses a relative PATH");
 }
 
+/// A mount on the view's root, and a `--tmpfs` at a relative path, are usage errors (exit
+/// status 2, one line naming the option), where a bind or tmpfs at `/` cannot work: the
+/// program's root stays the view's tmpfs (as a Linux process's under a mount on `/`).
+/// Bug: `--bind HOST:/` and `--tmpfs /` were accepted and silently ignored (the program
+/// saw the plain tmpfs root, exit 0); `--tmpfs rel` exited 125, as a failure of `uvfs
+/// run` itself.
+#[test]
+fn mounts_on_the_root_and_relative_tmpfs_are_usage_errors() {
+    let host = tempfile::tempdir().unwrap();
+    for (opt, val) in [
+        ("--bind", format!("{}:/", host.path().display())),
+        ("--bind", format!("{}://:ro", host.path().display())),
+        ("--tmpfs", "/".to_owned()),
+        ("--tmpfs", "//".to_owned()),
+        ("--tmpfs", "rel/path".to_owned()),
+        ("--tmpfs", "/a/../b".to_owned()),
+    ] {
+        let o = uvfs_run(&[opt, &val, "--", "true"]);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{opt} {val}: {err}");
+        assert!(
+            err.contains(&format!("{opt} {val}: PATH")),
+            "{opt} {val}: {err}"
+        );
+    }
+}
+
 /// `--export` copies the program's outputs to the host after it exits.
 #[test]
 fn export_after_exit() {

@@ -35,18 +35,18 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 #[cfg(target_arch = "x86_64")]
-pub use view::Bind;
+pub use view::{parse_tmpfs, Bind};
 
 /// What `uvfs run` runs, and the file system it sees.
 #[derive(Debug, Clone, Default)]
 pub struct RunOptions {
     /// The program and its arguments (`argv[0]` looked up in `PATH` inside the view).
     pub argv: Vec<OsString>,
-    /// Host directories bound into the view (`--bind HOST:PATH[:ro|rw]`), after the
-    /// default binds (which a bind of the same PATH replaces).
+    /// Host directories bound into the view (`--bind HOST:PATH[:ro|rw]`, PATH not `/`),
+    /// after the default binds (which a bind of the same PATH replaces).
     #[cfg(target_arch = "x86_64")]
     pub binds: Vec<Bind>,
-    /// Fresh tmpfs mounts at these absolute paths (`--tmpfs PATH`).
+    /// Fresh tmpfs mounts at these absolute paths other than `/` (`--tmpfs PATH`).
     pub tmpfs: Vec<String>,
     /// Leave out the default read-only binds of /usr, /bin, /sbin, /lib*, /etc, /dev,
     /// /proc, /sys and /run (`--no-default-binds`).

@@ -20,7 +20,8 @@ impl Bind {
     /// Parses `HOST:PATH[:ro|rw]`.
     ///
     /// # Errors
-    /// A one-line message for a relative PATH, a PATH with `..`, or an unknown mode.
+    /// A one-line message for a relative PATH, a PATH with `..`, PATH `/` (see
+    /// [`check_mount_point`]), or an unknown mode.
     pub fn parse(s: &str) -> Result<Bind, String> {
         let mut parts: Vec<&str> = s.split(':').collect();
         let read_only = match parts.last() {
@@ -37,12 +38,9 @@ impl Bind {
         let [host, path] = parts[..] else {
             return Err(format!("--bind {s}: expected HOST:PATH[:ro|rw]"));
         };
-        check_path(path).map_err(|e| format!("--bind {s}: {e}"))?;
+        check_mount_point(path).map_err(|e| format!("--bind {s}: {e}"))?;
         // `/data/` and `/data` are one PATH.
-        let path = match path.trim_end_matches('/') {
-            "" => "/",
-            p => p,
-        };
+        let path = path.trim_end_matches('/');
         if host.is_empty() {
             return Err(format!("--bind {s}: HOST is empty"));
         }
@@ -63,6 +61,35 @@ pub(crate) fn check_path(path: &str) -> Result<(), String> {
         return Err(format!("PATH {path} has a . or .. component"));
     }
     Ok(())
+}
+
+/// Where a `--bind` or `--tmpfs` may go: an absolute path without `.` or `..` components
+/// ([`check_path`]), other than `/`. The view's root is its own tmpfs, which a mount on
+/// `/` would only cover: the program's root stays the tmpfs's root directory (as a Linux
+/// process's root stays under a mount on `/` until it `chroot`s into it), so the mount
+/// would be silently ignored; it is refused instead.
+///
+/// # Errors
+/// A one-line message naming the fault.
+pub(crate) fn check_mount_point(path: &str) -> Result<(), String> {
+    check_path(path)?;
+    if path.split('/').all(str::is_empty) {
+        return Err(format!(
+            "PATH {path} is the view's root, a uvfs tmpfs that no mount replaces; mount \
+             below / (--import HOST_DIR:/ copies a host tree into it)"
+        ));
+    }
+    Ok(())
+}
+
+/// Parses `--tmpfs PATH`: an absolute path without `.` or `..` components, other than
+/// `/` (see [`Bind::parse`]); returned as given.
+///
+/// # Errors
+/// A one-line message for a relative PATH, a PATH with `.` or `..`, or `/`.
+pub fn parse_tmpfs(s: &str) -> Result<String, String> {
+    check_mount_point(s).map_err(|e| format!("--tmpfs {s}: {e}"))?;
+    Ok(s.to_owned())
 }
 
 /// The default read-only binds, each where the host has a directory.
@@ -106,6 +133,8 @@ pub(crate) fn build(opts: &crate::RunOptions) -> Result<View, String> {
         }
     }
     for (i, b) in opts.binds.iter().enumerate() {
+        check_mount_point(&b.path)
+            .map_err(|m| format!("--bind {}:{}: {m}", b.host.display(), b.path))?;
         if opts.binds[..i].iter().any(|o| o.path == b.path) {
             return Err(format!(
                 "--bind {}: PATH {} given twice",
@@ -116,7 +145,7 @@ pub(crate) fn build(opts: &crate::RunOptions) -> Result<View, String> {
         binds.push(b.clone());
     }
     for (i, t) in opts.tmpfs.iter().enumerate() {
-        check_path(t).map_err(|m| format!("--tmpfs {t}: {m}"))?;
+        parse_tmpfs(t)?;
         if opts.tmpfs[..i]
             .iter()
             .any(|o| o.trim_end_matches('/') == t.trim_end_matches('/'))
@@ -158,9 +187,7 @@ pub(crate) fn build(opts: &crate::RunOptions) -> Result<View, String> {
                     },
                 )
                 .map_err(|err| format!("{spec}: HOST {}: {err}", b.host.display()))?;
-                if b.path != "/" {
-                    mkdir_p(&task, &b.path).map_err(|m| format!("{spec}: {m}"))?;
-                }
+                mkdir_p(&task, &b.path).map_err(|m| format!("{spec}: {m}"))?;
                 let flags = if b.read_only {
                     MountFlags::RDONLY
                 } else {
