@@ -231,7 +231,8 @@ impl<'t, V: Variant> Dir<'t, V> {
     }
 
     /// Copies the directory tree `from` beneath this one to the host directory `host` (made
-    /// with its parents if missing), as `cp -a from/. host` (see the module doc).
+    /// with its parents if missing; followed if a symlink), as `cp -a from/. host` (see
+    /// the module doc).
     ///
     /// # Errors
     /// `ENOTDIR` if `from` or `host` is not a directory; `EEXIST` for a name that exists in
@@ -246,15 +247,29 @@ impl<'t, V: Variant> Dir<'t, V> {
         let src = self.open_dir(from.as_ref())?;
         let t = self.task();
         let mut stats = CopyStats::default();
-        match std::fs::metadata(host) {
-            Ok(m) if m.is_dir() => {}
+        let resolved;
+        // The root is followed if it is a symlink (as `cp -a from/. host`: the copy and the
+        // root's attributes go to the directory it names, the link stays as it was);
+        // nothing below it is. Followed once, here: the names below are made under the
+        // directory itself, and its attributes, set by path without following a final
+        // symlink, are set on it rather than refused (`EOPNOTSUPP`) on the link.
+        let host = match std::fs::metadata(host) {
+            Ok(m) if m.is_dir() => {
+                if std::fs::symlink_metadata(host)?.file_type().is_symlink() {
+                    resolved = std::fs::canonicalize(host)?;
+                    resolved.as_path()
+                } else {
+                    host
+                }
+            }
             Ok(_) => return Err(err(Errno::ENOTDIR)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 std::fs::create_dir_all(host)?;
                 stats.dirs += 1;
+                host
             }
             Err(e) => return Err(e),
-        }
+        };
         let root_st = src.dir_metadata()?;
         let mut links: HashMap<(u64, u64), PathBuf> = HashMap::new();
         let mut todo: Vec<Vec<u8>> = vec![Vec::new()];

@@ -324,6 +324,37 @@ fn existing_names_are_refused_and_owners_counted() {
     }
 }
 
+/// An export into a host directory named through a symlink goes into the directory it
+/// names, whose mode becomes the source's, the symlink left as it is: as `cp -a SRC/.
+/// LINK` (measured: `real` 750, `link` still a symlink, `real/f` copied), also with the
+/// symlink as a middle component of a new destination.
+/// Bug: the copy went in, then setting the root's attributes without following the final
+/// symlink failed with EOPNOTSUPP (`uvfs run --export /b:LINK` exited 125).
+#[test]
+fn export_follows_a_symlinked_destination() {
+    for u in each_fs() {
+        let name = if u.host.is_some() { "hostfs" } else { "tmpfs" };
+        let d = u.task.root_dir().unwrap();
+        d.create_dir("src").unwrap();
+        d.set_permissions("src", uvfs::dir::Permissions::from_mode(0o750))
+            .unwrap();
+        d.write("src/f", "data").unwrap();
+        let out = tempfile::tempdir().unwrap();
+        fs::create_dir(out.path().join("real")).unwrap();
+        std::os::unix::fs::symlink("real", out.path().join("link")).unwrap();
+        let st = d.export_host("src", out.path().join("link")).unwrap();
+        assert_eq!((st.files, st.dirs), (1, 0), "on {name}");
+        assert_eq!(fs::read(out.path().join("real/f")).unwrap(), b"data");
+        let real = fs::metadata(out.path().join("real")).unwrap();
+        assert_eq!(real.mode() & 0o7777, 0o750, "on {name}");
+        let link = fs::symlink_metadata(out.path().join("link")).unwrap();
+        assert!(link.file_type().is_symlink(), "on {name}");
+        // Through a symlink in the middle, to a directory made there.
+        d.export_host("src", out.path().join("link/new")).unwrap();
+        assert_eq!(fs::read(out.path().join("real/new/f")).unwrap(), b"data");
+    }
+}
+
 /// What a tar round trip keeps: as [`describe`] without atimes and with whole-second
 /// mtimes (ustar's), FIFOs kept.
 #[cfg(feature = "tar")]
