@@ -920,10 +920,6 @@ print("linkat", r, os.strerror(ctypes.get_errno()) if r else "", os.path.exists(
 /// thread is gone (a successful exec by another thread than the leader; `ExecPending`).
 #[test]
 fn exec_from_a_busy_multithreaded_process() {
-    if !have("cc") {
-        eprintln!("no cc: skipped");
-        return;
-    }
     let src = r#"
 #include <errno.h>
 #include <fcntl.h>
@@ -967,16 +963,9 @@ int main(int argc, char **argv) {
     return 0;
 }
 "#;
-    let dir = tempfile::tempdir().unwrap();
-    let c = dir.path().join("mtexec.c");
-    std::fs::write(&c, src).unwrap();
-    let cc = Command::new("cc")
-        .args(["-O2", "-pthread", "-o"])
-        .arg(dir.path().join("mtexec"))
-        .arg(&c)
-        .output()
-        .unwrap();
-    assert!(cc.status.success(), "cc: {}", text(&cc.stderr));
+    let Some((dir, _)) = compile_c("mtexec", src) else {
+        return;
+    };
     let bind = format!("{}:/mt:ro", dir.path().display());
     let o = uvfs_run(&[
         "--bind",
@@ -1007,4 +996,92 @@ int main(int argc, char **argv) {
     .collect();
     assert_eq!(counts, want, "stderr: {}", text(&o.stderr));
     assert_eq!(o.status.code(), Some(0));
+}
+
+/// Compiles the C program `src` with `cc` into a fresh directory (returned with it) as
+/// `name`; `None` (with a line) where the machine has no `cc`.
+fn compile_c(name: &str, src: &str) -> Option<(tempfile::TempDir, String)> {
+    if !have("cc") {
+        eprintln!("no cc: skipped");
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let c = dir.path().join(format!("{name}.c"));
+    std::fs::write(&c, src).unwrap();
+    let exe = dir.path().join(name);
+    let o = Command::new("cc")
+        .args(["-O2", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(&c)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "cc: {}", text(&o.stderr));
+    let exe = exe.to_str().unwrap().to_owned();
+    Some((dir, exe))
+}
+
+/// readlink/readlinkat's `int bufsiz` and bind/connect's `int addrlen` as Linux checks
+/// them: EINVAL for a bufsiz of 0 or below as an int ((size_t)-1, 2^31), before the path
+/// is looked at (a missing path, /proc/self/cwd, which uvfs answers itself); the upper
+/// half ignored (2^32 + 16 reads 16 bytes); EINVAL for a sockaddr_un longer than its 110
+/// bytes. The same lines natively in a host directory and under `uvfs run` in its tmpfs.
+/// Bug: 2^31 read the link (6), /proc/self/cwd with bufsiz 0 gave 0 and with -1 the whole
+/// path, bind with 111 bytes made the socket and connect gave ECONNREFUSED.
+#[test]
+fn readlink_bufsiz_and_sockaddr_len_match_linux() {
+    let src = r#"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+static void say(const char *what, long r) {
+    printf("%s: %ld %s\n", what, r, r < 0 ? strerrorname_np(errno) : "");
+}
+int main(int argc, char **argv) {
+    char l[256], buf[64];
+    snprintf(l, sizeof l, "%s/link", argv[1]);
+    symlink("target", l);
+    say("readlink 0", syscall(SYS_readlink, l, buf, 0));
+    say("readlink -1", syscall(SYS_readlink, l, buf, (size_t)-1));
+    say("readlinkat 0", syscall(SYS_readlinkat, AT_FDCWD, l, buf, 0));
+    say("readlinkat -1", syscall(SYS_readlinkat, AT_FDCWD, l, buf, (size_t)-1));
+    say("readlinkat 2^31", syscall(SYS_readlinkat, AT_FDCWD, l, buf, 0x80000000UL));
+    say("readlinkat 2^32+16", syscall(SYS_readlinkat, AT_FDCWD, l, buf, 0x100000010UL));
+    say("readlink missing 0", syscall(SYS_readlink, "/no-such-uvfs-path", buf, 0));
+    say("readlink cwd 0", syscall(SYS_readlink, "/proc/self/cwd", buf, 0));
+    say("readlink cwd -1", syscall(SYS_readlink, "/proc/self/cwd", buf, (size_t)-1));
+    struct { struct sockaddr_un a; char more[64]; } big;
+    memset(&big, 0, sizeof big);
+    big.a.sun_family = AF_UNIX;
+    snprintf(big.a.sun_path, sizeof big.a.sun_path, "%s/sock", argv[1]);
+    int s = socket(AF_UNIX, SOCK_STREAM, 0);
+    say("bind 111", bind(s, (void *)&big, sizeof big.a + 1));
+    say("connect 111", connect(s, (void *)&big, sizeof big.a + 1));
+    say("bind 130", bind(s, (void *)&big, sizeof big.a + 20));
+    say("bind -1", bind(s, (void *)&big, -1));
+    say("bind 110", bind(s, (void *)&big, sizeof big.a));
+    int c = socket(AF_UNIX, SOCK_STREAM, 0);
+    say("connect 111 bound", connect(c, (void *)&big, sizeof big.a + 1));
+    say("connect 110 bound", connect(c, (void *)&big, sizeof big.a));
+    return 0;
+}
+"#;
+    let Some((dir, exe)) = compile_c("edges", src) else {
+        return;
+    };
+    let host = tempfile::tempdir().unwrap();
+    let native = Command::new(&exe).arg(host.path()).output().unwrap();
+    assert!(native.status.success(), "{}", text(&native.stderr));
+    let bind = format!("{}:/c:ro", dir.path().display());
+    let o = uvfs_run(&["--bind", &bind, "--", "sh", "-c", "mkdir /w && /c/edges /w"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let want = text(&native.stdout);
+    assert!(want.contains("readlinkat 2^32+16: 6"), "{want}");
+    assert!(want.contains("bind 111: -1 EINVAL"), "{want}");
+    assert_eq!(text(&o.stdout), want, "stderr: {}", text(&o.stderr));
 }

@@ -1119,11 +1119,18 @@ impl Sup {
                 ok0(t.symlinkat(target.as_slice(), d, lp.as_slice()))
             }
             SYS_readlink | SYS_readlinkat => {
-                let (d, p, buf, size) = if n.nr == SYS_readlink {
-                    (Fd::AT_FDCWD, path(0)?, a[1], a[2] as i64)
+                // `bufsiz` is an `int` (the upper half of the register ignored), checked
+                // before the path is read (Linux's `do_readlinkat`): EINVAL for 0 and for
+                // a negative one, (size_t)-1 and 2^31 included.
+                let size = a[if n.nr == SYS_readlink { 2 } else { 3 }] as i32;
+                if size <= 0 {
+                    return Err(EINVAL);
+                }
+                let (d, p, buf) = if n.nr == SYS_readlink {
+                    (Fd::AT_FDCWD, path(0)?, a[1])
                 } else {
                     let p = path(1)?;
-                    (dirfd(fdarg(0), &p)?, p, a[2], a[3] as i64)
+                    (dirfd(fdarg(0), &p)?, p, a[2])
                 };
                 match magic(&p) {
                     Some(m) if !is_uvfs(m) => return Ok(Answer::Continue),
@@ -1145,9 +1152,6 @@ impl Sup {
                     out.truncate((size as usize).min(PATH_LIMIT));
                     sys::write_mem(pid, buf, &out)?;
                     return val(out.len());
-                }
-                if size <= 0 {
-                    return Err(EINVAL);
                 }
                 let mut out = vec![0u8; (size as usize).min(PATH_LIMIT)];
                 let k = t.readlinkat(d, p.as_slice(), &mut out).map_err(raw)?;
@@ -1845,12 +1849,16 @@ impl Sup {
             }
             SYS_bind | SYS_connect => {
                 // struct sockaddr_un: sa_family_t, then the path; abstract names (a NUL
-                // first byte) and other families are not paths.
-                let len = (a[2] as usize).min(110);
-                if len < 3 {
+                // first byte) and other families are not paths. `addrlen` is an `int`;
+                // one past `sizeof(struct sockaddr_un)` (110) or negative is no Unix
+                // socket's address: the kernel refuses it (EINVAL: `move_addr_to_kernel`,
+                // `unix_validate_addr`; another family's socket its own errno) with
+                // nothing made, so it runs natively, as one too short for a path does.
+                let len = a[2] as i32;
+                if !(3..=110).contains(&len) {
                     return Ok(Answer::Continue);
                 }
-                let mut sa = vec![0u8; len];
+                let mut sa = vec![0u8; len as usize];
                 if sys::read_mem(pid, a[1], &mut sa).is_err() {
                     return Ok(Answer::Continue);
                 }
