@@ -1085,3 +1085,69 @@ int main(int argc, char **argv) {
     assert!(want.contains("bind 111: -1 EINVAL"), "{want}");
     assert_eq!(text(&o.stdout), want, "stderr: {}", text(&o.stderr));
 }
+
+/// The `uvfs-run-*` exec directories under `dir`.
+fn execdirs(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with("uvfs-run-"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Waits (up to 10 s) until `dir` holds an exec directory not in `old`, with its `d`
+/// chain made, and returns it.
+fn wait_new_execdir(dir: &Path, old: &[String]) -> String {
+    for _ in 0..1000 {
+        if let Some(d) = execdirs(dir)
+            .into_iter()
+            .find(|d| !old.contains(d) && dir.join(d).join("d").exists())
+        {
+            return d;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("no new exec directory in {}", dir.display());
+}
+
+/// The private exec directory of a `uvfs run` killed with SIGKILL (which it cannot
+/// catch, so it stays) is removed by the next `uvfs run` in the same `$TMPDIR`; the
+/// directory of one still running is left alone (its relative exec still works after).
+/// Bug: every SIGKILLed `uvfs run` left `$TMPDIR/uvfs-run-PID-N` behind for good. Fix:
+/// each holds `flock(LOCK_EX)` on its directory; startup removes the unlocked ones.
+#[test]
+fn execdir_of_a_killed_run_is_removed_by_the_next() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = |script: &str| {
+        Command::new(env!("CARGO_BIN_EXE_uvfs"))
+            .env("TMPDIR", tmp.path())
+            .args(["run", "--", "sh", "-c", script])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let mut killed = run("sleep 30");
+    let stale = wait_new_execdir(tmp.path(), &[]);
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+    assert_eq!(
+        execdirs(tmp.path()),
+        std::slice::from_ref(&stale),
+        "SIGKILL leaves it"
+    );
+    let live = run("sleep 1; cp /bin/true /tmp/t && cd /tmp && ./t && echo live-ok");
+    let mine = wait_new_execdir(tmp.path(), std::slice::from_ref(&stale));
+    assert_eq!(
+        execdirs(tmp.path()),
+        std::slice::from_ref(&mine),
+        "the stale one removed"
+    );
+    let o = run("true").wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(execdirs(tmp.path()), [mine], "the live one kept");
+    let o = live.wait_with_output().unwrap();
+    assert_eq!(text(&o.stdout), "live-ok\n");
+    assert_eq!(execdirs(tmp.path()), Vec::<String>::new());
+}

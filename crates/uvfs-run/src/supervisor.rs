@@ -318,7 +318,8 @@ struct Sup {
     /// Calls already reported as unsupported (one log line each).
     said: Mutex<HashSet<String>>,
     /// The kernel's working directory of every process of the program, a private host
-    /// directory (0700, removed at the end): a relative `execve` of a file the kernel
+    /// directory (0700, removed at the end, or by the next `uvfs run` after a SIGKILL: see
+    /// [`ExecDir`]): a relative `execve` of a file the kernel
     /// cannot see at that path is made to resolve here, to a symlink of the same relative
     /// name pointing at `/proc/self/fd/EXEC_FD` (see `Sup::execve`). The processes' real
     /// working directories are uvfs's.
@@ -352,26 +353,131 @@ const EXEC_FD: i32 = 1023;
 /// (`d/d/.../d`): the `..` components a relative `execve` may have.
 const EXEC_DEPTH: usize = 8;
 
-/// Makes the exec directory: `$TMPDIR/uvfs-run-PID-N`, mode 0700.
-fn make_execdir() -> Result<std::path::PathBuf, String> {
+/// The exec directory (see `Sup::execdir`) and its lock: a descriptor of the directory
+/// holding `flock(LOCK_EX)` on it, taken before its `d` chain is made. Dropped: the
+/// directory is removed, then the lock let go. When `uvfs run` dies without that
+/// (SIGKILL), the kernel drops the lock with the process, and the next `uvfs run`
+/// removes the directory ([`remove_stale_execdirs`]).
+struct ExecDir {
+    /// `$TMPDIR/uvfs-run-PID-N`.
+    path: std::path::PathBuf,
+    /// The lock (close-on-exec: the program's exec closes the copy its fork made).
+    _lock: OwnedFd,
+}
+
+impl Drop for ExecDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// Makes the exec directory: `$TMPDIR/uvfs-run-PID-N`, mode 0700, locked (see
+/// [`ExecDir`]), after removing the stale ones there ([`remove_stale_execdirs`]).
+fn make_execdir() -> Result<ExecDir, String> {
     use std::os::unix::fs::DirBuilderExt;
+    let tmp = std::env::temp_dir();
+    remove_stale_execdirs(&tmp);
     for n in 0..100 {
-        let d = std::env::temp_dir().join(format!("uvfs-run-{}-{n}", std::process::id()));
+        let d = tmp.join(format!("{EXECDIR_PREFIX}{}-{n}", std::process::id()));
         match std::fs::DirBuilder::new().mode(0o700).create(&d) {
             Ok(()) => {
+                let msg = |e: io::Error| format!("uvfs run: {}: {e}", d.display());
+                let lock = rustix::fs::open(
+                    &d,
+                    rustix::fs::OFlags::RDONLY
+                        | rustix::fs::OFlags::DIRECTORY
+                        | rustix::fs::OFlags::NOFOLLOW
+                        | rustix::fs::OFlags::CLOEXEC,
+                    rustix::fs::Mode::empty(),
+                )
+                .map_err(|e| msg(e.into()))?;
+                // Blocking: a `remove_stale_execdirs` of another `uvfs run` that opened
+                // the new directory before this lock holds it for a moment and leaves it
+                // (no `d` chain yet).
+                rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)
+                    .map_err(|e| msg(e.into()))?;
                 let mut cwd = d.clone();
                 for _ in 0..EXEC_DEPTH {
                     cwd.push("d");
                 }
+                let dir = ExecDir {
+                    path: d,
+                    _lock: lock,
+                };
                 std::fs::create_dir_all(&cwd)
                     .map_err(|e| format!("uvfs run: {}: {e}", cwd.display()))?;
-                return Ok(d);
+                return Ok(dir);
             }
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(format!("uvfs run: {}: {e}", d.display())),
         }
     }
     Err("uvfs run: cannot make a temporary directory".to_owned())
+}
+
+/// The exec directories' names: `uvfs-run-PID-N`.
+const EXECDIR_PREFIX: &str = "uvfs-run-";
+
+/// Removes the exec directories in `tmp` that a `uvfs run` killed without its cleanup
+/// (SIGKILL) left: each `uvfs-run-PID-N` directory (not a symlink) of this user whose lock
+/// ([`ExecDir`]) nobody holds, whose `d` chain exists and whose PID has no process
+/// (`kill(PID, 0)`: `ESRCH`). Races survived:
+/// - its owner alive: its lock is held (`LOCK_NB` fails), whatever pid namespace it
+///   runs in (the lock is the file's, not the pid's); an owner built before the lock
+///   existed (no lock) still has its PID (same pid namespace);
+/// - a directory being made (between its `mkdir` and its owner's `flock`): no `d` chain
+///   yet, left alone, and its owner waits for the lock held here that moment;
+/// - two `uvfs run`s cleaning at once: one holds the lock and removes the directory
+///   before it lets the lock go; the other then finds it unlinked (no `d`) or gone;
+/// - the name reused by a new `uvfs run` of the same pid: not while the old directory
+///   exists (its `mkdir` fails and it takes the next N), so the name removed is the one
+///   locked here.
+///
+/// Errors are ignored: a directory that cannot be read or removed stays, as before.
+fn remove_stale_execdirs(tmp: &Path) {
+    use rustix::fs::{AtFlags, FlockOperation, Mode, OFlags};
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    let me = rustix::process::geteuid().as_raw();
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(EXECDIR_PREFIX))
+            .and_then(|n| n.split_once('-'))
+            .filter(|(pid, n)| {
+                [pid, n]
+                    .iter()
+                    .all(|x| !x.is_empty() && x.bytes().all(|b| b.is_ascii_digit()))
+            })
+            .and_then(|(pid, _)| pid.parse::<i32>().ok())
+            .filter(|&pid| pid > 0)
+        else {
+            continue;
+        };
+        // SAFETY: kill with integer arguments; signal 0 sends nothing.
+        if unsafe { libc::kill(pid, 0) } == 0 || sys::errno() != libc::ESRCH {
+            continue;
+        }
+        let path = e.path();
+        let Ok(fd) = rustix::fs::open(
+            &path,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) else {
+            continue;
+        };
+        if rustix::fs::fstat(&fd).map_or(true, |st| st.st_uid != me)
+            || rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive).is_err()
+            || rustix::fs::statat(&fd, "d", AtFlags::SYMLINK_NOFOLLOW).is_err()
+        {
+            continue;
+        }
+        // `fd` (the lock) stays open until the directory is gone.
+        let _ = std::fs::remove_dir_all(&path);
+        drop(fd);
+    }
 }
 
 /// Starts `argv` under the filter with the view's task and serves it until every process
@@ -411,8 +517,9 @@ pub(crate) fn run(view: &View, argv: &[OsString]) -> Result<i32, String> {
     let mut cenvp: Vec<*const libc::c_char> = cenv.iter().map(|a| a.as_ptr()).collect();
     cenvp.push(std::ptr::null());
     let prog_filter = sys::filter_program(&notified());
+    // Removed at every return from here on (dropped).
     let execdir = make_execdir()?;
-    let kernel_cwd = (0..EXEC_DEPTH).fold(execdir.clone(), |d, _| d.join("d"));
+    let kernel_cwd = (0..EXEC_DEPTH).fold(execdir.path.clone(), |d, _| d.join("d"));
     let cexecdir = CString::new(kernel_cwd.as_os_str().as_bytes())
         .map_err(|_| "uvfs run: NUL in the temporary directory's path")?;
     let mut sv = [0 as libc::c_int; 2];
@@ -477,7 +584,7 @@ pub(crate) fn run(view: &View, argv: &[OsString]) -> Result<i32, String> {
         threads: Mutex::new(HashMap::new()),
         pending: Mutex::new(VecDeque::new()),
         said: Mutex::new(HashSet::new()),
-        execdir: execdir.clone(),
+        execdir: execdir.path.clone(),
         sockets: Mutex::new(HashMap::new()),
         next_socket: AtomicU64::new(0),
     };
@@ -553,7 +660,7 @@ pub(crate) fn run(view: &View, argv: &[OsString]) -> Result<i32, String> {
         log!("uvfs run: supervisor error: {e}");
     }
     drop(sup);
-    let _ = std::fs::remove_dir_all(&execdir);
+    drop(execdir);
     let status = wait(pid);
     r.map_err(|e| format!("uvfs run: {e}"))?;
     Ok(status)
