@@ -1151,3 +1151,58 @@ fn execdir_of_a_killed_run_is_removed_by_the_next() {
     assert_eq!(text(&o.stdout), "live-ok\n");
     assert_eq!(execdirs(tmp.path()), Vec::<String>::new());
 }
+
+/// Known, not fixed (see docs/run.md, "Known difference"): a notified `fork` interrupted
+/// by a signal before the supervisor receives it fails with EINTR when the handler lacks
+/// `SA_RESTART` (the kernel ends the notification wait with -ERESTARTSYS), where Linux
+/// restarts it (ERESTARTNOINTR). Busybox's ash printed "can't fork: Interrupted system
+/// call" once under load this way. A SIGCHLD handler without SA_RESTART, children that
+/// exit at once and a sibling keeping the supervisor busy: natively 0 of 2000 forks fail;
+/// under `uvfs run` 817-868 failed with one serving thread. Run with `--ignored`.
+#[test]
+#[ignore = "known: seccomp user notification turns an interrupted fork into EINTR"]
+fn fork_is_never_interrupted() {
+    let src = r#"
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+static void on_chld(int s) {
+    (void)s;
+    int e = errno;
+    while (waitpid(-1, NULL, WNOHANG) > 0) {}
+    errno = e;
+}
+int main(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_chld;
+    sigaction(SIGCHLD, &sa, NULL);
+    pid_t busy = fork();
+    if (busy == 0) {
+        struct stat st;
+        for (;;) stat("/tmp", &st);
+    }
+    int eintr = 0;
+    for (int i = 0; i < 2000; i++) {
+        pid_t p = fork();
+        if (p == 0) _exit(0);
+        if (p < 0 && errno == EINTR) eintr++;
+    }
+    kill(busy, SIGKILL);
+    printf("eintr %d\n", eintr);
+    return 0;
+}
+"#;
+    let Some((dir, exe)) = compile_c("forkintr", src) else {
+        return;
+    };
+    let native = Command::new(&exe).output().unwrap();
+    assert_eq!(text(&native.stdout), "eintr 0\n");
+    let bind = format!("{}:/c:ro", dir.path().display());
+    let o = uvfs_run(&["--bind", &bind, "--", "/c/forkintr"]);
+    assert_eq!(text(&o.stdout), "eintr 0\n", "stderr: {}", text(&o.stderr));
+}
