@@ -268,10 +268,11 @@ impl ExecPending {
 /// A table forked at a `clone` notification, waiting for the child's first call.
 ///
 /// The child is known only by its pid, which the kernel allocates after the notification
-/// is answered: it is above `last_pid`, the namespace's last allocated pid read at the
-/// notification, and below the `last_pid` of any later clone of the same thread. A child
-/// takes the entry of its parent with the largest `last_pid` under its own pid (then any
-/// parent's: a child whose parent exited has been reparented).
+/// is answered: it comes after `last_pid`, the namespace's last allocated pid read at the
+/// notification, and before the `last_pid` of any later clone of the same thread, in the
+/// allocator's cyclic order (see [`pids_after`]). A child takes the entry of its parent
+/// whose `last_pid` comes last before its own pid (then any parent's: a child whose parent
+/// exited has been reparented); see [`pick_clone`].
 struct PendingFork {
     /// The cloning process.
     parent: i32,
@@ -286,6 +287,56 @@ struct PendingFork {
     /// When the clone was seen: entries of children that never made a call go after
     /// `PENDING_TTL`.
     when: std::time::Instant,
+}
+
+/// Linux's `RESERVED_PIDS`: where the pid allocator starts again after `pid_max`.
+const RESERVED_PIDS: i32 = 300;
+
+/// Linux's `PID_MAX_LIMIT` on 64-bit: the largest `pid_max` (4 Mi), assumed when
+/// `/proc/sys/kernel/pid_max` cannot be read.
+const PID_MAX_LIMIT: i32 = 4 * 1024 * 1024;
+
+/// How many pids after `last_pid` the kernel's allocator reaches `tid`, counting as it
+/// allocates (`alloc_pid`: the next free number after the last one, up to `pid_max - 1`,
+/// then again from `RESERVED_PIDS`): `Some(n)`, `n >= 1`, when `tid` can have been
+/// allocated after `last_pid` was read; `None` when it is `last_pid` itself or was
+/// allocated before it (more than half a cycle on: a pid is not reused that soon).
+///
+/// Bug this replaces: `last_pid < tid`, which after the counter wrapped (pid_max 32768
+/// here: every 32 Ki forks) matched no clone for a child given a pid under its parent's
+/// `last_pid`, whose file calls then all failed with `ENOSYS` ("no clone of a known
+/// process made it", seen after a few fork-heavy runs).
+fn pids_after(last_pid: i32, tid: i32, pid_max: i32) -> Option<i32> {
+    let n = if tid > last_pid {
+        tid - last_pid
+    } else if tid >= RESERVED_PIDS {
+        (pid_max - last_pid) + (tid - RESERVED_PIDS)
+    } else {
+        return None;
+    };
+    (n >= 1 && n <= (pid_max - RESERVED_PIDS) / 2).then_some(n)
+}
+
+/// The pending clone that made the child `tid` of parent `ppid`, among `entries` (each a
+/// clone's `(parent, last_pid)`, in [`PendingFork`] order): its parent's whose `last_pid`
+/// comes last before `tid` ([`pids_after`] smallest), else any parent's so (the child was
+/// reparented). Its index in `entries`, or `None`.
+fn pick_clone(
+    entries: impl Iterator<Item = (i32, i32)> + Clone,
+    tid: i32,
+    ppid: i32,
+    pid_max: i32,
+) -> Option<usize> {
+    let pick = |same_parent: bool| {
+        entries
+            .clone()
+            .enumerate()
+            .filter(|(_, (parent, _))| !same_parent || *parent == ppid)
+            .filter_map(|(i, (_, last))| pids_after(last, tid, pid_max).map(|n| (i, n)))
+            .min_by_key(|&(_, n)| n)
+            .map(|(i, _)| i)
+    };
+    pick(true).or_else(|| pick(false))
 }
 
 /// How long a clone's table waits for its child's first call.
@@ -331,6 +382,9 @@ struct Sup {
     sockets: Mutex<HashMap<(u64, u64), std::path::PathBuf>>,
     /// The next `N` of `execdir/sN`.
     next_socket: AtomicU64,
+    /// `/proc/sys/kernel/pid_max` at the start: where the pid allocator wraps (see
+    /// [`pids_after`]).
+    pid_max: i32,
 }
 
 /// Where a thread's calls go: its thread group, the `Proc` that serves it, and its
@@ -587,6 +641,10 @@ pub(crate) fn run(view: &View, argv: &[OsString]) -> Result<i32, String> {
         execdir: execdir.path.clone(),
         sockets: Mutex::new(HashMap::new()),
         next_socket: AtomicU64::new(0),
+        pid_max: std::fs::read_to_string("/proc/sys/kernel/pid_max")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(PID_MAX_LIMIT),
     };
     lock(&sup.procs).insert(
         pid,
@@ -932,15 +990,8 @@ impl Sup {
         }
         // The clone this child came from (see `PendingFork`).
         let mut pending = lock(&self.pending);
-        let pick = |same_parent: bool| {
-            pending
-                .iter()
-                .enumerate()
-                .filter(|(_, p)| p.last_pid < tid && (!same_parent || p.parent == ppid))
-                .max_by_key(|(_, p)| p.last_pid)
-                .map(|(i, _)| i)
-        };
-        let Some(i) = pick(true).or_else(|| pick(false)) else {
+        let entries = pending.iter().map(|p| (p.parent, p.last_pid));
+        let Some(i) = pick_clone(entries, tid, ppid, self.pid_max) else {
             log!(
                 "uvfs run: process {tid} (parent {ppid}): no clone of a known process made \
                  it; its file calls fail with ENOSYS"
@@ -2904,4 +2955,45 @@ fn as_bytes<T: Copy>(v: &T) -> Vec<u8> {
     // zeroed by `mem::zeroed` before the fields were set), readable as bytes.
     unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>()) }
         .to_vec()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Before a wrap, as the old `last_pid < tid` rule: after, not at, not before.
+    #[test]
+    fn pids_after_without_wrap() {
+        assert_eq!(pids_after(100, 105, 32768), Some(5));
+        assert_eq!(pids_after(105, 105, 32768), None);
+        assert_eq!(pids_after(105, 100, 32768), None);
+    }
+
+    /// Across the wrap: 32700 -> 32767, then 300 on (the old rule matched none of these).
+    #[test]
+    fn pids_after_across_the_wrap() {
+        assert_eq!(pids_after(32700, 32767, 32768), Some(67));
+        assert_eq!(pids_after(32700, 300, 32768), Some(68));
+        assert_eq!(pids_after(32700, 305, 32768), Some(73));
+        assert_eq!(pids_after(32767, 300, 32768), Some(1));
+        // Before the wrap point, by more than half a cycle: before, not after.
+        assert_eq!(pids_after(305, 32700, 32768), None);
+        assert_eq!(pids_after(32700, 299, 32768), None);
+    }
+
+    /// The clone whose `last_pid` comes last before the child, its parent's first; one
+    /// made after the child (a later clone of the same parent) is not it.
+    #[test]
+    fn pick_clone_across_the_wrap() {
+        let entries = [(10, 32700), (10, 302), (20, 32760)];
+        let pick = |tid, ppid| pick_clone(entries.iter().copied(), tid, ppid, 32768);
+        // Child 305 of 10: after both of 10's clones; 302 is the later one.
+        assert_eq!(pick(305, 10), Some(1));
+        // Child 301 of 10: before the clone at 302, after the one at 32700.
+        assert_eq!(pick(301, 10), Some(0));
+        // Reparented child (ppid 1): any parent's, the latest before it.
+        assert_eq!(pick(32765, 1), Some(2));
+        // Before every clone: none.
+        assert_eq!(pick(200, 10), None);
+    }
 }
