@@ -242,6 +242,12 @@ fn mounts_on_the_root_and_relative_tmpfs_are_usage_errors() {
             "{opt} {val}: {err}"
         );
     }
+    // What the message offers instead: --import HOST_DIR:/ (it failed with ENOENT, the
+    // root given to the copy as an empty path).
+    std::fs::write(host.path().join("marker"), "at the root\n").unwrap();
+    let spec = format!("{}:/", host.path().display());
+    let o = uvfs_run(&["--import", &spec, "--", "cat", "/marker"]);
+    assert_eq!(text(&o.stdout), "at the root\n", "{}", text(&o.stderr));
 }
 
 /// `--export` copies the program's outputs to the host after it exits; a HOST_DIR that is

@@ -204,7 +204,7 @@ pub(crate) fn build(opts: &crate::RunOptions) -> Result<View, String> {
             .map_err(|err| format!("uvfs run: /: {err}"))?;
         for (host, path) in &opts.imports {
             check_path(path).map_err(|m| format!("--import {}:{path}: {m}", host.display()))?;
-            dir.import_host(host, path.trim_start_matches('/'))
+            dir.import_host(host, beneath_root(path))
                 .map_err(|err| format!("--import {}:{path}: {err}", host.display()))?;
         }
     }
@@ -213,6 +213,15 @@ pub(crate) fn build(opts: &crate::RunOptions) -> Result<View, String> {
         let _ = task.chdir(cwd.as_os_str());
     }
     Ok(View { task })
+}
+
+/// An absolute view path as a path beneath the root directory: `/` itself is `.` (an
+/// empty path names nothing: `ENOENT`, as in Linux's walk).
+fn beneath_root(path: &str) -> &str {
+    match path.trim_start_matches('/') {
+        "" => ".",
+        p => p,
+    }
 }
 
 /// The number of components of an absolute path (`/` is 0).
@@ -255,7 +264,7 @@ pub(crate) fn export(view: &View, exports: &[(String, PathBuf)]) -> Result<(), S
         .root_dir()
         .map_err(|err| format!("uvfs run: /: {err}"))?;
     for (path, host) in exports {
-        dir.export_host(path.trim_start_matches('/'), host)
+        dir.export_host(beneath_root(path), host)
             .map_err(|err| format!("--export {path}:{}: {err}", host.display()))?;
     }
     Ok(())
