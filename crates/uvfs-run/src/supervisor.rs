@@ -435,7 +435,11 @@ fn make_execdir() -> Result<ExecDir, String> {
         let d = tmp.join(format!("{EXECDIR_PREFIX}{}-{n}", std::process::id()));
         match std::fs::DirBuilder::new().mode(0o700).create(&d) {
             Ok(()) => {
-                let msg = |e: io::Error| format!("uvfs run: {}: {e}", d.display());
+                let msg = |e: io::Error| {
+                    // Made but not locked: no `ExecDir` removes it.
+                    let _ = std::fs::remove_dir(&d);
+                    format!("uvfs run: {}: {e}", d.display())
+                };
                 let lock = rustix::fs::open(
                     &d,
                     rustix::fs::OFlags::RDONLY
