@@ -20,8 +20,10 @@ impl Bind {
     /// Parses `HOST:PATH[:ro|rw]`.
     ///
     /// # Errors
-    /// A one-line message for a relative PATH, a PATH with `..`, PATH `/` (see
-    /// [`check_mount_point`]), or an unknown mode.
+    /// A one-line message for a relative PATH, a PATH with `..`, PATH `/` (the view's
+    /// root is its own tmpfs, which a mount on `/` would only cover: the program's root
+    /// stays the tmpfs's root directory, as a Linux process's under a mount on `/`), or an
+    /// unknown mode.
     pub fn parse(s: &str) -> Result<Bind, String> {
         let mut parts: Vec<&str> = s.split(':').collect();
         let read_only = match parts.last() {
