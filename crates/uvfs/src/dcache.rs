@@ -314,6 +314,20 @@ impl<'a, E: DirChild> DirLocked<'a, E> {
         }
     }
 
+    /// The bucket of `name`: with one bucket locked, that one (the caller's contract: it
+    /// locked `name`'s bucket; checked in debug builds), so the name is hashed once per
+    /// operation, by `Dir::lock_name`.
+    #[inline]
+    fn bucket_for(&self, name: &[u8]) -> usize {
+        match &self.held {
+            Held::One(b, _) => {
+                debug_assert_eq!(bucket_of(name), *b, "the caller locked the name's bucket");
+                *b
+            }
+            Held::All(_) => bucket_of(name),
+        }
+    }
+
     /// Whether every bucket is locked.
     pub(crate) fn holds_all(&self) -> bool {
         matches!(self.held, Held::All(_))
@@ -321,10 +335,7 @@ impl<'a, E: DirChild> DirLocked<'a, E> {
 
     /// The entry named `name` (stable while locked). Context: its bucket is locked.
     pub(crate) fn get(&self, name: &[u8]) -> Option<&Arc<E>> {
-        let b = bucket_of(name);
-        debug_assert!(
-            matches!(self.held, Held::All(_)) || matches!(self.held, Held::One(i, _) if i == b)
-        );
+        let b = self.bucket_for(name);
         // Not `Dir::lookup`: no replacement but our own can be in progress, and a miss
         // during it must not wait for ourselves.
         let children = self.dir.buckets[b].children.get()?;
@@ -382,7 +393,7 @@ impl<'a, E: DirChild> DirLocked<'a, E> {
     /// `ENOSPC`: the bucket's cookies would reach [`EOD_COOKIE`] (about 2^31 creations in
     /// one directory; as Linux's `simple_offset_add` when its offset map is full).
     pub(crate) fn next_cookie(&mut self, name: &[u8]) -> Result<u64> {
-        let b = bucket_of(name);
+        let b = self.bucket_for(name);
         let inner = self.inner(b);
         let c = inner
             .next_seq
@@ -401,7 +412,7 @@ impl<'a, E: DirChild> DirLocked<'a, E> {
     ///
     /// Context: the bucket of `name` is locked (`lock_all` when replacing).
     pub(crate) fn insert(&mut self, name: Name, d: Arc<E>, cookie: u64) -> Option<Arc<E>> {
-        let b = bucket_of(&name);
+        let b = self.bucket_for(&name);
         let old = self.get(&name).cloned();
         let outer = self.replacing;
         if let Some(o) = &old {
@@ -434,7 +445,7 @@ impl<'a, E: DirChild> DirLocked<'a, E> {
     pub(crate) fn exchange_entry(&mut self, name: Name, d: Arc<E>, cookie: u64) {
         debug_assert!(self.replacing, "caller brackets the exchange");
         debug_assert!(self.get(&name).is_some(), "an exchange replaces an entry");
-        let b = bucket_of(&name);
+        let b = self.bucket_for(&name);
         self.inner(b).by_cookie.insert(cookie, d.clone());
         if let Some(children) = self.dir.buckets[b].children.get() {
             children.insert(name, d, &self.guard).release(&self.guard);
@@ -443,7 +454,7 @@ impl<'a, E: DirChild> DirLocked<'a, E> {
 
     /// Removes and returns the entry named `name`. Context: its bucket is locked.
     pub(crate) fn remove(&mut self, name: &[u8]) -> Option<Arc<E>> {
-        let b = bucket_of(name);
+        let b = self.bucket_for(name);
         let bucket = &self.dir.buckets[b];
         let e = bucket.children.get()?.remove(name, &self.guard)?;
         let d = e.value().clone();
@@ -513,5 +524,101 @@ impl<E> Drop for DirLocked<'_, E> {
         // An early return (an error found after `replace_begin`) or a panic must not leave
         // the count odd: missing lookups would spin forever.
         self.replace_end();
+    }
+}
+
+#[cfg(all(test, not(uvfs_loom)))]
+mod tests {
+    use super::*;
+
+    /// A test entry: its name and cookie.
+    struct Entry {
+        name: Name,
+        cookie: u64,
+    }
+
+    impl DirChild for Entry {
+        fn cookie(&self, _: &Guard) -> u64 {
+            self.cookie
+        }
+    }
+
+    fn create(dir: &Dir<Entry>, name: &str) -> u64 {
+        let mut l = dir.lock_name(name.as_bytes());
+        assert!(l.get(name.as_bytes()).is_none());
+        let cookie = l.next_cookie(name.as_bytes()).unwrap();
+        let name: Name = Arc::from(name.as_bytes());
+        l.insert(name.clone(), Arc::new(Entry { name, cookie }), cookie);
+        cookie
+    }
+
+    /// Names spread over the buckets, cookies are unique and below `EOD_COOKIE`, and the
+    /// count and lookups follow creates and unlinks.
+    #[test]
+    fn buckets_cookies_and_len() {
+        let dir = Dir::<Entry>::new();
+        let mut cookies: Vec<u64> = (0..256).map(|i| create(&dir, &format!("f{i}"))).collect();
+        let used = (0..256)
+            .map(|i| bucket_of(format!("f{i}").as_bytes()))
+            .collect::<std::collections::HashSet<_>>();
+        assert_eq!(used.len(), NR_BUCKETS, "every bucket gets names");
+        cookies.sort();
+        cookies.dedup();
+        assert_eq!(cookies.len(), 256);
+        assert!(cookies[0] >= FIRST_COOKIE && cookies[255] < EOD_COOKIE);
+        assert_eq!(dir.len(), 256);
+        for i in (0..256).step_by(2) {
+            let n = format!("f{i}");
+            assert!(dir.lock_name(n.as_bytes()).remove(n.as_bytes()).is_some());
+        }
+        assert_eq!(dir.len(), 128);
+        let g = epoch::pin();
+        assert!(dir.lookup(b"f0", &g).is_none());
+        assert_eq!(&*dir.lookup(b"f1", &g).unwrap().name, b"f1");
+    }
+
+    /// A listing read a few entries at a time while entries are created and removed lists
+    /// each entry that stays linked exactly once, in increasing cookie order, and none
+    /// created after its first call.
+    #[test]
+    fn listing_is_exactly_once_and_ends_at_its_start() {
+        let dir = Dir::<Entry>::new();
+        for i in 0..100 {
+            create(&dir, &format!("a{i}"));
+        }
+        let (mut pos, mut end) = (FIRST_COOKIE, 0);
+        let mut seen: Vec<(u64, Name)> = Vec::new();
+        for round in 0.. {
+            let batch: Vec<(u64, Name)> = {
+                let mut l = dir.lock_all();
+                if end == 0 {
+                    end = l.listing_end();
+                }
+                l.listing(pos, end)
+                    .take(7)
+                    .map(|(c, e)| (c, e.name.clone()))
+                    .collect()
+            };
+            if batch.is_empty() {
+                break;
+            }
+            pos = batch.last().map(|b| b.0 + 1).unwrap_or(pos);
+            seen.extend(batch);
+            // New names (never listed) and the removal of a listed one meanwhile.
+            create(&dir, &format!("new{round}"));
+            let (_, gone) = &seen[round];
+            dir.lock_name(gone).remove(gone);
+        }
+        assert!(seen.windows(2).all(|w| w[0].0 < w[1].0), "cookie order");
+        let mut names: Vec<&[u8]> = seen.iter().map(|(_, n)| &n[..]).collect();
+        assert!(names.iter().all(|n| n.starts_with(b"a")), "none created later");
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), 100, "each original once");
+        // A listing that starts now lists the new names, and no cookie given out later is
+        // below its end.
+        let end2 = dir.lock_all().listing_end();
+        assert!(end2 > end);
+        assert!(create(&dir, "late") >= end2);
     }
 }
