@@ -50,18 +50,19 @@
 //!
 //! Lock order: see inode.rs (a directory's bucket locks in index order).
 
-// The bucket locks: `parking_lot`'s (recorded by the audit build's wrapper), and loom's in
-// the loom models (tests/loom_dir.rs), where a real lock held by a preempted model thread
-// would hang the model.
+// The bucket locks: `parking_lot`'s (recorded by the audit build's wrapper), and in the
+// loom build a lock that yields to loom's scheduler (sync/loom_spin.rs), where a real lock
+// held by a preempted model thread would hang the model and loom's own `Mutex` must not
+// outlive its execution (a `Dir` may).
 #[cfg(feature = "audit")]
 use crate::sync::audit::{PlMutex as Mutex, PlMutexGuard as MutexGuard};
 use crate::sync::epoch::{self, Guard};
+#[cfg(uvfs_loom)]
+use crate::sync::loom_spin::{Mutex, MutexGuard};
 use crate::sync::once_box::OnceBox;
 use crate::sync::padded::CacheLine;
 use crate::sync::plain::{AtomicBool, AtomicUsize, Ordering};
 use crate::sync::seqcount::SeqCount;
-#[cfg(uvfs_loom)]
-use crate::sync::{Mutex, MutexGuard};
 use crate::{Errno, Result};
 use crossbeam_skiplist::base::SkipList;
 #[cfg(all(not(feature = "audit"), not(uvfs_loom)))]
@@ -116,10 +117,7 @@ fn bucket_of(name: &[u8]) -> usize {
 #[inline]
 #[cfg_attr(feature = "audit", track_caller)]
 fn lock_bucket<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    #[cfg(not(uvfs_loom))]
-    return m.lock();
-    #[cfg(uvfs_loom)]
-    return crate::sync::lock(m);
+    m.lock()
 }
 
 /// One bucket: the names hashing to it. On its own cache line (`Dir::buckets`).
@@ -189,10 +187,22 @@ impl<E> Dir<E> {
 impl<E: DirChild> Dir<E> {
     /// An empty directory.
     pub(crate) fn new() -> Dir<E> {
+        Dir::with_locks(Mutex::new)
+    }
+
+    /// An empty directory whose bucket locks loom sees (sync/loom_spin.rs), for the models
+    /// of tests/loom_dir.rs.
+    #[cfg(all(test, uvfs_loom))]
+    pub(crate) fn new_modelled() -> Dir<E> {
+        Dir::with_locks(Mutex::new_modelled)
+    }
+
+    /// An empty directory whose bucket locks `lock` makes.
+    fn with_locks(lock: fn(BucketInner<E>) -> Mutex<BucketInner<E>>) -> Dir<E> {
         Dir {
             buckets: std::array::from_fn(|_| {
                 CacheLine(Bucket {
-                    lock: Mutex::new(BucketInner {
+                    lock: lock(BucketInner {
                         by_cookie: BTreeMap::new(),
                         next_seq: 0,
                     }),
@@ -611,7 +621,10 @@ mod tests {
         }
         assert!(seen.windows(2).all(|w| w[0].0 < w[1].0), "cookie order");
         let mut names: Vec<&[u8]> = seen.iter().map(|(_, n)| &n[..]).collect();
-        assert!(names.iter().all(|n| n.starts_with(b"a")), "none created later");
+        assert!(
+            names.iter().all(|n| n.starts_with(b"a")),
+            "none created later"
+        );
         names.sort();
         names.dedup();
         assert_eq!(names.len(), 100, "each original once");

@@ -16,6 +16,8 @@
 pub mod audit;
 pub mod borrow;
 pub mod file_ref;
+#[cfg(uvfs_loom)]
+pub(crate) mod loom_spin;
 pub(crate) mod once_box;
 pub mod padded;
 pub(crate) mod page;

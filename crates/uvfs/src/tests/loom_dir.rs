@@ -4,8 +4,9 @@
 //! against a `getdents` cursor that lists in several steps (each entry that stays linked
 //! exactly once, no entry twice, nothing created after the listing's start).
 //!
-//! What loom sees: under `--cfg uvfs_loom` the bucket locks are loom's `Mutex`, so every
-//! interleaving of the lock acquisitions (up to `LOOM_MAX_PREEMPTIONS`) is explored; each
+//! What loom sees: the models' directories (`Dir::new_modelled`) take a loom `Mutex` with
+//! each bucket lock (sync/loom_spin.rs), so every order of the lock acquisitions (up to
+//! `LOOM_MAX_PREEMPTIONS`) is explored; each
 //! model step is the same `Dir` code that namei/readdir run (`lock_name`, `lock_all`,
 //! `next_cookie`, `insert`, `remove`, `listing_end`, `listing`). What it cannot see: the skip
 //! lists' and `OnceBox`'s atomics and the buckets' counts are `std`'s (the lockless lookup is
@@ -79,7 +80,7 @@ fn getdents(dir: &Dir<Entry>, pos: &mut u64, end: &mut u64, max: usize) -> Vec<&
 #[test]
 fn two_creates_of_one_name() {
     loom::model(|| {
-        let dir = LoomArc::new(Dir::<Entry>::new());
+        let dir = LoomArc::new(Dir::<Entry>::new_modelled());
         let hs: Vec<_> = (0..2)
             .map(|_| {
                 let dir = dir.clone();
@@ -100,7 +101,7 @@ fn two_creates_of_one_name() {
 #[test]
 fn create_vs_rmdir() {
     loom::model(|| {
-        let dir = LoomArc::new(Dir::<Entry>::new());
+        let dir = LoomArc::new(Dir::<Entry>::new_modelled());
         let d2 = dir.clone();
         let c = thread::spawn(move || create(&d2, b"x"));
         let r = rmdir(&dir);
@@ -127,7 +128,7 @@ fn create_vs_rmdir() {
 #[test]
 fn create_unlink_vs_getdents_cursor() {
     loom::model(|| {
-        let dir = LoomArc::new(Dir::<Entry>::new());
+        let dir = LoomArc::new(Dir::<Entry>::new_modelled());
         for n in [b"a", b"b", b"c"] {
             create(&dir, n).unwrap();
         }
