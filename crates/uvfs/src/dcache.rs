@@ -98,19 +98,45 @@ pub(crate) const EOD_COOKIE: u64 = i32::MAX as u64;
 
 /// Buckets per directory (a power of two): creates and unlinks of names in different
 /// buckets share no written line. 16 buckets of one line each (1 KiB per directory; the skip
-/// lists are allocated as buckets are first used); two threads' names meet in one bucket in
+/// lists are allocated as buckets are first used); two random names meet in one bucket in
 /// 1 case of 16.
 pub(crate) const NR_BUCKETS: usize = 16;
+crate::const_assert!(NR_BUCKETS.is_power_of_two());
 
-/// The bucket of `name`: FNV-1a over its bytes, high half folded into the low.
-#[inline]
+/// The bucket of `name`: a multiplicative (Fibonacci) hash of its bytes read eight at a
+/// time (Linux hashes names a word at a time too, fs/namei.c `full_name_hash`), whose top
+/// bits pick the bucket. The last word overlaps the one before it rather than being copied
+/// out byte by byte, and names under 8 bytes are read as two overlapping halves (4 to 7
+/// bytes) or three bytes (1 to 3): no `memcpy` on the lookup path.
+#[inline(always)]
 fn bucket_of(name: &[u8]) -> usize {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &c in name {
-        h ^= u64::from(c);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    /// 2^64 / the golden ratio, odd.
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let n = name.len();
+    let word = |i: usize| {
+        let w = name.get(i..i + 8).and_then(|w| <[u8; 8]>::try_from(w).ok());
+        u64::from_le_bytes(w.unwrap_or_default())
+    };
+    let half = |i: usize| {
+        let w = name.get(i..i + 4).and_then(|w| <[u8; 4]>::try_from(w).ok());
+        u64::from(u32::from_le_bytes(w.unwrap_or_default()))
+    };
+    let mut h = n as u64;
+    if n >= 8 {
+        let mut i = 0;
+        while i + 8 < n {
+            h = (h ^ word(i)).wrapping_mul(K);
+            h ^= h >> 29;
+            i += 8;
+        }
+        h = (h ^ word(n - 8)).wrapping_mul(K);
+    } else if n >= 4 {
+        h = (h ^ (half(0) | half(n - 4) << 32)).wrapping_mul(K);
+    } else if n > 0 {
+        let b = |i: usize| u64::from(name[i]);
+        h = (h ^ (b(0) | b(n / 2) << 8 | b(n - 1) << 16)).wrapping_mul(K);
     }
-    ((h ^ (h >> 32)) as usize) & (NR_BUCKETS - 1)
+    (h >> (64 - NR_BUCKETS.trailing_zeros())) as usize
 }
 
 /// Locks a bucket.
@@ -222,7 +248,9 @@ impl<E: DirChild> Dir<E> {
     ///
     /// Context: the caller does not hold this directory's locks (a replacement it is making
     /// would make a miss spin forever); under the lock use `DirLocked::get`.
-    #[inline]
+    // Always inlined: it is the path walk's step (namei/walk.rs), and as a call its
+    // prologue and epilogue cost as much as the bucket's hash.
+    #[inline(always)]
     pub(crate) fn lookup<'g>(&'g self, name: &[u8], guard: &'g Guard) -> Option<&'g Arc<E>> {
         let bucket = &self.buckets[bucket_of(name)];
         loop {
