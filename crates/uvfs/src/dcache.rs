@@ -2,14 +2,23 @@
 //! listed in stable order; for tmpfs, whose dentry cache is complete, the directory itself.
 //!
 //! Linux analogue: the dcache hash + RCU-walk for lookup (fs/dcache.c `__d_lookup_rcu`), and
-//! the tmpfs offset map for `getdents` (fs/libfs.c `simple_offset_*`, 6.6+).
+//! the tmpfs offset map for `getdents` (fs/libfs.c `simple_offset_*`, 6.6+); the per-bucket
+//! locks follow sv6/ScaleFS's directory hash (aclements/sv6), where Linux serialises a
+//! directory's creates on its `i_rwsem`.
 //!
-//! The entries live in a lock-free skip list (`crossbeam_skiplist::base::SkipList`, reclaimed
-//! through the same crossbeam-epoch collector as the rest of uvfs): lookups search it under
-//! an epoch guard and write nothing (no reference count on the node, unlike `SkipMap`'s
-//! entries). Writers (create, unlink, rename) hold `inner`, so that the cookie index and the
-//! skip list change together; a mutation allocates one node and copies no other entry, so
-//! creating a file in a shared directory does not touch the cache lines of its neighbours.
+//! A name belongs to one of [`NR_BUCKETS`] buckets (a hash of its bytes). Each bucket sits on
+//! its own cache line with its lock, its entry count and its cookie sequence, and holds its
+//! own lock-free skip list (`crossbeam_skiplist::base::SkipList`, allocated on the bucket's
+//! first insert and reclaimed through the same crossbeam-epoch collector as the rest of
+//! uvfs) and its own cookie index. Lookups search the name's skip list under an epoch guard
+//! and write nothing. Creating or removing a name locks only its bucket ([`Dir::lock_name`]),
+//! so two creates of the same name serialise (one gets `EEXIST`) while creates and unlinks
+//! of distinct names in different buckets write no common cache line: not the lock, not the
+//! skip list's length and random seed (crossbeam writes both on one line per insert), not a
+//! cookie counter, not a size counter. Operations that need the whole directory stable
+//! (`getdents`, `rmdir`'s emptiness check and death mark, `rename`, teardown) lock every
+//! bucket in index order ([`Dir::lock_all`], a "big reader lock" whose readers are the
+//! per-name writers). A mutation allocates one node and copies no other entry.
 //!
 //! Replacing an entry (`rename` over an existing name) is not one skip-list operation: the
 //! old node is unlinked (or, in the skip list's own replacing insert, marked removed) before
@@ -17,30 +26,51 @@
 //! never missing. Such writers bracket the change with `replace_seq` (odd while it runs); a
 //! lockless lookup that misses re-checks the count and retries if it moved (Linux:
 //! `d_lookup`'s retry on `rename_lock`). A lookup reads the count once more than before, from
-//! a line only replacing renames write; a miss reads it twice.
+//! a line only replacing renames (and `rmdir`'s death mark) write; a miss reads it twice.
+//!
+//! Cookies (`getdents` positions) come from per-bucket sequences: bucket `b`'s `s`-th cookie
+//! is `FIRST_COOKIE + s * NR_BUCKETS + b`, so allocating one writes only the bucket's line.
+//! A listing's end ([`DirLocked::listing_end`], taken under all bucket locks) is the start
+//! of the row of the most advanced bucket; the other buckets' sequences are raised to that
+//! row, so every entry linked then has a smaller cookie and every later one a larger one
+//! (the cookies skipped by that raise are never used). Without creates between two listings
+//! no sequence moves.
 //!
 //! # Invariants
-//! - `inner.by_cookie` holds exactly the entries of `children`, keyed by their
-//!   `DirChild::cookie`;
-//!   cookies are never reused within a directory, so a `getdents` cursor (a cookie) never
-//!   sees an entry twice or skips one that stayed linked.
+//! - Each bucket's `by_cookie` holds exactly the entries of its skip list, keyed by their
+//!   `DirChild::cookie`, and its `len` is their number; an entry is in the bucket of its
+//!   name (a rename within the directory moves its cookie to the new name's bucket).
+//! - Cookies are unique within a directory and never reused, and are `< EOD_COOKIE`, so a
+//!   `getdents` cursor (a cookie) never sees an entry twice or skips one that stayed linked.
+//! - `dead` is written only under every bucket lock; once set it stays set.
 //!
 //! `Dir` is generic over its entries (`E`: a `Dentry`, which holds its directory's `Dir`;
 //! dentry.rs names `Dir<Dentry>` `dentry::Dir`), so this module, below dentry.rs, imports
 //! nothing of it.
 //!
-//! Lock order: see inode.rs.
+//! Lock order: see inode.rs (a directory's bucket locks in index order).
 
+// The bucket locks: `parking_lot`'s (recorded by the audit build's wrapper), and in the
+// loom build a lock that yields to loom's scheduler (sync/loom_spin.rs), where a real lock
+// held by a preempted model thread would hang the model and loom's own `Mutex` must not
+// outlive its execution (a `Dir` may).
 #[cfg(feature = "audit")]
 use crate::sync::audit::{PlMutex as Mutex, PlMutexGuard as MutexGuard};
 use crate::sync::epoch::{self, Guard};
+#[cfg(uvfs_loom)]
+use crate::sync::loom_spin::{Mutex, MutexGuard};
+use crate::sync::once_box::OnceBox;
 use crate::sync::padded::CacheLine;
+use crate::sync::plain::{AtomicBool, AtomicUsize, Ordering};
 use crate::sync::seqcount::SeqCount;
+use crate::{Errno, Result};
 use crossbeam_skiplist::base::SkipList;
-#[cfg(not(feature = "audit"))]
+#[cfg(all(not(feature = "audit"), not(uvfs_loom)))]
 use parking_lot::{Mutex, MutexGuard};
+use std::collections::btree_map;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::iter::Peekable;
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -54,49 +84,161 @@ pub(crate) trait DirChild: Send + Sync + 'static {
     fn cookie(&self, guard: &Guard) -> u64;
 }
 
-/// The name -> entry index, searched without locks.
+/// The name -> entry index of one bucket, searched without locks.
 type Children<E> = SkipList<Name, Arc<E>>;
 
 /// The first `getdents` cookie of a real entry (0 is `.`, 1 is `..`).
 pub(crate) const FIRST_COOKIE: u64 = 2;
 
-/// A directory's contents: its entries `E` by name and by cookie.
+/// The directory position after a listing reached its end (Linux `DIR_OFFSET_EOD`,
+/// `S32_MAX`: small enough that `read` reaches its EISDIR, not the EINVAL of an offset
+/// overflow). Every cookie is smaller: a directory whose cookies run out refuses new
+/// entries with `ENOSPC` (`DirLocked::next_cookie`).
+pub(crate) const EOD_COOKIE: u64 = i32::MAX as u64;
+
+/// Buckets per directory (a power of two): creates and unlinks of names in different
+/// buckets share no written line. 16 buckets of one line each (1 KiB per directory; the skip
+/// lists are allocated as buckets are first used); two random names meet in one bucket in
+/// 1 case of 16.
+pub(crate) const NR_BUCKETS: usize = 16;
+crate::const_assert!(NR_BUCKETS.is_power_of_two());
+
+/// The bucket of `name`: a multiplicative (Fibonacci) hash of its bytes read eight at a
+/// time (Linux hashes names a word at a time too, fs/namei.c `full_name_hash`), whose top
+/// bits pick the bucket. The last word overlaps the one before it rather than being copied
+/// out byte by byte, and names under 8 bytes are read as two overlapping halves (4 to 7
+/// bytes) or three bytes (1 to 3): no `memcpy` on the lookup path.
+#[inline(always)]
+fn bucket_of(name: &[u8]) -> usize {
+    /// 2^64 / the golden ratio, odd.
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let n = name.len();
+    let word = |i: usize| {
+        let w = name.get(i..i + 8).and_then(|w| <[u8; 8]>::try_from(w).ok());
+        u64::from_le_bytes(w.unwrap_or_default())
+    };
+    let half = |i: usize| {
+        let w = name.get(i..i + 4).and_then(|w| <[u8; 4]>::try_from(w).ok());
+        u64::from(u32::from_le_bytes(w.unwrap_or_default()))
+    };
+    let mut h = n as u64;
+    if n >= 8 {
+        let mut i = 0;
+        while i + 8 < n {
+            h = (h ^ word(i)).wrapping_mul(K);
+            h ^= h >> 29;
+            i += 8;
+        }
+        h = (h ^ word(n - 8)).wrapping_mul(K);
+    } else if n >= 4 {
+        h = (h ^ (half(0) | half(n - 4) << 32)).wrapping_mul(K);
+    } else if n > 0 {
+        let b = |i: usize| u64::from(name[i]);
+        h = (h ^ (b(0) | b(n / 2) << 8 | b(n - 1) << 16)).wrapping_mul(K);
+    }
+    (h >> (64 - NR_BUCKETS.trailing_zeros())) as usize
+}
+
+/// Locks a bucket.
+#[inline]
+#[cfg_attr(feature = "audit", track_caller)]
+fn lock_bucket<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock()
+}
+
+/// One bucket: the names hashing to it. On its own cache line (`Dir::buckets`).
+struct Bucket<E> {
+    /// The bucket's writer side.
+    lock: Mutex<BucketInner<E>>,
+    /// The bucket's names; created under `lock` by its first insert, written only under
+    /// `lock`, read by anyone pinned.
+    children: OnceBox<Children<E>>,
+    /// The number of entries in `children`. Atomic; written only under `lock` (Relaxed
+    /// stores: `Dir::len` is a snapshot, ordered by nothing), read by `Dir::len`.
+    len: AtomicUsize,
+}
+
+/// A bucket's writer-side state. Protected by `Bucket::lock`.
+struct BucketInner<E> {
+    /// The bucket's entries by cookie.
+    by_cookie: BTreeMap<u64, Arc<E>>,
+    /// The sequence number of the bucket's next cookie (module doc).
+    next_seq: u64,
+}
+
+// A bucket is one line: its lock, cookie index, sequence, skip-list pointer and count
+// (loom's lock, in the models, is larger).
+#[cfg(not(uvfs_loom))]
+crate::const_assert!(std::mem::size_of::<CacheLine<Bucket<u8>>>() == 64);
+
+/// Fields read by every lookup or create, written only by replacing renames and `rmdir`.
+struct ReadMostly {
+    /// Odd while a writer replaces an entry (see the module doc). Written only under every
+    /// bucket lock, by `DirLocked::replace_begin`/`replace_end`.
+    replace_seq: SeqCount,
+    /// Set by `rmdir`: no entry may be created any more (`IS_DEADDIR`, `S_DEAD`). Atomic;
+    /// written only under every bucket lock (`DirLocked::set_dead`), read under at least one
+    /// (Relaxed both: the bucket locks order the accesses).
+    dead: AtomicBool,
+}
+
+/// A directory's contents: its entries `E` by name and by cookie, in [`NR_BUCKETS`] buckets.
 pub(crate) struct Dir<E> {
-    /// Written only under `inner`; read by anyone pinned.
-    children: Children<E>,
-    /// Odd while a writer replaces an entry of `children` (see the module doc). Written only
-    /// under `inner`, by `DirLocked::replace_begin`/`replace_end`; on its own cache line so
-    /// that lookups do not share one with the lock.
-    replace_seq: CacheLine<SeqCount>,
-    inner: Mutex<DirInner<E>>,
+    buckets: [CacheLine<Bucket<E>>; NR_BUCKETS],
+    /// On its own line, so that lookups share none with a bucket lock.
+    ro: CacheLine<ReadMostly>,
 }
 
 impl<E> fmt::Debug for Dir<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Dir")
-            .field("entries", &self.children.len())
-            .finish()
+        f.debug_struct("Dir").field("entries", &self.len()).finish()
     }
 }
 
-/// Writer-side state. Protected by `Dir::inner`.
-pub(crate) struct DirInner<E> {
-    pub(crate) by_cookie: BTreeMap<u64, Arc<E>>,
-    next_cookie: u64,
-    /// Set by `rmdir`: no entry may be created any more (`IS_DEADDIR`, `S_DEAD`).
-    pub(crate) dead: bool,
+impl<E> Dir<E> {
+    /// The number of entries (without `.` and `..`): the sum of the buckets' counts.
+    ///
+    /// Exact whenever no writer is inside a change: each bucket's count changes under its
+    /// lock, within the insert (remove) that links (unlinks) an entry. A reader racing
+    /// writers sees each bucket's count before or after its change.
+    pub(crate) fn len(&self) -> usize {
+        self.buckets
+            .iter()
+            // Relaxed: a snapshot of each count (field doc); nothing is read through it.
+            .map(|b| b.len.load(Ordering::Relaxed))
+            .sum()
+    }
 }
 
 impl<E: DirChild> Dir<E> {
     /// An empty directory.
     pub(crate) fn new() -> Dir<E> {
+        Dir::with_locks(Mutex::new)
+    }
+
+    /// An empty directory whose bucket locks loom sees (sync/loom_spin.rs), for the models
+    /// of tests/loom_dir.rs.
+    #[cfg(all(test, uvfs_loom))]
+    pub(crate) fn new_modelled() -> Dir<E> {
+        Dir::with_locks(Mutex::new_modelled)
+    }
+
+    /// An empty directory whose bucket locks `lock` makes.
+    fn with_locks(lock: fn(BucketInner<E>) -> Mutex<BucketInner<E>>) -> Dir<E> {
         Dir {
-            children: SkipList::new(epoch::default_collector().clone()),
-            replace_seq: CacheLine(SeqCount::new()),
-            inner: Mutex::new(DirInner {
-                by_cookie: BTreeMap::new(),
-                next_cookie: FIRST_COOKIE,
-                dead: false,
+            buckets: std::array::from_fn(|_| {
+                CacheLine(Bucket {
+                    lock: lock(BucketInner {
+                        by_cookie: BTreeMap::new(),
+                        next_seq: 0,
+                    }),
+                    children: OnceBox::new(),
+                    len: AtomicUsize::new(0),
+                })
+            }),
+            ro: CacheLine(ReadMostly {
+                replace_seq: SeqCount::new(),
+                dead: AtomicBool::new(false),
             }),
         }
     }
@@ -104,97 +246,230 @@ impl<E: DirChild> Dir<E> {
     /// Lockless lookup: the dentry named `name`, valid while `guard` is pinned. Never misses
     /// a name that is being replaced (it waits for the replacement instead).
     ///
-    /// Context: the caller does not hold this directory's lock (a replacement it is making
+    /// Context: the caller does not hold this directory's locks (a replacement it is making
     /// would make a miss spin forever); under the lock use `DirLocked::get`.
-    #[inline]
+    // Always inlined: it is the path walk's step (namei/walk.rs), and as a call its
+    // prologue and epilogue cost as much as the bucket's hash.
+    #[inline(always)]
     pub(crate) fn lookup<'g>(&'g self, name: &[u8], guard: &'g Guard) -> Option<&'g Arc<E>> {
+        let bucket = &self.buckets[bucket_of(name)];
         loop {
-            let seq = self.replace_seq.read_begin();
-            if let Some(e) = self.children.get(name, guard) {
+            let seq = self.ro.replace_seq.read_begin();
+            if let Some(e) = bucket.children.get().and_then(|c| c.get(name, guard)) {
                 // A hit is a valid answer: the entry was linked during the search.
                 return Some(e.value());
             }
-            if !self.replace_seq.read_retry(seq) {
+            if !self.ro.replace_seq.read_retry(seq) {
                 return None;
             }
         }
     }
 
-    /// The number of entries (without `.` and `..`).
-    ///
-    /// Exact whenever no writer is inside a change: every writer holds `inner`, and the
-    /// skip list counts an entry in (out) within the `insert` (`remove`) call that links
-    /// (unlinks) it; a replacing insert counts the old node out and the new one in. A reader
-    /// racing a writer sees the count before or after that change (one atomic word, which
-    /// the skip list writes anyway, so deriving the size from it adds no write).
-    pub(crate) fn len(&self) -> usize {
-        self.children.len()
-    }
-
-    /// Locks the writer side.
-    pub(crate) fn lock(&self) -> DirLocked<'_, E> {
-        let inner = self.inner.lock();
+    /// Locks the bucket of `name`: enough to look it up, create it, remove it, or replace
+    /// it by an entry of the same name (the other buckets change meanwhile).
+    #[cfg_attr(feature = "audit", track_caller)]
+    pub(crate) fn lock_name(&self, name: &[u8]) -> DirLocked<'_, E> {
+        let b = bucket_of(name);
         DirLocked {
             dir: self,
-            inner,
+            held: Held::One(b, lock_bucket(&self.buckets[b].lock)),
+            guard: epoch::pin(),
+            replacing: false,
+        }
+    }
+
+    /// Locks every bucket, in index order: the whole directory is stable.
+    #[cfg_attr(feature = "audit", track_caller)]
+    pub(crate) fn lock_all(&self) -> DirLocked<'_, E> {
+        // `from_fn` calls in index order: the lock order (inode.rs).
+        let guards = std::array::from_fn(|i| lock_bucket(&self.buckets[i].lock));
+        DirLocked {
+            dir: self,
+            held: Held::All(Box::new(guards)),
             guard: epoch::pin(),
             replacing: false,
         }
     }
 }
 
-/// A locked directory.
+/// The bucket locks a `DirLocked` holds.
+enum Held<'a, E> {
+    /// One bucket's (`Dir::lock_name`).
+    One(usize, MutexGuard<'a, BucketInner<E>>),
+    /// Every bucket's (`Dir::lock_all`), by index.
+    All(Box<[MutexGuard<'a, BucketInner<E>>; NR_BUCKETS]>),
+}
+
+/// A locked directory: one bucket ([`Dir::lock_name`]) or all of them ([`Dir::lock_all`]).
 pub(crate) struct DirLocked<'a, E> {
     dir: &'a Dir<E>,
-    pub(crate) inner: MutexGuard<'a, DirInner<E>>,
+    held: Held<'a, E>,
     guard: Guard,
     /// Inside `replace_begin` .. `replace_end` (`replace_seq` is odd).
     replacing: bool,
 }
 
-impl<E: DirChild> DirLocked<'_, E> {
-    /// The entry named `name` (stable while locked).
+/// `getdents` order over every bucket's cookie index: a merge of the buckets' ranges.
+pub(crate) struct Listing<'l, E> {
+    heads: Vec<Peekable<btree_map::Range<'l, u64, Arc<E>>>>,
+}
+
+impl<'l, E> Iterator for Listing<'l, E> {
+    type Item = (u64, &'l Arc<E>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let mut best: Option<(usize, u64)> = None;
+        for (i, h) in self.heads.iter_mut().enumerate() {
+            if let Some((&c, _)) = h.peek() {
+                if best.is_none_or(|(_, bc)| c < bc) {
+                    best = Some((i, c));
+                }
+            }
+        }
+        let (i, _) = best?;
+        self.heads[i].next().map(|(&c, e)| (c, e))
+    }
+}
+
+impl<'a, E: DirChild> DirLocked<'a, E> {
+    /// The bucket `b`'s locked state.
+    ///
+    /// Context: the caller holds `b` (panics otherwise: a caller that locked one name's
+    /// bucket used another name, a bug in uvfs, never a result of input).
+    fn inner(&mut self, b: usize) -> &mut BucketInner<E> {
+        match &mut self.held {
+            Held::One(i, g) if *i == b => g,
+            Held::All(gs) => &mut gs[b],
+            Held::One(..) => unreachable!("the caller locked the bucket of the name it uses"),
+        }
+    }
+
+    /// Every bucket's locked state. Context: `lock_all` (panics otherwise, as `inner`).
+    fn all(&self) -> &[MutexGuard<'a, BucketInner<E>>; NR_BUCKETS] {
+        match &self.held {
+            Held::All(gs) => gs,
+            Held::One(..) => unreachable!("the caller locked every bucket"),
+        }
+    }
+
+    /// The bucket of `name`: with one bucket locked, that one (the caller's contract: it
+    /// locked `name`'s bucket; checked in debug builds), so the name is hashed once per
+    /// operation, by `Dir::lock_name`.
+    #[inline]
+    fn bucket_for(&self, name: &[u8]) -> usize {
+        match &self.held {
+            Held::One(b, _) => {
+                debug_assert_eq!(bucket_of(name), *b, "the caller locked the name's bucket");
+                *b
+            }
+            Held::All(_) => bucket_of(name),
+        }
+    }
+
+    /// Whether every bucket is locked.
+    pub(crate) fn holds_all(&self) -> bool {
+        matches!(self.held, Held::All(_))
+    }
+
+    /// The entry named `name` (stable while locked). Context: its bucket is locked.
     pub(crate) fn get(&self, name: &[u8]) -> Option<&Arc<E>> {
+        let b = self.bucket_for(name);
         // Not `Dir::lookup`: no replacement but our own can be in progress, and a miss
         // during it must not wait for ourselves.
-        self.dir.children.get(name, &self.guard).map(|e| e.value())
+        let children = self.dir.buckets[b].children.get()?;
+        children.get(name, &self.guard).map(|e| e.value())
     }
 
-    /// Whether the directory has no entries.
+    /// Whether the directory was removed (`rmdir`): no entry may be created in it.
+    pub(crate) fn dead(&self) -> bool {
+        // Relaxed: written under every bucket lock, and we hold one (field doc).
+        self.dir.ro.dead.load(Ordering::Relaxed)
+    }
+
+    /// Marks the directory removed. Context: `lock_all`.
+    pub(crate) fn set_dead(&mut self) {
+        debug_assert!(self.holds_all(), "rmdir locks every bucket");
+        // Relaxed: every bucket lock is held; a create reads it under its bucket's lock.
+        self.dir.ro.dead.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the directory has no entries. Context: `lock_all`.
     pub(crate) fn is_empty(&self) -> bool {
-        self.inner.by_cookie.is_empty()
+        self.all().iter().all(|g| g.by_cookie.is_empty())
     }
 
-    /// The cookie the next new entry will get: every entry linked now has a smaller one
-    /// (the end of a listing that starts now, `readdir.rs`).
-    pub(crate) fn peek_next_cookie(&self) -> u64 {
-        self.inner.next_cookie
+    /// The end of a listing that starts now (`readdir.rs`): every entry linked now has a
+    /// smaller cookie, every entry linked later a larger one. Raises the buckets' sequences
+    /// to the most advanced one's row (module doc). Context: `lock_all`.
+    pub(crate) fn listing_end(&mut self) -> u64 {
+        let Held::All(gs) = &mut self.held else {
+            unreachable!("the caller locked every bucket")
+        };
+        let row = gs.iter().map(|g| g.next_seq).max().unwrap_or(0);
+        for g in gs.iter_mut() {
+            g.next_seq = row;
+        }
+        FIRST_COOKIE.saturating_add(row.saturating_mul(NR_BUCKETS as u64))
     }
 
-    /// Reserves the next cookie for a new entry.
-    pub(crate) fn next_cookie(&mut self) -> u64 {
-        let c = self.inner.next_cookie;
-        self.inner.next_cookie += 1;
-        c
+    /// The entries with cookies in `from..end`, in cookie order. Context: `lock_all`.
+    pub(crate) fn listing(&self, from: u64, end: u64) -> Listing<'_, E> {
+        let heads = if from < end {
+            self.all()
+                .iter()
+                .map(|g| g.by_cookie.range(from..end).peekable())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Listing { heads }
+    }
+
+    /// Reserves a cookie for a new entry named `name` (its bucket's next).
+    ///
+    /// # Errors
+    /// `ENOSPC`: the bucket's cookies would reach [`EOD_COOKIE`] (about 2^31 creations in
+    /// one directory; as Linux's `simple_offset_add` when its offset map is full).
+    pub(crate) fn next_cookie(&mut self, name: &[u8]) -> Result<u64> {
+        let b = self.bucket_for(name);
+        let inner = self.inner(b);
+        let c = inner
+            .next_seq
+            .checked_mul(NR_BUCKETS as u64)
+            .and_then(|x| x.checked_add(FIRST_COOKIE + b as u64))
+            .filter(|&c| c < EOD_COOKIE)
+            .ok_or(Errno::ENOSPC)?;
+        inner.next_seq += 1;
+        Ok(c)
     }
 
     /// Inserts `d` (whose link already names `name` and holds `cookie`), replacing and
     /// returning any entry of the same name; a lockless lookup sees the old or the new
     /// entry, never neither (the skip list's replacing insert marks the old node removed
     /// before linking the new one, so the replacement is bracketed by `replace_seq`).
+    ///
+    /// Context: the bucket of `name` is locked (`lock_all` when replacing).
     pub(crate) fn insert(&mut self, name: Name, d: Arc<E>, cookie: u64) -> Option<Arc<E>> {
+        let b = self.bucket_for(&name);
         let old = self.get(&name).cloned();
         let outer = self.replacing;
         if let Some(o) = &old {
             self.replace_begin();
             let c = o.cookie(&self.guard);
-            self.inner.by_cookie.remove(&c);
+            self.inner(b).by_cookie.remove(&c);
         }
-        self.inner.by_cookie.insert(cookie, d.clone());
-        self.dir
+        self.inner(b).by_cookie.insert(cookie, d.clone());
+        let bucket = &self.dir.buckets[b];
+        let children = bucket
             .children
-            .insert(name, d, &self.guard)
-            .release(&self.guard);
+            .get_or_init(|| SkipList::new(epoch::default_collector().clone()));
+        children.insert(name, d, &self.guard).release(&self.guard);
+        if old.is_none() {
+            // Relaxed: written under the bucket lock, held (field doc).
+            let n = bucket.len.load(Ordering::Relaxed);
+            // Relaxed: as above.
+            bucket.len.store(n + 1, Ordering::Relaxed);
+        }
         if !outer {
             self.replace_end();
         }
@@ -208,24 +483,30 @@ impl<E: DirChild> DirLocked<'_, E> {
     pub(crate) fn exchange_entry(&mut self, name: Name, d: Arc<E>, cookie: u64) {
         debug_assert!(self.replacing, "caller brackets the exchange");
         debug_assert!(self.get(&name).is_some(), "an exchange replaces an entry");
-        self.inner.by_cookie.insert(cookie, d.clone());
-        self.dir
-            .children
-            .insert(name, d, &self.guard)
-            .release(&self.guard);
+        let b = self.bucket_for(&name);
+        self.inner(b).by_cookie.insert(cookie, d.clone());
+        if let Some(children) = self.dir.buckets[b].children.get() {
+            children.insert(name, d, &self.guard).release(&self.guard);
+        }
     }
 
-    /// Removes and returns the entry named `name`.
+    /// Removes and returns the entry named `name`. Context: its bucket is locked.
     pub(crate) fn remove(&mut self, name: &[u8]) -> Option<Arc<E>> {
-        let e = self.dir.children.remove(name, &self.guard)?;
+        let b = self.bucket_for(name);
+        let bucket = &self.dir.buckets[b];
+        let e = bucket.children.get()?.remove(name, &self.guard)?;
         let d = e.value().clone();
         e.release(&self.guard);
         let c = d.cookie(&self.guard);
-        self.inner.by_cookie.remove(&c);
+        self.inner(b).by_cookie.remove(&c);
+        // Relaxed: written under the bucket lock, held (field doc).
+        let n = bucket.len.load(Ordering::Relaxed);
+        // Relaxed: as above.
+        bucket.len.store(n.saturating_sub(1), Ordering::Relaxed);
         Some(d)
     }
 
-    /// Removes every entry (namespace teardown); returns them.
+    /// Removes every entry (namespace teardown); returns them. Context: `lock_all`.
     ///
     /// `SkipList::clear` only marks the nodes of its last batch (up to 100) removed: they
     /// stay linked, each holding its `Arc<Dentry>`, until some later search unlinks them,
@@ -234,25 +515,36 @@ impl<E: DirChild> DirLocked<'_, E> {
     /// below unlinks every marked node at every level (each level is walked to its end, as
     /// no entry is left unmarked), which gives each node's last reference to the epoch.
     pub(crate) fn clear(&mut self) -> Vec<Arc<E>> {
-        self.dir.children.clear(&mut self.guard);
-        let left = self
-            .dir
-            .children
-            .lower_bound::<[u8]>(Bound::Unbounded, &self.guard);
-        debug_assert!(left.is_none(), "no entry is inserted under the lock");
-        std::mem::take(&mut self.inner.by_cookie)
-            .into_values()
-            .collect()
+        debug_assert!(self.holds_all(), "teardown locks every bucket");
+        let mut out = Vec::new();
+        for b in 0..NR_BUCKETS {
+            let bucket = &self.dir.buckets[b];
+            if let Some(children) = bucket.children.get() {
+                children.clear(&mut self.guard);
+                let left = children.lower_bound::<[u8]>(Bound::Unbounded, &self.guard);
+                debug_assert!(left.is_none(), "no entry is inserted under the lock");
+            }
+            // Relaxed: written under the bucket lock, held (field doc).
+            bucket.len.store(0, Ordering::Relaxed);
+            out.extend(std::mem::take(&mut self.inner(b).by_cookie).into_values());
+        }
+        out
     }
 }
 
 impl<E> DirLocked<'_, E> {
     /// Starts replacing an entry: until `replace_end` (or the unlock), lockless lookups that
     /// miss wait and retry, so the name being replaced is never seen missing.
+    ///
+    /// Context: `lock_all` (`replace_seq` has one writer at a time).
     pub(crate) fn replace_begin(&mut self) {
+        debug_assert!(
+            matches!(self.held, Held::All(_)),
+            "replacing locks every bucket"
+        );
         if !self.replacing {
             self.replacing = true;
-            self.dir.replace_seq.write_begin();
+            self.dir.ro.replace_seq.write_begin();
         }
     }
 
@@ -260,7 +552,7 @@ impl<E> DirLocked<'_, E> {
     pub(crate) fn replace_end(&mut self) {
         if self.replacing {
             self.replacing = false;
-            self.dir.replace_seq.write_end();
+            self.dir.ro.replace_seq.write_end();
         }
     }
 }
@@ -270,5 +562,104 @@ impl<E> Drop for DirLocked<'_, E> {
         // An early return (an error found after `replace_begin`) or a panic must not leave
         // the count odd: missing lookups would spin forever.
         self.replace_end();
+    }
+}
+
+#[cfg(all(test, not(uvfs_loom)))]
+mod tests {
+    use super::*;
+
+    /// A test entry: its name and cookie.
+    struct Entry {
+        name: Name,
+        cookie: u64,
+    }
+
+    impl DirChild for Entry {
+        fn cookie(&self, _: &Guard) -> u64 {
+            self.cookie
+        }
+    }
+
+    fn create(dir: &Dir<Entry>, name: &str) -> u64 {
+        let mut l = dir.lock_name(name.as_bytes());
+        assert!(l.get(name.as_bytes()).is_none());
+        let cookie = l.next_cookie(name.as_bytes()).unwrap();
+        let name: Name = Arc::from(name.as_bytes());
+        l.insert(name.clone(), Arc::new(Entry { name, cookie }), cookie);
+        cookie
+    }
+
+    /// Names spread over the buckets, cookies are unique and below `EOD_COOKIE`, and the
+    /// count and lookups follow creates and unlinks.
+    #[test]
+    fn buckets_cookies_and_len() {
+        let dir = Dir::<Entry>::new();
+        let mut cookies: Vec<u64> = (0..256).map(|i| create(&dir, &format!("f{i}"))).collect();
+        let used = (0..256)
+            .map(|i| bucket_of(format!("f{i}").as_bytes()))
+            .collect::<std::collections::HashSet<_>>();
+        assert_eq!(used.len(), NR_BUCKETS, "every bucket gets names");
+        cookies.sort();
+        cookies.dedup();
+        assert_eq!(cookies.len(), 256);
+        assert!(cookies[0] >= FIRST_COOKIE && cookies[255] < EOD_COOKIE);
+        assert_eq!(dir.len(), 256);
+        for i in (0..256).step_by(2) {
+            let n = format!("f{i}");
+            assert!(dir.lock_name(n.as_bytes()).remove(n.as_bytes()).is_some());
+        }
+        assert_eq!(dir.len(), 128);
+        let g = epoch::pin();
+        assert!(dir.lookup(b"f0", &g).is_none());
+        assert_eq!(&*dir.lookup(b"f1", &g).unwrap().name, b"f1");
+    }
+
+    /// A listing read a few entries at a time while entries are created and removed lists
+    /// each entry that stays linked exactly once, in increasing cookie order, and none
+    /// created after its first call.
+    #[test]
+    fn listing_is_exactly_once_and_ends_at_its_start() {
+        let dir = Dir::<Entry>::new();
+        for i in 0..100 {
+            create(&dir, &format!("a{i}"));
+        }
+        let (mut pos, mut end) = (FIRST_COOKIE, 0);
+        let mut seen: Vec<(u64, Name)> = Vec::new();
+        for round in 0.. {
+            let batch: Vec<(u64, Name)> = {
+                let mut l = dir.lock_all();
+                if end == 0 {
+                    end = l.listing_end();
+                }
+                l.listing(pos, end)
+                    .take(7)
+                    .map(|(c, e)| (c, e.name.clone()))
+                    .collect()
+            };
+            if batch.is_empty() {
+                break;
+            }
+            pos = batch.last().map(|b| b.0 + 1).unwrap_or(pos);
+            seen.extend(batch);
+            // New names (never listed) and the removal of a listed one meanwhile.
+            create(&dir, &format!("new{round}"));
+            let (_, gone) = &seen[round];
+            dir.lock_name(gone).remove(gone);
+        }
+        assert!(seen.windows(2).all(|w| w[0].0 < w[1].0), "cookie order");
+        let mut names: Vec<&[u8]> = seen.iter().map(|(_, n)| &n[..]).collect();
+        assert!(
+            names.iter().all(|n| n.starts_with(b"a")),
+            "none created later"
+        );
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), 100, "each original once");
+        // A listing that starts now lists the new names, and no cookie given out later is
+        // below its end.
+        let end2 = dir.lock_all().listing_end();
+        assert!(end2 > end);
+        assert!(create(&dir, "late") >= end2);
     }
 }

@@ -5,7 +5,7 @@
 //!
 //! # Reference graph and release order
 //! ```text
-//! SuperBlock --Arc--> root Dentry --d_dir--> skip list + cookie map --Arc--> child Dentry
+//! SuperBlock --Arc--> root Dentry --d_dir--> buckets' skip lists + cookie maps --Arc--> child
 //! Dentry --Arc--> Inode
 //! child Dentry --d_link (RcuCell)--> DLink --Arc--> parent Dentry
 //! File --Arc--> Dentry;   FsStruct (root, cwd) --Arc--> Mount, Dentry
@@ -247,9 +247,9 @@ pub(crate) fn shrink_children(children: Vec<Arc<Dentry>>, dead: bool) {
     while let Some(c) = stack.pop() {
         unhash(&c);
         if let Some(dir) = c.dir() {
-            let mut l = dir.lock();
+            let mut l = dir.lock_all();
             if dead {
-                l.inner.dead = true;
+                l.set_dead();
             }
             let below = l.clear();
             drop(l);

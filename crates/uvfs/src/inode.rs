@@ -46,8 +46,9 @@
 //!   tmpfs stores no directory size: `Dentry::size` derives it from the entry count.
 //! - Directory contents: the directory's dentry holds them (`Dentry::dir`, dcache.rs).
 //!
-//! Lock order: `SuperBlock::s_rename_lock` -> `DirInner` (ancestor first, else by address)
-//! -> `RegData` (data `RwLock`) -> `attr_lock` -> the times' seqlock (held for a few stores,
+//! Lock order: `SuperBlock::s_rename_lock` -> a directory's bucket locks (dcache.rs
+//! `Dir::lock_name`: one name's bucket; `Dir::lock_all`: every bucket in index order;
+//! ancestor first, else by address) -> `RegData` (data `RwLock`) -> `attr_lock` -> the times' seqlock (held for a few stores,
 //! nothing taken inside it).
 
 use crate::cred::Cred;

@@ -81,7 +81,8 @@
 //! # Global lock order
 //! A namespace's lock (mount and umount only) -> a mount point's parent directory lock, and
 //! -> a mount's count lock (a leaf, also taken alone by the last put of a detached mount).
-//! `SuperBlock::s_rename_lock` -> directory locks (ancestor first, else by address) ->
+//! `SuperBlock::s_rename_lock` -> directory locks (ancestor first, else by address; in one
+//! directory a name's bucket lock alone, or every bucket lock in index order, dcache.rs) ->
 //! a regular file's data lock -> an inode's attribute lock. `FdTable::file_lock`,
 //! `FsStruct::lock` and a `File`'s `f_pos_lock` (taken before the data lock) are otherwise
 //! leaves, as is a tmpfs inode's extended-attribute lock (taken alone). No lock is global;

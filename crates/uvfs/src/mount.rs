@@ -657,7 +657,7 @@ impl MntNamespace {
         // lock_mount: the mount point's directory lock keeps it from being removed (or
         // renamed) until the new table is published; a removed one is ENOENT.
         let dir = mp.dentry.parent(&g).cloned();
-        let _dl = dir.as_ref().and_then(|p| p.dir()).map(|d| d.lock());
+        let _dl = dir.as_ref().and_then(|p| p.dir()).map(|d| d.lock_all());
         if mp.dentry.link(&g).unhashed {
             return Err(Errno::ENOENT);
         }

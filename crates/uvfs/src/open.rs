@@ -273,11 +273,11 @@ impl<V: Variant> Task<V> {
                     let found = match nd.lookup_cached(last.dir, last.name)? {
                         Some(d) => Some(d),
                         None => {
-                            let mut dl = dir.lock();
+                            let mut dl = dir.lock_name(last.name);
                             match dl.get(last.name) {
                                 Some(_) => None, // raced with a create: retry lockless
                                 None => {
-                                    if dl.inner.dead {
+                                    if dl.dead() {
                                         return Err(Errno::ENOENT);
                                     }
                                     // lookup_open: without write access to the mount the

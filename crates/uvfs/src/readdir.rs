@@ -4,14 +4,16 @@
 //! (`offset_readdir`, `offset_dir_llseek`; tmpfs since 6.6).
 //!
 //! Position 0 yields `.`, 1 yields `..`; positions `>= 2` are entry cookies: the listing
-//! resumes at the first entry whose cookie is at or after the position. Cookies grow and are
-//! never reused, so an entry linked for the whole listing appears exactly once, however many
+//! resumes at the first entry whose cookie is at or after the position. Cookies come from
+//! the directory's per-bucket sequences (dcache.rs), so the order is neither the names' nor
+//! strictly the creations'; they are unique, never reused, so an entry linked for the whole listing appears exactly once, however many
 //! entries are created or removed meanwhile (an entry renamed within the directory keeps
 //! its cookie; one renamed in from another directory gets a new one).
 //!
 //! A listing ends at the entries that existed when it started: its first `getdents64`
-//! after the open, or after a seek to 0 (`rewinddir`), records the directory's next cookie
-//! in `File::f_dir_end`, and entries with that cookie or a later one (created meanwhile) are
+//! after the open, or after a seek to 0 (`rewinddir`), records the directory's listing end
+//! (`DirLocked::listing_end`: every cookie given out later is at or past it) in
+//! `File::f_dir_end`, and entries with that cookie or a later one (created meanwhile) are
 //! not listed. Without that bound a program that creates an entry per entry read would list
 //! forever (xfstests generic/736; Linux 6.11's `offset_dir_open`/`offset_dir_llseek`
 //! recorded the next offset the same way, and 6.18's newest-first walk never reaches
@@ -19,7 +21,7 @@
 //! so that opening a directory (as a `dirfd`, say) takes no directory lock; entries created
 //! between the open and the first call are listed, as 6.18 lists them.
 
-use crate::dcache::FIRST_COOKIE;
+use crate::dcache::{EOD_COOKIE, FIRST_COOKIE};
 use crate::inode::Inode;
 use crate::sync::plain::Ordering;
 use crate::sync::{epoch, plock};
@@ -87,11 +89,6 @@ pub fn parse_dirents(buf: &[u8]) -> Vec<DirEntry> {
     out
 }
 
-/// The directory position after a listing reached its end (Linux `DIR_OFFSET_EOD`,
-/// `S32_MAX`: small enough that `read` reaches its EISDIR, not the EINVAL of an offset
-/// overflow). An entry's cookie reaches it only after 2^31 creations in one directory.
-const EOD_COOKIE: u64 = i32::MAX as u64;
-
 /// The end-of-directory position of a directory its file system lists (`iterate_dir`):
 /// the largest `d_off`, as 64-bit hashed cookies (ext4) may use the rest.
 const FS_EOD: u64 = i64::MAX as u64;
@@ -129,8 +126,8 @@ impl<V: Variant> Task<V> {
         let mut pos = plock(&f.f_pos);
         let mut used = 0;
         let g = epoch::pin();
-        let dl = dir.lock();
-        if dl.inner.dead {
+        let mut dl = dir.lock_all();
+        if dl.dead() {
             return Err(Errno::ENOENT);
         }
         // Linux's `iterate_dir` stamps atime once the directory is live, whether or not a
@@ -200,16 +197,16 @@ impl<V: Variant> Task<V> {
             // `f_dir_end` is protected by `f_pos_lock`, held (`pos`).
             let mut end = f.f_dir_end.load(Ordering::Relaxed);
             if end == 0 {
-                end = dl.peek_next_cookie();
+                end = dl.listing_end();
                 // Relaxed: as above.
                 f.f_dir_end.store(end, Ordering::Relaxed);
             }
             // Once a listing reaches the end, the position stays there (Linux's
             // `DIR_OFFSET_EOD` in `offset_iterate_dir`, past any cookie): entries created
             // afterwards are not listed until the directory is rewound.
-            let range = dl.inner.by_cookie.range((*pos).min(end)..end);
+            let range = dl.listing((*pos).min(end), end);
             let mut full = false;
-            for (&cookie, d) in range {
+            for (cookie, d) in range {
                 let name = &d.link(&g).name;
                 let next = cookie + 1;
                 if !emit(

@@ -76,8 +76,8 @@ impl Drop for SuperBlock {
         };
         // Iterative teardown: empty every directory reachable from the root.
         if let Some(dir) = root.dir() {
-            let mut l = dir.lock();
-            l.inner.dead = true;
+            let mut l = dir.lock_all();
+            l.set_dead();
             let children = l.clear();
             drop(l);
             crate::dentry::shrink_children(children, true);

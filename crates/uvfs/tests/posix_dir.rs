@@ -2046,17 +2046,23 @@ fn getdents_with_an_end_lists_renamed_entries_once() {
             if n == 0 {
                 break;
             }
-            for e in uvfs::parse_dirents(&b[..n]) {
-                let name = String::from_utf8(e.name).unwrap();
+            let batch: Vec<String> = uvfs::parse_dirents(&b[..n])
+                .into_iter()
+                .map(|e| String::from_utf8(e.name).unwrap())
+                .collect();
+            for name in batch.iter().cloned() {
                 if let Some(i) = name.strip_prefix('f') {
                     let i: usize = i.parse().unwrap();
-                    // The one just read: out and back in; one ahead, past this buffer: a new name
-                    // in place.
+                    // The one just read: out and back in; one not listed yet (neither read
+                    // before nor in this buffer: the listing order is the cookies', not the
+                    // names'): a new name in place.
                     let (a, o) = (format!("/d/{name}"), format!("/o/{name}"));
                     s.renameat(CWD, a.as_bytes(), CWD, o.as_bytes()).unwrap();
                     s.renameat(CWD, o.as_bytes(), CWD, a.as_bytes()).unwrap();
-                    let ahead = format!("/d/f{:03}", i + 25);
-                    if i + 25 < 300 && s.exists(ahead.as_bytes()) {
+                    let ahead_name = format!("f{:03}", i + 25);
+                    let ahead = format!("/d/{ahead_name}");
+                    let unread = !seen.contains(&ahead_name) && !batch.contains(&ahead_name);
+                    if i + 25 < 300 && unread && s.exists(ahead.as_bytes()) {
                         let to = format!("/d/g{:03}", i + 25);
                         s.renameat(CWD, ahead.as_bytes(), CWD, to.as_bytes())
                             .unwrap();

@@ -57,9 +57,10 @@ pub(crate) fn create_locked<V: Variant>(
         target,
         now,
     };
+    // The directory's ENOSPC (its cookies used up) before the file system allocates.
+    let cookie = dl.next_cookie(name)?;
     let inode = new_inode(mnt, dir, name, args)?;
     let name: Name = Arc::from(name);
-    let cookie = dl.next_cookie();
     let d = Arc::new(Dentry::new(
         inode,
         Some(parent.clone()),
@@ -99,7 +100,7 @@ impl<V: Variant> Task<V> {
                 return Err(Errno::ENAMETOOLONG);
             }
             let d = last.dir.dir().ok_or(Errno::ENOTDIR)?;
-            let mut dl = d.lock();
+            let mut dl = d.lock_name(last.name);
             if lookup_locked(last.dir, &mut dl, last.name)?.is_some() {
                 return Err(Errno::EEXIST);
             }
@@ -108,7 +109,7 @@ impl<V: Variant> Task<V> {
             }
             // filename_create: a read-only mount is reported after the lookup's errors.
             last.mnt.want_write()?;
-            may_create(&self.cred, &last.dir.d_inode, dl.inner.dead)?;
+            may_create(&self.cred, &last.dir.d_inode, dl.dead())?;
             f(&last, &mut dl)
         })
     }
@@ -295,11 +296,11 @@ impl<V: Variant> Task<V> {
             }
             let ndir_i = &nl.dir.d_inode;
             let ndir = nl.dir.dir().ok_or(Errno::ENOTDIR)?;
-            let mut dl = ndir.lock();
+            let mut dl = ndir.lock_name(nl.name);
             if lookup_locked(nl.dir, &mut dl, nl.name)?.is_some() {
                 return Err(Errno::EEXIST);
             }
-            if nl.trailing_slash || dl.inner.dead {
+            if nl.trailing_slash || dl.dead() {
                 return Err(Errno::ENOENT);
             }
             // filename_create's mnt_want_write, then do_linkat's same-mount check.
@@ -316,9 +317,10 @@ impl<V: Variant> Task<V> {
             // shmem_link: the inode's new ctime, which the directory's mtime and ctime take
             // (from the directory's current time, so its change shows too; see `unlinkat`).
             let now = ndir_i.current_time(coarse_now());
+            // The directory's ENOSPC (its cookies used up) before the file system commits.
+            let cookie = dl.next_cookie(nl.name)?;
             let t = oi.link_inc(now, || ndir_i.i_op.link(ndir_i, nl.name, oi))?;
             let name: Name = Arc::from(nl.name);
-            let cookie = dl.next_cookie();
             let d = Arc::new(Dentry::new(
                 oi.clone(),
                 Some(nl.dir.clone()),

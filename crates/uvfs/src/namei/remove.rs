@@ -43,7 +43,7 @@ impl<V: Variant> Task<V> {
             }
             let dir_inode = &last.dir.d_inode;
             let dir = last.dir.dir().ok_or(Errno::ENOTDIR)?;
-            let mut dl = dir.lock();
+            let mut dl = dir.lock_name(last.name);
             let victim = lookup_locked(last.dir, &mut dl, last.name)?.ok_or(Errno::ENOENT)?;
             let vi = &victim.d_inode;
             if !rmdir && last.trailing_slash {
@@ -53,20 +53,20 @@ impl<V: Variant> Task<V> {
                     Errno::ENOTDIR
                 });
             }
-            may_delete(&self.cred, dir_inode, vi, rmdir, dl.inner.dead)?;
+            may_delete(&self.cred, dir_inode, vi, rmdir, dl.dead())?;
             // vfs_unlink/vfs_rmdir: a mount point of this namespace stays.
             if victim.is_mounted() && nd.ns.table(nd.guard).is_mountpoint(&victim) {
                 return Err(Errno::EBUSY);
             }
             let links = if rmdir {
                 let sub = victim.dir().ok_or(Errno::ENOTDIR)?;
-                let mut sl = sub.lock();
+                let mut sl = sub.lock_all();
                 // A cache that may be incomplete cannot tell; the file system's rmdir does.
                 if !vi.needs_revalidate() && !sl.is_empty() {
                     return Err(Errno::ENOTEMPTY);
                 }
                 dir_inode.i_op.rmdir(dir_inode, last.name, vi)?;
-                sl.inner.dead = true;
+                sl.set_dead();
                 let stale = sl.clear();
                 drop(sl);
                 shrink_children(stale, false);

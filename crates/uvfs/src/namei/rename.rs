@@ -163,29 +163,29 @@ fn rename_locked<V: Variant>(
     };
     let (mut trap_old, mut trap_new) = (None, None);
     let (mut ol_lock, mut nl_lock): (DirLocked<'_>, Option<DirLocked<'_>>) = if same {
-        (odir.lock(), None)
+        (odir.lock_all(), None)
     } else if let Some(t) = child_towards(ol.dir, nl.dir, &g) {
         // old dir is an ancestor of the new dir.
         trap_old = Some(t.clone());
-        let a = odir.lock();
-        (a, Some(ndir.lock()))
+        let a = odir.lock_all();
+        (a, Some(ndir.lock_all()))
     } else if let Some(t) = child_towards(nl.dir, ol.dir, &g) {
         trap_new = Some(t.clone());
-        let b = ndir.lock();
-        (odir.lock(), Some(b))
+        let b = ndir.lock_all();
+        (odir.lock_all(), Some(b))
     } else if (odir as *const Dir) < (ndir as *const Dir) {
-        let a = odir.lock();
-        (a, Some(ndir.lock()))
+        let a = odir.lock_all();
+        (a, Some(ndir.lock_all()))
     } else {
-        let b = ndir.lock();
-        (odir.lock(), Some(b))
+        let b = ndir.lock_all();
+        (odir.lock_all(), Some(b))
     };
     // do_renameat2, in its order: the source, the target, the flags, trailing slashes, then
     // the traps.
     let old = lookup_locked(ol.dir, &mut ol_lock, ol.name)?.ok_or(Errno::ENOENT)?;
     let ndead = match &nl_lock {
-        Some(l) => l.inner.dead,
-        None => ol_lock.inner.dead,
+        Some(l) => l.dead(),
+        None => ol_lock.dead(),
     };
     if ndead {
         // The target's lookup (`lookup_one_qstr_excl`) refuses a dead directory before any
@@ -231,7 +231,7 @@ fn rename_locked<V: Variant>(
             return Ok(());
         }
     }
-    may_delete(cred, odir_i, &oi, is_dir, ol_lock.inner.dead)?;
+    may_delete(cred, odir_i, &oi, is_dir, ol_lock.dead())?;
     match &target {
         None => may_create(cred, ndir_i, ndead)?,
         // An exchanged target is removed from its place as what it is.
@@ -276,18 +276,27 @@ fn rename_locked<V: Variant>(
     }
     let target_dir = target.as_ref().and_then(|t| t.dir());
     // Lock order: the target is a child of the new dir (locked): parent before child.
-    let target_lock = target_dir.map(|td| td.lock());
+    let target_lock = target_dir.map(|td| td.lock_all());
     if let (Some(tl), Some(t)) = (&target_lock, &target) {
         // A cache that may be incomplete cannot tell; the file system's rename does.
         if !t.d_inode.needs_revalidate() && !tl.is_empty() {
             return Err(Errno::ENOTEMPTY);
         }
     }
+    // Within one directory the entry keeps its getdents position, so a listing that runs
+    // during the rename shows it once, under one of its names. (Linux 6.18's offset map gives
+    // it a new offset, and a listing can then show it twice: issue 4 asks to do better.)
+    // Into another directory it gets that directory's next cookie, reserved before the file
+    // system commits, as its `ENOSPC` is the last error.
+    let cookie = match &mut nl_lock {
+        None => old.link(&g).cookie,
+        Some(l) => l.next_cookie(nl.name)?,
+    };
     odir_i
         .i_op
         .rename(odir_i, ol.name, ndir_i, nl.name, flags)?;
     if let Some(mut tl) = target_lock {
-        tl.inner.dead = true;
+        tl.set_dead();
         let stale = tl.clear();
         drop(tl);
         shrink_children(stale, false);
@@ -320,15 +329,6 @@ fn rename_locked<V: Variant>(
         ndir_i.add_nlink(1, None);
     }
     let name: Name = Arc::from(nl.name);
-    // Within one directory the entry keeps its getdents position, so a listing that runs
-    // during the rename shows it once, under one of its names. (Linux 6.18's offset map gives
-    // it a new offset, and a listing can then show it twice: issue 4 asks to do better.)
-    // Into another directory it gets that directory's next cookie.
-    let cookie = if same {
-        old.link(&g).cookie
-    } else {
-        nlock.next_cookie()
-    };
     old.d_link.replace(
         DLink {
             parent: Some(nl.dir.clone()),

@@ -224,7 +224,7 @@ impl<'a> Nameidata<'a> {
     fn step_slow(&self, dir: &'a Arc<Dentry>, name: &[u8]) -> Result<Option<&'a Arc<Dentry>>> {
         let d = dir.dir().ok_or(Errno::ENOTDIR)?;
         loop {
-            let mut dl = d.lock();
+            let mut dl = d.lock_name(name);
             if lookup_locked(dir, &mut dl, name)?.is_none() {
                 return Ok(None);
             }
@@ -396,14 +396,14 @@ pub(crate) fn lookup_locked(
         dl.remove(name);
         shrink_children(vec![d], false);
     }
-    if !di.needs_revalidate() || dl.inner.dead {
+    if !di.needs_revalidate() || dl.dead() {
         return Ok(None);
     }
     let Some(inode) = di.i_op.lookup(di, name)? else {
         return Ok(None);
     };
+    let cookie = dl.next_cookie(name)?;
     let name: Name = Arc::from(name);
-    let cookie = dl.next_cookie();
     let d = Arc::new(Dentry::new(inode, Some(dir.clone()), name.clone(), cookie));
     dl.insert(name, d.clone(), cookie);
     Ok(Some(d))

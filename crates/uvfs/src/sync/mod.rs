@@ -16,6 +16,9 @@
 pub mod audit;
 pub mod borrow;
 pub mod file_ref;
+#[cfg(uvfs_loom)]
+pub(crate) mod loom_spin;
+pub(crate) mod once_box;
 pub mod padded;
 pub(crate) mod page;
 pub(crate) mod page_index;
@@ -138,7 +141,8 @@ pub(crate) mod plain {
     #[cfg(feature = "fuse")]
     pub(crate) use super::atomic::AtomicI64;
     pub(crate) use super::atomic::{
-        AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering,
+        AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Mutex, MutexGuard,
+        Ordering,
     };
 }
 

@@ -4,6 +4,7 @@
 //! What a snapshot keeps and how consistent it is: [`snapshot`]'s documentation.
 
 use super::{Contents, Limits, Tmpfs, TmpfsInode, Xattrs};
+use crate::dcache::{EOD_COOKIE, FIRST_COOKIE};
 use crate::dentry::Dentry;
 use crate::fs::NewInode;
 use crate::inode::Inode;
@@ -95,7 +96,7 @@ pub(crate) fn snapshot_at(mnt: &Mount, dir: &Arc<Dentry>) -> Result<Arc<Mount>> 
     let Some(src_dir) = dir.dir() else {
         return Err(Errno::ENOTDIR);
     };
-    if src_dir.lock().inner.dead {
+    if src_dir.lock_all().dead() {
         return Err(Errno::ENOENT);
     }
     let fs = Tmpfs::new(src_fs.opts.clone());
@@ -120,13 +121,14 @@ pub(crate) fn snapshot_at(mnt: &Mount, dir: &Arc<Dentry>) -> Result<Arc<Mount>> 
         // The entries in `getdents` order with their names, as the directory held them at
         // one instant: under its lock, which a rename of any of them would need too.
         let entries: Vec<(crate::dcache::Name, Arc<Dentry>)> = {
-            let l = sdir.lock();
+            let l = sdir.lock_all();
             let g = crate::sync::epoch::pin();
-            let v = l.inner.by_cookie.values();
-            v.map(|d| (d.link(&g).name.clone(), d.clone())).collect()
+            let v = l.listing(FIRST_COOKIE, EOD_COOKIE);
+            v.map(|(_, d)| (d.link(&g).name.clone(), d.clone()))
+                .collect()
         };
         let mut subdirs = 0u32;
-        let mut dl = ddir.lock();
+        let mut dl = ddir.lock_all();
         for (name, child) in entries {
             let inode = child.inode();
             let new = if inode.is_dir() {
@@ -139,7 +141,7 @@ pub(crate) fn snapshot_at(mnt: &Mount, dir: &Arc<Dentry>) -> Result<Arc<Mount>> 
             } else {
                 b.link_or_copy(inode)?
             };
-            let cookie = dl.next_cookie();
+            let cookie = dl.next_cookie(&name)?;
             let d = Arc::new(Dentry::new(new, Some(dst.clone()), name.clone(), cookie));
             let replaced = dl.insert(name, d.clone(), cookie);
             // Names are unique in one listing taken under the lock; a replacement would
