@@ -564,6 +564,18 @@ fn flock_sharing_and_conversion() {
 // ---------------------------------------------------------------------------------------
 // uvfs only: two processes at once (threads), on every file system behind the seam.
 
+/// Every file system behind the seam: [`each_fs`] and, with the `fuse` feature, the FUSE
+/// client (the locks are the VFS's, so all must behave alike).
+fn all_fs() -> Vec<Uvfs> {
+    #[allow(unused_mut)]
+    let mut v = each_fs();
+    #[cfg(feature = "fuse")]
+    if fuse_enabled() {
+        v.push(Uvfs::fuse_client(None, ""));
+    }
+    v
+}
+
 fn open_f(t: &Task) -> Fd {
     t.open("/f", OpenFlags::CREAT | OpenFlags::RDWR, 0o644)
         .unwrap()
@@ -599,7 +611,7 @@ fn settle() {
 
 #[test]
 fn getlk_reports_the_owner_pid() {
-    for u in each_fs() {
+    for u in all_fs() {
         let p = &u.task;
         let fd = open_f(p);
         t_set(p, fd, SET, WR, 0, 0).unwrap();
@@ -615,7 +627,7 @@ fn getlk_reports_the_owner_pid() {
 fn setlkw_waits_until_granted() {
     // Probe: a child's F_SETLKW of a read lock sleeps while the parent holds a write lock
     // and returns 0 when the parent unlocks (after 0.3 s there).
-    for u in each_fs() {
+    for u in all_fs() {
         let p = &u.task;
         let fd = open_f(p);
         t_set(p, fd, SET, WR, 0, 0).unwrap();
@@ -644,7 +656,7 @@ fn setlkw_deadlock_is_edeadlk() {
     // Probe: parent holds [0,1), child holds [1,2) and sleeps in F_SETLKW for [0,1); the
     // parent's F_SETLKW for [1,2) fails with EDEADLK (Python: EDEADLOCK, the same 35); after
     // the parent unlocks, the child gets its lock.
-    for u in each_fs() {
+    for u in all_fs() {
         let p = &u.task;
         let fd = open_f(p);
         t_set(p, fd, SET, WR, 0, 1).unwrap();
@@ -666,7 +678,7 @@ fn lock_waits_are_interruptible() {
     // Probe: SIGUSR1 (handler installed without SA_RESTART) to a child asleep in F_SETLKW
     // or in flock: both return -1 EINTR. uvfs's stand-in for the signal is the waiting
     // thread's Interrupter.
-    for u in each_fs() {
+    for u in all_fs() {
         let p = &u.task;
         let fd = open_f(p);
         t_set(p, fd, SET, WR, 0, 0).unwrap();
@@ -700,7 +712,7 @@ fn lock_waits_are_interruptible() {
 #[test]
 fn blocking_flock_waits_for_the_last_close() {
     // A blocking flock sleeps until the holder's open file is closed for the last time.
-    for u in each_fs() {
+    for u in all_fs() {
         let p = &u.task;
         let fd = open_f(p);
         p.flock(fd, LOCK_EX).unwrap();
@@ -725,7 +737,7 @@ fn blocking_flock_waits_for_the_last_close() {
 fn threads_share_classic_locks() {
     // Threads of one process share its descriptor table, so its classic locks: no
     // conflict between them, and a close in one releases the locks set by the other.
-    for u in each_fs() {
+    for u in all_fs() {
         let p = &u.task;
         let fd = open_f(p);
         let t = p.clone_thread();
