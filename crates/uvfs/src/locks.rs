@@ -8,7 +8,7 @@
 //!
 //! # Design
 //! - An inode's locks live in a [`FileLockContext`] allocated at its first lock request
-//!   (`Inode::i_flctx`, a [`OnceBox`](crate::sync::once_box) as Linux's lazily allocated
+//!   (`Inode::i_flctx`, a `OnceBox`, sync/once_box.rs, as Linux's lazily allocated
 //!   `i_flctx`): an inode that never saw a lock costs one pointer load on `close` (which must
 //!   drop the closer's POSIX locks, `locks_remove_posix`) and at the last close of a file
 //!   (`locks_remove_file`), and nothing on open, read or write.
