@@ -272,12 +272,13 @@ const MAX_PENDING: usize = 1024;
 /// The supervisor's state, shared by its threads.
 ///
 /// Lock order: `procs` -> `threads` -> one `Proc` -> `pending` -> `said`, and a `Proc`
-/// -> `threads` (unshare); `Waits::sleeping` is a leaf: no holder of `procs` or `threads` waits for a `Proc` (`sweep`
-/// only try-locks them). A call holds its
-/// process's `Proc` lock from start to answer, so one process's calls are answered one at
-/// a time (the descriptor-number invariant: a uvfs descriptor is in the uvfs table before
-/// the same number can be used by another thread of the program) while other processes'
-/// calls are answered in parallel.
+/// -> `threads` (unshare): no holder of `procs` or `threads` waits for a `Proc` (`sweep`
+/// only try-locks them). `Waits::sleeping` is a leaf. A call holds its process's `Proc`
+/// lock from start to answer, so one process's calls are answered one at a time (the
+/// descriptor-number invariant: a uvfs descriptor is in the uvfs table before the same
+/// number can be used by another thread of the program) while other processes' calls are
+/// answered in parallel; a lock request that must sleep is the exception: it is answered
+/// later by a waiter thread, without the `Proc` lock (`Sup::defer_lock`).
 struct Sup {
     listener: OwnedFd,
     /// Processes by thread-group id.
