@@ -4,7 +4,7 @@
 //! initialised, and exactly one value survives (loom checks leaks and double frees of
 //! the loom-tracked `Arc`s held in the value).
 
-use crate::sync::once_box::OnceBox;
+use crate::sync::once_box::model::OnceBox;
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::sync::Arc;
 use loom::thread;
