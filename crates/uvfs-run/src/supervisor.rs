@@ -324,8 +324,9 @@ struct Waits {
 
 /// `ERESTARTSYS` (kernel-internal, include/linux/errno.h): the answer to a lock wait a
 /// signal interrupts (see [`Sup::watchdog`]). The kernel turns it, on the way back to the
-/// program, into `EINTR` when the signal's handler lacks `SA_RESTART`, else into a restart
-/// of the call; exactly what Linux's interruptible lock wait returns.
+/// program with the signal pending, into `EINTR` when the signal's handler lacks
+/// `SA_RESTART`, else into a restart of the call; exactly what Linux's interruptible lock
+/// wait returns. Never answered without a signal pending (the program would see 512).
 const ERESTARTSYS: i32 = 512;
 
 /// Whether thread `tid` has a signal pending that it catches and does not block, which
@@ -371,10 +372,10 @@ impl LockJob {
         }
     }
 
-    /// Takes back a lock granted to a call that is gone (interrupted by a signal: the
-    /// program saw EINTR or will restart the call). Linux never grants it then; here the
-    /// range (or the `flock` lock) is unlocked, which also drops what the process held
-    /// there before the call (a known difference: see `Sup::defer_lock`).
+    /// Takes back a lock granted to a call that is gone (its thread was killed, so its
+    /// process is going, and with it its locks; an OFD or `flock` lock may outlive it in
+    /// a file shared with another process). The range (or the `flock` lock) is unlocked,
+    /// which also drops what the caller held there before the call.
     fn undo(&self, t: &Task) {
         let _ = match *self {
             LockJob::Posix(fd, cmd, mut fl) => {
@@ -823,12 +824,12 @@ impl Sup {
     /// and their open files' last closes drop OFD and `flock` locks, which may grant a
     /// waiter), then ends the wait of each caller that is gone or has a signal to act on:
     /// - its notification is no longer valid (the thread was killed): the waiter is
-    ///   interrupted;
+    ///   interrupted (its answer then finds the call gone);
     /// - a signal it catches is pending ([`signal_pending`]): the filter's
     ///   `WAIT_KILLABLE_RECV` keeps it pending while the call waits for its answer, so the
-    ///   call is answered now with `ERESTARTSYS` (`EINTR` or a restart, by the handler's
-    ///   `SA_RESTART`, as Linux's `F_SETLKW` and `flock`) and the waiter interrupted (a lock
-    ///   granted meanwhile is given back when its own answer finds the call gone). A
+    ///   waiter is interrupted and answers `ERESTARTSYS` (`EINTR` or a restart, by the
+    ///   handler's `SA_RESTART`, as Linux's `F_SETLKW` and `flock`), or, if the lock was
+    ///   granted first, success (the handler runs as the call returns, as on Linux). A
     ///   signal the thread does not catch is left to the kernel: a fatal one kills it
     ///   (first case), a stop signal stops it only once the lock is granted.
     ///
@@ -847,10 +848,7 @@ impl Sup {
             }
             let listener = self.waits.listener.as_fd();
             for (id, tid, intr) in sleeping {
-                if stop || !sys::id_valid(listener, id) {
-                    intr.interrupt();
-                } else if signal_pending(tid) {
-                    let _ = sys::respond(listener, id, Answer::Err(ERESTARTSYS));
+                if stop || !sys::id_valid(listener, id) || signal_pending(tid) {
                     intr.interrupt();
                 }
             }
@@ -865,8 +863,9 @@ impl Sup {
     /// owner) sleeps in it and answers notification `n` itself; the serving thread goes on
     /// (`Answer::Later`). Deadlocks are found by the request itself (`EDEADLK`). The
     /// watchdog ends the wait when the caller dies or a signal it catches comes (`EINTR` or
-    /// a restart, as on Linux), within [`WATCHDOG_TICK`]. A lock granted just as the call
-    /// went is given back (`LockJob::undo`).
+    /// a restart, as on Linux), within [`WATCHDOG_TICK`]. The waiter alone answers, so a
+    /// restarted call never races a late grant; a lock granted to a call that is gone is
+    /// given back (`LockJob::undo`).
     fn defer_lock(&self, t: &Task, n: &Notif, job: LockJob) -> R {
         let task = t.clone_thread();
         let waits = self.waits.clone();
@@ -879,6 +878,10 @@ impl Sup {
                 lock(&waits.sleeping).remove(&id);
                 let a = match r {
                     Ok(()) => Answer::Val(0),
+                    // Only the watchdog interrupts a waiter: for a caught signal pending
+                    // (still pending: the thread cannot take it before this answer), or
+                    // for a call that is gone (the answer is lost anyway).
+                    Err(Errno::EINTR) => Answer::Err(ERESTARTSYS),
                     Err(e) => Answer::Err(e.raw()),
                 };
                 let delivered = sys::respond_delivered(waits.listener.as_fd(), id, a);
