@@ -200,17 +200,19 @@ pub struct FileLockContext {
 }
 
 /// Who waits for whom, for deadlock detection: (a classic owner sleeping in `F_SETLKW`,
-/// the owner of the lock it waits for). Linux's `blocked_hash` under `blocked_lock_lock`:
-/// global, and taken only by a request that is about to sleep or stops sleeping, never on
-/// the open/close/read/write paths.
-static BLOCKED: wait::Mutex<Vec<(usize, Owner)>> = wait::Mutex::new(Vec::new());
+/// the owner of the lock it waits for, the sleeping request's own token). Linux's
+/// `blocked_hash` under `blocked_lock_lock`: global, and taken only by a request that is
+/// about to sleep or stops sleeping, never on the open/close/read/write paths. One entry
+/// per sleeping request: threads of one process may sleep at once.
+static BLOCKED: wait::Mutex<Vec<(usize, Owner, usize)>> = wait::Mutex::new(Vec::new());
 
 /// `MAX_DEADLK_ITERATIONS`: how long a chain of waiters the detector follows.
 const MAX_DEADLK_ITERATIONS: usize = 10;
 
 /// `posix_locks_deadlock`: whether `me` waiting for `blocker` closes a cycle of classic
-/// owners waiting for each other. Context: caller holds `BLOCKED` (`blocked`).
-fn deadlock(blocked: &[(usize, Owner)], me: usize, blocker: Owner) -> bool {
+/// owners waiting for each other (`what_owner_is_waiting_for`: the first sleeping request
+/// of an owner tells what it waits for). Context: caller holds `BLOCKED` (`blocked`).
+fn deadlock(blocked: &[(usize, Owner, usize)], me: usize, blocker: Owner) -> bool {
     let mut cur = blocker;
     for _ in 0..=MAX_DEADLK_ITERATIONS {
         let Owner::Files(o) = cur else {
@@ -221,41 +223,50 @@ fn deadlock(blocked: &[(usize, Owner)], me: usize, blocker: Owner) -> bool {
         if o == me {
             return true;
         }
-        match blocked.iter().find(|(w, _)| *w == o) {
-            Some(&(_, next)) => cur = next,
+        match blocked.iter().find(|(w, _, _)| *w == o) {
+            Some(&(_, next, _)) => cur = next,
             None => return false,
         }
     }
     false
 }
 
-/// Forgets `me`'s entry in `BLOCKED` when a classic owner's sleep ends, however it ends.
-struct BlockedEntry(Option<usize>);
+/// A sleeping classic request's entry in `BLOCKED`, forgotten when its sleep ends, however
+/// it ends. Its token is its own address (stable: it is never moved while it has an
+/// entry, being borrowed for `wait_for` only in place).
+struct BlockedEntry(bool);
 
 impl BlockedEntry {
-    /// Records that `me` waits for `blocker` (replacing an earlier record), unless that would
-    /// deadlock. Context: caller holds the context's `state` (taken before `BLOCKED`).
+    fn token(&self) -> usize {
+        self as *const BlockedEntry as usize
+    }
+
+    /// Records that `me` waits for `blocker` (replacing this request's earlier record),
+    /// unless that would deadlock. Context: caller holds the context's `state` (taken
+    /// before `BLOCKED`).
     ///
     /// # Errors
     /// `EDEADLK` if `blocker` (transitively) waits for `me`.
     fn wait_for(&mut self, me: usize, blocker: Owner) -> Result<()> {
+        let token = self.token();
         let mut b = wait::lock(&BLOCKED);
         if deadlock(&b, me, blocker) {
             return Err(Errno::EDEADLK);
         }
-        match b.iter_mut().find(|(w, _)| *w == me) {
+        match b.iter_mut().find(|(_, _, t)| *t == token) {
             Some(e) => e.1 = blocker,
-            None => b.push((me, blocker)),
+            None => b.push((me, blocker, token)),
         }
-        self.0 = Some(me);
+        self.0 = true;
         Ok(())
     }
 }
 
 impl Drop for BlockedEntry {
     fn drop(&mut self) {
-        if let Some(me) = self.0 {
-            wait::lock(&BLOCKED).retain(|(w, _)| *w != me);
+        if self.0 {
+            let token = self.token();
+            wait::lock(&BLOCKED).retain(|(_, _, t)| *t != token);
         }
     }
 }
@@ -308,7 +319,7 @@ impl FileLockContext {
     /// `EAGAIN` (conflict, no `wait`), `EDEADLK` (a classic owner's wait would close a
     /// cycle), `EINTR` (interrupted while sleeping).
     fn posix_lock(&self, req: PosixLock, wait: bool) -> Result<()> {
-        let mut blocked = BlockedEntry(None);
+        let mut blocked = BlockedEntry(false);
         let mut intr = None;
         let mut g = wait::lock(&self.state);
         loop {
@@ -768,7 +779,7 @@ mod tests {
 
     #[test]
     fn deadlock_follows_chains() {
-        let b = vec![(2, Owner::Files(3)), (3, Owner::Files(1))];
+        let b = vec![(2, Owner::Files(3), 10), (3, Owner::Files(1), 11)];
         assert!(deadlock(&b, 1, Owner::Files(2)));
         assert!(!deadlock(&b, 4, Owner::Files(2)));
         assert!(!deadlock(&b, 1, Owner::File(2)));

@@ -749,3 +749,46 @@ fn threads_share_classic_locks() {
         assert_eq!(t_set(&c, fd, SET, WR, 0, 0), Ok(()));
     }
 }
+
+#[test]
+fn deadlock_seen_while_another_thread_still_waits() {
+    // Probe (Python threads of one process, which share its locks): P holds f[0,1), Q holds
+    // f[1,2) and g[0,1); P's two threads sleep in F_SETLKW for f[1,2) and g[0,1); Q unlocks
+    // f[1,2) (the first thread gets it); Q's F_SETLKW for f[0,1) is EDEADLK, since P's
+    // second thread still waits for Q. When P unlocks and Q exits, the second thread gets
+    // g[0,1). (The second wait is on another file so that Q's unlock does not wake it.)
+    //
+    // Regression: bug: Q slept forever; cause: the deadlock table kept one entry per owner,
+    // which the first thread's wake-up removed; fix: one entry per sleeping request.
+    for u in all_fs() {
+        let p = &u.task;
+        let f = open_f(p);
+        let g = p
+            .open("/g", OpenFlags::CREAT | OpenFlags::RDWR, 0o644)
+            .unwrap();
+        t_set(p, f, SET, WR, 0, 1).unwrap();
+        let q = p.fork();
+        t_set(&q, f, SET, WR, 1, 1).unwrap();
+        t_set(&q, g, SET, WR, 0, 1).unwrap();
+        let (rx1, h1) = run_child(p.clone_thread(), move |t, tx| {
+            tx.send(t_set(t, f, LockCmd::SetLkW, WR, 1, 1)).unwrap();
+        });
+        let (rx2, h2) = run_child(p.clone_thread(), move |t, tx| {
+            tx.send(t_set(t, g, LockCmd::SetLkW, WR, 0, 1)).unwrap();
+        });
+        settle();
+        t_set(&q, f, SET, UN, 1, 1).unwrap();
+        assert_eq!(next(&rx1), Ok(Ok(())));
+        let (rxq, hq) = run_child(q, move |q, tx| {
+            tx.send(t_set(q, f, LockCmd::SetLkW, WR, 0, 1)).unwrap();
+        });
+        let got = next(&rxq);
+        // Whatever happened, let everyone go.
+        t_set(p, f, SET, UN, 0, 1).unwrap();
+        assert_eq!(got, Ok(Err(Errno::EDEADLK)));
+        drop(hq.join().unwrap());
+        assert_eq!(next(&rx2), Ok(Ok(())));
+        drop(h1.join().unwrap());
+        drop(h2.join().unwrap());
+    }
+}
