@@ -374,6 +374,18 @@ fn same_owner_and_release_on_close() {
             },
         ),
         (
+            "close_range over a descriptor releases",
+            vec![Ok((UN, 0, 0, 0, 0))],
+            |s| {
+                let fd = file(s);
+                let fd2 = s.open(b"/f", RO, 0).unwrap();
+                set(s, fd, SET, WR, 0, 0).unwrap();
+                // Only `fd2` (the highest descriptor) closes.
+                s.close_range(fd2.0 as u32, u32::MAX, 0).unwrap();
+                seen_by_child(s, fd, &[(WR, 0, 0)])
+            },
+        ),
+        (
             "a child's close keeps the parent's locks",
             vec![Ok((WR, 0, 0, 0, PID))],
             |s| {
