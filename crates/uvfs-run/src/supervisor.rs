@@ -9,6 +9,12 @@
 //! process's uvfs table has a kernel descriptor of the same number (its placeholder or host
 //! file); descriptors uvfs does not hold are the program's own (pipes, sockets, the
 //! terminal, host devices) and their calls run natively.
+//!
+//! File locks (`fcntl` record locks, `flock`) are uvfs's (crates/uvfs/src/locks.rs). A
+//! request that must sleep is answered later by a waiter thread of its own, never by a
+//! serving thread (see `Waits`); a watchdog ends such waits when the caller dies or a
+//! signal it catches comes (`ERESTARTSYS`: `EINTR` or a restart, as Linux's), and drops
+//! exited processes (their classic locks go with their tables) while anyone waits.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::ffi::{CString, OsString};
@@ -22,7 +28,10 @@ use std::time::Duration;
 
 use rustix::net::{AddressFamily, SocketAddrUnix};
 
-use uvfs::{AtFlags, Errno, Fcntl, Fd, MountFlags, OpenFlags, RenameFlags, Task, Timespec};
+use uvfs::{
+    AtFlags, Errno, Fcntl, Fd, Flock, Interrupter, LockCmd, MountFlags, OpenFlags, RenameFlags,
+    Task, Timespec,
+};
 
 use crate::creds::{self, ThreadCreds};
 use crate::sys::{self, Answer, Notif};
@@ -350,11 +359,12 @@ const MAX_PENDING: usize = 1024;
 ///
 /// Lock order: `procs` -> `threads` -> one `Proc` -> `pending` -> `said`, and a `Proc`
 /// -> `threads` (unshare): no holder of `procs` or `threads` waits for a `Proc` (`sweep`
-/// only try-locks them). A call holds its
-/// process's `Proc` lock from start to answer, so one process's calls are answered one at
-/// a time (the descriptor-number invariant: a uvfs descriptor is in the uvfs table before
-/// the same number can be used by another thread of the program) while other processes'
-/// calls are answered in parallel.
+/// only try-locks them). `Waits::sleeping` is a leaf. A call holds its process's `Proc`
+/// lock from start to answer, so one process's calls are answered one at a time (the
+/// descriptor-number invariant: a uvfs descriptor is in the uvfs table before the same
+/// number can be used by another thread of the program) while other processes' calls are
+/// answered in parallel; a lock request that must sleep is the exception: it is answered
+/// later by a waiter thread, without the `Proc` lock (`Sup::defer_lock`).
 struct Sup {
     listener: OwnedFd,
     /// Processes by thread-group id.
@@ -385,6 +395,91 @@ struct Sup {
     /// `/proc/sys/kernel/pid_max` at the start: where the pid allocator wraps (see
     /// [`pids_after`]).
     pid_max: i32,
+    /// Lock requests asleep in waiter threads (see [`Sup::defer_lock`]).
+    waits: Arc<Waits>,
+}
+
+/// Lock requests (`F_SETLKW`, `F_OFD_SETLKW`, `flock` without `LOCK_NB`) that must sleep:
+/// each sleeps in a waiter thread of its own, which answers its notification when the
+/// lock is granted (or fails), so that the serving threads never sleep in a lock wait
+/// (with one serving thread, a program waiting for its sibling's lock would stop every
+/// process). The watchdog (in [`run`]) ends a wait whose caller is gone.
+struct Waits {
+    /// A duplicate of the listener, for the waiters' answers and the watchdog's checks.
+    listener: OwnedFd,
+    /// Notification id -> the calling thread's id and the interrupter of the waiter thread
+    /// serving it.
+    sleeping: Mutex<HashMap<u64, (i32, Interrupter)>>,
+}
+
+/// `ERESTARTSYS` (kernel-internal, include/linux/errno.h): the answer to a lock wait a
+/// signal interrupts (see [`Sup::watchdog`]). The kernel turns it, on the way back to the
+/// program with the signal pending, into `EINTR` when the signal's handler lacks
+/// `SA_RESTART`, else into a restart of the call; exactly what Linux's interruptible lock
+/// wait returns. Never answered without a signal pending (the program would see 512).
+const ERESTARTSYS: i32 = 512;
+
+/// Whether thread `tid` has a signal pending that it catches and does not block, which
+/// the kernel is sure to act on when the thread's call returns: one sent to the thread, or
+/// one sent to its process when that has no other thread (otherwise another thread may
+/// take it). From `/proc/TID/status` (`SigPnd`, `ShdPnd`, `SigBlk`, `SigCgt`, `Threads`).
+fn signal_pending(tid: i32) -> bool {
+    let Some(st) = proc_status(tid) else {
+        return false;
+    };
+    let mask = |name: &str| {
+        st.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .unwrap_or(0)
+    };
+    let shared = if status_field(&st, "Threads:") == Some(1) {
+        mask("ShdPnd:")
+    } else {
+        0
+    };
+    (mask("SigPnd:") | shared) & !mask("SigBlk:") & mask("SigCgt:") != 0
+}
+
+/// How often the watchdog looks at the sleeping lock requests: the delay with which a
+/// waiting program's death or a signal to it ends its wait.
+const WATCHDOG_TICK: Duration = Duration::from_millis(20);
+
+/// A lock request a waiter thread makes (see [`Waits`]).
+enum LockJob {
+    /// `fcntl(fd, cmd, &fl)` (a `W` command).
+    Posix(Fd, LockCmd, Flock),
+    /// `flock(fd, op)`.
+    Flock(Fd, i32),
+}
+
+impl LockJob {
+    /// Makes the request on `t`, sleeping as long as it must.
+    fn run(&self, t: &Task) -> Result<(), Errno> {
+        match *self {
+            LockJob::Posix(fd, cmd, mut fl) => t.fcntl_lock(fd, cmd, &mut fl),
+            LockJob::Flock(fd, op) => t.flock(fd, op),
+        }
+    }
+
+    /// Takes back a lock granted to a call that is gone (its thread was killed, so its
+    /// process is going, and with it its locks; an OFD or `flock` lock may outlive it in
+    /// a file shared with another process). The range (or the `flock` lock) is unlocked,
+    /// which also drops what the caller held there before the call.
+    fn undo(&self, t: &Task) {
+        let _ = match *self {
+            LockJob::Posix(fd, cmd, mut fl) => {
+                fl.l_type = uvfs::locks::F_UNLCK;
+                let set = if cmd == LockCmd::OfdSetLkW {
+                    LockCmd::OfdSetLk
+                } else {
+                    LockCmd::SetLk
+                };
+                t.fcntl_lock(fd, set, &mut fl)
+            }
+            LockJob::Flock(fd, _) => t.flock(fd, uvfs::locks::LOCK_UN),
+        };
+    }
 }
 
 /// Where a thread's calls go: its thread group, the `Proc` that serves it, and its
@@ -636,6 +731,12 @@ pub(crate) fn run(view: &View, argv: &[OsString]) -> Result<i32, String> {
         libc::signal(libc::SIGQUIT, libc::SIG_IGN);
     }
     let pidfd = sys::pidfd_open(pid, 0).map_err(|e| format!("uvfs run: pidfd_open: {e}"))?;
+    let waits_listener = listener
+        .try_clone()
+        .map_err(|e| format!("uvfs run: dup of the listener: {e}"))?;
+    let mut task = task;
+    // F_GETLK reports the program's pids.
+    task.set_pid(pid);
     let sup = Sup {
         listener,
         procs: Mutex::new(HashMap::new()),
@@ -649,6 +750,10 @@ pub(crate) fn run(view: &View, argv: &[OsString]) -> Result<i32, String> {
             .ok()
             .and_then(|s| s.trim().parse().ok())
             .unwrap_or(PID_MAX_LIMIT),
+        waits: Arc::new(Waits {
+            listener: waits_listener,
+            sleeping: Mutex::new(HashMap::new()),
+        }),
     };
     lock(&sup.procs).insert(
         pid,
@@ -703,6 +808,7 @@ pub(crate) fn run(view: &View, argv: &[OsString]) -> Result<i32, String> {
                 }
             }
         });
+        sc.spawn(|| sup.watchdog(&done));
         let hs: Vec<_> = (0..n).map(|_| sc.spawn(|| sup.serve())).collect();
         let rs: Vec<io::Result<()>> = hs
             .into_iter()
@@ -832,6 +938,33 @@ fn find_program(task: &Task, name: &[u8]) -> Result<Vec<u8>, String> {
     ))
 }
 
+/// The size of x86_64's `struct flock`.
+const FLOCK_SIZE: usize = 32;
+
+/// A `struct flock` read from the program (x86_64: `l_type` at 0, `l_whence` at 2,
+/// `l_start` at 8, `l_len` at 16, `l_pid` at 24).
+fn flock_from(b: &[u8; FLOCK_SIZE]) -> Flock {
+    let i16_at = |o: usize| i16::from_ne_bytes([b[o], b[o + 1]]);
+    let i64_at = |o: usize| i64::from_ne_bytes(b[o..o + 8].try_into().unwrap_or_default());
+    Flock {
+        l_type: i16_at(0),
+        l_whence: i16_at(2),
+        l_start: i64_at(8),
+        l_len: i64_at(16),
+        l_pid: i32::from_ne_bytes(b[24..28].try_into().unwrap_or_default()),
+    }
+}
+
+/// Writes `fl`'s fields into `b` (laid out as [`flock_from`] reads them; the padding left
+/// as it is).
+fn flock_into(fl: &Flock, b: &mut [u8; FLOCK_SIZE]) {
+    b[0..2].copy_from_slice(&fl.l_type.to_ne_bytes());
+    b[2..4].copy_from_slice(&fl.l_whence.to_ne_bytes());
+    b[8..16].copy_from_slice(&fl.l_start.to_ne_bytes());
+    b[16..24].copy_from_slice(&fl.l_len.to_ne_bytes());
+    b[24..28].copy_from_slice(&fl.l_pid.to_ne_bytes());
+}
+
 /// An errno from uvfs as the raw number.
 fn raw(e: Errno) -> i32 {
     e.raw()
@@ -884,7 +1017,100 @@ impl Sup {
                 None if creds::is_cred_call(n.nr) => Answer::Continue,
                 None => Answer::Err(libc::ENOSYS),
             };
-            sys::respond(self.listener.as_fd(), n.id, a)?;
+            if a != Answer::Later {
+                sys::respond(self.listener.as_fd(), n.id, a)?;
+            }
+        }
+    }
+
+    /// The lock waits' watchdog (see [`Waits`]): every [`WATCHDOG_TICK`] while some wait,
+    /// sweeps the processes that have exited (their tables close: their classic locks go,
+    /// and their open files' last closes drop OFD and `flock` locks, which may grant a
+    /// waiter), then ends the wait of each caller that is gone or has a signal to act on:
+    /// - its notification is no longer valid (the thread was killed): the waiter is
+    ///   interrupted (its answer then finds the call gone);
+    /// - a signal it catches is pending ([`signal_pending`]): the filter's
+    ///   `WAIT_KILLABLE_RECV` keeps it pending while the call waits for its answer, so the
+    ///   waiter is interrupted and answers `ERESTARTSYS` (`EINTR` or a restart, by the
+    ///   handler's `SA_RESTART`, as Linux's `F_SETLKW` and `flock`), or, if the lock was
+    ///   granted first, success (the handler runs as the call returns, as on Linux). A
+    ///   signal the thread does not catch is left to the kernel: a fatal one kills it
+    ///   (first case), a stop signal stops it only once the lock is granted.
+    ///
+    /// At the end (`done`) every remaining waiter is interrupted.
+    fn watchdog(&self, done: &AtomicBool) {
+        loop {
+            std::thread::sleep(WATCHDOG_TICK);
+            // Relaxed: a stop flag, as the signal thread's.
+            let stop = done.load(Ordering::Relaxed);
+            let sleeping: Vec<(u64, i32, Interrupter)> = lock(&self.waits.sleeping)
+                .iter()
+                .map(|(id, (tid, i))| (*id, *tid, i.clone()))
+                .collect();
+            if !sleeping.is_empty() {
+                self.sweep();
+            }
+            let listener = self.waits.listener.as_fd();
+            for (id, tid, intr) in sleeping {
+                if stop || !sys::id_valid(listener, id) || signal_pending(tid) {
+                    intr.interrupt();
+                }
+            }
+            if stop {
+                return;
+            }
+        }
+    }
+
+    /// A lock request (`job`, already tried without sleeping: it conflicts) that must
+    /// sleep: a waiter thread with a task of the calling process (its table: the same lock
+    /// owner) sleeps in it and answers notification `n` itself; the serving thread goes on
+    /// (`Answer::Later`). Deadlocks are found by the request itself (`EDEADLK`). The
+    /// watchdog ends the wait when the caller dies or a signal it catches comes (`EINTR` or
+    /// a restart, as on Linux), within [`WATCHDOG_TICK`]. The waiter alone answers, so a
+    /// restarted call never races a late grant; a lock granted to a call that is gone is
+    /// given back (`LockJob::undo`).
+    fn defer_lock(&self, t: &Task, n: &Notif, job: LockJob) -> R {
+        let task = t.clone_thread();
+        let waits = self.waits.clone();
+        let (id, tid) = (n.id, n.pid);
+        let spawned = std::thread::Builder::new()
+            .name("uvfs-run-lock".into())
+            .spawn(move || {
+                lock(&waits.sleeping).insert(id, (tid, Interrupter::current()));
+                let r = job.run(&task);
+                lock(&waits.sleeping).remove(&id);
+                let a = match r {
+                    Ok(()) => Answer::Val(0),
+                    // Only the watchdog interrupts a waiter: for a caught signal pending
+                    // (still pending: the thread cannot take it before this answer), or
+                    // for a call that is gone (the answer is lost anyway).
+                    Err(Errno::EINTR) => Answer::Err(ERESTARTSYS),
+                    Err(e) => Answer::Err(e.raw()),
+                };
+                let delivered = sys::respond_delivered(waits.listener.as_fd(), id, a);
+                if r.is_ok() && !matches!(delivered, Ok(true)) {
+                    job.undo(&task);
+                }
+            });
+        match spawned {
+            Ok(_) => Ok(Answer::Later),
+            // No thread for it: the request cannot sleep (Linux's ENOLCK: no lock
+            // resources).
+            Err(_) => Err(libc::ENOLCK),
+        }
+    }
+
+    /// `f`, and once more after a [`sweep`](Self::sweep) if it conflicted (`EAGAIN`): a
+    /// process that has exited may still hold locks until a sweep sees it gone, where
+    /// Linux drops them at its exit. Context: may hold one `Proc` lock.
+    fn lock_retry(&self, f: impl Fn() -> Result<(), Errno>) -> Result<(), Errno> {
+        match f() {
+            Err(Errno::EAGAIN) => {
+                self.sweep();
+                f()
+            }
+            r => r,
         }
     }
 
@@ -1009,8 +1235,11 @@ impl Sup {
         if let Some(c) = cred {
             thread_creds.seen(tid, c);
         }
+        let mut task = entry.task;
+        // F_GETLK reports the program's pids.
+        task.set_pid(tid);
         let p = Arc::new(Mutex::new(Proc {
-            task: entry.task,
+            task,
             creds: thread_creds,
             pidfd,
             max_fd: entry.max_fd,
@@ -1685,16 +1914,45 @@ impl Sup {
                     }
                     F_GETFL => val(t.fcntl(Fd(fd), Fcntl::GetFl).map_err(raw)?),
                     F_SETFL => val(t.fcntl(Fd(fd), Fcntl::SetFl(a[2] as u32)).map_err(raw)?),
-                    // Commands Linux has that uvfs does not: locks, leases, owners, signals,
+                    c @ (F_GETLK | F_SETLK | F_SETLKW | F_OFD_GETLK | F_OFD_SETLK
+                    | F_OFD_SETLKW) => {
+                        let cmd = LockCmd::from_raw(c).ok_or(EINVAL)?;
+                        let mut b = [0u8; FLOCK_SIZE];
+                        sys::read_mem(pid, a[2], &mut b)?;
+                        if !sys::id_valid(listener, n.id) {
+                            return Err(ESRCH);
+                        }
+                        let mut fl = flock_from(&b);
+                        match cmd {
+                            LockCmd::GetLk | LockCmd::OfdGetLk => {
+                                t.fcntl_lock(Fd(fd), cmd, &mut fl).map_err(raw)?;
+                                // Linux copies the whole struct back (padding as read).
+                                flock_into(&fl, &mut b);
+                                sys::write_mem(pid, a[2], &b)?;
+                                val(0)
+                            }
+                            LockCmd::SetLk | LockCmd::OfdSetLk => {
+                                ok0(self.lock_retry(|| t.fcntl_lock(Fd(fd), cmd, &mut { fl })))
+                            }
+                            LockCmd::SetLkW | LockCmd::OfdSetLkW => {
+                                let once = if cmd == LockCmd::SetLkW {
+                                    LockCmd::SetLk
+                                } else {
+                                    LockCmd::OfdSetLk
+                                };
+                                match self.lock_retry(|| t.fcntl_lock(Fd(fd), once, &mut { fl })) {
+                                    Err(Errno::EAGAIN) => {
+                                        self.defer_lock(t, n, LockJob::Posix(Fd(fd), cmd, fl))
+                                    }
+                                    r => ok0(r),
+                                }
+                            }
+                        }
+                    }
+                    // Commands Linux has that uvfs does not: leases, owners, signals,
                     // notify, pipe sizes, seals, hints (10/11: F_SETSIG/F_GETSIG, 15/16:
                     // F_SETOWN_EX/F_GETOWN_EX).
-                    cmd @ (F_GETLK
-                    | F_SETLK
-                    | F_SETLKW
-                    | F_OFD_GETLK
-                    | F_OFD_SETLK
-                    | F_OFD_SETLKW
-                    | F_SETOWN
+                    cmd @ (F_SETOWN
                     | F_GETOWN
                     | 10
                     | 11
@@ -1713,10 +1971,19 @@ impl Sup {
                 }
             }
             SYS_flock => {
-                if !is_uvfs(fdarg(0)) {
+                let (fd, op) = (fdarg(0), a[1] as i32);
+                if !is_uvfs(fd) {
                     return Ok(Answer::Continue);
                 }
-                self.unsupported("flock")
+                let (sh_ex, nb) = (LOCK_SH | LOCK_EX, LOCK_NB);
+                if op & nb != 0 || op & !nb & sh_ex == 0 || op & !(sh_ex | nb) != 0 {
+                    // Not a sleeping request (LOCK_NB, LOCK_UN, or an EINVAL).
+                    return ok0(self.lock_retry(|| t.flock(Fd(fd), op)));
+                }
+                match self.lock_retry(|| t.flock(Fd(fd), op | nb)) {
+                    Err(Errno::EAGAIN) => self.defer_lock(t, n, LockJob::Flock(Fd(fd), op)),
+                    r => ok0(r),
+                }
             }
             SYS_mmap => {
                 let (fl, fd) = (a[3] as i32, a[4] as i32);

@@ -167,14 +167,25 @@ pub(crate) enum Answer {
     /// Let the kernel run the call itself (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`): only for
     /// calls on the program's own host descriptors, never for a uvfs path.
     Continue,
+    /// Not now: another thread answers it later (a lock wait, `Sup::defer_lock`).
+    Later,
 }
 
 /// Answers notification `id`. A program that died meanwhile (`ENOENT`) is not an error.
 pub(crate) fn respond(listener: BorrowedFd<'_>, id: u64, a: Answer) -> io::Result<()> {
+    respond_delivered(listener, id, a).map(drop)
+}
+
+/// [`respond`], telling whether the answer reached the call: `false` when the notification
+/// is gone (`ENOENT`: the thread died, or a signal interrupted its call, which then
+/// returns `EINTR` or is restarted by the kernel).
+pub(crate) fn respond_delivered(listener: BorrowedFd<'_>, id: u64, a: Answer) -> io::Result<bool> {
     let (val, error, flags) = match a {
         Answer::Val(v) => (v, 0, 0),
         Answer::Err(e) => (0, -e, 0),
         Answer::Continue => (0, 0, libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32),
+        // Nothing to send yet (the caller never passes it).
+        Answer::Later => return Ok(true),
     };
     let mut resp = libc::seccomp_notif_resp {
         id,
@@ -193,11 +204,11 @@ pub(crate) fn respond(listener: BorrowedFd<'_>, id: u64, a: Answer) -> io::Resul
     if r < 0 {
         let e = io::Error::last_os_error();
         if e.raw_os_error() == Some(libc::ENOENT) {
-            return Ok(());
+            return Ok(false);
         }
         return Err(e);
     }
-    Ok(())
+    Ok(true)
 }
 
 /// Whether notification `id` is still pending (its thread alive and waiting): checked

@@ -1007,12 +1007,13 @@ impl<'a, V: Variant> FilesRef<'a, V> {
                 // keeps the file alive while we hold the lock.
                 // SAFETY: as just said.
                 let f = unsafe { &*p };
-                if !f.wants_flush() {
+                if !f.wants_flush() && f.inode().flctx().is_none() {
                     // No shared write at all.
                     return Ok(());
                 }
-                // A reference of our own for the flush, which must not run under the lock
-                // (a FUSE file system's waits on its server).
+                // A reference of our own for the flush and the lock removal, which must
+                // not run under the lock (a FUSE file system's flush waits on its server;
+                // the inode's lock-context lock is not taken under `file_lock`).
                 // SAFETY: `p` is the table's reference, not given up: the clone is a new
                 // one, and `ManuallyDrop` leaves the table's alone.
                 let mine = (*std::mem::ManuallyDrop::new(unsafe { RcuRef::from_raw(p) })).clone();
@@ -1025,6 +1026,9 @@ impl<'a, V: Variant> FilesRef<'a, V> {
             }
         };
         let r = file.flush();
+        // `filp_close` -> `locks_remove_posix`: the table's POSIX locks on the inode go at
+        // the close of any of its descriptors of it.
+        crate::locks::remove_posix(&file, self.t.lock_owner());
         if last {
             RcuRef::put_close(file);
         } else {
@@ -1058,16 +1062,29 @@ impl<'a, V: Variant> FilesRef<'a, V> {
             let prev = self.t.slot_store_locked(&a, new, file);
             a.set_open(new);
             a.set_cloexec(new, cloexec);
-            if !prev.is_null() && a.slot_put(prev) {
+            if prev.is_null() {
+                None
+            } else if a.slot_put(prev) {
                 self.pay_debts_locked(&a, prev);
-                prev
+                // SAFETY: that was the table's last slot naming it: its reference is ours.
+                Some((unsafe { RcuRef::from_raw(prev) }, true))
             } else {
-                ptr::null_mut()
+                // SAFETY: other slots still name it: the table's reference keeps it alive.
+                let f = unsafe { &*prev };
+                // A reference of our own for the lock removal, only when there are locks.
+                f.inode().flctx().map(|_| {
+                    // SAFETY: as in `close_fd`: a new reference, the table's left alone.
+                    let h = unsafe { RcuRef::from_raw(prev) };
+                    ((*std::mem::ManuallyDrop::new(h)).clone(), false)
+                })
             }
         };
-        if !tofree.is_null() {
-            // SAFETY: that was the table's last slot naming it: its reference is ours.
-            RcuRef::put_close(unsafe { RcuRef::from_raw(tofree) });
+        if let Some((f, last)) = tofree {
+            // `do_dup2` -> `filp_close` of what `newfd` named: its POSIX locks go.
+            crate::locks::remove_posix(&f, self.t.lock_owner());
+            if last {
+                RcuRef::put_close(f);
+            }
         }
         Ok(newfd)
     }
@@ -1094,8 +1111,15 @@ impl<'a, V: Variant> FilesRef<'a, V> {
     }
 
     /// Removes the installed descriptors in `first ..= last` for which `pick(fd, cloexec)`
-    /// holds and returns their files. Context: none (takes `file_lock`).
-    fn take_range(&self, first: u32, last: u32, pick: impl Fn(bool) -> bool) -> Vec<FileHandle<V>> {
+    /// holds and returns the files whose last slot went (`true`: the table's reference),
+    /// and, with a reference of their own, the others whose inode has locks (`false`).
+    /// Context: none (takes `file_lock`).
+    fn take_range(
+        &self,
+        first: u32,
+        last: u32,
+        pick: impl Fn(bool) -> bool,
+    ) -> Vec<(FileHandle<V>, bool)> {
         let mut a = self.alloc();
         let mut out = Vec::new();
         if first >= a.max_fds {
@@ -1121,7 +1145,15 @@ impl<'a, V: Variant> FilesRef<'a, V> {
                 if a.slot_put(p) {
                     self.pay_debts_locked(&a, p);
                     // SAFETY: the table's last slot naming it: its reference is ours.
-                    out.push(unsafe { RcuRef::from_raw(p) });
+                    out.push((unsafe { RcuRef::from_raw(p) }, true));
+                } else {
+                    // SAFETY: other slots still name it: the table's reference keeps it
+                    // alive while we hold the lock.
+                    if unsafe { &*p }.inode().flctx().is_some() {
+                        // SAFETY: as in `close_fd`: a new reference, the table's left alone.
+                        let h = unsafe { RcuRef::from_raw(p) };
+                        out.push(((*std::mem::ManuallyDrop::new(h)).clone(), false));
+                    }
                 }
             }
             fd += 1;
@@ -1131,8 +1163,17 @@ impl<'a, V: Variant> FilesRef<'a, V> {
 
     /// [`FdTable::close_range`] (its errors), without `file_lock` on a private table.
     pub(crate) fn close_range(&self, first: u32, last: u32) {
-        for f in self.take_range(first, last, |_| true) {
-            RcuRef::put_close(f);
+        self.close_taken(self.take_range(first, last, |_| true));
+    }
+
+    /// `filp_close` of what `take_range` removed: each file's POSIX locks of this table go,
+    /// and the table's references.
+    fn close_taken(&self, files: Vec<(FileHandle<V>, bool)>) {
+        for (f, last) in files {
+            crate::locks::remove_posix(&f, self.t.lock_owner());
+            if last {
+                RcuRef::put_close(f);
+            }
         }
     }
 
@@ -1152,9 +1193,7 @@ impl<'a, V: Variant> FilesRef<'a, V> {
 
     /// [`FdTable::close_on_exec`] (its errors), without `file_lock` on a private table.
     pub(crate) fn close_on_exec(&self) {
-        for f in self.take_range(0, u32::MAX, |cloexec| cloexec) {
-            RcuRef::put_close(f);
-        }
+        self.close_taken(self.take_range(0, u32::MAX, |cloexec| cloexec));
     }
 }
 
@@ -1171,6 +1210,15 @@ fn find_next_set(map: &[u64], size: u32, start: u32) -> u32 {
     size
 }
 
+impl<V: Variant> FdTable<V> {
+    /// This table as the owner of classic POSIX locks (Linux `current->files`): its address,
+    /// which stays while it lives and whose locks all go before it is freed (`Drop`).
+    #[inline]
+    pub(crate) fn lock_owner(&self) -> usize {
+        self as *const FdTable<V> as usize
+    }
+}
+
 impl<V: Variant> Drop for FdTable<V> {
     fn drop(&mut self) {
         // SAFETY: `&mut self`: no reader can hold this table any more. The array came from
@@ -1179,9 +1227,13 @@ impl<V: Variant> Drop for FdTable<V> {
         unsafe {
             // Relaxed: exclusive access.
             drop(Box::from_raw(self.fdt.load(Ordering::Relaxed)));
+            let owner = self.lock_owner();
             let a = self.file_lock.alloc.get_mut();
             for (&p, _) in a.deref().files.iter() {
-                drop(RcuRef::from_raw(p as *mut File<V>));
+                let f = RcuRef::from_raw(p as *mut File<V>);
+                // The table goes (`exit_files` -> `filp_close`): its POSIX locks go.
+                crate::locks::remove_posix(&f, owner);
+                drop(f);
             }
         }
     }

@@ -177,6 +177,10 @@ unsafe impl<V: Variant> RcuRefcounted for File<V> {
             if !hot.f_mode.contains(FMode::PATH) && inode.wants_open() {
                 inode.i_op.release(inode, hot.f_private);
             }
+            // `__fput` -> `locks_remove_file`: the file's OFD and `flock` locks.
+            if let Some(ctx) = inode.flctx() {
+                ctx.remove_file(this as usize);
+            }
             // `__fput`: the write count of a writer, the denial of an exec open.
             put_file_access(inode, hot.f_mode);
             inode.file_closed();

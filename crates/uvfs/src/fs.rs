@@ -121,6 +121,10 @@ pub struct Inode {
     /// of a file open for writing, is `ETXTBSY`. On line 2, which writers of the file
     /// write anyway (`i_size`); a read-only open never touches it.
     pub(crate) i_writecount: AtomicI32,
+    /// The file locks (Linux `i_flctx`): allocated at the first lock request, never
+    /// replaced, freed with the inode (locks.rs). On line 2 beside the write count: `close`
+    /// reads it (one load, `locks_remove_posix`'s test), read-only opens and reads never.
+    pub(crate) i_flctx: crate::sync::once_box::OnceBox<crate::locks::FileLockContext>,
 }
 
 /// Timestamps `[atime, mtime, ctime]` under a sequence counter (seconds stored as `i64`

@@ -196,6 +196,7 @@ mod layout {
     crate::const_assert!(size_of::<Inode>() == 3 * CACHE_LINE);
     crate::const_assert!(offset_of!(Inode, i_size) == 2 * CACHE_LINE);
     crate::const_assert!(offset_of!(Inode, i_writecount) + 4 <= 3 * CACHE_LINE);
+    crate::const_assert!(offset_of!(Inode, i_flctx) + 8 <= 3 * CACHE_LINE);
 }
 
 impl fmt::Debug for Inode {
@@ -251,6 +252,7 @@ impl Inode {
             i_blocks: AtomicU64::new(0),
             i_rdev: 0,
             i_writecount: AtomicI32::new(0),
+            i_flctx: crate::sync::once_box::OnceBox::new(),
         }
     }
 

@@ -58,6 +58,7 @@
 //! | [`tmpfs`] (fs/tmpfs/: inodes, accounting, page store) | mm/shmem.c |
 //! | `namei::Nameidata` | `struct nameidata` (fs/namei.c) |
 //! | [`AtDir`] | a `*at` call's `dirfd`, or a kernel caller's `struct path` |
+//! | [`locks::FileLockContext`], [`Flock`], [`LockCmd`], [`Interrupter`] | `struct file_lock_context`, `struct flock`, `F_*LK*`, a signal to a blocked task (fs/locks.c) |
 //! | [`hostfs::mount`] | a host directory as a file system, confined to it (gVisor's gofer idea) |
 //! | `fuse::UvfsFuse` (feature `fuse`) | a FUSE server (libfuse's `fuse_lowlevel_ops`) |
 //! | [`variant`]: `Variant`, `Uvfs`, the lessons' "before" types | the seed patches' before/after (ablation only) |
@@ -77,6 +78,7 @@
 //! | statfs.rs | `statfs`, `fstatfs`, `fsync`, `fdatasync` |
 //! | xattr.rs | `getxattr`, `setxattr`, `listxattr`, `removexattr` and their `l`/`f`/`at` forms |
 //! | namespace.rs | `mount` (a new file system, `mount_bind`, `mount_setflags`), `umount2`, `mountinfo` |
+//! | locks.rs | `fcntl` record locks (`F_GETLK`, `F_SETLK`, `F_SETLKW`, `F_OFD_*`: [`Task::fcntl_lock`]), `flock` |
 //!
 //! # Global lock order
 //! A namespace's lock (mount and umount only) -> a mount point's parent directory lock, and
@@ -85,7 +87,10 @@
 //! directory a name's bucket lock alone, or every bucket lock in index order, dcache.rs) ->
 //! a regular file's data lock -> an inode's attribute lock. `FdTable::file_lock`,
 //! `FsStruct::lock` and a `File`'s `f_pos_lock` (taken before the data lock) are otherwise
-//! leaves, as is a tmpfs inode's extended-attribute lock (taken alone). No lock is global;
+//! leaves, as is a tmpfs inode's extended-attribute lock (taken alone). File locks
+//! (locks.rs): an interrupter's slot lock -> an inode's lock-context lock -> the global
+//! deadlock-detection table (taken only by lock requests that must sleep); none under
+//! `file_lock`. No lock is global but that table;
 //! none is taken on `fget`. hostfs's locks (per-inode location, data descriptor, the
 //! mount's identity map and descriptor cache) are leaves below the attribute lock
 //! (fs/hostfs/mod.rs). The FUSE server's node-table shard
@@ -111,6 +116,7 @@ pub mod fuse;
 pub mod hosttree;
 pub mod inode;
 pub mod io;
+pub mod locks;
 pub mod mount;
 pub mod namei;
 pub mod namespace;
@@ -138,8 +144,10 @@ pub use fdtable::FdTable;
 pub use file::{File, FileHandle};
 pub use fs::tmpfs::mount;
 pub use fs::tmpfs::TmpfsOptions;
+pub use fuse::client::Interrupter;
 pub use inode::Inode;
 pub use io::{OpenFile, OwnedFd};
+pub use locks::{Flock, LockCmd};
 pub use mount::{Mount, MountFlags, Path, UmountFlags};
 pub use namei::AtDir;
 pub use namespace::MountInfo;

@@ -23,7 +23,9 @@ pub const CLOSE_RANGE_CLOEXEC: u32 = 1 << 2;
 /// `F_GETFD`/`F_SETFD` flag bit: close-on-exec.
 pub const FD_CLOEXEC: i32 = 1;
 
-/// A `fcntl(2)` command with its argument.
+/// A `fcntl(2)` command with its argument. The record-lock commands (`F_GETLK`,
+/// `F_SETLK`, `F_SETLKW`, `F_OFD_*`), whose argument is a `struct flock` they may write
+/// back, are [`Task::fcntl_lock`]'s ([`LockCmd`](crate::LockCmd)).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Fcntl {
     /// `F_DUPFD`: duplicate to the lowest free fd `>= arg`.
@@ -718,7 +720,7 @@ impl<V: Variant> Task<V> {
     }
 
     /// `fcntl(2)` for descriptor and status-flag commands. Returns the command's result
-    /// (new fd, flags, or 0).
+    /// (new fd, flags, or 0). Record locks: [`fcntl_lock`](Self::fcntl_lock).
     ///
     /// # Errors
     /// `EBADF` (`fd` not open; `F_SETFL` on an `O_PATH` descriptor), `EINVAL` (`F_DUPFD` argument negative or at/above the

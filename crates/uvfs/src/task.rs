@@ -368,6 +368,14 @@ impl<V: Variant> Task<V> {
         self.pid
     }
 
+    /// Sets the process id [`getpid`](Self::getpid) returns and `F_GETLK` reports for this
+    /// task's locks: for an embedder serving real processes (`uvfs run` gives each
+    /// process's task its host pid). Tasks made by `clone_thread` afterwards share it;
+    /// earlier ones keep theirs.
+    pub fn set_pid(&mut self, pid: i32) {
+        self.pid = pid;
+    }
+
     /// `getuid()`: the real user id.
     pub fn getuid(&self) -> u32 {
         self.cred.ruid()

@@ -146,6 +146,21 @@ pub(crate) mod plain {
     };
 }
 
+/// A mutex and the condition variable that waits with it, for sleeping waits (a file
+/// lock's waiters, locks.rs): `std`'s in every build, since a `Condvar` waits only with
+/// `std`'s own `Mutex` (the audit build does not record them; the loom models do not
+/// explore them). The FUSE client's request reply slot uses the same pair
+/// (fuse/client/request.rs).
+pub(crate) mod wait {
+    pub(crate) use std::sync::{Condvar, Mutex, MutexGuard};
+
+    /// Locks `m`, ignoring poisoning (see [`super::lock`]).
+    #[inline]
+    pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+        m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
 /// Locks a `plain::Mutex`, ignoring poisoning (see [`lock`]).
 #[inline]
 #[cfg_attr(feature = "audit", track_caller)]

@@ -1,83 +1,114 @@
-//! `OnceBox`: a heap value created on first use under the owner's lock, then read without
-//! locks or writes for the owner's whole life.
+//! `OnceBox<T>`: a pointer that starts null and is set at most once to a boxed value,
+//! read without a lock (Linux's lazily allocated `inode->i_flctx`, fs/locks.c
+//! `locks_get_lock_context` and `locks_inode_context`).
 //!
-//! Linux analogue: a pointer published once with `smp_store_release` and read with
-//! `smp_load_acquire` (e.g. `inode->i_fsnotify_marks`' lazy allocation); std's `OnceLock`
-//! without the lock-free initialisation race (writers are serialised by the caller).
+//! A reader that finds it unset pays one load (`get`); the first user allocates, and a
+//! compare-and-swap from null publishes one value: a loser frees its own and uses the
+//! winner's. Never reset while the owner lives; freed with it.
 //!
-//! # Invariants
-//! - The pointer is null or points to a `Box<T>` leaked by `get_or_init`, owned by the
-//!   `OnceBox` and freed only by its `Drop`; once non-null it never changes.
+//! The loom model is `sync/tests/loom_once_box.rs`: two racing initialisers publish one
+//! value, both see it fully initialised, and nothing leaks or is freed twice. The code is
+//! written once (`once_box_impl!`) for `std`'s atomics (what uvfs runs; inodes keep them in
+//! loom builds too, as `SeqCount`'s: the models' file systems outlive one execution) and,
+//! under `--cfg uvfs_loom`, for loom's (`model::OnceBox`).
 
-use super::plain::{AtomicPtr, Ordering};
-use std::fmt;
-use std::ptr;
+/// Defines `OnceBox` over the atomics `$atomic` (a module path).
+macro_rules! once_box_impl {
+    ($($atomic:ident)::+) => {
+        use $($atomic)::+::{AtomicPtr, Ordering};
+        use std::ptr;
 
-/// A lazily allocated `T`, never replaced once set.
-pub(crate) struct OnceBox<T> {
-    ptr: AtomicPtr<T>,
+        /// A lazily set, never replaced `Box<T>` (see the module doc).
+        ///
+        /// # Invariants
+        /// The pointer is null or came from `Box::into_raw` and is owned by this `OnceBox`; once
+        /// non-null it never changes until drop.
+        pub(crate) struct OnceBox<T> {
+            p: AtomicPtr<T>,
+        }
+
+        // SAFETY: an `OnceBox<T>` owns a `Box<T>` (INVARIANT): it may move to another thread
+        // when `T` may (`Send`), and shared access hands out `&T` (`Sync` needs `T: Sync`;
+        // `Send` too, since whichever thread drops the last owner drops the `T`). Without
+        // these bounds `AtomicPtr<T>` would make it `Send + Sync` for any `T`.
+        unsafe impl<T: Send> Send for OnceBox<T> {}
+        // SAFETY: as above.
+        unsafe impl<T: Send + Sync> Sync for OnceBox<T> {}
+
+        impl<T> OnceBox<T> {
+            /// An unset box.
+            pub(crate) fn new() -> OnceBox<T> {
+                OnceBox {
+                    p: AtomicPtr::new(ptr::null_mut()),
+                }
+            }
+
+            /// The value, if set. One load.
+            #[inline]
+            #[cfg_attr(feature = "audit", track_caller)]
+            pub(crate) fn get(&self) -> Option<&T> {
+                // Acquire: pairs with the Release of the publishing compare-exchange in
+                // `get_or_init`, so the value's initialisation is visible before it is used (Linux:
+                // `smp_load_acquire(&inode->i_flctx)` vs the `cmpxchg` in
+                // `locks_get_lock_context`).
+                let p = self.p.load(Ordering::Acquire);
+                // SAFETY: non-null means published by `get_or_init` from `Box::into_raw`, never
+                // freed before `self` (INVARIANT); the Acquire above makes its contents visible.
+                unsafe { p.as_ref() }
+            }
+
+            /// The value, set to `init()` first if unset. Racing callers all get the one value
+            /// published; the others' values are dropped.
+            #[cfg_attr(feature = "audit", track_caller)]
+            pub(crate) fn get_or_init(&self, init: impl FnOnce() -> T) -> &T {
+                if let Some(v) = self.get() {
+                    return v;
+                }
+                let new = Box::into_raw(Box::new(init()));
+                // Release (success): publishes the initialised value, pairs with the Acquire loads
+                // in `get` and below. Acquire (failure): the winner's value is read next, pairs
+                // with the winner's Release.
+                match self
+                    .p
+                    .compare_exchange(ptr::null_mut(), new, Ordering::AcqRel, Ordering::Acquire)
+                {
+                    // SAFETY: ours, just published and never freed before `self` (INVARIANT).
+                    Ok(_) => unsafe { &*new },
+                    Err(cur) => {
+                        // SAFETY: `new` was never published: ours to free.
+                        drop(unsafe { Box::from_raw(new) });
+                        // SAFETY: `cur` is the published value (non-null: the exchange failed on
+                        // it), alive as long as `self`; the failure's Acquire made it visible.
+                        unsafe { &*cur }
+                    }
+                }
+            }
+        }
+
+        impl<T> Drop for OnceBox<T> {
+            fn drop(&mut self) {
+                // Relaxed: `&mut self`, no other access; the publication happened before whatever
+                // handed us exclusive access.
+                let p = self.p.load(Ordering::Relaxed);
+                if !p.is_null() {
+                    // SAFETY: from `Box::into_raw`, owned by us (INVARIANT), freed once here.
+                    drop(unsafe { Box::from_raw(p) });
+                }
+            }
+        }
+
+        impl<T: std::fmt::Debug> std::fmt::Debug for OnceBox<T> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_tuple("OnceBox").field(&self.get()).finish()
+            }
+        }
+    };
 }
 
-// SAFETY: an `OnceBox<T>` owns a `Box<T>` (INVARIANT above): it may move to another thread
-// when `T` may (`Send`), and shared access hands out `&T` (`Sync` needs `T: Sync`; `Send`
-// too, since the last owner on any thread drops the `T`).
-unsafe impl<T: Send> Send for OnceBox<T> {}
-// SAFETY: as above.
-unsafe impl<T: Send + Sync> Sync for OnceBox<T> {}
+once_box_impl!(crate::sync::atomic);
 
-impl<T> OnceBox<T> {
-    /// An empty cell.
-    pub(crate) fn new() -> OnceBox<T> {
-        OnceBox {
-            ptr: AtomicPtr::new(ptr::null_mut()),
-        }
-    }
-
-    /// The value, if one was set.
-    #[inline]
-    #[cfg_attr(feature = "audit", track_caller)]
-    pub(crate) fn get(&self) -> Option<&T> {
-        // Acquire: pairs with the Release store in `get_or_init`, so that the `T` it
-        // published is seen initialised.
-        let p = self.ptr.load(Ordering::Acquire);
-        // SAFETY: non-null means a leaked `Box<T>` that lives until `self` drops and never
-        // changes (INVARIANT), so `&T` may borrow `self`'s lifetime.
-        unsafe { p.as_ref() }
-    }
-
-    /// The value, created by `f` if none was set yet.
-    ///
-    /// Context: the caller serialises the callers of `get_or_init` on this cell (holds the
-    /// owner's lock), so no two create a value.
-    #[cfg_attr(feature = "audit", track_caller)]
-    pub(crate) fn get_or_init(&self, f: impl FnOnce() -> T) -> &T {
-        if let Some(v) = self.get() {
-            return v;
-        }
-        let p = Box::into_raw(Box::new(f()));
-        // Release: pairs with the Acquire load in `get`: `*p` is initialised before it is
-        // seen. A plain store suffices: the caller's lock makes this the only writer.
-        self.ptr.store(p, Ordering::Release);
-        // SAFETY: `p` was just leaked from a `Box` and is now owned by `self` (INVARIANT).
-        unsafe { &*p }
-    }
-}
-
-impl<T> Drop for OnceBox<T> {
-    fn drop(&mut self) {
-        // Relaxed: `&mut self` is exclusive; whatever published the value happened before
-        // the owner was handed to the dropping thread.
-        let p = self.ptr.load(Ordering::Relaxed);
-        if !p.is_null() {
-            // SAFETY: `p` is the `Box` leaked by `get_or_init`, owned by `self` (INVARIANT),
-            // and no reference to it outlives `&mut self`.
-            drop(unsafe { Box::from_raw(p) });
-        }
-    }
-}
-
-impl<T: fmt::Debug> fmt::Debug for OnceBox<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("OnceBox").field(&self.get()).finish()
-    }
+/// The same code over loom's atomics, for the model (sync/tests/loom_once_box.rs).
+#[cfg(uvfs_loom)]
+pub(crate) mod model {
+    once_box_impl!(loom::sync::atomic);
 }

@@ -53,6 +53,7 @@ use uvfs::stat::Statx;
 use uvfs::{
     AtFlags, Cred, Errno, Fd, Mount, OpenFlags, RenameFlags, Result, Stat, StatFs, Task, Timespec,
 };
+use uvfs::{Flock, LockCmd};
 
 mod openfam;
 #[allow(unused_imports)]
@@ -90,6 +91,10 @@ pub trait Sys {
     fn dup2(&self, old: Fd, new: Fd) -> Result<Fd>;
     fn dup3(&self, old: Fd, new: Fd, flags: OpenFlags) -> Result<Fd>;
     fn fcntl(&self, fd: Fd, cmd: Fcntl) -> Result<i32>;
+    /// `fcntl(fd, cmd, fl)` for the record-lock commands (`F_GETLK` ... `F_OFD_SETLKW`).
+    fn fcntl_lock(&self, fd: Fd, cmd: LockCmd, fl: &mut Flock) -> Result<()>;
+    /// `flock(2)`.
+    fn flock(&self, fd: Fd, op: i32) -> Result<()>;
     fn close_range(&mut self, first: u32, last: u32, flags: u32) -> Result<()>;
     fn read(&self, fd: Fd, buf: &mut [u8]) -> Result<usize>;
     fn write(&self, fd: Fd, buf: &[u8]) -> Result<usize>;
@@ -469,6 +474,12 @@ impl Sys for Uvfs {
     fn fcntl(&self, fd: Fd, cmd: Fcntl) -> Result<i32> {
         self.task.fcntl(fd, cmd)
     }
+    fn fcntl_lock(&self, fd: Fd, cmd: LockCmd, fl: &mut Flock) -> Result<()> {
+        self.task.fcntl_lock(fd, cmd, fl)
+    }
+    fn flock(&self, fd: Fd, op: i32) -> Result<()> {
+        self.task.flock(fd, op)
+    }
     fn close_range(&mut self, first: u32, last: u32, flags: u32) -> Result<()> {
         self.task.close_range(first, last, flags)
     }
@@ -835,6 +846,16 @@ impl Sys for Host {
         let (c, a) = fcntl_raw(cmd);
         // SAFETY: these commands take integer arguments.
         sc(unsafe { libc::syscall(libc::SYS_fcntl, fd.0, c, a) }).map(|r| r as i32)
+    }
+    fn fcntl_lock(&self, fd: Fd, cmd: LockCmd, fl: &mut Flock) -> Result<()> {
+        let p: *mut Flock = fl;
+        // SAFETY: `Flock` has the kernel's `struct flock` layout (32 bytes, asserted in
+        // uvfs); the kernel reads and writes it through the valid pointer.
+        sc(unsafe { libc::syscall(libc::SYS_fcntl, fd.0, cmd.raw(), p) }).map(drop)
+    }
+    fn flock(&self, fd: Fd, op: i32) -> Result<()> {
+        // SAFETY: integer arguments.
+        sc(unsafe { libc::syscall(libc::SYS_flock, fd.0, op) }).map(drop)
     }
     fn close_range(&mut self, first: u32, last: u32, flags: u32) -> Result<()> {
         // SAFETY: integer arguments; affects only this thread's table.

@@ -1,11 +1,20 @@
-//! Interrupting a FUSE request a thread waits for (the client side of FUSE_INTERRUPT), as a
-//! signal does for a process blocked in a FUSE request on Linux (`request_wait_answer` ->
-//! `queue_interrupt`; `fuse_read_interrupt` builds the message).
+//! Interrupting a FUSE request or a file-lock wait a thread is blocked in (the client side
+//! of FUSE_INTERRUPT; `EINTR` from `F_SETLKW` or a blocking `flock`), as a signal does for
+//! a process blocked in a FUSE request (`request_wait_answer` -> `queue_interrupt`;
+//! `fuse_read_interrupt` builds the message) or in a lock wait (`locks_lock_inode_wait`'s
+//! interruptible sleep) on Linux.
 //!
-//! uvfs has no signals, so a thread that may block in FUSE requests hands out an
-//! [`Interrupter`] ([`Interrupter::current`]); another thread's [`Interrupter::interrupt`]
-//! interrupts the request it waits for now, or, when it waits for none, the next one it
-//! sends (a pending signal). The request is marked `FR_INTERRUPTED` and linked on the
+//! uvfs has no signals, so a thread that may block hands out an [`Interrupter`]
+//! ([`Interrupter::current`]); another thread's [`Interrupter::interrupt`] interrupts the
+//! request or lock wait it is blocked in now, or, when it is blocked in neither, the next
+//! one (a pending signal). A lock wait (locks.rs) publishes its inode's lock context in the
+//! slot; an interrupt marks the slot pending and wakes the context's waiters, and the
+//! waiter, which tests the mark under the context's lock before each sleep, returns
+//! `EINTR`. An interrupt that comes while a lock wait is published is consumed when it
+//! ends, even if the lock was granted first (a signal that comes as the call returns is
+//! handled then, not at the next call).
+//!
+//! For FUSE requests: The request is marked `FR_INTERRUPTED` and linked on the
 //! connection's interrupt list (`request.rs`'s protocol, loom-checked), and a
 //! `FUSE_INTERRUPT` (unique = the request's | 1) goes to the server. The caller keeps
 //! waiting for the request's answer: the server answers it (with `EINTR` when it gave up,
@@ -19,21 +28,40 @@
 
 use super::conn::Conn;
 use super::request::Request;
+use crate::locks::FileLockContext;
 use crate::sync::plain::{AtomicBool, Mutex, Ordering};
 use crate::sync::plock;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-/// One thread's slot: the request it waits for, and a pending interrupt.
+/// One thread's slot: what it is blocked in, and a pending interrupt.
 #[derive(Default)]
 pub(crate) struct Slot {
-    /// The request in flight: its connection and a counted reference, published by the
-    /// waiter for the time it waits. The connection outlives the publication: the waiter
-    /// is inside a call on it until it withdraws, under this lock.
-    cur: Mutex<Option<(ConnPtr, Ref)>>,
-    /// An interrupt came while no request was in flight: the next one is interrupted.
+    /// What the thread is blocked in, published by the waiter for the time it waits.
+    cur: Mutex<Option<Waiting>>,
+    /// An interrupt came while nothing was in flight: the next wait is interrupted. For a
+    /// lock wait, also the interrupt of the wait in progress (module doc).
     pending: AtomicBool,
 }
+
+/// What a thread is blocked in (`Slot::cur`).
+pub(crate) enum Waiting {
+    /// A FUSE request: its connection and a counted reference. The connection outlives the
+    /// publication: the waiter is inside a call on it until it withdraws, under the slot's
+    /// lock.
+    Fuse(ConnPtr, Ref),
+    /// A lock wait on this inode's lock context, which outlives the publication: the
+    /// waiter holds a reference to an open file of the inode until it withdraws, under the
+    /// slot's lock.
+    Lock(CtxPtr),
+}
+
+/// The lock context a lock wait is published on (see `Waiting::Lock`).
+pub(crate) struct CtxPtr(NonNull<FileLockContext>);
+
+// SAFETY: `FileLockContext` is `Sync`; the pointer is used only under the slot's lock,
+// while the waiter's open file keeps the inode, and so its context, alive.
+unsafe impl Send for CtxPtr {}
 
 /// The connection a published request is on (see `Slot::cur`).
 pub(crate) struct ConnPtr(NonNull<Conn>);
@@ -75,7 +103,7 @@ impl Slot {
         // SAFETY: the caller's reference keeps `p` allocated; the new one is the slot's.
         unsafe { p.as_ref() }.get();
         let mut cur = plock(&self.cur);
-        *cur = Some((ConnPtr(NonNull::from(conn)), Ref(p)));
+        *cur = Some(Waiting::Fuse(ConnPtr(NonNull::from(conn)), Ref(p)));
         // Relaxed: set and taken under `cur`'s lock, which orders them with the publish (an
         // interrupter sees the request or leaves the flag for it).
         self.pending.swap(false, Ordering::Relaxed)
@@ -98,6 +126,50 @@ impl Drop for Published<'_> {
     }
 }
 
+/// A lock wait's publication in the calling thread's slot (locks.rs), if the thread made an
+/// [`Interrupter`]; withdrawn on drop, which also consumes an interrupt that came during
+/// the wait (module doc).
+pub(crate) struct LockWait(Option<Arc<Slot>>);
+
+impl LockWait {
+    /// Publishes a wait on `ctx` (the caller holds an open file of its inode until this is
+    /// dropped). Context: caller does not hold `ctx`'s state lock (an interrupter takes it
+    /// under the slot's lock: the lock order, locks.rs).
+    pub(crate) fn publish(ctx: &FileLockContext) -> LockWait {
+        let slot = current_slot();
+        if let Some(slot) = &slot {
+            let mut cur = plock(&slot.cur);
+            debug_assert!(cur.is_none(), "one wait per thread at a time");
+            *cur = Some(Waiting::Lock(CtxPtr(NonNull::from(ctx))));
+        }
+        LockWait(slot)
+    }
+
+    /// Whether an interrupt is pending (then consumed). Context: caller holds the state
+    /// lock of the context it waits on, from this check until its sleep releases it.
+    pub(crate) fn interrupted(&self) -> bool {
+        // Relaxed: ordered by the context's lock, which the interrupter takes (to wake
+        // the waiters) after setting the flag and the waiter holds from this load until it
+        // sleeps: either the flag is seen here, or the wake-up comes after the sleep began.
+        self.0
+            .as_ref()
+            .is_some_and(|s| s.pending.swap(false, Ordering::Relaxed))
+    }
+}
+
+impl Drop for LockWait {
+    fn drop(&mut self) {
+        if let Some(slot) = &self.0 {
+            let mut cur = plock(&slot.cur);
+            if matches!(*cur, Some(Waiting::Lock(_))) {
+                *cur = None;
+                // Relaxed: under the slot's lock, as the interrupter's store.
+                slot.pending.store(false, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
 /// Interrupts the FUSE requests of the thread that made it (see the module doc). `Send`
 /// and `Sync`; clone it freely.
 #[derive(Clone)]
@@ -116,14 +188,24 @@ impl Interrupter {
     }
 
     /// Interrupts the FUSE request the thread waits for now (a `FUSE_INTERRUPT` goes to its
-    /// server), or, if it waits for none, the next one it sends. The request still ends
-    /// with the server's answer: `EINTR` if the server gave it up, its result otherwise.
+    /// server) or its lock wait (`F_SETLKW`, `F_OFD_SETLKW`, `flock` without `LOCK_NB`:
+    /// `EINTR`, unless the lock was granted first), or, if it waits for neither, the next
+    /// one. A FUSE request still ends with the server's answer: `EINTR` if the server gave
+    /// it up, its result otherwise.
     ///
-    /// Linux analogue: a signal to a task in `request_wait_answer` (fs/fuse/dev.c).
+    /// Linux analogue: a signal to a task in `request_wait_answer` (fs/fuse/dev.c) or in
+    /// `locks_lock_inode_wait` (fs/locks.c).
     pub fn interrupt(&self) {
         let cur = plock(&self.0.cur);
         match &*cur {
-            Some((conn, r)) => {
+            Some(Waiting::Lock(ctx)) => {
+                // Relaxed: see `LockWait::interrupted` (the context's lock orders it).
+                self.0.pending.store(true, Ordering::Relaxed);
+                // SAFETY: published, so the waiter holds an open file of the context's
+                // inode until it withdraws, which needs the slot's lock we hold.
+                unsafe { ctx.0.as_ref() }.wake_all();
+            }
+            Some(Waiting::Fuse(conn, r)) => {
                 // SAFETY: published, so the waiter is inside its call on the connection
                 // until it withdraws, which needs the lock we hold (see `Slot::cur`); the
                 // slot's reference keeps the request allocated meanwhile.

@@ -19,7 +19,7 @@ pub(crate) mod conn;
 pub mod fs;
 #[doc(hidden)]
 pub mod fuzz;
-mod interrupt;
+pub(crate) mod interrupt;
 // The request lifecycle and the interrupt protocol (loom-checked), used by `conn` and by
 // `Interrupter`.
 pub(crate) mod request;
