@@ -35,7 +35,7 @@ use crate::errno::{Errno, Result};
 use crate::file::{FMode, File};
 use crate::fs::Inode;
 use crate::fuse::client::interrupt::LockWait;
-use crate::sync::wait;
+use crate::sync::{plain, wait};
 use crate::task::Task;
 use crate::types::{Fd, SEEK_CUR, SEEK_END, SEEK_SET};
 use crate::variant::Variant;
@@ -197,6 +197,11 @@ pub struct FileLockContext {
     /// Waiters of `F_SETLKW` and blocking `flock` sleep here (`fl_wait`); signalled after
     /// every change that removes or weakens a lock, and by an interrupter.
     waiters: wait::Condvar,
+    /// Whether `state` holds any lock (Linux's `list_empty_careful` on `flc_posix` and
+    /// `flc_flock`): written under `state`'s lock after every change, read without it by
+    /// the close paths (`remove_posix`, `remove_file`), so that closing a file of an inode
+    /// that had locks once but holds none takes no lock.
+    any: plain::AtomicBool,
 }
 
 /// Who waits for whom, for deadlock detection: (a classic owner sleeping in `F_SETLKW`,
@@ -305,6 +310,23 @@ impl FileLockContext {
             .unwrap_or_else(std::sync::PoisonError::into_inner))
     }
 
+    /// Publishes whether `g` holds any lock (see `any`). Context: `g` is `state`'s guard.
+    fn publish(&self, g: &Locks) {
+        // Relaxed: written under `state`'s lock; a reader that must see a lock its own
+        // owner took sees this store or a later one (the take happened before the owner's
+        // close), and a later `false` means that lock was gone by then.
+        self.any.store(
+            !g.posix.is_empty() || !g.flock.is_empty(),
+            plain::Ordering::Relaxed,
+        );
+    }
+
+    /// Whether some lock may be held (see `any`): `false` lets a close skip the lock.
+    fn holds_any(&self) -> bool {
+        // Relaxed: see `publish`.
+        self.any.load(plain::Ordering::Relaxed)
+    }
+
     /// `posix_test_lock`: the first lock of another owner that conflicts with `req`.
     fn test_posix(&self, req: &PosixLock) -> Option<PosixLock> {
         let g = wait::lock(&self.state);
@@ -336,6 +358,7 @@ impl FileLockContext {
                 }
             }
             if apply_posix(&mut g.posix, req) {
+                self.publish(&g);
                 drop(g);
                 self.waiters.notify_all();
             }
@@ -359,6 +382,7 @@ impl FileLockContext {
                     return Ok(());
                 }
                 g.flock.remove(i);
+                self.publish(&g);
                 self.waiters.notify_all();
             }
             if ty == F_UNLCK {
@@ -370,6 +394,7 @@ impl FileLockContext {
                 .any(|l| l.file != file && (l.ty == F_WRLCK || ty == F_WRLCK));
             if !conflict {
                 g.flock.push(FlockLock { file, ty });
+                self.publish(&g);
                 return Ok(());
             }
             if !wait {
@@ -382,10 +407,14 @@ impl FileLockContext {
     /// `locks_remove_posix`: drops every classic lock of table `files` (at a close of any
     /// descriptor of the inode by that table, and when the table goes).
     pub(crate) fn remove_posix(&self, files: usize) {
+        if !self.holds_any() {
+            return;
+        }
         let mut g = wait::lock(&self.state);
         let before = g.posix.len();
         g.posix.retain(|l| l.owner != Owner::Files(files));
         if g.posix.len() != before {
+            self.publish(&g);
             drop(g);
             self.waiters.notify_all();
         }
@@ -394,11 +423,15 @@ impl FileLockContext {
     /// `locks_remove_file`: drops the OFD locks and the `flock` lock of open file `file` (at
     /// its last close).
     pub(crate) fn remove_file(&self, file: usize) {
+        if !self.holds_any() {
+            return;
+        }
         let mut g = wait::lock(&self.state);
         let before = g.posix.len() + g.flock.len();
         g.posix.retain(|l| l.owner != Owner::File(file));
         g.flock.retain(|l| l.file != file);
         if g.posix.len() + g.flock.len() != before {
+            self.publish(&g);
             drop(g);
             self.waiters.notify_all();
         }

@@ -141,8 +141,7 @@ pub(crate) mod plain {
     #[cfg(feature = "fuse")]
     pub(crate) use super::atomic::AtomicI64;
     pub(crate) use super::atomic::{
-        AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Mutex, MutexGuard,
-        Ordering,
+        AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering,
     };
 }
 
