@@ -14,18 +14,19 @@
 //! arguments as plain values, results as the `fuse/abi` reply structs shared with the FUSE
 //! client), reached two ways:
 //! - `fuser_fs.rs`: [`fuser::Filesystem`] callbacks, for fuser's `Session` (how
-//!   `uvfs mount` serves `/dev/fuse` today: its mounting through `fusermount3`, its
-//!   cloned-descriptor worker threads and session end stay fuser's);
+//!   `uvfs mount` serves `/dev/fuse` when not root: its mounting through `fusermount3`,
+//!   its cloned-descriptor worker threads and session end stay fuser's);
 //! - `dispatch.rs`: [`UvfsFuse::dispatch`], uvfs's own decoder of a request's bytes into
-//!   the reply's bytes, for transports fuser does not have: FUSE over io_uring (`ring.rs`,
-//!   [`serve_uring`]: INIT and `/dev/fuse` read by uvfs, one ring per CPU whose entries
-//!   `uring.rs` serves in place).
+//!   the reply's bytes, for what fuser does not do: `FUSE_INTERRUPT` (`dev.rs`,
+//!   [`serve_dev`]: INIT and `/dev/fuse` read by uvfs's reader threads, the classic
+//!   transport as root) and FUSE over io_uring (`ring.rs`, [`serve_uring`]: one ring per
+//!   CPU whose entries `uring.rs` serves in place).
 //!
 //! Neither front end does more than decode and encode, so the two cannot answer a request
-//! differently. fuser stays for the classic path rather than being replaced by a read loop
-//! over `dispatch`: its mount and session handling carry the lifecycle fixes of
-//! `uvfs-cli/src/mount.rs` (unmount races, aborted connections), which a new loop would
-//! have to re-earn against the same tests.
+//! differently (interrupts apart, which fuser answers `ENOSYS`). The session's lifecycle
+//! (unmount races, aborted connections: `uvfs-cli/src/mount.rs`) is the caller's for
+//! [`serve_dev`] as for [`serve_uring`]: both end at `ENODEV` or `ECONNABORTED`, as fuser's
+//! session does.
 //!
 //! # No shared written line on the request path
 //! - Each worker thread owns its [`Task`]s (credentials are set per request on the worker's
@@ -80,12 +81,29 @@
 //! `FOPEN_KEEP_CACHE`), so a file opened after such a change reads the new data.
 //!
 //! # Interrupts
-//! No uvfs operation blocks (there are no waits on I/O, pipes or locks held across
-//! requests: `setlk` is left to the kernel's local locking), so a request always completes
-//! promptly and an interrupt has nothing to cut short. fuser 0.18 answers `FUSE_INTERRUPT`
-//! with `ENOSYS`, after which the kernel sends no more interrupts and waits for the reply
-//! (fs/fuse/dev.c `request_wait_answer`), which is what Linux's FUSE protocol defines for
-//! servers that do not interrupt.
+//! A request can block: a FUSE client mount inside the namespace (`uvfs mount --fuse`)
+//! waits for its server's reply, and a hung or slow inner server would hold the caller on
+//! the outer mount in `request_wait_answer` for good (fs/fuse/dev.c: once a request was
+//! read, even SIGKILL waits for its answer). So `FUSE_INTERRUPT` is honoured, as libfuse
+//! does (lib/fuse_lowlevel.c `do_interrupt`), without its session lock on every request:
+//! each worker publishes the unique it serves in a slot on its own cache line and
+//! withdraws it after (`fuse/serve_intr.rs`, loom-checked); the thread that reads an
+//! interrupt finds the worker and interrupts its FUSE client
+//! [`Interrupter`](crate::fuse::client::Interrupter), whose request to the inner server
+//! then gets a `FUSE_INTERRUPT` of its own and ends with that server's answer (`EINTR` if
+//! it gave the request up), which the worker returns. An interrupt read before the worker
+//! published its request waits for it; one read after the request finished is dropped.
+//! The server never answers an interrupt. A request that does not block is not affected
+//! (what the interrupt left on the interrupter is cancelled when the request ends).
+//!
+//! Which transports: uvfs's own `/dev/fuse` loop ([`serve_dev`], `uvfs mount` as root) and
+//! the io_uring transport (the interrupt comes on `/dev/fuse`, the request is served on a
+//! ring: the same slots). fuser's session (`uvfs mount` without root, mounted through
+//! `fusermount3`) answers `FUSE_INTERRUPT` with `ENOSYS` itself (fuser 0.18
+//! `request.rs`), after which the kernel sends no more (`fc->no_interrupt`): there a
+//! request blocked in an inner server cannot be interrupted. [`serve_dev`] reads with
+//! [`FuseOptions::threads`] readers: while all of them block (`--threads 1`: while its one
+//! request blocks), interrupts are not read either.
 //!
 //! Lock order: a node shard lock is a leaf (never held across a call into uvfs); the
 //! handle registry's lock (`handles.rs`) is taken only at a worker's first use of a table
@@ -102,7 +120,9 @@ use std::time::Duration;
 use parking_lot::RwLock;
 
 use super::abi;
+use super::client::Interrupter;
 use super::handles::{default_max_handles, Handles, Opener};
+use super::serve_intr::{IntrSlots, ServeSlot};
 use crate::cred::{Caps, Cred};
 use crate::dentry::Dentry;
 use crate::errno::{Errno, Result};
@@ -112,12 +132,14 @@ use crate::sync::padded::CacheLine;
 use crate::task::Task;
 use crate::types::{self, AtFlags, Fd, OpenFlags, Stat};
 
+mod dev;
 mod dispatch;
 mod fuser_fs;
 mod ops;
 mod ring;
 mod uring;
 
+pub use dev::{serve_dev, DevStats};
 pub use ring::{
     serve_uring, uring_enabled, AbortConn, RingsUp, UringStats, MAX_RETRIES, RING_DEPTH,
 };
@@ -246,6 +268,9 @@ struct Worker {
     /// table's being full may next be reported (seconds after the server's start).
     own_tables: HashMap<u32, (usize, u64)>,
     buf: Vec<u8>,
+    /// This worker's interrupt slot (`fuse/serve_intr.rs`), registered at its first request
+    /// that can block (a thread that serves only INIT, FORGET and INTERRUPT has none).
+    intr: Option<Arc<CacheLine<ServeSlot<Interrupter>>>>,
 }
 
 impl Worker {
@@ -288,6 +313,8 @@ pub struct UvfsFuse {
     nodes: Box<[CacheLine<NodeShard>]>,
     /// Assigns worker threads their numbers. Written once per thread start.
     next_worker: CacheLine<AtomicUsize>,
+    /// The workers' interrupt slots and the interrupts not yet matched to a request.
+    intr: IntrSlots<Interrupter>,
     opts: FuseOptions,
     /// The root mount's device: its inode numbers are the node ids and `st_ino`s the
     /// kernel sees, unchanged.
@@ -431,6 +458,7 @@ impl UvfsFuse {
             handles,
             nodes,
             next_worker: CacheLine(AtomicUsize::new(0)),
+            intr: IntrSlots::default(),
             opts: FuseOptions { threads, ..opts },
             root_dev: mnt.mnt_sb.s_dev,
             devs: crate::sync::RwLock::new(Vec::new()),
@@ -554,7 +582,38 @@ impl UvfsFuse {
             tasks: Vec::new(),
             own_tables: HashMap::new(),
             buf: Vec::new(),
+            intr: None,
         }
+    }
+
+    /// Runs request `unique` (`f`) with it published in the calling worker's interrupt slot
+    /// (registered now if it has none), so that a `FUSE_INTERRUPT` for it reaches the
+    /// worker's [`Interrupter`]: a FUSE request of a FUSE client mount inside the namespace
+    /// that the worker waits for then ends (`EINTR` if that server gives it up).
+    fn interruptible<R>(&self, unique: u64, f: impl FnOnce() -> R) -> R {
+        let published = self.worker(|w| {
+            let slot = w
+                .intr
+                .get_or_insert_with(|| self.intr.register(Interrupter::current()));
+            self.intr.publish(slot, unique);
+            Ok(())
+        });
+        let r = f();
+        if published.is_ok() {
+            let _ = self.worker(|w| {
+                if let Some(slot) = &w.intr {
+                    self.intr.withdraw(slot, unique);
+                }
+                Ok(())
+            });
+        }
+        r
+    }
+
+    /// A `FUSE_INTERRUPT` for request `unique`: the worker serving it is interrupted, or the
+    /// interrupt waits for the worker that read it (`fuse/serve_intr.rs`). Never answered.
+    fn op_interrupt(&self, unique: u64) {
+        self.intr.interrupt(unique);
     }
 
     /// Runs `f` with the calling thread's worker state (made at its first request).
