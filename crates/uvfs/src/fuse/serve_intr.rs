@@ -68,8 +68,9 @@
 //! - `marks` is the length of `pending`, written under its lock; while an interrupt for `U`
 //!   is pending, `marks` is nonzero.
 //!
-//! Lock order: `pending` -> `slots` (the sweep); a slot's `lock` and the target's own lock
-//! are taken with neither held.
+//! Lock order: `pending` -> `slots` (the sweep); a slot's `lock` -> the target's locks (a
+//! delivery: the FUSE client `Interrupter`'s slot, then its connection's), taken with
+//! neither `pending` nor `slots` held.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

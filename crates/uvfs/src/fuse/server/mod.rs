@@ -107,7 +107,9 @@
 //!
 //! Lock order: a node shard lock is a leaf (never held across a call into uvfs); the
 //! handle registry's lock (`handles.rs`) is taken only at a worker's first use of a table
-//! or a new table, before that table's `file_lock`.
+//! or a new table, before that table's `file_lock`; the interrupt bookkeeping's locks
+//! (`fuse/serve_intr.rs`) are taken only by interrupts and, while one is pending, by
+//! requests before and after they call into uvfs, never around a call.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
