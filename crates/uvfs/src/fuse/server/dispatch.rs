@@ -189,7 +189,8 @@ impl UvfsFuse {
                     }
                     return false;
                 }
-                // They cannot block, and INIT comes on a thread that may serve nothing else.
+                // INIT and DESTROY cannot block, and INIT comes on a thread that may serve
+                // nothing else (see `interruptible`).
                 op::FUSE_INIT | op::FUSE_DESTROY => self.decode(&h, body, &mut o),
                 _ => self.interruptible(h.unique, || self.decode(&h, body, &mut o)),
             }

@@ -270,9 +270,6 @@ struct Worker {
     /// table's being full may next be reported (seconds after the server's start).
     own_tables: HashMap<u32, (usize, u64)>,
     buf: Vec<u8>,
-    /// This worker's interrupt slot (`fuse/serve_intr.rs`), registered at its first request
-    /// that can block (a thread that serves only INIT, FORGET and INTERRUPT has none).
-    intr: Option<Arc<CacheLine<ServeSlot<Interrupter>>>>,
 }
 
 impl Worker {
@@ -299,7 +296,16 @@ impl Worker {
 
 thread_local! {
     static WORKER: RefCell<Option<Worker>> = const { RefCell::new(None) };
+    /// The calling worker's interrupt slot (`fuse/serve_intr.rs`) and the server it is
+    /// registered with, made at its first request that can block (a thread that serves only
+    /// INIT, FORGET and INTERRUPT has none). Apart from `WORKER`, so that a request reaches
+    /// it with one thread-local access and holds no borrow of `WORKER` while it runs.
+    static INTR: RefCell<WorkerSlot> = const { RefCell::new(None) };
 }
+
+/// A worker's interrupt slot as `INTR` keeps it: the id of the server it is registered
+/// with, and the slot.
+type WorkerSlot = Option<(u64, Arc<CacheLine<ServeSlot<Interrupter>>>)>;
 
 /// uvfs served over FUSE: implements [`fuser::Filesystem`] on a mount's namespace.
 ///
@@ -584,32 +590,39 @@ impl UvfsFuse {
             tasks: Vec::new(),
             own_tables: HashMap::new(),
             buf: Vec::new(),
-            intr: None,
         }
     }
 
     /// Runs request `unique` (`f`) with it published in the calling worker's interrupt slot
     /// (registered now if it has none), so that a `FUSE_INTERRUPT` for it reaches the
     /// worker's [`Interrupter`]: a FUSE request of a FUSE client mount inside the namespace
-    /// that the worker waits for then ends (`EINTR` if that server gives it up).
+    /// that the worker waits for then ends (`EINTR` if that server gives it up). Not for
+    /// `INIT` and `DESTROY`: they cannot block, and INIT may come on a thread that serves
+    /// nothing else (a slot that stays idle holds up the sweep of stale interrupts,
+    /// `fuse/serve_intr.rs`).
     fn interruptible<R>(&self, unique: u64, f: impl FnOnce() -> R) -> R {
-        let published = self.worker(|w| {
-            let slot = w
-                .intr
-                .get_or_insert_with(|| self.intr.register(Interrupter::current()));
+        INTR.with(|cell| {
+            if !matches!(&*cell.borrow(), Some((id, _)) if *id == self.id) {
+                self.register_intr(cell);
+            }
+            // A shared borrow for the request's time: nothing in it takes `INTR` mutably
+            // (a request does not serve another on the same thread).
+            let b = cell.borrow();
+            let Some((_, slot)) = &*b else {
+                unreachable!("registered above")
+            };
             self.intr.publish(slot, unique);
-            Ok(())
-        });
-        let r = f();
-        if published.is_ok() {
-            let _ = self.worker(|w| {
-                if let Some(slot) = &w.intr {
-                    self.intr.withdraw(slot, unique);
-                }
-                Ok(())
-            });
-        }
-        r
+            let r = f();
+            self.intr.withdraw(slot, unique);
+            r
+        })
+    }
+
+    /// Registers the calling thread's interrupt slot with this server (its first request
+    /// that can block; a thread that served another server before gets a new slot).
+    #[cold]
+    fn register_intr(&self, cell: &RefCell<WorkerSlot>) {
+        *cell.borrow_mut() = Some((self.id, self.intr.register(Interrupter::current())));
     }
 
     /// A `FUSE_INTERRUPT` for request `unique`: the worker serving it is interrupted, or the
