@@ -51,8 +51,9 @@ pub enum PermissionsArg {
 pub struct MountArgs {
     /// The directory to mount on (must exist).
     pub mountpoint: PathBuf,
-    /// Worker threads reading requests from /dev/fuse (default: the number of CPUs; with
-    /// one, a request blocked in a `--fuse` server cannot be interrupted). With `--transport uring` the workers are one per
+    /// Worker threads, each reading requests from its own cloned /dev/fuse descriptor
+    /// (default: the number of CPUs; with one, a request blocked in a `--fuse` server
+    /// cannot be interrupted). With `--transport uring` the workers are one per
     /// possible CPU; this then sets how many descriptor tables they share (handle limits).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub threads: Option<u16>,

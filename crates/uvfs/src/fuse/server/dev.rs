@@ -5,10 +5,13 @@
 //! connection: `fc->no_interrupt`).
 //!
 //! Linux analogue: libfuse lib/fuse_loop_mt.c (`fuse_session_loop_mt`: worker threads that
-//! each read a request and serve it), without its clone of the descriptor per thread: the
-//! threads share one (`fuse_dev_do_read` takes whichever request is queued; a reply finds
-//! its request in the processing queue of the descriptor it was read from,
-//! `fuse_dev_do_write`'s `request_find`, which is then always this one).
+//! each read a request and serve it, each on its own clone of the descriptor,
+//! `FUSE_DEV_IOC_CLONE`, as fuser's session did: a clone has its own processing queue and
+//! its lock, so readers share only the connection's input queue). A reader writes each
+//! reply on the descriptor it read the request from: `fuse_dev_do_write` looks the request
+//! up in that descriptor's processing queue (`request_find`).
+//!
+//! The one `unsafe` here is that ioctl's glue (`clone_dev`).
 //!
 //! # Invariants
 //! - Every reader leaves only when `/dev/fuse` says the connection is gone (`ENODEV`,
@@ -17,7 +20,7 @@
 //!   they are joined.
 
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 
 use zerocopy::FromBytes;
@@ -43,14 +46,15 @@ pub struct DevStats {
 /// Serves `fs` on the FUSE connection `dev` (a `/dev/fuse` descriptor, mounted, before
 /// INIT) until the connection ends: INIT answered by [`UvfsFuse::dispatch`] (without
 /// `FUSE_OVER_IO_URING`), then [`FuseOptions::threads`](super::FuseOptions::threads)
-/// reader threads read and serve requests. A request that blocks (one waiting for a FUSE
+/// reader threads, each on its own clone of `dev` but the first, read and serve requests. A request that blocks (one waiting for a FUSE
 /// server mounted inside the namespace) can be interrupted: another reader reads its
 /// `FUSE_INTERRUPT` (`fuse/serve_intr.rs`). While every reader blocks (with one thread:
 /// while its request blocks), nothing is read, interrupts included.
 ///
 /// # Errors
 /// Reading or writing `/dev/fuse` fails other than at the connection's end (`ENODEV`,
-/// `ECONNABORTED`), or a reader thread cannot be started; no INIT arrives.
+/// `ECONNABORTED`), or a reader's descriptor or thread cannot be made (the readers made
+/// still serve until the connection ends); no INIT arrives.
 ///
 /// # References
 /// Linux fs/fuse/dev.c `fuse_dev_do_read`, `fuse_dev_do_write`; libfuse
@@ -115,11 +119,13 @@ pub(super) fn dev_readers(
     let mut threads = Vec::new();
     let mut first_err = None;
     for i in 1..n.max(1) {
-        let (fs, dev) = (fs.clone(), dev.clone());
-        match std::thread::Builder::new()
-            .name(format!("uvfs-dev-{i}"))
-            .spawn(move || reader(&fs, &dev))
-        {
+        let fs = fs.clone();
+        let spawned = clone_dev(dev).and_then(|dev| {
+            std::thread::Builder::new()
+                .name(format!("uvfs-dev-{i}"))
+                .spawn(move || reader(&fs, &dev))
+        });
+        match spawned {
             Ok(t) => threads.push(t),
             Err(e) => {
                 first_err.get_or_insert(e);
@@ -149,6 +155,31 @@ pub(super) fn dev_readers(
         Some(e) => Err(e),
         None => Ok((served, aborted)),
     }
+}
+
+/// `FUSE_DEV_IOC_CLONE`: `_IOR(229, 0, uint32_t)` (include/uapi/linux/fuse.h).
+const FUSE_DEV_IOC_CLONE: rustix::ioctl::Opcode = rustix::ioctl::opcode::read::<u32>(229, 0);
+
+/// A new descriptor of `dev`'s FUSE connection with a processing queue of its own: a fresh
+/// `/dev/fuse` attached with `FUSE_DEV_IOC_CLONE` (fs/fuse/dev.c `fuse_dev_ioctl_clone`).
+///
+/// # Errors
+/// Opening `/dev/fuse` fails; the ioctl's (`EINVAL`: `dev` is no FUSE connection,
+/// `EPERM`: the new descriptor is attached already).
+fn clone_dev(dev: &OwnedFd) -> io::Result<OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    let new = rustix::fs::open("/dev/fuse", OFlags::RDWR | OFlags::CLOEXEC, Mode::empty())?;
+    let src = dev.as_raw_fd() as u32;
+    // SAFETY: the opcode is FUSE_DEV_IOC_CLONE, whose argument the kernel reads as a pointer
+    // to one `u32`, the descriptor to clone (`get_user(oldfd, (__u32 __user *)arg)`); the
+    // `Setter` passes a pointer to `src`, alive for the call.
+    unsafe {
+        rustix::ioctl::ioctl(
+            &new,
+            rustix::ioctl::Setter::<FUSE_DEV_IOC_CLONE, u32>::new(src),
+        )
+    }?;
+    Ok(new)
 }
 
 /// One reader: reads and serves requests until the connection ends.
