@@ -32,7 +32,8 @@ pub enum TransportArg {
     /// FUSE over io_uring (Linux 6.14+, `enable_uring` on, as root): one ring per CPU;
     /// fails with one line if unavailable.
     Uring,
-    /// Requests read from `/dev/fuse` by worker threads (fuser's session).
+    /// Requests read from `/dev/fuse` by worker threads (uvfs's own loop as root, which
+    /// honours interrupts; fuser's session otherwise).
     Dev,
 }
 
@@ -51,7 +52,8 @@ pub struct MountArgs {
     /// The directory to mount on (must exist).
     pub mountpoint: PathBuf,
     /// Worker threads, each reading requests from its own cloned /dev/fuse descriptor
-    /// (default: the number of CPUs). With `--transport uring` the workers are one per
+    /// (default: the number of CPUs; with one, a request blocked in a `--fuse` server
+    /// cannot be interrupted). With `--transport uring` the workers are one per
     /// possible CPU; this then sets how many descriptor tables they share (handle limits).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub threads: Option<u16>,
@@ -1175,9 +1177,8 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
     let mut session = if uring {
         mount_here().map(|fd| Serving::Uring(Arc::new(fs), fd))
     } else if as_root {
-        mount_here()
-            .and_then(|fd| Session::from_fd(fs, fd, config.acl, config.clone()))
-            .map(|s| Serving::Fuser(Box::new(s)))
+        // uvfs's own /dev/fuse loop: fuser's session answers FUSE_INTERRUPT with ENOSYS.
+        mount_here().map(|fd| Serving::Dev(Arc::new(fs), fd))
     } else {
         Session::new(fs, mp, &config).map(|s| Serving::Fuser(Box::new(s)))
     }
@@ -1300,6 +1301,7 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
     };
     let r = match session {
         Serving::Fuser(s) => s.run(),
+        Serving::Dev(fs, fd) => serve_dev(&fs, fd),
         Serving::Uring(fs, fd) => serve_rings(&fs, fd, args.transport, mp, canonical.clone(), conn),
     }
     .or_else(|e| session_ended(e, mp));
@@ -1333,11 +1335,30 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// What serves the mount: fuser's session (`--transport dev`), or uvfs's own INIT and
-/// rings on the `/dev/fuse` descriptor of [`mount_as_root`].
+/// What serves the mount: fuser's session (`--transport dev` when not root: fuser mounts
+/// through fusermount3), uvfs's own `/dev/fuse` loop (`--transport dev` as root, which
+/// answers interrupts), or uvfs's own INIT and rings, both on the `/dev/fuse` descriptor of
+/// [`mount_as_root`].
 enum Serving {
     Fuser(Box<Session<UvfsFuse>>),
+    Dev(Arc<UvfsFuse>, std::os::fd::OwnedFd),
     Uring(Arc<UvfsFuse>, std::os::fd::OwnedFd),
+}
+
+/// Serves the mount on `fd` with uvfs's own `/dev/fuse` loop (`uvfs::fuse::serve_dev`)
+/// until it is unmounted.
+///
+/// # Errors
+/// The session's; `ECONNABORTED` if the connection was aborted from outside (then
+/// `session_ended` decides).
+fn serve_dev(fs: &Arc<UvfsFuse>, fd: std::os::fd::OwnedFd) -> io::Result<()> {
+    let stats = uvfs::fuse::serve_dev(fs, fd)?;
+    if stats.aborted {
+        return Err(io::Error::from_raw_os_error(
+            rustix::io::Errno::CONNABORTED.raw_os_error(),
+        ));
+    }
+    Ok(())
 }
 
 /// Serves the mount at `mp` (canonically `canonical`, FUSE connection `conn`) over io_uring

@@ -4,7 +4,9 @@
 //! OP: fstat, pread, pwrite, futimes, open-close, creat-clo, syscall (the bench's loops,
 //! one thread); fuse-futimes and fuse-futimes-locked: futimes through uvfs's FUSE client on
 //! an in-process uvfs server (the `uvfs-fuse-client` targets of `uvfs bench --ablation`),
-//! its request_end sticky or locked. See README.md.
+//! its request_end sticky or locked; dispatch-getattr: one GETATTR of the root through
+//! `UvfsFuse::dispatch` (the FUSE server's per-request path, `measured2` is then
+//! `dispatch_loop2`). See README.md.
 use std::hint::black_box;
 use uvfs::{AtFlags, Fd, OpenFlags, Task, Timespec};
 
@@ -113,6 +115,17 @@ fn main() {
     let op = a[1].clone();
     let n: u64 = a[2].parse().unwrap();
     let mnt = uvfs::tmpfs::mount(opts());
+    if op == "dispatch-getattr" {
+        let fs = uvfs::fuse::UvfsFuse::new(&mnt, Default::default());
+        let mut d = Dispatch {
+            req: getattr_root(),
+            out: Vec::new(),
+            unique: 0,
+        };
+        dispatch_loop(&fs, &mut d, 1000);
+        dispatch_loop2(&fs, &mut d, n);
+        return;
+    }
     let init = Task::init(&mnt);
     init.mkdirat(Fd::AT_FDCWD, "/bench", 0o755).unwrap();
     let _server = op
@@ -202,4 +215,41 @@ fn fuse_bench(init: &Task, locked: bool) -> std::thread::JoinHandle<std::io::Res
 #[inline(never)]
 fn measured2(op: &str, c: &mut Ctx, n: u64) {
     measured(op, c, n)
+}
+
+/// The `dispatch-getattr` loop's state: one GETATTR request, its reply buffer, the next
+/// unique.
+struct Dispatch {
+    req: Vec<u8>,
+    out: Vec<u8>,
+    unique: u64,
+}
+
+/// A GETATTR of the root as the kernel sends it: `fuse_in_header` (len, opcode 3, unique,
+/// nodeid 1, uid, gid, pid, total_extlen, padding) and `fuse_getattr_in` (flags, dummy, fh).
+fn getattr_root() -> Vec<u8> {
+    let mut r = Vec::new();
+    r.extend_from_slice(&56u32.to_le_bytes());
+    r.extend_from_slice(&3u32.to_le_bytes());
+    r.extend_from_slice(&0u64.to_le_bytes());
+    r.extend_from_slice(&1u64.to_le_bytes());
+    r.extend_from_slice(&[0; 16]);
+    r.extend_from_slice(&[0; 16]);
+    r
+}
+
+/// `n` GETATTRs through `UvfsFuse::dispatch`, each with a new (even) unique: what a server
+/// worker runs per request between reading it and writing the reply.
+#[inline(never)]
+fn dispatch_loop(fs: &uvfs::fuse::UvfsFuse, d: &mut Dispatch, n: u64) {
+    for _ in 0..n {
+        d.unique += 2;
+        d.req[8..16].copy_from_slice(&d.unique.to_le_bytes());
+        assert!(fs.dispatch(black_box(&d.req), &mut d.out));
+    }
+}
+
+#[inline(never)]
+fn dispatch_loop2(fs: &uvfs::fuse::UvfsFuse, d: &mut Dispatch, n: u64) {
+    dispatch_loop(fs, d, n)
 }

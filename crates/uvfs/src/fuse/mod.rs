@@ -5,8 +5,12 @@
 #[allow(dead_code)] // the client's wire format; used by the transport next (issue 11)
 pub(crate) mod abi;
 pub mod client;
+// The FUSE server's interrupt bookkeeping (loom-checked); outside the `fuse` feature so that
+// the loom job, built without it, checks it.
 #[cfg(feature = "fuse")]
 mod handles;
+#[cfg_attr(not(feature = "fuse"), allow(dead_code))]
+pub(crate) mod serve_intr;
 #[cfg(feature = "fuse")]
 pub mod server;
 
@@ -14,6 +18,6 @@ pub mod server;
 pub use handles::default_max_handles;
 #[cfg(feature = "fuse")]
 pub use server::{
-    serve_uring, uring_enabled, AbortConn, FuseOptions, Permissions, RingsUp, UringStats, UvfsFuse,
-    MAX_RETRIES, RING_DEPTH,
+    serve_dev, serve_uring, uring_enabled, AbortConn, DevStats, FuseOptions, Permissions, RingsUp,
+    UringStats, UvfsFuse, MAX_RETRIES, RING_DEPTH,
 };

@@ -217,4 +217,14 @@ impl Interrupter {
             }
         }
     }
+
+    /// Forgets an interrupt that no request took (one made while the thread waited for
+    /// none): the FUSE server calls it when the request it was serving for the kernel is
+    /// over, so that an interrupt meant for that request does not cut the worker's next one
+    /// short (fuse/serve_intr.rs). A request in flight keeps its interrupt.
+    pub(crate) fn cancel_pending(&self) {
+        let _cur = plock(&self.0.cur);
+        // Relaxed: see `publish` (set and taken under `cur`'s lock, held here too).
+        self.0.pending.store(false, Ordering::Relaxed);
+    }
 }

@@ -130,14 +130,17 @@ impl UvfsFuse {
     /// Serves one FUSE request: `req` is exactly the bytes of one request as the kernel
     /// queued it (`struct fuse_in_header` and its arguments); the reply is written to `out`
     /// (cleared first: `struct fuse_out_header` and the payload, or a header alone with a
-    /// negative errno). Returns whether there is a reply to send: `FORGET` and
-    /// `BATCH_FORGET` have none, and neither has a request too short to carry a header.
+    /// negative errno). Returns whether there is a reply to send: `FORGET`,
+    /// `BATCH_FORGET` and `INTERRUPT` have none, and neither has a request too short to
+    /// carry a header.
     ///
     /// Every opcode the kernel may send gets its operation, or `ENOSYS` as libfuse answers
     /// one its server does not implement (`GETLK`/`SETLK`: the kernel then keeps POSIX locks
     /// itself; `IOCTL`, `POLL`, `BMAP`, `COPY_FILE_RANGE`, `TMPFILE`, `STATX`, ...).
-    /// `INTERRUPT` is answered `ENOSYS` (the kernel then sends no more and waits for the
-    /// reply, `request_wait_answer`). `INIT` negotiates: protocol 7.x with the smaller minor
+    /// `INTERRUPT` gets no reply: the request it names is interrupted on the worker serving
+    /// it, or when its worker publishes it (see the module doc of `server`, "Interrupts");
+    /// every other request except `INIT` and `DESTROY` is published in the calling thread's
+    /// interrupt slot while it runs. `INIT` negotiates: protocol 7.x with the smaller minor
     /// of the two (at least 7.23, else `EPROTO`), the capabilities of
     /// [`init_wants`](Self::init_wants) the kernel offers, `max_write` [`MAX_WRITE`].
     ///
@@ -147,7 +150,8 @@ impl UvfsFuse {
     /// errno.
     ///
     /// # References
-    /// libfuse lib/fuse_lowlevel.c `fuse_session_process_buf_internal`, `do_init`; Linux
+    /// libfuse lib/fuse_lowlevel.c `fuse_session_process_buf_internal`, `do_init`,
+    /// `do_interrupt`; Linux fs/fuse/dev.c `queue_interrupt`, `fuse_read_interrupt`; Linux
     /// include/uapi/linux/fuse.h; fs/fuse/dev.c `fuse_dev_do_write` (reply checks).
     pub fn dispatch(&self, req: &[u8], out: &mut Vec<u8>) -> bool {
         let Ok((h, _)) = abi::InHeader::read_from_prefix(req) else {
@@ -179,7 +183,16 @@ impl UvfsFuse {
                     }
                     return false;
                 }
-                _ => self.decode(&h, body, &mut o),
+                op::FUSE_INTERRUPT => {
+                    if let Ok((i, _)) = arg::<abi::InterruptIn>(body) {
+                        self.op_interrupt(i.unique);
+                    }
+                    return false;
+                }
+                // INIT and DESTROY cannot block, and INIT comes on a thread that may serve
+                // nothing else (see `interruptible`).
+                op::FUSE_INIT | op::FUSE_DESTROY => self.decode(&h, body, &mut o),
+                _ => self.interruptible(h.unique, || self.decode(&h, body, &mut o)),
             }
         };
         let error = match r {
@@ -388,7 +401,7 @@ impl UvfsFuse {
                     .as_bytes(),
                 );
             }
-            // INTERRUPT (see `dispatch`), and everything uvfs does not implement.
+            // Everything uvfs does not implement (INTERRUPT is `dispatch`'s).
             _ => return Err(Errno::ENOSYS),
         }
         Ok(())

@@ -14,18 +14,19 @@
 //! arguments as plain values, results as the `fuse/abi` reply structs shared with the FUSE
 //! client), reached two ways:
 //! - `fuser_fs.rs`: [`fuser::Filesystem`] callbacks, for fuser's `Session` (how
-//!   `uvfs mount` serves `/dev/fuse` today: its mounting through `fusermount3`, its
-//!   cloned-descriptor worker threads and session end stay fuser's);
+//!   `uvfs mount` serves `/dev/fuse` when not root: its mounting through `fusermount3`,
+//!   its cloned-descriptor worker threads and session end stay fuser's);
 //! - `dispatch.rs`: [`UvfsFuse::dispatch`], uvfs's own decoder of a request's bytes into
-//!   the reply's bytes, for transports fuser does not have: FUSE over io_uring (`ring.rs`,
-//!   [`serve_uring`]: INIT and `/dev/fuse` read by uvfs, one ring per CPU whose entries
-//!   `uring.rs` serves in place).
+//!   the reply's bytes, for what fuser does not do: `FUSE_INTERRUPT` (`dev.rs`,
+//!   [`serve_dev`]: INIT and `/dev/fuse` read by uvfs's reader threads, the classic
+//!   transport as root) and FUSE over io_uring (`ring.rs`, [`serve_uring`]: one ring per
+//!   CPU whose entries `uring.rs` serves in place).
 //!
 //! Neither front end does more than decode and encode, so the two cannot answer a request
-//! differently. fuser stays for the classic path rather than being replaced by a read loop
-//! over `dispatch`: its mount and session handling carry the lifecycle fixes of
-//! `uvfs-cli/src/mount.rs` (unmount races, aborted connections), which a new loop would
-//! have to re-earn against the same tests.
+//! differently (interrupts apart, which fuser answers `ENOSYS`). The session's lifecycle
+//! (unmount races, aborted connections: `uvfs-cli/src/mount.rs`) is the caller's for
+//! [`serve_dev`] as for [`serve_uring`]: both end at `ENODEV` or `ECONNABORTED`, as fuser's
+//! session does.
 //!
 //! # No shared written line on the request path
 //! - Each worker thread owns its [`Task`]s (credentials are set per request on the worker's
@@ -80,16 +81,35 @@
 //! `FOPEN_KEEP_CACHE`), so a file opened after such a change reads the new data.
 //!
 //! # Interrupts
-//! No uvfs operation blocks (there are no waits on I/O, pipes or locks held across
-//! requests: `setlk` is left to the kernel's local locking), so a request always completes
-//! promptly and an interrupt has nothing to cut short. fuser 0.18 answers `FUSE_INTERRUPT`
-//! with `ENOSYS`, after which the kernel sends no more interrupts and waits for the reply
-//! (fs/fuse/dev.c `request_wait_answer`), which is what Linux's FUSE protocol defines for
-//! servers that do not interrupt.
+//! A request can block: a FUSE client mount inside the namespace (`uvfs mount --fuse`)
+//! waits for its server's reply, and a hung or slow inner server would hold the caller on
+//! the outer mount in `request_wait_answer` for good (fs/fuse/dev.c: once a request was
+//! read, even SIGKILL waits for its answer). So `FUSE_INTERRUPT` is honoured, as libfuse
+//! does (lib/fuse_lowlevel.c `do_interrupt`), without its session lock on every request:
+//! each worker publishes the unique it serves in a slot on its own cache line and
+//! withdraws it after (`fuse/serve_intr.rs`, loom-checked); the thread that reads an
+//! interrupt finds the worker and interrupts its FUSE client
+//! [`Interrupter`](crate::fuse::client::Interrupter), whose request to the inner server
+//! then gets a `FUSE_INTERRUPT` of its own and ends with that server's answer (`EINTR` if
+//! it gave the request up), which the worker returns. An interrupt read before the worker
+//! published its request waits for it; one read after the request finished is dropped.
+//! The server never answers an interrupt. A request that does not block is not affected
+//! (what the interrupt left on the interrupter is cancelled when the request ends).
+//!
+//! Which transports: uvfs's own `/dev/fuse` loop ([`serve_dev`], `uvfs mount` as root) and
+//! the io_uring transport (the interrupt comes on `/dev/fuse`, the request is served on a
+//! ring: the same slots). fuser's session (`uvfs mount` without root, mounted through
+//! `fusermount3`) answers `FUSE_INTERRUPT` with `ENOSYS` itself (fuser 0.18
+//! `request.rs`), after which the kernel sends no more (`fc->no_interrupt`): there a
+//! request blocked in an inner server cannot be interrupted. [`serve_dev`] reads with
+//! [`FuseOptions::threads`] readers: while all of them block (`--threads 1`: while its one
+//! request blocks), interrupts are not read either.
 //!
 //! Lock order: a node shard lock is a leaf (never held across a call into uvfs); the
 //! handle registry's lock (`handles.rs`) is taken only at a worker's first use of a table
-//! or a new table, before that table's `file_lock`.
+//! or a new table, before that table's `file_lock`; the interrupt bookkeeping's locks
+//! (`fuse/serve_intr.rs`) are taken only by interrupts and, while one is pending, by
+//! requests before and after they call into uvfs, never around a call.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -102,7 +122,9 @@ use std::time::Duration;
 use parking_lot::RwLock;
 
 use super::abi;
+use super::client::Interrupter;
 use super::handles::{default_max_handles, Handles, Opener};
+use super::serve_intr::{IntrSlots, ServeSlot};
 use crate::cred::{Caps, Cred};
 use crate::dentry::Dentry;
 use crate::errno::{Errno, Result};
@@ -112,12 +134,14 @@ use crate::sync::padded::CacheLine;
 use crate::task::Task;
 use crate::types::{self, AtFlags, Fd, OpenFlags, Stat};
 
+mod dev;
 mod dispatch;
 mod fuser_fs;
 mod ops;
 mod ring;
 mod uring;
 
+pub use dev::{serve_dev, DevStats};
 pub use ring::{
     serve_uring, uring_enabled, AbortConn, RingsUp, UringStats, MAX_RETRIES, RING_DEPTH,
 };
@@ -272,7 +296,16 @@ impl Worker {
 
 thread_local! {
     static WORKER: RefCell<Option<Worker>> = const { RefCell::new(None) };
+    /// The calling worker's interrupt slot (`fuse/serve_intr.rs`) and the server it is
+    /// registered with, made at its first request that can block (a thread that serves only
+    /// INIT, FORGET and INTERRUPT has none). Apart from `WORKER`, so that a request reaches
+    /// it with one thread-local access and holds no borrow of `WORKER` while it runs.
+    static INTR: RefCell<WorkerSlot> = const { RefCell::new(None) };
 }
+
+/// A worker's interrupt slot as `INTR` keeps it: the id of the server it is registered
+/// with, and the slot.
+type WorkerSlot = Option<(u64, Arc<CacheLine<ServeSlot<Interrupter>>>)>;
 
 /// uvfs served over FUSE: implements [`fuser::Filesystem`] on a mount's namespace.
 ///
@@ -288,6 +321,8 @@ pub struct UvfsFuse {
     nodes: Box<[CacheLine<NodeShard>]>,
     /// Assigns worker threads their numbers. Written once per thread start.
     next_worker: CacheLine<AtomicUsize>,
+    /// The workers' interrupt slots and the interrupts not yet matched to a request.
+    intr: IntrSlots<Interrupter>,
     opts: FuseOptions,
     /// The root mount's device: its inode numbers are the node ids and `st_ino`s the
     /// kernel sees, unchanged.
@@ -431,6 +466,7 @@ impl UvfsFuse {
             handles,
             nodes,
             next_worker: CacheLine(AtomicUsize::new(0)),
+            intr: IntrSlots::default(),
             opts: FuseOptions { threads, ..opts },
             root_dev: mnt.mnt_sb.s_dev,
             devs: crate::sync::RwLock::new(Vec::new()),
@@ -555,6 +591,44 @@ impl UvfsFuse {
             own_tables: HashMap::new(),
             buf: Vec::new(),
         }
+    }
+
+    /// Runs request `unique` (`f`) with it published in the calling worker's interrupt slot
+    /// (registered now if it has none), so that a `FUSE_INTERRUPT` for it reaches the
+    /// worker's [`Interrupter`]: a FUSE request of a FUSE client mount inside the namespace
+    /// that the worker waits for then ends (`EINTR` if that server gives it up). Not for
+    /// `INIT` and `DESTROY`: they cannot block, and INIT may come on a thread that serves
+    /// nothing else (a slot that stays idle holds up the sweep of stale interrupts,
+    /// `fuse/serve_intr.rs`).
+    fn interruptible<R>(&self, unique: u64, f: impl FnOnce() -> R) -> R {
+        INTR.with(|cell| {
+            if !matches!(&*cell.borrow(), Some((id, _)) if *id == self.id) {
+                self.register_intr(cell);
+            }
+            // A shared borrow for the request's time: nothing in it takes `INTR` mutably
+            // (a request does not serve another on the same thread).
+            let b = cell.borrow();
+            let Some((_, slot)) = &*b else {
+                unreachable!("registered above")
+            };
+            self.intr.publish(slot, unique);
+            let r = f();
+            self.intr.withdraw(slot, unique);
+            r
+        })
+    }
+
+    /// Registers the calling thread's interrupt slot with this server (its first request
+    /// that can block; a thread that served another server before gets a new slot).
+    #[cold]
+    fn register_intr(&self, cell: &RefCell<WorkerSlot>) {
+        *cell.borrow_mut() = Some((self.id, self.intr.register(Interrupter::current())));
+    }
+
+    /// A `FUSE_INTERRUPT` for request `unique`: the worker serving it is interrupted, or the
+    /// interrupt waits for the worker that read it (`fuse/serve_intr.rs`). Never answered.
+    fn op_interrupt(&self, unique: u64) {
+        self.intr.interrupt(unique);
     }
 
     /// Runs `f` with the calling thread's worker state (made at its first request).

@@ -12,8 +12,10 @@
 //! # Why this shape
 //! - INIT is answered here, not by fuser: the reply must carry `FUSE_OVER_IO_URING`, which
 //!   fuser 0.18 does not offer. So this transport reads `/dev/fuse` itself through
-//!   [`UvfsFuse::dispatch`], one thread (after the rings are up it carries only forgets and
-//!   interrupts). The default `dev` transport stays fuser's session.
+//!   [`UvfsFuse::dispatch`] (`dev.rs`'s readers: one after the rings are up, when it carries
+//!   only forgets and interrupts, as many as [`serve_dev`](super::serve_dev) has if the
+//!   kernel refused them). An interrupt read there finds its request on whichever ring
+//!   serves it (`fuse/serve_intr.rs`).
 //! - The SQEs are built with the `io-uring` crate and `sqe->len` (2 iovecs) is set through
 //!   the entry's bytes (`abi::sqe`): the crate's `UringCmd80` has no `len`. rustix's raw
 //!   `io_uring` would mean mapping and driving the rings by hand.
@@ -57,7 +59,8 @@ use std::time::Duration;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use zerocopy::{FromBytes, IntoBytes};
 
-use super::{abi, dispatch::MAX_WRITE, UringScratch, UvfsFuse, URING_HEADER_SIZE};
+use super::dev::{dev_readers, reader_count, serve_until_init};
+use super::{abi, UringScratch, UvfsFuse, URING_HEADER_SIZE};
 
 /// Entries per queue (libfuse's default queue depth is 8; each costs a 1 MiB payload).
 pub const RING_DEPTH: usize = 4;
@@ -65,10 +68,6 @@ pub const RING_DEPTH: usize = 4;
 /// How many times in a row one entry's failed command is sent again before the worker
 /// gives up on the connection and aborts it.
 pub const MAX_RETRIES: u32 = 4;
-
-/// The read buffer of the `/dev/fuse` reader: the largest request (a WRITE of
-/// `MAX_WRITE` and its headers) fits (`FUSE_MIN_READ_BUFFER` at least).
-const READ_BUF: usize = MAX_WRITE as usize + 4096;
 
 /// Aborts the FUSE connection being served (e.g. through fusectl's
 /// `/sys/fs/fuse/connections/N/abort`), given the one-line reason, which it logs. Called
@@ -162,7 +161,7 @@ pub fn uring_enabled() -> bool {
 /// [`FuseOptions::over_io_uring`](super::FuseOptions::over_io_uring) is set (without it
 /// the rings are refused), and `max_write` 1 MiB; then one ring per queue is registered,
 /// and `ready` is told once how that went. If the kernel refuses the rings, the session
-/// goes on over `/dev/fuse` (one reader thread) unless `ready` returns `false`: then the
+/// goes on over `/dev/fuse` ([`serve_dev`](super::serve_dev)'s reader threads) unless `ready` returns `false`: then the
 /// connection is aborted through `abort` (the entries already registered come back only
 /// when it ends), `/dev/fuse` is still served until it ends (if the abort failed: until
 /// the caller's unmount takes effect), and this returns `Err` with the reason.
@@ -185,26 +184,12 @@ pub fn serve_uring(
     mut ready: impl FnMut(&RingsUp) -> bool,
 ) -> io::Result<UringStats> {
     let dev = Arc::new(dev);
-    let mut buf = vec![0u8; READ_BUF];
     let mut out = Vec::new();
     let mut stats = UringStats::default();
     // INIT first: the rings cannot be registered before the kernel has its reply
     // (`fuse_uring_cmd`: `EAGAIN` while `!fc->initialized`).
-    let offered = loop {
-        let Some(n) = read_request(&dev, &mut buf)?.ok() else {
-            return Err(io::Error::other("the connection ended before INIT"));
-        };
-        let req = &buf[..n];
-        let is_init = abi::InHeader::read_from_prefix(req)
-            .is_ok_and(|(h, _)| h.opcode == abi::opcode::FUSE_INIT);
-        if fs.dispatch(req, &mut out) {
-            write_reply(&dev, &out)?;
-            stats.dev_requests += 1;
-        }
-        if is_init {
-            break init_has_uring(&out);
-        }
-    };
+    stats.dev_requests += serve_until_init(fs, &dev, &mut out)?;
+    let offered = init_has_uring(&out);
     let (workers, up) = if !offered {
         (
             Vec::new(),
@@ -226,25 +211,19 @@ pub fn serve_uring(
         }
         RingsUp::Refused(_) => {}
     }
-    // The classic reader until the connection ends; the workers are joined however it
-    // ends (after an abort their commands fail with `ENOTCONN`/`ECONNABORTED`).
-    let ended = loop {
-        match read_request(&dev, &mut buf) {
-            Ok(Ok(n)) => {
-                if fs.dispatch(&buf[..n], &mut out) {
-                    if let Err(e) = write_reply(&dev, &out) {
-                        break Err(e);
-                    }
-                    stats.dev_requests += 1;
-                }
-            }
-            Ok(Err(end)) => {
-                stats.aborted = end == End::Aborted;
-                break Ok(());
-            }
-            Err(e) => break Err(e),
-        }
+    // The classic readers until the connection ends (one when the rings took the requests:
+    // it reads only forgets and interrupts; else `dev_readers`'s count); the workers are
+    // joined however it ends (after an abort their commands fail with
+    // `ENOTCONN`/`ECONNABORTED`).
+    let n = if matches!(up, RingsUp::Ready { .. }) {
+        1
+    } else {
+        reader_count(fs)
     };
+    let ended = dev_readers(fs, &dev, n).map(|(served, aborted)| {
+        stats.dev_requests += served;
+        stats.aborted = aborted;
+    });
     let mut failed = None;
     for w in workers {
         match w.join() {
@@ -263,43 +242,6 @@ pub fn serve_uring(
     match refused.or(failed) {
         Some(why) => Err(io::Error::other(why)),
         None => Ok(stats),
-    }
-}
-
-/// How a connection ended, as `/dev/fuse` says it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum End {
-    /// `ENODEV`: the mount is gone (its superblock shut the connection down).
-    Gone,
-    /// `ECONNABORTED`: the connection was aborted (fusectl's `abort`,
-    /// `fuse_dev_do_read`).
-    Aborted,
-}
-
-/// Reads one request: its length, or how the connection ended. `ENOENT` (the request
-/// was interrupted before it was read) and `EINTR` are retried.
-fn read_request(dev: &OwnedFd, buf: &mut [u8]) -> io::Result<Result<usize, End>> {
-    loop {
-        match rustix::io::read(dev, &mut *buf) {
-            Ok(n) => return Ok(Ok(n)),
-            Err(rustix::io::Errno::NODEV) => return Ok(Err(End::Gone)),
-            Err(rustix::io::Errno::CONNABORTED) => return Ok(Err(End::Aborted)),
-            Err(rustix::io::Errno::NOENT | rustix::io::Errno::INTR) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-}
-
-/// Writes one reply. `ENOENT`: the request is gone (interrupted, or the connection
-/// aborted); `ENODEV`, `ECONNABORTED`: the connection is gone (the next read says so).
-/// None is an error of the session.
-fn write_reply(dev: &OwnedFd, out: &[u8]) -> io::Result<()> {
-    match rustix::io::write(dev, out) {
-        Ok(_)
-        | Err(
-            rustix::io::Errno::NOENT | rustix::io::Errno::NODEV | rustix::io::Errno::CONNABORTED,
-        ) => Ok(()),
-        Err(e) => Err(e.into()),
     }
 }
 

@@ -427,15 +427,30 @@ fn malformed_unknown_and_unanswered_requests() {
         call(&fs, &req(8, op::FUSE_LOOKUP, 1, &[&name("a/b")])),
         Err(Errno::EINVAL)
     );
-    // What uvfs does not implement: ENOSYS, as libfuse answers (GETLK 31, IOCTL 39,
-    // INTERRUPT, an opcode past the protocol's).
-    for (u, opc) in [(10, 31), (12, 39), (14, op::FUSE_INTERRUPT), (16, 4096)] {
+    // What uvfs does not implement: ENOSYS, as libfuse answers (GETLK 31, IOCTL 39, an
+    // opcode past the protocol's).
+    for (u, opc) in [(10, 31), (12, 39), (16, 4096)] {
         assert_eq!(
             call(&fs, &req(u, opc, 1, &[&[0; 64]])),
             Err(Errno::ENOSYS),
             "{opc}"
         );
     }
+    // INTERRUPT (its unique the request's | 1): no reply, neither ENOSYS (which would stop
+    // interrupts on the connection) nor EAGAIN; one for a request no worker serves leaves
+    // the next requests alone.
+    let i = abi::InterruptIn { unique: 14 };
+    assert!(!fs.dispatch(&req(15, op::FUSE_INTERRUPT, 0, &[i.as_bytes()]), &mut out));
+    assert!(call(
+        &fs,
+        &req(
+            14,
+            op::FUSE_GETATTR,
+            1,
+            &[abi::GetattrIn::default().as_bytes()]
+        )
+    )
+    .is_ok());
     // FLUSH: ENOSYS, so that the kernel sends none again.
     let f = abi::FlushIn::default();
     assert_eq!(

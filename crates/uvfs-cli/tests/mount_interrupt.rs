@@ -1,0 +1,155 @@
+//! A program on `uvfs mount` blocked in a request that waits for a FUSE server mounted
+//! inside the namespace (`--fuse`) is interrupted by a signal, as on a kernel FUSE mount
+//! whose server honours interrupts: a caught signal makes its call fail with `EINTR`, a
+//! fatal one kills it, both at once; the mount keeps working and nothing is left behind.
+//!
+//! Bug: `uvfs mount` answered `FUSE_INTERRUPT` with `ENOSYS` (fuser 0.18's session, and
+//! uvfs's own decoder), which turns interrupts off for the connection
+//! (`fc->no_interrupt`, fs/fuse/dev.c); a request waiting for a hung inner server then held
+//! its caller in `request_wait_answer` for good, even against SIGKILL (the request was
+//! sent). Fix: the worker serving a request publishes it (fuse/serve_intr.rs) and an
+//! interrupt reaches its FUSE client `Interrupter`, which sends `FUSE_INTERRUPT` to the
+//! inner server; the request ends with that server's `EINTR`. Classic transport as root:
+//! uvfs's own `/dev/fuse` loop; `--transport uring` (CI's second pass): the interrupt comes
+//! on `/dev/fuse`, the request is served on a ring.
+//!
+//! The inner server (`data/hang_server.py`, raw FUSE over the client's socket) never
+//! answers a LOOKUP of `slow` until it is interrupted, then answers it `EINTR`, as a
+//! libfuse server that checks `fuse_req_interrupted` does.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::MountGuard;
+use rustix::process::{kill_process, Pid, Signal};
+
+/// How long an interrupted call may take to end (the inner round trips are
+/// milliseconds; a lost interrupt never ends).
+const PROMPT: Duration = Duration::from_secs(10);
+
+/// Waits until `log` has `n` lines starting with `prefix`.
+fn wait_log(log: &Path, prefix: &str, n: usize) {
+    let start = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if text.lines().filter(|l| l.starts_with(prefix)).count() >= n {
+            return;
+        }
+        assert!(
+            start.elapsed() < PROMPT,
+            "no `{prefix}` in the inner server's log: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits for `child` up to [`PROMPT`]; a child still blocked is killed (it ends only when
+/// the mount's connection goes, which the guard's drop does) and the test fails.
+fn wait_prompt(mut child: std::process::Child, what: &str) -> std::process::Output {
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > PROMPT {
+            let _ = child.kill();
+            panic!("{what}: still blocked {PROMPT:?} after the signal (interrupt lost)");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_signal_ends_a_request_blocked_in_an_inner_fuse_server() {
+    let test = "a_signal_ends_a_request_blocked_in_an_inner_fuse_server";
+    if !common::uvfs_only(test) {
+        return;
+    }
+    let Some(py) = common::find_in_path("python3") else {
+        common::skip(
+            test,
+            "python3 not found (the inner FUSE server is a Python script)",
+        );
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("inner.log");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/hang_server.py");
+    let spec = format!(
+        "/sub={} {} {{}} {}",
+        py.display(),
+        script.display(),
+        log.display()
+    );
+    let Some(m) = MountGuard::mount(test, &["--fuse", &spec, "--threads", "2"]) else {
+        return;
+    };
+    let slow = m.path().join("sub/slow");
+    // The server's descriptors once the inner mount is up.
+    assert!(
+        matches!(std::fs::metadata(m.path().join("sub/fast")), Err(e) if e.raw_os_error() == Some(libc_enoent()))
+    );
+    let pid = m.server_pid().unwrap();
+    let fds = common::fd_count(pid);
+
+    // A caught signal: the call fails with EINTR (Python raises from the handler only once
+    // the call has returned; a call the kernel still waits in would not let it run).
+    let caught = Command::new(&py)
+        .arg("-c")
+        .arg(
+            "import os, signal, sys\n\
+             def h(*a): raise InterruptedError('alarm')\n\
+             signal.signal(signal.SIGALRM, h)\n\
+             signal.alarm(1)\n\
+             try:\n    os.stat(sys.argv[1]); print('returned')\n\
+             except InterruptedError: print('interrupted')\n\
+             except OSError as e: print('error', e.errno)\n",
+        )
+        .arg(&slow)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_log(&log, "hung", 1);
+    let out = wait_prompt(caught, "stat with a SIGALRM handler");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "interrupted");
+    wait_log(&log, "answered", 1);
+
+    // Fatal signals: the program dies of them.
+    for (n, sig) in [(2, Signal::INT), (3, Signal::KILL)] {
+        let child = Command::new("stat")
+            .arg(&slow)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_log(&log, "hung", n);
+        kill_process(Pid::from_child(&child), sig).unwrap();
+        let out = wait_prompt(child, &format!("stat killed by {sig:?}"));
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(out.status.signal(), Some(sig.as_raw()), "{:?}", out.status);
+        wait_log(&log, "answered", n);
+    }
+
+    // Every hung request was answered, once; the mount and the inner server still work, and
+    // the server holds no more descriptors than before.
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.lines()
+            .filter(|l| l.starts_with("answered"))
+            .all(|l| l.ends_with("still hung 0")),
+        "{text}"
+    );
+    assert!(
+        matches!(std::fs::metadata(m.path().join("sub/fast")), Err(e) if e.raw_os_error() == Some(libc_enoent()))
+    );
+    std::fs::write(m.path().join("f"), b"after").unwrap();
+    assert_eq!(std::fs::read(m.path().join("f")).unwrap(), b"after");
+    assert_eq!(common::fd_count(pid), fds, "the server's descriptors");
+    m.unmount();
+}
+
+/// `ENOENT`'s number.
+fn libc_enoent() -> i32 {
+    rustix::io::Errno::NOENT.raw_os_error()
+}
