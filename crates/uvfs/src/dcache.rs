@@ -40,7 +40,8 @@
 //! - Each bucket's `by_cookie` holds exactly the entries of its skip list, keyed by their
 //!   `DirChild::cookie`, and its `len` is their number; an entry is in the bucket of its
 //!   name (a rename within the directory moves its cookie to the new name's bucket).
-//! - Cookies are unique within a directory and never reused, and are `< EOD_COOKIE`, so a
+//! - Cookies are unique within a directory and are `< EOD_COOKIE`; until a bucket's
+//!   sequence wraps (2^27 cookies, `DirLocked::next_cookie`) they are never reused, so a
 //!   `getdents` cursor (a cookie) never sees an entry twice or skips one that stayed linked.
 //! - `dead` is written only under every bucket lock; once set it stays set.
 //!
@@ -162,9 +163,14 @@ struct Bucket<E> {
 struct BucketInner<E> {
     /// The bucket's entries by cookie.
     by_cookie: BTreeMap<u64, Arc<E>>,
-    /// The sequence number of the bucket's next cookie (module doc).
+    /// The sequence number of the bucket's next cookie (module doc), with [`WRAPPED`] set
+    /// once the bucket's sequence has wrapped (its cookies may then be taken).
     next_seq: u64,
 }
+
+/// The flag of `BucketInner::next_seq` set at a bucket's first wrap (see
+/// `DirLocked::next_cookie`): from then on a cookie is checked free before it is given.
+const WRAPPED: u64 = 1 << 63;
 
 // A bucket is one line: its lock, cookie index, sequence, skip-list pointer and count
 // (loom's lock, in the models, is larger).
@@ -405,9 +411,9 @@ impl<'a, E: DirChild> DirLocked<'a, E> {
         let Held::All(gs) = &mut self.held else {
             unreachable!("the caller locked every bucket")
         };
-        let row = gs.iter().map(|g| g.next_seq).max().unwrap_or(0);
+        let row = gs.iter().map(|g| g.next_seq & !WRAPPED).max().unwrap_or(0);
         for g in gs.iter_mut() {
-            g.next_seq = row;
+            g.next_seq = row | (g.next_seq & WRAPPED);
         }
         FIRST_COOKIE.saturating_add(row.saturating_mul(NR_BUCKETS as u64))
     }
@@ -425,22 +431,68 @@ impl<'a, E: DirChild> DirLocked<'a, E> {
         Listing { heads }
     }
 
-    /// Reserves a cookie for a new entry named `name` (its bucket's next).
+    /// Reserves a cookie for a new entry named `name`: its bucket's next, cyclically below
+    /// [`EOD_COOKIE`] as Linux's `simple_offset_add` (`mtree_alloc_cyclic` up to
+    /// `DIR_OFFSET_MAX`): a bucket's sequence that reaches the end (2^27 cookies per bucket,
+    /// counting those a listing's start skips) wraps to the lowest free cookie of the
+    /// bucket, so creates never fail while the bucket has a free cookie. After a wrap a new
+    /// entry may get a cookie below a running listing's position or end, which that listing
+    /// then misses or shows (Linux's offset maps have the same caveat after their wrap).
+    /// After a wrap each create checks its cookie free: in the bucket's index, and in the
+    /// other buckets' entries (`cookie_elsewhere`, a scan of the directory).
     ///
     /// # Errors
-    /// `ENOSPC`: the bucket's cookies would reach [`EOD_COOKIE`] (about 2^31 creations in
-    /// one directory; as Linux's `simple_offset_add` when its offset map is full).
+    /// `ENOSPC`: every cookie of the bucket is taken (2^27 entries in one bucket; Linux's
+    /// `-EBUSY` of a full offset map, turned into `ENOSPC`).
     pub(crate) fn next_cookie(&mut self, name: &[u8]) -> Result<u64> {
         let b = self.bucket_for(name);
-        let inner = self.inner(b);
-        let c = inner
-            .next_seq
-            .checked_mul(NR_BUCKETS as u64)
-            .and_then(|x| x.checked_add(FIRST_COOKIE + b as u64))
-            .filter(|&c| c < EOD_COOKIE)
-            .ok_or(Errno::ENOSPC)?;
-        inner.next_seq += 1;
-        Ok(c)
+        let cookie = |s: u64| FIRST_COOKIE + s * NR_BUCKETS as u64 + b as u64;
+        // The bucket's last sequence whose cookie is below EOD_COOKIE.
+        let last = (EOD_COOKIE - 1 - FIRST_COOKIE - b as u64) / NR_BUCKETS as u64;
+        let next = self.inner(b).next_seq;
+        let mut wrapped = next & WRAPPED != 0;
+        let mut s = next & !WRAPPED;
+        // Before the first wrap every cookie from the sequence on is fresh (sequences only
+        // grow); after it, taken ones are skipped: at most one circle over the bucket.
+        let mut looked = 0u64;
+        loop {
+            if s > last {
+                wrapped = true;
+                s = 0;
+            }
+            if !wrapped
+                || !(self.inner(b).by_cookie.contains_key(&cookie(s))
+                    || self.cookie_elsewhere(b, cookie(s)))
+            {
+                break;
+            }
+            looked += 1;
+            if looked > last {
+                return Err(Errno::ENOSPC);
+            }
+            s += 1;
+        }
+        self.inner(b).next_seq = (s + 1) | if wrapped { WRAPPED } else { 0 };
+        Ok(cookie(s))
+    }
+
+    /// Whether an entry of a bucket other than `b` holds `cookie` (an entry renamed within
+    /// the directory keeps its cookie, so bucket `b`'s cookies may live in other buckets):
+    /// a lock-free scan of their skip lists, run only after `b`'s sequence wrapped. Sound
+    /// while `b` is locked: only a rename, under every bucket lock, moves a cookie into
+    /// another bucket, so the entries looked for can only go meanwhile (an unlink), never
+    /// come.
+    fn cookie_elsewhere(&self, b: usize, cookie: u64) -> bool {
+        self.dir
+            .buckets
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != b)
+            .filter_map(|(_, bk)| bk.children.get())
+            .any(|ch| {
+                ch.iter(&self.guard)
+                    .any(|e| e.value().cookie(&self.guard) == cookie)
+            })
     }
 
     /// Inserts `d` (whose link already names `name` and holds `cookie`), replacing and
@@ -592,6 +644,55 @@ mod tests {
 
     /// Names spread over the buckets, cookies are unique and below `EOD_COOKIE`, and the
     /// count and lookups follow creates and unlinks.
+    /// The names `x{i}` that fall in bucket `b`, the first `n` of them.
+    fn names_in(b: usize, n: usize) -> Vec<String> {
+        (0..)
+            .map(|i| format!("x{i}"))
+            .filter(|s| bucket_of(s.as_bytes()) == b)
+            .take(n)
+            .collect()
+    }
+
+    /// A bucket whose sequence reaches the end wraps instead of refusing creates (Linux's
+    /// cyclic offsets): a create/unlink loop on one name never ends in `ENOSPC`, and after
+    /// the wrap the cookies still linked (in the bucket, or renamed into another bucket
+    /// with their cookie) are skipped. Before: `ENOSPC` with the directory empty.
+    #[test]
+    fn cookies_wrap_and_skip_the_taken_ones() {
+        let dir = Dir::<Entry>::new();
+        let b = bucket_of(b"x");
+        let last = (EOD_COOKIE - 1 - FIRST_COOKIE - b as u64) / NR_BUCKETS as u64;
+        let cookie = |s: u64| FIRST_COOKIE + s * NR_BUCKETS as u64 + b as u64;
+        // Two entries keep the bucket's first two cookies; a third entry, in another
+        // bucket, holds the bucket's fourth (as a rename within the directory leaves it).
+        let keep = names_in(b, 2);
+        assert_eq!(create(&dir, &keep[0]), cookie(0));
+        assert_eq!(create(&dir, &keep[1]), cookie(1));
+        let other = names_in((b + 1) % NR_BUCKETS, 1).remove(0);
+        {
+            let mut l = dir.lock_all();
+            let name: Name = Arc::from(other.as_bytes());
+            let e = Entry {
+                name: name.clone(),
+                cookie: cookie(3),
+            };
+            assert!(l.insert(name, Arc::new(e), cookie(3)).is_none());
+            // The bucket's sequence at its last cookie.
+            l.inner(b).next_seq = last;
+        }
+        let mut got = Vec::new();
+        for _ in 0..4 {
+            let c = create(&dir, "x");
+            assert!(c < EOD_COOKIE);
+            got.push(c);
+            assert!(dir.lock_name(b"x").remove(b"x").is_some());
+        }
+        // The last cookie, then the wrap past the two kept (0, 1) to 2, then past the one
+        // renamed away (3) to 4, then 5.
+        assert_eq!(got, vec![cookie(last), cookie(2), cookie(4), cookie(5)]);
+        assert_eq!(dir.len(), 3);
+    }
+
     #[test]
     fn buckets_cookies_and_len() {
         let dir = Dir::<Entry>::new();

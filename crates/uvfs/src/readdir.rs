@@ -6,9 +6,11 @@
 //! Position 0 yields `.`, 1 yields `..`; positions `>= 2` are entry cookies: the listing
 //! resumes at the first entry whose cookie is at or after the position. Cookies come from
 //! the directory's per-bucket sequences (dcache.rs), so the order is neither the names' nor
-//! strictly the creations'; they are unique, never reused, so an entry linked for the whole listing appears exactly once, however many
-//! entries are created or removed meanwhile (an entry renamed within the directory keeps
-//! its cookie; one renamed in from another directory gets a new one).
+//! strictly the creations'; they are unique and, until a bucket's sequence wraps after 2^27
+//! cookies (as Linux's offset map wraps), never reused, so an entry linked for the whole
+//! listing appears exactly once, however many entries are created or removed meanwhile (an
+//! entry renamed within the directory keeps its cookie; one renamed in from another
+//! directory gets a new one).
 //!
 //! A listing ends at the entries that existed when it started: its first `getdents64`
 //! after the open, or after a seek to 0 (`rewinddir`), records the directory's listing end
