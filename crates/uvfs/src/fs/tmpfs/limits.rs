@@ -342,6 +342,10 @@ impl Limits {
     /// # Errors
     /// `ENOSPC` when fewer than `n` are free; nothing is reserved then.
     pub(crate) fn reserve_blocks(&self, n: u64) -> Result<()> {
+        // Nothing to take (a create's 0 pages): not even the shard's number.
+        if n == 0 {
+            return Ok(());
+        }
         self.reserve_blocks_on(this_shard(), n)
     }
 
@@ -352,7 +356,9 @@ impl Limits {
 
     /// Gives back `n` pages reserved earlier.
     pub(crate) fn release_blocks(&self, n: u64) {
-        self.release_blocks_on(this_shard(), n);
+        if n > 0 {
+            self.release_blocks_on(this_shard(), n);
+        }
     }
 
     /// [`release_blocks`](Self::release_blocks) on shard `shard`.
@@ -388,12 +394,17 @@ impl Limits {
     /// # Errors
     /// `ENOSPC` when fewer than `n` bytes are free; nothing is reserved then.
     pub(crate) fn reserve_ispace(&self, n: u64) -> Result<()> {
+        if n == 0 {
+            return Ok(());
+        }
         self.ispace.take(this_shard(), n, self.mutations)
     }
 
     /// Gives back `n` bytes of inode space reserved earlier.
     pub(crate) fn release_ispace(&self, n: u64) {
-        self.ispace.give(this_shard(), n);
+        if n > 0 {
+            self.ispace.give(this_shard(), n);
+        }
     }
 
     /// Whether inode space is limited (`nr_inodes` set): Linux charges extended attributes
