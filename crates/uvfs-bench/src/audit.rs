@@ -138,9 +138,9 @@ pub const PAIRS: [Pair; 9] = [
         what: "creat-clo on a mount with tmpfs's default limits (size and nr_inodes: half of RAM)",
         // As creat-clo: the limits' per-thread shards (fs/tmpfs/limits.rs, issue 16) add
         // no shared line; before them the inode-space and page counters were shared in
-        // every round (2.19 per loop in all). Left: the directory's mtime on the coarse
-        // tick, which this slower loop (the evictable inodes' bookkeeping) meets in more
-        // rounds: 0.21-0.30 measured (42-59 of 200 rounds). 0.5 leaves that margin and
+        // every round (2.19 per loop in all). Left, as in creat-clo: the directory's mtime
+        // on the coarse tick, 0.21-0.34 measured in five runs (creat-clo 0.13-0.30 in the
+        // same runs; the count depends on the machine's load). 0.5 leaves that margin and
         // still fails on one line shared in every round (1.0).
         budget_shared: 0.5,
         // 35.47 measured (36.45 before, which also compare-and-swapped the shared page
