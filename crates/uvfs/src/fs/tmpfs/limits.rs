@@ -30,9 +30,11 @@
 //!   units already taken out of `free`.
 //! - Exact failure: `ENOSPC` is given only with every shard closed, when `free` is the whole
 //!   free count (no fast path can move a unit while its shard is closed): at that moment
-//!   fewer than `n` units are free. Linux's `__percpu_counter_limited_add` can, under a race,
-//!   let the sum pass the limit by up to the batch (its fast path reads `fbc->count` without
-//!   the lock); here the reserves make that impossible.
+//!   fewer than `n` units are free. Linux's `__percpu_counter_limited_add` is not exact
+//!   under races: its fast path tests `fbc->count + unknown <= limit` with `fbc->count` read
+//!   without the lock while a locked adder moves a CPU's count into it (the race raised on
+//!   linux-mm when it landed, and by KCSAN in 2024); here the fast path spends only units
+//!   already taken out of `free`, so no interleaving passes the limit.
 //! - Shards are closed only while the pool's lock is held, and reopened before it is
 //!   released: whoever holds the lock sees every shard open.
 //! - `statfs` ([`Limits::counts`]) sums `free` and the shards under the lock, as Linux's
