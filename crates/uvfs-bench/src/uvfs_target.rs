@@ -137,6 +137,20 @@ impl UvfsTarget {
     pub fn new() -> Result<UvfsTarget> {
         UvfsTarget::new_variant()
     }
+
+    /// [`new`](UvfsTarget::new) on a tmpfs with tmpfs's default `size=` and `nr_inodes=`
+    /// limits (half of RAM, `TmpfsOptions::default()`), as a plain Linux tmpfs mount has:
+    /// every create, unlink and new page is charged to the mount's counters. Named
+    /// `uvfs-limited`.
+    ///
+    /// # Errors
+    ///
+    /// `mkdir("/bench")` fails.
+    pub fn new_limited() -> Result<UvfsTarget> {
+        let mut t = UvfsTarget::on_tmpfs(::uvfs::tmpfs::TmpfsOptions::default())?;
+        t.name = "uvfs-limited".to_owned();
+        Ok(t)
+    }
 }
 
 impl<V: Variant> UvfsTarget<V> {
@@ -147,9 +161,18 @@ impl<V: Variant> UvfsTarget<V> {
     ///
     /// `mkdir("/bench")` fails.
     pub fn new_variant() -> Result<UvfsTarget<V>> {
-        // Without limits, as measured so far: the workloads measure the file layer, and a
-        // limited mount (the default) adds a shared counter to each create and new page.
-        let mount = ::uvfs::tmpfs::mount(::uvfs::tmpfs::TmpfsOptions::unlimited());
+        // Without limits, as measured so far: the workloads measure the file layer; the
+        // audit's `-limited` pairs measure a limited mount (`new_limited`).
+        UvfsTarget::on_tmpfs(::uvfs::tmpfs::TmpfsOptions::unlimited())
+    }
+
+    /// [`new_variant`](UvfsTarget::new_variant) on a tmpfs mounted with `opts`.
+    ///
+    /// # Errors
+    ///
+    /// `mkdir("/bench")` fails.
+    fn on_tmpfs(opts: ::uvfs::tmpfs::TmpfsOptions) -> Result<UvfsTarget<V>> {
+        let mount = ::uvfs::tmpfs::mount(opts);
         let init = Task::<V>::init_variant(&mount);
         init.mkdirat(Fd::AT_FDCWD, "/bench", DIR_MODE)
             .with_context(|| format!("{}: mkdir(/bench)", V::NAME))?;

@@ -8,8 +8,9 @@
 //! and as many inodes as half of RAM has pages), so a default mount reports what a Linux
 //! tmpfs mounted without options reports. A limit of 0 is unlimited, as `size=0`/
 //! `nr_inodes=0` in Linux, where `shmem_statfs` then leaves those counts 0, and so does
-//! uvfs. Without limits uvfs keeps no used-space count, which keeps create, write and
-//! unlink free of a shared counter.
+//! uvfs. Without limits uvfs keeps no used-space count; with them the counts are per-thread
+//! reserves that `statfs` sums under the pools' locks (fs/tmpfs/limits.rs, Linux's
+//! `percpu_counter_sum` in `shmem_statfs`), exact when no create or write runs meanwhile.
 
 use crate::namei::getname;
 use crate::task::Task;

@@ -1117,3 +1117,222 @@ fn space_accounting_survives_open_unlink_races() {
         "inodes leaked (the root holds one)"
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// exact limits under races (issue 16: the limits as per-thread batched reservations)
+
+/// Runs `f(task, i, barrier)` for `i` in `0..n`, each on its own thread with its own fork of
+/// `root`; `barrier` is for the `n` of them. Returns the results by `i`.
+fn on_threads<T, F>(root: &Task, n: usize, f: F) -> Vec<T>
+where
+    T: Send + 'static,
+    F: Fn(Task, usize, &Barrier) -> T + Send + Sync + 'static,
+{
+    let f = Arc::new(f);
+    let barrier = Arc::new(Barrier::new(n));
+    let hs: Vec<_> = (0..n)
+        .map(|i| {
+            let (t, f, barrier) = (root.fork(), f.clone(), barrier.clone());
+            thread::spawn(move || f(t, i, &barrier))
+        })
+        .collect();
+    hs.into_iter().map(|h| h.join().unwrap()).collect()
+}
+
+/// Threads that first warm their reservation shards (a create and an unlink each, which
+/// leaves the inode's space in the thread's shard; the test's own thread does the same and
+/// then stays out), then all create files until `ENOSPC`:
+/// together they get exactly the inodes there are (`nr_inodes` less the root), no more (a
+/// mount never holds more than its limit) and no fewer (a thread fails only when none is
+/// left anywhere, the other shards' reserves included); statfs then shows 0 free, and every
+/// inode back after the unlinks.
+#[test]
+fn racing_creators_get_exactly_the_last_inodes() {
+    // Two racers: with the test's thread, three of the (at least 4) shards, numbered
+    // round-robin, so the test thread's reserve is in a shard no racer uses.
+    const THREADS: usize = 2;
+    for inodes in [2u64, 3, 5, 9, 40] {
+        let mnt = tmpfs::mount(TmpfsOptions {
+            size: Some(0),
+            nr_inodes: Some(inodes),
+            ..Default::default()
+        });
+        let root = Task::init(&mnt);
+        // This thread creates and removes a file first, and then takes no part: the inode
+        // stays in its shard, where the racers must find it.
+        let fd = root.open("/w", RDWR_CREAT, 0o644).unwrap();
+        root.close(fd).unwrap();
+        root.unlinkat(Fd::AT_FDCWD, "/w", AtFlags::empty()).unwrap();
+        let per_thread = on_threads(&root, THREADS, move |t, i, barrier| {
+            let warm = format!("/w{i}");
+            if let Ok(fd) = t.open(&*warm, RDWR_CREAT, 0o644) {
+                t.close(fd).unwrap();
+                t.unlinkat(Fd::AT_FDCWD, &*warm, AtFlags::empty()).unwrap();
+            }
+            barrier.wait();
+            let mut made = Vec::new();
+            loop {
+                assert!(
+                    made.len() as u64 <= inodes,
+                    "more inodes than the mount has"
+                );
+                let name = format!("/t{i}-{}", made.len());
+                match t.open(&*name, RDWR_CREAT, 0o644) {
+                    Ok(fd) => {
+                        t.close(fd).unwrap();
+                        made.push(name);
+                    }
+                    Err(e) => {
+                        assert_eq!(e, Errno::ENOSPC);
+                        break made;
+                    }
+                }
+            }
+        });
+        let made: Vec<String> = per_thread.into_iter().flatten().collect();
+        assert_eq!(made.len() as u64, inodes - 1, "nr_inodes={inodes}");
+        let s = root.statfs("/").unwrap();
+        assert_eq!((s.f_files, s.f_ffree), (inodes, 0), "nr_inodes={inodes}");
+        for name in &made {
+            root.unlinkat(Fd::AT_FDCWD, &**name, AtFlags::empty())
+                .unwrap();
+        }
+        let s = root.statfs("/").unwrap();
+        assert_eq!(
+            s.f_ffree,
+            inodes - 1,
+            "nr_inodes={inodes}: the root holds one"
+        );
+    }
+}
+
+/// Threads that each write their own file a page at a time until `ENOSPC` get exactly the
+/// pages of `size=` together (after a warm-up page written and truncated away on each,
+/// which leaves it in the thread's shard, and one on the test's own thread, which then
+/// stays out); statfs shows none free, then all free again.
+#[test]
+fn racing_writers_get_exactly_the_last_pages() {
+    // Two racers: with the test's thread, three of the (at least 4) shards, numbered
+    // round-robin, so the test thread's reserve is in a shard no racer uses.
+    const THREADS: usize = 2;
+    for pages in [1u64, 2, 3, 7, 33, 200] {
+        let mnt = tmpfs::mount(TmpfsOptions {
+            size: Some(pages * 4096),
+            nr_inodes: Some(0),
+            ..Default::default()
+        });
+        let root = Task::init(&mnt);
+        // A page written and truncated away by this thread, which then stays out: it
+        // stays in this thread's shard, where the racers must find it.
+        let fd = root.open("/w", RDWR_CREAT, 0o644).unwrap();
+        root.pwrite(fd, &[1u8; 4096], 0).unwrap();
+        root.ftruncate(fd, 0).unwrap();
+        root.close(fd).unwrap();
+        let per_thread = on_threads(&root, THREADS, move |t, i, barrier| {
+            let name = format!("/f{i}");
+            let fd = t.open(&*name, RDWR_CREAT, 0o644).unwrap();
+            if t.pwrite(fd, &[1u8; 4096], 0).is_ok() {
+                t.ftruncate(fd, 0).unwrap();
+            }
+            barrier.wait();
+            let mut n = 0u64;
+            loop {
+                assert!(n <= pages, "more pages than the mount has");
+                match t.pwrite(fd, &[2u8; 4096], (n * 4096) as i64) {
+                    Ok(4096) => n += 1,
+                    Ok(k) => panic!("a short write of {k} bytes at a page boundary"),
+                    Err(e) => {
+                        assert_eq!(e, Errno::ENOSPC);
+                        break;
+                    }
+                }
+            }
+            let st = t.fstat(fd).unwrap();
+            assert_eq!(st.st_blocks as u64, n * 8);
+            t.close(fd).unwrap();
+            n
+        });
+        let total: u64 = per_thread.into_iter().sum();
+        assert_eq!(total, pages, "size={pages} pages");
+        let s = root.statfs("/").unwrap();
+        assert_eq!((s.f_blocks, s.f_bfree), (pages, 0), "size={pages} pages");
+        for i in 0..THREADS {
+            root.unlinkat(Fd::AT_FDCWD, format!("/f{i}"), AtFlags::empty())
+                .unwrap();
+        }
+        let s = root.statfs("/").unwrap();
+        assert_eq!(s.f_bfree, pages, "size={pages} pages: all back");
+    }
+}
+
+/// statfs is exact after many creates, writes, truncates and unlinks on several threads
+/// (whose shards hold reserves by then): used inodes and pages are exactly what the files
+/// left hold, and 0 (the root's inode) once they are gone.
+#[test]
+fn statfs_is_exact_after_creates_and_frees_on_several_threads() {
+    const THREADS: usize = 4;
+    const FILES: usize = 300;
+    let mnt = tmpfs::mount(TmpfsOptions {
+        size: Some(1 << 30),
+        nr_inodes: Some(1 << 20),
+        ..Default::default()
+    });
+    let root = Task::init(&mnt);
+    let hs: Vec<_> = (0..THREADS)
+        .map(|i| {
+            let t = root.fork();
+            thread::spawn(move || {
+                // Pages held by this thread's files at the end, and the files kept.
+                let (mut pages, mut kept) = (0u64, 0u64);
+                for k in 0..FILES {
+                    let name = format!("/s{i}-{k}");
+                    let fd = t.open(&*name, RDWR_CREAT, 0o644).unwrap();
+                    let n = (k % 5) as u64;
+                    for p in 0..n {
+                        t.pwrite(fd, b"x", (p * 4096) as i64).unwrap();
+                    }
+                    if k % 7 == 0 {
+                        // Keep one page of it.
+                        t.ftruncate(fd, 1).unwrap();
+                    }
+                    t.close(fd).unwrap();
+                    if k % 3 == 0 {
+                        t.unlinkat(Fd::AT_FDCWD, &*name, AtFlags::empty()).unwrap();
+                    } else {
+                        kept += 1;
+                        pages += if k % 7 == 0 { n.min(1) } else { n };
+                    }
+                }
+                (kept, pages)
+            })
+        })
+        .collect();
+    let (kept, pages) = hs
+        .into_iter()
+        .map(|h| h.join().unwrap())
+        .fold((0, 0), |(a, b), (c, d)| (a + c, b + d));
+    let s = root.statfs("/").unwrap();
+    assert_eq!(s.f_files - s.f_ffree, 1 + kept, "inodes in use");
+    assert_eq!(s.f_blocks - s.f_bfree, pages, "pages in use");
+    // Free the rest from other threads than the ones that made them.
+    let hs: Vec<_> = (0..THREADS)
+        .map(|i| {
+            let t = root.fork();
+            thread::spawn(move || {
+                for k in 0..FILES {
+                    let _ = t.unlinkat(
+                        Fd::AT_FDCWD,
+                        format!("/s{}-{k}", (i + 1) % THREADS),
+                        AtFlags::empty(),
+                    );
+                }
+            })
+        })
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+    let s = root.statfs("/").unwrap();
+    assert_eq!(s.f_files - s.f_ffree, 1, "only the root");
+    assert_eq!(s.f_bfree, s.f_blocks, "no page");
+}

@@ -6,7 +6,9 @@
 //! an in-process uvfs server (the `uvfs-fuse-client` targets of `uvfs bench --ablation`),
 //! its request_end sticky or locked; dispatch-getattr: one GETATTR of the root through
 //! `UvfsFuse::dispatch` (the FUSE server's per-request path, `measured2` is then
-//! `dispatch_loop2`). See README.md.
+//! `dispatch_loop2`). An OP with `-limited` appended (e.g. `creat-clo-limited`) runs on a
+//! tmpfs with tmpfs's default `size=`/`nr_inodes=` limits instead of an unlimited one. See
+//! README.md.
 use std::hint::black_box;
 use uvfs::{AtFlags, Fd, OpenFlags, Task, Timespec};
 
@@ -112,9 +114,14 @@ fn measured(op: &str, c: &mut Ctx, n: u64) {
 
 fn main() {
     let a: Vec<String> = std::env::args().collect();
-    let op = a[1].clone();
+    let limited = a[1].ends_with("-limited");
+    let op = a[1].trim_end_matches("-limited").to_owned();
     let n: u64 = a[2].parse().unwrap();
-    let mnt = uvfs::tmpfs::mount(opts());
+    let mnt = uvfs::tmpfs::mount(if limited {
+        uvfs::TmpfsOptions::default()
+    } else {
+        opts()
+    });
     if op == "dispatch-getattr" {
         let fs = uvfs::fuse::UvfsFuse::new(&mnt, Default::default());
         let mut d = Dispatch {

@@ -21,6 +21,8 @@ mod regular;
 mod snapshot;
 
 pub(crate) use limits::Limits;
+#[cfg(uvfs_loom)]
+pub(crate) use limits::Mutation as LimitsMutation;
 #[cfg(feature = "fuse")]
 pub(crate) use options::ram_pages;
 pub use options::TmpfsOptions;
@@ -100,7 +102,8 @@ thread_local! {
 /// per-thread batch of `INO_BATCH`, refilled from `next_ino` once per batch, so create
 /// writes the shared counter once per 1024 files (Linux: per-CPU `ino_batch`). A mount
 /// with `size` or `nr_inodes` limits (by default tmpfs's, half of RAM) also keeps
-/// [`Limits`]; one asked for without limits (`size: Some(0)` and `nr_inodes: Some(0)`, as
+/// [`Limits`], per-thread reserves that a create or a page far from the limit takes from
+/// the thread's own shard line; one asked for without limits (`size: Some(0)` and `nr_inodes: Some(0)`, as
 /// tmpfs's `size=0,nr_inodes=0`) has none and writes no counter.
 #[derive(Debug)]
 pub(crate) struct Tmpfs {

@@ -682,7 +682,7 @@ pub(super) fn fallocate(
             // "Try to avoid a swapstorm if len is impossible to satisfy": a range of
             // more pages than the mount holds fails before any page is looked at; one
             // with more holes than pages are free fails before any is allocated.
-            if past - first > a.counts().0 {
+            if past - first > a.max_blocks() {
                 return Err(Errno::ENOSPC);
             }
             // One fallocate at a time per file (Linux: `inode_lock`): another one's
