@@ -20,7 +20,9 @@
 //!   a request sent (`FR_SENT`, so its interrupt may come) when it puts it in an entry,
 //!   and the worker serves what one enter fetched one request after another, so a request
 //!   may wait, sent, behind one that blocks; its interrupt stays pending until the worker
-//!   starts it ("Batches" there).
+//!   starts it ("Batches" there). Open: the commits of a batch are submitted only once it
+//!   is all served, so the answer of a request served before one that blocks waits for
+//!   that one too (its caller, even killed, waits with it).
 //! - The SQEs are built with the `io-uring` crate and `sqe->len` (2 iovecs) is set through
 //!   the entry's bytes (`abi::sqe`): the crate's `UringCmd80` has no `len`. rustix's raw
 //!   `io_uring` would mean mapping and driving the rings by hand.
