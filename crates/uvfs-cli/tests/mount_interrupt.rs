@@ -149,6 +149,116 @@ fn a_signal_ends_a_request_blocked_in_an_inner_fuse_server() {
     m.unmount();
 }
 
+/// Bug (reviewer, `--transport uring`): a ring worker serves what one `io_uring_enter`
+/// fetched one request after another, and the kernel marks each sent when it puts it in
+/// an entry. A request `B` behind `A` (which blocks in the inner server) in one worker's
+/// batch had its interrupt dropped (the worker was "serving `A`"; other slots moved on, or
+/// 2 s passed); when `A` ended, `B` was served without it and its caller, killed, stayed
+/// in the kernel for good (a sent request waits for its answer). Fix: a ring worker's slot
+/// holds such an interrupt until it read again (`fuse/serve_intr.rs`, "Batches"); `B`
+/// starts interrupted. Forcing the batch: the callers run on CPU 0 (queue 0, one worker);
+/// `C` blocks that worker, then `A` and `B` wait in two of its entries (the kernel copies
+/// them in the worker's task work, which runs only when it enters again); killing `C`
+/// lets the worker fetch both at once. Over `/dev/fuse` (four readers: one is left to read
+/// interrupts) each request has its own reader: the test holds there too.
+#[test]
+fn a_request_behind_a_blocked_one_on_a_ring_gets_its_interrupt() {
+    let test = "a_request_behind_a_blocked_one_on_a_ring_gets_its_interrupt";
+    if !common::uvfs_only(test) {
+        return;
+    }
+    let (Some(py), Some(taskset)) = (
+        common::find_in_path("python3"),
+        common::find_in_path("taskset"),
+    ) else {
+        common::skip(test, "python3 or taskset not found");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("inner.log");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/hang_server.py");
+    let spec = format!(
+        "/sub={} {} {{}} {}",
+        py.display(),
+        script.display(),
+        log.display()
+    );
+    let Some(m) = MountGuard::mount(test, &["--fuse", &spec, "--threads", "4"]) else {
+        return;
+    };
+    assert!(
+        matches!(std::fs::metadata(m.path().join("sub/fast")), Err(e) if e.raw_os_error() == Some(libc_enoent()))
+    );
+    let on_cpu0 = |name: &str| {
+        Command::new(&taskset)
+            .args(["-c", "0", "stat"])
+            .arg(m.path().join("sub").join(name))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let hung = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.strip_prefix("hung "))
+            .map(|l| l.split_once(' ').unwrap().1.to_owned())
+            .collect::<Vec<_>>()
+    };
+    let c = on_cpu0("slow_c");
+    wait_log(&log, "hung", 1);
+    let a = on_cpu0("slow_a");
+    std::thread::sleep(Duration::from_millis(300));
+    let b = on_cpu0("slow_b");
+    std::thread::sleep(Duration::from_millis(300));
+    if common::uring_requested() {
+        // The ring's worker is blocked in `C`: `A` and `B` wait in its entries.
+        assert_eq!(hung(), ["slow_c"], "the requests went to another worker");
+    }
+    kill_process(Pid::from_child(&c), Signal::KILL).unwrap();
+    wait_prompt(c, "stat slow_c killed");
+    wait_log(&log, "answered", 1);
+    wait_log(&log, "hung", 2);
+    // The one served now blocks; the other waits behind it (on the ring: sent).
+    let (first, behind) = if hung()[1] == "slow_a" {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    kill_process(Pid::from_child(&behind), Signal::KILL).unwrap();
+    // Past PENDING_TTL, and another worker's requests sweep the pending interrupts.
+    std::thread::sleep(Duration::from_millis(2500));
+    for i in 0..3 {
+        let _ = Command::new(&taskset)
+            .args(["-c", "1", "stat"])
+            .arg(m.path().join(format!("none{i}")))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+    kill_process(Pid::from_child(&first), Signal::KILL).unwrap();
+    let out = wait_prompt(first, "the blocked stat killed");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(Signal::KILL.as_raw()));
+    let out = wait_prompt(behind, "the stat behind it killed");
+    assert_eq!(out.status.signal(), Some(Signal::KILL.as_raw()));
+    // Every request the inner server got was answered, once.
+    let text = std::fs::read_to_string(&log).unwrap();
+    let count = |p: &str| text.lines().filter(|l| l.starts_with(p)).count();
+    assert_eq!(count("answered"), count("hung"), "{text}");
+    assert!(
+        text.lines()
+            .rev()
+            .find(|l| l.starts_with("answered"))
+            .is_some_and(|l| l.ends_with("still hung 0")),
+        "{text}"
+    );
+    std::fs::write(m.path().join("f"), b"after").unwrap();
+    assert_eq!(std::fs::read(m.path().join("f")).unwrap(), b"after");
+    m.unmount();
+}
+
 /// `ENOENT`'s number.
 fn libc_enoent() -> i32 {
     rustix::io::Errno::NOENT.raw_os_error()

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A FUSE server for uvfs-cli's mount_interrupt test: LOOKUP of "slow" in the root never gets an
+"""A FUSE server for uvfs-cli's mount_interrupt test: LOOKUP of "slow" (or "slow<anything>") in the root never gets an
 answer until the client interrupts it (then EINTR, as a libfuse server that checks
 fuse_req_interrupted answers); everything else is answered at once. argv: the /dev/fd/N
 the client hands over, and a log file (one line per event)."""
@@ -39,9 +39,9 @@ while True:
             log.write(f'answered {target} EINTR; still hung {len(hung)}\n')
     elif op == 1:  # LOOKUP
         name = body.split(b'\0', 1)[0]
-        if nodeid == 1 and name == b'slow':
+        if nodeid == 1 and name.startswith(b'slow'):
             hung.add(unique)
-            log.write(f'hung {unique}\n')
+            log.write(f'hung {unique} {name.decode()}\n')
         else:
             reply(unique, errno.ENOENT)
     elif op == 3:  # GETATTR

@@ -27,8 +27,9 @@
 //!   publish, once) and delivered: under the slot's lock `hit = 1`, a SeqCst fence, and the
 //!   target is interrupted only if the slot still serves `U`. A slot saying `U | 1`: `U`
 //!   finished, the interrupt is dropped (the kernel drops it too). Neither: `U` stays
-//!   pending, with the values of the slots that were idle (even `U`'s holder, read but not
-//!   published, looks idle).
+//!   pending, with the values of the slots that may hold `U` unpublished: the single
+//!   readers that were idle (even `U`'s holder, read but not published, looks idle) and
+//!   every batch reader (see batches), with its `reads`.
 //!
 //! Why no interrupt is lost: publish and interrupt are the store-buffering pattern (each
 //! stores, fences, loads the other's word), so with both fences SeqCst at least one sees
@@ -39,12 +40,34 @@
 //!
 //! Why a pending interrupt does not stay forever (then every request would take the cold
 //! path): it goes when its worker publishes `U` (taken), or when a sweep (any cold path,
-//! under `pending`) finds `U | 1` in a slot (finished), or finds that every slot idle at the
-//! scan has published since and none serves `U`: `U`'s holder, idle-looking at the scan,
-//! publishes `U` next (and takes it), so a slot that moved to anything else did not hold it,
-//! and a slot serving another request at the scan cannot hold it (it read `U` before the
-//! interrupt came, so before the scan, and a worker reads only after it withdrew). Slot
-//! values never repeat: uniques are never reused on a connection.
+//! under `pending`) finds `U | 1` in a slot (finished), or finds that every slot that may
+//! hold `U` moved: a single reader idle at the scan has published since and does not serve
+//! `U` (`U`'s holder, idle-looking at the scan, publishes `U` next and takes it, so a slot
+//! that moved to anything else did not hold it; a single reader serving another request at
+//! the scan cannot hold it: it read `U` before the interrupt came, so before the scan, and
+//! it reads only after it withdrew), a batch reader has read again since. Slot values never
+//! repeat: uniques are never reused on a connection.
+//!
+//! # Batches (the io_uring transport)
+//! A ring worker ([`register_batched`](IntrSlots::register_batched)) does not read after it
+//! withdrew: the kernel puts up to `RING_DEPTH` requests in its entries in one
+//! `io_uring_enter` and marks each sent then (`fuse_uring_prepare_send` sets `FR_SENT`, in
+//! the worker's task work: `IORING_SETUP_DEFER_TASKRUN`, or in its `COMMIT_AND_FETCH`), and
+//! the worker serves them one after another. So `U` may wait behind `V`, which blocks (an
+//! inner server that hangs): the interrupt of `U` finds the worker serving `V`. The worker
+//! stores `reads + 1` and a SeqCst fence before each `io_uring_enter`
+//! ([`next_batch`](IntrSlots::next_batch)), and publishes every request that enter fetched
+//! before its next one; the kernel marks `U` sent inside that enter, after the store, so the
+//! scan, which follows `U`'s sending (the requester queues the interrupt only once `U` is
+//! sent), sees that count or a later one. The scan keeps every batch reader's `reads`; the
+//! interrupt stays pending until each has read again (then it published `U` if it held
+//! it, and took the interrupt at publish: the publish/interrupt store-buffering above), and
+//! past [`PENDING_TTL`] while one is inside the scan's batch (in a request then, or one
+//! since). The worker then starts `U` with its interrupter interrupted: `U`'s request to
+//! the inner server gets a `FUSE_INTERRUPT` as soon as it is sent (libfuse answers `EINTR`
+//! to a request whose interrupt came before it was processed). A batch reader registers
+//! before its first read; one registered after the scan cannot hold `U`; one that ends
+//! [`retire`](IntrSlots::retire)s its slot (it holds nothing).
 //!
 //! # Costs
 //! A request never interrupted: two stores and one load of its worker's own line, two
@@ -57,8 +80,13 @@
 //! stays idle (a ring whose CPUs send nothing) would keep it, so a pending interrupt older
 //! than [`PENDING_TTL`] is dropped by the next sweep. The bound this puts on the protocol:
 //! a worker that stays more than [`PENDING_TTL`] between reading a request and publishing
-//! it (a few instructions) may miss that request's interrupt (the request then runs to its
-//! end, as without interrupts).
+//! it (a few instructions; for a ring worker, between its read and its first publish, not
+//! counting the requests it serves before `U`) may miss that request's interrupt (the
+//! request then runs to its end, as without interrupts).
+//! A ring worker blocked in a request keeps every interrupt that its batch may hold
+//! pending (an interrupt of a request that finished included) until it reads again: every
+//! request takes the cold path meanwhile. A ring worker's read costs one more store of its
+//! own line and a SeqCst fence (one per `io_uring_enter`, not per request).
 //!
 //! The server never answers an interrupt (neither `EAGAIN` nor `ENOSYS`): `EAGAIN` would
 //! only work written on the descriptor that read `U` (`fuse_dev_do_write` looks `U` up in
@@ -67,6 +95,8 @@
 //! # Invariants
 //! - A slot's `serving` is written only by its worker: `U` while it serves `U` (even),
 //!   `U | 1` after, 0 before its first request.
+//! - A batch reader's `reads` is written only by its worker, and grows: every request read
+//!   while it is `r` is published before it is `r + 1` (or `RETIRED`).
 //! - `marks` is the length of `pending`, written under its lock; while an interrupt for `U`
 //!   is pending, `marks` is nonzero.
 //!
@@ -106,6 +136,10 @@ pub(crate) enum Mutation {
     NoPublishFence,
     /// `withdraw` without its fence.
     NoWithdrawFence,
+    /// (Tests only.) Batch readers' slots swept as a single reader's (the bug this field's protocol
+    /// fixed: an interrupt of a request behind a blocked one in its ring was dropped).
+    #[cfg(test)]
+    BatchAsSingle,
 }
 
 /// One worker's slot, on its own cache line.
@@ -118,11 +152,22 @@ pub(crate) struct ServeSlot<T> {
     /// last cancelled. Atomic; set by deliveries under `lock` and by the worker, cleared by
     /// the worker under `lock`.
     hit: AtomicU64,
+    /// A batch reader's reads (a ring worker): how many it started ([`IntrSlots::next_batch`],
+    /// before each `io_uring_enter` that may fetch requests), [`RETIRED`] once it reads no
+    /// more; 0 for a single reader. Atomic; written only by the slot's worker, read by
+    /// interrupts and sweeps.
+    reads: AtomicU64,
+    /// Whether the worker reads requests in batches (a ring worker: what one read fetched
+    /// is served one request after another). Immutable after registration.
+    batched: bool,
     /// Orders a delivery before the worker's cancel. Taken only on cold paths.
     lock: Mutex<()>,
     /// The worker's interrupter. Immutable after registration.
     target: T,
 }
+
+/// A batch reader's `reads` once it reads no more (its worker ended).
+const RETIRED: u64 = u64::MAX;
 
 /// How long an interrupt may stay pending without its request being found: then a sweep
 /// drops it (see the module doc's costs).
@@ -135,9 +180,22 @@ struct Pending {
     unique: u64,
     /// When it was read.
     since: Instant,
-    /// Filled by the scan: the slots idle then, by index, with their values; and how many
-    /// slots there were (later ones count as idle at 0). `None` while the scan runs.
-    idle: Option<(Vec<(usize, u64)>, usize)>,
+    /// Filled by the scan: the slots that may hold the request unpublished; and how many
+    /// slots there were (later single readers count as idle at 0; later batch readers
+    /// registered after the request was read and cannot hold it). `None` while the scan
+    /// runs.
+    idle: Option<(Vec<Seen>, usize)>,
+}
+
+/// A slot as the scan saw it, one that may hold the interrupted request unpublished.
+#[derive(Debug)]
+struct Seen {
+    /// The slot's index.
+    i: usize,
+    /// Its `serving` then.
+    serving: u64,
+    /// A batch reader's `reads` then; `None` for a single reader (then idle at the scan).
+    reads: Option<u64>,
 }
 
 /// The workers' slots and the pending interrupts of one server.
@@ -168,17 +226,68 @@ impl<T> Default for IntrSlots<T> {
 }
 
 impl<T: Target> IntrSlots<T> {
-    /// A new slot for the calling worker, interrupting `target`. Cold: once per worker.
+    /// A new slot for the calling worker, one that reads one request at a time and serves it
+    /// before it reads again (`/dev/fuse`), interrupting `target`. Cold: once per worker.
     #[cold]
     pub(crate) fn register(&self, target: T) -> Arc<CacheLine<ServeSlot<T>>> {
+        self.register_as(target, false)
+    }
+
+    /// A new slot for the calling worker, one that reads requests in batches (a ring
+    /// worker), interrupting `target`; registered before its first read, and told of each
+    /// read by [`next_batch`](Self::next_batch). Cold: once per worker.
+    #[cold]
+    pub(crate) fn register_batched(&self, target: T) -> Arc<CacheLine<ServeSlot<T>>> {
+        self.register_as(target, true)
+    }
+
+    #[cold]
+    fn register_as(&self, target: T, batched: bool) -> Arc<CacheLine<ServeSlot<T>>> {
         let s = Arc::new(CacheLine(ServeSlot {
             serving: AtomicU64::new(0),
             hit: AtomicU64::new(0),
+            reads: AtomicU64::new(0),
+            batched,
             lock: Mutex::new(()),
             target,
         }));
         lock(&self.slots).push(s.clone());
         s
+    }
+
+    /// The batch reader of `slot` is about to read (an `io_uring_enter` that may fetch
+    /// requests into its ring): every request it reads from now until its next call here is
+    /// published (or was never read) before that call. See the module doc's batches.
+    #[inline]
+    pub(crate) fn next_batch(&self, slot: &ServeSlot<T>) {
+        // Relaxed: only this worker writes it.
+        let r = slot.reads.load(Ordering::Relaxed);
+        // Relaxed: ordered before the read by the fence below.
+        slot.reads.store(r + 1, Ordering::Relaxed);
+        // SeqCst: orders the store before what the read does in the kernel: it marks the
+        // requests it fetches sent (`FR_SENT`), which a requester sees before it queues an
+        // interrupt, which the reader of that interrupt reads (the kernel's locks) before
+        // its scan loads `reads`: the scan sees this read's count or a later one.
+        fence(Ordering::SeqCst);
+    }
+
+    /// The batch reader of `slot` reads no more (its worker ends, every request it read
+    /// served): its slot can hold no request.
+    #[cold]
+    pub(crate) fn retire(&self, slot: &ServeSlot<T>) {
+        // Relaxed: a stale value only keeps a pending interrupt longer (until it is seen or
+        // [`PENDING_TTL`]).
+        slot.reads.store(RETIRED, Ordering::Relaxed);
+    }
+
+    /// Whether the scan treats `s` as a batch reader (a loom model's mutation
+    /// `BatchAsSingle` says no).
+    fn batched(&self, s: &ServeSlot<T>) -> bool {
+        #[cfg(test)]
+        if self.mutation == Some(Mutation::BatchAsSingle) {
+            return false;
+        }
+        s.batched
     }
 
     /// The worker of `slot` starts serving request `unique` (even, nonzero): see the module
@@ -287,8 +396,24 @@ impl<T: Target> IntrSlots<T> {
                 found = Some(s);
             } else if v == unique | 1 {
                 finished = true;
+            } else if self.batched(s) {
+                // Relaxed: ordered after the `marks` store by the fence above; the worker's
+                // store before the read that fetched `unique` is ordered before this load by
+                // the fence in `next_batch` (see there).
+                let r = s.reads.load(Ordering::Relaxed);
+                if r != RETIRED {
+                    idle.push(Seen {
+                        i,
+                        serving: v,
+                        reads: Some(r),
+                    });
+                }
             } else if v & 1 == 1 || v == 0 {
-                idle.push((i, v));
+                idle.push(Seen {
+                    i,
+                    serving: v,
+                    reads: None,
+                });
             }
         }
         let mut p = lock(&self.pending);
@@ -336,24 +461,48 @@ impl<T: Target> IntrSlots<T> {
             // Relaxed (every load here): a value seen is one the slot's worker stored; a
             // stale one only keeps an entry longer.
             let cur = |i: usize| slots[i].serving.load(Ordering::Relaxed);
+            // Relaxed: as above; a batch reader's `reads` that moved past the scan's was
+            // stored after its publishes of that batch, whose cold paths (`publish_slow`
+            // took the interrupt) released `pending` before: this sweep, holding `pending`,
+            // sees the new count only after them.
+            let reads = |i: usize| slots[i].reads.load(Ordering::Relaxed);
             p.retain(|e| {
                 let u = e.unique;
                 let Some((idle, n)) = &e.idle else {
                     return true;
                 };
-                if e.since.elapsed() > PENDING_TTL {
-                    return false;
-                }
                 if (0..slots.len()).any(|i| cur(i) == u | 1) {
                     return false;
                 }
-                let moved = |i: usize, v0: u64| {
-                    let v = cur(i);
-                    v != v0 && v != u
+                // A single reader moved: it published another request than `u` since the
+                // scan. A batch reader moved: it read again since, so it published every
+                // request of the scan's batch.
+                let moved = |s: &Seen| match s.reads {
+                    None => {
+                        let v = cur(s.i);
+                        v != s.serving && v != u
+                    }
+                    Some(r0) => reads(s.i) != r0,
                 };
-                let all_moved = idle.iter().all(|&(i, v0)| moved(i, v0))
-                    && (*n..slots.len()).all(|i| moved(i, 0));
-                !all_moved
+                let all_moved = idle.iter().all(moved)
+                    && (*n..slots.len()).all(|i| {
+                        let v = cur(i);
+                        slots[i].batched || (v != 0 && v != u)
+                    });
+                if all_moved {
+                    return false;
+                }
+                if e.since.elapsed() > PENDING_TTL {
+                    // Kept past the TTL only while a batch reader is still inside the
+                    // scan's batch, in a request then or since: `u` may be behind it in
+                    // its ring (a request blocked in an inner server).
+                    return idle.iter().any(|s| {
+                        let v = cur(s.i);
+                        let busy = v != s.serving || (v != 0 && v & 1 == 0);
+                        s.reads.is_some_and(|r0| reads(s.i) == r0) && busy
+                    });
+                }
+                true
             });
         }
         // Relaxed: under `pending` (see the field).

@@ -7,6 +7,8 @@ use std::sync::Arc;
 
 #[cfg(uvfs_loom)]
 use super::Mutation;
+#[cfg(not(uvfs_loom))]
+use super::PENDING_TTL;
 use super::{IntrSlots, Target};
 use crate::sync::{AtomicU64, Ordering};
 
@@ -136,6 +138,78 @@ mod unit {
         assert!(!s.interrupt(4));
         assert_eq!(s.pending_count(), 0);
     }
+
+    /// Bug (reviewer, the io_uring transport): a ring worker serves what one read fetched
+    /// one request after another, and the kernel marks each sent when it puts it in an
+    /// entry; an interrupt of request 4, behind request 2 that blocks (an inner server that
+    /// hangs), found the worker "serving 2" and was dropped once every other slot moved on
+    /// or after [`PENDING_TTL`]; 4 then ran without it, and its caller could not be ended.
+    /// Fix: a batch reader's slot holds the interrupt until the worker read again, past the
+    /// TTL too while it is in a request of that batch; the worker takes it at publish.
+    #[test]
+    fn a_batch_reader_keeps_the_interrupt_of_a_request_behind_a_blocked_one() {
+        let (s, p) = world();
+        let ring = s.register_batched(p.clone());
+        let other = s.register(Arc::new(Probe::default()));
+        s.next_batch(&ring);
+        // The read fetched 2 and 4; 2 blocks.
+        s.publish(&ring, 2);
+        assert!(!s.interrupt(4));
+        // The other worker moves on; long after, the interrupt is still there.
+        s.publish(&other, 6);
+        s.withdraw(&other, 6);
+        backdate(&s);
+        s.publish(&other, 8);
+        s.withdraw(&other, 8);
+        assert_eq!((p.hits(), s.pending_count()), (0, 1));
+        s.withdraw(&ring, 2);
+        assert_eq!(s.pending_count(), 1);
+        s.publish(&ring, 4);
+        assert_eq!((p.hits(), p.pending(), s.pending_count()), (1, 1, 0));
+        s.withdraw(&ring, 4);
+        assert_eq!(p.pending(), 0);
+    }
+
+    /// What a batch reader holds goes when it reads again (it served its batch), or when it
+    /// retires; an interrupt found with the reader idle (between reads) still ages out.
+    #[test]
+    fn a_batch_reader_releases_the_interrupt_at_its_next_read() {
+        let (s, p) = world();
+        let ring = s.register_batched(p.clone());
+        s.next_batch(&ring);
+        s.publish(&ring, 2);
+        s.withdraw(&ring, 2);
+        assert!(!s.interrupt(4));
+        assert_eq!(s.pending_count(), 1);
+        s.next_batch(&ring);
+        s.publish(&ring, 6);
+        assert_eq!((s.pending_count(), p.hits()), (0, 0));
+        s.withdraw(&ring, 6);
+        // Idle between reads past the TTL: dropped.
+        assert!(!s.interrupt(8));
+        backdate(&s);
+        let other = s.register(Arc::new(Probe::default()));
+        s.publish(&other, 10);
+        assert_eq!(s.pending_count(), 0);
+        s.withdraw(&other, 10);
+        // Retired: holds nothing.
+        s.retire(&ring);
+        assert!(!s.interrupt(12));
+        s.publish(&other, 14);
+        assert_eq!(s.pending_count(), 0);
+        s.withdraw(&other, 14);
+        assert_eq!(p.hits(), 0);
+    }
+
+    /// Makes every pending interrupt older than [`PENDING_TTL`].
+    fn backdate(s: &IntrSlots<Arc<Probe>>) {
+        for e in crate::sync::lock(&s.pending).iter_mut() {
+            e.since = e
+                .since
+                .checked_sub(PENDING_TTL * 2)
+                .expect("a monotonic clock past 4 s");
+        }
+    }
 }
 
 #[cfg(uvfs_loom)]
@@ -250,6 +324,52 @@ mod models {
             s.withdraw(&slot, 6);
             assert!(p.hits() <= 1);
         });
+    }
+
+    /// A ring worker's read fetched requests 2 and 4 (both sent: the interrupt of 4 may
+    /// come); it blocks in 2 (an inner server) while the interrupt of 4 is read and worker
+    /// B serves 6 (its cold paths sweep). The interrupt must not reach 2, and the worker
+    /// must take it when it starts 4.
+    fn request_behind_a_blocked_one_gets_its_interrupt(m: Option<Mutation>) {
+        loom::model(move || {
+            let (s, p) = world(m);
+            let w = s.register_batched(p.clone());
+            let b = s.register(Arc::new(Probe::default()));
+            s.next_batch(&w);
+            let r = reader(&s, 4);
+            let t = {
+                let s = s.clone();
+                thread::spawn(move || {
+                    s.publish(&b, 6);
+                    s.withdraw(&b, 6);
+                })
+            };
+            s.publish(&w, 2);
+            // Blocked in request 2 while the interrupt of 4 is handled and B moves on.
+            r.join().unwrap();
+            t.join().unwrap();
+            assert_eq!(p.hits(), 0, "the interrupt of request 4 reached request 2");
+            s.withdraw(&w, 2);
+            s.publish(&w, 4);
+            assert_eq!(
+                p.hits(),
+                1,
+                "the interrupt of a request behind a blocked one in its ring was lost"
+            );
+            s.withdraw(&w, 4);
+            assert_eq!((p.pending(), s.pending_count()), (0, 0));
+        });
+    }
+
+    #[test]
+    fn loom_serve_intr_request_behind_a_blocked_one_is_interrupted() {
+        request_behind_a_blocked_one_gets_its_interrupt(None);
+    }
+
+    #[test]
+    #[should_panic(expected = "behind a blocked one in its ring was lost")]
+    fn loom_serve_intr_batch_as_single_is_caught() {
+        request_behind_a_blocked_one_gets_its_interrupt(Some(Mutation::BatchAsSingle));
     }
 
     #[test]

@@ -98,7 +98,12 @@
 //!
 //! Which transports: uvfs's own `/dev/fuse` loop ([`serve_dev`], `uvfs mount` as root) and
 //! the io_uring transport (the interrupt comes on `/dev/fuse`, the request is served on a
-//! ring: the same slots). fuser's session (`uvfs mount` without root, mounted through
+//! ring: the same slots). A ring worker holds up to `RING_DEPTH` (`ring.rs`)
+//! requests the kernel already counts as sent and serves them one after another, so an
+//! interrupt of a request waiting behind one that blocks stays pending until the worker
+//! starts it (its slot is a batch reader's: `fuse/serve_intr.rs`, "Batches"), and that
+//! request starts interrupted; meanwhile every request takes the interrupt bookkeeping's
+//! cold path. fuser's session (`uvfs mount` without root, mounted through
 //! `fusermount3`) answers `FUSE_INTERRUPT` with `ENOSYS` itself (fuser 0.18
 //! `request.rs`), after which the kernel sends no more (`fc->no_interrupt`): there a
 //! request blocked in an inner server cannot be interrupted. [`serve_dev`] reads with
@@ -306,6 +311,27 @@ thread_local! {
 /// A worker's interrupt slot as `INTR` keeps it: the id of the server it is registered
 /// with, and the slot.
 type WorkerSlot = Option<(u64, Arc<CacheLine<ServeSlot<Interrupter>>>)>;
+
+/// A ring worker's interrupt slot ([`UvfsFuse::register_intr_batched`]): retired when
+/// dropped (the worker reads no more).
+struct BatchReader<'a> {
+    fs: &'a UvfsFuse,
+    slot: Arc<CacheLine<ServeSlot<Interrupter>>>,
+}
+
+impl BatchReader<'_> {
+    /// The worker is about to read: see [`IntrSlots::next_batch`].
+    #[inline]
+    fn next_batch(&self) {
+        self.fs.intr.next_batch(&self.slot);
+    }
+}
+
+impl Drop for BatchReader<'_> {
+    fn drop(&mut self) {
+        self.fs.intr.retire(&self.slot);
+    }
+}
 
 /// uvfs served over FUSE: implements [`fuser::Filesystem`] on a mount's namespace.
 ///
@@ -623,6 +649,18 @@ impl UvfsFuse {
     #[cold]
     fn register_intr(&self, cell: &RefCell<WorkerSlot>) {
         *cell.borrow_mut() = Some((self.id, self.intr.register(Interrupter::current())));
+    }
+
+    /// Registers the calling thread's interrupt slot with this server as a batch reader's
+    /// (a ring worker, `ring.rs`: what one `io_uring_enter` fetched into its entries is
+    /// served one request after another), before its first read; it then calls
+    /// [`IntrSlots::next_batch`] before each read (`intr_next_batch`) and
+    /// [`IntrSlots::retire`] when it ends (the returned guard's drop).
+    #[cold]
+    fn register_intr_batched(&self) -> BatchReader<'_> {
+        let slot = self.intr.register_batched(Interrupter::current());
+        INTR.with(|cell| *cell.borrow_mut() = Some((self.id, slot.clone())));
+        BatchReader { fs: self, slot }
     }
 
     /// A `FUSE_INTERRUPT` for request `unique`: the worker serving it is interrupted, or the

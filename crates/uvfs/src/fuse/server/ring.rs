@@ -15,7 +15,14 @@
 //!   [`UvfsFuse::dispatch`] (`dev.rs`'s readers: one after the rings are up, when it carries
 //!   only forgets and interrupts, as many as [`serve_dev`](super::serve_dev) has if the
 //!   kernel refused them). An interrupt read there finds its request on whichever ring
-//!   serves it (`fuse/serve_intr.rs`).
+//!   serves it (`fuse/serve_intr.rs`). A worker's slot there is a batch reader's,
+//!   registered before its first read and told of each `io_uring_enter`: the kernel marks
+//!   a request sent (`FR_SENT`, so its interrupt may come) when it puts it in an entry,
+//!   and the worker serves what one enter fetched one request after another, so a request
+//!   may wait, sent, behind one that blocks; its interrupt stays pending until the worker
+//!   starts it ("Batches" there). Open: the commits of a batch are submitted only once it
+//!   is all served, so the answer of a request served before one that blocks waits for
+//!   that one too (its caller, even killed, waits with it).
 //! - The SQEs are built with the `io-uring` crate and `sqe->len` (2 iovecs) is set through
 //!   the entry's bytes (`abi::sqe`): the crate's `UringCmd80` has no `len`. rustix's raw
 //!   `io_uring` would mean mapping and driving the rings by hand.
@@ -634,12 +641,17 @@ fn queue_worker(
     if faults.refuse == Some(qid) {
         std::thread::sleep(Duration::from_secs(1));
     }
+    // Before the first read: a request the kernel puts in an entry is sent (`FR_SENT`, so
+    // its interrupt may come) before this worker serves the ones ahead of it in the batch
+    // (module doc, "Interrupts").
+    let intr = fs.register_intr_batched();
     for i in 0..RING_DEPTH {
         if let Err(e) = q.push_register(i) {
             let _ = up.send(Err(e));
             return WorkerEnd::default();
         }
     }
+    intr.next_batch();
     if let Err(e) = q.ring.submit() {
         // Nothing reached the kernel, or some did: `Drop` leaks the buffers either way.
         let _ = up.send(Err(format!("queue {qid}: REGISTER: {e}")));
@@ -712,6 +724,8 @@ fn queue_worker(
         if !q.entries.iter().any(|e| e.in_kernel) {
             break;
         }
+        // Every request reaped above was served: the next batch begins.
+        intr.next_batch();
         match q.ring.submit_and_wait(1) {
             Ok(_) => wait_errors = 0,
             Err(e) if e.raw_os_error() == Some(rustix::io::Errno::INTR.raw_os_error()) => {}
