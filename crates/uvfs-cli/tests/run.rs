@@ -1264,3 +1264,42 @@ fn file_locks_match_linux() {
         assert!(text(&native.stdout).lines().count() >= 3);
     }
 }
+
+/// `fcntl(F_DUPFD_QUERY)` (Linux 6.10) on uvfs descriptors: 1 for a `dup` of the same open
+/// file, 0 for another open of the same path and for a pipe, `EBADF` for a closed `arg`,
+/// as the kernel answers on its tmpfs. Before: `EINVAL` (the unknown-command answer).
+#[test]
+fn fcntl_dupfd_query_like_linux() {
+    if !have("python3") {
+        println!("skipped: needs python3");
+        return;
+    }
+    let code = r#"
+import fcntl, os, sys
+p = os.path.join(sys.argv[1], "q")
+a = os.open(p, os.O_CREAT | os.O_RDWR, 0o600)
+b = os.dup(a)
+c = os.open(p, os.O_RDONLY)
+r, w = os.pipe()
+def q(x, y):
+    try:
+        return fcntl.fcntl(x, 1027, y)
+    except OSError as e:
+        return os.strerror(e.errno)
+print(q(a, b), q(b, a), q(a, c), q(a, r), q(r, a), q(a, 999))
+"#;
+    let prog = ["python3", "-c", code];
+    let mut args = vec!["--"];
+    args.extend(prog);
+    args.push("/tmp");
+    let o = uvfs_run(&args);
+    assert_eq!(
+        text(&o.stdout),
+        "1 1 0 0 0 Bad file descriptor\n",
+        "{}",
+        text(&o.stderr)
+    );
+    if let Some(k) = on_kernel_tmpfs(&prog) {
+        assert_eq!(text(&o.stdout), text(&k.stdout), "{}", text(&k.stderr));
+    }
+}

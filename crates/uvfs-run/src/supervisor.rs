@@ -1965,7 +1965,26 @@ impl Sup {
                     | F_GETPIPE_SZ
                     | F_ADD_SEALS
                     | F_GET_SEALS
-                    | 1035..=1038) => self.unsupported(&format!("fcntl command {cmd}")),
+                    | 1035..=1038
+                    // F_CREATED_QUERY (Linux 6.12): uvfs does not record FMODE_CREATED.
+                    | 1028) => self.unsupported(&format!("fcntl command {cmd}")),
+                    // F_DUPFD_QUERY (Linux 6.10, fs/fcntl.c `f_dupfd_query`): 1 when
+                    // descriptor `arg` names the same open file as `fd`, 0 when another,
+                    // EBADF when `arg` is not open.
+                    1027 => {
+                        let other = a[2] as i32;
+                        if is_uvfs(other) {
+                            let (x, y) = (t.fget_file(Fd(fd)).map_err(raw)?, t.fget_file(Fd(other)).map_err(raw)?);
+                            return val(i64::from(std::ptr::eq::<uvfs::File>(&**x.file(), &**y.file())));
+                        }
+                        // A descriptor of the program's own (a host file, pipe, socket)
+                        // names another file than a uvfs one.
+                        if other >= 0 && std::path::Path::new(&format!("/proc/{pid}/fd/{other}")).symlink_metadata().is_ok() {
+                            val(0)
+                        } else {
+                            Err(EBADF)
+                        }
+                    }
                     // Unknown commands: EINVAL, as Linux's `do_fcntl`.
                     _ => Err(EINVAL),
                 }
