@@ -327,9 +327,18 @@ impl FileLockContext {
         self.any.load(plain::Ordering::Relaxed)
     }
 
-    /// `posix_test_lock`: the first lock of another owner that conflicts with `req`.
+    /// `posix_test_lock`: the first lock of another owner that conflicts with `req`; for
+    /// an `F_UNLCK` request (`F_OFD_GETLK` only), the first of `req.owner`'s own locks
+    /// that overlaps it (`posix_test_locks_conflict`, Linux 6.6+).
     fn test_posix(&self, req: &PosixLock) -> Option<PosixLock> {
         let g = wait::lock(&self.state);
+        if req.ty == F_UNLCK {
+            return g
+                .posix
+                .iter()
+                .find(|l| l.owner == req.owner && req.overlaps(l))
+                .copied();
+        }
         g.posix.iter().find(|l| req.conflicts(l)).copied()
     }
 
@@ -624,7 +633,7 @@ impl<V: Variant> Task<V> {
     /// `EBADF` (`fd` not open, or `O_PATH`; a `Set` of `F_RDLCK` without read access or of
     /// `F_WRLCK` without write access; `fd` closed by another thread while a classic lock
     /// was being set, which is then removed), `EINVAL` (`l_type` not a lock type, or
-    /// `F_UNLCK` for a `GetLk`; `l_whence` not `SEEK_SET`/`SEEK_CUR`/`SEEK_END`; a range
+    /// `F_UNLCK` for a `GetLk` (an `OfdGetLk` takes it: the open file's own lock over the range, Linux 6.6+); `l_whence` not `SEEK_SET`/`SEEK_CUR`/`SEEK_END`; a range
     /// that starts before 0; `l_pid` not 0 for an `Ofd` command), `EOVERFLOW` (a range end
     /// past `i64::MAX`), `EAGAIN` (`SetLk`/`OfdSetLk`: a conflicting lock), `EDEADLK`
     /// (`SetLkW`: the owner of the conflicting lock waits, directly or through others, for
@@ -651,7 +660,10 @@ impl<V: Variant> Task<V> {
         }
         match cmd {
             LockCmd::GetLk | LockCmd::OfdGetLk => {
-                if fl.l_type != F_RDLCK && fl.l_type != F_WRLCK {
+                // `F_UNLCK` asks `F_OFD_GETLK` for the descriptor's own lock over the range
+                // (Linux 6.6+ `fcntl_getlk`); `F_GETLK` refuses it.
+                let unlck_ok = cmd == LockCmd::OfdGetLk && fl.l_type == F_UNLCK;
+                if fl.l_type != F_RDLCK && fl.l_type != F_WRLCK && !unlck_ok {
                     return Err(Errno::EINVAL);
                 }
                 let range = to_range(f, fl)?;

@@ -457,6 +457,36 @@ fn ofd_locks() {
 }
 
 #[test]
+fn ofd_getlk_of_unlck_reports_the_descriptors_own_lock() {
+    // Probe (Linux 6.18 tmpfs, Python): F_OFD_GETLK with F_UNLCK (Linux 6.6+) reports the
+    // open file's own OFD lock over the range ((WR, 0, 0, 10, -1)), F_UNLCK with the fields
+    // left when it has none there (another open of the file; past the lock; no lock at
+    // all); F_GETLK of F_UNLCK and F_OFD_GETLK of type 7 are EINVAL.
+    expect(
+        vec![
+            Ok((UN, 0, 0, 0, 0)),
+            Ok((WR, 0, 0, 10, -1)),
+            Ok((UN, 0, 5, 1, 0)),
+            Ok((UN, 0, 20, 1, 0)),
+            Err(Errno::EINVAL),
+            Err(Errno::EINVAL),
+        ],
+        |s| {
+            let fd = file(s);
+            let fd2 = s.open(b"/f", RW, 0).unwrap();
+            let mut out = vec![get(s, fd, OGET, UN, 0, 0)];
+            set(s, fd, OSET, WR, 0, 10).unwrap();
+            out.push(get(s, fd, OGET, UN, 5, 1));
+            out.push(get(s, fd2, OGET, UN, 5, 1));
+            out.push(get(s, fd, OGET, UN, 20, 1));
+            out.push(get(s, fd, GET, UN, 0, 0));
+            out.push(get(s, fd, OGET, 7, 0, 0));
+            out
+        },
+    );
+}
+
+#[test]
 fn ofd_and_classic_of_one_process_conflict() {
     // Probe: a classic W [0,10) and an OFD W at 5 through another open of the same
     // process: EAGAIN; F_OFD_GETLK sees the classic lock with the process's pid.
