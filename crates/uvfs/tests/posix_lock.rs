@@ -804,3 +804,41 @@ fn deadlock_seen_while_another_thread_still_waits() {
         drop(h2.join().unwrap());
     }
 }
+
+#[test]
+fn no_stale_edeadlk_after_unlock() {
+    // Bug: P holds [0,1) and sleeps in F_SETLKW on [1,2), held by Q; Q unlocks [1,2) and at
+    // once asks F_SETLKW for [0,1): uvfs answered EDEADLK (12 of 20 runs), Linux sleeps.
+    // Cause: P's entry in the deadlock table stayed until P's thread woke and returned, so Q
+    // saw "P waits for Q". Fix: a change that wakes a context's waiters drops their entries
+    // at once (Linux: `locks_delete_lock_ctx` -> `locks_wake_up_blocks` ->
+    // `__locks_delete_block`); a waiter that must sleep again records itself anew.
+    let mut bad = 0;
+    for _ in 0..20 {
+        let u = each_fs().into_iter().next().unwrap();
+        let p = &u.task;
+        let fd = open_f(p);
+        t_set(p, fd, SET, WR, 0, 1).unwrap();
+        let q = p.fork();
+        t_set(&q, fd, SET, WR, 1, 1).unwrap();
+        let (rx1, h1) = run_child(p.clone_thread(), move |t, tx| {
+            tx.send(t_set(t, fd, LockCmd::SetLkW, WR, 1, 1)).unwrap();
+        });
+        settle();
+        let (rxq, hq) = run_child(q, move |q, tx| {
+            t_set(q, fd, SET, UN, 1, 1).unwrap();
+            tx.send(t_set(q, fd, LockCmd::SetLkW, WR, 0, 1)).unwrap();
+        });
+        let got1 = next(&rx1);
+        settle();
+        t_set(p, fd, SET, UN, 0, 0).unwrap();
+        let gotq = next(&rxq);
+        if gotq == Ok(Err(Errno::EDEADLK)) {
+            bad += 1;
+        }
+        assert_eq!(got1, Ok(Ok(())));
+        drop(hq.join().unwrap());
+        drop(h1.join().unwrap());
+    }
+    assert_eq!(bad, 0, "spurious EDEADLK in {bad}/20 runs");
+}
