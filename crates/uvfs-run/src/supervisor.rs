@@ -1114,6 +1114,20 @@ impl Sup {
         }
     }
 
+    /// `F_GETLK` (`f`: the answer), and once more after a [`sweep`](Self::sweep) if it
+    /// found a conflicting lock: as for [`lock_retry`](Self::lock_retry), the lock may be
+    /// one of a process that has exited (Linux reports `F_UNLCK` once its exit dropped
+    /// it). Context: may hold one `Proc` lock.
+    fn getlk_retry(&self, f: impl Fn() -> Result<Flock, Errno>) -> Result<Flock, Errno> {
+        match f() {
+            Ok(fl) if fl.l_type != uvfs::locks::F_UNLCK => {
+                self.sweep();
+                f()
+            }
+            r => r,
+        }
+    }
+
     /// `f`, and once more after a [`sweep`](Self::sweep) if it failed with `ETXTBSY`: a
     /// program that has exited may still hold its exec file (`Proc::exe`) until a sweep
     /// sees it gone, where Linux drops the denial before its parent's `wait` returns.
@@ -1925,7 +1939,12 @@ impl Sup {
                         let mut fl = flock_from(&b);
                         match cmd {
                             LockCmd::GetLk | LockCmd::OfdGetLk => {
-                                t.fcntl_lock(Fd(fd), cmd, &mut fl).map_err(raw)?;
+                                fl = self
+                                    .getlk_retry(|| {
+                                        let mut got = fl;
+                                        t.fcntl_lock(Fd(fd), cmd, &mut got).map(|()| got)
+                                    })
+                                    .map_err(raw)?;
                                 // Linux copies the whole struct back (padding as read).
                                 flock_into(&fl, &mut b);
                                 sys::write_mem(pid, a[2], &b)?;
