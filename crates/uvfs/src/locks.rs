@@ -760,12 +760,10 @@ impl<V: Variant> Task<V> {
                     // The close race of `fcntl_setlk`: a close of `fd` by another thread
                     // of the process while we set the lock removed the process's locks
                     // before ours was in: if `fd` no longer names the file, remove them
-                    // again (as the close would have).
-                    let same = match self.fdget_raw(fd) {
-                        Ok(g) => std::ptr::eq(&*g, f),
-                        Err(_) => false,
-                    };
-                    if !same {
+                    // again (as the close would have). Under the table's `file_lock`, as
+                    // Linux's, so that the close cannot miss our lock while we miss its
+                    // close (`FilesRef::names`).
+                    if !self.fd_table().names(fd.0, f) {
                         ctx.remove_posix(self.lock_owner());
                         return Err(Errno::EBADF);
                     }

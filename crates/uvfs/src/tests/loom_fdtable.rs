@@ -509,3 +509,53 @@ fn borrows_close_range() {
         assert_eq!(s.live(), 0, "a file leaked or was released twice");
     });
 }
+
+/// Bug (review): `fcntl(fd, F_SETLK)` by one thread against `close(fd)` by another could
+/// leave the process a lock on a file after both returned, where Linux never does. Cause:
+/// the setter's re-check that `fd` still names the file (`fcntl_setlk`'s "close/fcntl race"
+/// check) was a lockless load, and the close's look for the inode's locks (the
+/// `flctx().is_none()` fast path under `file_lock` when another descriptor keeps the file
+/// open, `holds_any` after it) a plain load after its slot store: store buffering, each side
+/// reading the other's old value. Fix: the re-check runs under `file_lock`
+/// (`FilesRef::names`, Linux `files_lookup_fd_locked` under `files->file_lock`), so either
+/// the close's critical section comes first and the re-check sees the slot cleared (the
+/// setter removes its locks, `EBADF`), or the setter's comes first and the close sees the
+/// lock context and the lock. Real code throughout: `fcntl_lock` and `close` (the lock
+/// context's own mutex and flag are `std`'s, unseen by loom; the table and the context's
+/// `OnceBox` are loom's). Limit: this model passes on the lockless re-check too (loom did
+/// not produce the bad outcome there: the borrowing `fdget` the old re-check used issues a
+/// loom-only SeqCst fence, and the context's flag is unseen), so it guards the protocol's
+/// outcome, not the old bug; the argument for the fix is `FilesRef::names`'s doc.
+#[test]
+fn setlk_recheck_vs_close() {
+    use crate::locks::{Flock, LockCmd, F_UNLCK, F_WRLCK};
+    loom::model(|| {
+        let _pin = epoch::pin();
+        let s = Setup::<Uvfs>::new();
+        let (fd, _) = s.open("a");
+        // A second descriptor keeps the file open: the close takes the fast path.
+        let keep = s.task.dup(Fd(fd)).unwrap();
+        let t = s.task.clone_thread();
+        let setter = thread::spawn(move || {
+            let mut fl = Flock {
+                l_type: F_WRLCK,
+                ..Flock::default()
+            };
+            let r = t.fcntl_lock(Fd(fd), LockCmd::SetLk, &mut fl);
+            assert!(matches!(r, Ok(()) | Err(Errno::EBADF)), "{r:?}");
+        });
+        s.task.close(Fd(fd)).unwrap();
+        setter.join().unwrap();
+        // Both returned: the close of `fd` removed the process's locks on the file, or the
+        // setter saw the close and removed them itself.
+        let other = s.task.fork();
+        let mut fl = Flock {
+            l_type: F_WRLCK,
+            ..Flock::default()
+        };
+        other.fcntl_lock(keep, LockCmd::GetLk, &mut fl).unwrap();
+        assert_eq!(fl.l_type, F_UNLCK, "a lock survived the close: {fl}");
+        drop(other);
+        s.task.close(keep).unwrap();
+    });
+}
