@@ -272,6 +272,22 @@ impl ExecPending {
     fn done(&self, tgid: i32, caller: i32) -> bool {
         caller == self.tid || !thread_alive(tgid, self.tid, &self.pidfd)
     }
+
+    /// Whether the exec's thread may still be in its `execve`/`execveat`: its
+    /// `/proc/TGID/task/TID/syscall` names one of them, or cannot tell (`running`: on a
+    /// CPU, possibly inside the exec; unreadable). `false` when it is blocked in another
+    /// call or in none (`-1`): then the exec failed (a good one leaves no other caller of
+    /// this process, or gives the thread the group's id, see `done`).
+    fn in_exec(&self, tgid: i32) -> bool {
+        let Ok(s) = std::fs::read_to_string(format!("/proc/{tgid}/task/{}/syscall", self.tid))
+        else {
+            return true;
+        };
+        match s.split_whitespace().next().map(str::parse::<i64>) {
+            Some(Ok(nr)) => nr == libc::SYS_execve || nr == libc::SYS_execveat,
+            _ => true,
+        }
+    }
 }
 
 /// A table forked at a `clone` notification, waiting for the child's first call.
@@ -1281,12 +1297,18 @@ impl Sup {
         let a = n.args;
         if let Some(e) = &pr.exec_pending {
             if e.done(tgid, pid) {
-                settle_exec(pr, tgid);
+                settle_exec(pr, tgid, pid == e.tid);
             } else if matches!(n.nr, libc::SYS_execve | libc::SYS_execveat) {
-                // Another thread's exec is under way: as Linux's `de_thread` answers an
-                // exec racing another thread's (one record of the pending exec each
-                // process; see `ExecPending`).
-                return Err(libc::EAGAIN);
+                if e.in_exec(tgid) {
+                    // Another thread's exec is under way: as Linux's `de_thread` answers
+                    // an exec racing another thread's (one record of the pending exec
+                    // each process; see `ExecPending`).
+                    return Err(libc::EAGAIN);
+                }
+                // Its exec failed and the thread went on without a notified call since
+                // (it may only wait in futexes for long): settle it now, so that this
+                // exec is not refused for as long.
+                settle_exec(pr, tgid, false);
             }
         }
         if n.nr == libc::SYS_exit_group {
@@ -2799,7 +2821,10 @@ impl Sup {
 
 /// After an `execve` was let through, once it is over (see [`ExecPending`]): the descriptors the kernel closed on exec (their
 /// numbers gone from `/proc/PID/fd`) are closed in uvfs too. A failed exec closed none.
-fn settle_exec(pr: &mut Proc, tgid: i32) {
+/// `by_caller`: settled at the exec thread's own next call (else at another thread's, the
+/// exec thread having gone on meanwhile: then the rewritten path string is left as it is,
+/// since that thread may be using or have freed its memory; docs/run.md).
+fn settle_exec(pr: &mut Proc, tgid: i32, by_caller: bool) {
     pr.exec_pending = None;
     // A new program: capabilities recomputed (a root thread's raised again, others'
     // cleared but for ambient ones), and the thread that made the call now has the thread
@@ -2831,7 +2856,7 @@ fn settle_exec(pr: &mut Proc, tgid: i32) {
         // writing the old bytes there corrupted its heap (glibc's "malloc(): unaligned
         // tcache chunk detected" under pjdfstest). Such a parent still holding the string
         // reads `/dev/fd/K` in it (see docs/run.md).
-        if failed {
+        if failed && by_caller {
             let _ = sys::write_mem(tgid, addr, &orig);
         }
     }
