@@ -773,6 +773,38 @@ impl<V: Variant> Task<V> {
         }
     }
 
+    /// Removes, on open file `f`, the lock a `Set` command `cmd` over `fl`'s range took
+    /// (this task's process's for a classic command, `f`'s own for an `Ofd` one; `fl`'s
+    /// `l_type` is ignored), or with `fl` `None` `f`'s `flock` lock: as `F_UNLCK` or
+    /// `LOCK_UN` through a descriptor of `f`, without a descriptor. For a caller that must
+    /// take back a lock granted to a call that is gone (`uvfs run`), on the file that call
+    /// named, where a descriptor number may name another file by then. A `SEEK_CUR` or
+    /// `SEEK_END` range is resolved against `f`'s position and size now.
+    ///
+    /// # Errors
+    /// As the `F_UNLCK` form of [`fcntl_lock`](Self::fcntl_lock) (`EINVAL`, `EOVERFLOW`).
+    pub fn unlock_file(
+        &self,
+        f: &crate::OpenFile<V>,
+        cmd: LockCmd,
+        fl: Option<&Flock>,
+    ) -> Result<()> {
+        let f: &File<V> = f.file();
+        let Some(ctx) = f.inode().flctx() else {
+            return Ok(());
+        };
+        let Some(fl) = fl else {
+            return ctx.flock_lock(file_id(f), F_UNLCK, false);
+        };
+        let fl = Flock {
+            l_type: F_UNLCK,
+            ..*fl
+        };
+        let range = to_range(f, &fl)?;
+        let req = self.posix_request(f, cmd, &fl, range)?;
+        ctx.posix_lock(req, false)
+    }
+
     /// `flock(2)`: `LOCK_SH`, `LOCK_EX` (either may have `LOCK_NB`) or `LOCK_UN` on the open
     /// file of `fd`. The lock belongs to the open file: descriptors `dup`'d from it or
     /// inherited by `fork` share it (a second `flock` through them converts it), other

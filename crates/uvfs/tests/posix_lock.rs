@@ -842,3 +842,31 @@ fn no_stale_edeadlk_after_unlock() {
     }
     assert_eq!(bad, 0, "spurious EDEADLK in {bad}/20 runs");
 }
+
+#[test]
+fn unlock_file_acts_on_the_open_file_not_a_descriptor() {
+    // `Task::unlock_file`, which `uvfs run` uses to take back a lock granted to a call that
+    // is gone: the lock goes from the open file it names even when its descriptor number
+    // now names another file (a classic lock, an OFD lock, a `flock` lock).
+    let u = each_fs().into_iter().next().unwrap();
+    let p = &u.task;
+    let fd = open_f(p);
+    let held = p.fget_file(fd).unwrap();
+    t_set(p, fd, SET, WR, 0, 10).unwrap();
+    t_set(p, fd, OSET, WR, 20, 10).unwrap();
+    p.flock(fd, LOCK_EX).unwrap();
+    p.close(fd).unwrap();
+    let other = p
+        .open("/g", OpenFlags::CREAT | OpenFlags::RDWR, 0o644)
+        .unwrap();
+    assert_eq!(other, fd);
+    p.unlock_file(&held, OSET, Some(&lk(WR, SEEK_SET, 20, 10)))
+        .unwrap();
+    p.unlock_file(&held, SET, None).unwrap();
+    let q = p.fork();
+    let fd2 = open_f(&q);
+    let mut fl = lk(WR, SEEK_SET, 0, 0);
+    q.fcntl_lock(fd2, GET, &mut fl).unwrap();
+    assert_eq!(fl.l_type, UN, "{fl}");
+    assert_eq!(q.flock(fd2, LOCK_EX | LOCK_NB), Ok(()));
+}
