@@ -525,7 +525,8 @@ fn borrows_close_range() {
 /// `OnceBox` are loom's). Limit: this model passes on the lockless re-check too (loom did
 /// not produce the bad outcome there: the borrowing `fdget` the old re-check used issues a
 /// loom-only SeqCst fence, and the context's flag is unseen), so it guards the protocol's
-/// outcome, not the old bug; the argument for the fix is `FilesRef::names`'s doc.
+/// outcome, not the old bug; `setlk_lockless_recheck_misses_close` below shows the old
+/// bug, with a loom stand-in for the flag.
 #[test]
 fn setlk_recheck_vs_close() {
     use crate::locks::{Flock, LockCmd, F_UNLCK, F_WRLCK};
@@ -558,4 +559,61 @@ fn setlk_recheck_vs_close() {
         drop(other);
         s.task.close(keep).unwrap();
     });
+}
+
+/// The store-buffering pair behind `setlk_recheck_vs_close`, with the lock context's flag
+/// (`FileLockContext::any`, a `std` atomic unseen by loom) as a loom stand-in: the setter
+/// publishes its lock, then re-checks the descriptor; the closer clears the slot (real
+/// `close`), then looks for locks. `locked`: the re-check under `file_lock`
+/// (`FilesRef::names`, the fix); else the lockless one it replaced (a counted `fget`).
+/// Panics when an execution leaves a lock neither side removes.
+fn setlk_flag_vs_close(locked: bool) {
+    use loom::sync::atomic::{AtomicBool, Ordering};
+    loom::model(move || {
+        let _pin = epoch::pin();
+        let s = Setup::<Uvfs>::new();
+        let (fd, p) = s.open("a");
+        // Another descriptor keeps the file open (so the setter's file stays alive).
+        let keep = s.task.dup(Fd(fd)).unwrap();
+        let any = Arc::new(AtomicBool::new(false));
+        let t = s.task.clone_thread();
+        let a2 = any.clone();
+        let h = thread::spawn(move || {
+            // Relaxed: as `FileLockContext::publish` (its lock does not order it against
+            // the re-check below).
+            a2.store(true, Ordering::Relaxed);
+            if locked {
+                // SAFETY: `keep` keeps the file open for the whole model.
+                t.fd_table().names(fd, unsafe { &*(p as *const File) })
+            } else {
+                t.files()
+                    .fget(fd)
+                    .is_ok_and(|f| RcuRef::as_ptr(&f) as usize == p)
+            }
+        });
+        s.task.close(Fd(fd)).unwrap();
+        // Relaxed: as `FileLockContext::holds_any`.
+        let seen = any.load(Ordering::Relaxed);
+        let same = h.join().unwrap();
+        if same && !seen {
+            // Not dropped: loom's report must not be followed by a panic in a drop.
+            std::mem::forget(s);
+            panic!("the setter kept its lock and the close did not see it");
+        }
+        s.task.close(keep).unwrap();
+    });
+}
+
+/// With the re-check under `file_lock`, one of the two sides always sees the other.
+#[test]
+fn setlk_locked_recheck_sees_close() {
+    setlk_flag_vs_close(true);
+}
+
+/// The lockless re-check (before the fix): loom must find the execution where both sides
+/// read the old value.
+#[test]
+#[should_panic(expected = "the setter kept its lock")]
+fn setlk_lockless_recheck_misses_close() {
+    setlk_flag_vs_close(false);
 }
