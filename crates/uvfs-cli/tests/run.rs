@@ -1004,6 +1004,68 @@ int main(int argc, char **argv) {
     assert_eq!(o.status.code(), Some(0));
 }
 
+/// Bug (review): after one thread's `execve` failed in the kernel, every other thread's
+/// `execve` got `EAGAIN` until the failed thread's next notified call, which a thread that
+/// then only waits (futexes, sleeps) never makes. Cause: the pending exec was settled only
+/// at that thread's next call. Fix: another thread's exec reads the pending thread's
+/// `/proc/TGID/task/TID/syscall`, and settles the exec when it is no longer in one.
+#[test]
+fn exec_after_another_threads_failed_exec() {
+    if !have("python3") {
+        println!("skipped: needs python3");
+        return;
+    }
+    let script = r#"
+import os, sys, threading, time
+bad = sys.argv[1] + '/junk'
+with open(bad, 'w') as f:
+    f.write('junk')
+os.chmod(bad, 0o755)
+failed = threading.Event()
+err = []
+def t():
+    try:
+        os.execv(bad, [bad])
+    except OSError as e:
+        err.append(e.errno)
+    failed.set()
+    time.sleep(30)
+threading.Thread(target=t, daemon=True).start()
+failed.wait()
+print('thread exec failed', err, flush=True)
+try:
+    os.execv(sys.executable, [sys.executable, '-c', 'print("exec after it")'])
+except OSError as e:
+    print('exec failed', e.errno, flush=True)
+"#;
+    let host = tempfile::tempdir().unwrap();
+    let native = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .arg(host.path())
+        .output()
+        .unwrap();
+    assert!(native.status.success(), "native: {}", text(&native.stderr));
+    let o = uvfs_run(&[
+        "--",
+        "sh",
+        "-c",
+        "mkdir -p /w && exec \"$@\" /w",
+        "sh",
+        "python3",
+        "-c",
+        script,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", text(&o.stderr));
+    assert_eq!(
+        text(&o.stdout),
+        text(&native.stdout),
+        "stderr: {}",
+        text(&o.stderr)
+    );
+    assert!(text(&native.stdout).contains("exec after it"));
+}
+
 /// Compiles the C program `src` with `cc` into a fresh directory (returned with it) as
 /// `name`; `None` (with a line) where the machine has no `cc`.
 fn compile_c(name: &str, src: &str) -> Option<(tempfile::TempDir, String)> {

@@ -23,7 +23,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use rustix::net::{AddressFamily, SocketAddrUnix};
@@ -272,6 +272,22 @@ impl ExecPending {
     fn done(&self, tgid: i32, caller: i32) -> bool {
         caller == self.tid || !thread_alive(tgid, self.tid, &self.pidfd)
     }
+
+    /// Whether the exec's thread may still be in its `execve`/`execveat`: its
+    /// `/proc/TGID/task/TID/syscall` names one of them, or cannot tell (`running`: on a
+    /// CPU, possibly inside the exec; unreadable). `false` when it is blocked in another
+    /// call or in none (`-1`): then the exec failed (a good one leaves no other caller of
+    /// this process, or gives the thread the group's id, see `done`).
+    fn in_exec(&self, tgid: i32) -> bool {
+        let Ok(s) = std::fs::read_to_string(format!("/proc/{tgid}/task/{}/syscall", self.tid))
+        else {
+            return true;
+        };
+        match s.split_whitespace().next().map(str::parse::<i64>) {
+            Some(Ok(nr)) => nr == libc::SYS_execve || nr == libc::SYS_execveat,
+            _ => true,
+        }
+    }
 }
 
 /// A table forked at a `clone` notification, waiting for the child's first call.
@@ -410,6 +426,9 @@ struct Waits {
     /// Notification id -> the calling thread's id and the interrupter of the waiter thread
     /// serving it.
     sleeping: Mutex<HashMap<u64, (i32, Interrupter)>>,
+    /// Signalled when a wait is added to `sleeping` and at the run's end: the watchdog
+    /// sleeps on it (with `sleeping`'s lock) while no request waits, rather than ticking.
+    watched: Condvar,
 }
 
 /// `ERESTARTSYS` (kernel-internal, include/linux/errno.h): the answer to a lock wait a
@@ -441,6 +460,12 @@ fn signal_pending(tid: i32) -> bool {
     (mask("SigPnd:") | shared) & !mask("SigBlk:") & mask("SigCgt:") != 0
 }
 
+/// A lock waiter thread's stack: it runs one lock request (`fcntl_lock` or `flock`, whose
+/// range resolution may ask the file system for the file's size), its answer and an undo;
+/// a quarter of std's 2 MiB default leaves a margin for a file system's size call (a FUSE
+/// request) while a program with many sleeping requests maps far less.
+const WAITER_STACK: usize = 256 * 1024;
+
 /// How often the watchdog looks at the sleeping lock requests: the delay with which a
 /// waiting program's death or a signal to it ends its wait.
 const WATCHDOG_TICK: Duration = Duration::from_millis(20);
@@ -465,20 +490,29 @@ impl LockJob {
     /// Takes back a lock granted to a call that is gone (its thread was killed, so its
     /// process is going, and with it its locks; an OFD or `flock` lock may outlive it in
     /// a file shared with another process). The range (or the `flock` lock) is unlocked,
-    /// which also drops what the caller held there before the call.
-    fn undo(&self, t: &Task) {
+    /// which also drops what the caller held there before the call. On `held`, the file
+    /// the call's descriptor named, not by the descriptor number, which another thread of
+    /// the dying process may have closed and reused meanwhile (the unlock would then
+    /// remove another file's OFD or `flock` lock, and leave this one).
+    fn undo(&self, t: &Task, held: &uvfs::OpenFile) {
         let _ = match *self {
-            LockJob::Posix(fd, cmd, mut fl) => {
-                fl.l_type = uvfs::locks::F_UNLCK;
+            LockJob::Posix(_, cmd, fl) => {
                 let set = if cmd == LockCmd::OfdSetLkW {
                     LockCmd::OfdSetLk
                 } else {
                     LockCmd::SetLk
                 };
-                t.fcntl_lock(fd, set, &mut fl)
+                t.unlock_file(held, set, Some(&fl))
             }
-            LockJob::Flock(fd, _) => t.flock(fd, uvfs::locks::LOCK_UN),
+            LockJob::Flock(..) => t.unlock_file(held, LockCmd::SetLk, None),
         };
+    }
+
+    /// The descriptor the request names.
+    fn fd(&self) -> Fd {
+        match *self {
+            LockJob::Posix(fd, ..) | LockJob::Flock(fd, _) => fd,
+        }
     }
 }
 
@@ -753,6 +787,7 @@ pub(crate) fn run(view: &View, argv: &[OsString]) -> Result<i32, String> {
         waits: Arc::new(Waits {
             listener: waits_listener,
             sleeping: Mutex::new(HashMap::new()),
+            watched: Condvar::new(),
         }),
     };
     lock(&sup.procs).insert(
@@ -817,8 +852,11 @@ pub(crate) fn run(view: &View, argv: &[OsString]) -> Result<i32, String> {
                     .unwrap_or_else(|_| Err(io::Error::other("a supervisor thread panicked")))
             })
             .collect();
-        // Relaxed: see the signal thread.
+        // Relaxed: see the signal thread; the watchdog reads it under `sleeping`'s lock,
+        // which we take after the store before waking it, so it sees it or is woken.
         done.store(true, Ordering::Relaxed);
+        drop(lock(&sup.waits.sleeping));
+        sup.waits.watched.notify_all();
         rs.into_iter().collect::<io::Result<()>>()
     });
     if let Err(e) = &r {
@@ -1040,6 +1078,18 @@ impl Sup {
     /// At the end (`done`) every remaining waiter is interrupted.
     fn watchdog(&self, done: &AtomicBool) {
         loop {
+            // No tick while no request waits: sleeps until a waiter registers or the run
+            // ends (both signal `watched` after their change, under or after `sleeping`'s
+            // lock, which the predicate is read under).
+            drop(
+                self.waits
+                    .watched
+                    .wait_while(lock(&self.waits.sleeping), |s| {
+                        // Relaxed: ordered by `sleeping`'s lock (see its store in `run`).
+                        s.is_empty() && !done.load(Ordering::Relaxed)
+                    })
+                    .unwrap_or_else(std::sync::PoisonError::into_inner),
+            );
             std::thread::sleep(WATCHDOG_TICK);
             // Relaxed: a stop flag, as the signal thread's.
             let stop = done.load(Ordering::Relaxed);
@@ -1071,13 +1121,18 @@ impl Sup {
     /// restarted call never races a late grant; a lock granted to a call that is gone is
     /// given back (`LockJob::undo`).
     fn defer_lock(&self, t: &Task, n: &Notif, job: LockJob) -> R {
+        // The file the request names now (for `LockJob::undo`).
+        let held = t.fget_file(job.fd()).map_err(raw)?;
         let task = t.clone_thread();
         let waits = self.waits.clone();
         let (id, tid) = (n.id, n.pid);
         let spawned = std::thread::Builder::new()
             .name("uvfs-run-lock".into())
+            .stack_size(WAITER_STACK)
             .spawn(move || {
                 lock(&waits.sleeping).insert(id, (tid, Interrupter::current()));
+                // A wait to watch: the watchdog sleeps while there is none.
+                waits.watched.notify_one();
                 let r = job.run(&task);
                 lock(&waits.sleeping).remove(&id);
                 let a = match r {
@@ -1090,7 +1145,7 @@ impl Sup {
                 };
                 let delivered = sys::respond_delivered(waits.listener.as_fd(), id, a);
                 if r.is_ok() && !matches!(delivered, Ok(true)) {
-                    job.undo(&task);
+                    job.undo(&task, &held);
                 }
             });
         match spawned {
@@ -1107,6 +1162,20 @@ impl Sup {
     fn lock_retry(&self, f: impl Fn() -> Result<(), Errno>) -> Result<(), Errno> {
         match f() {
             Err(Errno::EAGAIN) => {
+                self.sweep();
+                f()
+            }
+            r => r,
+        }
+    }
+
+    /// `F_GETLK` (`f`: the answer), and once more after a [`sweep`](Self::sweep) if it
+    /// found a conflicting lock: as for [`lock_retry`](Self::lock_retry), the lock may be
+    /// one of a process that has exited (Linux reports `F_UNLCK` once its exit dropped
+    /// it). Context: may hold one `Proc` lock.
+    fn getlk_retry(&self, f: impl Fn() -> Result<Flock, Errno>) -> Result<Flock, Errno> {
+        match f() {
+            Ok(fl) if fl.l_type != uvfs::locks::F_UNLCK => {
                 self.sweep();
                 f()
             }
@@ -1267,12 +1336,18 @@ impl Sup {
         let a = n.args;
         if let Some(e) = &pr.exec_pending {
             if e.done(tgid, pid) {
-                settle_exec(pr, tgid);
+                settle_exec(pr, tgid, pid == e.tid);
             } else if matches!(n.nr, libc::SYS_execve | libc::SYS_execveat) {
-                // Another thread's exec is under way: as Linux's `de_thread` answers an
-                // exec racing another thread's (one record of the pending exec each
-                // process; see `ExecPending`).
-                return Err(libc::EAGAIN);
+                if e.in_exec(tgid) {
+                    // Another thread's exec is under way: as Linux's `de_thread` answers
+                    // an exec racing another thread's (one record of the pending exec
+                    // each process; see `ExecPending`).
+                    return Err(libc::EAGAIN);
+                }
+                // Its exec failed and the thread went on without a notified call since
+                // (it may only wait in futexes for long): settle it now, so that this
+                // exec is not refused for as long.
+                settle_exec(pr, tgid, false);
             }
         }
         if n.nr == libc::SYS_exit_group {
@@ -1925,7 +2000,12 @@ impl Sup {
                         let mut fl = flock_from(&b);
                         match cmd {
                             LockCmd::GetLk | LockCmd::OfdGetLk => {
-                                t.fcntl_lock(Fd(fd), cmd, &mut fl).map_err(raw)?;
+                                fl = self
+                                    .getlk_retry(|| {
+                                        let mut got = fl;
+                                        t.fcntl_lock(Fd(fd), cmd, &mut got).map(|()| got)
+                                    })
+                                    .map_err(raw)?;
                                 // Linux copies the whole struct back (padding as read).
                                 flock_into(&fl, &mut b);
                                 sys::write_mem(pid, a[2], &b)?;
@@ -2799,7 +2879,10 @@ impl Sup {
 
 /// After an `execve` was let through, once it is over (see [`ExecPending`]): the descriptors the kernel closed on exec (their
 /// numbers gone from `/proc/PID/fd`) are closed in uvfs too. A failed exec closed none.
-fn settle_exec(pr: &mut Proc, tgid: i32) {
+/// `by_caller`: settled at the exec thread's own next call (else at another thread's, the
+/// exec thread having gone on meanwhile: then the rewritten path string is left as it is,
+/// since that thread may be using or have freed its memory; docs/run.md).
+fn settle_exec(pr: &mut Proc, tgid: i32, by_caller: bool) {
     pr.exec_pending = None;
     // A new program: capabilities recomputed (a root thread's raised again, others'
     // cleared but for ambient ones), and the thread that made the call now has the thread
@@ -2831,7 +2914,7 @@ fn settle_exec(pr: &mut Proc, tgid: i32) {
         // writing the old bytes there corrupted its heap (glibc's "malloc(): unaligned
         // tcache chunk detected" under pjdfstest). Such a parent still holding the string
         // reads `/dev/fd/K` in it (see docs/run.md).
-        if failed {
+        if failed && by_caller {
             let _ = sys::write_mem(tgid, addr, &orig);
         }
     }

@@ -1089,6 +1089,24 @@ impl<'a, V: Variant> FilesRef<'a, V> {
         Ok(newfd)
     }
 
+    /// Whether descriptor `fd` names file `f`, read under `file_lock` (skipped on a private
+    /// table: no other thread can close it). `fcntl_setlk`'s re-check after setting a
+    /// classic lock (Linux `files_lookup_fd_locked` under `files->file_lock`): a close of
+    /// `fd` clears the slot under the same lock and looks for the inode's locks after it,
+    /// so either its critical section comes first (this returns `false` and the setter
+    /// removes its locks) or ours does, and then the close, ordered after the setter's
+    /// lock by this acquire-release pair, sees the lock context and the lock and removes
+    /// it. A lockless load here would be one half of a store-buffering pattern with the
+    /// close's lockless load of the lock context (locks.rs `holds_any`, the
+    /// `flctx().is_none()` fast path above), which may then both read old values.
+    pub(crate) fn names(&self, fd: i32, f: &File<V>) -> bool {
+        let a = self.alloc();
+        let Ok(fd) = u32::try_from(fd) else {
+            return false;
+        };
+        ptr::eq(self.t.slot_load_locked(&a, fd), f)
+    }
+
     /// [`FdTable::get_cloexec`] (its errors), without `file_lock` on a private table.
     pub(crate) fn get_cloexec(&self, fd: i32) -> Result<bool> {
         let a = self.alloc();

@@ -21,7 +21,9 @@
 //!   open file (`File`), shared by `dup` and `fork`; they go at its last close.
 //! - Deadlock detection (`EDEADLK`) among classic owners about to sleep in `F_SETLKW`: a
 //!   table of who waits for whom (`BLOCKED`, Linux's `blocked_hash` under
-//!   `blocked_lock_lock`), global as Linux's, written only by a request that must sleep.
+//!   `blocked_lock_lock`), global as Linux's, written by a request that must sleep and
+//!   cleared of a context's sleepers at every change of that context that wakes them (as
+//!   Linux's unlock takes its waiters out of `blocked_hash`).
 //! - Sleeping waits end with `EINTR` when the waiting thread's
 //!   [`Interrupter`](crate::Interrupter) fires (uvfs has no signals; fuse/client/interrupt.rs).
 //! - hostfs: the locks are uvfs's own, not taken on the host file (other host processes do
@@ -186,6 +188,10 @@ struct Locks {
     posix: Vec<PosixLock>,
     /// `flock` locks (`flc_flock`), one per open file at most.
     flock: Vec<FlockLock>,
+    /// Whether `BLOCKED` may hold entries of this context's sleeping requests: set by
+    /// `BlockedEntry::wait_for`, cleared by `unblock` (a stale `true` costs one lock of
+    /// `BLOCKED`), so that a change with no classic sleeper takes no global lock.
+    blocked: bool,
 }
 
 /// An inode's file locks (Linux `struct file_lock_context`), allocated at its first lock
@@ -204,12 +210,30 @@ pub struct FileLockContext {
     any: plain::AtomicBool,
 }
 
-/// Who waits for whom, for deadlock detection: (a classic owner sleeping in `F_SETLKW`,
-/// the owner of the lock it waits for, the sleeping request's own token). Linux's
-/// `blocked_hash` under `blocked_lock_lock`: global, and taken only by a request that is
-/// about to sleep or stops sleeping, never on the open/close/read/write paths. One entry
-/// per sleeping request: threads of one process may sleep at once.
-static BLOCKED: wait::Mutex<Vec<(usize, Owner, usize)>> = wait::Mutex::new(Vec::new());
+/// Who waits for whom, for deadlock detection: one [`Blocked`] per classic request
+/// sleeping in `F_SETLKW`. Linux's `blocked_hash` under `blocked_lock_lock`: global, and
+/// taken only by a request that is about to sleep or stops sleeping, and by a change of a
+/// context that has sleepers (`FileLockContext::unblock`), never on the open/close/read/
+/// write paths. One entry per sleeping request: threads of one process may sleep at once.
+///
+/// An entry lives from its request's decision to sleep until the next change of its
+/// context that wakes the waiters (Linux: `locks_wake_up_blocks` -> `__locks_delete_block`
+/// at the unlock, not when the waiter runs again); a woken request that must sleep again
+/// records itself anew, checking for a deadlock again.
+static BLOCKED: wait::Mutex<Vec<Blocked>> = wait::Mutex::new(Vec::new());
+
+/// An entry of `BLOCKED`.
+#[derive(Copy, Clone, Debug)]
+struct Blocked {
+    /// The sleeping request's owner (a descriptor table's address).
+    waiter: usize,
+    /// The owner of the lock it waits for.
+    blocker: Owner,
+    /// The sleeping request's own token (`BlockedEntry::token`).
+    token: usize,
+    /// The context it sleeps in, by address: its entries go at that context's next change.
+    ctx: usize,
+}
 
 /// `MAX_DEADLK_ITERATIONS`: how long a chain of waiters the detector follows.
 const MAX_DEADLK_ITERATIONS: usize = 10;
@@ -217,7 +241,7 @@ const MAX_DEADLK_ITERATIONS: usize = 10;
 /// `posix_locks_deadlock`: whether `me` waiting for `blocker` closes a cycle of classic
 /// owners waiting for each other (`what_owner_is_waiting_for`: the first sleeping request
 /// of an owner tells what it waits for). Context: caller holds `BLOCKED` (`blocked`).
-fn deadlock(blocked: &[(usize, Owner, usize)], me: usize, blocker: Owner) -> bool {
+fn deadlock(blocked: &[Blocked], me: usize, blocker: Owner) -> bool {
     let mut cur = blocker;
     for _ in 0..=MAX_DEADLK_ITERATIONS {
         let Owner::Files(o) = cur else {
@@ -228,8 +252,8 @@ fn deadlock(blocked: &[(usize, Owner, usize)], me: usize, blocker: Owner) -> boo
         if o == me {
             return true;
         }
-        match blocked.iter().find(|(w, _, _)| *w == o) {
-            Some(&(_, next, _)) => cur = next,
+        match blocked.iter().find(|b| b.waiter == o) {
+            Some(b) => cur = b.blocker,
             None => return false,
         }
     }
@@ -246,22 +270,34 @@ impl BlockedEntry {
         self as *const BlockedEntry as usize
     }
 
-    /// Records that `me` waits for `blocker` (replacing this request's earlier record),
-    /// unless that would deadlock. Context: caller holds the context's `state` (taken
-    /// before `BLOCKED`).
+    /// Records that `me` waits for `blocker` in context `ctx` (replacing this request's
+    /// earlier record, if `unblock` left it), unless that would deadlock. Context: `g` is
+    /// `ctx`'s `state` guard (taken before `BLOCKED`).
     ///
     /// # Errors
     /// `EDEADLK` if `blocker` (transitively) waits for `me`.
-    fn wait_for(&mut self, me: usize, blocker: Owner) -> Result<()> {
+    fn wait_for(
+        &mut self,
+        ctx: &FileLockContext,
+        g: &mut Locks,
+        me: usize,
+        blocker: Owner,
+    ) -> Result<()> {
         let token = self.token();
         let mut b = wait::lock(&BLOCKED);
         if deadlock(&b, me, blocker) {
             return Err(Errno::EDEADLK);
         }
-        match b.iter_mut().find(|(_, _, t)| *t == token) {
-            Some(e) => e.1 = blocker,
-            None => b.push((me, blocker, token)),
+        match b.iter_mut().find(|e| e.token == token) {
+            Some(e) => e.blocker = blocker,
+            None => b.push(Blocked {
+                waiter: me,
+                blocker,
+                token,
+                ctx: ctx.id(),
+            }),
         }
+        g.blocked = true;
         self.0 = true;
         Ok(())
     }
@@ -271,12 +307,32 @@ impl Drop for BlockedEntry {
     fn drop(&mut self) {
         if self.0 {
             let token = self.token();
-            wait::lock(&BLOCKED).retain(|(_, _, t)| *t != token);
+            wait::lock(&BLOCKED).retain(|e| e.token != token);
         }
     }
 }
 
 impl FileLockContext {
+    /// This context's address: its sleepers' key in `BLOCKED`.
+    fn id(&self) -> usize {
+        self as *const FileLockContext as usize
+    }
+
+    /// `locks_wake_up_blocks` -> `__locks_delete_block`: forgets in `BLOCKED` every request
+    /// sleeping in this context, before a change wakes them (each records itself again if
+    /// it must sleep again). Otherwise a waiter's entry outlives the lock it waited for
+    /// until its thread runs, and a request in that window sees a cycle Linux does not
+    /// (false `EDEADLK`). Context: `g` is this context's `state` guard (taken before
+    /// `BLOCKED`).
+    fn unblock(&self, g: &mut Locks) {
+        if !g.blocked {
+            return;
+        }
+        let id = self.id();
+        wait::lock(&BLOCKED).retain(|e| e.ctx != id);
+        g.blocked = false;
+    }
+
     /// Wakes every waiter (after a change that may grant one; an interrupt).
     pub(crate) fn wake_all(&self) {
         // Taken so that a waiter between its check and its sleep is not missed: it holds
@@ -360,13 +416,15 @@ impl FileLockContext {
                         return Err(Errno::EAGAIN);
                     }
                     if let Owner::Files(me) = req.owner {
-                        blocked.wait_for(me, c.owner)?;
+                        let c = c.owner;
+                        blocked.wait_for(self, &mut g, me, c)?;
                     }
                     g = self.wait_round(g, &mut intr)?;
                     continue;
                 }
             }
             if apply_posix(&mut g.posix, req) {
+                self.unblock(&mut g);
                 self.publish(&g);
                 drop(g);
                 self.waiters.notify_all();
@@ -423,6 +481,7 @@ impl FileLockContext {
         let before = g.posix.len();
         g.posix.retain(|l| l.owner != Owner::Files(files));
         if g.posix.len() != before {
+            self.unblock(&mut g);
             self.publish(&g);
             drop(g);
             self.waiters.notify_all();
@@ -440,6 +499,7 @@ impl FileLockContext {
         g.posix.retain(|l| l.owner != Owner::File(file));
         g.flock.retain(|l| l.file != file);
         if g.posix.len() + g.flock.len() != before {
+            self.unblock(&mut g);
             self.publish(&g);
             drop(g);
             self.waiters.notify_all();
@@ -712,12 +772,10 @@ impl<V: Variant> Task<V> {
                     // The close race of `fcntl_setlk`: a close of `fd` by another thread
                     // of the process while we set the lock removed the process's locks
                     // before ours was in: if `fd` no longer names the file, remove them
-                    // again (as the close would have).
-                    let same = match self.fdget_raw(fd) {
-                        Ok(g) => std::ptr::eq(&*g, f),
-                        Err(_) => false,
-                    };
-                    if !same {
+                    // again (as the close would have). Under the table's `file_lock`, as
+                    // Linux's, so that the close cannot miss our lock while we miss its
+                    // close (`FilesRef::names`).
+                    if !self.fd_table().names(fd.0, f) {
                         ctx.remove_posix(self.lock_owner());
                         return Err(Errno::EBADF);
                     }
@@ -725,6 +783,38 @@ impl<V: Variant> Task<V> {
                 Ok(())
             }
         }
+    }
+
+    /// Removes, on open file `f`, the lock a `Set` command `cmd` over `fl`'s range took
+    /// (this task's process's for a classic command, `f`'s own for an `Ofd` one; `fl`'s
+    /// `l_type` is ignored), or with `fl` `None` `f`'s `flock` lock: as `F_UNLCK` or
+    /// `LOCK_UN` through a descriptor of `f`, without a descriptor. For a caller that must
+    /// take back a lock granted to a call that is gone (`uvfs run`), on the file that call
+    /// named, where a descriptor number may name another file by then. A `SEEK_CUR` or
+    /// `SEEK_END` range is resolved against `f`'s position and size now.
+    ///
+    /// # Errors
+    /// As the `F_UNLCK` form of [`fcntl_lock`](Self::fcntl_lock) (`EINVAL`, `EOVERFLOW`).
+    pub fn unlock_file(
+        &self,
+        f: &crate::OpenFile<V>,
+        cmd: LockCmd,
+        fl: Option<&Flock>,
+    ) -> Result<()> {
+        let f: &File<V> = f.file();
+        let Some(ctx) = f.inode().flctx() else {
+            return Ok(());
+        };
+        let Some(fl) = fl else {
+            return ctx.flock_lock(file_id(f), F_UNLCK, false);
+        };
+        let fl = Flock {
+            l_type: F_UNLCK,
+            ..*fl
+        };
+        let range = to_range(f, &fl)?;
+        let req = self.posix_request(f, cmd, &fl, range)?;
+        ctx.posix_lock(req, false)
     }
 
     /// `flock(2)`: `LOCK_SH`, `LOCK_EX` (either may have `LOCK_NB`) or `LOCK_UN` on the open
@@ -824,7 +914,13 @@ mod tests {
 
     #[test]
     fn deadlock_follows_chains() {
-        let b = vec![(2, Owner::Files(3), 10), (3, Owner::Files(1), 11)];
+        let e = |waiter, b, token| Blocked {
+            waiter,
+            blocker: Owner::Files(b),
+            token,
+            ctx: 0,
+        };
+        let b = vec![e(2, 3, 10), e(3, 1, 11)];
         assert!(deadlock(&b, 1, Owner::Files(2)));
         assert!(!deadlock(&b, 4, Owner::Files(2)));
         assert!(!deadlock(&b, 1, Owner::File(2)));

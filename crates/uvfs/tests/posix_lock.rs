@@ -834,3 +834,69 @@ fn deadlock_seen_while_another_thread_still_waits() {
         drop(h2.join().unwrap());
     }
 }
+
+#[test]
+fn no_stale_edeadlk_after_unlock() {
+    // Bug: P holds [0,1) and sleeps in F_SETLKW on [1,2), held by Q; Q unlocks [1,2) and at
+    // once asks F_SETLKW for [0,1): uvfs answered EDEADLK (12 of 20 runs), Linux sleeps.
+    // Cause: P's entry in the deadlock table stayed until P's thread woke and returned, so Q
+    // saw "P waits for Q". Fix: a change that wakes a context's waiters drops their entries
+    // at once (Linux: `locks_delete_lock_ctx` -> `locks_wake_up_blocks` ->
+    // `__locks_delete_block`); a waiter that must sleep again records itself anew.
+    let mut bad = 0;
+    for _ in 0..20 {
+        let u = each_fs().into_iter().next().unwrap();
+        let p = &u.task;
+        let fd = open_f(p);
+        t_set(p, fd, SET, WR, 0, 1).unwrap();
+        let q = p.fork();
+        t_set(&q, fd, SET, WR, 1, 1).unwrap();
+        let (rx1, h1) = run_child(p.clone_thread(), move |t, tx| {
+            tx.send(t_set(t, fd, LockCmd::SetLkW, WR, 1, 1)).unwrap();
+        });
+        settle();
+        let (rxq, hq) = run_child(q, move |q, tx| {
+            t_set(q, fd, SET, UN, 1, 1).unwrap();
+            tx.send(t_set(q, fd, LockCmd::SetLkW, WR, 0, 1)).unwrap();
+        });
+        let got1 = next(&rx1);
+        settle();
+        t_set(p, fd, SET, UN, 0, 0).unwrap();
+        let gotq = next(&rxq);
+        if gotq == Ok(Err(Errno::EDEADLK)) {
+            bad += 1;
+        }
+        assert_eq!(got1, Ok(Ok(())));
+        drop(hq.join().unwrap());
+        drop(h1.join().unwrap());
+    }
+    assert_eq!(bad, 0, "spurious EDEADLK in {bad}/20 runs");
+}
+
+#[test]
+fn unlock_file_acts_on_the_open_file_not_a_descriptor() {
+    // `Task::unlock_file`, which `uvfs run` uses to take back a lock granted to a call that
+    // is gone: the lock goes from the open file it names even when its descriptor number
+    // now names another file (a classic lock, an OFD lock, a `flock` lock).
+    let u = each_fs().into_iter().next().unwrap();
+    let p = &u.task;
+    let fd = open_f(p);
+    let held = p.fget_file(fd).unwrap();
+    t_set(p, fd, SET, WR, 0, 10).unwrap();
+    t_set(p, fd, OSET, WR, 20, 10).unwrap();
+    p.flock(fd, LOCK_EX).unwrap();
+    p.close(fd).unwrap();
+    let other = p
+        .open("/g", OpenFlags::CREAT | OpenFlags::RDWR, 0o644)
+        .unwrap();
+    assert_eq!(other, fd);
+    p.unlock_file(&held, OSET, Some(&lk(WR, SEEK_SET, 20, 10)))
+        .unwrap();
+    p.unlock_file(&held, SET, None).unwrap();
+    let q = p.fork();
+    let fd2 = open_f(&q);
+    let mut fl = lk(WR, SEEK_SET, 0, 0);
+    q.fcntl_lock(fd2, GET, &mut fl).unwrap();
+    assert_eq!(fl.l_type, UN, "{fl}");
+    assert_eq!(q.flock(fd2, LOCK_EX | LOCK_NB), Ok(()));
+}

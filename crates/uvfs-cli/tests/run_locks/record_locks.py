@@ -70,4 +70,12 @@ if c == 0:
     fcntl.lockf(f, fcntl.LOCK_EX); print('restarted and granted; handler ran', got, flush=True)
     os._exit(0)
 time.sleep(0.3); os.kill(c, signal.SIGUSR2); time.sleep(0.3); fcntl.lockf(fd, fcntl.LOCK_UN); os.waitpid(c, 0)
+# A lock of a child that has exited and been reaped is gone for F_GETLK too.
+h = os.open(d + '/r', os.O_RDWR | os.O_CREAT, 0o644)
+c = os.fork()
+if c == 0:
+    fcntl.lockf(h, fcntl.LOCK_EX); os._exit(0)
+os.waitpid(c, 0)
+r = fcntl.fcntl(h, fcntl.F_GETLK, struct.pack('hhqqi4x', 1, 0, 0, 0, 0))
+print('getlk: none after the holder exited', struct.unpack('hhqqi4x', r)[0] == fcntl.F_UNLCK, flush=True)
 print('done', flush=True)

@@ -509,3 +509,111 @@ fn borrows_close_range() {
         assert_eq!(s.live(), 0, "a file leaked or was released twice");
     });
 }
+
+/// Bug (review): `fcntl(fd, F_SETLK)` by one thread against `close(fd)` by another could
+/// leave the process a lock on a file after both returned, where Linux never does. Cause:
+/// the setter's re-check that `fd` still names the file (`fcntl_setlk`'s "close/fcntl race"
+/// check) was a lockless load, and the close's look for the inode's locks (the
+/// `flctx().is_none()` fast path under `file_lock` when another descriptor keeps the file
+/// open, `holds_any` after it) a plain load after its slot store: store buffering, each side
+/// reading the other's old value. Fix: the re-check runs under `file_lock`
+/// (`FilesRef::names`, Linux `files_lookup_fd_locked` under `files->file_lock`), so either
+/// the close's critical section comes first and the re-check sees the slot cleared (the
+/// setter removes its locks, `EBADF`), or the setter's comes first and the close sees the
+/// lock context and the lock. Real code throughout: `fcntl_lock` and `close` (the lock
+/// context's own mutex and flag are `std`'s, unseen by loom; the table and the context's
+/// `OnceBox` are loom's). Limit: this model passes on the lockless re-check too (loom did
+/// not produce the bad outcome there: the borrowing `fdget` the old re-check used issues a
+/// loom-only SeqCst fence, and the context's flag is unseen), so it guards the protocol's
+/// outcome, not the old bug; `setlk_lockless_recheck_misses_close` below shows the old
+/// bug, with a loom stand-in for the flag.
+#[test]
+fn setlk_recheck_vs_close() {
+    use crate::locks::{Flock, LockCmd, F_UNLCK, F_WRLCK};
+    loom::model(|| {
+        let _pin = epoch::pin();
+        let s = Setup::<Uvfs>::new();
+        let (fd, _) = s.open("a");
+        // A second descriptor keeps the file open: the close takes the fast path.
+        let keep = s.task.dup(Fd(fd)).unwrap();
+        let t = s.task.clone_thread();
+        let setter = thread::spawn(move || {
+            let mut fl = Flock {
+                l_type: F_WRLCK,
+                ..Flock::default()
+            };
+            let r = t.fcntl_lock(Fd(fd), LockCmd::SetLk, &mut fl);
+            assert!(matches!(r, Ok(()) | Err(Errno::EBADF)), "{r:?}");
+        });
+        s.task.close(Fd(fd)).unwrap();
+        setter.join().unwrap();
+        // Both returned: the close of `fd` removed the process's locks on the file, or the
+        // setter saw the close and removed them itself.
+        let other = s.task.fork();
+        let mut fl = Flock {
+            l_type: F_WRLCK,
+            ..Flock::default()
+        };
+        other.fcntl_lock(keep, LockCmd::GetLk, &mut fl).unwrap();
+        assert_eq!(fl.l_type, F_UNLCK, "a lock survived the close: {fl}");
+        drop(other);
+        s.task.close(keep).unwrap();
+    });
+}
+
+/// The store-buffering pair behind `setlk_recheck_vs_close`, with the lock context's flag
+/// (`FileLockContext::any`, a `std` atomic unseen by loom) as a loom stand-in: the setter
+/// publishes its lock, then re-checks the descriptor; the closer clears the slot (real
+/// `close`), then looks for locks. `locked`: the re-check under `file_lock`
+/// (`FilesRef::names`, the fix); else the lockless one it replaced (a counted `fget`).
+/// Panics when an execution leaves a lock neither side removes.
+fn setlk_flag_vs_close(locked: bool) {
+    use loom::sync::atomic::{AtomicBool, Ordering};
+    loom::model(move || {
+        let _pin = epoch::pin();
+        let s = Setup::<Uvfs>::new();
+        let (fd, p) = s.open("a");
+        // Another descriptor keeps the file open (so the setter's file stays alive).
+        let keep = s.task.dup(Fd(fd)).unwrap();
+        let any = Arc::new(AtomicBool::new(false));
+        let t = s.task.clone_thread();
+        let a2 = any.clone();
+        let h = thread::spawn(move || {
+            // Relaxed: as `FileLockContext::publish` (its lock does not order it against
+            // the re-check below).
+            a2.store(true, Ordering::Relaxed);
+            if locked {
+                // SAFETY: `keep` keeps the file open for the whole model.
+                t.fd_table().names(fd, unsafe { &*(p as *const File) })
+            } else {
+                t.files()
+                    .fget(fd)
+                    .is_ok_and(|f| RcuRef::as_ptr(&f) as usize == p)
+            }
+        });
+        s.task.close(Fd(fd)).unwrap();
+        // Relaxed: as `FileLockContext::holds_any`.
+        let seen = any.load(Ordering::Relaxed);
+        let same = h.join().unwrap();
+        if same && !seen {
+            // Not dropped: loom's report must not be followed by a panic in a drop.
+            std::mem::forget(s);
+            panic!("the setter kept its lock and the close did not see it");
+        }
+        s.task.close(keep).unwrap();
+    });
+}
+
+/// With the re-check under `file_lock`, one of the two sides always sees the other.
+#[test]
+fn setlk_locked_recheck_sees_close() {
+    setlk_flag_vs_close(true);
+}
+
+/// The lockless re-check (before the fix): loom must find the execution where both sides
+/// read the old value.
+#[test]
+#[should_panic(expected = "the setter kept its lock")]
+fn setlk_lockless_recheck_misses_close() {
+    setlk_flag_vs_close(false);
+}
