@@ -130,6 +130,13 @@ fn main() -> ExitCode {
             }
         }
         Command::Run(args) => {
+            if let Some(msg) = uvfs_run::duplicate_mount_point(&args.bind, &args.tmpfs) {
+                // A usage error, as clap's own: exit status 2.
+                use clap::CommandFactory;
+                Cli::command()
+                    .error(clap::error::ErrorKind::ArgumentConflict, msg)
+                    .exit();
+            }
             let opts = uvfs_run::RunOptions {
                 argv: args.cmd,
                 binds: args.bind,

@@ -242,6 +242,23 @@ fn mounts_on_the_root_and_relative_tmpfs_are_usage_errors() {
             "{opt} {val}: {err}"
         );
     }
+    // A mount point given twice (exited 125 at the view's building, the bind's message
+    // without its `:PATH`).
+    let spec = format!("{}:/a", host.path().display());
+    for args in [
+        ["--tmpfs", "/a", "--tmpfs", "/a/"],
+        ["--bind", &spec, "--bind", &spec],
+    ] {
+        let mut v = args.to_vec();
+        v.extend(["--", "true"]);
+        let o = uvfs_run(&v);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("{} {}: PATH given twice", args[2], args[3])),
+            "{err}"
+        );
+    }
     // What the message offers instead: --import HOST_DIR:/ (it failed with ENOENT, the
     // root given to the copy as an empty path).
     std::fs::write(host.path().join("marker"), "at the root\n").unwrap();

@@ -35,7 +35,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 #[cfg(target_arch = "x86_64")]
-pub use view::{parse_tmpfs, Bind};
+pub use view::{duplicate_mount_point, parse_tmpfs, Bind};
 
 /// What `uvfs run` runs, and the file system it sees.
 #[derive(Debug, Clone, Default)]

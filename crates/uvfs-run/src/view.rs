@@ -84,6 +84,29 @@ pub(crate) fn check_mount_point(path: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The usage error of a mount point given twice: two `--bind`s, or two `--tmpfs`, at one
+/// PATH (`None` when every PATH is given once). The CLI checks it while parsing (exit
+/// status 2, as its other usage errors); [`run`](crate::run) checks it again for library
+/// callers.
+pub fn duplicate_mount_point(binds: &[Bind], tmpfs: &[String]) -> Option<String> {
+    for (i, b) in binds.iter().enumerate() {
+        if binds[..i].iter().any(|o| o.path == b.path) {
+            return Some(format!(
+                "--bind {}:{}: PATH given twice",
+                b.host.display(),
+                b.path
+            ));
+        }
+    }
+    let norm = |t: &str| t.trim_end_matches('/').to_owned();
+    for (i, t) in tmpfs.iter().enumerate() {
+        if tmpfs[..i].iter().any(|o| norm(o) == norm(t)) {
+            return Some(format!("--tmpfs {t}: PATH given twice"));
+        }
+    }
+    None
+}
+
 /// Parses `--tmpfs PATH`: an absolute path without `.` or `..` components, other than
 /// `/` (see [`Bind::parse`]); returned as given.
 ///
@@ -134,26 +157,16 @@ pub(crate) fn build(opts: &crate::RunOptions) -> Result<View, String> {
             }
         }
     }
-    for (i, b) in opts.binds.iter().enumerate() {
+    for b in &opts.binds {
         check_mount_point(&b.path)
             .map_err(|m| format!("--bind {}:{}: {m}", b.host.display(), b.path))?;
-        if opts.binds[..i].iter().any(|o| o.path == b.path) {
-            return Err(format!(
-                "--bind {}: PATH {} given twice",
-                b.host.display(),
-                b.path
-            ));
-        }
         binds.push(b.clone());
     }
-    for (i, t) in opts.tmpfs.iter().enumerate() {
+    for t in &opts.tmpfs {
         parse_tmpfs(t)?;
-        if opts.tmpfs[..i]
-            .iter()
-            .any(|o| o.trim_end_matches('/') == t.trim_end_matches('/'))
-        {
-            return Err(format!("--tmpfs {t}: PATH given twice"));
-        }
+    }
+    if let Some(msg) = duplicate_mount_point(&opts.binds, &opts.tmpfs) {
+        return Err(msg);
     }
     // Every mount, parents before what they hold (a --tmpfs under a bind goes on top of
     // the bind, a bind under a --tmpfs inside it), whatever the order of the options;
