@@ -30,6 +30,19 @@ use rustix::process::{kill_process, Pid, Signal};
 /// milliseconds; a lost interrupt never ends).
 const PROMPT: Duration = Duration::from_secs(10);
 
+/// `uvfs mount` with `data/hang_server.py` (run by `py`, logging to `log`) mounted at
+/// `/sub` and `threads` server threads; `None` when the mount test is skipped.
+fn mount_hang_server(test: &str, py: &Path, log: &Path, threads: &str) -> Option<MountGuard> {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/hang_server.py");
+    let spec = format!(
+        "/sub={} {} {{}} {}",
+        py.display(),
+        script.display(),
+        log.display()
+    );
+    MountGuard::mount(test, &["--fuse", &spec, "--threads", threads])
+}
+
 /// Waits until `log` has `n` lines starting with `prefix`.
 fn wait_log(log: &Path, prefix: &str, n: usize) {
     let start = Instant::now();
@@ -75,14 +88,7 @@ fn a_signal_ends_a_request_blocked_in_an_inner_fuse_server() {
     };
     let tmp = tempfile::tempdir().unwrap();
     let log = tmp.path().join("inner.log");
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/hang_server.py");
-    let spec = format!(
-        "/sub={} {} {{}} {}",
-        py.display(),
-        script.display(),
-        log.display()
-    );
-    let Some(m) = MountGuard::mount(test, &["--fuse", &spec, "--threads", "2"]) else {
+    let Some(m) = mount_hang_server(test, &py, &log, "2") else {
         return;
     };
     let slow = m.path().join("sub/slow");
@@ -176,14 +182,7 @@ fn a_request_behind_a_blocked_one_on_a_ring_gets_its_interrupt() {
     };
     let tmp = tempfile::tempdir().unwrap();
     let log = tmp.path().join("inner.log");
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/hang_server.py");
-    let spec = format!(
-        "/sub={} {} {{}} {}",
-        py.display(),
-        script.display(),
-        log.display()
-    );
-    let Some(m) = MountGuard::mount(test, &["--fuse", &spec, "--threads", "4"]) else {
+    let Some(m) = mount_hang_server(test, &py, &log, "4") else {
         return;
     };
     assert!(

@@ -2054,12 +2054,14 @@ impl Sup {
                     1027 => {
                         let other = a[2] as i32;
                         if is_uvfs(other) {
-                            let (x, y) = (t.fget_file(Fd(fd)).map_err(raw)?, t.fget_file(Fd(other)).map_err(raw)?);
-                            return val(i64::from(std::ptr::eq::<uvfs::File>(&**x.file(), &**y.file())));
+                            let x = t.fget_file(Fd(fd)).map_err(raw)?;
+                            let y = t.fget_file(Fd(other)).map_err(raw)?;
+                            let same = std::ptr::eq::<uvfs::File>(&**x.file(), &**y.file());
+                            return val(i64::from(same));
                         }
                         // A descriptor of the program's own (a host file, pipe, socket)
                         // names another file than a uvfs one.
-                        if other >= 0 && std::path::Path::new(&format!("/proc/{pid}/fd/{other}")).symlink_metadata().is_ok() {
+                        if other >= 0 && sys::proc_fd_link(pid, other).is_some() {
                             val(0)
                         } else {
                             Err(EBADF)
