@@ -248,6 +248,7 @@ fn size_limit_gives_enospc() {
     File::open(&path).unwrap().read_to_end(&mut back).unwrap();
     assert!(back.iter().all(|&b| b == 0x5a) && back.len() as u64 == written);
     fs::remove_file(&path).unwrap();
+    wait_freed(mnt.path(), |s| s.f_bfree * s.f_frsize >= 512 * 1024);
     fs::write(mnt.path().join("again"), vec![1u8; 512 * 1024]).unwrap();
     mnt.unmount();
 }
@@ -282,8 +283,34 @@ fn nr_inodes_limit_gives_enospc() {
         "mkdir past --nr-inodes"
     );
     fs::remove_file(mnt.path().join("f0")).unwrap();
+    wait_freed(mnt.path(), |s| s.f_ffree >= 1);
     File::create(mnt.path().join("g")).unwrap();
     mnt.unmount();
+}
+
+/// Waits (at most 10 s) until the mount's `statfs` satisfies `freed`, and fails otherwise.
+///
+/// An unlinked inode's space comes back when the server drops its last reference, which
+/// for a file nobody holds open is the kernel's FORGET: sent asynchronously after the
+/// UNLINK reply (fs/fuse/inode.c `fuse_evict_inode` queues it), and served by another
+/// worker thread than the next request may be. tmpfs frees it within `unlink(2)`; over
+/// FUSE the next create can overtake the forget, as on any FUSE server that counts inodes.
+/// STATFS always reaches the server (the kernel caches nothing of it).
+fn wait_freed(dir: &Path, freed: impl Fn(&rustix::fs::StatVfs) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let s = rustix::fs::statvfs(dir).unwrap();
+        if freed(&s) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "space of an unlinked file not back after 10 s: {} blocks, {} inodes free",
+            s.f_bfree,
+            s.f_ffree
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 /// Stops and removes a daemon's mount whatever the test did.
