@@ -60,7 +60,7 @@
 use crate::file::{File, FileHandle};
 use crate::sync::borrow::{self, BorrowSlots};
 use crate::sync::epoch;
-use crate::sync::padded::CacheLine;
+use crate::sync::padded::{CacheLine, LineWords};
 use crate::sync::rcu::RcuRef;
 use crate::sync::rcu::RcuRefcounted as _;
 use crate::sync::refcount::RefCount;
@@ -126,11 +126,11 @@ struct FdAlloc {
     /// Lowest fd that may be free (`next_fd`).
     next_fd: u32,
     /// One bit per fd: allocated (installed or reserved).
-    open_fds: Vec<u64>,
+    open_fds: LineWords,
     /// One bit per `open_fds` word: the word is full.
-    full_fds_bits: Vec<u64>,
+    full_fds_bits: LineWords,
     /// One bit per fd: close on exec.
-    close_on_exec: Vec<u64>,
+    close_on_exec: LineWords,
     /// Slots in the published array.
     max_fds: u32,
     /// Descriptor limit (`RLIMIT_NOFILE`): allocations at or above it fail with `EMFILE`.
@@ -144,12 +144,12 @@ struct FdAlloc {
 }
 
 #[inline]
-fn test_bit(map: &[u64], i: u32) -> bool {
+fn test_bit(map: &LineWords, i: u32) -> bool {
     map[(i / 64) as usize] & (1u64 << (i % 64)) != 0
 }
 
 /// Index of the first zero bit at or after `start`, or `size` if none below `size`.
-fn find_next_zero_bit(map: &[u64], size: u32, start: u32) -> u32 {
+fn find_next_zero_bit(map: &LineWords, size: u32, start: u32) -> u32 {
     let mut i = start;
     while i < size {
         let w = (i / 64) as usize;
@@ -168,9 +168,9 @@ impl FdAlloc {
         FdAlloc {
             files: HashMap::default(),
             next_fd: 0,
-            open_fds: vec![0; words],
-            full_fds_bits: vec![0; words.div_ceil(64)],
-            close_on_exec: vec![0; words],
+            open_fds: LineWords::zeroed(words),
+            full_fds_bits: LineWords::zeroed(words.div_ceil(64)),
+            close_on_exec: LineWords::zeroed(words),
             max_fds,
             rlimit: RLIMIT_NOFILE_DEFAULT,
             borrowers: Vec::new(),
@@ -648,9 +648,9 @@ impl<V: Variant> FdTable<V> {
             s.store(o.load(Ordering::Relaxed), Ordering::Relaxed);
         }
         let words = (n / 64) as usize;
-        a.open_fds.resize(words, 0);
-        a.close_on_exec.resize(words, 0);
-        a.full_fds_bits.resize(words.div_ceil(64), 0);
+        a.open_fds.resize(words);
+        a.close_on_exec.resize(words);
+        a.full_fds_bits.resize(words.div_ceil(64));
         a.max_fds = n;
         // Release: publishes the new array's slots (created and copied above) to the Acquire
         // loads of the array in `fget` and `fdt`. No Acquire: the old array was published to
@@ -1215,7 +1215,7 @@ impl<'a, V: Variant> FilesRef<'a, V> {
     }
 }
 
-fn find_next_set(map: &[u64], size: u32, start: u32) -> u32 {
+fn find_next_set(map: &LineWords, size: u32, start: u32) -> u32 {
     let mut i = start;
     while i < size {
         let w = (i / 64) as usize;
@@ -1263,15 +1263,17 @@ mod tests {
 
     #[test]
     fn bitmap_helpers() {
-        let mut m = vec![0u64; 2];
+        let mut m = LineWords::zeroed(2);
         assert_eq!(find_next_zero_bit(&m, 128, 0), 0);
         m[0] = u64::MAX;
         assert_eq!(find_next_zero_bit(&m, 128, 0), 64);
         assert_eq!(find_next_zero_bit(&m, 128, 70), 70);
         m[1] = u64::MAX;
         assert_eq!(find_next_zero_bit(&m, 128, 5), 128);
-        assert_eq!(find_next_set(&[0, 1 << 3], 128, 0), 67);
-        assert_eq!(find_next_set(&[0, 0], 128, 0), 128);
+        let mut s = LineWords::zeroed(2);
+        assert_eq!(find_next_set(&s, 128, 0), 128);
+        s[1] = 1 << 3;
+        assert_eq!(find_next_set(&s, 128, 0), 67);
     }
 
     #[test]
