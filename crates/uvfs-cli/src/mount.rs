@@ -9,7 +9,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use fuser::{Config, MountOption, Session, SessionACL};
 use uvfs::fuse::{FuseOptions, Permissions, UvfsFuse};
 use uvfs::TmpfsOptions;
 
@@ -32,8 +31,8 @@ pub enum TransportArg {
     /// FUSE over io_uring (Linux 6.14+, `enable_uring` on, as root): one ring per CPU;
     /// fails with one line if unavailable.
     Uring,
-    /// Requests read from `/dev/fuse` by worker threads (uvfs's own loop as root, which
-    /// honours interrupts; fuser's session otherwise).
+    /// Requests read from `/dev/fuse` by worker threads (uvfs's own loop, which honours
+    /// interrupts; mounted through fusermount3 when not root).
     Dev,
 }
 
@@ -805,29 +804,129 @@ fn mount_as_root(
     Ok(dev.into())
 }
 
-/// How the signal watcher unmounts: fuser's unmounter (a mount made through fusermount3), or
-/// as root the mount made by [`mount_as_root`], at this canonical path, while it is the one
-/// with this connection number (not one mounted there since).
-enum Unmounter {
-    Fuser(fuser::SessionUnmounter),
-    Root(Option<PathBuf>, Option<u32>),
+/// Not root: mounts FUSE on `mp` through `fusermount3` (set-user-ID root) and returns the
+/// `/dev/fuse` descriptor it passes back, for uvfs's own loop (`serve_dev`), which answers
+/// `FUSE_INTERRUPT` (fuser's session, which served these mounts before, answers `ENOSYS`).
+///
+/// The protocol of libfuse's `fuse_mount_fusermount` (lib/mount.c): a Unix stream socket
+/// pair, one end inherited by `fusermount3 -o OPTIONS -- MP` and named in `_FUSE_COMMFD`;
+/// `fusermount3` opens `/dev/fuse`, mounts it with `OPTIONS` (`fsname=`, `subtype=`, `ro`/
+/// `rw`, `default_permissions`, `allow_other`), sends the descriptor over the socket as
+/// `SCM_RIGHTS` with one data byte, and exits. Not fuser's own mount (fuser 0.18 has the
+/// same exchange): its `Mount` drop unmounts by path (see [`mount_as_root`]).
+///
+/// # Errors
+/// `fusermount3` could not be started, or sent no descriptor: its own message (e.g.
+/// "option allow_other only allowed if 'user_allow_other' is set in /etc/fuse.conf", or a
+/// mount point it refuses).
+fn mount_as_user(mp: &std::path::Path, options: &[String]) -> io::Result<std::os::fd::OwnedFd> {
+    use rustix::net::{
+        recvmsg, socketpair, AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags,
+        SocketFlags, SocketType,
+    };
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let (ours, theirs) = socketpair(
+        AddressFamily::UNIX,
+        SocketType::STREAM,
+        SocketFlags::CLOEXEC,
+        None,
+    )?;
+    let mut cmd = std::process::Command::new("fusermount3");
+    if !options.is_empty() {
+        cmd.arg("-o").arg(options.join(","));
+    }
+    cmd.arg("--")
+        .arg(mp)
+        .env("_FUSE_COMMFD", theirs.as_raw_fd().to_string())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let raw = theirs.as_raw_fd();
+    // SAFETY: the closure runs in the child between fork and exec, where only
+    // async-signal-safe calls are allowed: `fcntl_setfd` is one raw `fcntl(2)` system call
+    // (rustix, no allocation, no lock). `raw` is `theirs`, open in the parent until after
+    // `spawn` returns, so open in the child: it clears close-on-exec on exactly that
+    // descriptor, for `fusermount3` to inherit.
+    unsafe {
+        cmd.pre_exec(move || {
+            let fd = std::os::fd::BorrowedFd::borrow_raw(raw);
+            rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::empty()).map_err(Into::into)
+        });
+    }
+    let child = cmd.spawn()?;
+    drop(theirs);
+    let mut byte = [0u8; 1];
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let got = loop {
+        match recvmsg(
+            &ours,
+            &mut [io::IoSliceMut::new(&mut byte)],
+            &mut control,
+            RecvFlags::CMSG_CLOEXEC,
+        ) {
+            Err(rustix::io::Errno::INTR) => continue,
+            r => break r,
+        }
+    };
+    let fd = match got {
+        Ok(m) if m.bytes > 0 => control.drain().find_map(|c| match c {
+            RecvAncillaryMessage::ScmRights(mut fds) => fds.next(),
+            _ => None,
+        }),
+        _ => None,
+    };
+    drop(ours);
+    let out = child.wait_with_output()?;
+    match fd {
+        Some(fd) if out.status.success() => Ok(fd),
+        _ => {
+            let msg = String::from_utf8_lossy(&out.stderr);
+            let msg = msg.trim();
+            Err(io::Error::other(if msg.is_empty() {
+                format!("fusermount3 sent no /dev/fuse descriptor ({})", out.status)
+            } else {
+                msg.to_owned()
+            }))
+        }
+    }
 }
 
+/// How the signal watcher unmounts the mount made by [`mount_as_root`] or [`mount_as_user`]:
+/// at this canonical path, while it is the one with this connection number (not one mounted
+/// there since).
+struct Unmounter(Option<PathBuf>, Option<u32>);
+
 impl Unmounter {
-    /// A plain unmount (`EBUSY` while in use); nothing if the mount is no longer ours.
+    /// A plain unmount (`EBUSY` while in use): umount(2) as root, `fusermount3 -u`
+    /// otherwise; nothing if the mount is no longer ours.
     fn unmount(&mut self) -> io::Result<()> {
-        match self {
-            Unmounter::Fuser(u) => u.unmount(),
-            Unmounter::Root(Some(mp), Some(conn)) => {
-                if fuse_connection(mp) != Some(*conn) {
-                    return Ok(());
-                }
-                rustix::mount::unmount(mp.as_path(), rustix::mount::UnmountFlags::empty())
-                    .map_err(Into::into)
-            }
-            Unmounter::Root(..) => Err(io::Error::other(
+        let Unmounter(Some(mp), Some(conn)) = self else {
+            return Err(io::Error::other(
                 "the mount point or the connection number is unknown",
-            )),
+            ));
+        };
+        if fuse_connection(mp) != Some(*conn) {
+            return Ok(());
+        }
+        if rustix::process::geteuid().is_root() {
+            return rustix::mount::unmount(mp.as_path(), rustix::mount::UnmountFlags::empty())
+                .map_err(Into::into);
+        }
+        let out = std::process::Command::new("fusermount3")
+            .arg("-u")
+            .arg("--")
+            .arg(mp.as_path())
+            .stdin(std::process::Stdio::null())
+            .output()?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(io::Error::other(format!(
+                "fusermount3 -u: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )))
         }
     }
 }
@@ -1132,37 +1231,26 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
     // read-only mount (`mnt_want_write` before the lookup, `sb_permission`), and statvfs
     // shows ST_RDONLY.
     let read_only = root_bind(args)?.is_some_and(|b| b.read_only);
+    // The options `fusermount3` mounts with when not root (as root `mount_as_root` builds
+    // its own): the FUSE mount options of libfuse's `fuse_mount_fusermount`.
     let mut options = vec![
-        MountOption::FSName(args.fsname.clone()),
-        MountOption::Subtype("uvfs".into()),
-        if read_only {
-            MountOption::RO
-        } else {
-            MountOption::RW
-        },
+        format!("fsname={}", args.fsname),
+        "subtype=uvfs".to_owned(),
+        if read_only { "ro" } else { "rw" }.to_owned(),
     ];
     if permissions == Permissions::Kernel {
-        options.push(MountOption::DefaultPermissions);
+        options.push("default_permissions".to_owned());
     }
-    if rustix::process::geteuid().is_root() {
-        // As a tmpfs mounted by root: set-ID bits and device nodes work.
-        options.extend([MountOption::Suid, MountOption::Dev]);
+    if args.allow_other {
+        options.push("allow_other".to_owned());
     }
-    let mut config = Config::default();
-    config.mount_options = options;
-    config.acl = if args.allow_other {
-        SessionACL::All
-    } else {
-        SessionACL::Owner
-    };
-    config.n_threads = Some(threads);
-    config.clone_fd = true;
     let mp = &args.mountpoint;
     // Canonical as fuser mounts it (and before it is mounted: resolving the mount point
     // afterwards would wait on the session).
     let canonical = mp.canonicalize().ok();
-    // As root, mounted here and served with `Session::from_fd`, so that fuser never
-    // unmounts it (see `mount_as_root`); otherwise fuser mounts through fusermount3.
+    // Mounted here (as root with mount(2), otherwise through fusermount3) and served by
+    // uvfs's own loop: fuser's session answers FUSE_INTERRUPT with ENOSYS, and its `Mount`
+    // unmounts by path (see `mount_as_root`).
     let as_root = rustix::process::geteuid().is_root();
     // With the rings (`use_uring` checked root), mounted here too: uvfs answers INIT.
     let mount_here = || {
@@ -1174,13 +1262,12 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
             args.allow_other,
         )
     };
-    let mut session = if uring {
+    let session = if uring {
         mount_here().map(|fd| Serving::Uring(Arc::new(fs), fd))
     } else if as_root {
-        // uvfs's own /dev/fuse loop: fuser's session answers FUSE_INTERRUPT with ENOSYS.
         mount_here().map(|fd| Serving::Dev(Arc::new(fs), fd))
     } else {
-        Session::new(fs, mp, &config).map(|s| Serving::Fuser(Box::new(s)))
+        mount_as_user(mp, &options).map(|fd| Serving::Dev(Arc::new(fs), fd))
     }
     .map_err(|e| format!("cannot mount on {}: {e}", mp.display()))?;
     let conn = canonical.as_deref().and_then(fuse_connection);
@@ -1232,10 +1319,7 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
     }
     // SIGINT/SIGTERM/SIGHUP: unmount, which ends `run` below; if it has not ended
     // DETACHED_GRACE later, abort the connection, which does.
-    let mut unmounter = Some(match &mut session {
-        Serving::Fuser(s) if !as_root => Unmounter::Fuser(s.unmount_callable()),
-        _ => Unmounter::Root(canonical.clone(), conn),
-    });
+    let mut unmounter = Some(Unmounter(canonical.clone(), conn));
     let done = Arc::new(AtomicBool::new(false));
     let watcher = {
         let done = done.clone();
@@ -1260,8 +1344,8 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
                     }
                     // A process still using the mount (or a worker thread of ours that has
                     // not let go of it yet) makes a plain unmount EBUSY: detach it then, as
-                    // `umount -l` / `fusermount3 -u -z` do. fuser's unmounter is used once
-                    // (it gives up its mount: a second call would do nothing).
+                    // `umount -l` / `fusermount3 -u -z` do. The plain unmount is tried once
+                    // (then the mount is detached).
                     let plain = match unmounter.take() {
                         Some(mut u) => u.unmount(),
                         None => Err(io::Error::other("tried before")),
@@ -1300,7 +1384,6 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
         })
     };
     let r = match session {
-        Serving::Fuser(s) => s.run(),
         Serving::Dev(fs, fd) => serve_dev(&fs, fd),
         Serving::Uring(fs, fd) => serve_rings(&fs, fd, args.transport, mp, canonical.clone(), conn),
     }
@@ -1335,12 +1418,10 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// What serves the mount: fuser's session (`--transport dev` when not root: fuser mounts
-/// through fusermount3), uvfs's own `/dev/fuse` loop (`--transport dev` as root, which
-/// answers interrupts), or uvfs's own INIT and rings, both on the `/dev/fuse` descriptor of
-/// [`mount_as_root`].
+/// What serves the mount: uvfs's own `/dev/fuse` loop (`--transport dev`, which answers
+/// interrupts) on the descriptor of [`mount_as_root`] or [`mount_as_user`], or uvfs's own
+/// INIT and rings (`--transport uring`, root only) on that of [`mount_as_root`].
 enum Serving {
-    Fuser(Box<Session<UvfsFuse>>),
     Dev(Arc<UvfsFuse>, std::os::fd::OwnedFd),
     Uring(Arc<UvfsFuse>, std::os::fd::OwnedFd),
 }

@@ -262,3 +262,158 @@ fn a_request_behind_a_blocked_one_on_a_ring_gets_its_interrupt() {
 fn libc_enoent() -> i32 {
     rustix::io::Errno::NOENT.raw_os_error()
 }
+
+/// Stops a mount made by [`an_unprivileged_mount_answers_interrupts`] however the test ends.
+struct UserMount {
+    dir: PathBuf,
+    server: Option<std::process::Child>,
+}
+
+impl Drop for UserMount {
+    fn drop(&mut self) {
+        if let Some(mut s) = self.server.take() {
+            let _ = s.kill();
+            let _ = s.wait();
+        }
+        if common::mount_at(&self.dir).is_some() {
+            let _ = Command::new("fusermount3")
+                .args(["-u", "-z"])
+                .arg(&self.dir)
+                .status();
+        }
+    }
+}
+
+/// Bug: without root `uvfs mount` was served by fuser's session, which answers
+/// `FUSE_INTERRUPT` with `ENOSYS` itself: a request blocked in an inner server held its
+/// caller for good, against any signal. Fix: mounted through `fusermount3` by uvfs itself
+/// (mount.rs `mount_as_user`, the `_FUSE_COMMFD` exchange of libfuse's
+/// `fuse_mount_fusermount`) and served by the same loop as a root mount. Here user 65534
+/// mounts (needs `/dev/fuse` usable by others, mode 0666 as the distributions' udev rules
+/// make it, and `fusermount3`), its `stat` of a hung name dies of SIGINT at once, the
+/// mount shows as `fuse.uvfs` owned by 65534, and SIGTERM unmounts it and exits 0.
+#[test]
+fn an_unprivileged_mount_answers_interrupts() {
+    use std::os::unix::fs::{chown, MetadataExt, PermissionsExt};
+    use std::os::unix::process::ExitStatusExt;
+    let test = "an_unprivileged_mount_answers_interrupts";
+    if !common::uvfs_only(test) {
+        return;
+    }
+    if !rustix::process::geteuid().is_root() {
+        common::skip(test, "needs root to become user 65534 (setpriv)");
+        return;
+    }
+    // A system python3 (one under root's home, e.g. pyenv's, is closed to user 65534).
+    let py = ["/usr/bin/python3", "/usr/local/bin/python3"]
+        .map(PathBuf::from)
+        .into_iter()
+        .find(|p| p.is_file());
+    let (Some(py), Some(setpriv)) = (py, common::find_in_path("setpriv")) else {
+        common::skip(test, "no /usr/bin/python3 or setpriv");
+        return;
+    };
+    let dev_mode = std::fs::metadata("/dev/fuse").map_or(0, |m| m.mode());
+    if dev_mode & 0o006 != 0o006 {
+        common::skip(
+            test,
+            &format!(
+                "/dev/fuse is mode {:o}: other users may not use FUSE",
+                dev_mode & 0o777
+            ),
+        );
+        return;
+    }
+    // Everything user 65534 runs or writes, in a directory it may use: the test binary's
+    // directory may be closed to it.
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let uvfs = tmp.path().join("uvfs");
+    std::fs::copy(env!("CARGO_BIN_EXE_uvfs"), &uvfs).unwrap();
+    let script = tmp.path().join("hang_server.py");
+    std::fs::copy(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/hang_server.py"),
+        &script,
+    )
+    .unwrap();
+    let home = tmp.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    chown(&home, Some(65534), Some(65534)).unwrap();
+    let dir = home.join("m");
+    std::fs::create_dir(&dir).unwrap();
+    chown(&dir, Some(65534), Some(65534)).unwrap();
+    let log = home.join("inner.log");
+    let as_user = |prog: &Path| {
+        let mut c = Command::new(&setpriv);
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(prog);
+        c
+    };
+    let spec = format!(
+        "/sub={} {} {{}} {}",
+        py.display(),
+        script.display(),
+        log.display()
+    );
+    let server = as_user(&uvfs)
+        .arg("mount")
+        .arg(&dir)
+        .args(["--threads", "2", "--fuse", &spec])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut guard = UserMount {
+        dir: dir.clone(),
+        server: Some(server),
+    };
+    let start = Instant::now();
+    let entry = loop {
+        if let Some(e) = common::mount_at(&dir) {
+            break e;
+        }
+        let s = guard.server.as_mut().unwrap();
+        if s.try_wait().unwrap().is_some() || start.elapsed() > PROMPT {
+            let out = guard.server.take().unwrap().wait_with_output().unwrap();
+            panic!(
+                "no mount by user 65534: {:?}: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(entry.fstype, "fuse.uvfs", "{entry:?}");
+    assert!(entry.super_options.contains("user_id=65534"), "{entry:?}");
+
+    let child = as_user(Path::new("stat"))
+        .arg(dir.join("sub/slow"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_log(&log, "hung", 1);
+    kill_process(Pid::from_child(&child), Signal::INT).unwrap();
+    let out = wait_prompt(child, "stat killed by SIGINT on a mount made without root");
+    assert_eq!(
+        out.status.signal(),
+        Some(Signal::INT.as_raw()),
+        "{:?}",
+        out.status
+    );
+    wait_log(&log, "answered", 1);
+
+    let server = guard.server.take().unwrap();
+    kill_process(Pid::from_child(&server), Signal::TERM).unwrap();
+    let out = wait_prompt(server, "uvfs mount after SIGTERM");
+    assert!(
+        out.status.success(),
+        "{:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        common::mount_at(&dir).is_none(),
+        "still mounted after SIGTERM"
+    );
+}
