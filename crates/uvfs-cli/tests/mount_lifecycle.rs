@@ -290,12 +290,14 @@ fn nr_inodes_limit_gives_enospc() {
 
 /// Waits (at most 10 s) until the mount's `statfs` satisfies `freed`, and fails otherwise.
 ///
-/// An unlinked inode's space comes back when the server drops its last reference, which
-/// for a file nobody holds open is the kernel's FORGET: sent asynchronously after the
-/// UNLINK reply (fs/fuse/inode.c `fuse_evict_inode` queues it), and served by another
-/// worker thread than the next request may be. tmpfs frees it within `unlink(2)`; over
-/// FUSE the next create can overtake the forget, as on any FUSE server that counts inodes.
-/// STATFS always reaches the server (the kernel caches nothing of it).
+/// A file's space comes back when uvfs evicts its inode: at the last unlink or the last
+/// close, whichever is later (`add_nlink`, `may_evict_locked`). The close of a file opened
+/// through the mount reaches the server as FUSE_RELEASE, which the kernel sends
+/// asynchronously after `close(2)` has returned (fs/fuse/file.c `fuse_file_put`, a
+/// background request), and another worker thread may serve it after the next request: a
+/// create right after the unlink of a just-closed file can overtake its release. tmpfs
+/// frees it within the calls. STATFS always reaches the server (the kernel caches nothing
+/// of it).
 fn wait_freed(dir: &Path, freed: impl Fn(&rustix::fs::StatVfs) -> bool) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {

@@ -9,9 +9,11 @@
 //! object's lines moved to the freeing CPU): `creat-clo` fell to 0.83x at 2 threads, and
 //! went to 1.33x with the patch (docs/bench.md).
 //!
-//! This test fails on stock crossbeam-epoch: two threads each retire 200,000 closures that
-//! record on which thread they run; while both are still running (neither has flushed nor
-//! exited), none may run on the other thread.
+//! This test fails on stock crossbeam-epoch (50k-185k of 400k closures ran on the other
+//! thread): two threads each retire 200,000 closures that record on which thread they run;
+//! while both are still retiring, fewer than 5% may run on the other thread (the patch
+//! moves a bag to the global queue only past 16 local ones, which happens only while the
+//! other thread holds the epoch back).
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
@@ -49,6 +51,11 @@ fn garbage_is_freed_by_the_thread_that_retired_it() {
                 }
                 // Relaxed: see above.
                 done[me].store(true, Ordering::Relaxed);
+                // Pins without garbage, so that this thread collects what it sealed last
+                // (every 128th pin collects) once the other has stopped holding epochs.
+                for _ in 0..1024 {
+                    drop(crossbeam_epoch::pin());
+                }
                 // Wait for the other thread too, so that neither exits (handing its bags to
                 // the global queue) while the other is still retiring.
                 barrier.wait();
@@ -60,13 +67,18 @@ fn garbage_is_freed_by_the_thread_that_retired_it() {
     }
     // Relaxed: after join.
     let (ran, stolen) = (ran.load(Ordering::Relaxed), stolen.load(Ordering::Relaxed));
+    // Not all: a thread keeps up to 17 bags when the other held the epoch back (pinned
+    // while preempted); most run, or the check below would be vacuous.
     assert!(
         ran > N,
         "only {ran} of {} closures ran while the threads ran: the epoch did not advance",
         2 * N
     );
-    assert_eq!(
-        stolen, 0,
+    // Not zero: a thread hands bags past its 16th to the global queue, which happens when
+    // the other thread holds the epoch back (preempted while pinned, on a busy machine):
+    // 0.4% of them in a run beside a build. Stock crossbeam-epoch: 12-46%.
+    assert!(
+        stolen * 20 < ran,
         "{stolen} of {ran} closures ran on the other thread while their thread still retired"
     );
 }

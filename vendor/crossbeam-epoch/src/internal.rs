@@ -188,14 +188,7 @@ impl Global {
         self.queue.push(bag.seal(epoch), guard);
     }
 
-    /// Collects several bags from the global queue and executes deferred functions in them.
-    ///
-    /// Note: This may itself produce garbage and in turn allocate new bags.
-    ///
-    /// `pin()` rarely calls `collect()`, so we want the compiler to place that call on a cold
-    /// path. In other words, we want the compiler to optimize branching for the case when
-    /// `collect()` is not called.
-    /// uvfs patch: `collect` returning the epoch it collected against.
+    /// uvfs patch: [`collect`](Self::collect) returning the epoch it collected against.
     #[cold]
     pub(crate) fn collect_epoch(&self, guard: &Guard) -> Epoch {
         let global_epoch = self.try_advance(guard);
@@ -203,14 +196,21 @@ impl Global {
         global_epoch
     }
 
+    /// Collects several bags from the global queue and executes deferred functions in them.
+    ///
+    /// Note: This may itself produce garbage and in turn allocate new bags.
+    ///
+    /// `pin()` rarely calls `collect()`, so we want the compiler to place that call on a cold
+    /// path. In other words, we want the compiler to optimize branching for the case when
+    /// `collect()` is not called.
     #[cold]
     pub(crate) fn collect(&self, guard: &Guard) {
         let global_epoch = self.try_advance(guard);
         self.collect_with(global_epoch, guard);
     }
 
+    /// uvfs patch: the popping half of [`collect`](Self::collect), against `global_epoch`.
     fn collect_with(&self, global_epoch: Epoch, guard: &Guard) {
-
         let steps = if cfg!(crossbeam_sanitize) {
             usize::MAX
         } else {
@@ -312,8 +312,10 @@ pub(crate) struct Local {
 
     /// uvfs patch: this participant's sealed bags, oldest first, reclaimed by this
     /// participant itself (so memory is freed by the thread that retired it, as Linux runs
-    /// RCU callbacks on the CPU that queued them); moved to the global queue only when the
-    /// participant finalizes.
+    /// RCU callbacks on the CPU that queued them); at most `MAX_SEALED_LOCAL` of them (older
+    /// ones go to the global queue), and all of them at `flush` and when the participant
+    /// finalizes. Touched only by the participant's own thread (`Local` is `!Sync` in use:
+    /// reached through its thread's handle).
     sealed: UnsafeCell<alloc::collections::VecDeque<SealedBag>>,
 
     /// The number of guards keeping this participant pinned.
@@ -347,6 +349,11 @@ impl Local {
     /// Number of pinnings after which a participant will execute some deferred functions from the
     /// global queue.
     const PINNINGS_BETWEEN_COLLECT: usize = 128;
+
+    /// uvfs patch: the most sealed bags a participant keeps for itself (`sealed`): 16 x 64
+    /// deferred functions. A thread collects its own every `PINNINGS_BETWEEN_COLLECT` pins,
+    /// so a busy thread rarely has more than two or three.
+    const MAX_SEALED_LOCAL: usize = 16;
 
     /// Registers a new `Local` in the provided `Global`.
     pub(crate) fn register(collector: &Collector) -> LocalHandle {
@@ -398,29 +405,49 @@ impl Local {
         let bag = self.bag.with_mut(|b| &mut *b);
 
         while let Err(d) = bag.try_push(deferred) {
-            self.seal_local(bag);
+            self.seal_local(bag, guard);
             deferred = d;
         }
-        let _ = guard;
     }
 
     /// uvfs patch: seals the full `bag` with the global epoch into this participant's own
-    /// queue (as `Global::push_bag` does into the global one, same fence).
-    fn seal_local(&self, bag: &mut Bag) {
+    /// queue (as `Global::push_bag` does into the global one, same fence), moving the oldest
+    /// local bag to the global queue when there are more than `MAX_SEALED_LOCAL`: while
+    /// another participant holds the epoch back, a thread that retires a lot and then goes
+    /// idle would otherwise keep all of it (anyone may collect the global queue).
+    fn seal_local(&self, bag: &mut Bag, guard: &Guard) {
         let bag = mem::replace(bag, Bag::new());
+        // SeqCst fence, then a Relaxed load of the epoch: exactly `Global::push_bag`'s
+        // sealing (the fence orders this thread's unlinking stores before the epoch it
+        // seals with, so a participant that could still see the objects is pinned in that
+        // epoch or an older one, and the bag expires only two epochs later).
         atomic::fence(Ordering::SeqCst);
         let epoch = self.global().epoch.load(Ordering::Relaxed);
-        self.sealed.with_mut(|q| unsafe { &mut *q }).push_back(bag.seal(epoch));
+        // SAFETY: `sealed` is touched only by this participant's thread (field doc), and
+        // no other reference to it is live here: each use takes a fresh one and ends it
+        // before running any deferred function.
+        let q = self.sealed.with_mut(|q| unsafe { &mut *q });
+        q.push_back(bag.seal(epoch));
+        let old = if q.len() > Self::MAX_SEALED_LOCAL {
+            q.pop_front()
+        } else {
+            None
+        };
+        if let Some(b) = old {
+            self.global().queue.push(b, guard);
+        }
     }
 
     /// uvfs patch: advances the epoch if it can, then drops this participant's expired bags
-    /// and a few from the global queue (those of finalized participants).
+    /// and a few from the global queue (those flushed, or of finalized participants).
     #[cold]
     fn collect_local(&self, guard: &Guard) {
         let global_epoch = self.global().collect_epoch(guard);
         loop {
             // Popped before it is dropped: dropping runs deferred functions, which may
             // defer more (and so push onto this queue).
+            // SAFETY: as in `seal_local`; the reference ends with `pop_front`, before the
+            // popped bag is dropped (which may re-enter `seal_local`).
             let q = self.sealed.with_mut(|q| unsafe { &mut *q });
             match q.front() {
                 Some(b) if b.is_expired(global_epoch) => drop(q.pop_front()),
@@ -438,6 +465,7 @@ impl Local {
         // uvfs patch: a flush hands everything this participant retired to the global
         // queue (crossbeam's meaning: "now, for anyone to collect"), so that garbage a caller
         // wants gone soon is not left behind a participant that then goes idle.
+        // SAFETY: as in `seal_local`; each reference ends with its `pop_front`.
         while let Some(b) = self.sealed.with_mut(|q| unsafe { &mut *q }).pop_front() {
             self.global().queue.push(b, guard);
         }

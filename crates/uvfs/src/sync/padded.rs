@@ -58,8 +58,8 @@ const LINE_WORDS: usize = CACHE_LINE / 8;
 /// for the first 64 descriptors): a `Vec<u64>` of one word is an 8-byte block, and the
 /// allocator puts the next table's block, made by the same thread (`fork` from one
 /// parent), on the same line, so two tasks that share nothing write one line. Measured on
-/// `open-close` (each thread its own forked task): 2 threads / 1 thread 1.1-1.44x with
-/// `Vec<u64>` bitmaps, 1.83-2.16x with them on own lines. Linux embeds the first words in
+/// `open-close` (each thread its own forked task): 2 threads / 1 thread 0.9-1.44x with
+/// `Vec<u64>` bitmaps, 1.83-2.2x with them on own lines (two sets of interleaved runs). Linux embeds the first words in
 /// the cache-line-aligned `files_struct` (`open_fds_init`, `close_on_exec_init`,
 /// `full_fds_bits_init`).
 ///
