@@ -188,14 +188,6 @@ impl Global {
         self.queue.push(bag.seal(epoch), guard);
     }
 
-    /// uvfs patch: [`collect`](Self::collect) returning the epoch it collected against.
-    #[cold]
-    pub(crate) fn collect_epoch(&self, guard: &Guard) -> Epoch {
-        let global_epoch = self.try_advance(guard);
-        self.collect_with(global_epoch, guard);
-        global_epoch
-    }
-
     /// Collects several bags from the global queue and executes deferred functions in them.
     ///
     /// Note: This may itself produce garbage and in turn allocate new bags.
@@ -206,17 +198,17 @@ impl Global {
     #[cold]
     pub(crate) fn collect(&self, guard: &Guard) {
         let global_epoch = self.try_advance(guard);
-        self.collect_with(global_epoch, guard);
-    }
-
-    /// uvfs patch: the popping half of [`collect`](Self::collect), against `global_epoch`.
-    fn collect_with(&self, global_epoch: Epoch, guard: &Guard) {
         let steps = if cfg!(crossbeam_sanitize) {
             usize::MAX
         } else {
             Self::COLLECT_STEPS
         };
+        self.collect_with(global_epoch, steps, guard);
+    }
 
+    /// uvfs patch: the popping half of [`collect`](Self::collect): at most `steps` bags
+    /// expired at `global_epoch`.
+    pub(crate) fn collect_with(&self, global_epoch: Epoch, steps: usize, guard: &Guard) {
         for _ in 0..steps {
             match self.queue.try_pop_if(
                 &|sealed_bag: &SealedBag| sealed_bag.is_expired(global_epoch),
@@ -438,12 +430,19 @@ impl Local {
         }
     }
 
-    /// uvfs patch: advances the epoch if it can, then drops this participant's expired bags
-    /// and a few from the global queue (those flushed, or of finalized participants).
+    /// uvfs patch: advances the epoch if it can, then drops a few of this participant's
+    /// expired bags and a few from the global queue (those flushed, or of finalized
+    /// participants).
     #[cold]
     fn collect_local(&self, guard: &Guard) {
-        let global_epoch = self.global().collect_epoch(guard);
-        loop {
+        let global_epoch = self.global().try_advance(guard);
+        // At most `Global::COLLECT_STEPS` bags in all, as stock crossbeam pops from the
+        // global queue: this participant's own first, then the global queue's (flushed
+        // bags, those of finalized participants). A thread that gets back a backlog (after
+        // the epoch was held back) frees it over several collections, not in one burst
+        // inside some unrelated call.
+        let mut steps = Global::COLLECT_STEPS;
+        while steps > 0 {
             // Popped before it is dropped: dropping runs deferred functions, which may
             // defer more (and so push onto this queue).
             // SAFETY: as in `seal_local`; the reference ends with `pop_front`, before the
@@ -453,7 +452,9 @@ impl Local {
                 Some(b) if b.is_expired(global_epoch) => drop(q.pop_front()),
                 _ => break,
             }
+            steps -= 1;
         }
+        self.global().collect_with(global_epoch, steps, guard);
     }
 
     pub(crate) fn flush(&self, guard: &Guard) {
