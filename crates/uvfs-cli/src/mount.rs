@@ -757,7 +757,7 @@ fn in_path(name: &str) -> bool {
 
 /// As root: mounts FUSE on `mp` with mount(2) as fuser 0.18's `fuse_mount_sys` does (type
 /// `fuse`, source `fsname`, set-ID bits and device nodes honoured as on a tmpfs root mounts)
-/// and returns the `/dev/fuse` descriptor for `Session::from_fd`.
+/// and returns the `/dev/fuse` descriptor for uvfs's own loop (`serve_dev`, or the rings).
 ///
 /// Not fuser's own mount: its `Mount` drop, at the end of `Session::run`, unmounts the mount
 /// point *by path* unless `is_mounted` says the connection is gone, and that test is
@@ -870,24 +870,32 @@ fn mount_as_user(mp: &std::path::Path, options: &[String]) -> io::Result<std::os
             r => break r,
         }
     };
-    let fd = match got {
-        Ok(m) if m.bytes > 0 => control.drain().find_map(|c| match c {
-            RecvAncillaryMessage::ScmRights(mut fds) => fds.next(),
-            _ => None,
-        }),
-        _ => None,
+    let (fd, recv_err) = match got {
+        Ok(m) if m.bytes > 0 => (
+            control.drain().find_map(|c| match c {
+                RecvAncillaryMessage::ScmRights(mut fds) => fds.next(),
+                _ => None,
+            }),
+            None,
+        ),
+        Ok(_) => (None, None),
+        Err(e) => (None, Some(e)),
     };
     drop(ours);
     let out = child.wait_with_output()?;
     match fd {
-        Some(fd) if out.status.success() => Ok(fd),
-        _ => {
+        // A descriptor came: the mount is made (libfuse and fuser go by that too, not by
+        // the exit status, which follows).
+        Some(fd) => Ok(fd),
+        None => {
             let msg = String::from_utf8_lossy(&out.stderr);
             let msg = msg.trim();
-            Err(io::Error::other(if msg.is_empty() {
-                format!("fusermount3 sent no /dev/fuse descriptor ({})", out.status)
-            } else {
-                msg.to_owned()
+            Err(io::Error::other(match (msg.is_empty(), recv_err) {
+                (false, _) => msg.to_owned(),
+                (true, Some(e)) => format!("receiving the /dev/fuse descriptor: {e}"),
+                (true, None) => {
+                    format!("fusermount3 sent no /dev/fuse descriptor ({})", out.status)
+                }
             }))
         }
     }
@@ -901,6 +909,10 @@ struct Unmounter(Option<PathBuf>, Option<u32>);
 impl Unmounter {
     /// A plain unmount (`EBUSY` while in use): umount(2) as root, `fusermount3 -u`
     /// otherwise; nothing if the mount is no longer ours.
+    ///
+    /// # Errors
+    /// The mount point or connection is unknown; umount(2)'s errno; `fusermount3` could
+    /// not run, or failed (its message: e.g. the mount is busy).
     fn unmount(&mut self) -> io::Result<()> {
         let Unmounter(Some(mp), Some(conn)) = self else {
             return Err(io::Error::other(
@@ -939,6 +951,7 @@ fn lazy_unmount(mp: &std::path::Path) -> io::Result<()> {
     let st = std::process::Command::new("fusermount3")
         .arg("-u")
         .arg("-z")
+        .arg("--")
         .arg(mp)
         .status()?;
     if st.success() {
@@ -1245,7 +1258,7 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
         options.push("allow_other".to_owned());
     }
     let mp = &args.mountpoint;
-    // Canonical as fuser mounts it (and before it is mounted: resolving the mount point
+    // Canonical as the kernel records it (and before it is mounted: resolving the mount point
     // afterwards would wait on the session).
     let canonical = mp.canonicalize().ok();
     // Mounted here (as root with mount(2), otherwise through fusermount3) and served by

@@ -9,8 +9,8 @@
 //! its caller in `request_wait_answer` for good, even against SIGKILL (the request was
 //! sent). Fix: the worker serving a request publishes it (fuse/serve_intr.rs) and an
 //! interrupt reaches its FUSE client `Interrupter`, which sends `FUSE_INTERRUPT` to the
-//! inner server; the request ends with that server's `EINTR`. Classic transport as root:
-//! uvfs's own `/dev/fuse` loop; `--transport uring` (CI's second pass): the interrupt comes
+//! inner server; the request ends with that server's `EINTR`. Classic transport: uvfs's
+//! own `/dev/fuse` loop (mounted by root, and by user 65534 through fusermount3); `--transport uring` (CI's second pass): the interrupt comes
 //! on `/dev/fuse`, the request is served on a ring.
 //!
 //! The inner server (`data/hang_server.py`, raw FUSE over the client's socket) never
@@ -328,15 +328,17 @@ fn an_unprivileged_mount_answers_interrupts() {
     // directory may be closed to it.
     let tmp = tempfile::tempdir().unwrap();
     std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let uvfs = tmp.path().join("uvfs");
+    // Canonical: mountinfo shows the real path (a symlinked $TMPDIR would never match).
+    let base = tmp.path().canonicalize().unwrap();
+    let uvfs = base.join("uvfs");
     std::fs::copy(env!("CARGO_BIN_EXE_uvfs"), &uvfs).unwrap();
-    let script = tmp.path().join("hang_server.py");
+    let script = base.join("hang_server.py");
     std::fs::copy(
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/hang_server.py"),
         &script,
     )
     .unwrap();
-    let home = tmp.path().join("home");
+    let home = base.join("home");
     std::fs::create_dir(&home).unwrap();
     chown(&home, Some(65534), Some(65534)).unwrap();
     let dir = home.join("m");
@@ -355,14 +357,31 @@ fn an_unprivileged_mount_answers_interrupts() {
         script.display(),
         log.display()
     );
-    let server = as_user(&uvfs)
-        .arg("mount")
-        .arg(&dir)
-        .args(["--threads", "2", "--fuse", &spec])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let errors = home.join("server.err");
+    let spawn = || {
+        as_user(&uvfs)
+            .arg("mount")
+            .arg(&dir)
+            .args(["--threads", "2", "--fuse", &spec])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&errors).unwrap())
+            .spawn()
+    };
+    // ETXTBSY: a process another test thread forks meanwhile may briefly hold the copy's
+    // write descriptor (a fork before the copy's close), as long as it takes to exec.
+    let mut tries = 0;
+    let server = loop {
+        match spawn() {
+            Err(e)
+                if e.raw_os_error() == Some(rustix::io::Errno::TXTBSY.raw_os_error())
+                    && tries < 100 =>
+            {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            r => break r.unwrap(),
+        }
+    };
     let mut guard = UserMount {
         dir: dir.clone(),
         server: Some(server),
@@ -373,12 +392,14 @@ fn an_unprivileged_mount_answers_interrupts() {
             break e;
         }
         let s = guard.server.as_mut().unwrap();
-        if s.try_wait().unwrap().is_some() || start.elapsed() > PROMPT {
-            let out = guard.server.take().unwrap().wait_with_output().unwrap();
+        let exited = s.try_wait().unwrap();
+        if exited.is_some() || start.elapsed() > PROMPT {
+            let _ = s.kill();
+            let status = s.wait().unwrap();
             panic!(
-                "no mount by user 65534: {:?}: {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
+                "no mount by user 65534 after {:?}: {status:?}: {}",
+                start.elapsed(),
+                std::fs::read_to_string(&errors).unwrap_or_default()
             );
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -410,7 +431,7 @@ fn an_unprivileged_mount_answers_interrupts() {
         out.status.success(),
         "{:?}: {}",
         out.status,
-        String::from_utf8_lossy(&out.stderr)
+        std::fs::read_to_string(&errors).unwrap_or_default()
     );
     assert!(
         common::mount_at(&dir).is_none(),
