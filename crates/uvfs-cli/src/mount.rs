@@ -926,20 +926,7 @@ impl Unmounter {
             return rustix::mount::unmount(mp.as_path(), rustix::mount::UnmountFlags::empty())
                 .map_err(Into::into);
         }
-        let out = std::process::Command::new("fusermount3")
-            .arg("-u")
-            .arg("--")
-            .arg(mp.as_path())
-            .stdin(std::process::Stdio::null())
-            .output()?;
-        if out.status.success() {
-            Ok(())
-        } else {
-            Err(io::Error::other(format!(
-                "fusermount3 -u: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            )))
-        }
+        fusermount3_unmount(mp, false)
     }
 }
 
@@ -948,16 +935,32 @@ fn lazy_unmount(mp: &std::path::Path) -> io::Result<()> {
     if rustix::process::geteuid().is_root() {
         return rustix::mount::unmount(mp, rustix::mount::UnmountFlags::DETACH).map_err(Into::into);
     }
-    let st = std::process::Command::new("fusermount3")
-        .arg("-u")
-        .arg("-z")
+    fusermount3_unmount(mp, true)
+}
+
+/// `fusermount3 -u [-z] -- MP`: unmounts (with `lazy`, detaches) a FUSE mount this user made.
+///
+/// # Errors
+/// `fusermount3` could not run, or failed: its message (e.g. the mount is busy).
+fn fusermount3_unmount(mp: &std::path::Path, lazy: bool) -> io::Result<()> {
+    let mut cmd = std::process::Command::new("fusermount3");
+    cmd.arg("-u");
+    if lazy {
+        cmd.arg("-z");
+    }
+    let out = cmd
         .arg("--")
         .arg(mp)
-        .status()?;
-    if st.success() {
+        .stdin(std::process::Stdio::null())
+        .output()?;
+    if out.status.success() {
         Ok(())
     } else {
-        Err(io::Error::other(format!("fusermount3 -u -z: {st}")))
+        Err(io::Error::other(format!(
+            "fusermount3 -u{}: {}",
+            if lazy { " -z" } else { "" },
+            String::from_utf8_lossy(&out.stderr).trim()
+        )))
     }
 }
 

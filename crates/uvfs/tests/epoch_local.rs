@@ -1,84 +1,84 @@
 //! Garbage retired through the epoch is freed by the thread that retired it.
 //!
 //! uvfs carries a patched crossbeam-epoch (vendor/crossbeam-epoch, UVFS-PATCH.md): a
-//! participant keeps the bags it seals and frees them itself once they are two epochs old,
-//! as Linux runs RCU callbacks on the CPU that queued them (kernel/rcu/tree.c,
+//! participant keeps the bags it seals (up to 16) and frees them itself once they are two
+//! epochs old, as Linux runs RCU callbacks on the CPU that queued them (kernel/rcu/tree.c,
 //! per-CPU `rcu_data.cblist`). Stock crossbeam-epoch pushes every full bag onto one global
 //! queue that any thread pops, so half the frees of a two-thread create/unlink loop ran on
 //! the other thread (a cross-thread free: the allocator's remote-free list, and the
 //! object's lines moved to the freeing CPU): `creat-clo` fell to 0.83x at 2 threads, and
 //! went to 1.33x with the patch (docs/bench.md).
 //!
-//! This test fails on stock crossbeam-epoch (50k-185k of 400k closures ran on the other
-//! thread): two threads each retire 200,000 closures that record on which thread they run;
-//! while both are still retiring, fewer than 5% may run on the other thread (the patch
-//! moves a bag to the global queue only past 16 local ones, which happens only while the
-//! other thread holds the epoch back).
+//! The test is sequential, so that no scheduling can change it (an earlier version raced two
+//! retiring threads and failed on an oversubscribed machine: a thread preempted while
+//! pinned holds the epoch back, and the other then hands bags past its 16th to the global
+//! queue, by design). Thread A retires ten bags' worth of closures; then thread B, alone,
+//! pins, flushes and collects many times (on stock crossbeam-epoch B's collections find A's
+//! bags in the global queue, expired, and run them: the test fails); then A pins until its
+//! own collections have run them all. Every closure must run, and on A.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Barrier};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
 use std::thread;
 
 #[test]
 fn garbage_is_freed_by_the_thread_that_retired_it() {
-    const N: usize = 200_000;
-    let barrier = Arc::new(Barrier::new(2));
-    // Set by each thread when it stops retiring; a closure run on another thread after
-    // that is a hand-over at exit (allowed), before it a steal (not allowed).
-    let done = Arc::new([AtomicBool::new(false), AtomicBool::new(false)]);
-    let stolen = Arc::new(AtomicUsize::new(0));
-    let ran = Arc::new(AtomicUsize::new(0));
-    let threads: Vec<_> = (0..2)
-        .map(|me| {
-            let (barrier, done, stolen, ran) =
-                (barrier.clone(), done.clone(), stolen.clone(), ran.clone());
-            thread::spawn(move || {
-                let owner = thread::current().id();
-                barrier.wait();
-                for _ in 0..N {
-                    let g = crossbeam_epoch::pin();
-                    let (done, stolen, ran) = (done.clone(), stolen.clone(), ran.clone());
-                    g.defer(move || {
-                        // Relaxed (all four): counters and flags read after the threads
-                        // are joined (join orders them); the owner's `done` store is
-                        // read racily on purpose: a closure that runs before it was set
-                        // ran while the owner was still retiring.
-                        ran.fetch_add(1, Ordering::Relaxed);
-                        if thread::current().id() != owner && !done[me].load(Ordering::Relaxed) {
-                            stolen.fetch_add(1, Ordering::Relaxed);
-                        }
-                    });
-                }
-                // Relaxed: see above.
-                done[me].store(true, Ordering::Relaxed);
-                // Pins without garbage, so that this thread collects what it sealed last
-                // (every 128th pin collects) once the other has stopped holding epochs.
-                for _ in 0..1024 {
-                    drop(crossbeam_epoch::pin());
-                }
-                // Wait for the other thread too, so that neither exits (handing its bags to
-                // the global queue) while the other is still retiring.
-                barrier.wait();
-            })
+    // Ten bags of 64: under the patch's 16 kept per thread, so none is handed over.
+    const N: usize = 640;
+    let ran_on_a = Arc::new(AtomicUsize::new(0));
+    let ran_elsewhere = Arc::new(AtomicUsize::new(0));
+    let (to_a, a_rx) = mpsc::channel::<()>();
+    let (to_main, main_rx) = mpsc::channel::<()>();
+    let a = {
+        let (ran_on_a, ran_elsewhere) = (ran_on_a.clone(), ran_elsewhere.clone());
+        thread::spawn(move || {
+            let me = thread::current().id();
+            for _ in 0..N {
+                let g = crossbeam_epoch::pin();
+                let (on_a, elsewhere) = (ran_on_a.clone(), ran_elsewhere.clone());
+                g.defer(move || {
+                    // Relaxed: counters read after the threads are joined (join orders).
+                    if thread::current().id() == me {
+                        on_a.fetch_add(1, Ordering::Relaxed);
+                    } else {
+                        // Relaxed: as above.
+                        elsewhere.fetch_add(1, Ordering::Relaxed);
+                    }
+                });
+            }
+            // One more (uncounted) seals the tenth bag: a bag is sealed when the next
+            // deferred function does not fit.
+            crossbeam_epoch::pin().defer(|| ());
+            // A is not pinned now; B runs alone.
+            to_main.send(()).unwrap();
+            a_rx.recv().unwrap();
+            // A's own collections (every 128th pin) advance the epoch and run its bags,
+            // at most 8 per collection.
+            for _ in 0..128 * 16 {
+                drop(crossbeam_epoch::pin());
+            }
         })
-        .collect();
-    for t in threads {
-        t.join().unwrap();
-    }
+    };
+    main_rx.recv().unwrap();
+    thread::spawn(|| {
+        for _ in 0..128 * 16 {
+            let g = crossbeam_epoch::pin();
+            g.flush();
+        }
+    })
+    .join()
+    .unwrap();
+    to_a.send(()).unwrap();
+    a.join().unwrap();
     // Relaxed: after join.
-    let (ran, stolen) = (ran.load(Ordering::Relaxed), stolen.load(Ordering::Relaxed));
-    // Not all: a thread keeps up to 17 bags when the other held the epoch back (pinned
-    // while preempted); most run, or the check below would be vacuous.
-    assert!(
-        ran > N,
-        "only {ran} of {} closures ran while the threads ran: the epoch did not advance",
-        2 * N
+    let (on_a, elsewhere) = (
+        ran_on_a.load(Ordering::Relaxed),
+        ran_elsewhere.load(Ordering::Relaxed),
     );
-    // Not zero: a thread hands bags past its 16th to the global queue, which happens when
-    // the other thread holds the epoch back (preempted while pinned, on a busy machine):
-    // 0.4% of them in a run beside a build. Stock crossbeam-epoch: 12-46%.
-    assert!(
-        stolen * 20 < ran,
-        "{stolen} of {ran} closures ran on the other thread while their thread still retired"
+    assert_eq!(
+        elsewhere, 0,
+        "{elsewhere} of A's {N} closures ran on another thread ({on_a} on A)"
     );
+    assert_eq!(on_a, N, "A's closures that ran on A");
 }

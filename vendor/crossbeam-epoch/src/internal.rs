@@ -180,12 +180,18 @@ impl Global {
 
     /// Pushes the bag into the global queue and replaces the bag with a new empty bag.
     pub(crate) fn push_bag(&self, bag: &mut Bag, guard: &Guard) {
+        self.queue.push(self.seal(bag), guard);
+    }
+
+    /// uvfs patch: takes `bag` (leaving an empty one) and seals it with the global epoch,
+    /// `push_bag`'s sealing, for the global queue or a participant's own.
+    fn seal(&self, bag: &mut Bag) -> SealedBag {
         let bag = mem::replace(bag, Bag::new());
 
         atomic::fence(Ordering::SeqCst);
 
         let epoch = self.epoch.load(Ordering::Relaxed);
-        self.queue.push(bag.seal(epoch), guard);
+        bag.seal(epoch)
     }
 
     /// Collects several bags from the global queue and executes deferred functions in them.
@@ -408,18 +414,16 @@ impl Local {
     /// another participant holds the epoch back, a thread that retires a lot and then goes
     /// idle would otherwise keep all of it (anyone may collect the global queue).
     fn seal_local(&self, bag: &mut Bag, guard: &Guard) {
-        let bag = mem::replace(bag, Bag::new());
-        // SeqCst fence, then a Relaxed load of the epoch: exactly `Global::push_bag`'s
-        // sealing (the fence orders this thread's unlinking stores before the epoch it
-        // seals with, so a participant that could still see the objects is pinned in that
-        // epoch or an older one, and the bag expires only two epochs later).
-        atomic::fence(Ordering::SeqCst);
-        let epoch = self.global().epoch.load(Ordering::Relaxed);
+        // `Global::push_bag`'s sealing (its SeqCst fence orders this thread's unlinking
+        // stores before the epoch it seals with, so a participant that could still see the
+        // objects is pinned in that epoch or an older one, and the bag expires only two
+        // epochs later).
+        let sealed = self.global().seal(bag);
         // SAFETY: `sealed` is touched only by this participant's thread (field doc), and
         // no other reference to it is live here: each use takes a fresh one and ends it
         // before running any deferred function.
         let q = self.sealed.with_mut(|q| unsafe { &mut *q });
-        q.push_back(bag.seal(epoch));
+        q.push_back(sealed);
         let old = if q.len() > Self::MAX_SEALED_LOCAL {
             q.pop_front()
         } else {
@@ -457,6 +461,15 @@ impl Local {
         self.global().collect_with(global_epoch, steps, guard);
     }
 
+    /// uvfs patch: moves every sealed bag of this participant to the global queue, for
+    /// anyone to collect (`flush`, `finalize`).
+    fn hand_over_sealed(&self, guard: &Guard) {
+        // SAFETY: as in `seal_local`; each reference ends with its `pop_front`.
+        while let Some(b) = self.sealed.with_mut(|q| unsafe { &mut *q }).pop_front() {
+            self.global().queue.push(b, guard);
+        }
+    }
+
     pub(crate) fn flush(&self, guard: &Guard) {
         let bag = self.bag.with_mut(|b| unsafe { &mut *b });
 
@@ -466,10 +479,7 @@ impl Local {
         // uvfs patch: a flush hands everything this participant retired to the global
         // queue (crossbeam's meaning: "now, for anyone to collect"), so that garbage a caller
         // wants gone soon is not left behind a participant that then goes idle.
-        // SAFETY: as in `seal_local`; each reference ends with its `pop_front`.
-        while let Some(b) = self.sealed.with_mut(|q| unsafe { &mut *q }).pop_front() {
-            self.global().queue.push(b, guard);
-        }
+        self.hand_over_sealed(guard);
 
         self.global().collect(guard);
     }
@@ -613,9 +623,7 @@ impl Local {
                 .push_bag(self.bag.with_mut(|b| &mut *b), guard);
             // uvfs patch: this participant's sealed bags go to the global queue, for the
             // participants that go on.
-            while let Some(b) = self.sealed.with_mut(|q| &mut *q).pop_front() {
-                self.global().queue.push(b, guard);
-            }
+            self.hand_over_sealed(guard);
         }
         // Revert the handle count back to zero.
         self.handle_count.set(0);

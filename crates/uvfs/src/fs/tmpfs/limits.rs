@@ -59,7 +59,6 @@ const BOGO_INODE_SIZE: u64 = 1024;
 const CLOSED: u64 = 1 << 63;
 
 /// A change the loom models must catch (tests/loom_limits.rs); never set in uvfs.
-#[cfg(uvfs_loom)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Mutation {
     /// The fast reservation takes from the shard without checking that it holds `n`
@@ -121,7 +120,7 @@ impl Pool {
         // Relaxed: the reserve publishes nothing (pages and inodes are published by their
         // own locks); only the count's atomicity matters, which the compare-and-swap gives.
         let mut v = s.load(Ordering::Relaxed);
-        while v & CLOSED == 0 && (v >= n || m.no_reserve_check()) {
+        while v & CLOSED == 0 && (v >= n || m.is(Mutation::NoReserveCheck)) {
             // Relaxed on success and failure: see above. A closed shard (set under the lock
             // by `collect_locked`) makes this fail and go to the lock.
             let (r, f) = (Ordering::Relaxed, Ordering::Relaxed);
@@ -137,7 +136,7 @@ impl Pool {
     #[cold]
     fn take_slow(&self, s: &AtomicU64, n: u64, m: Mutations) -> Result<()> {
         let mut free = crate::sync::lock(&self.free);
-        if *free < n && !m.no_collect() {
+        if *free < n && !m.is(Mutation::NoCollect) {
             self.collect_locked(&mut free);
             let ok = *free >= n;
             if ok {
@@ -234,22 +233,16 @@ struct Mutations {
 }
 
 impl Mutations {
-    /// [`Mutation::NoReserveCheck`] is in force.
+    /// Whether the loom models' mutation `which` is in force (never in uvfs).
     #[inline]
-    fn no_reserve_check(self) -> bool {
+    fn is(self, which: Mutation) -> bool {
         #[cfg(uvfs_loom)]
-        return self.m == Some(Mutation::NoReserveCheck);
+        return self.m == Some(which);
         #[cfg(not(uvfs_loom))]
-        false
-    }
-
-    /// [`Mutation::NoCollect`] is in force.
-    #[inline]
-    fn no_collect(self) -> bool {
-        #[cfg(uvfs_loom)]
-        return self.m == Some(Mutation::NoCollect);
-        #[cfg(not(uvfs_loom))]
-        false
+        {
+            let _ = which;
+            false
+        }
     }
 }
 
