@@ -160,6 +160,24 @@ pub(crate) mod wait {
     }
 }
 
+/// A mutex and condition variable that the loom models explore: `std`'s, or loom's under
+/// `--cfg uvfs_loom` (not recorded by the audit build). For sleeps that are part of a
+/// protocol a model checks for lost wake-ups: the FUSE client's request reply slot and its
+/// leader/follower receive (fuse/client/request.rs, leader.rs). Loom's `wait_timeout` never
+/// times out.
+pub(crate) mod cv {
+    #[cfg(uvfs_loom)]
+    pub(crate) use loom::sync::{Condvar, Mutex, MutexGuard};
+    #[cfg(not(uvfs_loom))]
+    pub(crate) use std::sync::{Condvar, Mutex, MutexGuard};
+
+    /// Locks `m`, ignoring poisoning (see [`super::lock`]).
+    #[inline]
+    pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+        m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
 /// Locks a `plain::Mutex`, ignoring poisoning (see [`lock`]).
 #[inline]
 #[cfg_attr(feature = "audit", track_caller)]

@@ -3,8 +3,9 @@
 //! libfuse >= 3.3 serves an inherited descriptor given that way, without mounting
 //! anything; each message is one packet) or a connected Unix stream socket (transport 2:
 //! servers built on `fuse_session_custom_io`, as libfuse's `hello_ll_uds`; each message
-//! framed by its header's length). The INIT handshake negotiates the protocol, and one
-//! reader thread matches replies to requests by `unique`.
+//! framed by its header's length). The INIT handshake negotiates the protocol; replies are
+//! matched to requests by `unique`, received by the waiting callers themselves
+//! (leader.rs: leader/follower) or, on an idle connection, by a reader thread.
 //!
 //! Linux analogue: fs/fuse/dev.c (`fuse_dev_do_write`, `request_find`, `fuse_abort_conn`),
 //! fs/fuse/inode.c (`fuse_send_init`, `process_init_reply`).
@@ -13,19 +14,21 @@
 //! A caller writes its request itself (one `send`: the socket keeps packets whole and in
 //! order, so there is no pending queue for a server to read), after putting it on the
 //! processing table, sharded by `unique` so that concurrent callers lock different
-//! shards; then it sleeps on the request ([`Request::wait`]). The reader thread takes
-//! the request out of its shard by the reply's `unique` and completes it
-//! ([`Request::complete`], which is `request_end`). Uniques come from per-thread batches,
-//! so no line is written by every request of every thread.
+//! shards; then it waits ([`Leadership::wait`]): as the leader it receives messages until
+//! its own reply came, as a follower it sleeps on the request until it is finished or made
+//! the leader. Whoever receives a reply takes its request out of the shard by the reply's
+//! `unique` and completes it ([`Request::complete`], which is `request_end`), waking its
+//! waiter. Uniques come from per-thread batches, so no line is written by every request
+//! of every thread.
 //!
 //! # Background requests and forgets
 //! A request nobody waits for ([`Conn::request_background`]: RELEASE, RELEASEDIR) is
 //! sent only while fewer than `max_background` are in flight; the rest wait in the
 //! background queue, in order (a request may pass one the reader is putting back after a
 //! full socket), and each reply to a background request sends the next
-//! (Linux `fc->bg_queue`, `flush_bg_queue`). The reader sends without blocking (a reader
-//! blocked on a full socket while the server blocks on its replies to us would deadlock
-//! both); what it cannot send now, the next caller's request sends first.
+//! (Linux `fc->bg_queue`, `flush_bg_queue`). Whoever receives sends without blocking (a
+//! receiver blocked on a full socket while the server blocks on its replies to us would
+//! deadlock both); what it cannot send now, the next caller's request sends first.
 //!
 //! FORGETs ([`Conn::forget`], one per evicted inode) are queued and sent as one
 //! BATCH_FORGET (7.16; INIT refuses servers before 7.23) when [`FORGET_BATCH`] are
@@ -41,6 +44,7 @@
 //! every later one with `ENOTCONN` (Linux `fuse_abort_conn`, `fuse_request_send` on a
 //! dead connection). A request is never left waiting for a server that is gone.
 
+use super::leader::{Leadership, Received, Waited, Wire};
 use super::request::{EndMode, InputQueue, Request, FR_BACKGROUND, FR_FINISHED};
 use crate::fuse::abi::{self, init, opcode, InHeader, InitIn, InitOut, Message};
 use crate::sync::padded::CacheLine;
@@ -53,6 +57,9 @@ use std::collections::{HashMap, VecDeque};
 use std::ptr::NonNull;
 use std::sync::Arc;
 use zerocopy::IntoBytes;
+
+/// The reader thread's name.
+const READER_NAME: &str = "uvfs-fuse-reader";
 
 /// Processing-table shards (a power of two).
 const SHARDS: usize = 16;
@@ -130,6 +137,9 @@ pub(crate) struct ConnStats {
     pub(crate) unknown_uniques: AtomicU64,
     /// Requests not answered within the request timeout (each aborted the connection).
     pub(crate) timeouts: AtomicU64,
+    /// Tests: replies acted on by the reader thread (the rest by callers, leader.rs).
+    #[cfg(test)]
+    pub(crate) by_reader: AtomicU64,
 }
 
 /// One shard of the processing table: requests sent and not yet answered, by unique.
@@ -214,10 +224,14 @@ pub(crate) struct Conn {
     pub(crate) stats: ConnStats,
     /// The server process, reaped at drop.
     pub(super) child: Mutex<Option<std::process::Child>>,
-    /// The reader thread, joined at drop.
+    /// Who receives (leader.rs); shared with the reader thread, which holds no
+    /// reference to the connection while it waits.
+    lead: Arc<Leadership>,
+    /// The reader thread (it receives while no caller does, leader.rs), joined at drop.
     reader: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// What applies the server's notifications (INVAL_INODE, INVAL_ENTRY, DELETE): the
-    /// file system over this connection, set once at its mount; run on the reader thread.
+    /// file system over this connection, set once at its mount; run on the reader thread
+    /// only (a receiving caller hands notifications to it, leader.rs).
     notify: std::sync::OnceLock<NotifyFn>,
 }
 
@@ -370,6 +384,7 @@ impl Conn {
             id: NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed),
             stats: ConnStats::default(),
             child: Mutex::new(child),
+            lead: Arc::new(Leadership::new(MAX_IO + 64 * 1024)),
             reader: Mutex::new(None),
             notify: std::sync::OnceLock::new(),
         });
@@ -379,9 +394,16 @@ impl Conn {
             .as_fd()
             .try_clone_to_owned()
             .map_err(|e| Errno::from_io_error(&e))?;
+        let lead = conn.lead.clone();
         let h = std::thread::Builder::new()
-            .name("uvfs-fuse-reader".into())
-            .spawn(move || read_loop(fd, framing, weak))
+            .name(READER_NAME.into())
+            .spawn(move || {
+                lead.reader(&ReaderWire {
+                    fd,
+                    framing,
+                    conn: weak,
+                })
+            })
             .map_err(|_| Errno::EAGAIN)?;
         *plock(&conn.reader) = Some(h);
         Ok(conn)
@@ -528,10 +550,11 @@ impl Conn {
             }
             super::interrupt::Published(slot)
         });
-        let r = match req.wait(self.timeout.get().copied()) {
-            Some(r) => r,
-            None if req.flags() & FR_FINISHED != 0 => req.wait(None).unwrap_or(Err(Errno::EIO)),
-            None => {
+        let deadline = self.timeout.get().map(|&t| std::time::Instant::now() + t);
+        let r = match self.lead.wait(req, &CallerWire(self), deadline) {
+            Waited::Finished => req.take_reply().unwrap_or(Err(Errno::EIO)),
+            Waited::TimedOut if req.finished() => req.take_reply().unwrap_or(Err(Errno::EIO)),
+            Waited::TimedOut => {
                 // Linux 6.14's request timeout (`fuse_check_timeout`): a server that has
                 // not answered in time is taken for dead: the connection aborts (this
                 // request and every other in flight fail with ECONNABORTED, later ones
@@ -540,7 +563,7 @@ impl Conn {
                 self.stats.timeouts.fetch_add(1, Ordering::Relaxed);
                 let _ = rustix::net::shutdown(&self.sock, rustix::net::Shutdown::Both);
                 self.abort();
-                req.wait(None).unwrap_or(Err(Errno::ECONNABORTED))
+                req.wait_finished().unwrap_or(Err(Errno::ECONNABORTED))
             }
         };
         drop(_published);
@@ -792,7 +815,8 @@ impl Conn {
     /// At unmount, before DESTROY: sends the queued background requests (blocking) and
     /// waits, at most `limit`, until none is in flight, so that the server runs every
     /// RELEASE before DESTROY (Linux sends RELEASE synchronously on a connection that will
-    /// get DESTROY). Not waited for on the reader thread (it alone reads the answers).
+    /// get DESTROY). Not waited for on the reader thread (nobody else may be receiving
+    /// the answers: it receives when no caller does, leader.rs).
     pub(crate) fn drain_background(&self, limit: std::time::Duration) {
         let deadline = std::time::Instant::now() + limit;
         let on_reader = plock(&self.reader)
@@ -910,6 +934,11 @@ impl Conn {
         };
         // SAFETY: the table's in-flight reference, now ours.
         let req = unsafe { p.as_ref() };
+        #[cfg(test)]
+        if std::thread::current().name() == Some(READER_NAME) {
+            // Relaxed: a test counter.
+            self.stats.by_reader.fetch_add(1, Ordering::Relaxed);
+        }
         req.complete(&self.iq, self.end_mode(), r);
         self.background_done(req);
         // SAFETY: the in-flight reference, not used after.
@@ -926,6 +955,8 @@ impl Conn {
     fn abort(&self) {
         // Release: pairs with `request`'s Acquire re-check (see there).
         self.connected.store(false, Ordering::Release);
+        // The server sees its end close, and a leader blocked in a receive wakes (EOF).
+        let _ = rustix::net::shutdown(&self.sock, rustix::net::Shutdown::Both);
         // Queued background requests never went out: nobody waits on them.
         let queued: Vec<_> = plock(&self.bg).queue.drain(..).collect();
         for (_, _, p) in queued {
@@ -952,6 +983,7 @@ impl Drop for Conn {
     /// it is waited for, killed if it has not exited within a second.
     fn drop(&mut self) {
         let _ = rustix::net::shutdown(&self.sock, rustix::net::Shutdown::Both);
+        self.lead.close();
         if let Some(h) = plock(&self.reader).take() {
             // The reader itself may drop the last reference (it upgrades its weak one per
             // message): then it is exiting anyway (its next receive sees the shutdown).
@@ -1040,38 +1072,126 @@ fn recv_msg(
     }
 }
 
-/// The reader thread: receives messages until EOF or an error, then aborts.
-fn read_loop(fd: OwnedFd, framing: Framing, conn: std::sync::Weak<Conn>) {
-    let mut buf = vec![0u8; MAX_IO + 64 * 1024];
-    loop {
-        let got = recv_msg(&fd, framing, &mut buf);
-        let Some(conn) = conn.upgrade() else { return };
-        let (n, full) = match got {
-            Ok(Some(r)) => r,
-            Ok(None) | Err(_) => {
-                if matches!(got, Err(rustix::io::Errno::PROTO)) {
-                    // Relaxed: a diagnostic counter.
-                    conn.stats.proto_errors.fetch_add(1, Ordering::Relaxed);
-                }
-                conn.abort();
-                return;
-            }
-        };
-        if full > n {
-            // Larger than any reply uvfs asked for: fail the request it names.
-            conn.stats.proto_errors.fetch_add(1, Ordering::Relaxed);
-            if let Ok((h, _)) = <abi::OutHeader as zerocopy::FromBytes>::read_from_prefix(&buf[..n])
-            {
-                conn.fail_if_present(h.unique, Errno::EIO);
-            }
-            continue;
+/// Receives one message on `fd` into `buf` (blocking; with `deadline`, `TimedOut` when
+/// none came by then) and acts on it for `conn` (leader.rs's [`Wire::receive`]): EOF or
+/// a socket error aborts the connection (`Closed`).
+fn receive(
+    conn: &Conn,
+    fd: &OwnedFd,
+    framing: Framing,
+    buf: &mut [u8],
+    deadline: Option<std::time::Instant>,
+    for_reader: bool,
+) -> Received {
+    if let Some(d) = deadline {
+        let left = d.saturating_duration_since(std::time::Instant::now());
+        if !poll_in(fd, Some(left)) {
+            return Received::TimedOut;
         }
-        dispatch(&conn, &buf[..n]);
+    }
+    let got = recv_msg(fd, framing, buf);
+    let (n, full) = match got {
+        Ok(Some(r)) => r,
+        Ok(None) | Err(_) => {
+            if matches!(got, Err(rustix::io::Errno::PROTO)) {
+                // Relaxed: a diagnostic counter.
+                conn.stats.proto_errors.fetch_add(1, Ordering::Relaxed);
+            }
+            conn.abort();
+            return Received::Closed;
+        }
+    };
+    if full > n {
+        // Larger than any reply uvfs asked for: fail the request it names.
+        // Relaxed: a diagnostic counter.
+        conn.stats.proto_errors.fetch_add(1, Ordering::Relaxed);
+        if let Ok((h, _)) = <abi::OutHeader as zerocopy::FromBytes>::read_from_prefix(&buf[..n]) {
+            conn.fail_if_present(h.unique, Errno::EIO);
+        }
+        return Received::Dispatched;
+    }
+    match dispatch(conn, &buf[..n], for_reader) {
+        true => Received::Dispatched,
+        false => Received::ForReader(buf[..n].to_vec()),
     }
 }
 
-/// Acts on one message from the server.
-fn dispatch(conn: &Conn, msg: &[u8]) {
+/// Whether `fd` has a message (or its end) to receive, waiting at most `timeout` (`None`:
+/// until it has); `EINTR` is a `false` for a bounded wait, retried for an unbounded one.
+fn poll_in(fd: &OwnedFd, timeout: Option<std::time::Duration>) -> bool {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let ts = timeout.map(|t| Timespec {
+        tv_sec: t.as_secs().min(i64::MAX as u64) as i64,
+        tv_nsec: i64::from(t.subsec_nanos()),
+    });
+    loop {
+        let mut fds = [PollFd::new(fd, PollFlags::IN)];
+        match poll(&mut fds, ts.as_ref()) {
+            Ok(n) => return n > 0,
+            Err(rustix::io::Errno::INTR) if timeout.is_none() => continue,
+            Err(_) => return timeout.is_none(),
+        }
+    }
+}
+
+/// A caller's receive side: the connection's own socket.
+struct CallerWire<'a>(&'a Conn);
+
+impl Wire for CallerWire<'_> {
+    fn receive(
+        &self,
+        buf: &mut Vec<u8>,
+        deadline: Option<std::time::Instant>,
+        for_reader: bool,
+    ) -> Received {
+        let c = self.0;
+        receive(c, &c.sock, c.framing, buf, deadline, for_reader)
+    }
+
+    fn ready(&self, timeout: Option<std::time::Duration>) -> bool {
+        poll_in(&self.0.sock, timeout)
+    }
+
+    fn apply(&self, msg: &[u8]) {
+        dispatch(self.0, msg, true);
+    }
+}
+
+/// The reader thread's receive side: its own descriptor of the socket, and the connection
+/// only while it acts on a message (so that the connection can go while it waits).
+struct ReaderWire {
+    fd: OwnedFd,
+    framing: Framing,
+    conn: std::sync::Weak<Conn>,
+}
+
+impl Wire for ReaderWire {
+    fn receive(
+        &self,
+        buf: &mut Vec<u8>,
+        deadline: Option<std::time::Instant>,
+        for_reader: bool,
+    ) -> Received {
+        let Some(conn) = self.conn.upgrade() else {
+            return Received::Closed;
+        };
+        receive(&conn, &self.fd, self.framing, buf, deadline, for_reader)
+    }
+
+    fn ready(&self, timeout: Option<std::time::Duration>) -> bool {
+        poll_in(&self.fd, timeout)
+    }
+
+    fn apply(&self, msg: &[u8]) {
+        if let Some(conn) = self.conn.upgrade() {
+            dispatch(&conn, msg, true);
+        }
+    }
+}
+
+/// Acts on one message from the server; `false` (and nothing done) for a notification
+/// when `notify` is false (a caller's receive: the reader thread applies it, leader.rs).
+fn dispatch(conn: &Conn, msg: &[u8], notify: bool) -> bool {
     use zerocopy::FromBytes;
     match abi::parse_message(msg) {
         Ok(Message::Reply { unique, result }) if unique & super::request::FUSE_INT_REQ_BIT != 0 => {
@@ -1083,6 +1203,7 @@ fn dispatch(conn: &Conn, msg: &[u8]) {
                 conn.stats.unknown_uniques.fetch_add(1, Ordering::Relaxed);
             }
         }
+        Ok(Message::Notify { .. }) if !notify => return false,
         Ok(Message::Notify { code, payload }) => match conn.notify.get() {
             Some(f) => f(code, payload),
             None => {
@@ -1101,6 +1222,7 @@ fn dispatch(conn: &Conn, msg: &[u8]) {
             }
         }
     }
+    true
 }
 
 /// One request message: header and payload.

@@ -7,7 +7,8 @@
 //! over a `SOCK_SEQPACKET` socket pair (`/dev/fd/N`: unmodified libfuse servers), listening
 //! on a Unix stream socket (`hello_ll_uds`), or in this process on the other end of a socket
 //! handed over ([`FuseServer::Socket`], e.g. a fuser `Session::from_fd`), with INIT, a processing table
-//! sharded by unique, a reader thread, and abort on server exit; the file system behind
+//! sharded by unique, callers that receive their own replies (`leader`: leader/follower, a reader
+//! thread when no caller waits), and abort on server exit; the file system behind
 //! the seam ([`fs`]: lookup counts and FORGET, entry and attribute timeouts, the data,
 //! directory and attribute requests, notifications), interrupts from callers
 //! ([`Interrupter`]). Not yet: READDIRPLUS. Background requests are capped at `max_background`
@@ -20,6 +21,8 @@ pub mod fs;
 #[doc(hidden)]
 pub mod fuzz;
 pub(crate) mod interrupt;
+// Leader/follower receive: callers read their own replies (loom-checked).
+pub(crate) mod leader;
 // The request lifecycle and the interrupt protocol (loom-checked), used by `conn` and by
 // `Interrupter`.
 pub(crate) mod request;
@@ -30,5 +33,8 @@ pub use interrupt::Interrupter;
 // The loom model of the page cache's protocol (cache.rs).
 #[cfg(all(test, uvfs_loom))]
 mod loom_cache;
+// The loom model of the leader/follower receive (leader.rs).
+#[cfg(all(test, uvfs_loom))]
+mod loom_leader;
 #[cfg(test)]
 mod tests;

@@ -40,12 +40,12 @@
 //! The connection (conn.rs) completes every request through [`request_end`], and
 //! [`Interrupter`](super::Interrupter) (interrupt.rs) is the waiter's side.
 
-use crate::sync::{lock, AtomicU64, Mutex, Ordering, UnsafeCell};
+use crate::sync::{cv, lock, AtomicU64, Mutex, Ordering, UnsafeCell};
 
-/// Locks a request's reply slot, ignoring poisoning (as `sync::plock`): a `std` mutex, the
-/// one its `Condvar` waits with, also in audit builds.
-fn lock_reply<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+/// Locks a request's reply slot, ignoring poisoning (as `sync::plock`): the mutex its
+/// `Condvar` waits with (`std`'s, loom's in the models).
+fn lock_reply<T>(m: &cv::Mutex<T>) -> cv::MutexGuard<'_, T> {
+    cv::lock(m)
 }
 use std::collections::VecDeque;
 use std::ptr::NonNull;
@@ -102,11 +102,15 @@ pub(crate) struct Request {
     /// input queue's lock. Read without it only by `EndMode::ListEmpty2018`.
     intr_linked: AtomicU64,
     /// The answer (`fuse_req.out`): set once by the replier before `request_end`, taken
-    /// by the waiter; with `done`, the waiter's sleep (`req->waitq`). Not part of the
-    /// protocol the loom model checks (a plain lock and condition variable).
-    reply: std::sync::Mutex<Option<crate::Result<Vec<u8>>>>,
-    /// Signalled after `request_end` (`wake_up(&req->waitq)`).
-    done: std::sync::Condvar,
+    /// by the waiter; with `done`, the waiter's sleep (`req->waitq`). Part of the
+    /// leader/follower model (leader.rs), not of the interrupt model.
+    reply: cv::Mutex<Option<crate::Result<Vec<u8>>>>,
+    /// Signalled after `request_end` (`wake_up(&req->waitq)`) and when the waiter is made
+    /// the connection's receiving leader (leader.rs).
+    done: cv::Condvar,
+    /// 1 when the waiter, a follower, has been handed the receive side of the connection
+    /// (leader.rs); written under the leadership lock, read by the waiter under `reply`.
+    lead: AtomicU64,
 }
 
 impl Request {
@@ -119,8 +123,9 @@ impl Request {
             flags: AtomicU64::new(0),
             unique: UnsafeCell::new(unique),
             intr_linked: AtomicU64::new(0),
-            reply: std::sync::Mutex::new(None),
-            done: std::sync::Condvar::new(),
+            reply: cv::Mutex::new(None),
+            done: cv::Condvar::new(),
+            lead: AtomicU64::new(0),
         });
         NonNull::from(Box::leak(r))
     }
@@ -218,26 +223,49 @@ impl Request {
         true
     }
 
-    /// The waiter's side: sleeps until the answer is there and takes it; with `limit`,
-    /// `None` once that much time went by without one (the request stays in flight).
-    pub(crate) fn wait(
-        &self,
-        limit: Option<std::time::Duration>,
-    ) -> Option<crate::Result<Vec<u8>>> {
-        let deadline = limit.map(|l| std::time::Instant::now() + l);
+    /// Whether the answer is there (or the request failed): `FR_FINISHED`.
+    pub(crate) fn finished(&self) -> bool {
+        self.flags() & FR_FINISHED != 0
+    }
+
+    /// Makes this request's waiter the receiving leader (leader.rs) and wakes it.
+    /// Context: the caller holds the leadership lock and has taken the waiter off the
+    /// follower list.
+    pub(crate) fn promote(&self) {
+        // Relaxed: the reply lock taken below orders the store with the waiter's check
+        // (it reads `lead` under that lock, before sleeping and after each wake).
+        self.lead.store(1, Ordering::Relaxed);
+        let _g = lock_reply(&self.reply);
+        self.done.notify_all();
+    }
+
+    /// Whether this request's waiter was made the leader; clears the mark. Context: the
+    /// caller (the waiter) holds the leadership lock.
+    pub(crate) fn take_lead(&self) -> bool {
+        // Relaxed: written under the leadership lock, which the caller holds.
+        if self.lead.load(Ordering::Relaxed) == 0 {
+            return false;
+        }
+        // Relaxed: as above.
+        self.lead.store(0, Ordering::Relaxed);
+        true
+    }
+
+    /// A follower's sleep (leader.rs): until the request finished or its waiter was made
+    /// the leader; `false` when `deadline` passed first.
+    pub(crate) fn wait_turn(&self, deadline: Option<std::time::Instant>) -> bool {
         let mut slot = lock_reply(&self.reply);
         loop {
-            if self.flags() & FR_FINISHED != 0 {
-                if let Some(r) = slot.take() {
-                    return Some(r);
-                }
+            // Relaxed: `promote` stores it before taking this lock (see there).
+            if self.finished() || self.lead.load(Ordering::Relaxed) != 0 {
+                return true;
             }
             slot = match deadline {
                 None => self.done.wait(slot).unwrap_or_else(|e| e.into_inner()),
                 Some(d) => {
                     let left = d.saturating_duration_since(std::time::Instant::now());
                     if left.is_zero() {
-                        return None;
+                        return false;
                     }
                     self.done
                         .wait_timeout(slot, left)
@@ -246,6 +274,25 @@ impl Request {
                 }
             };
         }
+    }
+
+    /// Takes the answer of a finished request (`None` if it is not finished, or taken).
+    pub(crate) fn take_reply(&self) -> Option<crate::Result<Vec<u8>>> {
+        let mut slot = lock_reply(&self.reply);
+        if !self.finished() {
+            return None;
+        }
+        slot.take()
+    }
+
+    /// The waiter's sleep until the request finished (it is no follower: nobody makes it
+    /// the leader), then its answer.
+    pub(crate) fn wait_finished(&self) -> Option<crate::Result<Vec<u8>>> {
+        let mut slot = lock_reply(&self.reply);
+        while !self.finished() {
+            slot = self.done.wait(slot).unwrap_or_else(|e| e.into_inner());
+        }
+        slot.take()
     }
 }
 

@@ -674,6 +674,43 @@ while True:
         assert_eq!(fhs, [0, 1, 2, 3, 4]);
     }
 
+    /// Leader/follower (leader.rs): a caller receives its own reply instead of being woken
+    /// by the reader thread (with one reader thread, every reply went through it); with
+    /// several callers at once, every one is answered (followers are handed the receive
+    /// side) and the reader thread stays out of the way while they are busy.
+    #[test]
+    fn callers_receive_their_own_replies() {
+        let (c, _, _) = recording_server();
+        let by_reader = || c.stats.by_reader.load(std::sync::atomic::Ordering::Relaxed);
+        let before = by_reader();
+        for _ in 0..300 {
+            c.request(opcode::FUSE_GETATTR, 1, ROOT, &[&[0u8; 16]])
+                .unwrap();
+        }
+        let one = by_reader() - before;
+        // The reader thread leads only after the connection was idle for 5 ms.
+        assert!(
+            one <= 15,
+            "{one} of 300 replies went through the reader thread"
+        );
+        let before = by_reader();
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for _ in 0..300 {
+                        c.request(opcode::FUSE_GETATTR, 1, ROOT, &[&[0u8; 16]])
+                            .unwrap();
+                    }
+                });
+            }
+        });
+        let four = by_reader() - before;
+        assert!(
+            four <= 60,
+            "{four} of 1200 replies went through the reader thread"
+        );
+    }
+
     #[test]
     fn forgets_are_batched() {
         let (c, seen, _) = recording_server();

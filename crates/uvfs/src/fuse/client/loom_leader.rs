@@ -1,0 +1,237 @@
+//! Loom model of the leader/follower receive (leader.rs): the real `Leadership` and
+//! `Request` (under `--cfg uvfs_loom` their locks, condition variables and flags are
+//! loom's) over a model socket: a queue of messages under a loom lock, which the server
+//! (the model's main thread) fills with replies, in the order the callers sent, and a
+//! notification where the model asks for one.
+//!
+//! Properties, in every interleaving: every caller returns with its request finished
+//! (no follower is left asleep while nobody receives: loom reports a deadlock), the
+//! reader thread exits at close, and a notification the server sent before a reply is
+//! applied before that reply completes its request. The mutations it must catch: leaving
+//! without handing over to a follower (a follower left asleep with nobody receiving; leader.rs
+//! asserts that invariant under loom, since loom's own deadlock report aborts the test
+//! process), and a leader that goes on receiving
+//! after queuing a notification for the reader thread (the reply acted on first).
+
+use super::leader::{Leadership, Mutation, Received, Waited, Wire};
+use super::request::{EndMode, InputQueue, Request};
+use loom::sync::atomic::{AtomicU64, Ordering};
+use loom::sync::{Arc, Condvar, Mutex};
+use loom::thread;
+use std::collections::VecDeque;
+use std::ptr::NonNull;
+use std::time::{Duration, Instant};
+
+/// A message from the model server.
+#[derive(Clone, Copy, Debug)]
+enum Msg {
+    /// The reply to the request with this unique.
+    Reply(u64),
+    /// A notification.
+    Note,
+}
+
+/// The model socket, the processing table and what was applied.
+struct World {
+    /// Server -> client messages; `true` once closed.
+    to_client: Mutex<(VecDeque<Msg>, bool)>,
+    to_client_cv: Condvar,
+    /// Client -> server: uniques sent.
+    to_server: Mutex<VecDeque<u64>>,
+    to_server_cv: Condvar,
+    /// The processing table: unique, request address (its in-flight reference).
+    table: Mutex<Vec<(u64, usize)>>,
+    iq: InputQueue,
+    /// Notifications applied.
+    applied: AtomicU64,
+    lead: Leadership,
+}
+
+impl World {
+    /// Acts on one message (as conn.rs's `dispatch`).
+    fn act(&self, m: Msg, for_reader: bool) -> Received {
+        match m {
+            Msg::Note if !for_reader => Received::ForReader(Vec::new()),
+            Msg::Note => {
+                // SeqCst: the model's counter; the order that matters is the leadership's
+                // (the caller reads it after its request finished).
+                self.applied.fetch_add(1, Ordering::SeqCst);
+                Received::Dispatched
+            }
+            Msg::Reply(u) => {
+                let found = {
+                    let mut t = self.table.lock().unwrap();
+                    let i = t.iter().position(|&(x, _)| x == u);
+                    i.map(|i| t.remove(i).1)
+                };
+                if let Some(a) = found {
+                    let p = NonNull::new(a as *mut Request).unwrap();
+                    // SAFETY: the table's in-flight reference, now ours.
+                    let r = unsafe { p.as_ref() };
+                    r.complete(&self.iq, EndMode::Sticky, Ok(Vec::new()));
+                    // SAFETY: the in-flight reference, not used after.
+                    unsafe { Request::put(p) };
+                }
+                Received::Dispatched
+            }
+        }
+    }
+}
+
+impl Wire for World {
+    fn receive(&self, _buf: &mut Vec<u8>, _d: Option<Instant>, for_reader: bool) -> Received {
+        let mut q = self.to_client.lock().unwrap();
+        loop {
+            if let Some(m) = q.0.pop_front() {
+                drop(q);
+                return self.act(m, for_reader);
+            }
+            if q.1 {
+                return Received::Closed;
+            }
+            q = self.to_client_cv.wait(q).unwrap();
+        }
+    }
+
+    fn ready(&self, timeout: Option<Duration>) -> bool {
+        let mut q = self.to_client.lock().unwrap();
+        loop {
+            if !q.0.is_empty() || q.1 {
+                return true;
+            }
+            if timeout.is_some() {
+                // The model's only bounded wait is the reader's look (`Duration::ZERO`).
+                return false;
+            }
+            q = self.to_client_cv.wait(q).unwrap();
+        }
+    }
+
+    fn apply(&self, _msg: &[u8]) {
+        // SeqCst: as in `act`.
+        self.applied.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// A caller: sends request `unique` and waits for it through the leadership.
+fn caller(w: &World, unique: u64, note_first: bool) {
+    let p = Request::alloc(unique, 2);
+    w.table.lock().unwrap().push((unique, p.as_ptr() as usize));
+    w.to_server.lock().unwrap().push_back(unique);
+    w.to_server_cv.notify_all();
+    // SAFETY: the waiter's reference.
+    let req = unsafe { p.as_ref() };
+    assert_eq!(w.lead.wait(req, w, None), Waited::Finished);
+    assert!(req.take_reply().is_some(), "finished without an answer");
+    if note_first {
+        // SeqCst: as in `act`; what the check relies on is that the notification was
+        // applied before the reply was acted on (the leadership orders them).
+        assert_eq!(
+            w.applied.load(Ordering::SeqCst),
+            1,
+            "a reply was acted on before the notification the server sent first"
+        );
+    }
+    // SAFETY: the waiter's reference, not used after.
+    unsafe { Request::put(p) };
+}
+
+/// `callers` callers, each one request; the server answers them in the order they were
+/// sent, with a notification before the first reply when `note`; the reader thread runs
+/// when `reader`.
+fn model(callers: u64, note: bool, reader: bool, mutation: Option<Mutation>) {
+    loom::model(move || {
+        let mut lead = Leadership::new(0);
+        lead.mutation = mutation;
+        let w = Arc::new(World {
+            to_client: Mutex::new((VecDeque::new(), false)),
+            to_client_cv: Condvar::new(),
+            to_server: Mutex::new(VecDeque::new()),
+            to_server_cv: Condvar::new(),
+            table: Mutex::new(Vec::new()),
+            iq: InputQueue::default(),
+            applied: AtomicU64::new(0),
+            lead,
+        });
+        let rd = reader.then(|| {
+            let w = w.clone();
+            thread::spawn(move || w.lead.reader(&*w))
+        });
+        let cs: Vec<_> = (0..callers)
+            .map(|i| {
+                let w = w.clone();
+                thread::spawn(move || caller(&w, 2 * (i + 1), note && callers == 1))
+            })
+            .collect();
+        // The server.
+        for i in 0..callers {
+            let u = {
+                let mut q = w.to_server.lock().unwrap();
+                loop {
+                    if let Some(u) = q.pop_front() {
+                        break u;
+                    }
+                    q = w.to_server_cv.wait(q).unwrap();
+                }
+            };
+            {
+                let mut q = w.to_client.lock().unwrap();
+                if note && i == 0 {
+                    q.0.push_back(Msg::Note);
+                }
+                q.0.push_back(Msg::Reply(u));
+            }
+            w.to_client_cv.notify_all();
+        }
+        for c in cs {
+            c.join().unwrap();
+        }
+        // Close: the socket ends, the leadership closes, the reader exits.
+        w.to_client.lock().unwrap().1 = true;
+        w.to_client_cv.notify_all();
+        w.lead.close();
+        if let Some(r) = rd {
+            r.join().unwrap();
+        }
+        if note {
+            // SeqCst: as in `act` (every thread is joined).
+            assert_eq!(w.applied.load(Ordering::SeqCst), 1, "a notification lost");
+        }
+    });
+}
+
+/// Two callers, no reader thread: one leads, the other follows and is handed the
+/// receive side, or finds its reply received by the first.
+#[test]
+fn loom_leader_two_callers() {
+    model(2, false, false, None);
+}
+
+/// One caller and the reader thread, the server sending a notification before the reply:
+/// the caller leads (or the idle reader does), the notification goes to the reader
+/// thread, applied before the reply is acted on.
+#[test]
+fn loom_leader_notification_then_reply() {
+    model(1, true, true, None);
+}
+
+/// Two callers and the reader thread.
+#[test]
+fn loom_leader_two_callers_and_the_reader() {
+    model(2, false, true, None);
+}
+
+/// Mutation: leaving without handing over: the follower sleeps for ever.
+#[test]
+#[should_panic(expected = "a follower asleep while nobody receives")]
+fn loom_leader_no_hand_over_is_caught() {
+    model(2, false, false, Some(Mutation::NoHandOver));
+}
+
+/// Mutation: the leader keeps receiving after a notification: the reply is acted on
+/// before the notification is applied.
+#[test]
+#[should_panic(expected = "a reply was acted on before the notification")]
+fn loom_leader_keep_lead_on_note_is_caught() {
+    model(1, true, true, Some(Mutation::KeepLeadOnNote));
+}
