@@ -681,6 +681,7 @@ while True:
     #[test]
     fn callers_receive_their_own_replies() {
         let (c, _, _) = recording_server();
+        // Relaxed: a test counter, read after the requests it counts returned.
         let by_reader = || c.stats.by_reader.load(std::sync::atomic::Ordering::Relaxed);
         let before = by_reader();
         for _ in 0..300 {
