@@ -24,7 +24,7 @@
 //! # Background requests and forgets
 //! A request nobody waits for ([`Conn::request_background`]: RELEASE, RELEASEDIR) is
 //! sent only while fewer than `max_background` are in flight; the rest wait in the
-//! background queue, in order (a request may pass one the reader is putting back after a
+//! background queue, in order (a request may pass one a receiver is putting back after a
 //! full socket), and each reply to a background request sends the next
 //! (Linux `fc->bg_queue`, `flush_bg_queue`). Whoever receives sends without blocking (a
 //! receiver blocked on a full socket while the server blocks on its replies to us would
@@ -198,6 +198,9 @@ pub(crate) struct Conn {
     /// How long a caller waits for an answer before the connection aborts (none: for
     /// ever). Set once, before the first request, by the mount.
     timeout: std::sync::OnceLock<std::time::Duration>,
+    /// How long a receiving caller looks for its reply before it sleeps (fs.rs
+    /// `FuseClientOptions::receive_spin`; unset: none). Set once, by the mount.
+    spin: std::sync::OnceLock<std::time::Duration>,
     /// False once the connection aborted (`fc->connected`); requests then fail.
     connected: AtomicBool,
     /// Unique-batch source: the next batch's first unique; written once per batch.
@@ -205,7 +208,7 @@ pub(crate) struct Conn {
     /// Background requests; taken for each RELEASE and each reply to one (per connection,
     /// as Linux's `fc->bg_lock`), on its own line.
     bg: CacheLine<Mutex<Background>>,
-    /// Some queued background request could not be sent by the reader (a full socket):
+    /// Some queued background request could not be sent by a receiver (a full socket):
     /// the next request sends it. A hint, set and cleared under `bg`.
     bg_stalled: AtomicBool,
     /// FORGETs not sent yet (at most `FORGET_BATCH - 1`), on their own line.
@@ -215,7 +218,7 @@ pub(crate) struct Conn {
     forgets_queued: AtomicBool,
     /// The server answered an interrupt with `ENOSYS` (`fc->no_interrupt`).
     no_interrupt: AtomicBool,
-    /// An interrupt is linked that the reader could not send: the next caller sends it.
+    /// An interrupt is linked that a receiver could not send: the next caller sends it.
     /// A hint.
     intr_stalled: AtomicBool,
     /// This connection's id, for the per-thread batches.
@@ -227,6 +230,9 @@ pub(crate) struct Conn {
     /// Who receives (leader.rs); shared with the reader thread, which holds no
     /// reference to the connection while it waits.
     lead: Arc<Leadership>,
+    /// An eventfd that ends the reader thread's idle look at the socket (leader.rs: a
+    /// leader handed it a notification).
+    wake: OwnedFd,
     /// The reader thread (it receives while no caller does, leader.rs), joined at drop.
     reader: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// What applies the server's notifications (INVAL_INODE, INVAL_ENTRY, DELETE): the
@@ -329,7 +335,7 @@ impl Conn {
             SocketType::STREAM => Framing::Stream,
             _ => return Err(Errno::EINVAL),
         };
-        // The reader and the handshake block: a non-blocking socket (one from an async
+        // The receivers and the handshake block: a non-blocking socket (one from an async
         // runtime) would fail them with EAGAIN.
         let fl = rustix::fs::fcntl_getfl(&sock).map_err(Errno::from)?;
         if fl.contains(rustix::fs::OFlags::NONBLOCK) {
@@ -362,6 +368,11 @@ impl Conn {
                 return Err(e);
             }
         };
+        let wake = rustix::event::eventfd(
+            0,
+            rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
+        )
+        .map_err(Errno::from)?;
         let conn = Arc::new(Conn {
             sock,
             framing,
@@ -371,6 +382,7 @@ impl Conn {
             iq: InputQueue::default(),
             end_mode: std::sync::OnceLock::new(),
             timeout: std::sync::OnceLock::new(),
+            spin: std::sync::OnceLock::new(),
             connected: AtomicBool::new(true),
             // INIT used unique 2.
             next_batch: AtomicU64::new(4),
@@ -385,6 +397,7 @@ impl Conn {
             stats: ConnStats::default(),
             child: Mutex::new(child),
             lead: Arc::new(Leadership::new(MAX_IO + 64 * 1024)),
+            wake,
             reader: Mutex::new(None),
             notify: std::sync::OnceLock::new(),
         });
@@ -395,11 +408,17 @@ impl Conn {
             .try_clone_to_owned()
             .map_err(|e| Errno::from_io_error(&e))?;
         let lead = conn.lead.clone();
+        let reader_wake = conn
+            .wake
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|e| Errno::from_io_error(&e))?;
         let h = std::thread::Builder::new()
             .name(READER_NAME.into())
             .spawn(move || {
                 lead.reader(&ReaderWire {
                     fd,
+                    wake: reader_wake,
                     framing,
                     conn: weak,
                 })
@@ -423,6 +442,11 @@ impl Conn {
     /// Sets the request timeout (once, as [`set_end_mode`](Self::set_end_mode)).
     pub(crate) fn set_timeout(&self, t: std::time::Duration) {
         let _ = self.timeout.set(t);
+    }
+
+    /// Sets the receive spin (once, as [`set_end_mode`](Self::set_end_mode)).
+    pub(crate) fn set_spin(&self, t: std::time::Duration) {
+        let _ = self.spin.set(t);
     }
 
     /// How replies end requests: [`EndMode::Sticky`] unless set otherwise.
@@ -590,7 +614,7 @@ impl Conn {
     }
 
     /// Sends a FUSE_INTERRUPT for every request on the interrupt list (each unlinked as
-    /// its message is built). Without `block` (the reader), a full socket drops the
+    /// its message is built). Without `block` (a receiver), a full socket drops the
     /// message: an interrupt is a request to the server, which may ignore it anyway.
     fn send_interrupts(&self, block: bool) {
         if !block && self.framing == Framing::Stream {
@@ -659,7 +683,7 @@ impl Conn {
 
     /// Puts request `p` (`unique`, message `msg`) in the table and sends it; a failed
     /// send completes it with the errno (`EPIPE`: `ENOTCONN`). With `block` false (the
-    /// reader), a full socket is [`Sent::Full`] with nothing done: the caller keeps `p`.
+    /// receiver), a full socket is [`Sent::Full`] with nothing done: the caller keeps `p`.
     fn send_request(&self, unique: u64, msg: &[u8], p: NonNull<Request>, block: bool) -> Sent {
         if !block {
             if self.framing == Framing::Stream {
@@ -713,7 +737,7 @@ impl Conn {
     }
 
     /// A background request finished (answered, failed or aborted): one fewer in flight,
-    /// and the queue's next goes out, from the reader without blocking (see the module
+    /// and the queue's next goes out, from the receiver without blocking (see the module
     /// doc). Nothing for a request that is not a background one.
     fn background_done(&self, r: &Request) {
         if r.flags() & FR_BACKGROUND == 0 {
@@ -766,7 +790,7 @@ impl Conn {
     }
 
     /// Before a request goes out: the FORGETs queued so far, and background requests the
-    /// reader could not send.
+    /// receivers could not send.
     fn flush_queues(&self) {
         // Relaxed: hints (see the fields); a stale `false` leaves the work to the next
         // request, a stale `true` costs a lock.
@@ -927,7 +951,7 @@ impl Conn {
     }
 
     /// Takes request `unique` out of the table and completes it with `r`, if it is still
-    /// there (the reader may have answered it meanwhile).
+    /// there (a receiver may have answered it meanwhile).
     fn complete(&self, unique: u64, r: Result<Vec<u8>>) -> bool {
         let Some(p) = self.shard(unique).remove(&unique) else {
             return false;
@@ -1084,9 +1108,22 @@ fn receive(
     for_reader: bool,
 ) -> Received {
     if let Some(d) = deadline {
-        let left = d.saturating_duration_since(std::time::Instant::now());
-        if !poll_in(fd, Some(left)) {
-            return Received::TimedOut;
+        // EINTR (a signal's handler ran) is a `false` before the deadline: look again. Past
+        // the deadline nothing more is received (a busy connection would keep a leader
+        // whose request timed out receiving).
+        loop {
+            let left = d.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Received::TimedOut;
+            }
+            if poll_in(fd, Some(left)) {
+                break;
+            }
+        }
+    }
+    if !for_reader {
+        if let Some(&spin) = conn.spin.get() {
+            spin_for_message(fd, spin);
         }
     }
     let got = recv_msg(fd, framing, buf);
@@ -1116,6 +1153,34 @@ fn receive(
     }
 }
 
+thread_local! {
+    /// Requests this thread still receives without spinning (after a spin that found no
+    /// message).
+    static SPIN_SKIP: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// A receiving caller's look before it sleeps (`FuseClientOptions::receive_spin`): polls
+/// `fd` without waiting until a message is there or `limit` passed; a look that found
+/// none skips the next [`SPIN_BACKOFF`](super::fs::SPIN_BACKOFF) ones on this thread.
+fn spin_for_message(fd: &OwnedFd, limit: std::time::Duration) {
+    if limit.is_zero() {
+        return;
+    }
+    let skip = SPIN_SKIP.get();
+    if skip > 0 {
+        SPIN_SKIP.set(skip - 1);
+        return;
+    }
+    let start = std::time::Instant::now();
+    while !poll_in(fd, Some(std::time::Duration::ZERO)) {
+        if start.elapsed() >= limit {
+            SPIN_SKIP.set(super::fs::SPIN_BACKOFF);
+            return;
+        }
+        std::hint::spin_loop();
+    }
+}
+
 /// Whether `fd` has a message (or its end) to receive, waiting at most `timeout` (`None`:
 /// until it has); `EINTR` is a `false` for a bounded wait, retried for an unbounded one.
 fn poll_in(fd: &OwnedFd, timeout: Option<std::time::Duration>) -> bool {
@@ -1132,6 +1197,35 @@ fn poll_in(fd: &OwnedFd, timeout: Option<std::time::Duration>) -> bool {
             Err(_) => return timeout.is_none(),
         }
     }
+}
+
+/// The reader thread's idle look: waits until `fd` has a message (or its end) or `wake`
+/// (an eventfd) was written, and empties `wake`; returns on any error too (the caller
+/// looks at the state again either way).
+fn poll_in_or_woken(fd: &OwnedFd, wake: &OwnedFd) {
+    use rustix::event::{poll, PollFd, PollFlags};
+    loop {
+        let mut fds = [
+            PollFd::new(fd, PollFlags::IN),
+            PollFd::new(wake, PollFlags::IN),
+        ];
+        match poll(&mut fds, None) {
+            Err(rustix::io::Errno::INTR) => continue,
+            Ok(_) if fds[1].revents().contains(PollFlags::IN) => {
+                // Non-blocking: the count goes to 0 (a wake after this read is seen by the
+                // next look).
+                let _ = rustix::io::read(wake, &mut [0u8; 8]);
+                return;
+            }
+            _ => return,
+        }
+    }
+}
+
+/// Writes 1 to the eventfd `wake` (see [`poll_in_or_woken`]); a full counter (it is read
+/// at each look) cannot block: non-blocking, the wake is pending anyway.
+fn wake_reader(wake: &OwnedFd) {
+    let _ = rustix::io::write(wake, &1u64.to_ne_bytes());
 }
 
 /// A caller's receive side: the connection's own socket.
@@ -1152,6 +1246,11 @@ impl Wire for CallerWire<'_> {
         poll_in(&self.0.sock, timeout)
     }
 
+    fn wake(&self) {
+        wake_reader(&self.0.wake);
+    }
+
+    /// Not called (only the reader thread applies notifications); as the reader's.
     fn apply(&self, msg: &[u8]) {
         dispatch(self.0, msg, true);
     }
@@ -1161,6 +1260,8 @@ impl Wire for CallerWire<'_> {
 /// only while it acts on a message (so that the connection can go while it waits).
 struct ReaderWire {
     fd: OwnedFd,
+    /// The connection's eventfd (see [`poll_in_or_woken`]).
+    wake: OwnedFd,
     framing: Framing,
     conn: std::sync::Weak<Conn>,
 }
@@ -1179,7 +1280,17 @@ impl Wire for ReaderWire {
     }
 
     fn ready(&self, timeout: Option<std::time::Duration>) -> bool {
-        poll_in(&self.fd, timeout)
+        match timeout {
+            None => {
+                poll_in_or_woken(&self.fd, &self.wake);
+                true
+            }
+            Some(_) => poll_in(&self.fd, timeout),
+        }
+    }
+
+    fn wake(&self) {
+        wake_reader(&self.wake);
     }
 
     fn apply(&self, msg: &[u8]) {

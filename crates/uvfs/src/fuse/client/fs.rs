@@ -187,7 +187,22 @@ pub struct FuseClientOptions {
     /// module doc, "Page cache"): `None` for [`DEFAULT_CACHE_PAGES`] (64 MiB), `Some(0)`
     /// for none (every read is a READ request, as with `FOPEN_DIRECT_IO` on every open).
     pub cache_pages: Option<usize>,
+    /// How long a caller that receives its own reply (the connection's leader, see
+    /// conn.rs) looks at the socket without sleeping before it sleeps in `recv`: `None`
+    /// for [`DEFAULT_RECEIVE_SPIN`], `Some(Duration::ZERO)` for never. A reply that comes
+    /// within it saves the caller's wake-up (on a VM, a halted vCPU's wake-up costs more
+    /// than a fast server's answer). Adaptive: a thread whose look found no reply does not
+    /// look for its next [`SPIN_BACKOFF`] requests, so a slow server costs little CPU.
+    pub receive_spin: Option<std::time::Duration>,
 }
+
+/// The receive spin's default: 30 us (`uvfs bench --target fuse-client`, Intel Xeon VM:
+/// the kernel's client's ratio at 1 thread went from 0.68-0.89x without it to
+/// 0.96-1.30x, 2 threads unchanged or better).
+pub const DEFAULT_RECEIVE_SPIN: std::time::Duration = std::time::Duration::from_micros(30);
+
+/// Requests a thread does not spin for after a spin that found no reply.
+pub const SPIN_BACKOFF: u32 = 32;
 
 /// The page cache's default size per mount, in pages: 16384 (64 MiB).
 pub const DEFAULT_CACHE_PAGES: usize = 16384;
@@ -1709,6 +1724,7 @@ pub fn mount(server: FuseServer, opts: FuseClientOptions) -> Result<Arc<Mount>> 
     if let Some(t) = opts.request_timeout {
         conn.set_timeout(t);
     }
+    conn.set_spin(opts.receive_spin.unwrap_or(DEFAULT_RECEIVE_SPIN));
     conn.set_end_mode(match opts.request_end {
         RequestEnd::Sticky => EndMode::Sticky,
         RequestEnd::Locked => EndMode::Locked,

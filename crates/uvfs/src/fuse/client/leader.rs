@@ -74,8 +74,11 @@ pub(crate) trait Wire {
     /// or as the reader thread (`true`: everything applied).
     fn receive(&self, buf: &mut Vec<u8>, deadline: Option<Instant>, for_reader: bool) -> Received;
     /// Whether a message (or the end of the connection) is there to receive, waiting at
-    /// most `timeout` (`None`: until there is).
+    /// most `timeout` (`None`: until there is, or until [`wake`](Self::wake)).
     fn ready(&self, timeout: Option<Duration>) -> bool;
+    /// Ends a `ready(None)` in progress, or the next one (the reader thread's idle look:
+    /// a leader handed it a notification, whose message it received itself).
+    fn wake(&self);
     /// Applies a notification a leader handed to the reader thread.
     fn apply(&self, msg: &[u8]);
 }
@@ -83,6 +86,8 @@ pub(crate) trait Wire {
 /// The leadership of one connection.
 pub(crate) struct Leadership {
     st: Mutex<State>,
+    /// The receive buffer's size (bytes).
+    buf_len: usize,
     /// The reader thread's sleep while the connection is busy.
     reader_cv: Condvar,
     /// Loom only: the mutation the model runs (`loom_leader.rs`), `None` for the code.
@@ -148,6 +153,7 @@ impl Leadership {
                 closed: false,
                 buf: Some(vec![0; buf_len]),
             }),
+            buf_len,
             reader_cv: Condvar::new(),
             #[cfg(uvfs_loom)]
             mutation: None,
@@ -204,9 +210,15 @@ impl Leadership {
                 }
             }
             // The leader: one message, then look again.
-            let mut buf = st.buf.take().unwrap_or_default();
+            let mut buf = st.buf.take().unwrap_or_else(|| vec![0; self.buf_len]);
             drop(st);
-            let got = wire.receive(&mut buf, deadline, false);
+            let got = {
+                // A panic while receiving must not leave the connection without a receiver.
+                let guard = LeaveOnUnwind(self);
+                let got = wire.receive(&mut buf, deadline, false);
+                std::mem::forget(guard);
+                got
+            };
             st = cv::lock(&self.st);
             st.buf = Some(buf);
             match got {
@@ -216,6 +228,7 @@ impl Leadership {
                     if self.is(Mutation::KeepLeadOnNote) {
                         st.for_reader.push_back(msg);
                         self.reader_cv.notify_all();
+                        wire.wake();
                         continue;
                     }
                     // The reader thread applies it and receives what follows; we follow.
@@ -224,6 +237,9 @@ impl Leadership {
                     leader = false;
                     st.followers.push_front(me);
                     self.reader_cv.notify_all();
+                    // The reader thread may be in its idle look at the socket, whose message
+                    // we took.
+                    wire.wake();
                 }
                 Received::TimedOut => {
                     if !req.finished() {
@@ -299,7 +315,7 @@ impl Leadership {
             }
             // The leader: what was handed over, then what is there, without waiting.
             let notes: Vec<Vec<u8>> = st.for_reader.drain(..).collect();
-            let mut buf = st.buf.take().unwrap_or_default();
+            let mut buf = st.buf.take().unwrap_or_else(|| vec![0; self.buf_len]);
             drop(st);
             for m in &notes {
                 wire.apply(m);
@@ -329,6 +345,17 @@ impl Leadership {
     pub(crate) fn close(&self) {
         cv::lock(&self.st).closed = true;
         self.reader_cv.notify_all();
+    }
+}
+
+/// Leaves the lead if a receive panics (dropped only while unwinding: forgotten after a
+/// receive that returned).
+struct LeaveOnUnwind<'a>(&'a Leadership);
+
+impl Drop for LeaveOnUnwind<'_> {
+    fn drop(&mut self) {
+        let mut st = cv::lock(&self.0.st);
+        self.0.leave(&mut st);
     }
 }
 

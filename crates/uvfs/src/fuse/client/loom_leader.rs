@@ -33,8 +33,9 @@ enum Msg {
 
 /// The model socket, the processing table and what was applied.
 struct World {
-    /// Server -> client messages; `true` once closed.
-    to_client: Mutex<(VecDeque<Msg>, bool)>,
+    /// Server -> client messages; `true` once closed; `true` while a wake (the eventfd)
+    /// is pending.
+    to_client: Mutex<(VecDeque<Msg>, bool, bool)>,
     to_client_cv: Condvar,
     /// Client -> server: uniques sent.
     to_server: Mutex<VecDeque<u64>>,
@@ -44,6 +45,9 @@ struct World {
     iq: InputQueue,
     /// Notifications applied.
     applied: AtomicU64,
+    /// Signalled when a notification is applied.
+    applied_m: Mutex<()>,
+    applied_cv: Condvar,
     lead: Leadership,
 }
 
@@ -56,6 +60,8 @@ impl World {
                 // SeqCst: the model's counter; the order that matters is the leadership's
                 // (the caller reads it after its request finished).
                 self.applied.fetch_add(1, Ordering::SeqCst);
+                let _g = self.applied_m.lock().unwrap();
+                self.applied_cv.notify_all();
                 Received::Dispatched
             }
             Msg::Reply(u) => {
@@ -96,6 +102,11 @@ impl Wire for World {
     fn ready(&self, timeout: Option<Duration>) -> bool {
         let mut q = self.to_client.lock().unwrap();
         loop {
+            if timeout.is_none() && q.2 {
+                // The eventfd: read, so the count is 0 again.
+                q.2 = false;
+                return true;
+            }
             if !q.0.is_empty() || q.1 {
                 return true;
             }
@@ -107,9 +118,16 @@ impl Wire for World {
         }
     }
 
+    fn wake(&self) {
+        self.to_client.lock().unwrap().2 = true;
+        self.to_client_cv.notify_all();
+    }
+
     fn apply(&self, _msg: &[u8]) {
         // SeqCst: as in `act`.
         self.applied.fetch_add(1, Ordering::SeqCst);
+        let _g = self.applied_m.lock().unwrap();
+        self.applied_cv.notify_all();
     }
 }
 
@@ -140,17 +158,25 @@ fn caller(w: &World, unique: u64, note_first: bool) {
 /// sent, with a notification before the first reply when `note`; the reader thread runs
 /// when `reader`.
 fn model(callers: u64, note: bool, reader: bool, mutation: Option<Mutation>) {
+    model2(callers, note, reader, mutation, false)
+}
+
+/// As [`model`]; with `note_wait`, the first reply is sent only once the notification
+/// before it was applied.
+fn model2(callers: u64, note: bool, reader: bool, mutation: Option<Mutation>, note_wait: bool) {
     loom::model(move || {
         let mut lead = Leadership::new(0);
         lead.mutation = mutation;
         let w = Arc::new(World {
-            to_client: Mutex::new((VecDeque::new(), false)),
+            to_client: Mutex::new((VecDeque::new(), false, false)),
             to_client_cv: Condvar::new(),
             to_server: Mutex::new(VecDeque::new()),
             to_server_cv: Condvar::new(),
             table: Mutex::new(Vec::new()),
             iq: InputQueue::default(),
             applied: AtomicU64::new(0),
+            applied_m: Mutex::new(()),
+            applied_cv: Condvar::new(),
             lead,
         });
         let rd = reader.then(|| {
@@ -179,9 +205,21 @@ fn model(callers: u64, note: bool, reader: bool, mutation: Option<Mutation>) {
                 if note && i == 0 {
                     q.0.push_back(Msg::Note);
                 }
-                q.0.push_back(Msg::Reply(u));
+                if !(note_wait && i == 0) {
+                    q.0.push_back(Msg::Reply(u));
+                }
             }
             w.to_client_cv.notify_all();
+            if note_wait && i == 0 {
+                // The reply only once the notification was applied.
+                let mut g = w.applied_m.lock().unwrap();
+                while w.applied.load(Ordering::SeqCst) == 0 {
+                    g = w.applied_cv.wait(g).unwrap();
+                }
+                drop(g);
+                w.to_client.lock().unwrap().0.push_back(Msg::Reply(u));
+                w.to_client_cv.notify_all();
+            }
         }
         for c in cs {
             c.join().unwrap();
@@ -234,4 +272,13 @@ fn loom_leader_no_hand_over_is_caught() {
 #[should_panic(expected = "a reply was acted on before the notification")]
 fn loom_leader_keep_lead_on_note_is_caught() {
     model(1, true, true, Some(Mutation::KeepLeadOnNote));
+}
+
+/// The server sends a notification and answers only once it is applied (a request held
+/// meanwhile): the reader thread, idle in its look at the socket when the caller took the
+/// notification's message, is woken to apply it (without the wake, loom finds the three
+/// threads asleep: a reviewer's scenario, the code before the eventfd).
+#[test]
+fn loom_leader_notification_applied_while_the_request_is_held() {
+    model2(1, true, true, None, true);
 }

@@ -27,7 +27,10 @@ pub(crate) mod leader;
 // `Interrupter`.
 pub(crate) mod request;
 
-pub use fs::{conn_errors, mount, FuseClientOptions, FuseServer, RequestEnd, DEFAULT_CACHE_PAGES};
+pub use fs::{
+    conn_errors, mount, FuseClientOptions, FuseServer, RequestEnd, DEFAULT_CACHE_PAGES,
+    DEFAULT_RECEIVE_SPIN, SPIN_BACKOFF,
+};
 pub use interrupt::Interrupter;
 
 // The loom model of the page cache's protocol (cache.rs).
