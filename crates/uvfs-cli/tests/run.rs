@@ -644,25 +644,32 @@ fn review_regressions() {
          cp /bin/true p/configure && cd p/build && ../configure && echo configured",
     ]);
     assert_eq!(text(&o.stdout), "ran\nconfigured\n", "{}", text(&o.stderr));
-    let child = Command::new(env!("CARGO_BIN_EXE_uvfs"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_uvfs"))
         .args([
             "run",
             "--",
             "sh",
             "-c",
-            "trap 'echo got-term; exit 3' TERM; sleep 5 & wait",
+            "trap 'echo got-term; exit 3' TERM; echo ready; sleep 5 & wait",
         ])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(700));
+    // The signal only once the trap is set (a fixed pause raced a slow start on a loaded
+    // machine: CI saw the shell killed before its trap).
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    assert_eq!(line, "ready\n");
     // kill(1): SIGTERM to uvfs run, which forwards it.
     let _ = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status();
-    let o = child.wait_with_output().unwrap();
-    assert_eq!(text(&o.stdout), "got-term\n");
-    assert_eq!(o.status.code(), Some(3));
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(rest, "got-term\n");
+    assert_eq!(status.code(), Some(3));
 }
 
 /// Four serving threads (`UVFS_RUN_THREADS`; the default on this 2-vCPU VM is one): the
