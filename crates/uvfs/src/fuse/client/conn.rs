@@ -575,20 +575,19 @@ impl Conn {
             super::interrupt::Published(slot)
         });
         let deadline = self.timeout.get().map(|&t| std::time::Instant::now() + t);
-        let r = match self.lead.wait(req, &CallerWire(self), deadline) {
-            Waited::Finished => req.take_reply().unwrap_or(Err(Errno::EIO)),
-            Waited::TimedOut if req.finished() => req.take_reply().unwrap_or(Err(Errno::EIO)),
-            Waited::TimedOut => {
-                // Linux 6.14's request timeout (`fuse_check_timeout`): a server that has
-                // not answered in time is taken for dead: the connection aborts (this
-                // request and every other in flight fail with ECONNABORTED, later ones
-                // with ENOTCONN) and the server sees its end close.
-                // Relaxed: a diagnostic counter.
-                self.stats.timeouts.fetch_add(1, Ordering::Relaxed);
-                let _ = rustix::net::shutdown(&self.sock, rustix::net::Shutdown::Both);
-                self.abort();
-                req.wait_finished().unwrap_or(Err(Errno::ECONNABORTED))
-            }
+        let waited = self.lead.wait(req, &CallerWire(self), deadline);
+        // A request that timed out but was answered meanwhile has its answer.
+        let r = if waited == Waited::Finished || req.finished() {
+            req.take_reply().unwrap_or(Err(Errno::EIO))
+        } else {
+            // Linux 6.14's request timeout (`fuse_check_timeout`): a server that has not
+            // answered in time is taken for dead: the connection aborts (this request and
+            // every other in flight fail with ECONNABORTED, later ones with ENOTCONN) and
+            // the server sees its end close (`abort` shuts the socket down).
+            // Relaxed: a diagnostic counter.
+            self.stats.timeouts.fetch_add(1, Ordering::Relaxed);
+            self.abort();
+            req.wait_finished().unwrap_or(Err(Errno::ECONNABORTED))
         };
         drop(_published);
         // SAFETY: the waiter's reference, not used after.

@@ -691,30 +691,29 @@ while True:
         let (c, _, _) = recording_server();
         // Relaxed: a test counter, read after the requests it counts returned.
         let by_reader = || c.stats.by_reader.load(std::sync::atomic::Ordering::Relaxed);
-        let before = by_reader();
-        for _ in 0..300 {
-            c.request(opcode::FUSE_GETATTR, 1, ROOT, &[&[0u8; 16]])
-                .unwrap();
-        }
-        let one = by_reader() - before;
+        // The replies to `threads` callers' 300 GETATTRs each that the reader thread acted on.
+        let through_reader = |threads: usize| {
+            let before = by_reader();
+            std::thread::scope(|s| {
+                for _ in 0..threads {
+                    s.spawn(|| {
+                        for _ in 0..300 {
+                            c.request(opcode::FUSE_GETATTR, 1, ROOT, &[&[0u8; 16]])
+                                .unwrap();
+                        }
+                    });
+                }
+            });
+            by_reader() - before
+        };
+        let one = through_reader(1);
         // The reader thread leads only after the connection was idle for 5 ms (with one
         // reader thread: all 300; a loaded machine may stall the caller that long).
         assert!(
             one <= 75,
             "{one} of 300 replies went through the reader thread"
         );
-        let before = by_reader();
-        std::thread::scope(|s| {
-            for _ in 0..4 {
-                s.spawn(|| {
-                    for _ in 0..300 {
-                        c.request(opcode::FUSE_GETATTR, 1, ROOT, &[&[0u8; 16]])
-                            .unwrap();
-                    }
-                });
-            }
-        });
-        let four = by_reader() - before;
+        let four = through_reader(4);
         assert!(
             four <= 300,
             "{four} of 1200 replies went through the reader thread"
