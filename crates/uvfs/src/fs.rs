@@ -413,6 +413,11 @@ pub trait FileOps: Send + Sync {
     /// `DIR_OFFSET_EOD`), or `None` (the VFS parks at `i64::MAX`). Positions are stable
     /// cookies of the file system's choosing, below `i64::MAX - 2`.
     ///
+    /// A file system whose listing also gives it the entries' inodes (FUSE's READDIRPLUS)
+    /// may hand each to `link(name, inode)`, which enters it in the dentry cache as the
+    /// directory's entry `name` (see [`DirLink`]); a later walk then finds it without a
+    /// lookup.
+    ///
     /// # Errors
     /// `ENOTDIR` (the default, for file systems whose dentry cache is complete);
     /// the file system's.
@@ -422,8 +427,9 @@ pub trait FileOps: Send + Sync {
         fh: u64,
         pos: u64,
         emit: &mut DirEmit<'_>,
+        link: &mut DirLink<'_>,
     ) -> Result<Option<u64>> {
-        let _ = (dir, fh, pos, emit);
+        let _ = (dir, fh, pos, emit, link);
         Err(Errno::ENOTDIR)
     }
 
@@ -546,6 +552,14 @@ impl<T: InodeOps + FileOps + 'static> FsInode for T {
 /// next position)`; returns `false` when the caller's buffer is full (the entry was not
 /// taken).
 pub type DirEmit<'a> = dyn FnMut(&[u8], u64, u8, u64) -> bool + 'a;
+
+/// The second callback of [`FileOps::iterate_dir`] (Linux `fuse_direntplus_link`'s
+/// `d_splice_alias`): `(name, inode)` makes `inode` the listed directory's cached entry
+/// `name`, taking the reference. A cached entry `name` naming another inode is dropped
+/// first with what was cached below it (`d_invalidate`), unless something is mounted on
+/// it (then it stays, and `inode` is dropped). Called under the directory's lock; `name`
+/// is a valid component (not `.`, `..`, no `/`, at most `NAME_MAX` bytes), else ignored.
+pub type DirLink<'a> = dyn FnMut(&[u8], std::sync::Arc<Inode>) + 'a;
 
 /// What `->setattr` is asked to change (`struct iattr` without the size): each `Some` is a
 /// new value, already checked by the VFS.

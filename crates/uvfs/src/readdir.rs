@@ -31,6 +31,7 @@ use crate::task::Task;
 use crate::types::*;
 use crate::variant::Variant;
 use crate::{Errno, Result};
+use std::sync::Arc;
 
 /// One parsed `linux_dirent64` record.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -164,6 +165,10 @@ impl<V: Variant> Task<V> {
                 }
                 let mut full = false;
                 let mut emitted = *pos;
+                let parent = f.dentry();
+                let mut link = |name: &[u8], child: Arc<Inode>| {
+                    crate::namei::link_listed(parent, &mut dl, name, child);
+                };
                 let r = inode.i_op.iterate_dir(
                     inode,
                     f.fh(),
@@ -177,6 +182,7 @@ impl<V: Variant> Task<V> {
                         emitted = next;
                         true
                     },
+                    &mut link,
                 );
                 *pos = emitted;
                 match r {

@@ -238,7 +238,35 @@ fn passthrough_ll_matches_the_kernel_on_its_source_directory() {
     );
     assert_eq!(std::fs::metadata(h("f")).unwrap().nlink(), 2);
     assert_eq!(names(&task, "/mnt/d"), [".", "..", "hard", "l"]);
-    assert_eq!(names(&task, "/mnt"), [".", "..", "d", "f", "pre"]);
+    // Files the host made in a directory uvfs had not seen: the listing
+    // (passthrough_ll answers READDIRPLUS) gives the entries uvfs then stats, with the
+    // host's inode numbers, sizes and modes; a symlink's target is read on first use.
+    std::fs::create_dir(h("hd")).unwrap();
+    std::fs::write(h("hd/x1"), b"1").unwrap();
+    std::fs::write(h("hd/x2"), b"22").unwrap();
+    std::os::unix::fs::symlink("x1", h("hd/s")).unwrap();
+    assert_eq!(names(&task, "/mnt/hd"), [".", "..", "s", "x1", "x2"]);
+    for n in ["s", "x1", "x2"] {
+        let st = task
+            .fstatat(
+                CWD,
+                format!("/mnt/hd/{n}").as_str(),
+                AtFlags::SYMLINK_NOFOLLOW,
+            )
+            .unwrap();
+        let hs = std::fs::symlink_metadata(h(&format!("hd/{n}"))).unwrap();
+        assert_eq!(
+            (st.st_ino, st.st_size as u64, st.st_mode),
+            (hs.ino(), hs.size(), hs.mode()),
+            "{n}"
+        );
+    }
+    assert_eq!(task.readlinkat(CWD, "/mnt/hd/s", &mut buf), Ok(2));
+    assert_eq!(&buf[..2], b"x1");
+    let fd = task.open("/mnt/hd/x2", OpenFlags::RDONLY, 0).unwrap();
+    assert_eq!(task.read(fd, &mut buf), Ok(2));
+    task.close(fd).unwrap();
+    assert_eq!(names(&task, "/mnt"), [".", "..", "d", "f", "hd", "pre"]);
     assert_eq!(task.renameat(CWD, "/mnt/pre", CWD, "/mnt/d/pre2"), Ok(()));
     assert!(!h("pre").exists() && h("d/pre2").exists());
     assert_eq!(

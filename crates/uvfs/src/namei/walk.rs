@@ -408,3 +408,40 @@ pub(crate) fn lookup_locked(
     dl.insert(name, d.clone(), cookie);
     Ok(Some(d))
 }
+
+/// `fuse_direntplus_link`: makes `inode` the entry `name` of `dir` in the dentry cache, as
+/// a listing handed it (see [`DirLink`](crate::fs::DirLink)); `dl` holds `dir`'s lock.
+/// The cached entry `name` is kept when it names `inode` already; one naming another
+/// inode is dropped with what was cached below it (`d_invalidate`) unless something is
+/// mounted on it, which keeps it (and `inode` is not linked). An invalid name, or a
+/// directory already removed, links nothing.
+pub(crate) fn link_listed(
+    dir: &Arc<Dentry>,
+    dl: &mut DirLocked<'_>,
+    name: &[u8],
+    inode: Arc<Inode>,
+) {
+    if name.is_empty()
+        || name == b"."
+        || name == b".."
+        || name.len() > NAME_MAX
+        || name.iter().any(|&b| b == b'/' || b == 0)
+        || dl.dead()
+    {
+        return;
+    }
+    if let Some(d) = dl.get(name) {
+        if Arc::ptr_eq(&d.d_inode, &inode) || d.is_mounted() {
+            return;
+        }
+        if let Some(old) = dl.remove(name) {
+            shrink_children(vec![old], false);
+        }
+    }
+    let Ok(cookie) = dl.next_cookie(name) else {
+        return;
+    };
+    let name: Name = Arc::from(name);
+    let d = Arc::new(Dentry::new(inode, Some(dir.clone()), name.clone(), cookie));
+    dl.insert(name, d, cookie);
+}

@@ -12,7 +12,7 @@
 
 use super::{host_err, key_of, open_path, store_attrs, HostResult, Key, Shared};
 use crate::cred::Cred;
-use crate::fs::{DirEmit, FileOps, InodeOps, NewInode, SetAttr};
+use crate::fs::{DirEmit, DirLink, FileOps, InodeOps, NewInode, SetAttr};
 use crate::inode::{Inode, MAX_LFS_FILESIZE};
 use crate::namei::NAME_MAX;
 use crate::sync::plain::{AtomicU64, Mutex, Ordering};
@@ -849,6 +849,7 @@ impl FileOps for HostInode {
         _fh: u64,
         pos: u64,
         emit: &mut DirEmit<'_>,
+        _link: &mut DirLink<'_>,
     ) -> Result<Option<u64>> {
         let fd = self.open_dir()?;
         let pos = i64::try_from(pos).map_err(|_| Errno::EINVAL)?;

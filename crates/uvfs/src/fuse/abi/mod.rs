@@ -708,6 +708,47 @@ pub(crate) fn dirents(mut buf: &[u8]) -> Result<Vec<DirentRec<'_>>, ProtoError> 
     Ok(out)
 }
 
+/// One READDIRPLUS record (`struct fuse_direntplus`): the entry (when its `nodeid` is not
+/// 0, a lookup the server counted, which the client must link or forget) and the dirent.
+pub(crate) type DirentPlusRec<'a> = (EntryOut, DirentRec<'a>);
+
+/// `FUSE_NAME_OFFSET_DIRENTPLUS`: where a READDIRPLUS record's name starts.
+pub(crate) const FUSE_NAME_OFFSET_DIRENTPLUS: usize =
+    std::mem::size_of::<EntryOut>() + FUSE_NAME_OFFSET;
+
+/// The records of a READDIRPLUS reply, as Linux's `parse_dirplusfile` reads them: records
+/// while at least [`FUSE_NAME_OFFSET_DIRENTPLUS`] bytes are left; a record whose (padded)
+/// length runs past the end ends the listing there; a name of 0 or more than 255 bytes, or
+/// with a `/` or a NUL (as [`dirents`]), is an error. Returns the records before the
+/// first bad one, and the error if there was one: the lookups the server counted for
+/// those records must still be given back.
+pub(crate) fn direntplus(mut buf: &[u8]) -> (Vec<DirentPlusRec<'_>>, Option<ProtoError>) {
+    let mut out = vec![];
+    while buf.len() >= FUSE_NAME_OFFSET_DIRENTPLUS {
+        let Ok((e, rest)) = EntryOut::read_from_prefix(buf) else {
+            return (out, Some(ProtoError::BadPayload));
+        };
+        let Ok((d, rest)) = Dirent::read_from_prefix(rest) else {
+            return (out, Some(ProtoError::BadPayload));
+        };
+        let n = d.namelen as usize;
+        if n == 0 || n > 255 {
+            return (out, Some(ProtoError::BadPayload));
+        }
+        let rec = dirent_align(FUSE_NAME_OFFSET_DIRENTPLUS + n);
+        if rec > buf.len() {
+            break;
+        }
+        let name = &rest[..n];
+        if name.iter().any(|&b| b == b'/' || b == 0) {
+            return (out, Some(ProtoError::BadPayload));
+        }
+        out.push((e, (d.ino, d.off, d.r#type, name)));
+        buf = &buf[rec..];
+    }
+    (out, None)
+}
+
 #[cfg(feature = "fuse")]
 pub(crate) mod sqe;
 #[cfg(all(test, not(uvfs_loom)))]

@@ -229,6 +229,47 @@ fn dirents_are_bounded() {
     }
 }
 
+fn direntplus_rec(nodeid: u64, off: u64, name: &[u8]) -> Vec<u8> {
+    let e = EntryOut {
+        nodeid,
+        ..Default::default()
+    };
+    let mut v = e.as_bytes().to_vec();
+    v.extend(dirent(nodeid, off, name));
+    v
+}
+
+#[test]
+fn direntplus_records_are_bounded_and_keep_those_before_a_bad_one() {
+    assert_eq!(FUSE_NAME_OFFSET_DIRENTPLUS, 152);
+    let mut b = direntplus_rec(5, 1, b"a");
+    b.extend(direntplus_rec(6, 2, b"0123456789"));
+    let (recs, err) = direntplus(&b);
+    assert_eq!(err, None);
+    let got: Vec<_> = recs.iter().map(|(e, d)| (e.nodeid, *d)).collect();
+    assert_eq!(
+        got,
+        vec![
+            (5, (5, 1, 8, &b"a"[..])),
+            (6, (6, 2, 8, &b"0123456789"[..]))
+        ]
+    );
+    // A last record cut short ends the listing before it (parse_dirplusfile's `break`).
+    let (recs, err) = direntplus(&b[..b.len() - 6]);
+    assert_eq!((recs.len(), err), (1, None));
+    assert_eq!(direntplus(&[0; 151]).0.len(), 0);
+    // A bad record: the good ones before it come back with the error (their lookups
+    // must be given back).
+    for bad in [&b""[..], b"a/b", b"a\0", &[b'x'; 256]] {
+        let mut v = direntplus_rec(5, 1, b"a");
+        v.extend(direntplus_rec(7, 2, bad));
+        let (recs, err) = direntplus(&v);
+        assert_eq!(recs.len(), 1);
+        assert_eq!(recs[0].0.nodeid, 5);
+        assert_eq!(err, Some(ProtoError::BadPayload));
+    }
+}
+
 proptest! {
     /// Whatever a server sends, the checks return (never panic), and what they accept is
     /// consistent with the header.
@@ -247,6 +288,7 @@ proptest! {
             }
         }
         let _ = dirents(&bytes);
+        let _ = direntplus(&bytes);
     }
 
     /// Random replies with a valid header and length: accepted exactly when the error is

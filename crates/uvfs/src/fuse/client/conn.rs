@@ -89,15 +89,18 @@ const OFFER_MINOR: u32 = abi::FUSE_KERNEL_MINOR_VERSION;
 /// The capabilities uvfs offers in INIT: only what it implements (no splice,
 /// passthrough, DAX, writeback cache, locks). `FUSE_AUTO_INVAL_DATA` as Linux offers it:
 /// a server that accepts it has reads check the attributes' timeout and a changed mtime
-/// drop the file's cached pages (fs.rs).
+/// drop the file's cached pages (fs.rs). `FUSE_DO_READDIRPLUS` with
+/// `FUSE_READDIRPLUS_AUTO`, as Linux: listings that give the entries' attributes (fs.rs).
 /// (`FUSE_ATOMIC_O_TRUNC` is not offered: the VFS truncates after the open itself, as
 /// Linux's `handle_truncate`, so OPEN never carries `O_TRUNC`.)
 const OFFER_FLAGS: u64 = init::FUSE_ASYNC_READ
     | init::FUSE_AUTO_INVAL_DATA
     | init::FUSE_BIG_WRITES
+    | init::FUSE_DO_READDIRPLUS
     | init::FUSE_DONT_MASK
     | init::FUSE_MAX_PAGES
     | init::FUSE_PARALLEL_DIROPS
+    | init::FUSE_READDIRPLUS_AUTO
     | init::FUSE_INIT_EXT;
 
 /// How messages are delimited on the socket.

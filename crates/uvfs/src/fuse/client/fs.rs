@@ -6,7 +6,8 @@
 //! `fuse_update_attributes`, `fuse_mknod`/`mkdir`/`symlink`/`link`/`unlink`/`rmdir`,
 //! `fuse_rename2`, `fuse_do_setattr`), fs/fuse/file.c (`fuse_open_common`,
 //! `fuse_release`, `fuse_flush`, `fuse_direct_io`, `fuse_fsync`, `fuse_file_fallocate`,
-//! `fuse_lseek`), fs/fuse/readdir.c (`fuse_readdir_uncached`).
+//! `fuse_lseek`), fs/fuse/readdir.c (`fuse_readdir_uncached`, `fuse_use_readdirplus`,
+//! `parse_dirplusfile`, `fuse_direntplus_link`).
 //!
 //! # Identity and lookup counts
 //! One server node id is one uvfs inode while uvfs holds it (a map from node id to
@@ -29,6 +30,23 @@
 //! INVAL_INODE drops a node's cached attributes; INVAL_ENTRY and DELETE make every
 //! cached entry of the mount be checked again at its next walk (one generation count per
 //! mount, not per name: a notification is rare, a walk is not).
+//!
+//! # READDIRPLUS
+//! Offered with `FUSE_READDIRPLUS_AUTO`, as Linux offers them (fs/fuse/readdir.c). A
+//! server that takes `FUSE_DO_READDIRPLUS` is asked READDIRPLUS, with `AUTO` only for a
+//! listing call from the start of the directory or after the directory was advised (a
+//! LOOKUP found a name in it, or a walk went through an entry a READDIRPLUS linked, the
+//! first time: `fuse_use_readdirplus`), else READDIR. Each record with a node id counts
+//! one lookup on the server: the record's inode (found or made as for an entry reply,
+//! with its entry and attribute timeouts) becomes the directory's cached entry of that
+//! name through the VFS (`DirLink`; an entry naming another node is replaced), so a walk
+//! or `stat` within the timeouts asks nothing (`ls -l` costs one request per 8 KiB of
+//! listing instead of a LOOKUP per name). Every record's lookup is linked or forgotten,
+//! past the caller's full buffer too; `.` and `..` and node id 0 count none
+//! (`fuse_direntplus_link`). A symlink uvfs holds no inode for is forgotten rather than
+//! linked (uvfs reads a symlink's target when it makes its inode: a READLINK per entry
+//! under the directory's lock); a walk looks it up. A reply with a bad record is `EIO`,
+//! and the lookups of the records before it are given back.
 //!
 //! # Page cache (file data)
 //! Linux's default for a FUSE mount without `writeback_cache` (fs/fuse/file.c): reads of
@@ -69,14 +87,14 @@
 //!
 //! # Not offered
 //! `O_TMPFILE` (EOPNOTSUPP, as a kernel mount of a server without TMPFILE), file locks,
-//! mmap coherence, writeback caching (writes are requests before the call returns),
-//! READDIRPLUS. Extended attributes and interrupts (`Interrupter`) are offered.
+//! mmap coherence, writeback caching (writes are requests before the call returns).
+//! Extended attributes, interrupts (`Interrupter`) and READDIRPLUS are offered.
 
 use super::cache::{FileCache, PageCache};
 use super::conn::Conn;
 use super::request::EndMode;
 use crate::cred::Cred;
-use crate::fs::{DirEmit, FileOps, FileSystem, InodeOps, NewInode, SetAttr};
+use crate::fs::{DirEmit, DirLink, FileOps, FileSystem, InodeOps, NewInode, SetAttr};
 use crate::fuse::abi::{self, fattr, fopen, init, opcode};
 use crate::inode::{FsAttrs, Inode, MAX_LFS_FILESIZE, PAGE_SIZE};
 use crate::mount::Mount;
@@ -308,6 +326,14 @@ pub(crate) struct FuseInode {
     /// Its side of the page cache protocol (cache.rs): its id and cache generation (the
     /// tokens of its pages) and Linux's `fi->attr_version`. Internally synchronised.
     pages: FileCache,
+    /// A directory's next listing call should be READDIRPLUS although it does not start
+    /// at the beginning: a lookup in it, or a walk through an entry a READDIRPLUS linked,
+    /// came since its last one (Linux's `FUSE_I_ADVISE_RDPLUS`, with
+    /// `FUSE_READDIRPLUS_AUTO`). Atomic; a hint, tested before it is set.
+    advise_rdplus: AtomicBool,
+    /// Linked by a READDIRPLUS and not walked through since (`FUSE_I_INIT_RDPLUS`): the
+    /// first walk through it advises its directory (above). Atomic; a hint.
+    init_rdplus: AtomicBool,
     /// The server's handles of this regular file's open files: the handle uvfs's `File`
     /// holds is `slot << 1 | direct` (`direct`: the file bypasses the page cache), so a
     /// cache hit needs no lookup here. Protected by its mutex.
@@ -392,6 +418,16 @@ impl Shared {
         // bump this load does not see was made after the load, so the inode's version
         // will exceed it and the reply is not stored.
         self.attr_version.load(Ordering::SeqCst)
+    }
+
+    /// Whether listings ask READDIRPLUS (`fc->do_readdirplus`), and whether only at their
+    /// start or when advised (`fc->readdirplus_auto`).
+    fn readdirplus(&self) -> (bool, bool) {
+        let f = self.conn.negotiated().flags;
+        (
+            f & init::FUSE_DO_READDIRPLUS != 0,
+            f & init::FUSE_READDIRPLUS_AUTO != 0,
+        )
     }
 
     /// Whether the server invalidates data on mtime changes (`fc->auto_inval_data`).
@@ -525,6 +561,8 @@ impl Shared {
             // Relaxed: only unique ids are needed, no ordering with anything else.
             pages: FileCache::new(self.next_token.fetch_add(1, Ordering::Relaxed)),
             files: Mutex::new(OpenFiles::default()),
+            advise_rdplus: AtomicBool::new(false),
+            init_rdplus: AtomicBool::new(false),
         };
         let mut i = Inode::new(
             a.ino,
@@ -573,6 +611,68 @@ impl Shared {
 }
 
 impl FuseInode {
+    /// Sets `advise_rdplus` (tested first) when listings use READDIRPLUS_AUTO.
+    fn advise_readdirplus(&self) {
+        // Relaxed: a hint read by the directory's next listing call.
+        if self.fs.readdirplus() == (true, true) && !self.advise_rdplus.load(Ordering::Relaxed) {
+            // Relaxed: as above.
+            self.advise_rdplus.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// `fuse_use_readdirplus`: whether a listing call from the file system's position
+    /// `pos` asks READDIRPLUS (clearing the advice it follows).
+    fn use_readdirplus(&self, pos: u64) -> bool {
+        match self.fs.readdirplus() {
+            (false, _) => false,
+            (true, false) => true,
+            (true, true) => {
+                // Relaxed: a hint (see `advise_rdplus`); tested before it is cleared.
+                let advised = self.advise_rdplus.load(Ordering::Relaxed)
+                    // Relaxed: as above.
+                    && self.advise_rdplus.swap(false, Ordering::Relaxed);
+                pos == 0 || advised
+            }
+        }
+    }
+
+    /// `fuse_direntplus_link`: the lookup a READDIRPLUS record `e` counted (node id not 0,
+    /// a name other than `.` and `..`) as the listed directory's cached entry `name`
+    /// (`link`), or given back: a symlink uvfs holds no inode for is forgotten rather
+    /// than linked (its target would cost a READLINK per entry under the directory's
+    /// lock; a walk looks it up). Attributes asked for at `attr_ver` or later are stored.
+    fn link_plus(
+        &self,
+        dev: u64,
+        e: &abi::EntryOut,
+        name: &[u8],
+        attr_ver: u64,
+        link: &mut crate::fs::DirLink<'_>,
+    ) {
+        if e.nodeid == 0 || name == b"." || name == b".." {
+            return;
+        }
+        if e.attr.mode & S_IFMT == S_IFLNK
+            && e.nodeid != abi::FUSE_ROOT_ID
+            && plock(&self.fs.inodes)
+                .get(&e.nodeid)
+                .and_then(Weak::upgrade)
+                .is_none()
+        {
+            self.fs.conn.forget(e.nodeid, 1);
+            return;
+        }
+        // An entry of no known type, or naming the root, is the server's error:
+        // `inode_for` counts it and gives the lookup back.
+        if let Ok(Some(i)) = self.fs.inode_for(dev, e, attr_ver) {
+            if let (Ok(f), true) = (fuse(&i), self.fs.readdirplus().1) {
+                // Relaxed: a hint (see `init_rdplus`).
+                f.init_rdplus.store(true, Ordering::Relaxed);
+            }
+            link(name, i);
+        }
+    }
+
     /// Records the entry and attribute timeouts of the entry reply `e`.
     fn entry_seen(&self, e: &abi::EntryOut) {
         let (entry, attr) = (
@@ -787,7 +887,12 @@ impl InodeOps for FuseInode {
             Err(e) => Err(e),
             Ok(r) => {
                 let e: abi::EntryOut = reply(&self.fs.conn, &r)?;
-                self.fs.inode_for(dir.i_dev, &e, ver)
+                let i = self.fs.inode_for(dir.i_dev, &e, ver)?;
+                if i.is_some() {
+                    // `fuse_advise_use_readdirplus`: names are being looked up here.
+                    self.advise_readdirplus();
+                }
+                Ok(i)
             }
         }
     }
@@ -797,6 +902,13 @@ impl InodeOps for FuseInode {
     fn revalidate(&self, dir: &Inode, name: &[u8], child: &Inode, rcu: bool) -> Result<bool> {
         let c = fuse(child)?;
         if c.entry_fresh() {
+            // `fuse_dentry_revalidate`: the first walk through an entry a READDIRPLUS
+            // linked advises the directory's next listing call to be one too. Relaxed:
+            // hints (tested first: a walk writes no line in the common case).
+            if c.init_rdplus.load(Ordering::Relaxed) && c.init_rdplus.swap(false, Ordering::Relaxed)
+            {
+                self.advise_readdirplus();
+            }
             return Ok(true);
         }
         if rcu {
@@ -1328,16 +1440,18 @@ impl FileOps for FuseInode {
     /// `..` are left out (the VFS lists them). At the end (an empty reply): `None`.
     fn iterate_dir(
         &self,
-        _dir: &Inode,
+        dir: &Inode,
         fh: u64,
         pos: u64,
         emit: &mut DirEmit<'_>,
+        link: &mut DirLink<'_>,
     ) -> Result<Option<u64>> {
         let mut cur = pos;
         // Replies in a row that listed no name but `.` and `..`: a server whose cookies
         // run in a circle through them would keep this call (and the directory lock)
         // forever; a real listing has at most one such reply, at its start.
         let mut idle = 0;
+        let mut plus = self.use_readdirplus(pos);
         loop {
             let arg = abi::ReadIn {
                 fh,
@@ -1345,14 +1459,47 @@ impl FileOps for FuseInode {
                 size: 8192,
                 ..Default::default()
             };
-            let r = self
-                .fs
-                .req(opcode::FUSE_READDIR, self.nodeid, &[arg.as_bytes()])?;
+            let (op, ver) = if plus {
+                (opcode::FUSE_READDIRPLUS, self.fs.attr_version_now())
+            } else {
+                (opcode::FUSE_READDIR, 0)
+            };
+            let r = self.fs.req(op, self.nodeid, &[arg.as_bytes()])?;
             if r.len() > 8192 {
+                if plus {
+                    // The lookups the records counted are given back.
+                    for (e, (_, _, _, name)) in abi::direntplus(&r).0 {
+                        if e.nodeid != 0 && name != b"." && name != b".." {
+                            self.fs.conn.forget(e.nodeid, 1);
+                        }
+                    }
+                }
                 return Err(proto_error(&self.fs.conn));
             }
             self.invalidate_atime();
-            let ents = abi::dirents(&r).map_err(|_| proto_error(&self.fs.conn))?;
+            let ents: Vec<abi::DirentRec<'_>> = if plus {
+                let (recs, bad) = abi::direntplus(&r);
+                // Every record's lookup is linked or given back, those past the caller's
+                // full buffer too (`parse_dirplusfile`); on a bad record, those before
+                // it are given back.
+                if bad.is_some() {
+                    for (e, (_, _, _, name)) in recs {
+                        if e.nodeid != 0 && name != b"." && name != b".." {
+                            self.fs.conn.forget(e.nodeid, 1);
+                        }
+                    }
+                    return Err(proto_error(&self.fs.conn));
+                }
+                for (e, (_, _, _, name)) in &recs {
+                    self.link_plus(dir.i_dev, e, name, ver, link);
+                }
+                recs.into_iter().map(|(_, d)| d).collect()
+            } else {
+                abi::dirents(&r).map_err(|_| proto_error(&self.fs.conn))?
+            };
+            // Past the first request, Linux's `fuse_readdir` asks plain READDIR unless
+            // advised (`fuse_use_readdirplus` runs once per call; this loop is one call).
+            plus = plus && !self.fs.readdirplus().1;
             if ents.is_empty() {
                 return Ok(None);
             }

@@ -38,6 +38,7 @@ pub fn parse(data: &[u8]) {
             let _ = abi::exact::<abi::GetxattrOut>(p);
             let _ = abi::exact::<abi::InitOut>(p);
             let _ = abi::dirents(p);
+            let _ = abi::direntplus(p);
         }
         Ok(abi::Message::Notify { code: _, payload }) => {
             let _ = abi::NotifyInvalInodeOut::read_from_prefix(payload);

@@ -11,7 +11,8 @@
 //! thread when no caller waits), and abort on server exit; the file system behind
 //! the seam ([`fs`]: lookup counts and FORGET, entry and attribute timeouts, the data,
 //! directory and attribute requests, notifications), interrupts from callers
-//! ([`Interrupter`]). Not yet: READDIRPLUS. Background requests are capped at `max_background`
+//! ([`Interrupter`]), READDIRPLUS (listings that prime the dentry cache). Background
+//! requests are capped at `max_background`
 //! and FORGETs go in batches (`conn`).
 
 // The page cache's store (the policy is in `fs`).
@@ -39,5 +40,7 @@ mod loom_cache;
 // The loom model of the leader/follower receive (leader.rs).
 #[cfg(all(test, uvfs_loom))]
 mod loom_leader;
+#[cfg(all(test, not(uvfs_loom)))]
+mod readdirplus_tests;
 #[cfg(test)]
 mod tests;
