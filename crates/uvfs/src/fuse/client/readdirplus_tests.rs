@@ -298,11 +298,19 @@ impl Server {
         Ok(out)
     }
 
-    /// Opcodes received since the last call, RELEASEDIR left out (a background request:
-    /// it may arrive after later calls' requests).
+    /// Opcodes received since the last call, RELEASEDIR (a background request: it may
+    /// arrive after later calls' requests) and the forgets (queued, sent before a later
+    /// request or in a batch; `unmount_and_check_counts` checks them) left out.
     fn take_ops(&self) -> Vec<u32> {
         let mut ops = std::mem::take(&mut plock(&self.state).ops);
-        ops.retain(|&o| o != opcode::FUSE_RELEASEDIR);
+        ops.retain(|&o| {
+            ![
+                opcode::FUSE_RELEASEDIR,
+                opcode::FUSE_FORGET,
+                opcode::FUSE_BATCH_FORGET,
+            ]
+            .contains(&o)
+        });
         ops
     }
 
