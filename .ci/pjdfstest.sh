@@ -27,6 +27,8 @@
 #                       directory of its uvfs tmpfs (no mount; PJDFSTEST_SUBJECT unused)
 #   PJDFSTEST_KNOWN     test names that may fail on the subject, each with its reason
 #                       ("name=reason;name=reason"); listed, not counted
+#   PJDFSTEST_EXACT     1: a test passing on the subject only fails the run too (the
+#                       subject must give the reference's pass/fail set exactly)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -219,6 +221,10 @@ if [ -s "$work/regressions" ]; then
         on { sub(/^\t/, ""); print "      " $0 }' | head -6
   done <"$work/regressions"
 fi
+if [ "${PJDFSTEST_EXACT:-0}" = 1 ] && [ -s "$work/extra" ]; then
+  fail=1
+  echo "FAIL: PJDFSTEST_EXACT: $(wc -l <"$work/extra") tests pass on the subject only (listed above)"
+fi
 for side in tmpfs subject; do
   if ! grep -aq '^Summary:' "$logs/$side.log"; then
     fail=1
@@ -234,5 +240,8 @@ if [ "$fail" = 0 ]; then
   ref_name=tmpfs
   if [ -n "${PJDFSTEST_REFERENCE:-}" ]; then ref_name="the reference"; fi
   echo "pjdfstest: every test that passes on $ref_name passes on the subject"
+  if [ "${PJDFSTEST_EXACT:-0}" = 1 ]; then
+    echo "pjdfstest: and none other: the same pass/fail set"
+  fi
 fi
 exit "$fail"

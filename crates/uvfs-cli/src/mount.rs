@@ -132,6 +132,13 @@ pub struct MountArgs {
     /// default: wait for ever.
     #[arg(long, value_name = "SECONDS", value_parser = parse_request_timeout, requires = "fuse")]
     pub fuse_timeout: Option<f64>,
+    /// With `--fuse`: each FUSE server decides permissions itself, as a kernel mount without
+    /// `-o default_permissions` (uvfs checks no mode bits or ownership on its tree; access(2)
+    /// and chdir(2) send it ACCESS; requests carry the caller's uid and gid). Default: uvfs
+    /// checks them first, as with `default_permissions` (a server such as passthrough_ll,
+    /// which checks nothing itself, needs that when several users share the mount).
+    #[arg(long, requires = "fuse")]
+    pub fuse_server_permissions: bool,
     /// `HOST_DIR[:PATH]` (repeatable): before serving, copy the host tree HOST_DIR into the
     /// mount at PATH (absolute; default `/`; made with its parents), as `cp -a HOST_DIR/. PATH`:
     /// modes, owners (the server being root), times, symlinks, hard links and holes kept;
@@ -222,14 +229,15 @@ impl Bind {
     }
 }
 
-/// The FUSE client's options for `--fuse` mounts: `--fuse-cache` (bytes, as pages) and
-/// `--fuse-timeout`.
+/// The FUSE client's options for `--fuse` mounts: `--fuse-cache` (bytes, as pages),
+/// `--fuse-timeout` and `--fuse-server-permissions`.
 fn fuse_options(args: &MountArgs) -> uvfs::fuse::client::FuseClientOptions {
     uvfs::fuse::client::FuseClientOptions {
         cache_pages: args
             .fuse_cache
             .map(|b| usize::try_from(b / 4096).unwrap_or(usize::MAX)),
         request_timeout: args.fuse_timeout.map(std::time::Duration::from_secs_f64),
+        server_permissions: args.fuse_server_permissions,
         ..Default::default()
     }
 }
@@ -583,6 +591,9 @@ fn daemonize(args: &MountArgs) -> Result<(), String> {
     }
     if let Some(t) = args.fuse_timeout {
         cmd.arg(format!("--fuse-timeout={t}"));
+    }
+    if args.fuse_server_permissions {
+        cmd.arg("--fuse-server-permissions");
     }
     for i in &args.import {
         cmd.arg(format!("--import={}:{}", i.host.display(), i.path));

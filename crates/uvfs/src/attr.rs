@@ -47,13 +47,16 @@ fn chmod_common(cred: &Cred, inode: &Inode, mode: u32) -> Result<()> {
     if inode.is_symlink() {
         return Err(Errno::EOPNOTSUPP);
     }
+    // A file system that decides permissions is asked as it is: Linux's `ATTR_FORCE`
+    // (`fuse_do_setattr` without `default_permissions`) skips setattr_prepare's checks.
+    let force = inode.fs_permission();
     inode.setattr(coarse_now(), true, |_, uid, gid| {
-        if !cred.owner_or_capable(uid) {
+        if !force && !cred.owner_or_capable(uid) {
             return Err(Errno::EPERM);
         }
         let mut mode = mode & S_IALLUGO;
         // setattr_prepare: "Also check the setgid bit!"
-        if !in_group_or_capable(cred, gid) {
+        if !force && !in_group_or_capable(cred, gid) {
             mode &= !S_ISGID;
         }
         Ok((mode, uid, gid))
@@ -64,21 +67,26 @@ fn chmod_common(cred: &Cred, inode: &Inode, mode: u32) -> Result<()> {
 /// group to `group` (`u32::MAX` = unchanged).
 fn chown_common(cred: &Cred, inode: &Inode, user: u32, group: u32) -> Result<()> {
     let is_dir = inode.is_dir();
+    // As in `chmod_common`: `ATTR_FORCE` skips setattr_prepare's checks (chown_ok,
+    // chgrp_ok, the kill's ownership and set-group-ID checks), not chown_common's kill.
+    let force = inode.fs_permission();
     inode.setattr(coarse_now(), false, |mode, uid, gid| {
         let new_uid = if user == u32::MAX { uid } else { user };
         let new_gid = if group == u32::MAX { gid } else { group };
-        // chown_ok: the owner may "change" the owner to itself; CAP_CHOWN anything.
-        if user != u32::MAX
-            && !(uid == cred.uid && new_uid == uid || cred.capable(crate::Caps::CHOWN))
-        {
-            return Err(Errno::EPERM);
-        }
-        // chgrp_ok: the owner may pick its file's group or a group it is in.
-        if group != u32::MAX
-            && !(uid == cred.uid && (new_gid == gid || cred.in_group(new_gid))
-                || cred.capable(crate::Caps::CHOWN))
-        {
-            return Err(Errno::EPERM);
+        if !force {
+            // chown_ok: the owner may "change" the owner to itself; CAP_CHOWN anything.
+            if user != u32::MAX
+                && !(uid == cred.uid && new_uid == uid || cred.capable(crate::Caps::CHOWN))
+            {
+                return Err(Errno::EPERM);
+            }
+            // chgrp_ok: the owner may pick its file's group or a group it is in.
+            if group != u32::MAX
+                && !(uid == cred.uid && (new_gid == gid || cred.in_group(new_gid))
+                    || cred.capable(crate::Caps::CHOWN))
+            {
+                return Err(Errno::EPERM);
+            }
         }
         // chown_common: ATTR_KILL_SUID, and ATTR_KILL_SGID when `setattr_should_drop_sgid`
         // (group-executable, or the caller outside the file's current group without
@@ -92,7 +100,7 @@ fn chown_common(cred: &Cred, inode: &Inode, user: u32, group: u32) -> Result<()>
         }
         let kill = kill & mode;
         let mut new_mode = mode & !kill;
-        if kill != 0 {
+        if kill != 0 && !force {
             // notify_change turned the kill into ATTR_MODE, which setattr_prepare checks as
             // a chmod: ownership, and set-group-ID against the new group.
             if !cred.owner_or_capable(uid) {
@@ -341,7 +349,7 @@ impl<V: Variant> Task<V> {
             if mode & X_OK != 0 && inode.is_reg() && m.flags().contains(MountFlags::NOEXEC) {
                 return Err(Errno::EACCES);
             }
-            inode.permission(cred, mode)?;
+            inode.permission(cred, mode | crate::cred::MAY_ACCESS)?;
             let special = matches!(
                 inode.mode() & S_IFMT,
                 S_IFCHR | S_IFBLK | S_IFIFO | S_IFSOCK

@@ -126,6 +126,39 @@ pub const MAY_EXEC: u32 = 1;
 pub const MAY_WRITE: u32 = 2;
 /// `MAY_READ`: read permission.
 pub const MAY_READ: u32 = 4;
+/// `MAY_ACCESS` (Linux 0x10): added to the mask by `access(2)` (`do_faccessat`). The mode
+/// bits ignore it; a file system that decides permissions itself (the FUSE client without
+/// `default_permissions`) asks its server for exactly these checks (`fuse_access`).
+pub const MAY_ACCESS: u32 = 0x10;
+/// `MAY_CHDIR` (Linux 0x40): added to the search check of `chdir(2)`, `fchdir(2)` and
+/// `chroot(2)`; as [`MAY_ACCESS`].
+pub const MAY_CHDIR: u32 = 0x40;
+/// The bits of a mask the mode bits decide: `MAY_READ | MAY_WRITE | MAY_EXEC`.
+pub(crate) const MAY_RWX: u32 = MAY_READ | MAY_WRITE | MAY_EXEC;
+
+thread_local! {
+    /// The `(uid, gid)` of the credentials of the last call this thread began on a
+    /// `Task` that walks a path or looks a descriptor up (`Nameidata::new`,
+    /// `Task::fdget_raw`): Linux's `current_fsuid()`/`current_fsgid()` for the file
+    /// systems that send them on (a FUSE request's header). Never restored: each such
+    /// call sets it first; `None` on a thread that made none.
+    static CALLER: std::cell::Cell<Option<(u32, u32)>> = const { std::cell::Cell::new(None) };
+}
+
+/// Records `cred` as this thread's caller (see [`caller`]): one store to a thread-local,
+/// no shared line.
+#[inline]
+pub(crate) fn set_caller(cred: &Cred) {
+    // `try_with`: a call made from a thread-local destructor records nothing.
+    let _ = CALLER.try_with(|c| c.set(Some((cred.uid, cred.gid))));
+}
+
+/// The `(uid, gid)` of the credentials this thread's current (or last) call runs with,
+/// `None` if it made none: what a FUSE request's header carries (Linux
+/// `fuse_fill_in_header`: `current_fsuid()`, `current_fsgid()`).
+pub(crate) fn caller() -> Option<(u32, u32)> {
+    CALLER.try_with(|c| c.get()).ok().flatten()
+}
 
 impl Cred {
     /// root: uid 0, gid 0, no supplementary groups.

@@ -221,6 +221,24 @@ pub trait InodeOps: Send + Sync {
         let _ = (inode, before, after);
     }
 
+    /// `->permission`: may `cred` access `inode` for `mask` (`MAY_READ`, `MAY_WRITE`,
+    /// `MAY_EXEC`, with `MAY_ACCESS` from access(2) or `MAY_CHDIR` from chdir(2), fchdir(2)
+    /// and chroot(2))? Called in place of the mode-bit check only for inodes their file
+    /// system marked `Inode::set_fs_permission`; the default is that check
+    /// (`generic_permission`). May be called on the lock-free walk (a search check of a
+    /// directory, `MAY_EXEC` alone): it must not block then.
+    ///
+    /// # Errors
+    /// `EACCES`; the file system's.
+    fn permission(&self, inode: &Inode, cred: &Cred, mask: u32) -> Result<()> {
+        cred.permission(
+            inode.mode(),
+            inode.uid(),
+            inode.gid(),
+            mask & crate::cred::MAY_RWX,
+        )
+    }
+
     /// `->lookup`: the inode named `name` in directory `dir`, `None` if there is none.
     /// Called on a dentry-cache miss, with the directory locked, only for directories
     /// marked `Inode::set_revalidate` (a file system whose dentry cache is complete, as

@@ -120,6 +120,14 @@ const I_VFS_ATTRS: u32 = 1 << 4;
 /// [`FileOps::release`]: crate::fs::FileOps::release
 const I_NOP_OPEN: u32 = 1 << 5;
 
+/// `I_FS_PERMISSION` in `Inode::i_flags`: the inode's file system decides permissions
+/// ([`InodeOps::permission`] replaces the mode-bit check, and `chmod`, `chown` and
+/// `utimensat` skip their owner checks, as Linux's `ATTR_FORCE`): the FUSE client without
+/// `default_permissions`. Set before the inode is published, never cleared.
+///
+/// [`InodeOps::permission`]: crate::fs::InodeOps::permission
+const I_FS_PERMISSION: u32 = 1 << 6;
+
 /// What `Inode::evict` gives back.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Evict {
@@ -484,13 +492,40 @@ impl Inode {
         self.i_op.get_link(self).ok()
     }
 
-    /// `inode_permission` for `mask` (`MAY_*`).
+    /// `inode_permission` for `mask` (`MAY_READ`, `MAY_WRITE`, `MAY_EXEC`, with
+    /// `MAY_ACCESS` or `MAY_CHDIR` from access(2) and chdir(2)): the mode bits as
+    /// [`Cred::permission`] says, or the file system's own answer for an inode whose file
+    /// system decides permissions (`->permission`, [`InodeOps::permission`]).
     ///
     /// # Errors
-    /// `EACCES` as [`Cred::permission`].
+    /// `EACCES` as [`Cred::permission`]; the file system's.
+    ///
+    /// [`InodeOps::permission`]: crate::fs::InodeOps::permission
     #[inline]
     pub fn permission(&self, cred: &Cred, mask: u32) -> Result<()> {
-        cred.permission(self.mode(), self.uid(), self.gid(), mask)
+        if self.fs_permission() {
+            return self.i_op.permission(self, cred, mask);
+        }
+        cred.permission(
+            self.mode(),
+            self.uid(),
+            self.gid(),
+            mask & crate::cred::MAY_RWX,
+        )
+    }
+
+    /// Whether the inode's file system decides permissions (`I_FS_PERMISSION`).
+    #[inline]
+    pub(crate) fn fs_permission(&self) -> bool {
+        // Relaxed: set before the inode was published, never changed since.
+        self.i_flags.load(Ordering::Relaxed) & I_FS_PERMISSION != 0
+    }
+
+    /// Marks a new inode as one whose file system decides permissions
+    /// (`I_FS_PERMISSION`). Context: the inode is not yet published.
+    pub(crate) fn set_fs_permission(&mut self) {
+        // `&mut`: a plain store.
+        *self.i_flags.get_mut() |= I_FS_PERMISSION;
     }
 
     /// The three timestamps `[atime, mtime, ctime]`, consistent with each other.

@@ -456,6 +456,8 @@ impl<V: Variant> Task<V> {
     // Always: as `fdget` (the shared path is out of line, `fdget_shared`).
     #[inline(always)]
     pub(crate) fn fdget_raw(&self, fd: Fd) -> Result<FdRef<'_, V>> {
+        // The caller a file system that sends credentials on (FUSE) sees for this call.
+        crate::cred::set_caller(&self.cred);
         if self.files_shared() {
             return self.fdget_shared(fd);
         }

@@ -15,7 +15,8 @@ impl<V: Variant> Task<V> {
         let path = getname(path.path_bytes(), false)?;
         let p = self.with_walk(Fd::AT_FDCWD.into(), path, |nd, start| {
             let d = nd.walk(start, path, true, true)?;
-            d.d_inode.permission(&self.cred, MAY_EXEC)?;
+            d.d_inode
+                .permission(&self.cred, MAY_EXEC | crate::cred::MAY_CHDIR)?;
             nd.path(d)
         })?;
         self.fs.set_cwd(p);
@@ -32,7 +33,8 @@ impl<V: Variant> Task<V> {
         if !f.inode().is_dir() {
             return Err(Errno::ENOTDIR);
         }
-        f.inode().permission(&self.cred, MAY_EXEC)?;
+        f.inode()
+            .permission(&self.cred, MAY_EXEC | crate::cred::MAY_CHDIR)?;
         if f.mount().mnt_ns_id() != self.fs.ns.id() {
             // As for a dirfd (`start`): another namespace's tree is out of reach.
             return Err(Errno::EXDEV);
@@ -60,7 +62,8 @@ impl<V: Variant> Task<V> {
         let path = getname(path.path_bytes(), false)?;
         let p = self.with_walk(Fd::AT_FDCWD.into(), path, |nd, start| {
             let d = nd.walk(start, path, true, true)?;
-            d.d_inode.permission(&self.cred, MAY_EXEC)?;
+            d.d_inode
+                .permission(&self.cred, MAY_EXEC | crate::cred::MAY_CHDIR)?;
             nd.path(d)
         })?;
         if !self.cred.capable(crate::Caps::SYS_CHROOT) {

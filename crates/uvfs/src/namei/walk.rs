@@ -14,6 +14,7 @@ impl<'a> Nameidata<'a> {
         ns: &'a MntNamespace,
         mnt: &'a Mount,
     ) -> Nameidata<'a> {
+        crate::cred::set_caller(cred);
         Nameidata {
             guard,
             cred,

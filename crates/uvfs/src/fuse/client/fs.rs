@@ -78,12 +78,18 @@
 //! token, one set line, the page's referenced bit only when clear, the copy.
 //!
 //! # Permissions
-//! As a kernel mount with `default_permissions`: the VFS checks the caller's credentials
-//! against the cached attributes; the server then does what it does with the request's
-//! credentials (`uid`/`gid` in each header: the creating task's for MKNOD, MKDIR and
-//! SYMLINK, the writer's for WRITE, the uvfs process's own for the rest, whose calls on
-//! the VFS's side carry no credentials past the checks). Without `default_permissions`
-//! (the server alone decides) is not offered.
+//! Two modes, as a kernel mount with or without `default_permissions`
+//! ([`FuseClientOptions::server_permissions`]). By default the VFS checks the caller's
+//! credentials against the cached attributes before a request is made (Linux's
+//! `generic_permission` under `default_permissions`). With `server_permissions` the server
+//! alone decides (`fuse_permission`): the inodes are marked `Inode::set_fs_permission`, so
+//! the VFS asks `FuseInode::permission` instead of the mode bits (ACCESS for access(2) and
+//! chdir(2), an execute bit for exec, nothing else) and skips the ownership checks of
+//! chmod, chown and utimensat (`ATTR_FORCE`). Either way each request's header carries the
+//! caller's `uid`/`gid` (`cred::caller`: the task whose call made it, Linux's
+//! `current_fsuid()`; the process's own on a thread that never called into a task) and
+//! the uvfs process's `pid`; ACCESS carries access(2)'s credentials (the real ids unless
+//! `AT_EACCESS`).
 //!
 //! # Not offered
 //! `O_TMPFILE` (EOPNOTSUPP, as a kernel mount of a server without TMPFILE), file locks,
@@ -93,7 +99,7 @@
 use super::cache::{FileCache, PageCache};
 use super::conn::Conn;
 use super::request::EndMode;
-use crate::cred::Cred;
+use crate::cred::{Cred, MAY_ACCESS, MAY_CHDIR, MAY_EXEC, MAY_RWX};
 use crate::fs::{DirEmit, DirLink, FileOps, FileSystem, InodeOps, NewInode, SetAttr};
 use crate::fuse::abi::{self, fattr, fopen, init, opcode};
 use crate::inode::{FsAttrs, Inode, MAX_LFS_FILESIZE, PAGE_SIZE};
@@ -212,6 +218,17 @@ pub struct FuseClientOptions {
     /// than a fast server's answer). Adaptive: a thread whose look found no reply does not
     /// look for its next [`SPIN_BACKOFF`] requests, so a slow server costs little CPU.
     pub receive_spin: Option<std::time::Duration>,
+    /// The server alone decides permissions, as a kernel mount without
+    /// `default_permissions` (Linux's default; `fuse_permission`): uvfs checks no mode
+    /// bits and no ownership for `chmod`, `chown` and `utimensat` on the mount; access(2),
+    /// chdir(2), fchdir(2) and chroot(2) send ACCESS (`ENOSYS` from the server turns it
+    /// off: allowed from then on); executing a regular file needs an execute bit in its
+    /// (refreshed) attributes; the sticky-directory rule stays the VFS's. Every request
+    /// carries the caller's `uid`/`gid` either way. `false` (the default): uvfs checks the
+    /// caller against the cached attributes first, as a kernel mount with
+    /// `default_permissions`, which a server that runs as one user and checks nothing
+    /// (libfuse's passthrough_ll) needs for a namespace with several users.
+    pub server_permissions: bool,
 }
 
 /// The receive spin's default: 30 us (`uvfs bench --target fuse-client`, Intel Xeon VM:
@@ -266,7 +283,11 @@ pub(crate) struct Shared {
     /// `ENOSYS`: that call is `EOPNOTSUPP` from then on without a request (Linux's
     /// `no_getxattr`, `no_setxattr`, `no_listxattr`, `no_removexattr`).
     no_xattr: [AtomicBool; 4],
-    /// The uvfs process's credentials, for requests the VFS passes no caller's for.
+    /// The server answered ACCESS with `ENOSYS`: access checks pass from then on without
+    /// a request (Linux `fc->no_access`).
+    no_access: AtomicBool,
+    /// The uvfs process's credentials: its `pid` for every request, its `uid`/`gid` for
+    /// those made on a thread that never called into a `Task` (see [`Shared::creds`]).
     creds: (u32, u32, u32),
     /// File data kept between reads (cache.rs). Internally synchronised.
     cache: PageCache,
@@ -406,9 +427,21 @@ fn fuse(inode: &Inode) -> Result<&FuseInode> {
 }
 
 impl Shared {
-    /// A request on `nodeid` with the process's credentials.
+    /// A request on `nodeid` with the caller's credentials ([`Shared::creds`]).
     fn req(&self, op: u32, nodeid: u64, args: &[&[u8]]) -> Result<Vec<u8>> {
-        self.conn.request(op, nodeid, self.creds, args)
+        self.conn.request(op, nodeid, self.creds(), args)
+    }
+
+    /// A request header's `(uid, gid, pid)` (`fuse_fill_in_header`): the `uid`/`gid` of
+    /// the `Task` call this thread runs (`cred::caller`: Linux's `current_fsuid()`,
+    /// `current_fsgid()`), the process's own on a thread that made none; the uvfs
+    /// process's `pid` (a task's pid is uvfs's own number, which the server cannot look
+    /// up).
+    fn creds(&self) -> (u32, u32, u32) {
+        match crate::cred::caller() {
+            Some((uid, gid)) => (uid, gid, self.creds.2),
+            None => self.creds,
+        }
     }
 
     /// The mount's `attr_version` now, for a request whose reply carries attributes
@@ -575,6 +608,9 @@ impl Shared {
         );
         i.i_rdev = decode_dev(a.rdev);
         i.set_revalidate();
+        if self.opts.server_permissions {
+            i.set_fs_permission();
+        }
         i.set_attrs(&attrs);
         i
     }
@@ -825,6 +861,39 @@ impl FuseInode {
         Ok(())
     }
 
+    /// ACCESS for `mask`'s `MAY_READ | MAY_WRITE | MAY_EXEC` bits with `cred`'s ids
+    /// (`fuse_access`, under access(2)'s credentials as Linux's
+    /// `access_override_creds`). `ENOSYS` turns ACCESS off for the connection: allowed now
+    /// and from then on (`fc->no_access`).
+    ///
+    /// # Errors
+    /// The server's (`EACCES`, ...); `EIO` for a reply with a payload (counted).
+    fn access(&self, cred: &Cred, mask: u32) -> Result<()> {
+        // Relaxed: a hint, as `no_flush`.
+        if self.fs.no_access.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let arg = abi::AccessIn {
+            mask: mask & MAY_RWX,
+            padding: 0,
+        };
+        let creds = (cred.uid, cred.gid, self.fs.creds.2);
+        let r = self
+            .fs
+            .conn
+            .request(opcode::FUSE_ACCESS, self.nodeid, creds, &[arg.as_bytes()]);
+        match r {
+            Ok(r) if r.is_empty() => Ok(()),
+            Ok(_) => Err(proto_error(&self.fs.conn)),
+            Err(Errno::ENOSYS) => {
+                // Relaxed: as above.
+                self.fs.no_access.store(true, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// GETATTR (`fuse_do_getattr`).
     fn refresh(&self, inode: &Inode) -> Result<()> {
         let arg = abi::GetattrIn::default();
@@ -876,6 +945,34 @@ impl FuseInode {
 impl InodeOps for FuseInode {
     fn get_link<'a>(&'a self, _inode: &Inode) -> Result<&'a [u8]> {
         self.target.as_deref().ok_or(Errno::EINVAL)
+    }
+
+    /// `fuse_permission` without `default_permissions` (called only for inodes of a mount
+    /// with [`FuseClientOptions::server_permissions`]): access(2), chdir(2), fchdir(2) and
+    /// chroot(2) ask the server (`fuse_access`); an execute check of a regular file needs
+    /// an execute bit, in attributes refreshed when stale (and once more before `EACCES` if
+    /// they were not); every other check is the server's when the operation reaches it.
+    /// Does not block for a directory's search check (the lock-free walk's).
+    fn permission(&self, inode: &Inode, cred: &Cred, mask: u32) -> Result<()> {
+        if mask & (MAY_ACCESS | MAY_CHDIR) != 0 {
+            return self.access(cred, mask);
+        }
+        if mask & MAY_EXEC != 0 && inode.is_reg() {
+            let refreshed = !self.attrs_fresh();
+            if refreshed {
+                self.refresh(inode)?;
+            }
+            if inode.mode() & 0o111 == 0 {
+                if refreshed {
+                    return Err(Errno::EACCES);
+                }
+                self.refresh(inode)?;
+                if inode.mode() & 0o111 == 0 {
+                    return Err(Errno::EACCES);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// LOOKUP (`fuse_lookup`).
@@ -1430,10 +1527,10 @@ impl FileOps for FuseInode {
             fh,
             ..Default::default()
         };
-        let _ = self
-            .fs
-            .conn
-            .request_background(op, self.nodeid, self.fs.creds, &[arg.as_bytes()]);
+        let _ =
+            self.fs
+                .conn
+                .request_background(op, self.nodeid, self.fs.creds(), &[arg.as_bytes()]);
     }
 
     /// READDIR on the open directory's handle from the server's cookie `pos`; `.` and
@@ -1753,8 +1850,8 @@ impl FileSystem for FuseFs {
 
     /// MKNOD (a regular file too: uvfs's `open(O_CREAT)` creates, then opens, as Linux's
     /// `fuse_create_open` falls back to when CREATE is missing), MKDIR or SYMLINK, as the
-    /// creating task (the header's `uid`/`gid`), with the mode the VFS computed (umask
-    /// applied: `FUSE_DONT_MASK`, umask 0 on the wire).
+    /// creating task (the header's `uid`/`gid`: its fsuid/fsgid, [`Shared::creds`]), with
+    /// the mode the VFS computed (umask applied: `FUSE_DONT_MASK`, umask 0 on the wire).
     fn create(&self, dev: u64, dir: &Inode, name: &[u8], args: NewInode<'_>) -> Result<Arc<Inode>> {
         let d = fuse(dir)?;
         self.shared.writable()?;
@@ -1763,7 +1860,7 @@ impl FileSystem for FuseFs {
             return Err(Errno::EOPNOTSUPP);
         }
         let n = cname(name)?;
-        let creds = (args.uid, args.gid, self.shared.creds.2);
+        let creds = self.shared.creds();
         let ty = args.mode & S_IFMT;
         let r = match ty {
             S_IFDIR => {
@@ -1885,6 +1982,7 @@ pub fn mount(server: FuseServer, opts: FuseClientOptions) -> Result<Arc<Mount>> 
         no_flush: AtomicBool::new(false),
         no_fsync: AtomicBool::new(false),
         no_fsyncdir: AtomicBool::new(false),
+        no_access: AtomicBool::new(false),
         no_lseek: AtomicBool::new(false),
         no_xattr: Default::default(),
         cache: PageCache::new(opts_cache_pages),

@@ -41,6 +41,10 @@ mod loom_cache;
 #[cfg(all(test, uvfs_loom))]
 mod loom_leader;
 #[cfg(all(test, not(uvfs_loom)))]
+mod permission_tests;
+#[cfg(all(test, not(uvfs_loom)))]
 mod readdirplus_tests;
+#[cfg(all(test, not(uvfs_loom)))]
+mod scripted;
 #[cfg(test)]
 mod tests;

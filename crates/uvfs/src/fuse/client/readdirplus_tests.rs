@@ -7,6 +7,7 @@
 //! start or when advised, as Linux.
 
 use super::fs::{mount, FuseClientOptions, FuseServer};
+use super::scripted;
 use crate::fuse::abi::{self, init, opcode};
 use crate::sync::plain::Mutex;
 use crate::sync::plock;
@@ -45,14 +46,9 @@ struct State {
 
 struct Server {
     state: Arc<Mutex<State>>,
-    sock: rustix::fd::OwnedFd,
+    /// Held: its drop ends the server thread.
+    _sock: scripted::ServerEnd,
     task: Option<Task>,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = rustix::net::shutdown(&self.sock, rustix::net::Shutdown::Both);
-    }
 }
 
 fn attr(nodeid: u64, mode: u32) -> abi::Attr {
@@ -144,13 +140,6 @@ fn listing(st: &mut State, off: u64, size: usize, plus: bool) -> Vec<u8> {
 /// Mounts the scripted server: it accepts READDIRPLUS when `plus`, with
 /// `FUSE_READDIRPLUS_AUTO` when `auto`.
 fn server(ents: &[(&str, u64, u32)], plus: bool, auto: bool) -> Server {
-    let (mine, theirs) = rustix::net::socketpair(
-        rustix::net::AddressFamily::UNIX,
-        rustix::net::SocketType::SEQPACKET,
-        rustix::net::SocketFlags::CLOEXEC,
-        None,
-    )
-    .unwrap();
     let state = Arc::new(Mutex::new(State {
         ents: ents
             .iter()
@@ -162,110 +151,96 @@ fn server(ents: &[(&str, u64, u32)], plus: bool, auto: bool) -> Server {
             .collect(),
         ..Default::default()
     }));
-    let (st2, sock) = (state.clone(), theirs.try_clone().unwrap());
-    std::thread::spawn(move || {
-        let send = |unique: u64, error: i32, payload: &[u8]| {
-            let h = abi::OutHeader {
-                len: (16 + payload.len()) as u32,
-                error,
-                unique,
-            };
-            let mut m = h.as_bytes().to_vec();
-            m.extend_from_slice(payload);
-            let _ = rustix::net::send(&theirs, &m, rustix::net::SendFlags::NOSIGNAL);
+    let st2 = state.clone();
+    let ends = scripted::spawn(1 << 20, move |h, rest, send| {
+        let mut st = plock(&st2);
+        if h.opcode != opcode::FUSE_INIT {
+            st.ops.push(h.opcode);
+        }
+        let mode_of = |st: &State, id: u64| {
+            st.ents
+                .iter()
+                .find(|e| e.nodeid == id)
+                .map(|e| e.mode)
+                .unwrap_or(S_IFDIR | 0o755)
         };
-        let mut buf = vec![0u8; 1 << 20];
-        loop {
-            let n = match rustix::net::recv(&theirs, &mut buf, rustix::net::RecvFlags::empty()) {
-                Ok((0, _)) | Err(_) => return,
-                Ok((n, _)) => n,
-            };
-            let (h, rest) = abi::InHeader::read_from_prefix(&buf[..n]).unwrap();
-            let mut st = plock(&st2);
-            if h.opcode != opcode::FUSE_INIT {
-                st.ops.push(h.opcode);
+        match h.opcode {
+            opcode::FUSE_INIT => {
+                let mut flags = 0;
+                if plus {
+                    flags |= init::FUSE_DO_READDIRPLUS as u32;
+                }
+                if auto {
+                    flags |= init::FUSE_READDIRPLUS_AUTO as u32;
+                }
+                let out = abi::InitOut {
+                    major: 7,
+                    minor: 31,
+                    max_write: 1 << 16,
+                    flags,
+                    ..Default::default()
+                };
+                send(h.unique, 0, out.as_bytes());
             }
-            let mode_of = |st: &State, id: u64| {
-                st.ents
-                    .iter()
-                    .find(|e| e.nodeid == id)
-                    .map(|e| e.mode)
-                    .unwrap_or(S_IFDIR | 0o755)
-            };
-            match h.opcode {
-                opcode::FUSE_INIT => {
-                    let mut flags = 0;
-                    if plus {
-                        flags |= init::FUSE_DO_READDIRPLUS as u32;
-                    }
-                    if auto {
-                        flags |= init::FUSE_READDIRPLUS_AUTO as u32;
-                    }
-                    let out = abi::InitOut {
-                        major: 7,
-                        minor: 31,
-                        max_write: 1 << 16,
-                        flags,
-                        ..Default::default()
-                    };
-                    send(h.unique, 0, out.as_bytes());
-                }
-                opcode::FUSE_GETATTR => {
-                    let out = abi::AttrOut {
-                        attr_valid: 3600,
-                        attr: attr(h.nodeid, mode_of(&st, h.nodeid)),
-                        ..Default::default()
-                    };
-                    send(h.unique, 0, out.as_bytes());
-                }
-                opcode::FUSE_LOOKUP => {
-                    let name = &rest[..rest.len().saturating_sub(1)];
-                    match st.ents.iter().find(|e| e.name == name).cloned() {
-                        Some(e) if h.nodeid == 1 => {
-                            *st.counted.entry(e.nodeid).or_default() += 1;
-                            send(h.unique, 0, entry_out(e.nodeid, e.mode).as_bytes());
-                        }
-                        _ => send(h.unique, -Errno::ENOENT.raw(), &[]),
-                    }
-                }
-                opcode::FUSE_READLINK => send(h.unique, 0, b"target"),
-                opcode::FUSE_OPENDIR => {
-                    let out = abi::OpenOut {
-                        fh: 9,
-                        ..Default::default()
-                    };
-                    send(h.unique, 0, out.as_bytes());
-                }
-                opcode::FUSE_READDIR | opcode::FUSE_READDIRPLUS => {
-                    let (r, _) = abi::ReadIn::read_from_prefix(rest).unwrap();
-                    let plus = h.opcode == opcode::FUSE_READDIRPLUS;
-                    let out = listing(&mut st, r.offset, r.size as usize, plus);
-                    send(h.unique, 0, &out);
-                }
-                opcode::FUSE_FORGET => {
-                    let (f, _) = abi::ForgetIn::read_from_prefix(rest).unwrap();
-                    *st.forgotten.entry(h.nodeid).or_default() += f.nlookup;
-                }
-                opcode::FUSE_BATCH_FORGET => {
-                    let (b, ones) = abi::BatchForgetIn::read_from_prefix(rest).unwrap();
-                    let ones = <[abi::ForgetOne]>::ref_from_bytes(ones).unwrap();
-                    assert_eq!(ones.len(), b.count as usize);
-                    for o in ones {
-                        *st.forgotten.entry(o.nodeid).or_default() += o.nlookup;
-                    }
-                }
-                opcode::FUSE_RELEASEDIR | opcode::FUSE_FLUSH | opcode::FUSE_RELEASE => {
-                    send(h.unique, 0, &[])
-                }
-                opcode::FUSE_DESTROY => {}
-                _ => send(h.unique, -Errno::ENOSYS.raw(), &[]),
+            opcode::FUSE_GETATTR => {
+                let out = abi::AttrOut {
+                    attr_valid: 3600,
+                    attr: attr(h.nodeid, mode_of(&st, h.nodeid)),
+                    ..Default::default()
+                };
+                send(h.unique, 0, out.as_bytes());
             }
+            opcode::FUSE_LOOKUP => {
+                let name = &rest[..rest.len().saturating_sub(1)];
+                match st.ents.iter().find(|e| e.name == name).cloned() {
+                    Some(e) if h.nodeid == 1 => {
+                        *st.counted.entry(e.nodeid).or_default() += 1;
+                        send(h.unique, 0, entry_out(e.nodeid, e.mode).as_bytes());
+                    }
+                    _ => send(h.unique, -Errno::ENOENT.raw(), &[]),
+                }
+            }
+            opcode::FUSE_READLINK => send(h.unique, 0, b"target"),
+            opcode::FUSE_OPENDIR => {
+                let out = abi::OpenOut {
+                    fh: 9,
+                    ..Default::default()
+                };
+                send(h.unique, 0, out.as_bytes());
+            }
+            opcode::FUSE_READDIR | opcode::FUSE_READDIRPLUS => {
+                let (r, _) = abi::ReadIn::read_from_prefix(rest).unwrap();
+                let plus = h.opcode == opcode::FUSE_READDIRPLUS;
+                let out = listing(&mut st, r.offset, r.size as usize, plus);
+                send(h.unique, 0, &out);
+            }
+            opcode::FUSE_FORGET => {
+                let (f, _) = abi::ForgetIn::read_from_prefix(rest).unwrap();
+                *st.forgotten.entry(h.nodeid).or_default() += f.nlookup;
+            }
+            opcode::FUSE_BATCH_FORGET => {
+                let (b, ones) = abi::BatchForgetIn::read_from_prefix(rest).unwrap();
+                let ones = <[abi::ForgetOne]>::ref_from_bytes(ones).unwrap();
+                assert_eq!(ones.len(), b.count as usize);
+                for o in ones {
+                    *st.forgotten.entry(o.nodeid).or_default() += o.nlookup;
+                }
+            }
+            opcode::FUSE_RELEASEDIR | opcode::FUSE_FLUSH | opcode::FUSE_RELEASE => {
+                send(h.unique, 0, &[])
+            }
+            opcode::FUSE_DESTROY => {}
+            _ => send(h.unique, -Errno::ENOSYS.raw(), &[]),
         }
     });
-    let m = mount(FuseServer::Socket(mine), FuseClientOptions::default()).unwrap();
+    let m = mount(
+        FuseServer::Socket(ends.client),
+        FuseClientOptions::default(),
+    )
+    .unwrap();
     Server {
         state,
-        sock,
+        _sock: ends.server,
         task: Some(Task::init(&m)),
     }
 }

@@ -988,7 +988,7 @@ mod page_cache {
     struct Server {
         file: Arc<Mutex<File>>,
         /// The server's end, for notifications.
-        sock: rustix::fd::OwnedFd,
+        sock: super::super::scripted::ServerEnd,
         task: Task,
         /// Names looked up to wait for the reader thread (see `notify_inval`).
         n: crate::sync::plain::AtomicU32,
@@ -1012,141 +1012,108 @@ mod page_cache {
 
     /// Mounts the scripted server (`auto_inval`: it accepts `FUSE_AUTO_INVAL_DATA`).
     fn server(data: Vec<u8>, auto_inval: bool) -> Server {
-        let (mine, theirs) = rustix::net::socketpair(
-            rustix::net::AddressFamily::UNIX,
-            rustix::net::SocketType::SEQPACKET,
-            rustix::net::SocketFlags::CLOEXEC,
-            None,
-        )
-        .unwrap();
         let file = Arc::new(Mutex::new(File {
             data,
             mtime: 1,
             attr_valid: 3600,
             ..Default::default()
         }));
-        let (f2, sock) = (file.clone(), theirs.try_clone().unwrap());
-        std::thread::spawn(move || {
-            let send = |unique: u64, error: i32, payload: &[u8]| {
-                let h = abi::OutHeader {
-                    len: (16 + payload.len()) as u32,
-                    error,
-                    unique,
-                };
-                let mut m = h.as_bytes().to_vec();
-                m.extend_from_slice(payload);
-                let _ = rustix::net::send(&theirs, &m, rustix::net::SendFlags::NOSIGNAL);
-            };
-            let mut buf = vec![0u8; 2 << 20];
-            loop {
-                let n = match rustix::net::recv(&theirs, &mut buf, rustix::net::RecvFlags::empty())
-                {
-                    Ok((0, _)) | Err(_) => return,
-                    Ok((n, _)) => n,
-                };
-                let (h, rest) = abi::InHeader::read_from_prefix(&buf[..n]).unwrap();
-                let mut f = plock(&f2);
-                let valid = f.attr_valid;
-                match h.opcode {
-                    opcode::FUSE_INIT => {
-                        let out = abi::InitOut {
-                            major: 7,
-                            minor: 31,
-                            max_write: 1 << 20,
-                            flags: if auto_inval {
-                                init::FUSE_AUTO_INVAL_DATA as u32
-                            } else {
-                                0
-                            },
-                            ..Default::default()
-                        };
-                        send(h.unique, 0, out.as_bytes());
-                    }
-                    opcode::FUSE_GETATTR => {
-                        let out = abi::AttrOut {
-                            attr_valid: valid,
-                            attr: attr(h.nodeid, &f),
-                            ..Default::default()
-                        };
-                        send(h.unique, 0, out.as_bytes());
-                    }
-                    opcode::FUSE_LOOKUP if h.nodeid == 1 && rest == b"f\0" => {
-                        let out = abi::EntryOut {
-                            nodeid: 2,
-                            entry_valid: 3600,
-                            attr_valid: valid,
-                            attr: attr(2, &f),
-                            ..Default::default()
-                        };
-                        send(h.unique, 0, out.as_bytes());
-                    }
-                    opcode::FUSE_LOOKUP => send(h.unique, -Errno::ENOENT.raw(), &[]),
-                    opcode::FUSE_OPEN => {
-                        let out = abi::OpenOut {
-                            fh: 7,
-                            open_flags: f.open_flags,
-                            padding: 0,
-                        };
-                        send(h.unique, 0, out.as_bytes());
-                    }
-                    opcode::FUSE_READ => {
-                        f.reads += 1;
-                        let (r, _) = abi::ReadIn::read_from_prefix(rest).unwrap();
-                        assert_eq!(r.fh, 7, "the server's handle");
-                        let from = (r.offset as usize).min(f.data.len());
-                        let to = (from + r.size as usize).min(f.data.len());
-                        send(h.unique, 0, &f.data[from..to]);
-                    }
-                    opcode::FUSE_WRITE => {
-                        let (w, data) = abi::WriteIn::read_from_prefix(rest).unwrap();
-                        let (off, len) = (w.offset as usize, w.size as usize);
-                        if f.data.len() < off + len {
-                            f.data.resize(off + len, 0);
-                        }
-                        f.data[off..off + len].copy_from_slice(&data[..len]);
-                        f.mtime += 1;
-                        let out = abi::WriteOut {
-                            size: w.size,
-                            padding: 0,
-                        };
-                        send(h.unique, 0, out.as_bytes());
-                    }
-                    opcode::FUSE_SETATTR => {
-                        let (s, _) = abi::SetattrIn::read_from_prefix(rest).unwrap();
-                        if s.valid & fattr::FATTR_SIZE != 0 {
-                            f.data.resize(s.size as usize, 0);
-                            f.mtime += 1;
-                        }
-                        let out = abi::AttrOut {
-                            attr_valid: valid,
-                            attr: attr(h.nodeid, &f),
-                            ..Default::default()
-                        };
-                        send(h.unique, 0, out.as_bytes());
-                    }
-                    opcode::FUSE_FLUSH | opcode::FUSE_RELEASE => send(h.unique, 0, &[]),
-                    opcode::FUSE_FORGET | opcode::FUSE_BATCH_FORGET | opcode::FUSE_DESTROY => {}
-                    _ => send(h.unique, -Errno::ENOSYS.raw(), &[]),
+        let f2 = file.clone();
+        let ends = super::super::scripted::spawn(2 << 20, move |h, rest, send| {
+            let mut f = plock(&f2);
+            let valid = f.attr_valid;
+            match h.opcode {
+                opcode::FUSE_INIT => {
+                    let out = abi::InitOut {
+                        major: 7,
+                        minor: 31,
+                        max_write: 1 << 20,
+                        flags: if auto_inval {
+                            init::FUSE_AUTO_INVAL_DATA as u32
+                        } else {
+                            0
+                        },
+                        ..Default::default()
+                    };
+                    send(h.unique, 0, out.as_bytes());
                 }
+                opcode::FUSE_GETATTR => {
+                    let out = abi::AttrOut {
+                        attr_valid: valid,
+                        attr: attr(h.nodeid, &f),
+                        ..Default::default()
+                    };
+                    send(h.unique, 0, out.as_bytes());
+                }
+                opcode::FUSE_LOOKUP if h.nodeid == 1 && rest == b"f\0" => {
+                    let out = abi::EntryOut {
+                        nodeid: 2,
+                        entry_valid: 3600,
+                        attr_valid: valid,
+                        attr: attr(2, &f),
+                        ..Default::default()
+                    };
+                    send(h.unique, 0, out.as_bytes());
+                }
+                opcode::FUSE_LOOKUP => send(h.unique, -Errno::ENOENT.raw(), &[]),
+                opcode::FUSE_OPEN => {
+                    let out = abi::OpenOut {
+                        fh: 7,
+                        open_flags: f.open_flags,
+                        padding: 0,
+                    };
+                    send(h.unique, 0, out.as_bytes());
+                }
+                opcode::FUSE_READ => {
+                    f.reads += 1;
+                    let (r, _) = abi::ReadIn::read_from_prefix(rest).unwrap();
+                    assert_eq!(r.fh, 7, "the server's handle");
+                    let from = (r.offset as usize).min(f.data.len());
+                    let to = (from + r.size as usize).min(f.data.len());
+                    send(h.unique, 0, &f.data[from..to]);
+                }
+                opcode::FUSE_WRITE => {
+                    let (w, data) = abi::WriteIn::read_from_prefix(rest).unwrap();
+                    let (off, len) = (w.offset as usize, w.size as usize);
+                    if f.data.len() < off + len {
+                        f.data.resize(off + len, 0);
+                    }
+                    f.data[off..off + len].copy_from_slice(&data[..len]);
+                    f.mtime += 1;
+                    let out = abi::WriteOut {
+                        size: w.size,
+                        padding: 0,
+                    };
+                    send(h.unique, 0, out.as_bytes());
+                }
+                opcode::FUSE_SETATTR => {
+                    let (s, _) = abi::SetattrIn::read_from_prefix(rest).unwrap();
+                    if s.valid & fattr::FATTR_SIZE != 0 {
+                        f.data.resize(s.size as usize, 0);
+                        f.mtime += 1;
+                    }
+                    let out = abi::AttrOut {
+                        attr_valid: valid,
+                        attr: attr(h.nodeid, &f),
+                        ..Default::default()
+                    };
+                    send(h.unique, 0, out.as_bytes());
+                }
+                opcode::FUSE_FLUSH | opcode::FUSE_RELEASE => send(h.unique, 0, &[]),
+                opcode::FUSE_FORGET | opcode::FUSE_BATCH_FORGET | opcode::FUSE_DESTROY => {}
+                _ => send(h.unique, -Errno::ENOSYS.raw(), &[]),
             }
         });
         let opts = FuseClientOptions {
             cache_pages: Some(64),
             ..Default::default()
         };
-        let m = mount(FuseServer::Socket(mine), opts).unwrap();
+        let m = mount(FuseServer::Socket(ends.client), opts).unwrap();
         Server {
             file,
-            sock,
+            sock: ends.server,
             task: Task::init(&m),
             n: Default::default(),
-        }
-    }
-
-    impl Drop for Server {
-        fn drop(&mut self) {
-            // Ends the server's loop (the client's connection may outlive the mount).
-            let _ = rustix::net::shutdown(&self.sock, rustix::net::Shutdown::Both);
         }
     }
 

@@ -1,0 +1,336 @@
+//! The two permission modes (Linux fs/fuse/dir.c `fuse_permission`, `fuse_access`,
+//! `fuse_do_setattr`'s `ATTR_FORCE`) against a scripted server that enforces its own
+//! policy on the header's credentials: with `server_permissions` uvfs refuses nothing the
+//! server allows and forwards what it refuses, access(2) and chdir(2) become ACCESS
+//! (`ENOSYS` turns it off), exec needs an execute bit; by default uvfs refuses first, as
+//! `default_permissions`. Either way a request carries the calling task's uid and gid.
+
+use super::fs::{mount, FuseClientOptions, FuseServer};
+use super::scripted;
+use crate::fuse::abi::{self, fattr, opcode};
+use crate::sync::plain::Mutex;
+use crate::sync::plock;
+use crate::types::{AtFlags, OpenFlags, S_IFDIR, S_IFMT, S_IFREG};
+use crate::{Cred, Errno, Fd, Task};
+use std::sync::Arc;
+use zerocopy::{FromBytes, IntoBytes};
+
+const CWD: Fd = Fd::AT_FDCWD;
+
+/// The server's tree: `/` (node 1, 0755) and these children, all owned by root.
+const ENTS: &[(&str, u64, u32)] = &[
+    // Opened by root only (the server's policy, as the mode says).
+    ("secret", 2, S_IFREG | 0o600),
+    // Mode 0000, but the server lets anyone open it (its own policy, not the mode's).
+    ("open0", 3, S_IFREG),
+    // No execute bit.
+    ("plain", 4, S_IFREG | 0o644),
+    ("prog", 5, S_IFREG | 0o755),
+    // Searchable by root only by its mode; the server looks names up for anyone.
+    ("dir", 6, S_IFDIR | 0o700),
+];
+
+/// One request as the server saw it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Seen {
+    op: u32,
+    nodeid: u64,
+    uid: u32,
+    gid: u32,
+    /// ACCESS's mask; 0 for other requests.
+    mask: u32,
+}
+
+#[derive(Default)]
+struct State {
+    seen: Vec<Seen>,
+    /// Node modes, changed by SETATTR.
+    modes: Vec<(u64, u32)>,
+    /// ACCESS's answer (0 or a negative errno).
+    access_reply: i32,
+}
+
+struct Server {
+    state: Arc<Mutex<State>>,
+    /// Held: its drop ends the server thread.
+    _sock: scripted::ServerEnd,
+    task: Task,
+}
+
+fn attr(nodeid: u64, mode: u32) -> abi::Attr {
+    abi::Attr {
+        ino: 1000 + nodeid,
+        mode,
+        nlink: 1,
+        ..Default::default()
+    }
+}
+
+/// Mounts the scripted server with `opts`; the task runs as uid 1000, gid 1000.
+fn server(opts: FuseClientOptions) -> Server {
+    let mut modes = vec![(1, S_IFDIR | 0o755)];
+    modes.extend(ENTS.iter().map(|&(_, id, m)| (id, m)));
+    let state = Arc::new(Mutex::new(State {
+        modes,
+        ..Default::default()
+    }));
+    let st2 = state.clone();
+    let ends = scripted::spawn(1 << 20, move |h, rest, send| {
+        let mut st = plock(&st2);
+        let mode_of = |st: &State, id: u64| st.modes.iter().find(|m| m.0 == id).unwrap().1;
+        let attr_out = |st: &State, id: u64| abi::AttrOut {
+            attr_valid: 3600,
+            attr: attr(id, mode_of(st, id)),
+            ..Default::default()
+        };
+        let mut seen = Seen {
+            op: h.opcode,
+            nodeid: h.nodeid,
+            uid: h.uid,
+            gid: h.gid,
+            mask: 0,
+        };
+        match h.opcode {
+            opcode::FUSE_INIT => {
+                let out = abi::InitOut {
+                    major: 7,
+                    minor: 31,
+                    max_write: 1 << 16,
+                    ..Default::default()
+                };
+                send(h.unique, 0, out.as_bytes());
+            }
+            opcode::FUSE_GETATTR => send(h.unique, 0, attr_out(&st, h.nodeid).as_bytes()),
+            opcode::FUSE_LOOKUP => {
+                let name = &rest[..rest.len().saturating_sub(1)];
+                match ENTS.iter().find(|e| e.0.as_bytes() == name) {
+                    Some(&(_, id, _)) if h.nodeid == 1 => {
+                        let out = abi::EntryOut {
+                            nodeid: id,
+                            entry_valid: 3600,
+                            attr_valid: 3600,
+                            attr: attr(id, mode_of(&st, id)),
+                            ..Default::default()
+                        };
+                        send(h.unique, 0, out.as_bytes());
+                    }
+                    _ => send(h.unique, -Errno::ENOENT.raw(), &[]),
+                }
+            }
+            opcode::FUSE_OPEN => {
+                // The server's policy: "secret" for root only.
+                if h.nodeid == 2 && h.uid != 0 {
+                    send(h.unique, -Errno::EACCES.raw(), &[]);
+                } else {
+                    let out = abi::OpenOut {
+                        fh: 7,
+                        ..Default::default()
+                    };
+                    send(h.unique, 0, out.as_bytes());
+                }
+            }
+            opcode::FUSE_SETATTR => {
+                let (a, _) = abi::SetattrIn::read_from_prefix(rest).unwrap();
+                if a.valid & fattr::FATTR_MODE != 0 {
+                    let m = st.modes.iter_mut().find(|m| m.0 == h.nodeid).unwrap();
+                    m.1 = (m.1 & S_IFMT) | (a.mode & 0o7777);
+                }
+                send(h.unique, 0, attr_out(&st, h.nodeid).as_bytes());
+            }
+            opcode::FUSE_ACCESS => {
+                let (a, _) = abi::AccessIn::read_from_prefix(rest).unwrap();
+                seen.mask = a.mask;
+                send(h.unique, st.access_reply, &[]);
+            }
+            opcode::FUSE_FLUSH | opcode::FUSE_RELEASE => send(h.unique, 0, &[]),
+            opcode::FUSE_FORGET | opcode::FUSE_BATCH_FORGET | opcode::FUSE_DESTROY => {}
+            _ => send(h.unique, -Errno::ENOSYS.raw(), &[]),
+        }
+        if ![
+            opcode::FUSE_INIT,
+            opcode::FUSE_FORGET,
+            opcode::FUSE_BATCH_FORGET,
+            opcode::FUSE_FLUSH,
+            opcode::FUSE_RELEASE,
+            opcode::FUSE_DESTROY,
+        ]
+        .contains(&h.opcode)
+        {
+            st.seen.push(seen);
+        }
+    });
+    let m = mount(FuseServer::Socket(ends.client), opts).unwrap();
+    let mut task = Task::init(&m);
+    task.set_cred(Cred::new(1000, 1000, &[]));
+    Server {
+        state,
+        _sock: ends.server,
+        task,
+    }
+}
+
+fn server_checks() -> Server {
+    server(FuseClientOptions {
+        server_permissions: true,
+        ..Default::default()
+    })
+}
+
+impl Server {
+    /// The requests seen since the last call.
+    fn take(&self) -> Vec<Seen> {
+        std::mem::take(&mut plock(&self.state).seen)
+    }
+
+    /// The requests seen since the last call with opcode `op`.
+    fn take_op(&self, op: u32) -> Vec<Seen> {
+        let mut v = self.take();
+        v.retain(|s| s.op == op);
+        v
+    }
+
+    fn open(&self, path: &str) -> crate::Result<()> {
+        let fd = self.task.open(path, OpenFlags::RDONLY, 0)?;
+        self.task.close(fd).unwrap();
+        Ok(())
+    }
+
+    fn access(&self, path: &str, mode: u32) -> crate::Result<()> {
+        self.task.faccessat2(CWD, path, mode, AtFlags::empty())
+    }
+}
+
+#[test]
+fn server_permissions_leave_the_checks_to_the_server() {
+    let s = server_checks();
+    // Mode 0000, root's: uvfs would refuse; this server allows it.
+    s.open("/open0").unwrap();
+    // The server refuses, for the uid in the header.
+    assert_eq!(s.open("/secret"), Err(Errno::EACCES));
+    let opens = s.take_op(opcode::FUSE_OPEN);
+    assert_eq!(opens.len(), 2, "{opens:?}");
+    for o in &opens {
+        assert_eq!((o.uid, o.gid), (1000, 1000), "{o:?}");
+    }
+    // A directory the mode bits close to uid 1000: the name is looked up in it.
+    assert_eq!(
+        s.task.fstatat(CWD, "/dir/x", AtFlags::empty()).err(),
+        Some(Errno::ENOENT)
+    );
+    let in_dir: Vec<Seen> = s
+        .take_op(opcode::FUSE_LOOKUP)
+        .into_iter()
+        .filter(|l| l.nodeid == 6)
+        .collect();
+    assert_eq!(in_dir.len(), 1, "{in_dir:?}");
+    assert_eq!(in_dir[0].uid, 1000);
+    // chmod of root's file by uid 1000: the server's to refuse (ATTR_FORCE); it allows.
+    s.task
+        .fchmodat(CWD, "/open0", 0o644, AtFlags::empty())
+        .unwrap();
+    let sets = s.take_op(opcode::FUSE_SETATTR);
+    assert_eq!(sets.len(), 1, "{sets:?}");
+    assert_eq!((sets[0].nodeid, sets[0].uid), (3, 1000));
+    let st = s.task.fstatat(CWD, "/open0", AtFlags::empty()).unwrap();
+    assert_eq!(st.st_mode & 0o7777, 0o644);
+}
+
+#[test]
+fn default_permissions_refuse_before_any_request() {
+    let s = server(FuseClientOptions::default());
+    s.take();
+    assert_eq!(s.open("/open0"), Err(Errno::EACCES));
+    assert_eq!(
+        s.task.fstatat(CWD, "/dir/x", AtFlags::empty()).err(),
+        Some(Errno::EACCES)
+    );
+    assert_eq!(
+        s.task.fchmodat(CWD, "/open0", 0o644, AtFlags::empty()),
+        Err(Errno::EPERM)
+    );
+    // access(2) is the mode bits' too: no ACCESS.
+    assert_eq!(s.access("/secret", 4), Err(Errno::EACCES));
+    let seen = s.take();
+    for op in [opcode::FUSE_OPEN, opcode::FUSE_SETATTR, opcode::FUSE_ACCESS] {
+        assert!(seen.iter().all(|x| x.op != op), "{seen:?}");
+    }
+    // The lookups that were made carry the caller's ids.
+    assert!(!seen.is_empty());
+    for x in &seen {
+        assert_eq!((x.uid, x.gid), (1000, 1000), "{x:?}");
+    }
+}
+
+#[test]
+fn access_and_chdir_ask_the_server_until_it_says_enosys() {
+    let s = server_checks();
+    s.task.fstatat(CWD, "/secret", AtFlags::empty()).unwrap();
+    s.take();
+    plock(&s.state).access_reply = -Errno::EACCES.raw();
+    assert_eq!(s.access("/secret", 4 | 2), Err(Errno::EACCES));
+    plock(&s.state).access_reply = 0;
+    s.access("/open0", 2).unwrap();
+    s.access("/open0", 0).unwrap();
+    s.task.chdir("/dir").unwrap();
+    let acc: Vec<(u64, u32, u32)> = s
+        .take_op(opcode::FUSE_ACCESS)
+        .iter()
+        .map(|a| (a.nodeid, a.mask, a.uid))
+        .collect();
+    // R_OK|W_OK, W_OK, F_OK, then chdir's search (MAY_EXEC): the mask without MAY_ACCESS
+    // or MAY_CHDIR, as `fuse_access`.
+    assert_eq!(
+        acc,
+        [(2, 6, 1000), (3, 2, 1000), (3, 0, 1000), (6, 1, 1000)]
+    );
+    // ENOSYS: allowed, and ACCESS is not asked again on this connection.
+    plock(&s.state).access_reply = -Errno::ENOSYS.raw();
+    s.access("/secret", 4).unwrap();
+    s.access("/plain", 1).unwrap();
+    s.task.chdir("/").unwrap();
+    assert_eq!(s.take_op(opcode::FUSE_ACCESS).len(), 1);
+}
+
+#[test]
+fn access_asks_with_the_real_ids() {
+    let mut s = server_checks();
+    // Effective uid 1000, real uid 2000 (a set-user-ID program): access(2) asks as the
+    // real one unless AT_EACCESS.
+    let mut c = Cred::new(1000, 1000, &[]);
+    c.real = Some((2000, 2000));
+    s.task.set_cred(c);
+    s.task.fstatat(CWD, "/open0", AtFlags::empty()).unwrap();
+    s.take();
+    s.access("/open0", 4).unwrap();
+    s.task
+        .faccessat2(CWD, "/open0", 4, AtFlags::EACCESS)
+        .unwrap();
+    let acc: Vec<(u32, u32)> = s
+        .take_op(opcode::FUSE_ACCESS)
+        .iter()
+        .map(|a| (a.uid, a.gid))
+        .collect();
+    assert_eq!(acc, [(2000, 2000), (1000, 1000)]);
+}
+
+#[test]
+fn exec_needs_an_execute_bit() {
+    let s = server_checks();
+    assert_eq!(s.task.open_exec(CWD, "/plain").err(), Some(Errno::EACCES));
+    s.task.open_exec(CWD, "/prog").unwrap();
+    // Given an execute bit behind uvfs's back, the file runs once its attributes are
+    // asked for again (the cached ones are valid for an hour here: the refusal above
+    // refreshed them once and will again, as `fuse_permission` when they were fresh).
+    let m = plock(&s.state)
+        .modes
+        .iter_mut()
+        .find(|m| m.0 == 4)
+        .map(|m| {
+            m.1 |= 0o100;
+            m.1
+        });
+    assert_eq!(m, Some(S_IFREG | 0o744));
+    s.take();
+    s.task.open_exec(CWD, "/plain").unwrap();
+    assert_eq!(s.take_op(opcode::FUSE_GETATTR).len(), 1);
+}
