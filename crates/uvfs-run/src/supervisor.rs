@@ -278,17 +278,32 @@ impl ExecPending {
     /// CPU, possibly inside the exec; unreadable). `false` when it is blocked in another
     /// call or in none (`-1`): then the exec failed (a good one leaves no other caller of
     /// this process, or gives the thread the group's id, see `done`).
+    ///
+    /// "Running" is looked at again, every millisecond for up to [`EXEC_RUNNING_WAIT`]: a
+    /// thread whose exec failed is usually on its way to its next call, and on a loaded
+    /// host it may sit runnable (read as `running`) for a while; refusing at the first
+    /// look made another thread's exec fail with `EAGAIN` where Linux runs it (CI saw it
+    /// under load: `exec_after_another_threads_failed_exec`).
     fn in_exec(&self, tgid: i32) -> bool {
-        let Ok(s) = std::fs::read_to_string(format!("/proc/{tgid}/task/{}/syscall", self.tid))
-        else {
-            return true;
-        };
-        match s.split_whitespace().next().map(str::parse::<i64>) {
-            Some(Ok(nr)) => nr == libc::SYS_execve || nr == libc::SYS_execveat,
-            _ => true,
+        let path = format!("/proc/{tgid}/task/{}/syscall", self.tid);
+        let start = std::time::Instant::now();
+        loop {
+            let Ok(s) = std::fs::read_to_string(&path) else {
+                // Gone meanwhile (its exec succeeded, or it exited): not in an exec.
+                return !matches!(std::fs::metadata(&path), Err(e) if e.kind() == std::io::ErrorKind::NotFound);
+            };
+            match s.split_whitespace().next().map(str::parse::<i64>) {
+                Some(Ok(nr)) => return nr == libc::SYS_execve || nr == libc::SYS_execveat,
+                _ if start.elapsed() >= EXEC_RUNNING_WAIT => return true,
+                _ => std::thread::sleep(std::time::Duration::from_millis(1)),
+            }
         }
     }
 }
+
+/// How long [`ExecPending::in_exec`] looks again at a thread read as `running` before it
+/// takes it for one still in its exec: 200 ms.
+const EXEC_RUNNING_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// A table forked at a `clone` notification, waiting for the child's first call.
 ///
