@@ -84,7 +84,7 @@ pub fn run(tree: &Path, reps: u32) -> Result<()> {
     let start = Instant::now();
     let st = sdir
         .import_host(tree, ".")
-        .map_err(io("importing the tree"))?;
+        .map_err(|e| io("importing the tree")(e.into()))?;
     let import = start.elapsed();
     let imported = rss()?.saturating_sub(r0);
     println!(

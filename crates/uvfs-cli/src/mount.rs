@@ -133,10 +133,12 @@ pub struct MountArgs {
     #[arg(long, value_name = "SECONDS", value_parser = parse_request_timeout, requires = "fuse")]
     pub fuse_timeout: Option<f64>,
     /// With `--fuse`: each FUSE server decides permissions itself, as a kernel mount without
-    /// `-o default_permissions` (uvfs checks no mode bits or ownership on its tree; access(2)
-    /// and chdir(2) send it ACCESS; requests carry the caller's uid and gid). Default: uvfs
-    /// checks them first, as with `default_permissions` (a server such as passthrough_ll,
-    /// which checks nothing itself, needs that when several users share the mount).
+    /// `-o default_permissions` (uvfs checks no mode bits or ownership on its tree but
+    /// exec's execute bit and the sticky-directory rule; access(2) and chdir(2) send it
+    /// ACCESS; requests carry the caller's uid and gid). Full effect with `--permissions
+    /// uvfs` (with `kernel` the kernel checks first). Default: uvfs checks them first, as
+    /// with `default_permissions` (a server such as passthrough_ll, which checks nothing
+    /// itself, needs that when several users share the mount).
     #[arg(long, requires = "fuse")]
     pub fuse_server_permissions: bool,
     /// `HOST_DIR[:PATH]` (repeatable): before serving, copy the host tree HOST_DIR into the
@@ -370,6 +372,7 @@ fn import_trees(mnt: &Arc<uvfs::Mount>, imports: &[Import]) -> Result<(), String
         let to = if rel.is_empty() { "." } else { rel };
         let st = if i.host.is_dir() {
             root.import_host(&i.host, to)
+                .map_err(|e| e.beneath(Path::new("/")).into())
         } else {
             std::fs::File::open(&i.host)
                 .and_then(|f| root.unpack_tar(std::io::BufReader::new(f), to))
@@ -1426,7 +1429,10 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
         Some(host) => {
             let t = uvfs::Task::init(&mnt);
             t.root_dir()
-                .and_then(|d| d.export_host(".", host))
+                .and_then(|d| {
+                    Ok(d.export_host(".", host)
+                        .map_err(|e| e.beneath(Path::new("/")))?)
+                })
                 .map(|st| Some((host, st)))
                 .map_err(|e| format!("--export-on-exit {}: {e}", host.display()))
         }

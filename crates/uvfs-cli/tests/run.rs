@@ -275,22 +275,30 @@ fn export_after_exit() {
     let host = tempfile::tempdir().unwrap();
     std::fs::create_dir(host.path().join("real")).unwrap();
     std::os::unix::fs::symlink("real", host.path().join("link")).unwrap();
-    for (to, got) in [("out", "out/artifact"), ("link", "real/artifact")] {
+    let export = |to: &str, data: &str| {
         let spec = format!("/build:{}", host.path().join(to).display());
-        let o = uvfs_run(&[
-            "--export",
-            &spec,
-            "--",
-            "sh",
-            "-c",
-            "mkdir /build && echo built > /build/artifact",
-        ]);
+        let script = format!("mkdir /build && echo {data} > /build/artifact");
+        uvfs_run(&["--export", &spec, "--", "sh", "-c", &script])
+    };
+    for (to, got) in [("out", "out/artifact"), ("link", "real/artifact")] {
+        let o = export(to, "built");
         assert_eq!(o.status.code(), Some(0), "{to}: {}", text(&o.stderr));
         assert_eq!(
             std::fs::read_to_string(host.path().join(got)).unwrap(),
             "built\n"
         );
     }
+    // A name that exists on the host: refused (exit 125, the host file kept), and the
+    // message names the entry on both sides, as `cp` does (issue 12: it did not).
+    let o = export("out", "new");
+    assert_eq!(o.status.code(), Some(125), "{}", text(&o.stderr));
+    let want = format!(
+        "copying /build/artifact to {}: File exists",
+        host.path().join("out/artifact").display()
+    );
+    assert!(text(&o.stderr).contains(&want), "{}", text(&o.stderr));
+    let kept = std::fs::read(host.path().join("out/artifact")).unwrap();
+    assert_eq!(kept, b"built\n", "the host's file is kept");
 }
 
 /// python3, gcc, make and git, where the machine has them: writing, listing, compiling and

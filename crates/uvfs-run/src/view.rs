@@ -220,6 +220,7 @@ pub(crate) fn build(opts: &crate::RunOptions) -> Result<View, String> {
         for (host, path) in &opts.imports {
             check_path(path).map_err(|m| format!("--import {}:{path}: {m}", host.display()))?;
             dir.import_host(host, beneath_root(path))
+                .map_err(|err| err.beneath(Path::new("/")))
                 .map_err(|err| format!("--import {}:{path}: {err}", host.display()))?;
         }
     }
@@ -280,6 +281,7 @@ pub(crate) fn export(view: &View, exports: &[(String, PathBuf)]) -> Result<(), S
         .map_err(|err| format!("uvfs run: /: {err}"))?;
     for (path, host) in exports {
         dir.export_host(beneath_root(path), host)
+            .map_err(|err| err.beneath(Path::new("/")))
             .map_err(|err| format!("--export {path}:{}: {err}", host.display()))?;
     }
     Ok(())

@@ -126,7 +126,10 @@ impl<V: Variant> Task<V> {
         follow: bool,
         f: impl FnOnce(&Arc<Dentry>, &Mount) -> Result<R>,
     ) -> Result<R> {
+        // Before `start` (whose `fdget_raw` records the task's own) and the empty-path
+        // return: `cred` (access(2)'s real ids) is this call's caller.
         let start = self.start(dirfd, path)?;
+        crate::cred::set_caller(cred);
         let guard = epoch::pin();
         let root = self.fs.root.load(&guard);
         let (sd, sm) = start.path(self.fs.cwd.load(&guard));

@@ -138,11 +138,19 @@ pub(crate) const MAY_RWX: u32 = MAY_READ | MAY_WRITE | MAY_EXEC;
 
 thread_local! {
     /// The `(uid, gid)` of the credentials of the last call this thread began on a
-    /// `Task` that walks a path or looks a descriptor up (`Nameidata::new`,
-    /// `Task::fdget_raw`): Linux's `current_fsuid()`/`current_fsgid()` for the file
-    /// systems that send them on (a FUSE request's header). Never restored: each such
-    /// call sets it first; `None` on a thread that made none.
+    /// `Task` or an `OpenFile` that can reach a file system: set first by every path walk
+    /// (`Nameidata::new`, `lookup_with`), descriptor lookup (`Task::fdget_raw`), `close`,
+    /// `dentry_open` and `dentry_open_exec`, and `OpenFile`'s calls. Linux's
+    /// `current_fsuid()`/`current_fsgid()` for the file systems that send them on (a FUSE
+    /// request's header). Never restored: each such call sets it before it reaches a file
+    /// system; `None` on a thread that made none.
     static CALLER: std::cell::Cell<Option<(u32, u32)>> = const { std::cell::Cell::new(None) };
+
+    /// The `(uid, gid)` of the request this thread serves for another process (uvfs's FUSE
+    /// server: the kernel's `fuse_in_header`), which the tasks serving it may not carry
+    /// (a handle's table task runs as its opener): while set ([`RequestCaller`]), it is
+    /// the caller, whatever [`CALLER`] says.
+    static REQUEST: std::cell::Cell<Option<(u32, u32)>> = const { std::cell::Cell::new(None) };
 }
 
 /// Records `cred` as this thread's caller (see [`caller`]): one store to a thread-local,
@@ -153,11 +161,40 @@ pub(crate) fn set_caller(cred: &Cred) {
     let _ = CALLER.try_with(|c| c.set(Some((cred.uid, cred.gid))));
 }
 
-/// The `(uid, gid)` of the credentials this thread's current (or last) call runs with,
-/// `None` if it made none: what a FUSE request's header carries (Linux
+/// The `(uid, gid)` a file system that sends credentials on sees for the call this thread
+/// runs: the request's it serves ([`RequestCaller`]), else its current (or last) `Task`
+/// call's; `None` if neither. What a FUSE request's header carries (Linux
 /// `fuse_fill_in_header`: `current_fsuid()`, `current_fsgid()`).
 pub(crate) fn caller() -> Option<(u32, u32)> {
-    CALLER.try_with(|c| c.get()).ok().flatten()
+    let req = REQUEST.try_with(|c| c.get()).ok().flatten();
+    req.or_else(|| CALLER.try_with(|c| c.get()).ok().flatten())
+}
+
+/// As [`RequestCaller::enter`] without the guard: for a thread that serves requests only,
+/// each recorded before it is served (fuser's session threads).
+pub(crate) fn set_request_caller(uid: u32, gid: u32) {
+    let _ = REQUEST.try_with(|c| c.set(Some((uid, gid))));
+}
+
+/// While alive, the caller of this thread's calls is `(uid, gid)`, the process a request
+/// is served for (see [`caller`]); dropping it restores the one before.
+pub(crate) struct RequestCaller(Option<(u32, u32)>);
+
+impl RequestCaller {
+    /// Serves a request of `uid`/`gid` until the guard drops.
+    pub(crate) fn enter(uid: u32, gid: u32) -> RequestCaller {
+        let before = REQUEST
+            .try_with(|c| c.replace(Some((uid, gid))))
+            .ok()
+            .flatten();
+        RequestCaller(before)
+    }
+}
+
+impl Drop for RequestCaller {
+    fn drop(&mut self) {
+        let _ = REQUEST.try_with(|c| c.set(self.0));
+    }
 }
 
 impl Cred {

@@ -91,6 +91,108 @@ struct Attrs {
     mtime: Timespec,
 }
 
+/// An error of [`Dir::import_host`] or [`Dir::export_host`]: the I/O error and, when it
+/// happened while copying one entry, that entry's source and destination (what `cp`
+/// names in its message).
+#[derive(Debug)]
+pub struct CopyError {
+    /// The entry being copied, `(source, destination)`: a host path as the host tree's
+    /// root was given joined with the entry's relative path, a uvfs path as `from`/`to` was
+    /// given joined with it (relative to the [`Dir`]). `None` for an error about the roots
+    /// themselves (a source that is missing or not a directory, a destination that cannot
+    /// be made).
+    pub entry: Option<(PathBuf, PathBuf)>,
+    /// What failed.
+    pub error: io::Error,
+    /// The entry's source is the uvfs side (an export).
+    uvfs_source: bool,
+}
+
+impl CopyError {
+    /// The error's OS error number ([`io::Error::raw_os_error`]): `Some(17)` for `EEXIST`.
+    pub fn raw_os_error(&self) -> Option<i32> {
+        self.error.raw_os_error()
+    }
+
+    /// The error's kind ([`io::Error::kind`]).
+    pub fn kind(&self) -> io::ErrorKind {
+        self.error.kind()
+    }
+
+    /// This error with the uvfs side of its entry (an import's destination, an export's
+    /// source) named beneath `dir`, the path of the [`Dir`] called as its user knows it:
+    /// with `/` for a root `Dir`, `x/f` reads `/x/f`.
+    pub fn beneath(mut self, dir: &Path) -> CopyError {
+        if let Some((from, to)) = &mut self.entry {
+            let side = if self.uvfs_source { from } else { to };
+            *side = dir.join(side.strip_prefix(".").unwrap_or(side));
+        }
+        self
+    }
+
+    /// `error` while importing the host file `host` as the uvfs path `uvfs`.
+    fn imported(host: PathBuf, uvfs: PathBuf, error: io::Error) -> CopyError {
+        CopyError {
+            entry: Some((host, uvfs)),
+            error,
+            uvfs_source: false,
+        }
+    }
+
+    /// `error` while exporting the uvfs path `uvfs` as the host file `host`.
+    fn exported(uvfs: PathBuf, host: PathBuf, error: io::Error) -> CopyError {
+        CopyError {
+            entry: Some((uvfs, host)),
+            error,
+            uvfs_source: true,
+        }
+    }
+}
+
+impl std::fmt::Display for CopyError {
+    /// `copying SOURCE to DESTINATION: ERROR`, or the error alone.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.entry {
+            Some((from, to)) => write!(
+                f,
+                "copying {} to {}: {}",
+                from.display(),
+                to.display(),
+                self.error
+            ),
+            None => self.error.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for CopyError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
+impl From<io::Error> for CopyError {
+    /// An error about the roots (no entry).
+    fn from(error: io::Error) -> CopyError {
+        CopyError {
+            entry: None,
+            error,
+            uvfs_source: false,
+        }
+    }
+}
+
+impl From<CopyError> for io::Error {
+    /// The error itself when no entry is named; else one of the same kind whose message
+    /// names the entry (the OS error number is then only in [`CopyError::raw_os_error`]).
+    fn from(e: CopyError) -> io::Error {
+        match e.entry {
+            None => e.error,
+            Some(_) => io::Error::new(e.error.kind(), e.to_string()),
+        }
+    }
+}
+
 fn err(e: Errno) -> io::Error {
     e.into()
 }
@@ -122,20 +224,22 @@ impl<'t, V: Variant> Dir<'t, V> {
     /// `ENOTDIR` if `host` or `to` is not a directory; `EEXIST` for a name that exists in
     /// `to`; the host's errors reading (`EACCES`, ...); uvfs's creating (`ENOSPC`,
     /// `EPERM` for a device node by a non-root task, `EXDEV` for `to` outside this `Dir`).
-    /// What was copied before the error stays.
+    /// What was copied before the error stays. An error while copying an entry names it
+    /// ([`CopyError::entry`]).
     pub fn import_host(
         &self,
         host: impl AsRef<Path>,
         to: impl AsRef<Path>,
-    ) -> io::Result<CopyStats> {
+    ) -> Result<CopyStats, CopyError> {
         let host = host.as_ref();
+        let to = to.as_ref();
         // The root is followed if it is a symlink (as `cp -a host/.`); nothing below it is.
         let meta = std::fs::metadata(host)?;
         if !meta.is_dir() {
-            return Err(err(Errno::ENOTDIR));
+            return Err(err(Errno::ENOTDIR).into());
         }
         let mut stats = CopyStats::default();
-        let dst = self.dest_dir(to.as_ref(), &mut stats)?;
+        let dst = self.dest_dir(to, &mut stats)?;
         let t = self.task();
         let mut links: HashMap<(u64, u64), Vec<u8>> = HashMap::new();
         // Directories to fill (relative paths), and the attributes of every directory to
@@ -144,73 +248,82 @@ impl<'t, V: Variant> Dir<'t, V> {
         let mut dirs: Vec<(Vec<u8>, Attrs)> = vec![(Vec::new(), host_attrs(&meta))];
         let mut buf = vec![0u8; CHUNK];
         while let Some(rel) = todo.pop() {
-            for e in std::fs::read_dir(host_path(host, &rel))? {
-                let e = e?;
+            let here = || (host_path(host, &rel), host_path(to, &rel));
+            let listing = std::fs::read_dir(host_path(host, &rel))
+                .map_err(|error| CopyError::imported(here().0, here().1, error))?;
+            for e in listing {
+                let e = e.map_err(|error| CopyError::imported(here().0, here().1, error))?;
                 let rp = join(&rel, e.file_name().as_bytes());
                 let hp = e.path();
-                let m = std::fs::symlink_metadata(&hp)?;
-                let a = host_attrs(&m);
-                let ft = m.mode() & S_IFMT;
-                // Every name is made in its parent opened without following symlinks: no
-                // symlink in the tree (one made meanwhile) redirects a copy.
-                let (p, name) = dst.parent_nofollow(&rp)?;
-                let pfd = p.fd();
-                if ft == S_IFDIR {
-                    t.mkdirat(pfd, name, 0o700)?;
-                    stats.dirs += 1;
-                    dirs.push((rp.clone(), a));
-                    todo.push(rp);
-                    continue;
-                }
-                if ft == S_IFREG && m.nlink() > 1 {
-                    if let Some(first) = links.get(&(m.dev(), m.ino())) {
-                        let (fp, fname) = dst.parent_nofollow(first)?;
-                        t.linkat(fp.fd(), fname, pfd, name, AtFlags::empty())?;
-                        stats.hard_links += 1;
-                        continue;
+                let names = (hp.clone(), host_path(to, &rp));
+                let r = (|| -> io::Result<()> {
+                    let m = std::fs::symlink_metadata(&hp)?;
+                    let a = host_attrs(&m);
+                    let ft = m.mode() & S_IFMT;
+                    // Every name is made in its parent opened without following symlinks: no
+                    // symlink in the tree (one made meanwhile) redirects a copy.
+                    let (p, name) = dst.parent_nofollow(&rp)?;
+                    let pfd = p.fd();
+                    if ft == S_IFDIR {
+                        t.mkdirat(pfd, name, 0o700)?;
+                        stats.dirs += 1;
+                        dirs.push((rp.clone(), a));
+                        todo.push(rp);
+                        return Ok(());
                     }
-                    links.insert((m.dev(), m.ino()), rp.clone());
-                }
-                match ft {
-                    S_IFREG => {
-                        // Not following a symlink swapped in since the lstat, not blocking on
-                        // a FIFO swapped in, and the inode listed (as GNU cp checks).
-                        let src = std::fs::OpenOptions::new()
-                            .read(true)
-                            .custom_flags(host_nofollow_nonblock())
-                            .open(&hp)?;
-                        let sm = src.metadata()?;
-                        if (sm.dev(), sm.ino()) != (m.dev(), m.ino()) {
-                            return Err(io::Error::other(format!(
-                                "{}: replaced while being copied",
-                                hp.display()
-                            )));
+                    if ft == S_IFREG && m.nlink() > 1 {
+                        if let Some(first) = links.get(&(m.dev(), m.ino())) {
+                            let (fp, fname) = dst.parent_nofollow(first)?;
+                            t.linkat(fp.fd(), fname, pfd, name, AtFlags::empty())?;
+                            stats.hard_links += 1;
+                            return Ok(());
                         }
-                        let fd = create_new(t, pfd, name)?;
-                        stats.bytes += copy_ranges(
-                            m.len(),
-                            |off, whence| host_seek(&src, off, whence),
-                            |b, off| src.read_at(b, off),
-                            |b, off| Ok(t.pwrite(fd.fd(), b, off as i64)?),
-                            &mut buf,
-                        )?;
-                        t.ftruncate(fd.fd(), m.len() as i64)?;
-                        stats.files += 1;
+                        links.insert((m.dev(), m.ino()), rp.clone());
                     }
-                    S_IFLNK => {
-                        let target = std::fs::read_link(&hp)?;
-                        t.symlinkat(target.as_os_str().as_bytes(), pfd, name)?;
-                        stats.symlinks += 1;
+                    match ft {
+                        S_IFREG => {
+                            // Not following a symlink swapped in since the lstat, not blocking on
+                            // a FIFO swapped in, and the inode listed (as GNU cp checks).
+                            let src = std::fs::OpenOptions::new()
+                                .read(true)
+                                .custom_flags(host_nofollow_nonblock())
+                                .open(&hp)?;
+                            let sm = src.metadata()?;
+                            if (sm.dev(), sm.ino()) != (m.dev(), m.ino()) {
+                                return Err(io::Error::other("replaced while being copied"));
+                            }
+                            let fd = create_new(t, pfd, name)?;
+                            stats.bytes += copy_ranges(
+                                m.len(),
+                                |off, whence| host_seek(&src, off, whence),
+                                |b, off| src.read_at(b, off),
+                                |b, off| Ok(t.pwrite(fd.fd(), b, off as i64)?),
+                                &mut buf,
+                            )?;
+                            t.ftruncate(fd.fd(), m.len() as i64)?;
+                            stats.files += 1;
+                        }
+                        S_IFLNK => {
+                            let target = std::fs::read_link(&hp)?;
+                            t.symlinkat(target.as_os_str().as_bytes(), pfd, name)?;
+                            stats.symlinks += 1;
+                        }
+                        _ => {
+                            t.mknodat(pfd, name, ft | 0o600, m.rdev())?;
+                            stats.nodes += 1;
+                        }
                     }
-                    _ => {
-                        t.mknodat(pfd, name, ft | 0o600, m.rdev())?;
-                        stats.nodes += 1;
-                    }
-                }
-                set_uvfs_attrs(t, pfd, name, a, ft == S_IFLNK, &mut stats)?;
+                    set_uvfs_attrs(t, pfd, name, a, ft == S_IFLNK, &mut stats)?;
+                    Ok(())
+                })();
+                r.map_err(|error| CopyError::imported(names.0, names.1, error))?;
             }
         }
-        set_dir_attrs(&dst, &dirs, &mut stats)?;
+        for (rp, a) in dirs.iter().rev() {
+            set_dir_attrs(&dst, rp, *a, &mut stats).map_err(|error| {
+                CopyError::imported(host_path(host, rp), host_path(to, rp), error)
+            })?;
+        }
         Ok(stats)
     }
 
@@ -237,14 +350,16 @@ impl<'t, V: Variant> Dir<'t, V> {
     /// # Errors
     /// `ENOTDIR` if `from` or `host` is not a directory; `EEXIST` for a name that exists in
     /// `host`; uvfs's errors reading; the host's creating (`EACCES`, `ENOSPC`, `EPERM` for
-    /// a device node when not root). What was copied before the error stays.
+    /// a device node when not root). What was copied before the error stays. An error
+    /// while copying an entry names it ([`CopyError::entry`]).
     pub fn export_host(
         &self,
         from: impl AsRef<Path>,
         host: impl AsRef<Path>,
-    ) -> io::Result<CopyStats> {
+    ) -> Result<CopyStats, CopyError> {
         let host = host.as_ref();
-        let src = self.open_dir(from.as_ref())?;
+        let from = from.as_ref();
+        let src = self.open_dir(from)?;
         let t = self.task();
         let mut stats = CopyStats::default();
         let resolved;
@@ -262,92 +377,104 @@ impl<'t, V: Variant> Dir<'t, V> {
                     host
                 }
             }
-            Ok(_) => return Err(err(Errno::ENOTDIR)),
+            Ok(_) => return Err(err(Errno::ENOTDIR).into()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 std::fs::create_dir_all(host)?;
                 stats.dirs += 1;
                 host
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         };
         let root_st = src.dir_metadata()?;
         let mut links: HashMap<(u64, u64), PathBuf> = HashMap::new();
         let mut todo: Vec<Vec<u8>> = vec![Vec::new()];
-        let mut dirs: Vec<(PathBuf, Attrs)> =
-            vec![(host.to_path_buf(), uvfs_attrs(root_st.stat()))];
+        // (relative path, host path, attributes).
+        let mut dirs: Vec<(Vec<u8>, PathBuf, Attrs)> =
+            vec![(Vec::new(), host.to_path_buf(), uvfs_attrs(root_st.stat()))];
         let mut buf = vec![0u8; CHUNK];
         let root = rustix::process::geteuid().is_root();
         while let Some(rel) = todo.pop() {
+            let here = || (host_path(from, &rel), host_path(host, &rel));
             let listing = if rel.is_empty() {
-                src.entries()?
+                src.entries()
             } else {
-                src.read_dir(OsStr::from_bytes(&rel))?
+                src.read_dir(OsStr::from_bytes(&rel))
             };
+            let listing =
+                listing.map_err(|error| CopyError::exported(here().0, here().1, error))?;
             for e in listing {
-                let e = e?;
+                let e = e.map_err(|error| CopyError::exported(here().0, here().1, error))?;
                 let rp = join(&rel, e.file_name().as_bytes());
                 let hp = host_path(host, &rp);
-                // Read through the parent opened without following symlinks (a symlink
-                // made meanwhile cannot lead the copy out of `from`).
-                let (p, name) = src.parent_nofollow(&rp)?;
-                let pfd = p.fd();
-                let st = t.fstatat(pfd, name, AtFlags::SYMLINK_NOFOLLOW)?;
-                let a = uvfs_attrs(&st);
-                let ft = st.st_mode & S_IFMT;
-                if ft == S_IFDIR {
-                    std::fs::DirBuilder::new().mode(0o700).create(&hp)?;
-                    stats.dirs += 1;
-                    dirs.push((hp, a));
-                    todo.push(rp);
-                    continue;
-                }
-                if ft == S_IFREG && st.st_nlink > 1 {
-                    if let Some(first) = links.get(&(st.st_dev, st.st_ino)) {
-                        std::fs::hard_link(first, &hp)?;
-                        stats.hard_links += 1;
-                        continue;
+                let names = (host_path(from, &rp), hp.clone());
+                let r = (|| -> io::Result<()> {
+                    // Read through the parent opened without following symlinks (a symlink
+                    // made meanwhile cannot lead the copy out of `from`).
+                    let (p, name) = src.parent_nofollow(&rp)?;
+                    let pfd = p.fd();
+                    let st = t.fstatat(pfd, name, AtFlags::SYMLINK_NOFOLLOW)?;
+                    let a = uvfs_attrs(&st);
+                    let ft = st.st_mode & S_IFMT;
+                    if ft == S_IFDIR {
+                        std::fs::DirBuilder::new().mode(0o700).create(&hp)?;
+                        stats.dirs += 1;
+                        dirs.push((rp.clone(), hp.clone(), a));
+                        todo.push(rp);
+                        return Ok(());
                     }
-                    links.insert((st.st_dev, st.st_ino), hp.clone());
-                }
-                match ft {
-                    S_IFREG => {
-                        let fd = open_read(t, pfd, name)?;
-                        let dst = std::fs::OpenOptions::new()
-                            .write(true)
-                            .create_new(true)
-                            .mode(0o600)
-                            .open(&hp)?;
-                        stats.bytes += copy_ranges(
-                            st.st_size as u64,
-                            |off, whence| t.lseek(fd.fd(), off as i64, whence).map(|p| p as u64),
-                            |b, off| Ok(t.pread(fd.fd(), b, off as i64)?),
-                            |b, off| dst.write_at(b, off),
-                            &mut buf,
-                        )?;
-                        dst.set_len(st.st_size as u64)?;
-                        stats.files += 1;
+                    if ft == S_IFREG && st.st_nlink > 1 {
+                        if let Some(first) = links.get(&(st.st_dev, st.st_ino)) {
+                            std::fs::hard_link(first, &hp)?;
+                            stats.hard_links += 1;
+                            return Ok(());
+                        }
+                        links.insert((st.st_dev, st.st_ino), hp.clone());
                     }
-                    S_IFLNK => {
-                        let n = t.readlinkat(pfd, name, &mut buf)?;
-                        std::os::unix::fs::symlink(OsStr::from_bytes(&buf[..n]), &hp)?;
-                        stats.symlinks += 1;
+                    match ft {
+                        S_IFREG => {
+                            let fd = open_read(t, pfd, name)?;
+                            let dst = std::fs::OpenOptions::new()
+                                .write(true)
+                                .create_new(true)
+                                .mode(0o600)
+                                .open(&hp)?;
+                            stats.bytes += copy_ranges(
+                                st.st_size as u64,
+                                |off, whence| {
+                                    t.lseek(fd.fd(), off as i64, whence).map(|p| p as u64)
+                                },
+                                |b, off| Ok(t.pread(fd.fd(), b, off as i64)?),
+                                |b, off| dst.write_at(b, off),
+                                &mut buf,
+                            )?;
+                            dst.set_len(st.st_size as u64)?;
+                            stats.files += 1;
+                        }
+                        S_IFLNK => {
+                            let n = t.readlinkat(pfd, name, &mut buf)?;
+                            std::os::unix::fs::symlink(OsStr::from_bytes(&buf[..n]), &hp)?;
+                            stats.symlinks += 1;
+                        }
+                        _ => {
+                            rustix::fs::mknodat(
+                                rustix::fs::CWD,
+                                &hp,
+                                rustix::fs::FileType::from_raw_mode(ft),
+                                rustix::fs::Mode::from_raw_mode(0o600),
+                                st.st_rdev,
+                            )?;
+                            stats.nodes += 1;
+                        }
                     }
-                    _ => {
-                        rustix::fs::mknodat(
-                            rustix::fs::CWD,
-                            &hp,
-                            rustix::fs::FileType::from_raw_mode(ft),
-                            rustix::fs::Mode::from_raw_mode(0o600),
-                            st.st_rdev,
-                        )?;
-                        stats.nodes += 1;
-                    }
-                }
-                set_host_attrs(&hp, a, ft == S_IFLNK, root, &mut stats)?;
+                    set_host_attrs(&hp, a, ft == S_IFLNK, root, &mut stats)?;
+                    Ok(())
+                })();
+                r.map_err(|error| CopyError::exported(names.0, names.1, error))?;
             }
         }
-        for (hp, a) in dirs.iter().rev() {
-            set_host_attrs(hp, *a, false, root, &mut stats)?;
+        for (rp, hp, a) in dirs.iter().rev() {
+            set_host_attrs(hp, *a, false, root, &mut stats)
+                .map_err(|error| CopyError::exported(host_path(from, rp), hp.clone(), error))?;
         }
         Ok(stats)
     }
@@ -476,23 +603,21 @@ fn uvfs_attrs(st: &Stat) -> Attrs {
     }
 }
 
-/// The attributes of every directory copied (`dirs`, parents before children), applied
-/// children first, once their contents are in; `""` is the destination itself.
+/// The attributes `a` of the directory `rp` copied beneath `dst` (`""`: `dst` itself),
+/// applied once its contents are in (callers go children first).
 fn set_dir_attrs<V: Variant>(
     dst: &Dir<'_, V>,
-    dirs: &[(Vec<u8>, Attrs)],
+    rp: &[u8],
+    a: Attrs,
     stats: &mut CopyStats,
 ) -> io::Result<()> {
     let t = dst.task();
-    for (rp, a) in dirs.iter().rev() {
-        if rp.is_empty() {
-            set_uvfs_attrs(t, dst.fd(), b"", *a, false, stats)?;
-        } else {
-            let (p, name) = dst.parent_nofollow(rp)?;
-            set_uvfs_attrs(t, p.fd(), name, *a, false, stats)?;
-        }
+    if rp.is_empty() {
+        set_uvfs_attrs(t, dst.fd(), b"", a, false, stats)
+    } else {
+        let (p, name) = dst.parent_nofollow(rp)?;
+        set_uvfs_attrs(t, p.fd(), name, a, false, stats)
     }
-    Ok(())
 }
 
 /// Owner (when permitted), mode (not for a symlink) and times of `rp` in the directory
@@ -759,7 +884,9 @@ impl<'t, V: Variant> Dir<'t, V> {
             }
             set_uvfs_attrs(t, pfd, name, a, kind == E::Symlink, &mut stats)?;
         }
-        set_dir_attrs(&dst, &dirs, &mut stats)?;
+        for (rp, a) in dirs.iter().rev() {
+            set_dir_attrs(&dst, rp, *a, &mut stats)?;
+        }
         Ok(stats)
     }
 

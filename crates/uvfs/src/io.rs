@@ -196,6 +196,9 @@ impl<'t, V: Variant> OwnedFd<'t, V> {
 impl<V: Variant> OpenFile<V> {
     /// `EBADF` for an `O_PATH` file, as `fdget` gives for every call but `fstat`.
     fn not_path(&self) -> Result<&crate::FileHandle<V>> {
+        // Every call that may reach the file system goes through here (or `stat`): the
+        // opener's credentials are this call's caller (`cred::caller`).
+        crate::cred::set_caller(&self.cred);
         if self.file.mode().contains(crate::file::FMode::PATH) {
             return Err(crate::Errno::EBADF);
         }
@@ -250,6 +253,7 @@ impl<V: Variant> OpenFile<V> {
     /// What refreshing the attributes gives on a file system that can change behind the
     /// VFS (hostfs: the host's errno).
     pub fn stat(&self) -> io::Result<Stat> {
+        crate::cred::set_caller(&self.cred);
         self.file.inode().refresh()?;
         Ok(self.file.dentry().stat_marking(V::TEST_BEFORE_SET))
     }

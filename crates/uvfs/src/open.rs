@@ -569,6 +569,9 @@ impl<V: Variant> Task<V> {
     /// # Errors
     /// `EXDEV` unless `d` is a dentry of this task's namespace.
     fn dentry_path(&self, d: &Arc<Dentry>) -> Result<Path> {
+        // No walk and no descriptor: this call's caller for a file system (the opens of
+        // `dentry_open`, `dentry_open_exec`).
+        crate::cred::set_caller(&self.cred);
         let guard = crate::sync::epoch::pin();
         let m = self.fs.ns.mount_of(d, &guard).ok_or(Errno::EXDEV)?;
         Ok(Path {
@@ -678,6 +681,8 @@ impl<V: Variant> Task<V> {
     /// # References
     /// close(2); Linux `close_fd`, `file_close_fd`, `filp_close`.
     pub fn close(&self, fd: Fd) -> Result<()> {
+        // The caller of the file system's `flush` (FUSE: FLUSH's header).
+        crate::cred::set_caller(&self.cred);
         self.fd_table().close_fd(fd.0)
     }
 

@@ -284,9 +284,19 @@ fn existing_names_are_refused_and_owners_counted() {
         d.write("dst/f", "old").unwrap();
         let e = d.import_host(src.path(), "dst").unwrap_err();
         assert_eq!(e.raw_os_error(), Some(17));
+        // The entry that failed is named, host source and uvfs destination (`cp`'s
+        // message names it too).
+        let named = (src.path().join("f"), Path::new("dst/f").to_path_buf());
+        assert_eq!(e.entry.as_ref(), Some(&named));
+        assert_eq!(
+            e.to_string(),
+            format!("copying {}/f to dst/f: {}", src.path().display(), e.error)
+        );
         assert_eq!(d.read("dst/f").unwrap(), b"old");
         let e = d.import_host(src.path(), "dst/f").unwrap_err();
         assert_eq!(e.raw_os_error(), Some(20));
+        // An error about the roots names no entry.
+        assert!(e.entry.is_none());
         let e = d.import_host(src.path().join("f"), "x").unwrap_err();
         assert_eq!(e.raw_os_error(), Some(20));
         // Symlinks at the two roots are followed, as `cp -a host/. to` follows them; a
@@ -308,6 +318,12 @@ fn existing_names_are_refused_and_owners_counted() {
         fs::write(out.path().join("f"), b"host").unwrap();
         let e = d.export_host("dst", out.path()).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(17));
+        let named = (Path::new("dst/f").to_path_buf(), out.path().join("f"));
+        assert_eq!(e.entry.as_ref(), Some(&named));
+        // Through io::Error (what a caller's `?` makes of it): same kind, the entry named.
+        let io: std::io::Error = e.into();
+        assert_eq!(io.kind(), std::io::ErrorKind::AlreadyExists);
+        assert!(io.to_string().starts_with("copying dst/f to "), "{io}");
         assert_eq!(fs::read(out.path().join("f")).unwrap(), b"host");
         if is_root() {
             // A non-root task: the copy is its own, and says how many owners it lost.

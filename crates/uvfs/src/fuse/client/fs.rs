@@ -85,11 +85,14 @@
 //! alone decides (`fuse_permission`): the inodes are marked `Inode::set_fs_permission`, so
 //! the VFS asks `FuseInode::permission` instead of the mode bits (ACCESS for access(2) and
 //! chdir(2), an execute bit for exec, nothing else) and skips the ownership checks of
-//! chmod, chown and utimensat (`ATTR_FORCE`). Either way each request's header carries the
-//! caller's `uid`/`gid` (`cred::caller`: the task whose call made it, Linux's
-//! `current_fsuid()`; the process's own on a thread that never called into a task) and
-//! the uvfs process's `pid`; ACCESS carries access(2)'s credentials (the real ids unless
-//! `AT_EACCESS`).
+//! chmod, chown and utimensat (`ATTR_FORCE`); as Linux, the VFS keeps the sticky-directory
+//! rule, `O_NOATIME`'s owner check and the extended-attribute namespace rules. Either way
+//! each request's header carries the caller's `uid`/`gid` (`cred::caller`: the request
+//! uvfs's own FUSE server is serving, else the task or `OpenFile` whose call made it,
+//! Linux's `current_fsuid()`; the process's own on a thread that never called into one)
+//! and the uvfs process's `pid` (so a server that reads the caller's supplementary groups
+//! from `/proc/PID`, libfuse's `fuse_req_getgroups`, reads uvfs's); ACCESS carries
+//! access(2)'s credentials (the real ids unless `AT_EACCESS`).
 //!
 //! # Not offered
 //! `O_TMPFILE` (EOPNOTSUPP, as a kernel mount of a server without TMPFILE), file locks,
@@ -220,7 +223,8 @@ pub struct FuseClientOptions {
     pub receive_spin: Option<std::time::Duration>,
     /// The server alone decides permissions, as a kernel mount without
     /// `default_permissions` (Linux's default; `fuse_permission`): uvfs checks no mode
-    /// bits and no ownership for `chmod`, `chown` and `utimensat` on the mount; access(2),
+    /// bits and no ownership for `chmod`, `chown` and `utimensat` on the mount (the
+    /// sticky-directory rule, `O_NOATIME` and the xattr namespaces stay the VFS's); access(2),
     /// chdir(2), fchdir(2) and chroot(2) send ACCESS (`ENOSYS` from the server turns it
     /// off: allowed from then on); executing a regular file needs an execute bit in its
     /// (refreshed) attributes; the sticky-directory rule stays the VFS's. Every request

@@ -17,6 +17,11 @@ use zerocopy::{FromBytes, IntoBytes};
 
 const CWD: Fd = Fd::AT_FDCWD;
 
+/// The test task's ids: neither root's nor (likely) the test runner's, so that a header
+/// with the process's own ids cannot pass for the caller's.
+const UID: u32 = 4321;
+const GID: u32 = 8765;
+
 /// The server's tree: `/` (node 1, 0755) and these children, all owned by root.
 const ENTS: &[(&str, u64, u32)] = &[
     // Opened by root only (the server's policy, as the mode says).
@@ -52,6 +57,8 @@ struct State {
 
 struct Server {
     state: Arc<Mutex<State>>,
+    /// A root task of the same namespace (forked before `task`).
+    root: Task,
     /// Held: its drop ends the server thread.
     _sock: scripted::ServerEnd,
     task: Task,
@@ -66,7 +73,7 @@ fn attr(nodeid: u64, mode: u32) -> abi::Attr {
     }
 }
 
-/// Mounts the scripted server with `opts`; the task runs as uid 1000, gid 1000.
+/// Mounts the scripted server with `opts`; the task runs as `UID`, `GID`.
 fn server(opts: FuseClientOptions) -> Server {
     let mut modes = vec![(1, S_IFDIR | 0o755)];
     modes.extend(ENTS.iter().map(|&(_, id, m)| (id, m)));
@@ -160,10 +167,12 @@ fn server(opts: FuseClientOptions) -> Server {
         }
     });
     let m = mount(FuseServer::Socket(ends.client), opts).unwrap();
-    let mut task = Task::init(&m);
-    task.set_cred(Cred::new(1000, 1000, &[]));
+    let root = Task::init(&m);
+    let mut task = root.fork();
+    task.set_cred(Cred::new(UID, GID, &[]));
     Server {
         state,
+        root,
         _sock: ends.server,
         task,
     }
@@ -210,9 +219,9 @@ fn server_permissions_leave_the_checks_to_the_server() {
     let opens = s.take_op(opcode::FUSE_OPEN);
     assert_eq!(opens.len(), 2, "{opens:?}");
     for o in &opens {
-        assert_eq!((o.uid, o.gid), (1000, 1000), "{o:?}");
+        assert_eq!((o.uid, o.gid), (UID, GID), "{o:?}");
     }
-    // A directory the mode bits close to uid 1000: the name is looked up in it.
+    // A directory the mode bits close to uid UID: the name is looked up in it.
     assert_eq!(
         s.task.fstatat(CWD, "/dir/x", AtFlags::empty()).err(),
         Some(Errno::ENOENT)
@@ -223,14 +232,14 @@ fn server_permissions_leave_the_checks_to_the_server() {
         .filter(|l| l.nodeid == 6)
         .collect();
     assert_eq!(in_dir.len(), 1, "{in_dir:?}");
-    assert_eq!(in_dir[0].uid, 1000);
-    // chmod of root's file by uid 1000: the server's to refuse (ATTR_FORCE); it allows.
+    assert_eq!(in_dir[0].uid, UID);
+    // chmod of root's file by uid UID: the server's to refuse (ATTR_FORCE); it allows.
     s.task
         .fchmodat(CWD, "/open0", 0o644, AtFlags::empty())
         .unwrap();
     let sets = s.take_op(opcode::FUSE_SETATTR);
     assert_eq!(sets.len(), 1, "{sets:?}");
-    assert_eq!((sets[0].nodeid, sets[0].uid), (3, 1000));
+    assert_eq!((sets[0].nodeid, sets[0].uid), (3, UID));
     let st = s.task.fstatat(CWD, "/open0", AtFlags::empty()).unwrap();
     assert_eq!(st.st_mode & 0o7777, 0o644);
 }
@@ -257,7 +266,7 @@ fn default_permissions_refuse_before_any_request() {
     // The lookups that were made carry the caller's ids.
     assert!(!seen.is_empty());
     for x in &seen {
-        assert_eq!((x.uid, x.gid), (1000, 1000), "{x:?}");
+        assert_eq!((x.uid, x.gid), (UID, GID), "{x:?}");
     }
 }
 
@@ -279,10 +288,7 @@ fn access_and_chdir_ask_the_server_until_it_says_enosys() {
         .collect();
     // R_OK|W_OK, W_OK, F_OK, then chdir's search (MAY_EXEC): the mask without MAY_ACCESS
     // or MAY_CHDIR, as `fuse_access`.
-    assert_eq!(
-        acc,
-        [(2, 6, 1000), (3, 2, 1000), (3, 0, 1000), (6, 1, 1000)]
-    );
+    assert_eq!(acc, [(2, 6, UID), (3, 2, UID), (3, 0, UID), (6, 1, UID)]);
     // ENOSYS: allowed, and ACCESS is not asked again on this connection.
     plock(&s.state).access_reply = -Errno::ENOSYS.raw();
     s.access("/secret", 4).unwrap();
@@ -294,9 +300,9 @@ fn access_and_chdir_ask_the_server_until_it_says_enosys() {
 #[test]
 fn access_asks_with_the_real_ids() {
     let mut s = server_checks();
-    // Effective uid 1000, real uid 2000 (a set-user-ID program): access(2) asks as the
+    // Effective uid UID, real uid 2000 (a set-user-ID program): access(2) asks as the
     // real one unless AT_EACCESS.
-    let mut c = Cred::new(1000, 1000, &[]);
+    let mut c = Cred::new(UID, GID, &[]);
     c.real = Some((2000, 2000));
     s.task.set_cred(c);
     s.task.fstatat(CWD, "/open0", AtFlags::empty()).unwrap();
@@ -310,7 +316,7 @@ fn access_asks_with_the_real_ids() {
         .iter()
         .map(|a| (a.uid, a.gid))
         .collect();
-    assert_eq!(acc, [(2000, 2000), (1000, 1000)]);
+    assert_eq!(acc, [(2000, 2000), (UID, GID)]);
 }
 
 #[test]
@@ -333,4 +339,68 @@ fn exec_needs_an_execute_bit() {
     s.take();
     s.task.open_exec(CWD, "/plain").unwrap();
     assert_eq!(s.take_op(opcode::FUSE_GETATTR).len(), 1);
+}
+
+#[test]
+fn no_call_carries_an_earlier_callers_ids() {
+    // Each call below follows a root call on the same thread; none walks a path from the
+    // task's own start or looks a descriptor up before reaching the server, which is where
+    // the ids are recorded for most calls. Found by review: the header said uid 0.
+    let s = server_checks();
+    let secret = s
+        .root
+        .with_walk(CWD.into(), b"/secret", |nd, start| {
+            Ok(nd.walk(start, b"/secret", false, false)?.clone())
+        })
+        .unwrap();
+    s.take();
+    // dentry_open (what uvfs's own FUSE server opens with).
+    s.root
+        .close(s.root.open("/secret", OpenFlags::RDONLY, 0).unwrap())
+        .unwrap();
+    assert_eq!(
+        s.task.dentry_open(&secret, OpenFlags::RDONLY).err(),
+        Some(Errno::EACCES)
+    );
+    let opens: Vec<u32> = s.take_op(opcode::FUSE_OPEN).iter().map(|o| o.uid).collect();
+    assert_eq!(opens, [0, UID]);
+    // A change by an empty path (AT_EMPTY_PATH on the cwd).
+    s.root.chdir("/").unwrap();
+    let mut t2 = s.root.fork();
+    t2.set_cred(Cred::new(UID, GID, &[]));
+    s.root
+        .fchmodat(CWD, "/open0", 0o600, AtFlags::empty())
+        .unwrap();
+    t2.fchmodat(CWD, "", 0o640, AtFlags::EMPTY_PATH).unwrap();
+    let sets: Vec<(u64, u32)> = s
+        .take_op(opcode::FUSE_SETATTR)
+        .iter()
+        .map(|x| (x.nodeid, x.uid))
+        .collect();
+    assert_eq!(sets, [(3, 0), (1, UID)]);
+}
+
+#[test]
+fn a_served_request_is_its_callers() {
+    // uvfs's FUSE server serves a request with whatever task holds the handle; the
+    // request's ids are the caller's while it is served.
+    let s = server_checks();
+    s.task.fstatat(CWD, "/open0", AtFlags::empty()).unwrap();
+    s.take();
+    {
+        let _req = crate::cred::RequestCaller::enter(55, 66);
+        s.root.fstatat(CWD, "/open0", AtFlags::empty()).unwrap();
+        s.root
+            .fchmodat(CWD, "/open0", 0o644, AtFlags::empty())
+            .unwrap();
+    }
+    s.root
+        .fchmodat(CWD, "/open0", 0o600, AtFlags::empty())
+        .unwrap();
+    let sets: Vec<u32> = s
+        .take_op(opcode::FUSE_SETATTR)
+        .iter()
+        .map(|x| x.uid)
+        .collect();
+    assert_eq!(sets, [55, 0]);
 }

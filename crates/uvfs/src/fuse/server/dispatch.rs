@@ -220,6 +220,10 @@ impl UvfsFuse {
             pid: h.pid,
         };
         let c = &c;
+        // Whatever task serves it (a handle's table task runs as its opener), the request
+        // is this caller's for a file system that sends credentials on (a FUSE server
+        // behind `--fuse`).
+        let _caller = crate::cred::RequestCaller::enter(h.uid, h.gid);
         let ino = h.nodeid;
         match h.opcode {
             op::FUSE_INIT => {

@@ -25,8 +25,11 @@ fn fe(e: Errno) -> fuser::Errno {
 }
 
 impl Caller {
-    /// The caller of a request fuser decoded.
+    /// The caller of a request fuser decoded, recorded as this thread's request caller
+    /// (`cred::set_request_caller`: fuser's session threads serve requests only, each
+    /// callback makes its `Caller` first).
     fn of(req: &Request) -> Caller {
+        crate::cred::set_request_caller(req.uid(), req.gid());
         Caller {
             uid: req.uid(),
             gid: req.gid(),
