@@ -203,6 +203,10 @@ impl Bind {
                 uvfs::fuse::client::FuseServer::Spawn(argv.clone()),
                 fuse_options(args),
             )
+            .inspect(|m| {
+                let mut servers = FUSE_SERVERS.lock().unwrap_or_else(|e| e.into_inner());
+                servers.push((self.spec(), self.path.clone(), Arc::downgrade(m)));
+            })
             .map_err(|e| {
                 let why = match e {
                     uvfs::Errno::ENOENT | uvfs::Errno::EACCES => {
@@ -229,6 +233,29 @@ impl Bind {
             .map_err(|e| format!("--bind {}: {e}", self.host.display())),
         }
     }
+}
+
+/// The `--fuse` mounts made, for the watcher's line when a server goes: (the option as
+/// given, PATH, the mount). Weak: an unmounted one is not kept alive.
+type FuseServers = Vec<(String, String, std::sync::Weak<uvfs::Mount>)>;
+static FUSE_SERVERS: std::sync::Mutex<FuseServers> = std::sync::Mutex::new(Vec::new());
+
+/// Says once, for each `--fuse` server that has gone since the last look, how it ended
+/// and that its PATH now fails (`uvfs::fuse::client::server_ended`); forgets it then.
+fn report_gone_servers() {
+    let mut servers = FUSE_SERVERS.lock().unwrap_or_else(|e| e.into_inner());
+    servers.retain(|(spec, path, m)| {
+        let Some(m) = m.upgrade() else {
+            return false;
+        };
+        match uvfs::fuse::client::server_ended(&m) {
+            Some(why) => {
+                say!("uvfs: the server of {spec} {why}: {path} now fails with ENOTCONN");
+                false
+            }
+            None => true,
+        }
+    });
 }
 
 /// The FUSE client's options for `--fuse` mounts: `--fuse-cache` (bytes, as pages),
@@ -1357,6 +1384,7 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
         std::thread::spawn(move || -> io::Result<()> {
             let mut failed: Option<io::Error> = None;
             let mut unmounted: Option<std::time::Instant> = None;
+            let mut looks = 0u32;
             // Acquire: pairs with the Release store after `run` returns.
             while !done.load(Ordering::Acquire) {
                 if let Some(at) = unmounted {
@@ -1407,6 +1435,11 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
                             continue;
                         }
                     }
+                }
+                looks = looks.wrapping_add(1);
+                if looks.is_multiple_of(50) {
+                    // Once a second.
+                    report_gone_servers();
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }

@@ -172,14 +172,17 @@ pub(crate) fn caller() -> Option<(u32, u32)> {
 
 /// As [`RequestCaller::enter`] without the guard: for a thread that serves requests only,
 /// each recorded before it is served (fuser's session threads).
+#[cfg(feature = "fuse")]
 pub(crate) fn set_request_caller(uid: u32, gid: u32) {
     let _ = REQUEST.try_with(|c| c.set(Some((uid, gid))));
 }
 
 /// While alive, the caller of this thread's calls is `(uid, gid)`, the process a request
 /// is served for (see [`caller`]); dropping it restores the one before.
+#[cfg(feature = "fuse")]
 pub(crate) struct RequestCaller(Option<(u32, u32)>);
 
+#[cfg(feature = "fuse")]
 impl RequestCaller {
     /// Serves a request of `uid`/`gid` until the guard drops.
     pub(crate) fn enter(uid: u32, gid: u32) -> RequestCaller {
@@ -191,6 +194,7 @@ impl RequestCaller {
     }
 }
 
+#[cfg(feature = "fuse")]
 impl Drop for RequestCaller {
     fn drop(&mut self) {
         let _ = REQUEST.try_with(|c| c.set(self.0));

@@ -53,11 +53,16 @@ fn example(dir: &Path, name: &str) -> Option<PathBuf> {
 
 /// A tmpfs namespace with the server `argv` mounted at `/mnt`.
 fn mounted(argv: Vec<String>) -> Task {
+    mounted_with(argv).0
+}
+
+/// As [`mounted`], with the FUSE mount itself.
+fn mounted_with(argv: Vec<String>) -> (Task, std::sync::Arc<uvfs::Mount>) {
     let task = Task::init(&uvfs::mount(Default::default()));
     task.mkdirat(CWD, "/mnt", 0o755).unwrap();
     let m = client::mount(FuseServer::Spawn(argv), FuseClientOptions::default()).unwrap();
     task.mount(&m, "/mnt", MountFlags::empty()).unwrap();
-    task
+    (task, m)
 }
 
 /// The names `getdents64` lists for the directory `path`, sorted.
@@ -358,14 +363,17 @@ fn passthrough_ll_matches_the_kernel_on_its_source_directory() {
 }
 
 /// A server that is killed mid-mount: calls fail with `ENOTCONN`/`ECONNABORTED` (never
-/// hang), and the mount can still be unmounted.
+/// hang), `server_ended` says how it ended, and the mount can still be unmounted.
 #[test]
 fn killed_server_fails_calls_and_unmounts() {
     let tmp = tempfile::tempdir().unwrap();
     let Some(exe) = example(tmp.path(), "hello_ll") else {
         return;
     };
-    let task = mounted(vec![exe.to_string_lossy().into(), "{}".into()]);
+    // In the foreground (-f): the process uvfs starts is the server, whose death is seen.
+    let argv = vec![exe.to_string_lossy().into(), "-f".into(), "{}".into()];
+    let (task, m) = mounted_with(argv);
+    assert_eq!(client::server_ended(&m), None);
     let fd = task.open("/mnt/hello", OpenFlags::RDONLY, 0).unwrap();
     let out = std::process::Command::new("pkill")
         .arg("-KILL")
@@ -389,6 +397,21 @@ fn killed_server_fails_calls_and_unmounts() {
         }
     }
     assert_eq!(task.pread(fd, &mut buf, 0), Err(Errno::ENOTCONN));
+    // The reader's EOF aborts the connection (a caller's failed send alone does not);
+    // the server is reaped once it has exited.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let why = client::server_ended(&m);
+        if why.as_deref() == Some("closed the connection; its process was killed by signal 9") {
+            break;
+        }
+        assert!(
+            matches!(why.as_deref(), None | Some("closed the connection")),
+            "{why:?}"
+        );
+        assert!(std::time::Instant::now() < deadline, "not seen: {why:?}");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     let _ = task.close(fd);
     assert_eq!(task.umount2("/mnt", uvfs::UmountFlags::empty()), Ok(()));
 }

@@ -206,6 +206,8 @@ pub(crate) struct Conn {
     spin: std::sync::OnceLock<std::time::Duration>,
     /// False once the connection aborted (`fc->connected`); requests then fail.
     connected: AtomicBool,
+    /// Why it aborted, set by the first abort (see [`Conn::ended`]).
+    why_ended: std::sync::OnceLock<Ended>,
     /// Unique-batch source: the next batch's first unique; written once per batch.
     next_batch: AtomicU64,
     /// Background requests; taken for each RELEASE and each reply to one (per connection,
@@ -242,6 +244,17 @@ pub(crate) struct Conn {
     /// file system over this connection, set once at its mount; run on the reader thread
     /// only (a receiving caller hands notifications to it, leader.rs).
     notify: std::sync::OnceLock<NotifyFn>,
+}
+
+/// Why a connection aborted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ended {
+    /// The server closed its end or sent what cannot be read (EOF, a malformed packet).
+    Closed,
+    /// A request waited past the request timeout.
+    Timeout,
+    /// The mount went (the connection's drop).
+    Unmounted,
 }
 
 /// A notification handler: `(code, payload)`.
@@ -387,6 +400,7 @@ impl Conn {
             timeout: std::sync::OnceLock::new(),
             spin: std::sync::OnceLock::new(),
             connected: AtomicBool::new(true),
+            why_ended: std::sync::OnceLock::new(),
             // INIT used unique 2.
             next_batch: AtomicU64::new(4),
             bg: CacheLine(Mutex::new(Background::default())),
@@ -589,7 +603,7 @@ impl Conn {
             // the server sees its end close (`abort` shuts the socket down).
             // Relaxed: a diagnostic counter.
             self.stats.timeouts.fetch_add(1, Ordering::Relaxed);
-            self.abort();
+            self.abort(Ended::Timeout);
             req.wait_finished().unwrap_or(Err(Errno::ECONNABORTED))
         };
         drop(_published);
@@ -976,9 +990,44 @@ impl Conn {
         self.complete(unique, Err(e));
     }
 
-    /// `fuse_abort_conn`: marks the connection dead and fails every request in flight
-    /// with `ECONNABORTED`.
-    fn abort(&self) {
+    /// Why the server is gone, in words, once the connection aborted (`None` while it
+    /// serves): `did not answer within the request timeout`, or `closed the connection`
+    /// followed, for a server started by [`Conn::spawn`] whose process has exited (reaped
+    /// now), by `; its process exited with status 1` or `; its process was killed by
+    /// signal 9`.
+    pub(crate) fn ended(&self) -> Option<String> {
+        // Acquire: pairs with `abort`'s Release store (its reason was set before).
+        if self.connected.load(Ordering::Acquire) {
+            return None;
+        }
+        let why = *self.why_ended.get()?;
+        let exit = plock(&self.child)
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten());
+        let what = match why {
+            Ended::Timeout => return Some("did not answer within the request timeout".into()),
+            Ended::Closed => "closed the connection",
+            Ended::Unmounted => "was disconnected at unmount",
+        };
+        // The process uvfs started: the server itself, or (a server that puts itself in
+        // the background) the parent that exited at once.
+        Some(match exit {
+            Some(st) => match (
+                st.code(),
+                std::os::unix::process::ExitStatusExt::signal(&st),
+            ) {
+                (Some(c), _) => format!("{what}; its process exited with status {c}"),
+                (None, Some(s)) => format!("{what}; its process was killed by signal {s}"),
+                _ => format!("{what}; its process ended ({st})"),
+            },
+            None => what.to_owned(),
+        })
+    }
+
+    /// `fuse_abort_conn`: marks the connection dead (for `why`, if it is the first abort)
+    /// and fails every request in flight with `ECONNABORTED`.
+    fn abort(&self, why: Ended) {
+        let _ = self.why_ended.set(why);
         // Release: pairs with `request`'s Acquire re-check (see there).
         self.connected.store(false, Ordering::Release);
         // The server sees its end close, and a leader blocked in a receive wakes (EOF).
@@ -1019,7 +1068,7 @@ impl Drop for Conn {
         }
         // Background requests still in the table (a RELEASE the server never answered)
         // are freed: nobody waits on them (a waiter would hold the connection).
-        self.abort();
+        self.abort(Ended::Unmounted);
         if let Some(mut c) = plock(&self.child).take() {
             for _ in 0..100 {
                 if let Ok(Some(_)) = c.try_wait() {
@@ -1136,7 +1185,7 @@ fn receive(
                 // Relaxed: a diagnostic counter.
                 conn.stats.proto_errors.fetch_add(1, Ordering::Relaxed);
             }
-            conn.abort();
+            conn.abort(Ended::Closed);
             return Received::Closed;
         }
     };

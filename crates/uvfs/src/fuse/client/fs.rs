@@ -2034,3 +2034,14 @@ pub fn conn_errors(m: &Mount) -> Option<(u64, u64)> {
         s.unknown_uniques.load(Ordering::Relaxed),
     ))
 }
+
+/// Whether the FUSE server of mount `m` (made by [`mount`]) is gone, and why, in words
+/// ("did not answer within the request timeout"; "closed the connection", with "; its
+/// process was killed by signal 9" or "; its process exited with status 1" once a
+/// [`FuseServer::Spawn`] process has exited): then every call under the mount fails with
+/// `ENOTCONN`. `None` while it serves, or for a mount of another file system. For a
+/// supervisor's log line (`uvfs mount` says it once); Linux has no counterpart (its
+/// `/sys/fs/fuse/connections/N` shows only `waiting` and `abort`).
+pub fn server_ended(m: &Mount) -> Option<String> {
+    fuse(&m.root().d_inode).ok()?.fs.conn.ended()
+}

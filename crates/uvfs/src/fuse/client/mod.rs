@@ -29,8 +29,8 @@ pub(crate) mod leader;
 pub(crate) mod request;
 
 pub use fs::{
-    conn_errors, mount, FuseClientOptions, FuseServer, RequestEnd, DEFAULT_CACHE_PAGES,
-    DEFAULT_RECEIVE_SPIN, SPIN_BACKOFF,
+    conn_errors, mount, server_ended, FuseClientOptions, FuseServer, RequestEnd,
+    DEFAULT_CACHE_PAGES, DEFAULT_RECEIVE_SPIN, SPIN_BACKOFF,
 };
 pub use interrupt::Interrupter;
 

@@ -380,6 +380,8 @@ fn no_call_carries_an_earlier_callers_ids() {
     assert_eq!(sets, [(3, 0), (1, UID)]);
 }
 
+// `RequestCaller` is the FUSE server's (the `fuse` feature).
+#[cfg(feature = "fuse")]
 #[test]
 fn a_served_request_is_its_callers() {
     // uvfs's FUSE server serves a request with whatever task holds the handle; the
