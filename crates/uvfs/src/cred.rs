@@ -155,7 +155,7 @@ thread_local! {
 
 /// Records `cred` as this thread's caller (see [`caller`]): one store to a thread-local,
 /// no shared line.
-#[inline]
+#[inline(always)]
 pub(crate) fn set_caller(cred: &Cred) {
     // `try_with`: a call made from a thread-local destructor records nothing.
     let _ = CALLER.try_with(|c| c.set(Some((cred.uid, cred.gid))));

@@ -7,6 +7,9 @@
 use super::*;
 
 impl<'a> Nameidata<'a> {
+    // Inline: the thread-local store of the caller made it a call of its own (28
+    // instructions per open+close more, callgrind).
+    #[inline]
     pub(crate) fn new(
         guard: &'a Guard,
         cred: &'a Cred,
