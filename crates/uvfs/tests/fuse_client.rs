@@ -415,3 +415,49 @@ fn killed_server_fails_calls_and_unmounts() {
     let _ = task.close(fd);
     assert_eq!(task.umount2("/mnt", uvfs::UmountFlags::empty()), Ok(()));
 }
+
+/// A server that puts itself in the background (hello_ll without `-f`: the process
+/// started forks and exits at once) leaves no defunct process while the mount lives: the
+/// client reaps the process it started when it exits (issue 11: it was reaped only when
+/// the mount went). The server itself goes on serving.
+#[test]
+fn a_daemonizing_server_leaves_no_zombie() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(exe) = example(tmp.path(), "hello_ll") else {
+        return;
+    };
+    let task = mounted(vec![exe.to_string_lossy().into(), "{}".into()]);
+    let me = std::process::id();
+    // Our defunct children named hello_ll (another test's server that ended is reaped as
+    // promptly).
+    let zombies = || -> Vec<u32> {
+        let Ok(dir) = std::fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        dir.flatten()
+            .filter_map(|e| {
+                let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+                let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+                let rest = &stat[stat.rfind(')')? + 2..];
+                let mut f = rest.split(' ');
+                let (state, ppid) = (f.next()?, f.next()?.parse::<u32>().ok()?);
+                let name = &stat[stat.find('(')? + 1..stat.rfind(')')?];
+                (ppid == me && state == "Z" && name == "hello_ll").then_some(pid)
+            })
+            .collect()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !zombies().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "defunct: {:?}",
+            zombies()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let fd = task.open("/mnt/hello", OpenFlags::RDONLY, 0).unwrap();
+    let mut buf = [0u8; 64];
+    let n = task.pread(fd, &mut buf, 0).unwrap();
+    assert_eq!(&buf[..n], b"Hello World!\n");
+    task.close(fd).unwrap();
+}

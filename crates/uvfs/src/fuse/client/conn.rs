@@ -442,7 +442,50 @@ impl Conn {
             })
             .map_err(|_| Errno::EAGAIN)?;
         *plock(&conn.reader) = Some(h);
+        conn.start_reaper();
         Ok(conn)
+    }
+
+    /// For a server process uvfs started: a thread that waits (on a pidfd, blocked in
+    /// `poll`) for that process to exit and reaps it at once, so that a server that puts
+    /// itself in the background (libfuse without `-f`: the process started forks and
+    /// exits) leaves no defunct process behind for as long as the mount lives. It holds
+    /// the connection weakly: once the connection is gone, its drop has reaped (or killed
+    /// and reaped) the process and the thread only ends. Nothing without pidfds (Linux
+    /// before 5.3): the process is then reaped at the connection's drop, as before.
+    fn start_reaper(self: &Arc<Self>) {
+        let Some(pid) = plock(&self.child).as_ref().map(|c| c.id()) else {
+            return;
+        };
+        let Some(pidfd) = rustix::process::Pid::from_raw(pid as i32).and_then(|p| {
+            rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok()
+        }) else {
+            return;
+        };
+        let weak = Arc::downgrade(self);
+        let _ = std::thread::Builder::new()
+            .name("uvfs-fuse-reap".into())
+            .spawn(move || {
+                let mut fds = [rustix::event::PollFd::new(
+                    &pidfd,
+                    rustix::event::PollFlags::IN,
+                )];
+                // Readable once the process has exited.
+                loop {
+                    match rustix::event::poll(&mut fds, None) {
+                        Ok(n) if n > 0 => break,
+                        Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                        // Cannot wait: the connection's drop reaps it.
+                        Err(_) => return,
+                    }
+                }
+                if let Some(conn) = weak.upgrade() {
+                    if let Some(c) = plock(&conn.child).as_mut() {
+                        // Reaps it; the status stays in `c` (`Conn::ended` reads it).
+                        let _ = c.try_wait();
+                    }
+                }
+            });
     }
 
     /// Sets what applies the server's notifications (once; later calls are ignored).

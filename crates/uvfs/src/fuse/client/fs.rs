@@ -1917,8 +1917,9 @@ pub enum FuseServer {
     /// Start the program `argv[0]` with the arguments `argv[1..]`, one of which is `{}`:
     /// it is replaced by `/dev/fd/N`, the server's end of a `SOCK_SEQPACKET` socket pair
     /// (libfuse >= 3.3 serves an inherited descriptor given as its mountpoint; libfuse's
-    /// examples `hello_ll` and `passthrough_ll` run unmodified this way). The server is
-    /// waited for (killed after a second) when the mount goes.
+    /// examples `hello_ll` and `passthrough_ll` run unmodified this way). The process is
+    /// reaped as soon as it exits (a server that forks into the background leaves no
+    /// defunct process), and waited for (killed after a second) when the mount goes.
     Spawn(Vec<String>),
     /// Connect to a server listening on the Unix stream socket at this host path
     /// (libfuse's `hello_ll_uds`).
