@@ -1843,6 +1843,42 @@ impl fmt::Debug for FuseFs {
     }
 }
 
+impl Drop for FuseFs {
+    /// The super block's last mount went (Linux `fuse_kill_sb_anon`, which sends DESTROY at
+    /// once): the torn-down dentries hold the inodes, which hold the mount's state, whose
+    /// drop sends the last FORGETs and DESTROY (`Shared`'s drop). Those dentries are freed
+    /// through the epoch, from the garbage of the thread that unmounted, which may not
+    /// touch the epoch again for long: so this thread's garbage is handed to the global
+    /// queue, and a short-lived thread moves the epoch on until the inodes are gone (at
+    /// most [`DESTROY_WAIT`]; past it, DESTROY waits for the last inode as before). Inside
+    /// a grace period (this drop run from a deferred function) the garbage cannot be
+    /// handed over: the thread waits its time out and changes nothing.
+    fn drop(&mut self) {
+        if !epoch::is_pinned() {
+            epoch::pin().flush();
+        }
+        let shared = self.shared.clone();
+        let _ = std::thread::Builder::new()
+            .name("uvfs-fuse-destroy".into())
+            .spawn(move || {
+                let start = std::time::Instant::now();
+                // The only other reference left is this drop's own field, gone on return.
+                while Arc::strong_count(&shared) > 1 && start.elapsed() < DESTROY_WAIT {
+                    let g = epoch::pin();
+                    g.flush();
+                    drop(g);
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                // The last reference when the inodes are gone: FORGETs, then DESTROY.
+                drop(shared);
+            });
+    }
+}
+
+/// How long an unmounted FUSE mount's DESTROY waits for its inodes to be freed (see
+/// `FuseFs`'s drop): 10 s.
+const DESTROY_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 impl FileSystem for FuseFs {
     fn name(&self) -> &'static str {
         "fuse"
