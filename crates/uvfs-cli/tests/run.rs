@@ -1397,3 +1397,52 @@ print(q(a, b), q(b, a), q(a, c), q(a, r), q(r, a), q(a, 999))
         assert_eq!(text(&o.stdout), text(&k.stdout), "{}", text(&k.stderr));
     }
 }
+
+/// Bug (trial): `chattr` on a file of a read-only bind changed the host file's flags (the
+/// attribute ioctls need only ownership, and ran natively on the host descriptor uvfs had
+/// installed). Now the attribute ioctls on uvfs descriptors are ENOTTY, said once, as on
+/// a file system without attributes (chattr reports "Operation not supported"), and the
+/// host file keeps its flags; other ioctls (a tty's, a pipe's) still run natively.
+#[test]
+fn chattr_on_a_read_only_bind_leaves_the_host_file_alone() {
+    if !have("chattr") || !have("lsattr") {
+        println!("skipped: needs chattr and lsattr (e2fsprogs)");
+        return;
+    }
+    let host = tempfile::tempdir().unwrap();
+    let f = host.path().join("f");
+    std::fs::write(&f, "x").unwrap();
+    let lsattr = || {
+        let o = Command::new("lsattr").arg(&f).output().unwrap();
+        text(&o.stdout)
+            .split_whitespace()
+            .next()
+            .unwrap_or("")
+            .to_owned()
+    };
+    // The host file system must keep the flag for the check to mean anything.
+    let set = |op: &str| Command::new("chattr").arg(op).arg(&f).status().unwrap();
+    if !set("+A").success() || !lsattr().contains('A') {
+        println!("skipped: the host file system here keeps no `A` flag");
+        return;
+    }
+    assert!(set("-A").success());
+    let before = lsattr();
+    let spec = format!("{}:/b:ro", host.path().display());
+    let script = "chattr +A /b/f; echo chattr $?; python3 -c 'import fcntl,os,termios; \
+         r,w=os.pipe(); print(\"FIONREAD\", fcntl.ioctl(r, termios.FIONREAD, b\"\\0\"*4))' \
+         2>/dev/null || true";
+    let o = uvfs_run(&["--bind", &spec, "--", "sh", "-c", script]);
+    let out = text(&o.stdout);
+    assert!(out.contains("chattr 1"), "{out} {}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("(chattr, lsattr) is not supported on uvfs files yet (ENOTTY)"),
+        "{}",
+        text(&o.stderr)
+    );
+    if have("python3") {
+        // An ioctl the filter does not notify, on a pipe: runs natively.
+        assert!(out.contains("FIONREAD b'\\x00\\x00\\x00\\x00'"), "{out}");
+    }
+    assert_eq!(lsattr(), before, "the host file's flags");
+}

@@ -67,6 +67,28 @@ const PIDFD_THREAD: u32 = libc::O_EXCL as u32;
 const NR_OPEN: u32 = 1024 * 1024;
 
 /// The calls the filter notifies.
+/// The `ioctl` requests the filter notifies (every other ioctl runs natively): the inode
+/// attribute calls of `chattr`/`lsattr` and their `fsxattr` and version kin, which
+/// change a host file given only ownership (no write access), so on the host descriptor
+/// of a file in a read-only bind they would change the host's file (found by a trial:
+/// `chattr +A` through a read-only bind). uvfs keeps no such attributes: on a uvfs
+/// descriptor they are `ENOTTY`, as on a Linux file system without them; others run.
+/// `FS_IOC_GETFLAGS`, `FS_IOC_SETFLAGS`, their 32-bit forms, `FS_IOC_FSGETXATTR`,
+/// `FS_IOC_FSSETXATTR`, `FS_IOC_GETVERSION`, `FS_IOC_SETVERSION` and their 32-bit forms
+/// (include/uapi/linux/fs.h).
+const NOTIFIED_IOCTLS: [u32; 10] = [
+    0x8008_6601,
+    0x4008_6602,
+    0x8004_6601,
+    0x4004_6602,
+    0x801c_581f,
+    0x401c_5820,
+    0x8008_7601,
+    0x4008_7602,
+    0x8004_7601,
+    0x4004_7602,
+];
+
 fn notified() -> Vec<u32> {
     use libc::*;
     [
@@ -718,7 +740,7 @@ pub(crate) fn run(view: &View, argv: &[OsString]) -> Result<i32, String> {
         .collect();
     let mut cenvp: Vec<*const libc::c_char> = cenv.iter().map(|a| a.as_ptr()).collect();
     cenvp.push(std::ptr::null());
-    let prog_filter = sys::filter_program(&notified());
+    let prog_filter = sys::filter_program(&notified(), &NOTIFIED_IOCTLS);
     // Removed at every return from here on (dropped).
     let execdir = make_execdir()?;
     let kernel_cwd = (0..EXEC_DEPTH).fold(execdir.path.clone(), |d, _| d.join("d"));
@@ -1338,10 +1360,16 @@ impl Sup {
 
     /// One log line per unsupported call, then `ENOSYS`.
     fn unsupported(&self, what: &str) -> R {
+        self.unsupported_as(what, libc::ENOSYS, "ENOSYS")
+    }
+
+    /// One log line per unsupported call, then `errno` (named `name` in the line): for a
+    /// call whose "not here" has its own errno (`ENOTTY` for an ioctl).
+    fn unsupported_as(&self, what: &str, errno: i32, name: &str) -> R {
         if lock(&self.said).insert(what.to_owned()) {
-            log!("uvfs run: {what} is not supported on uvfs files yet (ENOSYS)");
+            log!("uvfs run: {what} is not supported on uvfs files yet ({name})");
         }
-        Err(libc::ENOSYS)
+        Err(errno)
     }
 
     /// Answers one notification of process `tgid`.
@@ -1789,6 +1817,19 @@ impl Sup {
                     return Ok(Answer::Continue);
                 }
                 ok0(t.fallocate(Fd(fdarg(0)), a[1] as i32, a[2] as i64, a[3] as i64))
+            }
+            SYS_ioctl => {
+                // Only the requests of NOTIFIED_IOCTLS come here; on the program's own
+                // descriptors they run.
+                if !is_uvfs(fdarg(0)) {
+                    return Ok(Answer::Continue);
+                }
+                self.unsupported_as(
+                    "ioctl FS_IOC_GETFLAGS/SETFLAGS/FSGETXATTR/FSSETXATTR/GETVERSION/SETVERSION \
+                     (chattr, lsattr)",
+                    libc::ENOTTY,
+                    "ENOTTY",
+                )
             }
             SYS_fsync | SYS_fdatasync => {
                 if !is_uvfs(fdarg(0)) {

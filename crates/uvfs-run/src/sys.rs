@@ -35,8 +35,10 @@ fn jeq(k: u32, jt: u8, jf: u8) -> libc::sock_filter {
 }
 
 /// The filter program: kill on a foreign architecture, `ENOSYS` for x32 calls, a user
-/// notification for each syscall in `notify`, and every other call allowed.
-pub(crate) fn filter_program(notify: &[u32]) -> Vec<libc::sock_filter> {
+/// notification for each syscall in `notify` and for an `ioctl` whose request (the low 32
+/// bits of its second argument: the kernel's `unsigned int cmd`) is one of `ioctls`, and
+/// every other call allowed.
+pub(crate) fn filter_program(notify: &[u32], ioctls: &[u32]) -> Vec<libc::sock_filter> {
     let ld = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
     let ret = (libc::BPF_RET | libc::BPF_K) as u16;
     // struct seccomp_data: int nr; __u32 arch; ...
@@ -55,6 +57,16 @@ pub(crate) fn filter_program(notify: &[u32]) -> Vec<libc::sock_filter> {
     ];
     for &nr in notify {
         p.push(jeq(nr, 0, 1));
+        p.push(stmt(ret, libc::SECCOMP_RET_USER_NOTIF));
+    }
+    // A holds the number still. Not an ioctl: past the request checks, to ALLOW.
+    let skip = u8::try_from(1 + 2 * ioctls.len()).expect("a short ioctl list");
+    p.push(jeq(libc::SYS_ioctl as u32, 0, skip));
+    // struct seccomp_data: nr, arch, instruction_pointer (8 bytes), args[6] (8 bytes
+    // each, little-endian): args[1]'s low word at 24.
+    p.push(stmt(ld, 24));
+    for &cmd in ioctls {
+        p.push(jeq(cmd, 0, 1));
         p.push(stmt(ret, libc::SECCOMP_RET_USER_NOTIF));
     }
     p.push(stmt(ret, libc::SECCOMP_RET_ALLOW));
