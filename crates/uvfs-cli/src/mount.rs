@@ -205,7 +205,7 @@ impl Bind {
             )
             .inspect(|m| {
                 let mut servers = FUSE_SERVERS.lock().unwrap_or_else(|e| e.into_inner());
-                servers.push((self.spec(), self.path.clone(), Arc::downgrade(m)));
+                servers.push((self.spec(), self.path.clone(), Arc::downgrade(m), false));
             })
             .map_err(|e| {
                 let why = match e {
@@ -237,18 +237,25 @@ impl Bind {
 
 /// The `--fuse` mounts made, for the watcher's line when a server goes: (the option as
 /// given, PATH, the mount). Weak: an unmounted one is not kept alive.
-type FuseServers = Vec<(String, String, std::sync::Weak<uvfs::Mount>)>;
+/// The last field: the server was seen gone once without the status of the process uvfs
+/// started (its exit may follow the connection's end by a moment).
+type FuseServers = Vec<(String, String, std::sync::Weak<uvfs::Mount>, bool)>;
 static FUSE_SERVERS: std::sync::Mutex<FuseServers> = std::sync::Mutex::new(Vec::new());
 
 /// Says once, for each `--fuse` server that has gone since the last look, how it ended
 /// and that its PATH now fails (`uvfs::fuse::client::server_ended`); forgets it then.
 fn report_gone_servers() {
     let mut servers = FUSE_SERVERS.lock().unwrap_or_else(|e| e.into_inner());
-    servers.retain(|(spec, path, m)| {
+    servers.retain_mut(|(spec, path, m, seen)| {
         let Some(m) = m.upgrade() else {
             return false;
         };
         match uvfs::fuse::client::server_ended(&m) {
+            // Without the process's status yet: once more, a second later.
+            Some(why) if !why.contains("; the process uvfs started") && !*seen => {
+                *seen = true;
+                true
+            }
             Some(why) => {
                 say!("uvfs: the server of {spec} {why}: {path} now fails with ENOTCONN");
                 false

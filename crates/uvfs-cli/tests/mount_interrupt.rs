@@ -157,7 +157,8 @@ fn a_signal_ends_a_request_blocked_in_an_inner_fuse_server() {
     // within a second or so (issue 11: it said nothing), the rest of the mount goes on.
     let inner = inner_server_pid(pid).expect("the inner server, a child of uvfs mount");
     kill_process(Pid::from_raw(inner as i32).unwrap(), Signal::KILL).unwrap();
-    let said = "closed the connection; its process was killed by signal 9: /sub now fails \
+    let said =
+        "closed the connection; the process uvfs started was killed by signal 9: /sub now fails \
                 with ENOTCONN";
     let start = Instant::now();
     while !m.server_log().contains(said) {

@@ -1400,9 +1400,11 @@ print(q(a, b), q(b, a), q(a, c), q(a, r), q(r, a), q(a, 999))
 
 /// Bug (trial): `chattr` on a file of a read-only bind changed the host file's flags (the
 /// attribute ioctls need only ownership, and ran natively on the host descriptor uvfs had
-/// installed). Now the attribute ioctls on uvfs descriptors are ENOTTY, said once, as on
-/// a file system without attributes (chattr reports "Operation not supported"), and the
-/// host file keeps its flags; other ioctls (a tty's, a pipe's) still run natively.
+/// installed). Now, as Linux: on a read-only bind the changing ones are EROFS and the
+/// reading ones run (lsattr works); on a read-write bind both run on the host file; on a
+/// file only uvfs holds they are ENOTTY, said once (chattr reports "Operation not
+/// supported", as on a file system without attributes). Other ioctls (a pipe's) still run
+/// natively.
 #[test]
 fn chattr_on_a_read_only_bind_leaves_the_host_file_alone() {
     if !have("chattr") || !have("lsattr") {
@@ -1428,15 +1430,21 @@ fn chattr_on_a_read_only_bind_leaves_the_host_file_alone() {
     }
     assert!(set("-A").success());
     let before = lsattr();
-    let spec = format!("{}:/b:ro", host.path().display());
-    let script = "chattr +A /b/f; echo chattr $?; python3 -c 'import fcntl,os,termios; \
-         r,w=os.pipe(); print(\"FIONREAD\", fcntl.ioctl(r, termios.FIONREAD, b\"\\0\"*4))' \
-         2>/dev/null || true";
-    let o = uvfs_run(&["--bind", &spec, "--", "sh", "-c", script]);
+    let ro = format!("{}:/ro:ro", host.path().display());
+    let rw = format!("{}:/rw", host.path().display());
+    let script = "chattr +A /ro/f 2>&1; echo ro $?; lsattr /ro/f >/dev/null; echo lsattr $?; \
+         echo x > /tmp/u; chattr +A /tmp/u 2>&1; echo uvfs $?; python3 -c 'import fcntl,os,\
+         termios; r,w=os.pipe(); print(\"FIONREAD\", fcntl.ioctl(r, termios.FIONREAD, \
+         b\"\\0\"*4))' 2>/dev/null || true";
+    let o = uvfs_run(&["--bind", &ro, "--", "sh", "-c", script]);
     let out = text(&o.stdout);
-    assert!(out.contains("chattr 1"), "{out} {}", text(&o.stderr));
+    assert!(out.contains("Read-only file system"), "{out}");
+    for want in ["ro 1", "lsattr 0", "Operation not supported", "uvfs 1"] {
+        assert!(out.contains(want), "{want}: {out} {}", text(&o.stderr));
+    }
     assert!(
-        text(&o.stderr).contains("(chattr, lsattr) is not supported on uvfs files yet (ENOTTY)"),
+        text(&o.stderr)
+            .contains("(chattr, lsattr, fsverity) is not supported on uvfs files yet (ENOTTY)"),
         "{}",
         text(&o.stderr)
     );
@@ -1445,4 +1453,9 @@ fn chattr_on_a_read_only_bind_leaves_the_host_file_alone() {
         assert!(out.contains("FIONREAD b'\\x00\\x00\\x00\\x00'"), "{out}");
     }
     assert_eq!(lsattr(), before, "the host file's flags");
+    // A read-write bind: the host file's own attributes, changed as natively.
+    let o = uvfs_run(&["--bind", &rw, "--", "chattr", "+A", "/rw/f"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(lsattr().contains('A'), "{}", lsattr());
+    assert!(set("-A").success());
 }

@@ -67,27 +67,37 @@ const PIDFD_THREAD: u32 = libc::O_EXCL as u32;
 const NR_OPEN: u32 = 1024 * 1024;
 
 /// The calls the filter notifies.
-/// The `ioctl` requests the filter notifies (every other ioctl runs natively): the inode
-/// attribute calls of `chattr`/`lsattr` and their `fsxattr` and version kin, which
-/// change a host file given only ownership (no write access), so on the host descriptor
-/// of a file in a read-only bind they would change the host's file (found by a trial:
-/// `chattr +A` through a read-only bind). uvfs keeps no such attributes: on a uvfs
-/// descriptor they are `ENOTTY`, as on a Linux file system without them; others run.
-/// `FS_IOC_GETFLAGS`, `FS_IOC_SETFLAGS`, their 32-bit forms, `FS_IOC_FSGETXATTR`,
-/// `FS_IOC_FSSETXATTR`, `FS_IOC_GETVERSION`, `FS_IOC_SETVERSION` and their 32-bit forms
-/// (include/uapi/linux/fs.h).
-const NOTIFIED_IOCTLS: [u32; 10] = [
-    0x8008_6601,
-    0x4008_6602,
-    0x8004_6601,
-    0x4004_6602,
-    0x801c_581f,
-    0x401c_5820,
-    0x8008_7601,
-    0x4008_7602,
-    0x8004_7601,
-    0x4004_7602,
+/// The `ioctl` requests the filter notifies (every other ioctl runs natively): those that
+/// read or change a file's inode attributes or its file system given only ownership or a
+/// read-only descriptor (include/uapi/linux/fs.h, fsverity.h), which on the host
+/// descriptor uvfs installs for a file of a read-only bind would change the host's file
+/// (found by a trial: `chattr +A` through a read-only bind). See [`ATTR_IOCTL_READS`] for
+/// how they are answered. (Their 32-bit `FS_IOC32_*` forms cannot arrive: the filter
+/// kills other architectures.)
+const NOTIFIED_IOCTLS: [u32; 8] = [
+    FS_IOC_GETFLAGS,
+    0x4008_6602, // FS_IOC_SETFLAGS
+    FS_IOC_FSGETXATTR,
+    0x401c_5820, // FS_IOC_FSSETXATTR
+    FS_IOC_GETVERSION,
+    0x4008_7602, // FS_IOC_SETVERSION
+    0x4080_6685, // FS_IOC_ENABLE_VERITY
+    0x4100_9432, // FS_IOC_SETFSLABEL
 ];
+
+/// `FS_IOC_GETFLAGS`.
+const FS_IOC_GETFLAGS: u32 = 0x8008_6601;
+/// `FS_IOC_FSGETXATTR`.
+const FS_IOC_FSGETXATTR: u32 = 0x801c_581f;
+/// `FS_IOC_GETVERSION`.
+const FS_IOC_GETVERSION: u32 = 0x8008_7601;
+
+/// The notified ioctls that only read. On a uvfs descriptor of a file on a host bind
+/// (whose kernel descriptor is the host file) these run natively, as do the others on a
+/// read-write bind; the others are `EROFS` on a read-only bind (Linux's
+/// `mnt_want_write_file`). On a file only uvfs holds, all are `ENOTTY` (uvfs keeps no
+/// such attributes; Linux's answer for a file system without them), with one line.
+const ATTR_IOCTL_READS: [u32; 3] = [FS_IOC_GETFLAGS, FS_IOC_FSGETXATTR, FS_IOC_GETVERSION];
 
 fn notified() -> Vec<u32> {
     use libc::*;
@@ -1821,15 +1831,30 @@ impl Sup {
             SYS_ioctl => {
                 // Only the requests of NOTIFIED_IOCTLS come here; on the program's own
                 // descriptors they run.
-                if !is_uvfs(fdarg(0)) {
+                let fd = fdarg(0);
+                if !is_uvfs(fd) {
                     return Ok(Answer::Continue);
                 }
-                self.unsupported_as(
-                    "ioctl FS_IOC_GETFLAGS/SETFLAGS/FSGETXATTR/FSSETXATTR/GETVERSION/SETVERSION \
-                     (chattr, lsattr)",
-                    libc::ENOTTY,
-                    "ENOTTY",
-                )
+                let cmd = a[1] as u32;
+                match t.host_fd(Fd(fd)) {
+                    // A host file (the kernel's descriptor at `fd` is that file).
+                    Ok(_) => {
+                        let ro = t
+                            .fstatfs(Fd(fd))
+                            .is_ok_and(|s| s.f_flags & uvfs::types::ST_RDONLY != 0);
+                        if ro && !ATTR_IOCTL_READS.contains(&cmd) {
+                            Err(libc::EROFS)
+                        } else {
+                            Ok(Answer::Continue)
+                        }
+                    }
+                    Err(_) => self.unsupported_as(
+                        "ioctl FS_IOC_GETFLAGS/SETFLAGS/FSGETXATTR/FSSETXATTR/GETVERSION/\
+                         SETVERSION/ENABLE_VERITY/SETFSLABEL (chattr, lsattr, fsverity)",
+                        libc::ENOTTY,
+                        "ENOTTY",
+                    ),
+                }
             }
             SYS_fsync | SYS_fdatasync => {
                 if !is_uvfs(fdarg(0)) {

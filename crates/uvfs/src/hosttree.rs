@@ -183,12 +183,14 @@ impl From<io::Error> for CopyError {
 }
 
 impl From<CopyError> for io::Error {
-    /// The error itself when no entry is named; else one of the same kind whose message
-    /// names the entry (the OS error number is then only in [`CopyError::raw_os_error`]).
+    /// The error itself when no entry is named; else one of the same kind that carries the
+    /// `CopyError` (its message names the entry; `get_ref()` and a downcast to
+    /// `CopyError` give back the OS error number, which `io::Error::raw_os_error` of a
+    /// custom error does not).
     fn from(e: CopyError) -> io::Error {
         match e.entry {
             None => e.error,
-            Some(_) => io::Error::new(e.error.kind(), e.to_string()),
+            Some(_) => io::Error::new(e.error.kind(), e),
         }
     }
 }

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::Path;
-use uvfs::hosttree::CopyStats;
+use uvfs::hosttree::{CopyError, CopyStats};
 
 fn is_root() -> bool {
     rustix::process::geteuid().is_root()
@@ -324,6 +324,8 @@ fn existing_names_are_refused_and_owners_counted() {
         let io: std::io::Error = e.into();
         assert_eq!(io.kind(), std::io::ErrorKind::AlreadyExists);
         assert!(io.to_string().starts_with("copying dst/f to "), "{io}");
+        let inner = io.get_ref().and_then(|i| i.downcast_ref::<CopyError>());
+        assert_eq!(inner.and_then(CopyError::raw_os_error), Some(17));
         assert_eq!(fs::read(out.path().join("f")).unwrap(), b"host");
         if is_root() {
             // A non-root task: the copy is its own, and says how many owners it lost.

@@ -1036,7 +1036,7 @@ impl Conn {
     /// Why the server is gone, in words, once the connection aborted (`None` while it
     /// serves): `did not answer within the request timeout`, or `closed the connection`
     /// followed, for a server started by [`Conn::spawn`] whose process has exited (reaped
-    /// now), by `; its process exited with status 1` or `; its process was killed by
+    /// now), by `; the process uvfs started exited with status 1` or `; ... was killed by
     /// signal 9`.
     pub(crate) fn ended(&self) -> Option<String> {
         // Acquire: pairs with `abort`'s Release store (its reason was set before).
@@ -1059,12 +1059,20 @@ impl Conn {
                 st.code(),
                 std::os::unix::process::ExitStatusExt::signal(&st),
             ) {
-                (Some(c), _) => format!("{what}; its process exited with status {c}"),
-                (None, Some(s)) => format!("{what}; its process was killed by signal {s}"),
-                _ => format!("{what}; its process ended ({st})"),
+                (Some(c), _) => format!("{what}; the process uvfs started exited with status {c}"),
+                (None, Some(s)) => {
+                    format!("{what}; the process uvfs started was killed by signal {s}")
+                }
+                _ => format!("{what}; the process uvfs started ended ({st})"),
             },
             None => what.to_owned(),
         })
+    }
+
+    /// Shuts the connection at unmount, after DESTROY (`fuse_conn_destroy`'s
+    /// `fuse_abort_conn`): the server sees EOF; requests fail with `ENOTCONN`.
+    pub(crate) fn disconnect(&self) {
+        self.abort(Ended::Unmounted);
     }
 
     /// `fuse_abort_conn`: marks the connection dead (for `why`, if it is the first abort)

@@ -287,6 +287,8 @@ pub(crate) struct Shared {
     /// `ENOSYS`: that call is `EOPNOTSUPP` from then on without a request (Linux's
     /// `no_getxattr`, `no_setxattr`, `no_listxattr`, `no_removexattr`).
     no_xattr: [AtomicBool; 4],
+    /// DESTROY was sent ([`Shared::destroy`]): nothing more goes to the server.
+    destroyed: AtomicBool,
     /// The server answered ACCESS with `ENOSYS`: access checks pass from then on without
     /// a request (Linux `fc->no_access`).
     no_access: AtomicBool,
@@ -312,15 +314,48 @@ impl fmt::Debug for Shared {
 }
 
 impl Drop for Shared {
-    /// Unmount: DESTROY (Linux `fuse_send_destroy`), not waited for; the connection then
-    /// closes, which ends the server's loop.
+    /// The last inode went before the super block's drop said so (a mount never attached):
+    /// as at unmount.
     fn drop(&mut self) {
-        // The RELEASEs still queued or in flight, then the last evictions' FORGETs (they
-        // are batched, see conn.rs), before DESTROY.
+        self.destroy();
+    }
+}
+
+impl Shared {
+    /// Unmount (Linux `fuse_conn_destroy`, from `fuse_kill_sb_anon` when the super block's
+    /// last mount goes; once): FORGET with the lookups of every inode still alive (torn
+    /// down, waiting in the epoch's garbage: Linux evicts them after the abort and sends
+    /// nothing; the counts are given back here, so a server that checks them sees them
+    /// all), the RELEASEs still queued or in flight, DESTROY (not waited for), and the
+    /// connection shut, so that the server sees EOF and exits now (a libfuse server's loop
+    /// ends on it). An inode freed later sends nothing.
+    fn destroy(&self) {
+        // AcqRel: an inode's drop loads it (Acquire) before it forgets its own lookups;
+        // one that loaded it clear may still queue a FORGET after DESTROY, which the shut
+        // connection never sends (the count is lost, as Linux loses every one).
+        if self.destroyed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let live: Vec<Arc<Inode>> = plock(&self.inodes)
+            .values()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for i in &live {
+            if let Ok(f) = fuse(i) {
+                // Relaxed: the count is only ever taken once (here or at the inode's drop,
+                // which sees `destroyed` set and sends nothing).
+                let n = f.nlookup.swap(0, Ordering::Relaxed);
+                if n > 0 && f.nodeid != abi::FUSE_ROOT_ID {
+                    self.conn.forget(f.nodeid, n);
+                }
+            }
+        }
         self.conn
             .drain_background(std::time::Duration::from_secs(1));
         self.conn.flush_forgets();
         let _ = self.conn.send_oneway(opcode::FUSE_DESTROY, 0, &[]);
+        self.conn.disconnect();
+        drop(live);
     }
 }
 
@@ -408,7 +443,10 @@ impl Drop for FuseInode {
     fn drop(&mut self) {
         // Relaxed: `&mut self`.
         let n = self.nlookup.load(Ordering::Relaxed);
-        if n > 0 && self.nodeid != abi::FUSE_ROOT_ID {
+        // Acquire: pairs with `Shared::destroy`'s swap (after it, DESTROY went: nothing
+        // more is sent).
+        let destroyed = self.fs.destroyed.load(Ordering::Acquire);
+        if n > 0 && self.nodeid != abi::FUSE_ROOT_ID && !destroyed {
             self.fs.conn.forget(self.nodeid, n);
         }
         let mut m = plock(&self.fs.inodes);
@@ -1844,40 +1882,14 @@ impl fmt::Debug for FuseFs {
 }
 
 impl Drop for FuseFs {
-    /// The super block's last mount went (Linux `fuse_kill_sb_anon`, which sends DESTROY at
-    /// once): the torn-down dentries hold the inodes, which hold the mount's state, whose
-    /// drop sends the last FORGETs and DESTROY (`Shared`'s drop). Those dentries are freed
-    /// through the epoch, from the garbage of the thread that unmounted, which may not
-    /// touch the epoch again for long: so this thread's garbage is handed to the global
-    /// queue, and a short-lived thread moves the epoch on until the inodes are gone (at
-    /// most [`DESTROY_WAIT`]; past it, DESTROY waits for the last inode as before). Inside
-    /// a grace period (this drop run from a deferred function) the garbage cannot be
-    /// handed over: the thread waits its time out and changes nothing.
+    /// The super block's last mount went (Linux `fuse_kill_sb_anon`): FORGETs, DESTROY
+    /// and the connection shut now ([`Shared::destroy`]), not when the torn-down inodes
+    /// are freed through the epoch (the garbage of whichever thread released the mount,
+    /// which may not touch the epoch again for long).
     fn drop(&mut self) {
-        if !epoch::is_pinned() {
-            epoch::pin().flush();
-        }
-        let shared = self.shared.clone();
-        let _ = std::thread::Builder::new()
-            .name("uvfs-fuse-destroy".into())
-            .spawn(move || {
-                let start = std::time::Instant::now();
-                // The only other reference left is this drop's own field, gone on return.
-                while Arc::strong_count(&shared) > 1 && start.elapsed() < DESTROY_WAIT {
-                    let g = epoch::pin();
-                    g.flush();
-                    drop(g);
-                    std::thread::sleep(std::time::Duration::from_millis(1));
-                }
-                // The last reference when the inodes are gone: FORGETs, then DESTROY.
-                drop(shared);
-            });
+        self.shared.destroy();
     }
 }
-
-/// How long an unmounted FUSE mount's DESTROY waits for its inodes to be freed (see
-/// `FuseFs`'s drop): 10 s.
-const DESTROY_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl FileSystem for FuseFs {
     fn name(&self) -> &'static str {
@@ -2024,6 +2036,7 @@ pub fn mount(server: FuseServer, opts: FuseClientOptions) -> Result<Arc<Mount>> 
         no_fsync: AtomicBool::new(false),
         no_fsyncdir: AtomicBool::new(false),
         no_access: AtomicBool::new(false),
+        destroyed: AtomicBool::new(false),
         no_lseek: AtomicBool::new(false),
         no_xattr: Default::default(),
         cache: PageCache::new(opts_cache_pages),
@@ -2073,9 +2086,10 @@ pub fn conn_errors(m: &Mount) -> Option<(u64, u64)> {
 }
 
 /// Whether the FUSE server of mount `m` (made by [`mount`]) is gone, and why, in words
-/// ("did not answer within the request timeout"; "closed the connection", with "; its
-/// process was killed by signal 9" or "; its process exited with status 1" once a
-/// [`FuseServer::Spawn`] process has exited): then every call under the mount fails with
+/// ("did not answer within the request timeout"; "closed the connection", with "; the
+/// process uvfs started was killed by signal 9" or "... exited with status 1" once a
+/// [`FuseServer::Spawn`] process has exited, which for a server that forks into the
+/// background is the parent that exited at once): then every call under the mount fails with
 /// `ENOTCONN`. `None` while it serves, or for a mount of another file system. For a
 /// supervisor's log line (`uvfs mount` says it once); Linux has no counterpart (its
 /// `/sys/fs/fuse/connections/N` shows only `waiting` and `abort`).

@@ -226,7 +226,10 @@ impl Filesystem for UvfsFuse {
         );
     }
 
-    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+    fn forget(&self, req: &Request, ino: INodeNo, nlookup: u64) {
+        // Every callback records its caller, so that none runs with the previous one's
+        // (`Caller::of`).
+        crate::cred::set_request_caller(req.uid(), req.gid());
         self.op_forget(ino.0, nlookup);
     }
 
@@ -439,18 +442,19 @@ impl Filesystem for UvfsFuse {
 
     fn flush(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         _fh: fuser::FileHandle,
         _lock_owner: fuser::LockOwner,
         reply: ReplyEmpty,
     ) {
+        crate::cred::set_request_caller(req.uid(), req.gid());
         empty(reply, self.op_flush());
     }
 
     fn release(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: fuser::FileHandle,
         _flags: fuser::OpenFlags,
@@ -458,6 +462,7 @@ impl Filesystem for UvfsFuse {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        crate::cred::set_request_caller(req.uid(), req.gid());
         empty(reply, self.op_release(fh.0));
     }
 
