@@ -92,11 +92,17 @@ fn parse_import(s: &str) -> Result<(std::path::PathBuf, String), String> {
     Ok((h.into(), p.to_owned()))
 }
 
-/// `PATH:HOST_DIR`.
+/// `PATH:HOST_DIR`. A HOST_DIR that exists must be a directory (a symlink to one is
+/// followed): checked before the program runs, not after (a fresh-user trial lost a run's
+/// work and exit status to `--export /build:FILE`).
 fn parse_export(s: &str) -> Result<(String, std::path::PathBuf), String> {
     let (p, h) = s.split_once(':').ok_or("expected PATH:HOST_DIR")?;
     if !p.starts_with('/') {
         return Err(format!("PATH {p} is not absolute"));
+    }
+    match std::fs::metadata(h) {
+        Ok(m) if !m.is_dir() => return Err(format!("HOST_DIR {h} is not a directory")),
+        _ => {}
     }
     Ok((p.to_owned(), h.into()))
 }

@@ -394,6 +394,47 @@ fn check_export_outside_binds(args: &MountArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether the file at `p` starts as a tar archive does (GNU tar's "This does not look like
+/// a tar archive" test): a whole first block of 512 bytes that is either all zero (an empty
+/// archive's end) or a header whose checksum field (octal, at 148) is the sum of its bytes
+/// with that field counted as spaces. An empty or shorter file is not one.
+fn looks_like_tar(p: &Path) -> bool {
+    use std::io::Read;
+    let mut b = [0u8; 512];
+    let Ok(mut f) = std::fs::File::open(p) else {
+        // Let the open report its own error.
+        return true;
+    };
+    if f.read_exact(&mut b).is_err() {
+        return false;
+    }
+    if b.iter().all(|&x| x == 0) {
+        return true;
+    }
+    let field = &b[148..156];
+    let digits: String = field
+        .iter()
+        .map(|&c| c as char)
+        .take_while(|c| c.is_digit(8) || *c == ' ')
+        .filter(|c| *c != ' ')
+        .collect();
+    let Ok(want) = u32::from_str_radix(&digits, 8) else {
+        return false;
+    };
+    let sum: u32 = b
+        .iter()
+        .enumerate()
+        .map(|(i, &x)| {
+            if (148..156).contains(&i) {
+                32
+            } else {
+                u32::from(x)
+            }
+        })
+        .sum();
+    sum == want
+}
+
 /// `--import`: copies each host tree into the mount, saying what it copied.
 fn import_trees(mnt: &Arc<uvfs::Mount>, imports: &[Import]) -> Result<(), String> {
     if imports.is_empty() {
@@ -407,6 +448,14 @@ fn import_trees(mnt: &Arc<uvfs::Mount>, imports: &[Import]) -> Result<(), String
         let st = if i.host.is_dir() {
             root.import_host(&i.host, to)
                 .map_err(|e| e.beneath(Path::new("/")).into())
+        } else if !looks_like_tar(&i.host) {
+            // The tar crate's own message quotes the bytes it could not parse (a text
+            // file's lines, a binary's raw bytes): say what GNU tar says instead.
+            return Err(format!(
+                "--import {}:{}: not a directory, and does not look like a tar archive",
+                i.host.display(),
+                i.path
+            ));
         } else {
             std::fs::File::open(&i.host)
                 .and_then(|f| root.unpack_tar(std::io::BufReader::new(f), to))
@@ -1254,6 +1303,13 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
         PermissionsArg::Kernel => Permissions::Kernel,
         PermissionsArg::Uvfs => Permissions::Uvfs,
     };
+    if args.fuse_server_permissions && permissions == Permissions::Kernel {
+        say!(
+            "uvfs: warning: --fuse-server-permissions with --permissions kernel: the kernel \
+             checks each call against uvfs's attributes before the servers see it; \
+             --permissions uvfs leaves the checks to them"
+        );
+    }
     // Without --size/--nr-inodes, the library's defaults: tmpfs's (half of RAM, as many
     // inodes as half of RAM has pages). A mount with `--allow-other` and no limit would let
     // any user exhaust the server's memory.

@@ -212,6 +212,40 @@ fn bad_mount_point_exits_1_with_a_message() {
     }
 }
 
+/// `--import` of a file that is neither a directory nor a tar archive: one line saying so,
+/// exit 1, nothing mounted (fresh-user trial: the tar reader's message quoted the file's
+/// bytes, four lines of /etc/passwd; an empty file was taken for an empty archive, which
+/// GNU tar refuses too).
+#[test]
+fn import_of_a_file_that_is_no_archive_says_so() {
+    if !uvfs_only("import_of_a_file_that_is_no_archive_says_so") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let mnt = tmp.path().join("mnt");
+    fs::create_dir(&mnt).unwrap();
+    let text = tmp.path().join("text");
+    fs::write(&text, b"root:x:0:0:root:/root:/bin/sh\nsecond line\n").unwrap();
+    let empty = tmp.path().join("empty");
+    fs::write(&empty, b"").unwrap();
+    for f in [&text, &empty] {
+        let (code, stderr) = uvfs(&[
+            "mount",
+            mnt.to_str().unwrap(),
+            "--import",
+            f.to_str().unwrap(),
+        ]);
+        assert_eq!(code, Some(1), "{stderr}");
+        assert!(
+            stderr.contains("does not look like a tar archive"),
+            "{stderr}"
+        );
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert!(!stderr.contains("root:x"), "{stderr}");
+        assert!(common::mount_at(&mnt).is_none(), "mounted");
+    }
+}
+
 fn enospc(e: &std::io::Error) -> bool {
     e.raw_os_error() == Some(rustix::io::Errno::NOSPC.raw_os_error())
 }

@@ -288,6 +288,17 @@ fn export_after_exit() {
             "built\n"
         );
     }
+    // A HOST_DIR that is a file: refused before the program runs (exit 2), not after it
+    // (a fresh-user trial lost a run's work and exit status that way).
+    std::fs::write(host.path().join("file"), "").unwrap();
+    let o = export("file", "x; echo program-ran");
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(!text(&o.stdout).contains("program-ran"));
+    assert!(
+        text(&o.stderr).contains("is not a directory"),
+        "{}",
+        text(&o.stderr)
+    );
     // A name that exists on the host: refused (exit 125, the host file kept), and the
     // message names the entry on both sides, as `cp` does (issue 12: it did not).
     let o = export("out", "new");
