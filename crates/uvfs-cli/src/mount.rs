@@ -218,6 +218,13 @@ impl Bind {
                     uvfs::Errno::ETIMEDOUT => {
                         format!("the server did not answer INIT within 30 s ({e})")
                     }
+                    uvfs::Errno::ECANCELED => {
+                        let sig = uvfs_bench::interrupt::received().unwrap_or(0);
+                        format!(
+                            "{} received before the server answered INIT: nothing mounted",
+                            uvfs_bench::interrupt::signal_name(sig)
+                        )
+                    }
                     uvfs::Errno::EPROTO => format!("the server's INIT answer is refused ({e})"),
                     e => e.to_string(),
                 };
@@ -274,6 +281,8 @@ fn fuse_options(args: &MountArgs) -> uvfs::fuse::client::FuseClientOptions {
             .map(|b| usize::try_from(b / 4096).unwrap_or(usize::MAX)),
         request_timeout: args.fuse_timeout.map(std::time::Duration::from_secs_f64),
         server_permissions: args.fuse_server_permissions,
+        // SIGINT/SIGTERM/SIGHUP while a server has not answered INIT: give up at once.
+        init_cancel: Some(|| uvfs_bench::interrupt::received().is_some()),
         ..Default::default()
     }
 }

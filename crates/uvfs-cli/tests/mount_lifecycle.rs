@@ -246,6 +246,64 @@ fn import_of_a_file_that_is_no_archive_says_so() {
     }
 }
 
+/// SIGTERM while a `--fuse` server has not answered INIT: uvfs gives up at once (exit 1,
+/// one line, nothing mounted, the server killed), not after INIT's 30 s (fresh-user
+/// trial: 32 s).
+#[test]
+fn sigterm_before_a_fuse_server_answers_ends_at_once() {
+    let test = "sigterm_before_a_fuse_server_answers_ends_at_once";
+    if !uvfs_only(test) {
+        return;
+    }
+    let Some(py) = common::find_in_path("python3") else {
+        common::skip(
+            test,
+            "python3 not found (the mute server is a Python script)",
+        );
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let mnt = tmp.path().join("mnt");
+    fs::create_dir(&mnt).unwrap();
+    let script = tmp.path().join("mute_server.py");
+    fs::write(&script, "import time\ntime.sleep(60)\n").unwrap();
+    let spec = format!("/s={} {} {{}}", py.display(), script.display());
+    let child = Command::new(env!("CARGO_BIN_EXE_uvfs"))
+        .args(["mount", mnt.to_str().unwrap(), "--fuse", &spec])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Let it start the server and send INIT.
+    std::thread::sleep(Duration::from_millis(700));
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let start = Instant::now();
+    let mut child = child;
+    while child.try_wait().unwrap().is_none() {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "still waiting for INIT"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("SIGTERM received before the server answered INIT"),
+        "{stderr}"
+    );
+    assert!(common::mount_at(&mnt).is_none(), "mounted");
+    // The server was killed with the connection.
+    let alive = std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        String::from_utf8_lossy(&cmd).contains(script.to_str().unwrap())
+    });
+    assert!(!alive, "the mute server still runs");
+}
+
 fn enospc(e: &std::io::Error) -> bool {
     e.raw_os_error() == Some(rustix::io::Errno::NOSPC.raw_os_error())
 }

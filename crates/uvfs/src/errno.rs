@@ -102,6 +102,7 @@ errnos! {
     ETIMEDOUT = 110, "Connection timed out";
     ESTALE = 116, "Stale file handle";
     EDQUOT = 122, "Disk quota exceeded";
+    ECANCELED = 125, "Operation canceled";
 }
 
 impl Errno {

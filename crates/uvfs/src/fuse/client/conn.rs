@@ -278,7 +278,16 @@ impl Conn {
     /// answers INIT with another major, a minor below 7.23 or a malformed reply;
     /// `ECONNABORTED` when it exits first; `ETIMEDOUT` when it has not answered within
     /// 30 s.
+    #[cfg(test)]
     pub(crate) fn spawn(argv: &[String]) -> Result<Arc<Conn>> {
+        Conn::spawn_with(argv, None)
+    }
+
+    /// [`spawn`](Self::spawn), giving up on INIT when `cancel` says so ([`Cancel`]).
+    ///
+    /// # Errors
+    /// As [`spawn`](Self::spawn); `ECANCELED` when `cancel` gave up (the server killed).
+    pub(crate) fn spawn_with(argv: &[String], cancel: Cancel) -> Result<Arc<Conn>> {
         if argv.is_empty() || !argv.iter().any(|a| a == "{}") {
             return Err(Errno::EINVAL);
         }
@@ -320,7 +329,7 @@ impl Conn {
         let child = cmd.spawn().map_err(|e| Errno::from_io_error(&e))?;
         // Our copy of the server's end goes, so that its exit is our EOF.
         drop(theirs);
-        Conn::start(mine, Framing::Packet, Some(child))
+        Conn::start(mine, Framing::Packet, Some(child), cancel)
     }
 
     /// Connects to a FUSE server listening on the Unix stream socket `path` (transport 2:
@@ -329,12 +338,21 @@ impl Conn {
     ///
     /// # Errors
     /// `connect`'s errno (`ENOENT`, `ECONNREFUSED`, ...); INIT's as [`spawn`](Self::spawn).
+    #[cfg(test)]
     pub(crate) fn connect(path: &std::path::Path) -> Result<Arc<Conn>> {
+        Conn::connect_with(path, None)
+    }
+
+    /// [`connect`](Self::connect), giving up on INIT when `cancel` says so.
+    ///
+    /// # Errors
+    /// As [`connect`](Self::connect); `ECANCELED`.
+    pub(crate) fn connect_with(path: &std::path::Path, cancel: Cancel) -> Result<Arc<Conn>> {
         let s =
             std::os::unix::net::UnixStream::connect(path).map_err(|e| Errno::from_io_error(&e))?;
         let fd = OwnedFd::from(s);
         size_buffers(&fd);
-        Conn::start(fd, Framing::Stream, None)
+        Conn::start(fd, Framing::Stream, None, cancel)
     }
 
     /// Uses `sock`, a connected Unix socket whose peer serves FUSE (transport 3: a server
@@ -345,7 +363,16 @@ impl Conn {
     /// `ENOTSOCK` for a descriptor that is not a socket, `EINVAL` for a socket of another
     /// type (datagrams lose the order and may drop messages); INIT's as
     /// [`spawn`](Self::spawn).
+    #[cfg(test)]
     pub(crate) fn socket(sock: OwnedFd) -> Result<Arc<Conn>> {
+        Conn::socket_with(sock, None)
+    }
+
+    /// [`socket`](Self::socket), giving up on INIT when `cancel` says so.
+    ///
+    /// # Errors
+    /// As [`socket`](Self::socket); `ECANCELED`.
+    pub(crate) fn socket_with(sock: OwnedFd, cancel: Cancel) -> Result<Arc<Conn>> {
         let framing = match rustix::net::sockopt::socket_type(&sock).map_err(Errno::from)? {
             SocketType::SEQPACKET => Framing::Packet,
             SocketType::STREAM => Framing::Stream,
@@ -359,7 +386,7 @@ impl Conn {
                 .map_err(Errno::from)?;
         }
         size_buffers(&sock);
-        Conn::start(sock, framing, None)
+        Conn::start(sock, framing, None, cancel)
     }
 
     /// INIT on `sock`, then the connection and its reader thread. On an INIT error the
@@ -368,13 +395,14 @@ impl Conn {
         sock: OwnedFd,
         framing: Framing,
         child: Option<std::process::Child>,
+        cancel: Cancel,
     ) -> Result<Arc<Conn>> {
         let cap = match framing {
             Framing::Packet => io_cap(&sock),
             // A stream carries a message of any size in pieces.
             Framing::Stream => MAX_IO,
         };
-        let proto = match handshake(&sock, framing, cap) {
+        let proto = match handshake(&sock, framing, cap, cancel) {
             Ok(p) => p,
             Err(e) => {
                 if let Some(mut c) = child {
@@ -1495,9 +1523,16 @@ fn gone(e: rustix::io::Errno) -> Errno {
     }
 }
 
+/// Asked every [`CANCEL_LOOK`] while INIT's answer is awaited: `true` gives up
+/// (`ECANCELED`). `None`: wait the whole [`INIT_TIMEOUT`].
+pub(crate) type Cancel = Option<fn() -> bool>;
+
+/// How often [`Cancel`] is asked: 100 ms.
+const CANCEL_LOOK: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// INIT (`fuse_send_init`, `process_init_reply`) on `fd` before the reader runs, with
-/// reads and writes capped to `cap` bytes.
-fn handshake(fd: &OwnedFd, framing: Framing, cap: usize) -> Result<Negotiated> {
+/// reads and writes capped to `cap` bytes; `cancel` asked while the answer is awaited.
+fn handshake(fd: &OwnedFd, framing: Framing, cap: usize, cancel: Cancel) -> Result<Negotiated> {
     let arg = InitIn {
         major: abi::FUSE_KERNEL_VERSION,
         minor: OFFER_MINOR,
@@ -1509,7 +1544,22 @@ fn handshake(fd: &OwnedFd, framing: Framing, cap: usize) -> Result<Negotiated> {
     let msg = encode(opcode::FUSE_INIT, 2, 0, (0, 0, 0), &[arg.as_bytes()]);
     send_all(fd, &msg).map_err(gone)?;
     let mut buf = vec![0u8; 4096];
-    // A server that neither answers nor exits must not block the caller for good.
+    // The answer (or EOF) awaited in slices, `cancel` asked between them; a signal does
+    // not lengthen the wait (each `recv` with a timeout would start it again).
+    let deadline = std::time::Instant::now() + INIT_TIMEOUT;
+    loop {
+        if cancel.is_some_and(|c| c()) {
+            return Err(Errno::ECANCELED);
+        }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(Errno::ETIMEDOUT);
+        }
+        if poll_in(fd, Some(left.min(CANCEL_LOOK))) {
+            break;
+        }
+    }
+    // A server that sends part of a message and stops must not block the caller for good.
     let timeout = rustix::net::sockopt::Timeout::Recv;
     rustix::net::sockopt::set_socket_timeout(fd, timeout, Some(INIT_TIMEOUT))
         .map_err(Errno::from)?;

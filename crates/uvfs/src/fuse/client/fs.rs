@@ -233,6 +233,11 @@ pub struct FuseClientOptions {
     /// `default_permissions`, which a server that runs as one user and checks nothing
     /// (libfuse's passthrough_ll) needs for a namespace with several users.
     pub server_permissions: bool,
+    /// Asked every 100 ms while [`mount`] waits for the server's answer to INIT (at most
+    /// 30 s): `true` gives up, [`mount`] fails with `ECANCELED` and a started server is
+    /// killed. For a program that must stay responsive meanwhile (`uvfs mount` passes
+    /// whether SIGINT, SIGTERM or SIGHUP came). `None` (the default): wait.
+    pub init_cancel: Option<fn() -> bool>,
 }
 
 /// The receive spin's default: 30 us (`uvfs bench --target fuse-client`, Intel Xeon VM:
@@ -2014,9 +2019,9 @@ pub enum FuseServer {
 /// form).
 pub fn mount(server: FuseServer, opts: FuseClientOptions) -> Result<Arc<Mount>> {
     let conn = match server {
-        FuseServer::Spawn(argv) => Conn::spawn(&argv)?,
-        FuseServer::Connect(p) => Conn::connect(&p)?,
-        FuseServer::Socket(fd) => Conn::socket(fd)?,
+        FuseServer::Spawn(argv) => Conn::spawn_with(&argv, opts.init_cancel)?,
+        FuseServer::Connect(p) => Conn::connect_with(&p, opts.init_cancel)?,
+        FuseServer::Socket(fd) => Conn::socket_with(fd, opts.init_cancel)?,
     };
     if let Some(t) = opts.request_timeout {
         conn.set_timeout(t);

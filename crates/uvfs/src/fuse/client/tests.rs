@@ -437,6 +437,20 @@ c.recv(1)
         let t = std::time::Instant::now();
         assert_eq!(Conn::spawn(&mute).err(), Some(Errno::ETIMEDOUT));
         assert!(t.elapsed() < std::time::Duration::from_secs(10));
+        // Or sooner, when the caller gives up (`FuseClientOptions::init_cancel`: uvfs mount
+        // on SIGTERM; a fresh-user trial waited 32 s for the INIT timeout).
+        static ASKED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        fn third_look() -> bool {
+            // Relaxed: a counter only this test's thread touches.
+            ASKED.fetch_add(1, std::sync::atomic::Ordering::Relaxed) >= 2
+        }
+        let t = std::time::Instant::now();
+        let r = Conn::spawn_with(&mute, Some(third_look));
+        assert_eq!(r.err(), Some(Errno::ECANCELED));
+        // Two looks of 100 ms each, then the third gives up.
+        let took = t.elapsed();
+        assert!(took >= std::time::Duration::from_millis(200), "{took:?}");
+        assert!(took < std::time::Duration::from_secs(1), "{took:?}");
     }
 
     /// A hostile server: answers INIT (or, with `major`, a wrong version), then for each
