@@ -296,7 +296,10 @@ fn parse_fuse(s: &str) -> Result<Bind, String> {
         return Err(format!("{s:?}: PATH must be absolute"));
     }
     let argv: Vec<String> = cmd.split_whitespace().map(String::from).collect();
-    if argv.is_empty() || !argv[1..].iter().any(|a| a == "{}") {
+    if argv.first().is_none_or(|a| a == "{}") {
+        return Err(format!("{s:?}: no server program before its arguments"));
+    }
+    if !argv[1..].iter().any(|a| a == "{}") {
         return Err(format!(
             "{s:?}: the server's arguments need {{}} (its /dev/fd/N mountpoint)"
         ));
@@ -1695,9 +1698,10 @@ mod mountpoint_tests {
             ("/inc", "expected PATH="),
             ("inc=/bin/pll {}", "PATH must be absolute"),
             ("/inc=/bin/pll -f", "need {}"),
-            ("/inc={} -f", "need {}"),
-            ("/inc=", "need {}"),
-            ("/inc=   ", "need {}"),
+            ("/inc={} -f", "no server program"),
+            ("/inc= {}", "no server program"),
+            ("/inc=", "no server program"),
+            ("/inc=   ", "no server program"),
         ] {
             let e = parse_fuse(bad).unwrap_err();
             assert!(
