@@ -231,12 +231,7 @@ pub trait InodeOps: Send + Sync {
     /// # Errors
     /// `EACCES`; the file system's.
     fn permission(&self, inode: &Inode, cred: &Cred, mask: u32) -> Result<()> {
-        cred.permission(
-            inode.mode(),
-            inode.uid(),
-            inode.gid(),
-            mask & crate::cred::MAY_RWX,
-        )
+        inode.generic_permission(cred, mask)
     }
 
     /// `->lookup`: the inode named `name` in directory `dir`, `None` if there is none.

@@ -250,11 +250,12 @@ impl<'t, V: Variant> Dir<'t, V> {
         let mut dirs: Vec<(Vec<u8>, Attrs)> = vec![(Vec::new(), host_attrs(&meta))];
         let mut buf = vec![0u8; CHUNK];
         while let Some(rel) = todo.pop() {
-            let here = || (host_path(host, &rel), host_path(to, &rel));
-            let listing = std::fs::read_dir(host_path(host, &rel))
-                .map_err(|error| CopyError::imported(here().0, here().1, error))?;
+            // An error listing this directory names it.
+            let here =
+                |error| CopyError::imported(host_path(host, &rel), host_path(to, &rel), error);
+            let listing = std::fs::read_dir(host_path(host, &rel)).map_err(here)?;
             for e in listing {
-                let e = e.map_err(|error| CopyError::imported(here().0, here().1, error))?;
+                let e = e.map_err(here)?;
                 let rp = join(&rel, e.file_name().as_bytes());
                 let hp = e.path();
                 let names = (hp.clone(), host_path(to, &rp));
@@ -396,16 +397,17 @@ impl<'t, V: Variant> Dir<'t, V> {
         let mut buf = vec![0u8; CHUNK];
         let root = rustix::process::geteuid().is_root();
         while let Some(rel) = todo.pop() {
-            let here = || (host_path(from, &rel), host_path(host, &rel));
+            // An error listing this directory names it.
+            let here =
+                |error| CopyError::exported(host_path(from, &rel), host_path(host, &rel), error);
             let listing = if rel.is_empty() {
                 src.entries()
             } else {
                 src.read_dir(OsStr::from_bytes(&rel))
             };
-            let listing =
-                listing.map_err(|error| CopyError::exported(here().0, here().1, error))?;
+            let listing = listing.map_err(here)?;
             for e in listing {
-                let e = e.map_err(|error| CopyError::exported(here().0, here().1, error))?;
+                let e = e.map_err(here)?;
                 let rp = join(&rel, e.file_name().as_bytes());
                 let hp = host_path(host, &rp);
                 let names = (host_path(from, &rp), hp.clone());

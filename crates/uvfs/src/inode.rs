@@ -506,6 +506,16 @@ impl Inode {
         if self.fs_permission() {
             return self.i_op.permission(self, cred, mask);
         }
+        self.generic_permission(cred, mask)
+    }
+
+    /// `generic_permission`: the mode-bit check of [`permission`](Self::permission), for
+    /// `mask`'s `MAY_READ | MAY_WRITE | MAY_EXEC` bits (`MAY_ACCESS`, `MAY_CHDIR` ignored).
+    ///
+    /// # Errors
+    /// `EACCES` as [`Cred::permission`].
+    #[inline]
+    pub fn generic_permission(&self, cred: &Cred, mask: u32) -> Result<()> {
         cred.permission(
             self.mode(),
             self.uid(),

@@ -491,6 +491,12 @@ impl Shared {
         }
     }
 
+    /// A request header's `(uid, gid, pid)` for a call whose credentials the VFS passed
+    /// (a write's, access(2)'s): `cred`'s ids, the uvfs process's `pid`.
+    fn creds_of(&self, cred: &Cred) -> (u32, u32, u32) {
+        (cred.uid, cred.gid, self.creds.2)
+    }
+
     /// The mount's `attr_version` now, for a request whose reply carries attributes
     /// (`fuse_get_attr_version`).
     fn attr_version_now(&self) -> u64 {
@@ -924,7 +930,7 @@ impl FuseInode {
             mask: mask & MAY_RWX,
             padding: 0,
         };
-        let creds = (cred.uid, cred.gid, self.fs.creds.2);
+        let creds = self.fs.creds_of(cred);
         let r = self
             .fs
             .conn
@@ -1005,18 +1011,13 @@ impl InodeOps for FuseInode {
             return self.access(cred, mask);
         }
         if mask & MAY_EXEC != 0 && inode.is_reg() {
-            let refreshed = !self.attrs_fresh();
-            if refreshed {
+            // Stale attributes are refreshed; fresh ones without an execute bit are asked
+            // once more before EACCES (`fuse_perm_getattr`): one GETATTR at most.
+            if !self.attrs_fresh() || inode.mode() & 0o111 == 0 {
                 self.refresh(inode)?;
             }
             if inode.mode() & 0o111 == 0 {
-                if refreshed {
-                    return Err(Errno::EACCES);
-                }
-                self.refresh(inode)?;
-                if inode.mode() & 0o111 == 0 {
-                    return Err(Errno::EACCES);
-                }
+                return Err(Errno::EACCES);
             }
         }
         Ok(())
@@ -1720,7 +1721,7 @@ impl FileOps for FuseInode {
         inode.kill_suid(cred, now)?;
         let total = (buf.len() as u64).min(max - off) as usize;
         let piece = self.fs.conn.negotiated().max_write;
-        let creds = (cred.uid, cred.gid, self.fs.creds.2);
+        let creds = self.fs.creds_of(cred);
         let mut done = 0;
         while done < total {
             let want = (total - done).min(piece);
