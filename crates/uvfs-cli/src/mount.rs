@@ -1213,7 +1213,13 @@ fn preflight(args: &MountArgs) -> Result<(), String> {
     match std::fs::metadata(mp) {
         Ok(m) if m.is_dir() => {}
         Ok(_) => return Err(format!("{}: not a directory", mp.display())),
-        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::NOTCONN.raw_os_error()) => {
+        // ENOTCONN: the dead server's device was closed; ECONNABORTED: its connection was
+        // aborted first (the io_uring transport's teardown, fusectl's `abort`).
+        Err(e)
+            if [rustix::io::Errno::NOTCONN, rustix::io::Errno::CONNABORTED]
+                .iter()
+                .any(|n| e.raw_os_error() == Some(n.raw_os_error())) =>
+        {
             return Err(format!(
                 "{}: {e}: a FUSE mount whose server died is still there; \
                  `fusermount3 -u -z {}` (or `umount -l`) removes it, also while a process \
