@@ -827,6 +827,11 @@ fn utc(secs: i64) -> String {
 }
 
 /// `tmpfs`'s `size=` syntax: bytes, or a number with k, m or g.
+///
+/// # Errors
+/// A message for text that is not such a number, and another, naming the limit, for a
+/// size past 2^64 - 1 bytes (a fresh-user trial's `--size 99999999999g` was told it is
+/// "not a size").
 fn parse_size(s: &str) -> Result<u64, String> {
     let (num, mult) = match s.char_indices().last() {
         Some((i, 'k' | 'K')) => (&s[..i], 1u64 << 10),
@@ -834,10 +839,16 @@ fn parse_size(s: &str) -> Result<u64, String> {
         Some((i, 'g' | 'G')) => (&s[..i], 1 << 30),
         _ => (s, 1),
     };
+    let not_a_size = || format!("'{s}' is not a size (bytes, or a number with k, m or g)");
+    // Digits only: `u64::from_str` also takes a leading `+`, which tmpfs's `memparse`
+    // does not.
+    if num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(not_a_size());
+    }
     num.parse::<u64>()
         .ok()
         .and_then(|n| n.checked_mul(mult))
-        .ok_or_else(|| format!("'{s}' is not a size (bytes, or a number with k, m or g)"))
+        .ok_or_else(|| format!("'{s}' is too large: at most {} bytes", u64::MAX))
 }
 
 /// A cache timeout in seconds, 0 to a day.
@@ -1783,5 +1794,29 @@ mod mountpoint_tests {
             w.iter().any(|w| w.contains("a mount point already")),
             "{w:?}"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    /// Sizes as tmpfs's `size=` reads them; text that is not one and a size past u64 are
+    /// told apart.
+    #[test]
+    fn sizes_parse_and_overflow_is_named() {
+        assert_eq!(parse_size("1048576"), Ok(1 << 20));
+        assert_eq!(parse_size("16m"), Ok(16 << 20));
+        assert_eq!(parse_size("2G"), Ok(2 << 30));
+        assert_eq!(parse_size("0k"), Ok(0));
+        assert_eq!(parse_size("17179869183g"), Ok(17_179_869_183 << 30));
+        for bad in ["", "k", "x", "1x", "-1", "+1", "1.5g", " 1"] {
+            let e = parse_size(bad).unwrap_err();
+            assert!(e.contains("is not a size"), "{bad:?}: {e}");
+        }
+        for big in ["99999999999g", "17179869184g", "18446744073709551616"] {
+            let e = parse_size(big).unwrap_err();
+            assert!(e.contains("is too large"), "{big:?}: {e}");
+        }
     }
 }

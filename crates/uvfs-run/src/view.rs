@@ -25,21 +25,24 @@ impl Bind {
     /// stays the tmpfs's root directory, as a Linux process's under a mount on `/`), or an
     /// unknown mode.
     pub fn parse(s: &str) -> Result<Bind, String> {
-        let mut parts: Vec<&str> = s.split(':').collect();
-        let read_only = match parts.last() {
-            Some(&"ro") if parts.len() == 3 => {
-                parts.pop();
-                true
-            }
-            Some(&"rw") if parts.len() == 3 => {
-                parts.pop();
-                false
-            }
-            _ => false,
+        // PATH is the last field before the mode: HOST may hold colons (`/data/a:b:/d`),
+        // PATH may not. (It was split at every colon: a HOST with one could not be bound.)
+        let (rest, read_only) = match s.rsplit_once(':') {
+            Some((r, "ro")) => (r, true),
+            Some((r, "rw")) => (r, false),
+            _ => (s, false),
         };
-        let [host, path] = parts[..] else {
+        let Some((host, path)) = rest.rsplit_once(':') else {
             return Err(format!("--bind {s}: expected HOST:PATH[:ro|rw]"));
         };
+        // `HOST:/p:xx`: a mode, not a PATH.
+        if !path.starts_with('/')
+            && host
+                .rsplit_once(':')
+                .is_some_and(|(_, p)| p.starts_with('/'))
+        {
+            return Err(format!("--bind {s}: unknown mode {path} (ro or rw)"));
+        }
         check_mount_point(path).map_err(|e| format!("--bind {s}: {e}"))?;
         // `/data/` and `/data` are one PATH.
         let path = path.trim_end_matches('/');
@@ -285,4 +288,41 @@ pub(crate) fn export(view: &View, exports: &[(String, PathBuf)]) -> Result<(), S
             .map_err(|err| format!("--export {path}:{}: {err}", host.display()))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Bind;
+
+    fn bind(s: &str) -> Result<(String, String, bool), String> {
+        Bind::parse(s).map(|b| (b.host.display().to_string(), b.path, b.read_only))
+    }
+
+    /// `HOST:PATH[:ro|rw]`, with colons allowed in HOST (not in PATH, which ends the
+    /// spec before the mode).
+    #[test]
+    fn binds_parse_with_colons_in_host() {
+        let b = |h: &str, p: &str, ro| Ok((h.to_owned(), p.to_owned(), ro));
+        assert_eq!(bind("/data:/d"), b("/data", "/d", false));
+        assert_eq!(bind("/data:/d:ro"), b("/data", "/d", true));
+        assert_eq!(bind("/data:/d/:rw"), b("/data", "/d", false));
+        assert_eq!(bind("/a:b:/d"), b("/a:b", "/d", false));
+        assert_eq!(bind("/a:b:/d:ro"), b("/a:b", "/d", true));
+        assert_eq!(bind("/x:ro:/d"), b("/x:ro", "/d", false));
+        for (bad, why) in [
+            ("/data", "expected HOST:PATH"),
+            ("/data:ro", "expected HOST:PATH"),
+            (":/d", "HOST is empty"),
+            ("/data:rel", "not absolute"),
+            ("/data:/d:xx", "unknown mode xx"),
+            ("/data:/", "PATH"),
+            ("/data:/a/../b", "PATH"),
+        ] {
+            let e = bind(bad).unwrap_err();
+            assert!(
+                e.contains(why) && e.starts_with(&format!("--bind {bad}: ")),
+                "{bad}: {e}"
+            );
+        }
+    }
 }
