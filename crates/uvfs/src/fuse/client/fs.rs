@@ -1554,7 +1554,9 @@ impl FileOps for FuseInode {
 
     /// RELEASE or RELEASEDIR (`fuse_release`), sent in the background (not waited for:
     /// the last close may run where a lock-free walk is pinned, and a server that never
-    /// answers must not hold that up); its answer has no caller.
+    /// answers must not hold that up); its answer has no caller. Its header carries no
+    /// credentials (uid, gid, pid 0), as Linux's (`fuse_prepare_release`: `nocreds`): the
+    /// last close may be any task's, whose ids say nothing about the open file.
     fn release(&self, inode: &Inode, fh: u64) {
         let op = if inode.is_dir() {
             opcode::FUSE_RELEASEDIR
@@ -1575,10 +1577,10 @@ impl FileOps for FuseInode {
             fh,
             ..Default::default()
         };
-        let _ =
-            self.fs
-                .conn
-                .request_background(op, self.nodeid, self.fs.creds(), &[arg.as_bytes()]);
+        let _ = self
+            .fs
+            .conn
+            .request_background(op, self.nodeid, (0, 0, 0), &[arg.as_bytes()]);
     }
 
     /// READDIR on the open directory's handle from the server's cookie `pos`; `.` and

@@ -158,7 +158,6 @@ fn server(opts: FuseClientOptions) -> Server {
             opcode::FUSE_FORGET,
             opcode::FUSE_BATCH_FORGET,
             opcode::FUSE_FLUSH,
-            opcode::FUSE_RELEASE,
             opcode::FUSE_DESTROY,
         ]
         .contains(&h.opcode)
@@ -405,4 +404,26 @@ fn a_served_request_is_its_callers() {
         .map(|x| x.uid)
         .collect();
     assert_eq!(sets, [55, 0]);
+}
+
+/// RELEASE carries no credentials (uid and gid 0), as Linux's (`nocreds`): bug: it carried
+/// the closing task's ids.
+#[test]
+fn release_carries_no_credentials() {
+    let s = server_checks();
+    s.open("/open0").unwrap();
+    // Sent in the background: wait for it (bounded).
+    let mut releases = Vec::new();
+    for _ in 0..2000 {
+        releases.extend(s.take_op(opcode::FUSE_RELEASE));
+        if !releases.is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert_eq!(releases.len(), 1, "{releases:?}");
+    assert_eq!(
+        (releases[0].nodeid, releases[0].uid, releases[0].gid),
+        (3, 0, 0)
+    );
 }
