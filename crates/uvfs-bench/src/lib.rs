@@ -48,6 +48,7 @@ pub mod passthrough_ll;
 pub mod peers;
 pub mod plot;
 pub mod report;
+pub mod seccomp_floor;
 pub mod snapshot;
 pub mod target;
 pub mod uvfs_mount;
@@ -194,6 +195,12 @@ pub enum TargetKind {
     /// The same program under `proot` (found in `PATH`; skipped with a message if not),
     /// working on a private tmpfs like the kernel target's.
     Proot,
+    /// A bare seccomp supervisor (`fstat-shared` only): processes calling `fstat(0)` under
+    /// a filter that notifies only `fstat`, answered by one thread that does nothing else
+    /// (module `seccomp_floor`): the floor under `run`'s time per notified call on this
+    /// machine. Part of what `--target run` alone stands for.
+    #[value(name = "seccomp-floor")]
+    SeccompFloor,
     /// The `vfs` crate's `MemoryFS` (feature `peers`; see
     /// `peers::vfs_memory::VfsMemoryTarget`).
     #[cfg(feature = "peers")]
@@ -233,12 +240,13 @@ impl TargetKind {
     ];
 
     /// What `--target run` alone stands for: `uvfs run` (the subject), the kernel's tmpfs,
-    /// `uvfs mount`, `proot`.
-    pub const RUN: [TargetKind; 4] = [
+    /// `uvfs mount`, `proot`, and the bare supervisor's floor (`fstat-shared` only).
+    pub const RUN: [TargetKind; 5] = [
         TargetKind::Run,
         TargetKind::Kernel,
         TargetKind::Mount,
         TargetKind::Proot,
+        TargetKind::SeccompFloor,
     ];
 }
 
@@ -509,6 +517,7 @@ fn bench_with(args: &BenchArgs) -> Result<Report> {
                     args.host_dir.as_deref(),
                 )?)
             }
+            TargetKind::SeccompFloor => Box::new(seccomp_floor::SeccompFloor),
             #[cfg(feature = "peers")]
             TargetKind::VfsMemoryfs => Box::new(peers::vfs_memory::VfsMemoryTarget::new()?),
             #[cfg(feature = "peers")]

@@ -602,12 +602,21 @@ pub fn goal_lines(report: &Report) -> Vec<String> {
             per_call.join(", ")
         ));
     }
+    // The bare supervisor's time per call, where `seccomp-floor` ran: what the kernel's
+    // round trip alone costs on this machine.
+    let floor =
+        median("seccomp-floor", WorkloadKind::FstatShared, 1).map_or_else(String::new, |rate| {
+            format!(
+                " (seccomp-floor, a supervisor that only answers, on this machine: {:.2} us)",
+                1e6 / rate
+            )
+        });
     match median("run", WorkloadKind::FstatShared, 1) {
         Some(rate) => {
             let us = 1e6 / rate;
             lines.push(format!(
                 "goal: <= {GOAL_US_PER_CALL} us per notified call (fstat-shared, 1 thread, \
-                 pinned): {}: {us:.2} us",
+                 pinned): {}: {us:.2} us{floor}",
                 if us <= GOAL_US_PER_CALL {
                     "met"
                 } else {
@@ -795,6 +804,16 @@ mod tests {
             lines[3],
             "goal: run >= 5x proot on every workload: not met on 2 of 6 rows: futimes 1t \
              2.00x, futimes 2t 2.00x"
+        );
+        // With the bare supervisor beside it, its time per call is named in the goal.
+        let with_floor = report(&["run", "seccomp-floor"], &workloads, |t, _| match t {
+            "run" => 125_000.0, // 8 us per call
+            _ => 200_000.0,     // 5 us per call
+        });
+        assert_eq!(
+            goal_lines(&with_floor)[1],
+            "goal: <= 5 us per notified call (fstat-shared, 1 thread, pinned): not met: \
+             8.00 us (seccomp-floor, a supervisor that only answers, on this machine: 5.00 us)"
         );
         // Another subject: no lines; a missing peer: not measured.
         assert!(goal_lines(&report(&["kernel", "run"], &workloads, |_, _| 1.0)).is_empty());

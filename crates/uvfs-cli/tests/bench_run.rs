@@ -76,8 +76,9 @@ fn processes_naming(tmp: &Path) -> Vec<String> {
     found
 }
 
-/// `run` and `proot` beside `kernel`: every row measured, the ratios to the kernel, the
-/// time per notified call and the goal lines printed, nothing left.
+/// `run` and `proot` beside `kernel` and `seccomp-floor`: every row measured (the floor's
+/// on `fstat-shared` only), the ratios to the kernel, the time per notified call and the
+/// goal lines printed (the floor's time named in the first), nothing left.
 #[test]
 fn run_and_proot_report_ratios_and_goals() {
     if let Some(why) = cannot_run() {
@@ -90,7 +91,7 @@ fn run_and_proot_report_ratios_and_goals() {
         tmp.path(),
         &[
             "--target",
-            "run,kernel,proot",
+            "run,kernel,proot,seccomp-floor",
             "--workload",
             "syscall,tree,fstat-shared",
             "--tree",
@@ -123,6 +124,11 @@ fn run_and_proot_report_ratios_and_goals() {
         stdout.contains("\ngoal: <= 5 us per notified call (fstat-shared, 1 thread, pinned): "),
         "{stdout}"
     );
+    assert!(
+        stdout.contains(" us (seccomp-floor, a supervisor that only answers, on this machine: "),
+        "{stdout}"
+    );
+    assert!(stdout.contains("run/seccomp-floor"), "{stdout}");
     assert!(
         stdout.contains("\ngoal: run >= 3x mount on creat-clo and futimes: not measured"),
         "{stdout}"

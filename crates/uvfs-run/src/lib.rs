@@ -25,6 +25,8 @@
 #[cfg(target_arch = "x86_64")]
 mod creds;
 #[cfg(target_arch = "x86_64")]
+mod floor;
+#[cfg(target_arch = "x86_64")]
 mod supervisor;
 #[cfg(target_arch = "x86_64")]
 mod sys;
@@ -34,6 +36,8 @@ mod view;
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+#[cfg(target_arch = "x86_64")]
+pub use floor::notify_floor;
 #[cfg(target_arch = "x86_64")]
 pub use view::{duplicate_mount_point, parse_tmpfs, Bind};
 

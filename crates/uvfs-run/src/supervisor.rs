@@ -19,7 +19,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::ffi::{CString, OsString};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -756,24 +756,7 @@ pub(crate) fn run(view: &View, argv: &[OsString]) -> Result<i32, String> {
     let kernel_cwd = (0..EXEC_DEPTH).fold(execdir.path.clone(), |d, _| d.join("d"));
     let cexecdir = CString::new(kernel_cwd.as_os_str().as_bytes())
         .map_err(|_| "uvfs run: NUL in the temporary directory's path")?;
-    let mut sv = [0 as libc::c_int; 2];
-    // SAFETY: `sv` has room for the two descriptors.
-    if unsafe {
-        libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
-            0,
-            sv.as_mut_ptr(),
-        )
-    } != 0
-    {
-        return Err(format!(
-            "uvfs run: socketpair: {}",
-            io::Error::last_os_error()
-        ));
-    }
-    // SAFETY: both are new descriptors we own.
-    let (ours, theirs) = unsafe { (OwnedFd::from_raw_fd(sv[0]), OwnedFd::from_raw_fd(sv[1])) };
+    let (ours, theirs) = sys::seqpacket_pair().map_err(|e| format!("uvfs run: socketpair: {e}"))?;
     // SAFETY: fork; the child runs only async-signal-safe calls (`child`) and execve or
     // _exit.
     let pid = unsafe { libc::fork() };

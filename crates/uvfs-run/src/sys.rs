@@ -529,6 +529,30 @@ unsafe fn fd_msg(
     msg.msg_controllen = unsafe { libc::CMSG_SPACE(4) } as usize;
 }
 
+/// A connected pair of close-on-exec Unix `SOCK_SEQPACKET` sockets (the parent's end first):
+/// the supervisor's channel to a child it forks (the listener, then messages that stay
+/// whole).
+///
+/// # Errors
+/// `socketpair`'s errno.
+pub(crate) fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut sv = [0 as libc::c_int; 2];
+    // SAFETY: `sv` has room for the two descriptors.
+    if unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            sv.as_mut_ptr(),
+        )
+    } != 0
+    {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both are new descriptors owned here alone.
+    Ok(unsafe { (OwnedFd::from_raw_fd(sv[0]), OwnedFd::from_raw_fd(sv[1])) })
+}
+
 /// Sends `fd` over the socket `sock`. Async-signal-safe (no allocation): the child calls it
 /// between fork and execve.
 ///
