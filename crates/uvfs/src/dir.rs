@@ -143,6 +143,12 @@ impl<'t, V: Variant> Dir<'t, V> {
         self.fd.fd()
     }
 
+    /// The directory's descriptor, the caller's to own from now on (hosttree.rs holds it
+    /// as the root of a copy).
+    pub(crate) fn into_owned_fd(self) -> OwnedFd<'t, V> {
+        self.fd
+    }
+
     /// `openat2(self, path, how)` with `RESOLVE_BENEATH` added: the one open every call
     /// makes, so that none escapes the directory.
     fn open_beneath(&self, path: &[u8], flags: OpenFlags, mode: u32) -> io::Result<Fd> {
@@ -189,7 +195,9 @@ impl<'t, V: Variant> Dir<'t, V> {
     /// without following any symlink (`RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`), and the
     /// final component: for copies that create or read a tree beneath the `Dir` by name
     /// (hosttree.rs), so that a symlink in the tree (an archive's, or one made meanwhile)
-    /// can never redirect them. `ELOOP` if a component is a symlink.
+    /// can never redirect them. `ELOOP` if a component is a symlink. (Tar only: the host
+    /// import and export hold a descriptor per level instead.)
+    #[cfg(feature = "tar")]
     pub(crate) fn parent_nofollow<'p>(
         &self,
         rel: &'p [u8],

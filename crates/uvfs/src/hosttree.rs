@@ -28,12 +28,31 @@
 //! # What is refused
 //! Nothing existing is overwritten: a name that exists in the destination is `EEXIST` and
 //! the copy stops there (what was copied stays). The destination directory itself may
-//! exist (it must be a directory then) or is created with its parents. The host side is
-//! walked by path, as `cp` walks it: a host file is opened without following a symlink
-//! and must be the inode listed, but a host tree changed while it is copied can still
-//! give a mix of old and new, as `cp` would. An export must not go into a directory the
-//! source tree can see (a hostfs bind of its parent): it would copy itself until the path
-//! grows too long (`cp` refuses that case; `uvfs mount` refuses it up front).
+//! exist (it must be a directory then) or is created with its parents. Both sides are
+//! walked by descriptor, as `cp -a` and `tar` walk them (see "Depth"): a host file is
+//! opened without following a symlink and must be the inode listed, a directory too, but
+//! a host tree changed while it is copied can still give a mix of old and new, as `cp`
+//! would. An export must not go into a directory the source tree can see (a hostfs bind
+//! of its parent): it would copy itself into itself without end (`cp` refuses that case;
+//! `uvfs mount` refuses it up front).
+//!
+//! # Depth
+//! Any depth, `PATH_MAX` (4096 bytes) no bound: each directory is opened from its parent's
+//! descriptor (`openat(parent, name, O_DIRECTORY | O_NOFOLLOW)`) on each side, and every
+//! entry is named relative to its directory's (`fstatat`, `openat`, `mkdirat`,
+//! `symlinkat`, `readlinkat`, `mknodat`, `linkat`, `fchownat`, `utimensat`, all
+//! `AT_SYMLINK_NOFOLLOW` or `O_NOFOLLOW`): no call takes more than one name. A full path
+//! is built only for an error's message. Descriptors stay bounded too: each side holds
+//! its root's and those of the deepest [`HELD_LEVELS`] (64) directories of the walk; one
+//! above them is reopened by name from the nearest held ancestor when the walk climbs
+//! back to it, and must be the directory first opened (else "replaced while being
+//! copied"), as GNU tar's cache of working directories does. So a side uses at most 65
+//! directory descriptors and 3 more for the entry being copied (its file, a listing, a
+//! hard link's directory), whatever the depth: uvfs's `RLIMIT_NOFILE` (default 1024) and
+//! the host's bound no depth, and `EMFILE` means the table was nearly full already. The
+//! price: climbing back out of a chain of depth `d` reopens about `d² / 128` directories
+//! (tested: 2100 levels, 4200 bytes of path, in and out of tmpfs and hostfs with the task
+//! limited to 100 descriptors; 3000 levels once).
 //!
 //! # Tar
 //! With the `tar` feature, `Dir::unpack_tar` and `Dir::pack_tar` do the same with a
@@ -42,21 +61,25 @@
 //! that would land outside the destination (absolute, `..`) is refused.
 //!
 //! # Memory
-//! The names of the directories still to visit, the attributes of every directory copied
-//! (applied at the end) and one entry per hard-linked inode; data moves through one
-//! 64 KiB buffer.
+//! Per directory on the walk's current path: its name, attributes (applied when it is
+//! complete) and the names in it still to copy; one relative path per hard-linked inode
+//! (its first copy, for the next names to link to); data moves through one 64 KiB buffer.
 
 use crate::dir::Dir;
+use crate::fs::hostfs::{fs_attrs, key_of};
 use crate::io::OwnedFd;
+use crate::readdir::parse_dirents;
 use crate::task::Task;
 use crate::types::*;
 use crate::variant::Variant;
 use crate::Errno;
+use rustix::fd::AsFd;
+use rustix::fs::{AtFlags as HostAt, Mode, OFlags, CWD};
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 /// The chunk data moves in (bytes).
@@ -208,7 +231,8 @@ fn join(base: &[u8], name: &[u8]) -> Vec<u8> {
     p
 }
 
-/// A host path below `root` for the relative bytes `rel` (empty: `root`).
+/// A host path below `root` for the relative bytes `rel` (empty: `root`); for messages only
+/// (no call takes a path below a root: it may be longer than `PATH_MAX`).
 fn host_path(root: &Path, rel: &[u8]) -> PathBuf {
     if rel.is_empty() {
         root.to_path_buf()
@@ -217,15 +241,238 @@ fn host_path(root: &Path, rel: &[u8]) -> PathBuf {
     }
 }
 
+/// Directory levels whose descriptors one side of a copy holds open at once besides its
+/// root: the deepest ones, where the walk is. A level above them is reopened by name from
+/// the nearest held ancestor when the walk climbs back to it (GNU tar keeps a cache of 16
+/// such descriptors, `wdcache`). Each side thus holds at most `HELD_LEVELS + 1` directory
+/// descriptors, plus a few for the entry being copied, at any depth (module doc, "Depth").
+pub const HELD_LEVELS: usize = 64;
+
+/// A directory's identity on its side, `(st_dev, st_ino)`: checked when it is reopened.
+type Id = (u64, u64);
+
+/// A host descriptor.
+type HostFd = rustix::fd::OwnedFd;
+
+/// One side's descriptors of the directories from the copy's root (level 0) down to the one
+/// being filled (the top), so that every entry is named relative to its own directory, as
+/// `cp -a` and `tar` name them, never by a path that could pass `PATH_MAX`.
+///
+/// # Invariants
+/// - `fds` and `ids` hold one entry per level; `fds[0]` is `Some`.
+/// - At most `HELD_LEVELS + 1` entries of `fds` are `Some`: level 0 and levels at least
+///   `len - HELD_LEVELS`. A closed level is reopened from its nearest held ancestor, one
+///   name at a time, and must have its `ids` entry again.
+struct Levels<F, O> {
+    fds: Vec<Option<F>>,
+    ids: Vec<Id>,
+    /// Opens the directory `name` in a directory of this side, not following a symlink,
+    /// and gives its identity.
+    open: O,
+}
+
+/// A directory as [`Levels::open_path`] gives it: a held level's, or opened for the call.
+enum Held<'a, F> {
+    Level(&'a F),
+    Opened(F),
+}
+
+impl<F> Held<'_, F> {
+    fn get(&self) -> &F {
+        match self {
+            Held::Level(f) => f,
+            Held::Opened(f) => f,
+        }
+    }
+}
+
+/// The error of a directory not found at its level again (renamed, replaced meanwhile).
+fn replaced() -> io::Error {
+    io::Error::other("replaced while being copied")
+}
+
+impl<F, O: Fn(&F, &[u8]) -> io::Result<(F, Id)>> Levels<F, O> {
+    fn new(root: F, id: Id, open: O) -> Self {
+        Levels {
+            fds: vec![Some(root)],
+            ids: vec![id],
+            open,
+        }
+    }
+
+    /// Enters the directory `fd` (identity `id`) below the top; closes the level that
+    /// leaves the window.
+    fn push(&mut self, fd: F, id: Id) {
+        self.fds.push(Some(fd));
+        self.ids.push(id);
+        if self.fds.len() > HELD_LEVELS + 1 {
+            let old = self.fds.len() - 1 - HELD_LEVELS;
+            self.fds[old] = None;
+        }
+    }
+
+    /// Leaves the top level (never the root).
+    fn pop(&mut self) {
+        if self.fds.len() > 1 {
+            self.fds.pop();
+            self.ids.pop();
+        }
+    }
+
+    /// Reopens the top level if it was closed, with the levels of the window above it,
+    /// from the nearest held ancestor; `names[i]` is level `i`'s name in level `i - 1`.
+    fn ensure_top(&mut self, names: &[Vec<u8>]) -> io::Result<()> {
+        let top = self.fds.len() - 1;
+        if self.fds[top].is_some() {
+            return Ok(());
+        }
+        let from = self.fds[..top]
+            .iter()
+            .rposition(Option::is_some)
+            .unwrap_or(0);
+        let mut opened: Option<F> = None;
+        for (i, name) in names.iter().enumerate().take(top + 1).skip(from + 1) {
+            let (fd, id) = {
+                let parent = match &opened {
+                    Some(f) => f,
+                    None => self.fds[i - 1].as_ref().ok_or_else(|| err(Errno::EBADF))?,
+                };
+                (self.open)(parent, name)?
+            };
+            if id != self.ids[i] {
+                return Err(replaced());
+            }
+            if top - i < HELD_LEVELS {
+                self.fds[i] = Some(fd);
+                opened = None;
+            } else {
+                opened = Some(fd);
+            }
+        }
+        Ok(())
+    }
+
+    /// The top level's descriptor (after [`ensure_top`](Self::ensure_top)).
+    fn top(&self) -> io::Result<&F> {
+        let top = self.fds.len() - 1;
+        self.fds[top].as_ref().ok_or_else(|| err(Errno::EBADF))
+    }
+
+    /// The directory whose path from the root is `comps`: from the deepest held level on
+    /// its way (the root at worst), one name at a time. `names` as for `ensure_top`.
+    fn open_path(&self, names: &[Vec<u8>], comps: &[&[u8]]) -> io::Result<Held<'_, F>> {
+        let common = comps
+            .iter()
+            .zip(&names[1..])
+            .take_while(|(c, n)| **c == n.as_slice())
+            .count();
+        let from = self.fds[..=common]
+            .iter()
+            .rposition(Option::is_some)
+            .unwrap_or(0);
+        let held = self.fds[from].as_ref().ok_or_else(|| err(Errno::EBADF))?;
+        let mut opened: Option<F> = None;
+        for c in &comps[from..] {
+            let (fd, _) = (self.open)(opened.as_ref().unwrap_or(held), c)?;
+            opened = Some(fd);
+        }
+        Ok(match opened {
+            Some(f) => Held::Opened(f),
+            None => Held::Level(held),
+        })
+    }
+}
+
+/// The parent's components and the final name of the relative path `rel` (not empty).
+fn split_rel(rel: &[u8]) -> (Vec<&[u8]>, &[u8]) {
+    let mut comps: Vec<&[u8]> = rel.split(|&c| c == b'/').collect();
+    let last = comps.pop().unwrap_or_default();
+    (comps, last)
+}
+
+/// A directory being copied: its entries still to copy and its attributes (set once they
+/// are in).
+struct Frame {
+    todo: std::vec::IntoIter<Vec<u8>>,
+    attrs: Attrs,
+    /// The length of the parent's relative path (the walk's `rel` is cut back to it).
+    parent_rel: usize,
+}
+
+/// A directory entered: its two descriptors with their identities, its entries, its
+/// attributes.
+struct Enter<S, D> {
+    src: (S, Id),
+    dst: (D, Id),
+    todo: Vec<Vec<u8>>,
+    attrs: Attrs,
+}
+
+/// `openat(parent, name, how | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)` on the host, with
+/// the directory's identity.
+fn host_open_dir(parent: &HostFd, name: &[u8], how: OFlags) -> io::Result<(HostFd, Id)> {
+    let flags = how | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = rustix::fs::openat(parent, OsStr::from_bytes(name), flags, Mode::empty())?;
+    let st = rustix::fs::fstat(&fd)?;
+    Ok((fd, key_of(&st)))
+}
+
+/// `openat(parent, name, how | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)` in uvfs, with the
+/// directory's identity.
+fn uvfs_open_dir<'t, V: Variant>(
+    t: &'t Task<V>,
+    parent: Fd,
+    name: &[u8],
+    how: OpenFlags,
+) -> io::Result<(OwnedFd<'t, V>, Id)> {
+    let flags = how | OpenFlags::DIRECTORY | OpenFlags::NOFOLLOW | OpenFlags::CLOEXEC;
+    let fd = OwnedFd::new(t, t.openat(parent, name, flags, 0)?);
+    let st = t.fstat(fd.fd())?;
+    Ok((fd, (st.st_dev, st.st_ino)))
+}
+
+/// The names in the host directory `fd` (not `.`, `..`), in the host's order.
+fn host_names(fd: &HostFd) -> io::Result<Vec<Vec<u8>>> {
+    let mut dir = rustix::fs::Dir::read_from(fd)?;
+    let mut out = Vec::new();
+    while let Some(e) = dir.read() {
+        let name = e?.file_name().to_bytes().to_vec();
+        if name != b"." && name != b".." {
+            out.push(name);
+        }
+    }
+    Ok(out)
+}
+
+/// The names in the uvfs directory `fd` (open for reading; not `.`, `..`), in the file
+/// system's order.
+fn uvfs_names<V: Variant>(t: &Task<V>, fd: Fd) -> io::Result<Vec<Vec<u8>>> {
+    let mut buf = vec![0u8; 4096];
+    let mut out = Vec::new();
+    loop {
+        let n = t.getdents64(fd, &mut buf)?;
+        if n == 0 {
+            return Ok(out);
+        }
+        for e in parse_dirents(&buf[..n]) {
+            if e.name != b"." && e.name != b".." {
+                out.push(e.name);
+            }
+        }
+    }
+}
+
 impl<'t, V: Variant> Dir<'t, V> {
     /// Copies the host directory tree `host` into the directory `to` beneath this one (made
     /// with its parents if missing), as `cp -a host/. to` (see the module doc for what is
-    /// kept and refused).
+    /// kept and refused). Any depth: every entry is named relative to its directory's
+    /// descriptor on both sides (see the module doc's "Depth").
     ///
     /// # Errors
     /// `ENOTDIR` if `host` or `to` is not a directory; `EEXIST` for a name that exists in
     /// `to`; the host's errors reading (`EACCES`, ...); uvfs's creating (`ENOSPC`,
-    /// `EPERM` for a device node by a non-root task, `EXDEV` for `to` outside this `Dir`).
+    /// `EPERM` for a device node by a non-root task, `EXDEV` for `to` outside this `Dir`);
+    /// `EMFILE` on either side if its descriptor table has fewer than about 70 free.
     /// What was copied before the error stays. An error while copying an entry names it
     /// ([`CopyError::entry`]).
     pub fn import_host(
@@ -236,96 +483,153 @@ impl<'t, V: Variant> Dir<'t, V> {
         let host = host.as_ref();
         let to = to.as_ref();
         // The root is followed if it is a symlink (as `cp -a host/.`); nothing below it is.
-        let meta = std::fs::metadata(host)?;
-        if !meta.is_dir() {
-            return Err(err(Errno::ENOTDIR).into());
-        }
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let root = rustix::fs::open(host, flags, Mode::empty()).map_err(io::Error::from)?;
+        let root_st = rustix::fs::fstat(&root).map_err(io::Error::from)?;
         let mut stats = CopyStats::default();
-        let dst = self.dest_dir(to, &mut stats)?;
+        let dst = self.dest_dir(to, &mut stats)?.into_owned_fd();
         let t = self.task();
-        let mut links: HashMap<(u64, u64), Vec<u8>> = HashMap::new();
-        // Directories to fill (relative paths), and the attributes of every directory to
-        // apply once its contents are in (children before parents: reverse order).
-        let mut todo: Vec<Vec<u8>> = vec![Vec::new()];
-        let mut dirs: Vec<(Vec<u8>, Attrs)> = vec![(Vec::new(), host_attrs(&meta))];
+        let dst_id = t.fstat(dst.fd()).map(|st| (st.st_dev, st.st_ino));
+        let todo = host_names(&root)
+            .map_err(|e| CopyError::imported(host.to_path_buf(), to.to_path_buf(), e))?;
+        let mut src = Levels::new(root, key_of(&root_st), |p: &HostFd, name: &[u8]| {
+            host_open_dir(p, name, OFlags::RDONLY)
+        });
+        let mut dstl = Levels::new(
+            dst,
+            dst_id.map_err(err)?,
+            |p: &OwnedFd<'t, V>, name: &[u8]| uvfs_open_dir(t, p.fd(), name, OpenFlags::PATH),
+        );
+        let mut links: HashMap<Id, Vec<u8>> = HashMap::new();
+        // Per level: its name in its parent (the root's is empty) and what is left of it.
+        let mut names: Vec<Vec<u8>> = vec![Vec::new()];
+        let mut frames = vec![Frame {
+            todo: todo.into_iter(),
+            attrs: host_attrs(&root_st),
+            parent_rel: 0,
+        }];
+        // The top level's path relative to the roots (messages and hard links only).
+        let mut rel: Vec<u8> = Vec::new();
         let mut buf = vec![0u8; CHUNK];
-        while let Some(rel) = todo.pop() {
-            // An error listing this directory names it.
-            let here =
-                |error| CopyError::imported(host_path(host, &rel), host_path(to, &rel), error);
-            let listing = std::fs::read_dir(host_path(host, &rel)).map_err(here)?;
-            for e in listing {
-                let e = e.map_err(here)?;
-                let rp = join(&rel, e.file_name().as_bytes());
-                let hp = e.path();
-                let names = (hp.clone(), host_path(to, &rp));
-                let r = (|| -> io::Result<()> {
-                    let m = std::fs::symlink_metadata(&hp)?;
-                    let a = host_attrs(&m);
-                    let ft = m.mode() & S_IFMT;
-                    // Every name is made in its parent opened without following symlinks: no
-                    // symlink in the tree (one made meanwhile) redirects a copy.
-                    let (p, name) = dst.parent_nofollow(&rp)?;
-                    let pfd = p.fd();
-                    if ft == S_IFDIR {
-                        t.mkdirat(pfd, name, 0o700)?;
-                        stats.dirs += 1;
-                        dirs.push((rp.clone(), a));
-                        todo.push(rp);
-                        return Ok(());
+        while let Some(frame) = frames.last_mut() {
+            let Some(name) = frame.todo.next() else {
+                // A directory is complete: its attributes, in its parent (children before
+                // parents, so a read-only directory is filled first).
+                let Some(done) = frames.pop() else { break };
+                if frames.is_empty() {
+                    let r = dstl.top().and_then(|fd| {
+                        set_uvfs_attrs(t, fd.fd(), b"", done.attrs, false, &mut stats)
+                    });
+                    r.map_err(|e| CopyError::imported(host.to_path_buf(), to.to_path_buf(), e))?;
+                    break;
+                }
+                let dname = names.pop().unwrap_or_default();
+                src.pop();
+                dstl.pop();
+                let r = dstl.ensure_top(&names).and_then(|()| {
+                    let pfd = dstl.top()?.fd();
+                    set_uvfs_attrs(t, pfd, &dname, done.attrs, false, &mut stats)
+                });
+                r.map_err(|e| CopyError::imported(host_path(host, &rel), host_path(to, &rel), e))?;
+                rel.truncate(done.parent_rel);
+                continue;
+            };
+            let r = (|| -> io::Result<Option<Enter<HostFd, OwnedFd<'t, V>>>> {
+                src.ensure_top(&names)?;
+                dstl.ensure_top(&names)?;
+                let sfd = src.top()?;
+                let pfd = dstl.top()?.fd();
+                let hname = OsStr::from_bytes(&name);
+                let m = rustix::fs::statat(sfd, hname, HostAt::SYMLINK_NOFOLLOW)?;
+                let a = host_attrs(&m);
+                let ft = m.st_mode & S_IFMT;
+                // Every name is made in its parent opened without following symlinks: no
+                // symlink in the tree (one made meanwhile) redirects a copy.
+                if ft == S_IFDIR {
+                    t.mkdirat(pfd, &name[..], 0o700)?;
+                    stats.dirs += 1;
+                    let (s, sid) = host_open_dir(sfd, &name, OFlags::RDONLY)?;
+                    if sid != key_of(&m) {
+                        return Err(replaced());
                     }
-                    if ft == S_IFREG && m.nlink() > 1 {
-                        if let Some(first) = links.get(&(m.dev(), m.ino())) {
-                            let (fp, fname) = dst.parent_nofollow(first)?;
-                            t.linkat(fp.fd(), fname, pfd, name, AtFlags::empty())?;
-                            stats.hard_links += 1;
-                            return Ok(());
-                        }
-                        links.insert((m.dev(), m.ino()), rp.clone());
+                    let d = uvfs_open_dir(t, pfd, &name, OpenFlags::PATH)?;
+                    let todo = host_names(&s)?;
+                    return Ok(Some(Enter {
+                        src: (s, sid),
+                        dst: d,
+                        todo,
+                        attrs: a,
+                    }));
+                }
+                if ft == S_IFREG && m.st_nlink > 1 {
+                    if let Some(first) = links.get(&key_of(&m)) {
+                        let (comps, fname) = split_rel(first);
+                        let fp = dstl.open_path(&names, &comps)?;
+                        t.linkat(fp.get().fd(), fname, pfd, &name[..], AtFlags::empty())?;
+                        stats.hard_links += 1;
+                        return Ok(None);
                     }
-                    match ft {
-                        S_IFREG => {
-                            // Not following a symlink swapped in since the lstat, not blocking on
-                            // a FIFO swapped in, and the inode listed (as GNU cp checks).
-                            let src = std::fs::OpenOptions::new()
-                                .read(true)
-                                .custom_flags(host_nofollow_nonblock())
-                                .open(&hp)?;
-                            let sm = src.metadata()?;
-                            if (sm.dev(), sm.ino()) != (m.dev(), m.ino()) {
-                                return Err(io::Error::other("replaced while being copied"));
-                            }
-                            let fd = create_new(t, pfd, name)?;
-                            stats.bytes += copy_ranges(
-                                m.len(),
-                                |off, whence| host_seek(&src, off, whence),
-                                |b, off| src.read_at(b, off),
-                                |b, off| Ok(t.pwrite(fd.fd(), b, off as i64)?),
-                                &mut buf,
-                            )?;
-                            t.ftruncate(fd.fd(), m.len() as i64)?;
-                            stats.files += 1;
+                    links.insert(key_of(&m), join(&rel, &name));
+                }
+                match ft {
+                    S_IFREG => {
+                        // Not following a symlink swapped in since the lstat, not blocking on
+                        // a FIFO swapped in, and the inode listed (as GNU cp checks).
+                        let how = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK;
+                        let f =
+                            rustix::fs::openat(sfd, hname, how | OFlags::CLOEXEC, Mode::empty())?;
+                        if key_of(&rustix::fs::fstat(&f)?) != key_of(&m) {
+                            return Err(replaced());
                         }
-                        S_IFLNK => {
-                            let target = std::fs::read_link(&hp)?;
-                            t.symlinkat(target.as_os_str().as_bytes(), pfd, name)?;
-                            stats.symlinks += 1;
-                        }
-                        _ => {
-                            t.mknodat(pfd, name, ft | 0o600, m.rdev())?;
-                            stats.nodes += 1;
-                        }
+                        let f = std::fs::File::from(f);
+                        let size = m.st_size.max(0) as u64;
+                        let fd = create_new(t, pfd, &name)?;
+                        stats.bytes += copy_ranges(
+                            size,
+                            |off, whence| host_seek(&f, off, whence),
+                            |b, off| f.read_at(b, off),
+                            |b, off| Ok(t.pwrite(fd.fd(), b, off as i64)?),
+                            &mut buf,
+                        )?;
+                        t.ftruncate(fd.fd(), size as i64)?;
+                        stats.files += 1;
                     }
-                    set_uvfs_attrs(t, pfd, name, a, ft == S_IFLNK, &mut stats)?;
-                    Ok(())
-                })();
-                r.map_err(|error| CopyError::imported(names.0, names.1, error))?;
+                    S_IFLNK => {
+                        let target = rustix::fs::readlinkat(sfd, hname, Vec::new())?;
+                        t.symlinkat(target.as_bytes(), pfd, &name[..])?;
+                        stats.symlinks += 1;
+                    }
+                    _ => {
+                        t.mknodat(pfd, &name[..], ft | 0o600, m.st_rdev)?;
+                        stats.nodes += 1;
+                    }
+                }
+                set_uvfs_attrs(t, pfd, &name, a, ft == S_IFLNK, &mut stats)?;
+                Ok(None)
+            })();
+            match r {
+                Ok(None) => {}
+                Ok(Some(e)) => {
+                    src.push(e.src.0, e.src.1);
+                    dstl.push(e.dst.0, e.dst.1);
+                    let parent_rel = rel.len();
+                    rel = join(&rel, &name);
+                    names.push(name);
+                    frames.push(Frame {
+                        todo: e.todo.into_iter(),
+                        attrs: e.attrs,
+                        parent_rel,
+                    });
+                }
+                Err(e) => {
+                    let rp = join(&rel, &name);
+                    return Err(CopyError::imported(
+                        host_path(host, &rp),
+                        host_path(to, &rp),
+                        e,
+                    ));
+                }
             }
-        }
-        for (rp, a) in dirs.iter().rev() {
-            set_dir_attrs(&dst, rp, *a, &mut stats).map_err(|error| {
-                CopyError::imported(host_path(host, rp), host_path(to, rp), error)
-            })?;
         }
         Ok(stats)
     }
@@ -348,13 +652,14 @@ impl<'t, V: Variant> Dir<'t, V> {
 
     /// Copies the directory tree `from` beneath this one to the host directory `host` (made
     /// with its parents if missing; followed if a symlink), as `cp -a from/. host` (see
-    /// the module doc).
+    /// the module doc). Any depth, as [`import_host`](Self::import_host).
     ///
     /// # Errors
     /// `ENOTDIR` if `from` or `host` is not a directory; `EEXIST` for a name that exists in
     /// `host`; uvfs's errors reading; the host's creating (`EACCES`, `ENOSPC`, `EPERM` for
-    /// a device node when not root). What was copied before the error stays. An error
-    /// while copying an entry names it ([`CopyError::entry`]).
+    /// a device node when not root); `EMFILE` on either side if its descriptor table has
+    /// fewer than about 70 free. What was copied before the error stays. An error while
+    /// copying an entry names it ([`CopyError::entry`]).
     pub fn export_host(
         &self,
         from: impl AsRef<Path>,
@@ -362,7 +667,7 @@ impl<'t, V: Variant> Dir<'t, V> {
     ) -> Result<CopyStats, CopyError> {
         let host = host.as_ref();
         let from = from.as_ref();
-        let src = self.open_dir(from)?;
+        let src_dir = self.open_dir(from)?;
         let t = self.task();
         let mut stats = CopyStats::default();
         let resolved;
@@ -388,103 +693,154 @@ impl<'t, V: Variant> Dir<'t, V> {
             }
             Err(e) => return Err(e.into()),
         };
-        let root_st = src.dir_metadata()?;
-        let mut links: HashMap<(u64, u64), PathBuf> = HashMap::new();
-        let mut todo: Vec<Vec<u8>> = vec![Vec::new()];
-        // (relative path, host path, attributes).
-        let mut dirs: Vec<(Vec<u8>, PathBuf, Attrs)> =
-            vec![(Vec::new(), host.to_path_buf(), uvfs_attrs(root_st.stat()))];
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let hroot = rustix::fs::open(host, flags, Mode::empty()).map_err(io::Error::from)?;
+        let hroot_id = rustix::fs::fstat(&hroot).map_err(io::Error::from)?;
+        let (sroot, sroot_id) = uvfs_open_dir(t, src_dir.fd(), b".", OpenFlags::RDONLY)?;
+        drop(src_dir);
+        let root_st = t.fstat(sroot.fd()).map_err(err)?;
+        let todo = uvfs_names(t, sroot.fd())
+            .map_err(|e| CopyError::exported(from.to_path_buf(), host.to_path_buf(), e))?;
+        let mut srcl = Levels::new(sroot, sroot_id, |p: &OwnedFd<'t, V>, name: &[u8]| {
+            uvfs_open_dir(t, p.fd(), name, OpenFlags::RDONLY)
+        });
+        let mut dst = Levels::new(hroot, key_of(&hroot_id), |p: &HostFd, name: &[u8]| {
+            host_open_dir(p, name, OFlags::PATH)
+        });
+        let mut links: HashMap<Id, Vec<u8>> = HashMap::new();
+        let mut names: Vec<Vec<u8>> = vec![Vec::new()];
+        let mut frames = vec![Frame {
+            todo: todo.into_iter(),
+            attrs: uvfs_attrs(&root_st),
+            parent_rel: 0,
+        }];
+        let mut rel: Vec<u8> = Vec::new();
         let mut buf = vec![0u8; CHUNK];
         let root = rustix::process::geteuid().is_root();
-        while let Some(rel) = todo.pop() {
-            // An error listing this directory names it.
-            let here =
-                |error| CopyError::exported(host_path(from, &rel), host_path(host, &rel), error);
-            let listing = if rel.is_empty() {
-                src.entries()
-            } else {
-                src.read_dir(OsStr::from_bytes(&rel))
+        while let Some(frame) = frames.last_mut() {
+            let Some(name) = frame.todo.next() else {
+                let Some(done) = frames.pop() else { break };
+                if frames.is_empty() {
+                    // By path, the root having been resolved above.
+                    set_host_attrs(CWD, host, done.attrs, false, root, &mut stats).map_err(
+                        |e| CopyError::exported(from.to_path_buf(), host.to_path_buf(), e),
+                    )?;
+                    break;
+                }
+                let dname = names.pop().unwrap_or_default();
+                srcl.pop();
+                dst.pop();
+                let r = dst.ensure_top(&names).and_then(|()| {
+                    let hname = Path::new(OsStr::from_bytes(&dname));
+                    set_host_attrs(dst.top()?, hname, done.attrs, false, root, &mut stats)
+                });
+                r.map_err(|e| {
+                    CopyError::exported(host_path(from, &rel), host_path(host, &rel), e)
+                })?;
+                rel.truncate(done.parent_rel);
+                continue;
             };
-            let listing = listing.map_err(here)?;
-            for e in listing {
-                let e = e.map_err(here)?;
-                let rp = join(&rel, e.file_name().as_bytes());
-                let hp = host_path(host, &rp);
-                let names = (host_path(from, &rp), hp.clone());
-                let r = (|| -> io::Result<()> {
-                    // Read through the parent opened without following symlinks (a symlink
-                    // made meanwhile cannot lead the copy out of `from`).
-                    let (p, name) = src.parent_nofollow(&rp)?;
-                    let pfd = p.fd();
-                    let st = t.fstatat(pfd, name, AtFlags::SYMLINK_NOFOLLOW)?;
-                    let a = uvfs_attrs(&st);
-                    let ft = st.st_mode & S_IFMT;
-                    if ft == S_IFDIR {
-                        std::fs::DirBuilder::new().mode(0o700).create(&hp)?;
-                        stats.dirs += 1;
-                        dirs.push((rp.clone(), hp.clone(), a));
-                        todo.push(rp);
-                        return Ok(());
+            let r = (|| -> io::Result<Option<Enter<OwnedFd<'t, V>, HostFd>>> {
+                srcl.ensure_top(&names)?;
+                dst.ensure_top(&names)?;
+                // Read in the parent opened without following symlinks (a symlink made
+                // meanwhile cannot lead the copy out of `from`).
+                let sfd = srcl.top()?.fd();
+                let hfd = dst.top()?;
+                let hname = OsStr::from_bytes(&name);
+                let st = t.fstatat(sfd, &name[..], AtFlags::SYMLINK_NOFOLLOW)?;
+                let a = uvfs_attrs(&st);
+                let ft = st.st_mode & S_IFMT;
+                if ft == S_IFDIR {
+                    rustix::fs::mkdirat(hfd, hname, Mode::from_raw_mode(0o700))?;
+                    stats.dirs += 1;
+                    let (s, sid) = uvfs_open_dir(t, sfd, &name, OpenFlags::RDONLY)?;
+                    if sid != (st.st_dev, st.st_ino) {
+                        return Err(replaced());
                     }
-                    if ft == S_IFREG && st.st_nlink > 1 {
-                        if let Some(first) = links.get(&(st.st_dev, st.st_ino)) {
-                            std::fs::hard_link(first, &hp)?;
-                            stats.hard_links += 1;
-                            return Ok(());
-                        }
-                        links.insert((st.st_dev, st.st_ino), hp.clone());
+                    let d = host_open_dir(hfd, &name, OFlags::PATH)?;
+                    let todo = uvfs_names(t, s.fd())?;
+                    return Ok(Some(Enter {
+                        src: (s, sid),
+                        dst: d,
+                        todo,
+                        attrs: a,
+                    }));
+                }
+                if ft == S_IFREG && st.st_nlink > 1 {
+                    if let Some(first) = links.get(&(st.st_dev, st.st_ino)) {
+                        let (comps, fname) = split_rel(first);
+                        let fp = dst.open_path(&names, &comps)?;
+                        let fname = OsStr::from_bytes(fname);
+                        rustix::fs::linkat(fp.get(), fname, hfd, hname, HostAt::empty())?;
+                        stats.hard_links += 1;
+                        return Ok(None);
                     }
-                    match ft {
-                        S_IFREG => {
-                            let fd = open_read(t, pfd, name)?;
-                            let dst = std::fs::OpenOptions::new()
-                                .write(true)
-                                .create_new(true)
-                                .mode(0o600)
-                                .open(&hp)?;
-                            stats.bytes += copy_ranges(
-                                st.st_size as u64,
-                                |off, whence| {
-                                    t.lseek(fd.fd(), off as i64, whence).map(|p| p as u64)
-                                },
-                                |b, off| Ok(t.pread(fd.fd(), b, off as i64)?),
-                                |b, off| dst.write_at(b, off),
-                                &mut buf,
-                            )?;
-                            dst.set_len(st.st_size as u64)?;
-                            stats.files += 1;
-                        }
-                        S_IFLNK => {
-                            let n = t.readlinkat(pfd, name, &mut buf)?;
-                            std::os::unix::fs::symlink(OsStr::from_bytes(&buf[..n]), &hp)?;
-                            stats.symlinks += 1;
-                        }
-                        _ => {
-                            rustix::fs::mknodat(
-                                rustix::fs::CWD,
-                                &hp,
-                                rustix::fs::FileType::from_raw_mode(ft),
-                                rustix::fs::Mode::from_raw_mode(0o600),
-                                st.st_rdev,
-                            )?;
-                            stats.nodes += 1;
-                        }
+                    links.insert((st.st_dev, st.st_ino), join(&rel, &name));
+                }
+                match ft {
+                    S_IFREG => {
+                        let fd = open_read(t, sfd, &name)?;
+                        let how = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL;
+                        let how = how | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+                        let out = rustix::fs::openat(hfd, hname, how, Mode::from_raw_mode(0o600))?;
+                        let out = std::fs::File::from(out);
+                        stats.bytes += copy_ranges(
+                            st.st_size as u64,
+                            |off, whence| t.lseek(fd.fd(), off as i64, whence).map(|p| p as u64),
+                            |b, off| Ok(t.pread(fd.fd(), b, off as i64)?),
+                            |b, off| out.write_at(b, off),
+                            &mut buf,
+                        )?;
+                        out.set_len(st.st_size as u64)?;
+                        stats.files += 1;
                     }
-                    set_host_attrs(&hp, a, ft == S_IFLNK, root, &mut stats)?;
-                    Ok(())
-                })();
-                r.map_err(|error| CopyError::exported(names.0, names.1, error))?;
+                    S_IFLNK => {
+                        let n = t.readlinkat(sfd, &name[..], &mut buf)?;
+                        rustix::fs::symlinkat(OsStr::from_bytes(&buf[..n]), hfd, hname)?;
+                        stats.symlinks += 1;
+                    }
+                    _ => {
+                        rustix::fs::mknodat(
+                            hfd,
+                            hname,
+                            rustix::fs::FileType::from_raw_mode(ft),
+                            Mode::from_raw_mode(0o600),
+                            st.st_rdev,
+                        )?;
+                        stats.nodes += 1;
+                    }
+                }
+                set_host_attrs(hfd, Path::new(hname), a, ft == S_IFLNK, root, &mut stats)?;
+                Ok(None)
+            })();
+            match r {
+                Ok(None) => {}
+                Ok(Some(e)) => {
+                    srcl.push(e.src.0, e.src.1);
+                    dst.push(e.dst.0, e.dst.1);
+                    let parent_rel = rel.len();
+                    rel = join(&rel, &name);
+                    names.push(name);
+                    frames.push(Frame {
+                        todo: e.todo.into_iter(),
+                        attrs: e.attrs,
+                        parent_rel,
+                    });
+                }
+                Err(e) => {
+                    let rp = join(&rel, &name);
+                    return Err(CopyError::exported(
+                        host_path(from, &rp),
+                        host_path(host, &rp),
+                        e,
+                    ));
+                }
             }
-        }
-        for (rp, hp, a) in dirs.iter().rev() {
-            set_host_attrs(hp, *a, false, root, &mut stats)
-                .map_err(|error| CopyError::exported(host_path(from, rp), hp.clone(), error))?;
         }
         Ok(stats)
     }
 }
-
-use std::os::unix::fs::DirBuilderExt;
 
 /// Copies the data ranges of a file of `size` bytes: `seek(off, SEEK_DATA|SEEK_HOLE)` on
 /// the source finds them (`ENXIO`: no data past `off`), `read_at`/`write_at` move them.
@@ -538,31 +894,23 @@ fn copy_ranges(
     Ok(copied)
 }
 
-/// `chmod` of the host path `hp` without following a final symlink (one swapped in
-/// meanwhile is refused with `EOPNOTSUPP`): through an `O_PATH|O_NOFOLLOW` descriptor and
-/// its `/proc/self/fd` link, as glibc's `fchmodat(AT_SYMLINK_NOFOLLOW)` does (rustix has
-/// no `fchmodat2`); by path where /proc is not mounted.
-fn host_chmod_nofollow(hp: &Path, mode: u32) -> io::Result<()> {
-    use rustix::fs::{Mode, OFlags};
+/// `chmod` of `name` in the host directory `dfd` without following a final symlink (one
+/// swapped in meanwhile is refused with `EOPNOTSUPP`): through an `O_PATH|O_NOFOLLOW`
+/// descriptor and its `/proc/self/fd` link, as glibc's `fchmodat(AT_SYMLINK_NOFOLLOW)` does
+/// (rustix has no `fchmodat2`); by name (`fchmodat`) where /proc is not mounted.
+fn host_chmod_nofollow(dfd: impl AsFd, name: &Path, mode: u32) -> io::Result<()> {
     use std::os::fd::AsRawFd;
-    let fd = rustix::fs::open(
-        hp,
-        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
+    let how = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = rustix::fs::openat(&dfd, name, how, Mode::empty())?;
     if rustix::fs::fstat(&fd)?.st_mode & S_IFMT == S_IFLNK {
         return Err(err(Errno::EOPNOTSUPP));
     }
     let proc = format!("/proc/self/fd/{}", fd.as_raw_fd());
-    match rustix::fs::chmod(proc.as_str(), Mode::from_raw_mode(mode)) {
-        Err(rustix::io::Errno::NOENT) => Ok(rustix::fs::chmod(hp, Mode::from_raw_mode(mode))?),
+    let mode = Mode::from_raw_mode(mode);
+    match rustix::fs::chmod(proc.as_str(), mode) {
+        Err(rustix::io::Errno::NOENT) => Ok(rustix::fs::chmodat(dfd, name, mode, HostAt::empty())?),
         r => Ok(r?),
     }
-}
-
-/// `O_NOFOLLOW | O_NONBLOCK` for a host open (rustix's values, the kernel's).
-fn host_nofollow_nonblock() -> i32 {
-    (rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32
 }
 
 /// Opens the file `name` in the directory `dfd` for reading, not following a symlink.
@@ -587,13 +935,14 @@ fn host_seek(f: &std::fs::File, off: u64, whence: i32) -> Result<u64, Errno> {
     rustix::fs::seek(f, pos).map_err(|e| Errno::from_raw(e.raw_os_error()).unwrap_or(Errno::EIO))
 }
 
-fn host_attrs(m: &std::fs::Metadata) -> Attrs {
+fn host_attrs(st: &rustix::fs::Stat) -> Attrs {
+    let a = fs_attrs(st);
     Attrs {
-        mode: m.mode(),
-        uid: m.uid(),
-        gid: m.gid(),
-        atime: Timespec::new(m.atime(), m.atime_nsec()),
-        mtime: Timespec::new(m.mtime(), m.mtime_nsec()),
+        mode: a.mode,
+        uid: a.uid,
+        gid: a.gid,
+        atime: a.times[0],
+        mtime: a.times[1],
     }
 }
 
@@ -609,6 +958,7 @@ fn uvfs_attrs(st: &Stat) -> Attrs {
 
 /// The attributes `a` of the directory `rp` copied beneath `dst` (`""`: `dst` itself),
 /// applied once its contents are in (callers go children first).
+#[cfg(feature = "tar")]
 fn set_dir_attrs<V: Variant>(
     dst: &Dir<'_, V>,
     rp: &[u8],
@@ -655,33 +1005,36 @@ fn set_uvfs_attrs<V: Variant>(
     Ok(())
 }
 
-/// As [`set_uvfs_attrs`] on the host path `hp`.
+/// As [`set_uvfs_attrs`] on `name` in the host directory `dfd` (`CWD` and a path for the
+/// root).
 fn set_host_attrs(
-    hp: &Path,
+    dfd: impl AsFd,
+    name: &Path,
     a: Attrs,
     symlink: bool,
     root: bool,
     stats: &mut CopyStats,
 ) -> io::Result<()> {
-    use rustix::fs::{AtFlags as HostAt, Timespec as HostTs, Timestamps, CWD};
-    let m = std::fs::symlink_metadata(hp)?;
-    if (a.uid, a.gid) != (m.uid(), m.gid()) {
+    use rustix::fs::{Gid, Timespec as HostTs, Timestamps, Uid};
+    let m = rustix::fs::statat(&dfd, name, HostAt::SYMLINK_NOFOLLOW)?;
+    if (a.uid, a.gid) != (m.st_uid, m.st_gid) {
         if root {
-            std::os::unix::fs::lchown(hp, Some(a.uid), Some(a.gid))?;
+            let (uid, gid) = (Uid::from_raw(a.uid), Gid::from_raw(a.gid));
+            rustix::fs::chownat(&dfd, name, Some(uid), Some(gid), HostAt::SYMLINK_NOFOLLOW)?;
         } else {
             stats.owners_not_kept += 1;
         }
     }
     if !symlink {
-        host_chmod_nofollow(hp, a.mode & 0o7777)?;
+        host_chmod_nofollow(&dfd, name, a.mode & 0o7777)?;
     }
     let ts = |t: Timespec| HostTs {
         tv_sec: t.tv_sec,
         tv_nsec: t.tv_nsec as _,
     };
     rustix::fs::utimensat(
-        CWD,
-        hp,
+        &dfd,
+        name,
         &Timestamps {
             last_access: ts(a.atime),
             last_modification: ts(a.mtime),
@@ -1007,5 +1360,72 @@ impl<'t, V: Variant> Dir<'t, V> {
             }
         }
         b.into_inner()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    /// A walk down a chain 5 windows deep and back: at most `HELD_LEVELS + 1` levels held
+    /// at any time, each level climbed back to reopened with its own identity, and the
+    /// reopening costs one walk from the root per window, not one per level.
+    #[test]
+    fn levels_hold_a_window_and_reopen_by_name() {
+        let depth = 5 * HELD_LEVELS + 3;
+        let opens = Cell::new(0usize);
+        // A "descriptor" is the level number; a level's identity is (level, 0).
+        let open = |p: &usize, name: &[u8]| -> io::Result<(usize, Id)> {
+            opens.set(opens.get() + 1);
+            assert_eq!(name, (p + 1).to_string().as_bytes());
+            Ok((p + 1, ((p + 1) as u64, 0)))
+        };
+        let mut l = Levels::new(0usize, (0, 0), open);
+        let mut names = vec![Vec::new()];
+        let held = |l: &Levels<usize, _>| l.fds.iter().filter(|f| f.is_some()).count();
+        for i in 1..=depth {
+            l.push(i, (i as u64, 0));
+            names.push(i.to_string().into_bytes());
+            assert!(held(&l) <= HELD_LEVELS + 1);
+        }
+        for i in (1..depth).rev() {
+            l.pop();
+            names.pop();
+            l.ensure_top(&names).unwrap();
+            assert_eq!(*l.top().unwrap(), i);
+            assert!(held(&l) <= HELD_LEVELS + 1, "at {i}");
+        }
+        // One walk per window above the first (the root's chain to each window's top).
+        assert!(
+            opens.get() <= depth * depth / HELD_LEVELS,
+            "{} opens",
+            opens.get()
+        );
+        // A path's directory opened from the deepest held level on it.
+        let comps: Vec<Vec<u8>> = (1..=3).map(|i: usize| i.to_string().into_bytes()).collect();
+        let comps: Vec<&[u8]> = comps.iter().map(|c| c.as_slice()).collect();
+        assert_eq!(*l.open_path(&names, &comps).unwrap().get(), 3);
+    }
+
+    /// A level reopened by name that is another directory now is an error, not a copy
+    /// into (or from) the wrong place.
+    #[test]
+    fn a_replaced_level_is_refused() {
+        let open = |p: &usize, _: &[u8]| -> io::Result<(usize, Id)> { Ok((p + 1, (99, 0))) };
+        let mut l = Levels::new(0usize, (0, 0), open);
+        let mut names = vec![Vec::new()];
+        for i in 1..=HELD_LEVELS + 2 {
+            l.push(i, (i as u64, 0));
+            names.push(b"d".to_vec());
+        }
+        // Down to level 2, closed when level `HELD_LEVELS + 2` was entered.
+        while l.fds.len() > 3 {
+            l.pop();
+            names.pop();
+        }
+        assert!(l.fds[2].is_none());
+        let e = l.ensure_top(&names).unwrap_err();
+        assert_eq!(e.to_string(), "replaced while being copied");
     }
 }

@@ -587,3 +587,99 @@ fn tar_cannot_write_through_its_own_symlinks() {
         assert_eq!(d.metadata("secret").unwrap().nlink(), 1);
     }
 }
+
+/// Levels of `d/` in [`deeper_than_path_max_round_trips`]: 4200 bytes of path to the
+/// bottom directory, past `PATH_MAX` (4096).
+const DEEP: usize = 2100;
+
+/// The directory `depth` levels of `d` below the host directory `root`, opened one level at
+/// a time (its path is too long for one `open`).
+fn host_descend(root: &Path, depth: usize) -> rustix::fd::OwnedFd {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut fd = rustix::fs::open(root, flags, Mode::empty()).unwrap();
+    for _ in 0..depth {
+        fd = rustix::fs::openat(&fd, "d", flags, Mode::empty()).unwrap();
+    }
+    fd
+}
+
+/// How many levels of `d` lie below the host directory `root`.
+fn host_depth(root: &Path) -> usize {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut fd = rustix::fs::open(root, flags, Mode::empty()).unwrap();
+    let mut depth = 0;
+    while let Ok(next) = rustix::fs::openat(&fd, "d", flags, Mode::empty()) {
+        fd = next;
+        depth += 1;
+    }
+    depth
+}
+
+/// A tree deeper than `PATH_MAX` copies in and out whole, as `cp -a` and `tar` copy it.
+/// Bug: both walks joined whole paths (host `PathBuf`s, uvfs paths from the root), so past
+/// 4096 bytes every call failed with ENAMETOOLONG and the copy stopped half done. Cause:
+/// paths, not descriptors. Fix: each level is opened from its parent's descriptor and every
+/// entry named relative to it, on both sides, a bounded window of levels held open.
+#[test]
+fn deeper_than_path_max_round_trips() {
+    use rustix::fs::{Mode, OFlags};
+    let src = tempfile::tempdir().unwrap();
+    fs::write(src.path().join("top"), b"linked from the bottom").unwrap();
+    {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let mut fd = rustix::fs::open(src.path(), flags, Mode::empty()).unwrap();
+        for _ in 0..DEEP {
+            rustix::fs::mkdirat(&fd, "d", Mode::from_raw_mode(0o755)).unwrap();
+            fd = rustix::fs::openat(&fd, "d", flags, Mode::empty()).unwrap();
+        }
+        let w = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC;
+        let f = rustix::fs::openat(&fd, "f", w, Mode::from_raw_mode(0o640)).unwrap();
+        rustix::io::write(&f, b"at the bottom").unwrap();
+        rustix::fs::symlinkat("f", &fd, "l").unwrap();
+        let top = rustix::fs::open(src.path(), flags, Mode::empty()).unwrap();
+        rustix::fs::linkat(&top, "top", &fd, "hl", rustix::fs::AtFlags::empty()).unwrap();
+    }
+    // The middle directory read-only (its contents go in first, its mode after).
+    let mid = host_descend(src.path(), DEEP / 2);
+    rustix::fs::fchmod(&mid, Mode::from_raw_mode(0o555)).unwrap();
+    drop(mid);
+    for u in each_fs() {
+        let name = if u.host.is_some() { "hostfs" } else { "tmpfs" };
+        // Descriptors stay bounded at any depth: 100 are enough for 2100 levels.
+        u.task.setrlimit_nofile(100).unwrap();
+        let d = u.task.root_dir().unwrap();
+        let st = d.import_host(src.path(), "in").unwrap();
+        assert_eq!(
+            (st.dirs, st.files, st.symlinks, st.hard_links),
+            (DEEP as u64 + 1, 2, 1, 1),
+            "on {name}"
+        );
+        let out = tempfile::tempdir().unwrap();
+        let dst = out.path().join("copy");
+        let st2 = d.export_host("in", &dst).unwrap();
+        assert_eq!(st2, st, "on {name}");
+        assert_eq!(host_depth(&dst), DEEP, "on {name}");
+        let bottom = host_descend(&dst, DEEP);
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let f = rustix::fs::openat(&bottom, "f", flags, Mode::empty()).unwrap();
+        let mut buf = [0u8; 64];
+        let n = rustix::io::read(&f, &mut buf).unwrap();
+        assert_eq!(&buf[..n], b"at the bottom", "on {name}");
+        assert_eq!(rustix::fs::fstat(&f).unwrap().st_mode & 0o7777, 0o640);
+        let target = rustix::fs::readlinkat(&bottom, "l", Vec::new()).unwrap();
+        assert_eq!(target.as_bytes(), b"f", "on {name}");
+        // The bottom's hard link is the top file's inode in the copy too.
+        let hl = rustix::fs::statat(&bottom, "hl", rustix::fs::AtFlags::empty()).unwrap();
+        let top = fs::metadata(dst.join("top")).unwrap();
+        assert_eq!((hl.st_ino, hl.st_nlink), (top.ino(), 2), "on {name}");
+        let mid = host_descend(&dst, DEEP / 2);
+        let mode = rustix::fs::fstat(&mid).unwrap().st_mode & 0o7777;
+        assert_eq!(mode, 0o555, "on {name}");
+        // Let the temporary directories go (a read-only directory in the middle of each).
+        rustix::fs::fchmod(&mid, Mode::from_raw_mode(0o755)).unwrap();
+    }
+    let mid = host_descend(src.path(), DEEP / 2);
+    rustix::fs::fchmod(&mid, Mode::from_raw_mode(0o755)).unwrap();
+}
