@@ -683,3 +683,40 @@ fn deeper_than_path_max_round_trips() {
     let mid = host_descend(src.path(), DEEP / 2);
     rustix::fs::fchmod(&mid, Mode::from_raw_mode(0o755)).unwrap();
 }
+
+/// A hard link whose first copy lies in a directory the walk has already finished, that
+/// directory's mode giving its (non-root) owner no search permission: the link must still
+/// be made (before 0306f5e every directory stayed 0700 until the whole tree was in, so this
+/// worked; since then a finished directory gets its final mode at once and the later
+/// `linkat` through it is EACCES). Review of 0306f5e.
+#[test]
+fn hard_link_into_a_finished_unsearchable_directory() {
+    if !is_root() {
+        return;
+    }
+    let src = tempfile::tempdir().unwrap();
+    let p = |s: &str| src.path().join(s);
+    // Whichever of a and b the host lists first, the other's link goes back into it.
+    fs::create_dir_all(p("a/sub")).unwrap();
+    fs::create_dir_all(p("b/sub")).unwrap();
+    fs::write(p("a/sub/f"), b"shared").unwrap();
+    fs::hard_link(p("a/sub/f"), p("b/sub/f")).unwrap();
+    fs::set_permissions(p("a/sub"), fs::Permissions::from_mode(0o600)).unwrap();
+    fs::set_permissions(p("b/sub"), fs::Permissions::from_mode(0o600)).unwrap();
+    for u in each_fs() {
+        let name = if u.host.is_some() { "hostfs" } else { "tmpfs" };
+        let d = u.task.root_dir().unwrap();
+        d.create_dir("open").unwrap();
+        d.set_permissions("open", uvfs::dir::Permissions::from_mode(0o777))
+            .unwrap();
+        // The host side is read as root (the process); the uvfs side is a user's.
+        let mut user = u.task.fork();
+        user.set_cred(uvfs::Cred::new(1000, 1000, &[]));
+        let ud = user.root_dir().unwrap();
+        let r = ud.import_host(src.path(), "open/mine");
+        let st = r.unwrap_or_else(|e| panic!("import on {name}: {e}"));
+        assert_eq!((st.files, st.hard_links), (1, 1), "on {name}");
+    }
+    fs::set_permissions(p("a/sub"), fs::Permissions::from_mode(0o755)).unwrap();
+    fs::set_permissions(p("b/sub"), fs::Permissions::from_mode(0o755)).unwrap();
+}
