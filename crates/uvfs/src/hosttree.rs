@@ -11,7 +11,9 @@
 //!   stays sparse and its size is exact.
 //! - Permission bits, set-ID and sticky bits included (applied after the owner, as `chown`
 //!   clears set-ID bits); a directory's after its contents, so a read-only directory can be
-//!   filled first.
+//!   filled first, and a directory's whose mode would deny the copier search permission
+//!   (0600) only once the whole tree is in, so a later hard link can still be made from
+//!   it (`Deferred`).
 //! - Owners when the creating side may give them (root, or `CAP_CHOWN`); otherwise the
 //!   creator owns the copy and [`CopyStats::owners_not_kept`] counts it.
 //! - Access and modification times to the nanosecond (symlinks' too); change times are the
@@ -63,7 +65,9 @@
 //! # Memory
 //! Per directory on the walk's current path: its name, attributes (applied when it is
 //! complete) and the names in it still to copy; one relative path per hard-linked inode
-//! (its first copy, for the next names to link to); data moves through one 64 KiB buffer.
+//! (its first copy, for the next names to link to); one relative path and its attributes
+//! per directory whose mode would deny the copier search (applied at the end); data moves
+//! through one 64 KiB buffer.
 
 use crate::dir::Dir;
 use crate::fs::hostfs::{fs_attrs, key_of};
@@ -390,6 +394,53 @@ fn split_rel(rel: &[u8]) -> (Vec<&[u8]>, &[u8]) {
     (comps, last)
 }
 
+/// `S_IXUSR`: the owner's search (execute) bit.
+const S_IXUSR: u32 = 0o100;
+
+/// The directories of a copy whose attributes wait for the end of the walk, each as its
+/// path relative to the roots, in the order they were completed (children before
+/// parents).
+///
+/// A directory's attributes are otherwise applied as soon as its contents are in. But a
+/// later hard link to a file whose first copy lies in a completed directory is made from
+/// that directory (`linkat` from it, reached by name from the root), which needs the
+/// copier's search permission on it and on each directory above it. A directory whose
+/// final owner and mode would take that away (a mode without `S_IXUSR`, e.g. 0600) stays
+/// as it was made (0700, the copier's) until the whole tree is in: then its owner, mode
+/// and times are set, in this order, the directory reached from the root by descriptor
+/// (any depth), while its deferred ancestors are still 0700. Nothing later writes into a
+/// completed directory (every entry is made in the directory being filled), so write
+/// permission blocks nothing. Only such directories are held here. If the copy fails
+/// before its end they stay 0700, as every directory did before 0306f5e.
+#[derive(Default)]
+struct Deferred {
+    dirs: Vec<(Vec<u8>, Attrs)>,
+}
+
+/// Whether a uvfs directory given the attributes `a` (its owner where the task may give it
+/// one, else the task's) would deny the task `cred` search permission, or its owner's
+/// search bit is clear (a hostfs directory is also searched on the host by the process,
+/// which owns it there when not root).
+fn uvfs_dir_unsearchable(cred: &crate::Cred, a: &Attrs) -> bool {
+    let (uid, gid) = if cred.capable(crate::Caps::CHOWN) {
+        (a.uid, a.gid)
+    } else {
+        (cred.uid, cred.gid)
+    };
+    let mode = S_IFDIR | (a.mode & 0o7777);
+    a.mode & S_IXUSR == 0
+        || cred
+            .permission(mode, uid, gid, crate::cred::MAY_EXEC)
+            .is_err()
+}
+
+/// Whether a host directory given the attributes `a` would deny its owner search
+/// permission (the process owns what it makes; as root it may pass the check anyway, but
+/// a root without `CAP_DAC_OVERRIDE` would not: deferred all the same).
+fn host_dir_unsearchable(a: &Attrs) -> bool {
+    a.mode & S_IXUSR == 0
+}
+
 /// A directory being copied: its entries still to copy and its attributes (set once they
 /// are in).
 struct Frame {
@@ -484,7 +535,15 @@ impl<'t, V: Variant> Dir<'t, V> {
         let to = to.as_ref();
         // The root is followed if it is a symlink (as `cp -a host/.`); nothing below it is.
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-        let root = rustix::fs::open(host, flags, Mode::empty()).map_err(io::Error::from)?;
+        let root = rustix::fs::open(host, flags, Mode::empty()).map_err(|e| {
+            // A root that is there but cannot be read (`EACCES`) is named, as an entry
+            // below it would be; a missing one or one that is no directory is not.
+            let e = io::Error::from(e);
+            match std::fs::metadata(host) {
+                Ok(m) if m.is_dir() => CopyError::imported(host.to_path_buf(), to.to_path_buf(), e),
+                _ => e.into(),
+            }
+        })?;
         let root_st = rustix::fs::fstat(&root).map_err(io::Error::from)?;
         let mut stats = CopyStats::default();
         let dst = self.dest_dir(to, &mut stats)?.into_owned_fd();
@@ -501,6 +560,8 @@ impl<'t, V: Variant> Dir<'t, V> {
             |p: &OwnedFd<'t, V>, name: &[u8]| uvfs_open_dir(t, p.fd(), name, OpenFlags::PATH),
         );
         let mut links: HashMap<Id, Vec<u8>> = HashMap::new();
+        // Directories whose attributes wait for the end of the walk (see `Deferred`).
+        let mut deferred = Deferred::default();
         // Per level: its name in its parent (the root's is empty) and what is left of it.
         let mut names: Vec<Vec<u8>> = vec![Vec::new()];
         let mut frames = vec![Frame {
@@ -517,6 +578,18 @@ impl<'t, V: Variant> Dir<'t, V> {
                 // parents, so a read-only directory is filled first).
                 let Some(done) = frames.pop() else { break };
                 if frames.is_empty() {
+                    // The deferred directories (children before parents, their deferred
+                    // ancestors still 0700), each reached from the root by descriptor;
+                    // then the root itself.
+                    for (rp, a) in &deferred.dirs {
+                        let (comps, dname) = split_rel(rp);
+                        let r = dstl.open_path(&names, &comps).and_then(|p| {
+                            set_uvfs_attrs(t, p.get().fd(), dname, *a, false, &mut stats)
+                        });
+                        r.map_err(|e| {
+                            CopyError::imported(host_path(host, rp), host_path(to, rp), e)
+                        })?;
+                    }
                     let r = dstl.top().and_then(|fd| {
                         set_uvfs_attrs(t, fd.fd(), b"", done.attrs, false, &mut stats)
                     });
@@ -526,11 +599,17 @@ impl<'t, V: Variant> Dir<'t, V> {
                 let dname = names.pop().unwrap_or_default();
                 src.pop();
                 dstl.pop();
-                let r = dstl.ensure_top(&names).and_then(|()| {
-                    let pfd = dstl.top()?.fd();
-                    set_uvfs_attrs(t, pfd, &dname, done.attrs, false, &mut stats)
-                });
-                r.map_err(|e| CopyError::imported(host_path(host, &rel), host_path(to, &rel), e))?;
+                if uvfs_dir_unsearchable(t.cred(), &done.attrs) {
+                    deferred.dirs.push((rel.clone(), done.attrs));
+                } else {
+                    let r = dstl.ensure_top(&names).and_then(|()| {
+                        let pfd = dstl.top()?.fd();
+                        set_uvfs_attrs(t, pfd, &dname, done.attrs, false, &mut stats)
+                    });
+                    r.map_err(|e| {
+                        CopyError::imported(host_path(host, &rel), host_path(to, &rel), e)
+                    })?;
+                }
                 rel.truncate(done.parent_rel);
                 continue;
             };
@@ -696,7 +775,9 @@ impl<'t, V: Variant> Dir<'t, V> {
         let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
         let hroot = rustix::fs::open(host, flags, Mode::empty()).map_err(io::Error::from)?;
         let hroot_id = rustix::fs::fstat(&hroot).map_err(io::Error::from)?;
-        let (sroot, sroot_id) = uvfs_open_dir(t, src_dir.fd(), b".", OpenFlags::RDONLY)?;
+        // A root that cannot be read (`EACCES`) is named, as an entry below it would be.
+        let (sroot, sroot_id) = uvfs_open_dir(t, src_dir.fd(), b".", OpenFlags::RDONLY)
+            .map_err(|e| CopyError::exported(from.to_path_buf(), host.to_path_buf(), e))?;
         drop(src_dir);
         let root_st = t.fstat(sroot.fd()).map_err(err)?;
         let todo = uvfs_names(t, sroot.fd())
@@ -708,6 +789,7 @@ impl<'t, V: Variant> Dir<'t, V> {
             host_open_dir(p, name, OFlags::PATH)
         });
         let mut links: HashMap<Id, Vec<u8>> = HashMap::new();
+        let mut deferred = Deferred::default();
         let mut names: Vec<Vec<u8>> = vec![Vec::new()];
         let mut frames = vec![Frame {
             todo: todo.into_iter(),
@@ -721,6 +803,17 @@ impl<'t, V: Variant> Dir<'t, V> {
             let Some(name) = frame.todo.next() else {
                 let Some(done) = frames.pop() else { break };
                 if frames.is_empty() {
+                    // The deferred directories, as in `import_host`.
+                    for (rp, a) in &deferred.dirs {
+                        let (comps, dname) = split_rel(rp);
+                        let dname = Path::new(OsStr::from_bytes(dname));
+                        let r = dst.open_path(&names, &comps).and_then(|p| {
+                            set_host_attrs(p.get(), dname, *a, false, root, &mut stats)
+                        });
+                        r.map_err(|e| {
+                            CopyError::exported(host_path(from, rp), host_path(host, rp), e)
+                        })?;
+                    }
                     // By path, the root having been resolved above.
                     set_host_attrs(CWD, host, done.attrs, false, root, &mut stats).map_err(
                         |e| CopyError::exported(from.to_path_buf(), host.to_path_buf(), e),
@@ -730,13 +823,17 @@ impl<'t, V: Variant> Dir<'t, V> {
                 let dname = names.pop().unwrap_or_default();
                 srcl.pop();
                 dst.pop();
-                let r = dst.ensure_top(&names).and_then(|()| {
-                    let hname = Path::new(OsStr::from_bytes(&dname));
-                    set_host_attrs(dst.top()?, hname, done.attrs, false, root, &mut stats)
-                });
-                r.map_err(|e| {
-                    CopyError::exported(host_path(from, &rel), host_path(host, &rel), e)
-                })?;
+                if host_dir_unsearchable(&done.attrs) {
+                    deferred.dirs.push((rel.clone(), done.attrs));
+                } else {
+                    let r = dst.ensure_top(&names).and_then(|()| {
+                        let hname = Path::new(OsStr::from_bytes(&dname));
+                        set_host_attrs(dst.top()?, hname, done.attrs, false, root, &mut stats)
+                    });
+                    r.map_err(|e| {
+                        CopyError::exported(host_path(from, &rel), host_path(host, &rel), e)
+                    })?;
+                }
                 rel.truncate(done.parent_rel);
                 continue;
             };
