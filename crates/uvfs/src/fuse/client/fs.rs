@@ -219,7 +219,10 @@ pub struct FuseClientOptions {
     /// for [`DEFAULT_RECEIVE_SPIN`], `Some(Duration::ZERO)` for never. A reply that comes
     /// within it saves the caller's wake-up (on a VM, a halted vCPU's wake-up costs more
     /// than a fast server's answer). Adaptive: a thread whose look found no reply does not
-    /// look for its next [`SPIN_BACKOFF`] requests, so a slow server costs little CPU.
+    /// look for its next [`SPIN_BACKOFF`] requests, so a slow server costs little CPU; and
+    /// no caller looks while more callers of the connection wait than half the CPUs (a
+    /// look stops when that happens), so spinning callers never take the CPUs the server
+    /// needs to answer them.
     pub receive_spin: Option<std::time::Duration>,
     /// The server alone decides permissions, as a kernel mount without
     /// `default_permissions` (Linux's default; `fuse_permission`): uvfs checks no mode
@@ -240,10 +243,14 @@ pub struct FuseClientOptions {
     pub init_cancel: Option<fn() -> bool>,
 }
 
-/// The receive spin's default: 30 us (`uvfs bench --target fuse-client`, Intel Xeon VM:
-/// the kernel's client's ratio at 1 thread went from 0.68-0.89x without it to
-/// 0.96-1.30x, 2 threads unchanged or better).
-pub const DEFAULT_RECEIVE_SPIN: std::time::Duration = std::time::Duration::from_micros(30);
+/// The receive spin's default: 250 us. First 30 us, tuned on an Intel Xeon VM (`uvfs bench
+/// --target fuse-client`: 1 thread 0.68-0.89x the kernel's client without a spin,
+/// 0.96-1.30x with it); on this project's AMD EPYC VM passthrough_ll's answers take
+/// longer than 30 us, so the look mostly failed and backed off: 1 thread 0.52-0.77x. With
+/// 250 us (and no look while more callers wait than half the CPUs) the same runs gave
+/// 0.84-1.73x at 1 thread (see docs/bench.md); a reply that comes sooner ends the look
+/// sooner, so a fast server costs no more than before.
+pub const DEFAULT_RECEIVE_SPIN: std::time::Duration = std::time::Duration::from_micros(250);
 
 /// Requests a thread does not spin for after a spin that found no reply.
 pub const SPIN_BACKOFF: u32 = 32;
