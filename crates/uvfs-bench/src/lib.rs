@@ -517,7 +517,13 @@ fn bench_with(args: &BenchArgs) -> Result<Report> {
                     args.host_dir.as_deref(),
                 )?)
             }
-            TargetKind::SeccompFloor => Box::new(seccomp_floor::SeccompFloor),
+            TargetKind::SeccompFloor => match seccomp_floor::SeccompFloor::new() {
+                Ok(t) => Box::new(t),
+                Err(why) => {
+                    print_flush(&format!("skipping seccomp-floor: {why}\n"));
+                    continue;
+                }
+            },
             #[cfg(feature = "peers")]
             TargetKind::VfsMemoryfs => Box::new(peers::vfs_memory::VfsMemoryTarget::new()?),
             #[cfg(feature = "peers")]

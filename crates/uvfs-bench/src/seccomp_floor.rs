@@ -15,8 +15,24 @@ use crate::target::{Target, Worker};
 use crate::workloads::{Workload, WorkloadKind};
 
 /// See the module doc.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SeccompFloor;
+
+impl SeccompFloor {
+    /// The target, after a 1 ms probe shows the kernel lets this process measure it.
+    ///
+    /// # Errors
+    /// Why not, in words: the probe's error (no synchronous wake-ups before Linux 6.6; a
+    /// filter refused, e.g. `EBUSY` inside `uvfs run`; not x86_64).
+    pub fn new() -> std::result::Result<SeccompFloor, String> {
+        #[cfg(target_arch = "x86_64")]
+        return uvfs_run::notify_floor(1, Duration::from_millis(1))
+            .map(|_| SeccompFloor)
+            .map_err(|e| format!("the probe failed: {e}"));
+        #[cfg(not(target_arch = "x86_64"))]
+        Err("x86_64 only".to_owned())
+    }
+}
 
 impl Target for SeccompFloor {
     fn name(&self) -> &str {

@@ -1,16 +1,18 @@
 //! What one notified call costs on this machine when the supervisor does nothing but
 //! answer: the floor under `uvfs run`'s time per call, measured beside it by `uvfs bench
-//! --target run`.
+//! --target run` (its `seccomp-floor` target).
 //!
-//! A forked child installs a filter that notifies only `fstat`, pins itself to the first
-//! CPU this process may use (as the benchmark's worker thread 0 is pinned) and calls
-//! `fstat(0)` `calls` times; the calling thread, unpinned as `uvfs run`'s serving threads
-//! are, answers each call as `uvfs run` answers an `fstat`: one `process_vm_writev` of a
-//! 144-byte `struct stat` and a success, with synchronous wake-ups where the kernel has
-//! them (`SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP`, as `supervisor::run` sets). What is left of
-//! `uvfs run`'s own time per call above this is uvfs's (the lookup of the process, the
-//! `fstat` through the embedded layer, its larger filter); the rest is the kernel's
-//! context switches, which no supervisor can avoid.
+//! A forked child installs a filter that notifies only `fstat` and forks the other
+//! processes, which share the filter and its listener; each pins itself (process i to the
+//! i-th CPU this process may use, as the benchmark pins worker i) and calls `fstat(0)` for
+//! the given time. One thread, unpinned as `uvfs run`'s serving threads are, answers each
+//! call as `uvfs run` answers an `fstat`: one `process_vm_writev` of a 144-byte `struct
+//! stat` and a success, with synchronous wake-ups (`SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP`, as
+//! `supervisor::run` sets). What is left of `uvfs run`'s own time per call above this is
+//! uvfs's (finding the process, the `fstat` through the embedded layer, its longer filter);
+//! the rest is the kernel's context switches, which no supervisor can avoid. Differences
+//! from `uvfs run` that remain: one serving thread (`uvfs run` has one per two CPUs), and
+//! processes where the benchmark's `fstat-shared` workers are threads of one process.
 //!
 //! Linux analogue: none; the probe is seccomp_unotify(2)'s example reduced to one call.
 
@@ -20,16 +22,22 @@ use std::time::Duration;
 
 use crate::sys;
 
-/// Measures the floor with `procs` processes (1 to 64) calling for `duration` each, answered
-/// by one serving thread (as `uvfs run` serves with one on this project's 2-CPU VM): the
-/// processes' summed rate in notified calls per second. Process i is pinned to the i-th
-/// CPU this process may run on (round robin), as the benchmark pins worker i.
+/// Measures the floor with `procs` processes calling for `duration` each, answered by one
+/// serving thread (as `uvfs run` serves with one on this project's 2-CPU VM): notified
+/// calls per second, all processes' calls over the longest process's time (as the
+/// benchmark's harness counts a run). Process i is pinned to the i-th CPU this process may
+/// run on (round robin), as the benchmark pins worker i.
 ///
 /// # Errors
-/// The kernel's refusal of the filter or the fork (its errno), or a process's death before
-/// it finished (`UnexpectedEof`).
+/// `EINVAL` for `procs` 0 or above 64; `Unsupported` where the kernel has no synchronous
+/// wake-ups (before Linux 6.6: `uvfs run` serves with them, and a blocked receive there
+/// would not end if a process died early); the fork's errno; `UnexpectedEof` when the
+/// child ended before sending its listener (the kernel refused the filter: `EBUSY` under
+/// another listener, e.g. inside `uvfs run`) or a process ended before its last call.
 pub fn notify_floor(procs: usize, duration: Duration) -> io::Result<f64> {
-    let procs = procs.clamp(1, 64);
+    if !(1..=64).contains(&procs) {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
     let prog = sys::filter_program(&[libc::SYS_fstat as u32], &[]);
     // Each process's CPU set, made before the fork (a child must not allocate).
     // SAFETY: all-zero is an empty cpu_set_t.
@@ -69,15 +77,38 @@ pub fn notify_floor(procs: usize, duration: Duration) -> io::Result<f64> {
         unsafe { child(&prog, theirs.as_raw_fd(), &pins, ns) }
     }
     drop(theirs);
+    // A pidfd (opened before anyone can reap the child, so it names this child for good),
+    // for the kill on the error path.
+    // SAFETY: pidfd_open with integer arguments.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
+    // Reaped at once when it ends, not after `serve`: on Linux 6.6 to 6.10 a filter's
+    // listener hangs up only when its last process is reaped, so a child that died early
+    // must be reaped for `serve`'s blocked receive to end.
+    let reaper = std::thread::Builder::new()
+        .name("uvfs-floor-reap".into())
+        .spawn(move || {
+            let mut st = 0;
+            // SAFETY: `st` is an int the call fills; `pid` is our child, reaped only here.
+            while unsafe { libc::waitpid(pid, &mut st, 0) } < 0 && sys::errno() == libc::EINTR {}
+        });
     let r = serve(&ours, procs);
-    if r.is_err() {
-        // SAFETY: kill with integer arguments: the process group's calls nobody answers
-        // (its forks die with it: PDEATHSIG).
-        unsafe { libc::kill(pid, libc::SIGKILL) };
+    if r.is_err() && pidfd >= 0 {
+        // SAFETY: pidfd_send_signal with integer arguments and no siginfo: the first
+        // process, whose forks die with it (PDEATHSIG).
+        unsafe { libc::syscall(libc::SYS_pidfd_send_signal, pidfd, libc::SIGKILL, 0, 0) };
     }
-    let mut st = 0;
-    // SAFETY: `st` is an int the call fills; `pid` is our child.
-    while unsafe { libc::waitpid(pid, &mut st, 0) } < 0 && sys::errno() == libc::EINTR {}
+    match reaper {
+        Ok(h) => drop(h.join()),
+        Err(_) => {
+            let mut st = 0;
+            // SAFETY: as in the reaper.
+            while unsafe { libc::waitpid(pid, &mut st, 0) } < 0 && sys::errno() == libc::EINTR {}
+        }
+    }
+    if pidfd >= 0 {
+        // SAFETY: our pidfd, not used after.
+        unsafe { libc::close(pidfd) };
+    }
     r
 }
 
@@ -89,7 +120,12 @@ const END: u32 = u32::MAX;
 /// their summed rate.
 fn serve(sock: &OwnedFd, procs: usize) -> io::Result<f64> {
     let listener = sys::recv_fd(sock.as_fd())?;
-    sys::set_sync_wakeup(listener.as_fd());
+    if !sys::set_sync_wakeup(listener.as_fd()) {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "the kernel has no synchronous seccomp wake-ups (Linux 6.6)",
+        ));
+    }
     // Go: each process starts its clock after its byte.
     for _ in 0..procs {
         write_all(sock, &[1])?;
@@ -125,15 +161,14 @@ fn serve(sock: &OwnedFd, procs: usize) -> io::Result<f64> {
         };
         sys::respond(listener.as_fd(), n.id, a)?;
     }
-    let mut rate = 0.0;
+    let (mut calls, mut longest) = (0u64, 1u64);
     for _ in 0..procs {
         let mut m = [0u8; 16];
         read_exact(sock, &mut m)?;
-        let calls = u64::from_ne_bytes(m[..8].try_into().unwrap_or_default());
-        let ns = u64::from_ne_bytes(m[8..].try_into().unwrap_or_default()).max(1);
-        rate += calls as f64 * 1e9 / ns as f64;
+        calls += u64::from_ne_bytes(m[..8].try_into().unwrap_or_default());
+        longest = longest.max(u64::from_ne_bytes(m[8..].try_into().unwrap_or_default()));
     }
-    Ok(rate)
+    Ok(calls as f64 * 1e9 / longest as f64)
 }
 
 /// The first process: the filter, the listener to the parent, one fork per further
@@ -177,9 +212,11 @@ unsafe fn child(
         }
         calls(sock, ns);
         if me == 0 {
-            // The first process outlives its forks (their PDEATHSIG).
+            // The first process outlives its forks (their PDEATHSIG): it waits for all of
+            // them (a signal's handler, inherited from the benchmark, only interrupts one
+            // wait).
             let mut st = 0;
-            while libc::wait(&mut st) > 0 {}
+            while libc::wait(&mut st) > 0 || sys::errno() == libc::EINTR {}
         }
         libc::_exit(0)
     }

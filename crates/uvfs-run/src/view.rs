@@ -41,7 +41,9 @@ impl Bind {
                 .rsplit_once(':')
                 .is_some_and(|(_, p)| p.starts_with('/'))
         {
-            return Err(format!("--bind {s}: unknown mode {path} (ro or rw)"));
+            return Err(format!(
+                "--bind {s}: unknown mode '{path}' (ro or rw; PATH may not contain ':')"
+            ));
         }
         check_mount_point(path).map_err(|e| format!("--bind {s}: {e}"))?;
         // `/data/` and `/data` are one PATH.
@@ -314,7 +316,9 @@ mod tests {
             ("/data:ro", "expected HOST:PATH"),
             (":/d", "HOST is empty"),
             ("/data:rel", "not absolute"),
-            ("/data:/d:xx", "unknown mode xx"),
+            ("/data:/d:xx", "unknown mode 'xx'"),
+            ("/data:/d:", "unknown mode ''"),
+            ("/data:/a:b", "PATH may not contain ':'"),
             ("/data:/", "PATH"),
             ("/data:/a/../b", "PATH"),
         ] {

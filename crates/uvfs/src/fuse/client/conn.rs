@@ -205,16 +205,15 @@ pub(crate) struct Conn {
     /// `FuseClientOptions::receive_spin`; unset: none). Set once, by the mount.
     spin: std::sync::OnceLock<std::time::Duration>,
     /// Callers waiting for their reply now (a hint, on its own line: written twice by each
-    /// request that is waited for). A receive spins only while at most
-    /// [`Conn::max_spinners`] callers wait.
+    /// request that is waited for). The receiving caller (the leader, leader.rs: at most
+    /// one at a time) spins only while at most [`Conn::spin_waiters`] callers wait.
     waiting: CacheLine<AtomicUsize>,
-    /// The most callers that may wait for a spin to be tried: half the CPUs, at least one,
-    /// so the server's threads keep CPUs to answer on. Measured on this project's AMD VM
-    /// (2 vCPUs, `uvfs bench --target fuse-client`): with a 120-250 us spin and both of
-    /// two callers spinning, passthrough_ll had no CPU left and 2-thread syscall and
-    /// futimes fell from 0.54-0.78x to 0.45-0.51x of the kernel's client; one spinner of
-    /// two still took syscall to 0.46-0.49x.
-    max_spinners: usize,
+    /// The most callers that may wait while the leader spins: half the CPUs (none on one
+    /// CPU), so the server's threads keep CPUs to answer on. Measured on this project's AMD
+    /// VM (2 vCPUs, `uvfs bench --target fuse-client`): with a 120-250 us spin whatever
+    /// the number of waiters, the 2-thread rows fell (syscall 0.53-0.58x -> 0.45-0.48x,
+    /// futimes 0.72-0.78x -> 0.50-0.69x the kernel's client against spins of 0-30 us).
+    spin_waiters: usize,
     /// False once the connection aborted (`fc->connected`); requests then fail.
     connected: AtomicBool,
     /// Why it aborted, set by the first abort (see [`Conn::ended`]).
@@ -439,7 +438,7 @@ impl Conn {
             timeout: std::sync::OnceLock::new(),
             spin: std::sync::OnceLock::new(),
             waiting: CacheLine(AtomicUsize::new(0)),
-            max_spinners: std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1)),
+            spin_waiters: std::thread::available_parallelism().map_or(0, |n| n.get() / 2),
             connected: AtomicBool::new(true),
             why_ended: std::sync::OnceLock::new(),
             // INIT used unique 2.
@@ -676,12 +675,9 @@ impl Conn {
             super::interrupt::Published(slot)
         });
         let deadline = self.timeout.get().map(|&t| std::time::Instant::now() + t);
-        // Relaxed: a count of waiters, a hint for the receive spin (`spin_for_message`);
-        // nothing is published through it.
-        self.waiting.0.fetch_add(1, Ordering::Relaxed);
+        let waiting = Waiting::new(&self.waiting.0);
         let waited = self.lead.wait(req, &CallerWire(self), deadline);
-        // Relaxed: as above.
-        self.waiting.0.fetch_sub(1, Ordering::Relaxed);
+        drop(waiting);
         // A request that timed out but was answered meanwhile has its answer.
         let r = if waited == Waited::Finished || req.finished() {
             req.take_reply().unwrap_or(Err(Errno::EIO))
@@ -1307,10 +1303,31 @@ thread_local! {
     static SPIN_SKIP: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
 
+/// One caller counted in [`Conn::waiting`] while it lives (a guard: a panic in the wait
+/// must not leave the count raised, which would turn the spin off for good).
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn new(count: &'a AtomicUsize) -> Self {
+        // Relaxed: a count of waiters, a hint for the receive spin (`spin_for_message`);
+        // nothing is published through it.
+        count.fetch_add(1, Ordering::Relaxed);
+        Waiting(count)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        // Relaxed: as in `new`.
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// A receiving caller's look before it sleeps (`FuseClientOptions::receive_spin`): polls
 /// `fd` without waiting until a message is there or `limit` passed; a look that found
 /// none skips the next [`SPIN_BACKOFF`](super::fs::SPIN_BACKOFF) ones on this thread. No
-/// look while more than [`Conn::max_spinners`] callers wait: the caller sleeps at once.
+/// look while more than [`Conn::spin_waiters`] callers wait (the caller sleeps at once),
+/// and the look stops when that happens.
 fn spin_for_message(conn: &Conn, fd: &OwnedFd, limit: std::time::Duration) {
     if limit.is_zero() {
         return;
@@ -1322,7 +1339,7 @@ fn spin_for_message(conn: &Conn, fd: &OwnedFd, limit: std::time::Duration) {
     }
     // Relaxed: a hint (see `Conn::waiting`); a stale value lets one caller spin or sleep
     // when the other would have been better, nothing more.
-    if conn.waiting.0.load(Ordering::Relaxed) > conn.max_spinners {
+    if conn.waiting.0.load(Ordering::Relaxed) > conn.spin_waiters {
         return;
     }
     let start = std::time::Instant::now();
@@ -1333,7 +1350,7 @@ fn spin_for_message(conn: &Conn, fd: &OwnedFd, limit: std::time::Duration) {
         }
         // Another caller began to wait: its server thread needs this CPU more.
         // Relaxed: as above.
-        if conn.waiting.0.load(Ordering::Relaxed) > conn.max_spinners {
+        if conn.waiting.0.load(Ordering::Relaxed) > conn.spin_waiters {
             return;
         }
         std::hint::spin_loop();

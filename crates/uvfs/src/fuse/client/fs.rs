@@ -220,9 +220,10 @@ pub struct FuseClientOptions {
     /// within it saves the caller's wake-up (on a VM, a halted vCPU's wake-up costs more
     /// than a fast server's answer). Adaptive: a thread whose look found no reply does not
     /// look for its next [`SPIN_BACKOFF`] requests, so a slow server costs little CPU; and
-    /// no caller looks while more callers of the connection wait than half the CPUs (a
-    /// look stops when that happens), so spinning callers never take the CPUs the server
-    /// needs to answer them.
+    /// the receiving caller looks only while at most half the CPUs' worth of the
+    /// connection's callers wait (never on one CPU; the look stops when more begin to
+    /// wait), so that it leaves the server CPUs to answer on (per connection: the leaders
+    /// of several mounts may each look).
     pub receive_spin: Option<std::time::Duration>,
     /// The server alone decides permissions, as a kernel mount without
     /// `default_permissions` (Linux's default; `fuse_permission`): uvfs checks no mode

@@ -42,6 +42,7 @@ struct Seen {
     nodeid: u64,
     uid: u32,
     gid: u32,
+    pid: u32,
     /// ACCESS's mask; 0 for other requests.
     mask: u32,
 }
@@ -95,6 +96,7 @@ fn server(opts: FuseClientOptions) -> Server {
             nodeid: h.nodeid,
             uid: h.uid,
             gid: h.gid,
+            pid: h.pid,
             mask: 0,
         };
         match h.opcode {
@@ -406,7 +408,7 @@ fn a_served_request_is_its_callers() {
     assert_eq!(sets, [55, 0]);
 }
 
-/// RELEASE carries no credentials (uid and gid 0), as Linux's (`nocreds`): bug: it carried
+/// RELEASE carries no credentials (uid, gid and pid 0), as Linux's (`nocreds`): bug: it carried
 /// the closing task's ids.
 #[test]
 fn release_carries_no_credentials() {
@@ -422,8 +424,6 @@ fn release_carries_no_credentials() {
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
     assert_eq!(releases.len(), 1, "{releases:?}");
-    assert_eq!(
-        (releases[0].nodeid, releases[0].uid, releases[0].gid),
-        (3, 0, 0)
-    );
+    let r = releases[0];
+    assert_eq!((r.nodeid, r.uid, r.gid, r.pid), (3, 0, 0, 0));
 }
