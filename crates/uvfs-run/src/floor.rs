@@ -17,7 +17,8 @@
 //! Linux analogue: none; the probe is seccomp_unotify(2)'s example reduced to one call.
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, AsRawFd};
 use std::time::Duration;
 
 use crate::sys;
@@ -84,14 +85,15 @@ pub fn notify_floor(procs: usize, duration: Duration) -> io::Result<f64> {
     // Reaped at once when it ends, not after `serve`: on Linux 6.6 to 6.10 a filter's
     // listener hangs up only when its last process is reaped, so a child that died early
     // must be reaped for `serve`'s blocked receive to end.
+    let reap = move || {
+        let mut st = 0;
+        // SAFETY: `st` is an int the call fills; `pid` is our child, reaped only here.
+        while unsafe { libc::waitpid(pid, &mut st, 0) } < 0 && sys::errno() == libc::EINTR {}
+    };
     let reaper = std::thread::Builder::new()
         .name("uvfs-floor-reap".into())
-        .spawn(move || {
-            let mut st = 0;
-            // SAFETY: `st` is an int the call fills; `pid` is our child, reaped only here.
-            while unsafe { libc::waitpid(pid, &mut st, 0) } < 0 && sys::errno() == libc::EINTR {}
-        });
-    let r = serve(&ours, procs);
+        .spawn(reap);
+    let r = serve(std::fs::File::from(ours), procs);
     if r.is_err() && pidfd >= 0 {
         // SAFETY: pidfd_send_signal with integer arguments and no siginfo: the first
         // process, whose forks die with it (PDEATHSIG).
@@ -99,11 +101,7 @@ pub fn notify_floor(procs: usize, duration: Duration) -> io::Result<f64> {
     }
     match reaper {
         Ok(h) => drop(h.join()),
-        Err(_) => {
-            let mut st = 0;
-            // SAFETY: as in the reaper.
-            while unsafe { libc::waitpid(pid, &mut st, 0) } < 0 && sys::errno() == libc::EINTR {}
-        }
+        Err(_) => reap(),
     }
     if pidfd >= 0 {
         // SAFETY: our pidfd, not used after.
@@ -118,7 +116,7 @@ const END: u32 = u32::MAX;
 
 /// The parent's side: the listener, then answers until every process sent its end marker;
 /// their summed rate.
-fn serve(sock: &OwnedFd, procs: usize) -> io::Result<f64> {
+fn serve(mut sock: std::fs::File, procs: usize) -> io::Result<f64> {
     let listener = sys::recv_fd(sock.as_fd())?;
     if !sys::set_sync_wakeup(listener.as_fd()) {
         return Err(io::Error::new(
@@ -128,7 +126,7 @@ fn serve(sock: &OwnedFd, procs: usize) -> io::Result<f64> {
     }
     // Go: each process starts its clock after its byte.
     for _ in 0..procs {
-        write_all(sock, &[1])?;
+        sock.write_all(&[1])?;
     }
     let stat = [0u8; std::mem::size_of::<libc::stat>()];
     let mut ended = 0;
@@ -164,7 +162,7 @@ fn serve(sock: &OwnedFd, procs: usize) -> io::Result<f64> {
     let (mut calls, mut longest) = (0u64, 1u64);
     for _ in 0..procs {
         let mut m = [0u8; 16];
-        read_exact(sock, &mut m)?;
+        sock.read_exact(&mut m)?;
         calls += u64::from_ne_bytes(m[..8].try_into().unwrap_or_default());
         longest = longest.max(u64::from_ne_bytes(m[8..].try_into().unwrap_or_default()));
     }
@@ -265,48 +263,6 @@ unsafe fn calls(sock: i32, ns: u64) {
         m[8..].copy_from_slice(&took.to_ne_bytes());
         libc::write(sock, m.as_ptr().cast(), m.len());
     }
-}
-
-/// Writes all of `buf` to `fd`.
-fn write_all(fd: &OwnedFd, buf: &[u8]) -> io::Result<()> {
-    // SAFETY: `buf` is valid for its length.
-    let n = unsafe { libc::write(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len()) };
-    if n == buf.len() as isize {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
-/// Reads exactly `buf.len()` bytes from `fd` (`UnexpectedEof` if the peer closes first).
-fn read_exact(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<()> {
-    let mut got = 0;
-    while got < buf.len() {
-        // SAFETY: the tail of `buf` is valid for writing.
-        let n = unsafe {
-            libc::read(
-                fd.as_raw_fd(),
-                buf[got..].as_mut_ptr().cast(),
-                buf.len() - got,
-            )
-        };
-        match n {
-            0 => {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "the probe's child ended before its time was read",
-                ))
-            }
-            n if n < 0 => {
-                let e = io::Error::last_os_error();
-                if e.raw_os_error() != Some(libc::EINTR) {
-                    return Err(e);
-                }
-            }
-            n => got += n as usize,
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

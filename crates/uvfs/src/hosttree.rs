@@ -459,6 +459,34 @@ struct Enter<S, D> {
     attrs: Attrs,
 }
 
+impl<S, D> Enter<S, D> {
+    /// Makes this directory, `name` in the walk's top one, the new top (both walks):
+    /// both sides' levels, its name in `names`, its frame; `rel` becomes its path.
+    fn push<SO, DO>(
+        self,
+        name: Vec<u8>,
+        src: &mut Levels<S, SO>,
+        dst: &mut Levels<D, DO>,
+        rel: &mut Vec<u8>,
+        names: &mut Vec<Vec<u8>>,
+        frames: &mut Vec<Frame>,
+    ) where
+        SO: Fn(&S, &[u8]) -> io::Result<(S, Id)>,
+        DO: Fn(&D, &[u8]) -> io::Result<(D, Id)>,
+    {
+        src.push(self.src.0, self.src.1);
+        dst.push(self.dst.0, self.dst.1);
+        let parent_rel = rel.len();
+        *rel = join(rel, &name);
+        names.push(name);
+        frames.push(Frame {
+            todo: self.todo.into_iter(),
+            attrs: self.attrs,
+            parent_rel,
+        });
+    }
+}
+
 /// `openat(parent, name, how | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)` on the host, with
 /// the directory's identity.
 fn host_open_dir(parent: &HostFd, name: &[u8], how: OFlags) -> io::Result<(HostFd, Id)> {
@@ -688,18 +716,7 @@ impl<'t, V: Variant> Dir<'t, V> {
             })();
             match r {
                 Ok(None) => {}
-                Ok(Some(e)) => {
-                    src.push(e.src.0, e.src.1);
-                    dstl.push(e.dst.0, e.dst.1);
-                    let parent_rel = rel.len();
-                    rel = join(&rel, &name);
-                    names.push(name);
-                    frames.push(Frame {
-                        todo: e.todo.into_iter(),
-                        attrs: e.attrs,
-                        parent_rel,
-                    });
-                }
+                Ok(Some(e)) => e.push(name, &mut src, &mut dstl, &mut rel, &mut names, &mut frames),
                 Err(e) => {
                     let rp = join(&rel, &name);
                     return Err(CopyError::imported(
@@ -913,18 +930,7 @@ impl<'t, V: Variant> Dir<'t, V> {
             })();
             match r {
                 Ok(None) => {}
-                Ok(Some(e)) => {
-                    srcl.push(e.src.0, e.src.1);
-                    dst.push(e.dst.0, e.dst.1);
-                    let parent_rel = rel.len();
-                    rel = join(&rel, &name);
-                    names.push(name);
-                    frames.push(Frame {
-                        todo: e.todo.into_iter(),
-                        attrs: e.attrs,
-                        parent_rel,
-                    });
-                }
+                Ok(Some(e)) => e.push(name, &mut srcl, &mut dst, &mut rel, &mut names, &mut frames),
                 Err(e) => {
                     let rp = join(&rel, &name);
                     return Err(CopyError::exported(
