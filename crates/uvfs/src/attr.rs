@@ -70,6 +70,9 @@ fn chown_common(cred: &Cred, inode: &Inode, user: u32, group: u32) -> Result<()>
     // As in `chmod_common`: `ATTR_FORCE` skips setattr_prepare's checks (chown_ok,
     // chgrp_ok, the kill's ownership and set-group-ID checks), not chown_common's kill.
     let force = inode.fs_permission();
+    // chown_common sets ATTR_KILL_SUID for every non-directory; a file system that decides
+    // the kill itself refreshes and recomputes it (`fuse_setattr`), before the lock.
+    let fs_kill = if is_dir { None } else { inode.fs_setid_kill()? };
     inode.setattr(coarse_now(), false, |mode, uid, gid| {
         let new_uid = if user == u32::MAX { uid } else { user };
         let new_gid = if group == u32::MAX { gid } else { group };
@@ -91,6 +94,7 @@ fn chown_common(cred: &Cred, inode: &Inode, user: u32, group: u32) -> Result<()>
         // chown_common: ATTR_KILL_SUID, and ATTR_KILL_SGID when `setattr_should_drop_sgid`
         // (group-executable, or the caller outside the file's current group without
         // CAP_FSETID), for every non-directory and whoever the caller is, root included.
+        // A file system's own rule (`setid_kill`) replaces it.
         let mut kill = 0;
         if !is_dir {
             kill = S_ISUID;
@@ -98,7 +102,7 @@ fn chown_common(cred: &Cred, inode: &Inode, user: u32, group: u32) -> Result<()>
                 kill |= S_ISGID;
             }
         }
-        let kill = kill & mode;
+        let kill = fs_kill.unwrap_or(kill) & mode;
         let mut new_mode = mode & !kill;
         if kill != 0 && !force {
             // notify_change turned the kill into ATTR_MODE, which setattr_prepare checks as

@@ -317,6 +317,24 @@ pub trait InodeOps: Send + Sync {
         Ok(())
     }
 
+    /// Part of `->setattr` with `ATTR_KILL_SUID`/`ATTR_KILL_SGID`, for a file system that
+    /// decides a set-ID kill itself (Linux's `fuse_setattr` without `handle_killpriv`: "ia_mode
+    /// calculation may have used stale i_mode. Refresh and recalculate."). Called without
+    /// the inode's locks when the VFS is about to clear set-ID bits: for a chown of a
+    /// non-directory (`chown_common`), and for a write or truncate whose cached mode says
+    /// so (`file_remove_privs`, `setattr_should_drop_suidgid`). `None` (the default): the
+    /// VFS's rule from the cached mode stands. `Some(bits)`: the file system brought the
+    /// inode's attributes up to date, and `bits` (within `S_ISUID | S_ISGID`) are the ones
+    /// to clear; the VFS then sends its `setattr` even when `bits` clears nothing, as Linux
+    /// sends `fuse_do_setattr` with whatever is left of the attributes.
+    ///
+    /// # Errors
+    /// The file system's refresh (`ESTALE`, `EIO`); the call fails, nothing changes.
+    fn setid_kill(&self, inode: &Inode) -> Result<Option<u32>> {
+        let _ = inode;
+        Ok(None)
+    }
+
     /// `->evict_inode`: no name and no open file are left; give back what the inode holds
     /// (`all`), or, after that was done once, only what was written since by an open that
     /// raced with the last unlink (`!all`). Called without the inode's locks. Only called

@@ -374,6 +374,18 @@ impl Inode {
         self.i_op.setattr(self, &attr())
     }
 
+    /// The file system's set-ID kill ([`InodeOps::setid_kill`](crate::fs::InodeOps)):
+    /// `None` for an inode whose attributes the VFS alone stores.
+    ///
+    /// # Errors
+    /// The file system's refresh (`ESTALE`, `EIO`).
+    pub(crate) fn fs_setid_kill(&self) -> Result<Option<u32>> {
+        if self.vfs_attrs() {
+            return Ok(None);
+        }
+        self.i_op.setid_kill(self)
+    }
+
     /// Whether the VFS inode is the only store of the attributes (`I_VFS_ATTRS`).
     #[inline]
     fn vfs_attrs(&self) -> bool {
@@ -1069,12 +1081,16 @@ impl Inode {
         Ok(())
     }
 
-    /// `killpriv` on write and truncate (`setattr_should_drop_suidgid`): clears set-user-ID,
-    /// and set-group-ID when group-executable or when the writer is not in the file's group,
-    /// unless the writer has `CAP_FSETID` (root). Tests before writing (lesson 3).
+    /// `killpriv` on write and truncate (`file_remove_privs`, `setattr_should_drop_suidgid`):
+    /// clears set-user-ID, and set-group-ID when group-executable or when the writer is not
+    /// in the file's group, unless the writer has `CAP_FSETID` (root). Tests before writing
+    /// (lesson 3). Where the cached mode says to kill, a file system that decides the kill
+    /// itself ([`InodeOps::setid_kill`](crate::fs::InodeOps), FUSE as `fuse_setattr`) refreshes
+    /// and recomputes it first.
     ///
     /// # Errors
-    /// The file system's ([`InodeOps::setattr`](crate::fs::InodeOps)); nothing changes.
+    /// The file system's ([`InodeOps::setattr`](crate::fs::InodeOps), its refresh); nothing
+    /// changes.
     pub(crate) fn kill_suid(&self, cred: &Cred, now: Timespec) -> Result<()> {
         // setattr_should_drop_sgid: set-group-ID goes when group-executable, or, without
         // group execute, when the writer is not in the file's group.
@@ -1083,14 +1099,19 @@ impl Inode {
         let mode = self.mode();
         let kill = mode & S_ISUID != 0 || drop_sgid(mode);
         if kill && !cred.capable(crate::Caps::FSETID) {
+            // Before the attribute lock: a refresh stores attributes under it.
+            let fs_kill = self.fs_setid_kill()?;
             let _g = self.lock_attr();
             let mode = self.mode();
-            let mut new = mode & !S_ISUID;
-            if drop_sgid(mode) {
-                new &= !S_ISGID;
-            }
+            let new = match fs_kill {
+                Some(bits) => mode & !bits,
+                None if drop_sgid(mode) => mode & !(S_ISUID | S_ISGID),
+                None => mode & !S_ISUID,
+            };
             self.fs_setattr(|| crate::fs::SetAttr {
-                mode: Some(new & 0o7777),
+                // Linux's `fuse_setattr` sends what is left when the refreshed mode has
+                // nothing to clear (no ATTR_MODE); otherwise the mode, as notify_change.
+                mode: (fs_kill.is_none() || new != mode).then_some(new & 0o7777),
                 ..Default::default()
             })?;
             // Relaxed: serialised by `attr_lock`.

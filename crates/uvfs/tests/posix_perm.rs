@@ -812,6 +812,53 @@ fn write_clears_set_id_bits() {
     ]);
 }
 
+/// Two rows of the tables above through the FUSE client, where Linux's FUSE client
+/// differs from a local file system: set-group-ID without group execute stays for a caller
+/// outside the file's group, at chown and at write (`fuse_setattr` recomputes the kill as
+/// `S_ISGID | S_IXGRP` from refreshed attributes; measured on a kernel FUSE mount of
+/// libfuse 3.14's passthrough_ll: a 06767 file of group 0 written by uid 1000 became
+/// 02767). Set-user-ID goes either way.
+#[test]
+fn fuse_keeps_set_group_id_without_group_execute() {
+    let fuse = [
+        ("chown by the owner outside the group", S_IFREG | 0o2640),
+        ("write by a non-member", S_IFREG | 0o2766),
+        ("write of 06766 by a non-member", S_IFREG | 0o2766),
+    ];
+    let mut local = fuse;
+    for (i, m) in [0o640, 0o766, 0o766].into_iter().enumerate() {
+        local[i].1 = S_IFREG | m;
+    }
+    expect_fuse(local, fuse, |s| {
+        setup(s, &[]);
+        s.set_cred(0, 0, &[]);
+        s.fchownat(CWD, b"/u", M, 3000, NOAT).unwrap();
+        s.fchmodat(CWD, b"/u", 0o2640, NOAT).unwrap();
+        s.set_cred(1000, 1000, &[]);
+        s.fchownat(CWD, b"/u", M, M, NOAT).unwrap();
+        let chown = s.stat(b"/u").unwrap().st_mode;
+        let mut w = [0; 2];
+        for (i, m) in [0o2766, 0o6766].into_iter().enumerate() {
+            let p: &[u8] = [b"/w1".as_slice(), b"/w2"][i];
+            s.set_cred(0, 0, &[]);
+            let fd = s.open(p, CREAT | WO, 0).unwrap();
+            s.close(fd).unwrap();
+            s.fchownat(CWD, p, 0, 2000, NOAT).unwrap();
+            s.fchmodat(CWD, p, m, NOAT).unwrap();
+            s.set_cred(1000, 1000, &[]);
+            let fd = s.open(p, WO, 0).unwrap();
+            s.write(fd, b"x").unwrap();
+            s.close(fd).unwrap();
+            w[i] = s.stat(p).unwrap().st_mode;
+        }
+        [
+            ("chown by the owner outside the group", chown),
+            ("write by a non-member", w[0]),
+            ("write of 06766 by a non-member", w[1]),
+        ]
+    });
+}
+
 #[test]
 fn access_real_and_effective_ids() {
     const EACCESS: AtFlags = AtFlags::EACCESS;

@@ -1197,6 +1197,21 @@ impl InodeOps for FuseInode {
         self.setattr_req(inode, &arg, false)
     }
 
+    /// `fuse_setattr` without `FUSE_HANDLE_KILLPRIV` (never offered): "ia_mode calculation
+    /// may have used stale i_mode. Refresh and recalculate." A GETATTR whatever the
+    /// attributes' age, then set-user-ID if set, and set-group-ID only when
+    /// group-executable (`S_ISGID | S_IXGRP`: not for a caller outside the group, as the
+    /// VFS's own rule would).
+    fn setid_kill(&self, inode: &Inode) -> Result<Option<u32>> {
+        self.refresh(inode)?;
+        let mode = inode.mode();
+        let mut kill = mode & S_ISUID;
+        if mode & (S_ISGID | S_IXGRP) == S_ISGID | S_IXGRP {
+            kill |= S_ISGID;
+        }
+        Ok(Some(kill))
+    }
+
     /// GETATTR, unless the attributes are within `attr_valid`.
     fn getattr(&self, inode: &Inode) -> Result<()> {
         // Relaxed: a hint.

@@ -22,7 +22,8 @@ const CWD: Fd = Fd::AT_FDCWD;
 const UID: u32 = 4321;
 const GID: u32 = 8765;
 
-/// The server's tree: `/` (node 1, 0755) and these children, all owned by root.
+/// The server's tree: `/` (node 1, 0755) and these children, owned by root unless
+/// [`OWNED`] says otherwise.
 const ENTS: &[(&str, u64, u32)] = &[
     // Opened by root only (the server's policy, as the mode says).
     ("secret", 2, S_IFREG | 0o600),
@@ -33,7 +34,14 @@ const ENTS: &[(&str, u64, u32)] = &[
     ("prog", 5, S_IFREG | 0o755),
     // Searchable by root only by its mode; the server looks names up for anyone.
     ("dir", 6, S_IFDIR | 0o700),
+    // The task's own files, in a group it is not in (`OWNED`).
+    ("mine", 7, S_IFREG | 0o755),
+    ("sgid", 8, S_IFREG | 0o2744),
 ];
+
+/// Nodes of `ENTS` owned by the task's uid, in group `OTHER_GID`.
+const OWNED: &[u64] = &[7, 8];
+const OTHER_GID: u32 = 999;
 
 /// One request as the server saw it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,6 +60,10 @@ struct State {
     seen: Vec<Seen>,
     /// Node modes, changed by SETATTR.
     modes: Vec<(u64, u32)>,
+    /// Node owners (uid, gid), changed by SETATTR.
+    owners: Vec<(u64, u32, u32)>,
+    /// Each SETATTR: nodeid, `valid`, `mode`.
+    setattrs: Vec<(u64, u32, u32)>,
     /// ACCESS's answer (0 or a negative errno).
     access_reply: i32,
 }
@@ -65,11 +77,13 @@ struct Server {
     task: Task,
 }
 
-fn attr(nodeid: u64, mode: u32) -> abi::Attr {
+fn attr(nodeid: u64, mode: u32, (uid, gid): (u32, u32)) -> abi::Attr {
     abi::Attr {
         ino: 1000 + nodeid,
         mode,
         nlink: 1,
+        uid,
+        gid,
         ..Default::default()
     }
 }
@@ -78,17 +92,30 @@ fn attr(nodeid: u64, mode: u32) -> abi::Attr {
 fn server(opts: FuseClientOptions) -> Server {
     let mut modes = vec![(1, S_IFDIR | 0o755)];
     modes.extend(ENTS.iter().map(|&(_, id, m)| (id, m)));
+    let owners = modes
+        .iter()
+        .map(|&(id, _)| match OWNED.contains(&id) {
+            true => (id, UID, OTHER_GID),
+            false => (id, 0, 0),
+        })
+        .collect();
     let state = Arc::new(Mutex::new(State {
         modes,
+        owners,
         ..Default::default()
     }));
     let st2 = state.clone();
     let ends = scripted::spawn(1 << 20, move |h, rest, send| {
         let mut st = plock(&st2);
         let mode_of = |st: &State, id: u64| st.modes.iter().find(|m| m.0 == id).unwrap().1;
+        let owner_of = |st: &State, id: u64| {
+            let o = st.owners.iter().find(|o| o.0 == id).unwrap();
+            (o.1, o.2)
+        };
+        let attr_of = |st: &State, id: u64| attr(id, mode_of(st, id), owner_of(st, id));
         let attr_out = |st: &State, id: u64| abi::AttrOut {
             attr_valid: 3600,
-            attr: attr(id, mode_of(st, id)),
+            attr: attr_of(st, id),
             ..Default::default()
         };
         let mut seen = Seen {
@@ -118,7 +145,7 @@ fn server(opts: FuseClientOptions) -> Server {
                             nodeid: id,
                             entry_valid: 3600,
                             attr_valid: 3600,
-                            attr: attr(id, mode_of(&st, id)),
+                            attr: attr_of(&st, id),
                             ..Default::default()
                         };
                         send(h.unique, 0, out.as_bytes());
@@ -140,9 +167,17 @@ fn server(opts: FuseClientOptions) -> Server {
             }
             opcode::FUSE_SETATTR => {
                 let (a, _) = abi::SetattrIn::read_from_prefix(rest).unwrap();
+                st.setattrs.push((h.nodeid, a.valid, a.mode));
                 if a.valid & fattr::FATTR_MODE != 0 {
                     let m = st.modes.iter_mut().find(|m| m.0 == h.nodeid).unwrap();
                     m.1 = (m.1 & S_IFMT) | (a.mode & 0o7777);
+                }
+                let o = st.owners.iter_mut().find(|o| o.0 == h.nodeid).unwrap();
+                if a.valid & fattr::FATTR_UID != 0 {
+                    o.1 = a.uid;
+                }
+                if a.valid & fattr::FATTR_GID != 0 {
+                    o.2 = a.gid;
                 }
                 send(h.unique, 0, attr_out(&st, h.nodeid).as_bytes());
             }
@@ -150,6 +185,14 @@ fn server(opts: FuseClientOptions) -> Server {
                 let (a, _) = abi::AccessIn::read_from_prefix(rest).unwrap();
                 seen.mask = a.mask;
                 send(h.unique, st.access_reply, &[]);
+            }
+            opcode::FUSE_WRITE => {
+                let (w, _) = abi::WriteIn::read_from_prefix(rest).unwrap();
+                let out = abi::WriteOut {
+                    size: w.size,
+                    ..Default::default()
+                };
+                send(h.unique, 0, out.as_bytes());
             }
             opcode::FUSE_FLUSH | opcode::FUSE_RELEASE => send(h.unique, 0, &[]),
             opcode::FUSE_FORGET | opcode::FUSE_BATCH_FORGET | opcode::FUSE_DESTROY => {}
@@ -197,6 +240,25 @@ impl Server {
         let mut v = self.take();
         v.retain(|s| s.op == op);
         v
+    }
+
+    /// Changes node `id`'s mode on the server alone (the client's cached attributes stay,
+    /// valid for an hour): another client's chmod.
+    fn chmod_behind(&self, id: u64, mode: u32) {
+        let mut st = plock(&self.state);
+        let m = st.modes.iter_mut().find(|m| m.0 == id).unwrap();
+        m.1 = (m.1 & S_IFMT) | mode;
+    }
+
+    /// The server's mode bits of node `id`.
+    fn server_mode(&self, id: u64) -> u32 {
+        let st = plock(&self.state);
+        st.modes.iter().find(|m| m.0 == id).unwrap().1 & 0o7777
+    }
+
+    /// The SETATTRs seen since the last call: nodeid, `valid`, `mode`.
+    fn take_setattrs(&self) -> Vec<(u64, u32, u32)> {
+        std::mem::take(&mut plock(&self.state).setattrs)
     }
 
     fn open(&self, path: &str) -> crate::Result<()> {
@@ -426,4 +488,81 @@ fn release_carries_no_credentials() {
     assert_eq!(releases.len(), 1, "{releases:?}");
     let r = releases[0];
     assert_eq!((r.nodeid, r.uid, r.gid, r.pid), (3, 0, 0, 0));
+}
+
+/// chown of a non-directory refreshes the attributes before it decides which set-ID bits
+/// to clear (Linux `fuse_setattr`: "ia_mode calculation may have used stale i_mode.
+/// Refresh and recalculate."): a set-user-ID bit another client set behind the cache is
+/// cleared. Before, the kill came from the cached mode (no set-ID bit) and the file kept
+/// it under its new group.
+#[test]
+fn chown_refreshes_the_mode_before_killing_set_id_bits() {
+    for opts in [FuseClientOptions::default(), server_checks_options()] {
+        let s = server(opts);
+        let st = s.task.fstatat(CWD, "/mine", AtFlags::empty()).unwrap();
+        assert_eq!(
+            (st.st_mode & 0o7777, st.st_uid, st.st_gid),
+            (0o755, UID, OTHER_GID)
+        );
+        s.chmod_behind(7, 0o4755);
+        s.take();
+        s.task
+            .fchownat(CWD, "/mine", u32::MAX, GID, AtFlags::empty())
+            .unwrap();
+        let ops: Vec<u32> = s.take().iter().map(|x| x.op).collect();
+        assert_eq!(ops, [opcode::FUSE_GETATTR, opcode::FUSE_SETATTR]);
+        let sets = s.take_setattrs();
+        assert_eq!(sets.len(), 1, "{sets:?}");
+        let (id, valid, mode) = sets[0];
+        assert_eq!(id, 7);
+        assert_eq!(valid, fattr::FATTR_MODE | fattr::FATTR_GID, "{sets:?}");
+        assert_eq!(mode & 0o7777, 0o755);
+        assert_eq!(s.server_mode(7), 0o755);
+        let st = s.task.fstatat(CWD, "/mine", AtFlags::empty()).unwrap();
+        assert_eq!((st.st_mode & 0o7777, st.st_gid), (0o755, GID));
+    }
+}
+
+/// On FUSE, set-group-ID is cleared only from a group-executable file (`fuse_setattr`
+/// recomputes the kill as `S_ISGID | S_IXGRP` from refreshed attributes), where a local
+/// file system also clears it for a caller outside the file's group
+/// (`setattr_should_drop_sgid`). A write by the owner of a 02744 file whose group it is not
+/// in: the cached mode says kill, the refreshed one nothing, so a SETATTR that changes
+/// nothing (as Linux sends it) and the bit stays; then a chgrp by that owner to its own
+/// group keeps it too (a SETATTR of the group alone).
+#[test]
+fn set_group_id_without_group_execute_stays_on_fuse() {
+    let s = server(FuseClientOptions::default());
+    let fd = s.task.open("/sgid", OpenFlags::WRONLY, 0).unwrap();
+    s.take();
+    assert_eq!(s.task.write(fd, b"x"), Ok(1));
+    s.task.close(fd).unwrap();
+    let ops: Vec<u32> = s.take().iter().map(|x| x.op).collect();
+    assert_eq!(
+        ops[..3],
+        [
+            opcode::FUSE_GETATTR,
+            opcode::FUSE_SETATTR,
+            opcode::FUSE_WRITE
+        ]
+    );
+    assert_eq!(s.take_setattrs(), [(8, 0, 0)]);
+    assert_eq!(s.server_mode(8), 0o2744);
+
+    s.task
+        .fchownat(CWD, "/sgid", u32::MAX, GID, AtFlags::empty())
+        .unwrap();
+    let sets = s.take_setattrs();
+    assert_eq!(sets.len(), 1, "{sets:?}");
+    assert_eq!((sets[0].0, sets[0].1), (8, fattr::FATTR_GID), "{sets:?}");
+    assert_eq!(s.server_mode(8), 0o2744);
+    let st = s.task.fstatat(CWD, "/sgid", AtFlags::empty()).unwrap();
+    assert_eq!((st.st_mode & 0o7777, st.st_gid), (0o2744, GID));
+}
+
+fn server_checks_options() -> FuseClientOptions {
+    FuseClientOptions {
+        server_permissions: true,
+        ..Default::default()
+    }
 }
