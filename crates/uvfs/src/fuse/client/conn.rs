@@ -33,8 +33,12 @@
 //! FORGETs ([`Conn::forget`], one per evicted inode) are queued and sent as one
 //! BATCH_FORGET (7.16; INIT refuses servers before 7.23) when [`FORGET_BATCH`] are
 //! queued, before the next request is sent, and before DESTROY (Linux queues them on
-//! `fiq->forget_list_head` and the server's read takes a batch). So the server learns of
-//! at most `FORGET_BATCH - 1` evictions late.
+//! `fiq->forget_list_head` and the server's read takes a batch). The batch an eviction
+//! completes is sent without blocking (an eviction may run on a receiver: a notification's
+//! invalidation can drop an inode's last reference), and stays queued for the next request
+//! when the socket is full, or always on a stream socket, where a partial send would have
+//! to be finished by blocking. So the server learns of at least `FORGET_BATCH - 1`
+//! evictions late, and of more while the socket is full.
 //!
 //! # Failures
 //! A malformed message ([`ProtoError`]) is counted and, when its `unique` names a request
@@ -78,6 +82,10 @@ const MAX_IO: usize = 128 << 10;
 
 /// FORGETs queued before they are sent as one BATCH_FORGET.
 pub(crate) const FORGET_BATCH: usize = 16;
+
+/// The most FORGETs one BATCH_FORGET carries (4 KiB of `fuse_forget_one`s, far below any
+/// server's read buffer); a longer queue goes as several.
+pub(crate) const FORGET_MAX: usize = 256;
 
 /// How long INIT waits for the server's answer (2 s in the unit tests).
 const INIT_TIMEOUT: std::time::Duration =
@@ -934,7 +942,70 @@ impl Conn {
             self.forgets_queued.store(false, Ordering::Relaxed);
             std::mem::take(&mut *q)
         };
-        self.send_forgets(&batch);
+        let unsent = self.try_send_forgets(&batch);
+        if !unsent.is_empty() {
+            let mut q = plock(&self.forgets);
+            // In front of what was queued meanwhile, in eviction order.
+            let later = std::mem::replace(&mut *q, unsent.to_vec());
+            q.extend(later);
+            // Relaxed: under the lock (see the field).
+            self.forgets_queued.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Sends `batch` as BATCH_FORGETs without blocking; returns the part not sent (all of
+    /// it on a stream socket, and from the first message a full socket refused). Never
+    /// blocks: [`forget`](Self::forget) may run on a receiver, and a receiver blocked on a
+    /// full socket while the server blocks on its replies to us would deadlock both.
+    fn try_send_forgets<'a>(&self, batch: &'a [abi::ForgetOne]) -> &'a [abi::ForgetOne] {
+        if self.framing == Framing::Stream {
+            return batch;
+        }
+        let mut rest = batch;
+        while !rest.is_empty() {
+            // Relaxed: a hint, as in `send_oneway`.
+            if !self.connected.load(Ordering::Relaxed) {
+                // Nobody to tell: a dead server forgot everything.
+                return &[];
+            }
+            let (now, later) = rest.split_at(rest.len().min(FORGET_MAX));
+            let msg = self.forget_msg(now);
+            let flags = SendFlags::NOSIGNAL | SendFlags::DONTWAIT;
+            match rustix::net::send(&self.sock, &msg, flags) {
+                Err(rustix::io::Errno::AGAIN | rustix::io::Errno::INTR) => return rest,
+                // A failed socket aborts the connection where the receivers see it.
+                Ok(_) | Err(_) => rest = later,
+            }
+        }
+        rest
+    }
+
+    /// The message for `batch` (not empty, at most [`FORGET_MAX`]): a FORGET for one, a
+    /// BATCH_FORGET for more.
+    fn forget_msg(&self, batch: &[abi::ForgetOne]) -> Vec<u8> {
+        if let [one] = batch {
+            let arg = abi::ForgetIn {
+                nlookup: one.nlookup,
+            };
+            return encode(
+                opcode::FUSE_FORGET,
+                self.next_unique(),
+                one.nodeid,
+                (0, 0, 0),
+                &[arg.as_bytes()],
+            );
+        }
+        let head = abi::BatchForgetIn {
+            count: batch.len() as u32,
+            dummy: 0,
+        };
+        encode(
+            opcode::FUSE_BATCH_FORGET,
+            self.next_unique(),
+            0,
+            (0, 0, 0),
+            &[head.as_bytes(), batch.as_bytes()],
+        )
     }
 
     /// At unmount, before DESTROY: sends the queued background requests (blocking) and
@@ -975,27 +1046,15 @@ impl Conn {
         self.send_forgets(&batch);
     }
 
-    /// One BATCH_FORGET for `batch` (a FORGET for one).
+    /// `batch` as BATCH_FORGETs of at most [`FORGET_MAX`] (a FORGET for one), blocking on
+    /// a full socket: only from a caller's thread (`flush_queues`) or at unmount.
     fn send_forgets(&self, batch: &[abi::ForgetOne]) {
-        match batch {
-            [] => {}
-            [one] => {
-                let arg = abi::ForgetIn {
-                    nlookup: one.nlookup,
-                };
-                let _ = self.send_oneway(opcode::FUSE_FORGET, one.nodeid, &[arg.as_bytes()]);
+        for chunk in batch.chunks(FORGET_MAX) {
+            // Relaxed: a hint, as in `send_oneway`; a send to a closed peer fails anyway.
+            if !self.connected.load(Ordering::Relaxed) {
+                return;
             }
-            _ => {
-                let head = abi::BatchForgetIn {
-                    count: batch.len() as u32,
-                    dummy: 0,
-                };
-                let _ = self.send_oneway(
-                    opcode::FUSE_BATCH_FORGET,
-                    0,
-                    &[head.as_bytes(), batch.as_bytes()],
-                );
-            }
+            let _ = self.send_msg(&self.forget_msg(chunk));
         }
     }
 

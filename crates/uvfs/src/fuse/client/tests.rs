@@ -566,6 +566,40 @@ while True:
         let _ = rustix::net::send(fd, &m, rustix::net::SendFlags::NOSIGNAL);
     }
 
+    /// Serves `theirs` on a new thread until the client's end closes: INIT answered (7.31,
+    /// `max_write` 64 KiB, `max_background`), then every request, INIT included, handed to
+    /// `handler(header, payload, fd)`.
+    fn serve(
+        theirs: rustix::fd::OwnedFd,
+        max_background: u16,
+        mut handler: impl FnMut(&crate::fuse::abi::InHeader, &[u8], &rustix::fd::OwnedFd)
+            + Send
+            + 'static,
+    ) {
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; 1 << 20];
+            loop {
+                let n = match rustix::net::recv(&theirs, &mut buf, rustix::net::RecvFlags::empty())
+                {
+                    Ok((0, _)) | Err(_) => return,
+                    Ok((n, _)) => n,
+                };
+                let (h, rest) = crate::fuse::abi::InHeader::read_from_prefix(&buf[..n]).unwrap();
+                if h.opcode == opcode::FUSE_INIT {
+                    let out = crate::fuse::abi::InitOut {
+                        major: 7,
+                        minor: 31,
+                        max_write: 65536,
+                        max_background,
+                        ..Default::default()
+                    };
+                    send_out(&theirs, h.unique, 0, out.as_bytes());
+                }
+                handler(&h, rest, &theirs);
+            }
+        });
+    }
+
     /// A server in a thread on a socket pair (transport 3): answers INIT with
     /// `max_background` 2, GETATTR at once (an empty reply, which the test does not
     /// parse), holds RELEASEs unanswered until `release_all` is sent (opcode 9999, a test
@@ -576,67 +610,41 @@ while True:
         let seen: Seen = Default::default();
         let most = std::sync::Arc::new(AtomicUsizeMax::default());
         let (seen2, most2) = (seen.clone(), most.clone());
-        std::thread::spawn(move || {
-            let send = |unique: u64, payload: &[u8]| send_out(&theirs, unique, 0, payload);
-            let send_err = |unique: u64, error: i32| {
-                let h = crate::fuse::abi::OutHeader {
-                    len: 16,
-                    error,
-                    unique,
-                };
-                let _ = rustix::net::send(&theirs, h.as_bytes(), rustix::net::SendFlags::NOSIGNAL);
-            };
-            let mut held = Vec::new();
-            let mut held_slow: Vec<(u64, u64, u32)> = Vec::new();
-            let mut buf = vec![0u8; 1 << 20];
-            loop {
-                let n = match rustix::net::recv(&theirs, &mut buf, rustix::net::RecvFlags::empty())
-                {
-                    Ok((0, _)) | Err(_) => return,
-                    Ok((n, _)) => n,
-                };
-                let (h, rest) = crate::fuse::abi::InHeader::read_from_prefix(&buf[..n]).unwrap();
-                plock(&seen2).push((h.opcode, h.nodeid, rest.to_vec()));
-                match h.opcode {
-                    opcode::FUSE_INIT => {
-                        let out = crate::fuse::abi::InitOut {
-                            major: 7,
-                            minor: 31,
-                            max_write: 65536,
-                            max_background: 2,
-                            ..Default::default()
-                        };
-                        send(h.unique, out.as_bytes());
-                    }
-                    opcode::FUSE_GETATTR => send(h.unique, &[]),
-                    // Held until interrupted (9997); the first INTERRUPT of a request is
-                    // answered EAGAIN when the request's nodeid is 2 (ask again), the
-                    // next (or the only one) gives the request up: EINTR.
-                    9997 => held_slow.push((h.unique, h.nodeid, 0u32)),
-                    opcode::FUSE_INTERRUPT => {
-                        let target = u64::from_ne_bytes(rest[..8].try_into().unwrap());
-                        if let Some(i) = held_slow.iter().position(|x| x.0 == target) {
-                            held_slow[i].2 += 1;
-                            if held_slow[i].1 == 2 && held_slow[i].2 == 1 {
-                                send_err(h.unique, -(Errno::EAGAIN.raw()));
-                            } else {
-                                let (u, _, _) = held_slow.remove(i);
-                                send_err(u, -(Errno::EINTR.raw()));
-                            }
+        let mut held = Vec::new();
+        let mut held_slow: Vec<(u64, u64, u32)> = Vec::new();
+        serve(theirs, 2, move |h, rest, theirs| {
+            let send = |unique: u64, payload: &[u8]| send_out(theirs, unique, 0, payload);
+            let send_err = |unique: u64, error: i32| send_out(theirs, unique, error, &[]);
+            plock(&seen2).push((h.opcode, h.nodeid, rest.to_vec()));
+            match h.opcode {
+                opcode::FUSE_GETATTR => send(h.unique, &[]),
+                // Held until interrupted (9997); the first INTERRUPT of a request is
+                // answered EAGAIN when the request's nodeid is 2 (ask again), the
+                // next (or the only one) gives the request up: EINTR.
+                9997 => held_slow.push((h.unique, h.nodeid, 0u32)),
+                opcode::FUSE_INTERRUPT => {
+                    let target = u64::from_ne_bytes(rest[..8].try_into().unwrap());
+                    if let Some(i) = held_slow.iter().position(|x| x.0 == target) {
+                        held_slow[i].2 += 1;
+                        if held_slow[i].1 == 2 && held_slow[i].2 == 1 {
+                            send_err(h.unique, -(Errno::EAGAIN.raw()));
+                        } else {
+                            let (u, _, _) = held_slow.remove(i);
+                            send_err(u, -(Errno::EINTR.raw()));
                         }
                     }
-                    opcode::FUSE_RELEASE => {
-                        held.push(h.unique);
-                        most2.record(held.len());
-                    }
-                    9999 => {
-                        for u in held.drain(..) {
-                            send(u, &[]);
-                        }
-                        send(h.unique, &[]);
-                    }
-                    _ => {}
                 }
+                opcode::FUSE_RELEASE => {
+                    held.push(h.unique);
+                    most2.record(held.len());
+                }
+                9999 => {
+                    for u in held.drain(..) {
+                        send(u, &[]);
+                    }
+                    send(h.unique, &[]);
+                }
+                _ => {}
             }
         });
         (Conn::socket(mine).unwrap(), seen, most)
@@ -773,6 +781,77 @@ while True:
         );
     }
 
+    /// An eviction's FORGET never blocks on a full socket (it may run on a receiver, which
+    /// must not wait for a server that waits for it): with the server stopped inside a
+    /// request, 200 000 forgets (3 MiB of BATCH_FORGETs, far past the socket's buffer)
+    /// return at once; what did not fit is sent before the next request, in order and
+    /// none lost, in BATCH_FORGETs of at most FORGET_MAX. Before, the 16th forget after
+    /// the socket filled blocked until the server read again.
+    #[test]
+    fn a_forget_never_blocks_on_a_full_socket() {
+        use super::super::conn::FORGET_MAX;
+        use crate::fuse::abi::{BatchForgetIn, ForgetIn, ForgetOne};
+        let (mine, theirs) = seqpacket_pair();
+        let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+        let (entered_tx, entered_rx) = std::sync::mpsc::channel::<()>();
+        // (nodeid, nlookup) of every forget, in the order the server read them; the size
+        // of the largest BATCH_FORGET.
+        let got = std::sync::Arc::new(std::sync::Mutex::new((Vec::<(u64, u64)>::new(), 0)));
+        let got2 = got.clone();
+        serve(theirs, 0, move |h, rest, theirs| match h.opcode {
+            // Node 77: the server stops reading until the test says.
+            opcode::FUSE_GETATTR if h.nodeid == 77 => {
+                entered_tx.send(()).unwrap();
+                let _ = stop_rx.recv();
+                send_out(theirs, h.unique, 0, &[]);
+            }
+            opcode::FUSE_GETATTR => send_out(theirs, h.unique, 0, &[]),
+            opcode::FUSE_FORGET => {
+                let (f, _) = ForgetIn::read_from_prefix(rest).unwrap();
+                got2.lock().unwrap().0.push((h.nodeid, f.nlookup));
+            }
+            opcode::FUSE_BATCH_FORGET => {
+                let (b, ones) = BatchForgetIn::read_from_prefix(rest).unwrap();
+                let ones = <[ForgetOne]>::ref_from_bytes(ones).unwrap();
+                assert_eq!(ones.len(), b.count as usize);
+                let mut g = got2.lock().unwrap();
+                g.0.extend(ones.iter().map(|o| (o.nodeid, o.nlookup)));
+                g.1 = g.1.max(ones.len());
+            }
+            _ => {}
+        });
+        let c = Conn::socket(mine).unwrap();
+        let c2 = c.clone();
+        let stopped =
+            std::thread::spawn(move || c2.request(opcode::FUSE_GETATTR, 77, ROOT, &[&[0u8; 16]]));
+        // Until the server is inside node 77's GETATTR (then it reads nothing more).
+        entered_rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .unwrap();
+        const N: u64 = 200_000;
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let c3 = c.clone();
+        let forgetter = std::thread::spawn(move || {
+            for id in 1..=N {
+                c3.forget(id, id % 7 + 1);
+            }
+            done_tx.send(()).unwrap();
+        });
+        let returned = done_rx.recv_timeout(std::time::Duration::from_secs(20));
+        stop_tx.send(()).unwrap();
+        forgetter.join().unwrap();
+        assert!(returned.is_ok(), "forget blocked on the full socket");
+        stopped.join().unwrap().unwrap();
+        // The rest goes before this request.
+        c.request(opcode::FUSE_GETATTR, 1, ROOT, &[&[0u8; 16]])
+            .unwrap();
+        let g = got.lock().unwrap();
+        let want: Vec<(u64, u64)> = (1..=N).map(|id| (id, id % 7 + 1)).collect();
+        assert_eq!(g.0.len(), want.len(), "forgets lost or repeated");
+        assert!(g.0 == want, "forgets out of order");
+        assert!(g.1 <= FORGET_MAX, "a BATCH_FORGET of {}", g.1);
+    }
+
     #[test]
     fn an_unanswered_request_times_out_and_aborts() {
         let (c, _seen, _) = recording_server();
@@ -844,42 +923,23 @@ while True:
         let mut late = 0;
         for _ in 0..20 {
             let (mine, theirs) = seqpacket_pair();
-            std::thread::spawn(move || {
+            let mut held = Vec::new();
+            serve(theirs, 0, move |h, _, theirs| {
                 let send = |unique: u64, error: i32, payload: &[u8]| {
-                    send_out(&theirs, unique, error, payload)
+                    send_out(theirs, unique, error, payload)
                 };
-                let mut held = Vec::new();
-                let mut buf = vec![0u8; 1 << 20];
-                loop {
-                    let n =
-                        match rustix::net::recv(&theirs, &mut buf, rustix::net::RecvFlags::empty())
-                        {
-                            Ok((0, _)) | Err(_) => return,
-                            Ok((n, _)) => n,
-                        };
-                    let (h, _) = crate::fuse::abi::InHeader::read_from_prefix(&buf[..n]).unwrap();
-                    match h.opcode {
-                        opcode::FUSE_INIT => {
-                            let out = crate::fuse::abi::InitOut {
-                                major: 7,
-                                minor: 31,
-                                max_write: 65536,
-                                ..Default::default()
-                            };
-                            send(h.unique, 0, out.as_bytes());
-                        }
-                        9996 => {
-                            send(0, crate::fuse::abi::notify::INVAL_INODE, &[0u8; 24]);
-                            held.push(h.unique);
-                        }
-                        9999 => {
-                            for u in held.drain(..) {
-                                send(u, 0, &[]);
-                            }
-                            send(h.unique, 0, &[]);
-                        }
-                        _ => {}
+                match h.opcode {
+                    9996 => {
+                        send(0, crate::fuse::abi::notify::INVAL_INODE, &[0u8; 24]);
+                        held.push(h.unique);
                     }
+                    9999 => {
+                        for u in held.drain(..) {
+                            send(u, 0, &[]);
+                        }
+                        send(h.unique, 0, &[]);
+                    }
+                    _ => {}
                 }
             });
             let c = Conn::socket(mine).unwrap();
