@@ -298,7 +298,7 @@ impl<V: Variant> Task<V> {
             inode.with_write_access(|| {
                 inode.newsize_ok(length as u64, self.getrlimit_fsize())?;
                 let now = coarse_now();
-                inode.kill_suid(&self.cred, now)?;
+                inode.kill_suid_truncate(&self.cred, now)?;
                 inode.truncate_at(length as u64, now, false)
             })
         })

@@ -323,10 +323,12 @@ pub trait InodeOps: Send + Sync {
     /// the inode's locks when the VFS is about to clear set-ID bits: for a chown of a
     /// non-directory (`chown_common`), and for a write or truncate whose cached mode says
     /// so (`file_remove_privs`, `setattr_should_drop_suidgid`). `None` (the default): the
-    /// VFS's rule from the cached mode stands. `Some(bits)`: the file system brought the
-    /// inode's attributes up to date, and `bits` (within `S_ISUID | S_ISGID`) are the ones
-    /// to clear; the VFS then sends its `setattr` even when `bits` clears nothing, as Linux
-    /// sends `fuse_do_setattr` with whatever is left of the attributes.
+    /// VFS's rule from the cached mode stands. `Some(bits)`: the file system asked for the
+    /// inode's attributes (a reply that raced a data change may be dropped, as Linux's
+    /// `attr_version` drops it), and `bits` (within `S_ISUID | S_ISGID`) are the ones to
+    /// clear; for a write or chown the VFS then sends its `setattr` even when `bits` clears
+    /// nothing, as Linux sends `fuse_do_setattr` with whatever is left of the attributes
+    /// (a truncation sends only its size).
     ///
     /// # Errors
     /// The file system's refresh (`ESTALE`, `EIO`); the call fails, nothing changes.

@@ -1092,6 +1092,21 @@ impl Inode {
     /// The file system's ([`InodeOps::setattr`](crate::fs::InodeOps), its refresh); nothing
     /// changes.
     pub(crate) fn kill_suid(&self, cred: &Cred, now: Timespec) -> Result<()> {
+        self.kill_suid_with(cred, now, false)
+    }
+
+    /// [`kill_suid`](Self::kill_suid) before a truncation (`do_truncate`, which puts the
+    /// kill in the same `notify_change` as the size): where the file system's recomputed
+    /// kill clears nothing, no `setattr` is sent for it (the size's goes on its own).
+    ///
+    /// # Errors
+    /// As [`kill_suid`](Self::kill_suid).
+    pub(crate) fn kill_suid_truncate(&self, cred: &Cred, now: Timespec) -> Result<()> {
+        self.kill_suid_with(cred, now, true)
+    }
+
+    /// [`kill_suid`](Self::kill_suid), for a truncation when `truncate`.
+    fn kill_suid_with(&self, cred: &Cred, now: Timespec, truncate: bool) -> Result<()> {
         // setattr_should_drop_sgid: set-group-ID goes when group-executable, or, without
         // group execute, when the writer is not in the file's group.
         let drop_sgid =
@@ -1108,6 +1123,9 @@ impl Inode {
                 None if drop_sgid(mode) => mode & !(S_ISUID | S_ISGID),
                 None => mode & !S_ISUID,
             };
+            if truncate && fs_kill.is_some() && new == mode {
+                return Ok(());
+            }
             self.fs_setattr(|| crate::fs::SetAttr {
                 // Linux's `fuse_setattr` sends what is left when the refreshed mode has
                 // nothing to clear (no ATTR_MODE); otherwise the mode, as notify_change.

@@ -521,7 +521,7 @@ impl<V: Variant> Task<V> {
             let inode = file.inode();
             let trunc = || {
                 let now = crate::time::coarse_now();
-                inode.kill_suid(&self.cred, now)?;
+                inode.kill_suid_truncate(&self.cred, now)?;
                 inode.truncate_at(0, now, true)
             };
             if fmode.contains(FMode::WRITER) {

@@ -361,7 +361,7 @@ impl<V: Variant> File<V> {
         }
         f.inode().newsize_ok(length as u64, fsize)?;
         let now = coarse_now();
-        f.inode().kill_suid(cred, now)?;
+        f.inode().kill_suid_truncate(cred, now)?;
         f.inode().truncate_at(length as u64, now, true)
     }
 }

@@ -35,10 +35,13 @@
 //! queued, before the next request is sent, and before DESTROY (Linux queues them on
 //! `fiq->forget_list_head` and the server's read takes a batch). The batch an eviction
 //! completes is sent without blocking (an eviction may run on a receiver: a notification's
-//! invalidation can drop an inode's last reference), and stays queued for the next request
-//! when the socket is full, or always on a stream socket, where a partial send would have
-//! to be finished by blocking. So the server learns of at least `FORGET_BATCH - 1`
-//! evictions late, and of more while the socket is full.
+//! invalidation can drop an inode's last reference); when the socket is full it stays
+//! queued, and so does every later eviction, until the next request sends the queue. On a
+//! stream socket (where a partial send would have to be finished by blocking) evictions
+//! only queue. So while the socket has room the server learns of at most
+//! `FORGET_BATCH - 1` evictions late; otherwise of all since it filled (stream: since the
+//! last request), at the next request or unmount. FORGETs of one node may pass each other
+//! (a caller's send of the queue and an eviction's batch): their counts only add up.
 //!
 //! # Failures
 //! A malformed message ([`ProtoError`]) is counted and, when its `unique` names a request
@@ -234,11 +237,16 @@ pub(crate) struct Conn {
     /// Some queued background request could not be sent by a receiver (a full socket):
     /// the next request sends it. A hint, set and cleared under `bg`.
     bg_stalled: AtomicBool,
-    /// FORGETs not sent yet (at most `FORGET_BATCH - 1`), on their own line.
+    /// FORGETs not sent yet (at most `FORGET_BATCH - 1` while the socket has room; see the
+    /// module doc), on their own line.
     forgets: CacheLine<Mutex<Vec<abi::ForgetOne>>>,
     /// `forgets` is not empty: a hint read by every request, set and cleared under its
     /// lock.
     forgets_queued: AtomicBool,
+    /// A send from [`Conn::forget`] found the socket full: until a caller's request sends
+    /// the queue (`flush_queues`), evictions only queue (one push each, not a retry of the
+    /// whole queue). Set and cleared under `forgets`' lock.
+    forgets_stalled: AtomicBool,
     /// The server answered an interrupt with `ENOSYS` (`fc->no_interrupt`).
     no_interrupt: AtomicBool,
     /// An interrupt is linked that a receiver could not send: the next caller sends it.
@@ -455,6 +463,7 @@ impl Conn {
             bg_stalled: AtomicBool::new(false),
             forgets: CacheLine(Mutex::new(Vec::new())),
             forgets_queued: AtomicBool::new(false),
+            forgets_stalled: AtomicBool::new(false),
             no_interrupt: AtomicBool::new(false),
             intr_stalled: AtomicBool::new(false),
             // Relaxed: a unique id, ordered with nothing.
@@ -904,13 +913,7 @@ impl Conn {
         // Relaxed: hints (see the fields); a stale `false` leaves the work to the next
         // request, a stale `true` costs a lock.
         if self.forgets_queued.load(Ordering::Relaxed) {
-            let batch = {
-                let mut q = plock(&self.forgets);
-                // Relaxed: under the lock that orders it with the queue.
-                self.forgets_queued.store(false, Ordering::Relaxed);
-                std::mem::take(&mut *q)
-            };
-            self.send_forgets(&batch);
+            self.send_forgets(&self.take_forgets());
         }
         // Relaxed: as above.
         if self.bg_stalled.load(Ordering::Relaxed) {
@@ -930,26 +933,30 @@ impl Conn {
         let batch = {
             let mut q = plock(&self.forgets);
             q.push(abi::ForgetOne { nodeid, nlookup });
-            if q.len() < FORGET_BATCH {
+            if q.len() == 1 {
                 // Relaxed: under the lock (see the field); set once per batch (lesson 3).
-                if q.len() == 1 {
-                    // Relaxed: as above.
-                    self.forgets_queued.store(true, Ordering::Relaxed);
-                }
+                self.forgets_queued.store(true, Ordering::Relaxed);
+            }
+            // Relaxed: under the lock (see the field).
+            let stalled = self.forgets_stalled.load(Ordering::Relaxed);
+            if q.len() < FORGET_BATCH || stalled || self.framing == Framing::Stream {
                 return;
             }
             // Relaxed: as above.
             self.forgets_queued.store(false, Ordering::Relaxed);
+            // FORGET_BATCH of them: each batch is taken when it fills, unless stalled.
             std::mem::take(&mut *q)
         };
         let unsent = self.try_send_forgets(&batch);
         if !unsent.is_empty() {
             let mut q = plock(&self.forgets);
-            // In front of what was queued meanwhile, in eviction order.
+            // In front of what other evictions queued meanwhile.
             let later = std::mem::replace(&mut *q, unsent.to_vec());
             q.extend(later);
-            // Relaxed: under the lock (see the field).
+            // Relaxed: under the lock (see the fields).
             self.forgets_queued.store(true, Ordering::Relaxed);
+            // Relaxed: as above.
+            self.forgets_stalled.store(true, Ordering::Relaxed);
         }
     }
 
@@ -1037,13 +1044,21 @@ impl Conn {
 
     /// Sends every queued FORGET now (unmount, before DESTROY).
     pub(crate) fn flush_forgets(&self) {
-        let batch = {
-            let mut q = plock(&self.forgets);
-            // Relaxed: under the lock (see the field).
-            self.forgets_queued.store(false, Ordering::Relaxed);
-            std::mem::take(&mut *q)
-        };
-        self.send_forgets(&batch);
+        self.send_forgets(&self.take_forgets());
+    }
+
+    /// The queued FORGETs, for a send that may block: the queue is empty and not stalled
+    /// after.
+    fn take_forgets(&self) -> Vec<abi::ForgetOne> {
+        let mut q = plock(&self.forgets);
+        // Relaxed: under the lock that orders them with the queue (see the fields).
+        self.forgets_queued.store(false, Ordering::Relaxed);
+        // Relaxed: as above; tested first (lesson 3: every such send comes here).
+        if self.forgets_stalled.load(Ordering::Relaxed) {
+            // Relaxed: as above.
+            self.forgets_stalled.store(false, Ordering::Relaxed);
+        }
+        std::mem::take(&mut *q)
     }
 
     /// `batch` as BATCH_FORGETs of at most [`FORGET_MAX`] (a FORGET for one), blocking on

@@ -528,8 +528,8 @@ fn chown_refreshes_the_mode_before_killing_set_id_bits() {
 /// file system also clears it for a caller outside the file's group
 /// (`setattr_should_drop_sgid`). A write by the owner of a 02744 file whose group it is not
 /// in: the cached mode says kill, the refreshed one nothing, so a SETATTR that changes
-/// nothing (as Linux sends it) and the bit stays; then a chgrp by that owner to its own
-/// group keeps it too (a SETATTR of the group alone).
+/// nothing (as Linux sends it) and the bit stays; a truncation sends its size alone; then
+/// a chgrp by that owner to its own group keeps the bit too (a SETATTR of the group alone).
 #[test]
 fn set_group_id_without_group_execute_stays_on_fuse() {
     let s = server(FuseClientOptions::default());
@@ -548,6 +548,14 @@ fn set_group_id_without_group_execute_stays_on_fuse() {
     );
     assert_eq!(s.take_setattrs(), [(8, 0, 0)]);
     assert_eq!(s.server_mode(8), 0o2744);
+    // A truncation sends its size alone (`do_truncate`: the kill rides on its SETATTR).
+    let fd = s.task.open("/sgid", OpenFlags::WRONLY, 0).unwrap();
+    s.task.ftruncate(fd, 0).unwrap();
+    s.task.close(fd).unwrap();
+    let sets = s.take_setattrs();
+    assert_eq!(sets.len(), 1, "{sets:?}");
+    assert_ne!(sets[0].1 & fattr::FATTR_SIZE, 0, "{sets:?}");
+    assert_eq!(sets[0].1 & fattr::FATTR_MODE, 0, "{sets:?}");
 
     s.task
         .fchownat(CWD, "/sgid", u32::MAX, GID, AtFlags::empty())

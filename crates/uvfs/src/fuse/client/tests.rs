@@ -783,8 +783,8 @@ while True:
 
     /// An eviction's FORGET never blocks on a full socket (it may run on a receiver, which
     /// must not wait for a server that waits for it): with the server stopped inside a
-    /// request, 200 000 forgets (3 MiB of BATCH_FORGETs, far past the socket's buffer)
-    /// return at once; what did not fit is sent before the next request, in order and
+    /// request, 1 000 000 forgets (16 MiB of BATCH_FORGETs, far past the socket's buffer)
+    /// return at once, each a push once the socket is full; what did not fit is sent before the next request, in order and
     /// none lost, in BATCH_FORGETs of at most FORGET_MAX. Before, the 16th forget after
     /// the socket filled blocked until the server read again.
     #[test]
@@ -828,7 +828,9 @@ while True:
         entered_rx
             .recv_timeout(std::time::Duration::from_secs(10))
             .unwrap();
-        const N: u64 = 200_000;
+        // 16 MiB of BATCH_FORGETs; a retry of the whole queue at every eviction (quadratic)
+        // took 27 s for 400 000 here.
+        const N: u64 = 1_000_000;
         let (done_tx, done_rx) = std::sync::mpsc::channel();
         let c3 = c.clone();
         let forgetter = std::thread::spawn(move || {
