@@ -13,7 +13,7 @@ mod common;
 use std::fs;
 use std::path::Path;
 
-use common::{on_host_tmpfs, uvfs_only, MountGuard};
+use common::same_as_host_tmpfs;
 use rustix::fs::{Mode, OFlags};
 use rustix::io::{pwrite, write};
 
@@ -60,15 +60,5 @@ fn script(dir: &Path) -> Vec<String> {
 
 #[test]
 fn writes_follow_the_current_o_append() {
-    let test = "writes_follow_the_current_o_append";
-    if !uvfs_only(test) {
-        return;
-    }
-    let want = on_host_tmpfs(script);
-    let Some(mnt) = MountGuard::mount(test, &[]) else {
-        return;
-    };
-    let got = script(mnt.path());
-    mnt.unmount();
-    assert_eq!(got, want, "uvfs mount vs a kernel tmpfs");
+    same_as_host_tmpfs("writes_follow_the_current_o_append", &[], script);
 }

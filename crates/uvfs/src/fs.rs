@@ -153,6 +153,10 @@ pub struct NewInode<'a> {
     pub target: Option<&'a [u8]>,
     /// The syscall's change time (`coarse_now`): all three times of the new inode.
     pub now: Timespec,
+    /// For `O_TMPFILE` (the name empty): the open's flags, for a file system that creates
+    /// and opens in one request (FUSE's TMPFILE, as Linux's `->tmpfile` gets the `file`);
+    /// empty otherwise.
+    pub open: crate::types::OpenFlags,
 }
 
 /// A mounted file-system instance: what a [`SuperBlock`](crate::SuperBlock) delegates to (Linux

@@ -1252,6 +1252,7 @@ mod tests {
             rdev: 0,
             target: None,
             now,
+            open: crate::types::OpenFlags::empty(),
         };
         crate::fs::tmpfs::new_inode(2, 0, args, None).unwrap()
     }

@@ -411,6 +411,7 @@ impl<V: Variant> Task<V> {
             rdev: 0,
             target: None,
             now: crate::time::coarse_now(),
+            open: flags,
         };
         // `->tmpfile` (tmpfs: ENOSPC past the mount's limits).
         let inode = crate::namei::new_inode(&dirp.mnt, di, b"", args)?;

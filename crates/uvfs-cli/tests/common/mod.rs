@@ -575,6 +575,25 @@ pub fn on_host_tmpfs<T>(f: impl FnOnce(&Path) -> T) -> T {
     r
 }
 
+/// Runs `script` on a kernel tmpfs and on a fresh `uvfs mount` with `args`, and asserts
+/// that both give the same; skipped (see [`uvfs_only`]) where the mount cannot be made.
+pub fn same_as_host_tmpfs<T: PartialEq + std::fmt::Debug>(
+    test: &str,
+    args: &[&str],
+    script: impl Fn(&Path) -> T,
+) {
+    if !uvfs_only(test) {
+        return;
+    }
+    let want = on_host_tmpfs(&script);
+    let Some(mnt) = MountGuard::mount(test, args) else {
+        return;
+    };
+    let got = script(mnt.path());
+    mnt.unmount();
+    assert_eq!(got, want, "uvfs mount vs a kernel tmpfs");
+}
+
 /// Number of open descriptors of process `pid` (entries of `/proc/PID/fd`).
 pub fn fd_count(pid: u32) -> usize {
     fs::read_dir(format!("/proc/{pid}/fd"))

@@ -56,6 +56,7 @@ pub(crate) fn create_locked<V: Variant>(
         rdev,
         target,
         now,
+        open: crate::types::OpenFlags::empty(),
     };
     // The directory's ENOSPC (its cookies used up) before the file system allocates.
     let cookie = dl.next_cookie(name)?;

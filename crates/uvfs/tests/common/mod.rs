@@ -218,18 +218,6 @@ pub fn fuse_enabled() -> bool {
 /// with the reason: what they check has no FUSE message (or differs by FUSE's design,
 /// as Linux's own FUSE client differs there too).
 pub const FUSE_OPT_OUT: &[(&str, &str)] = &[
-    // No FUSE_TMPFILE in the client (nor in fuser 0.18's server): EOPNOTSUPP, as Linux's
-    // FUSE client gives for a server without it.
-    ("o_tmpfile_open", "O_TMPFILE: no FUSE_TMPFILE (EOPNOTSUPP)"),
-    ("o_tmpfile_data_and_directory", "O_TMPFILE: no FUSE_TMPFILE"),
-    ("o_tmpfile_in_setgid_dir", "O_TMPFILE: no FUSE_TMPFILE"),
-    ("o_tmpfile_limits", "O_TMPFILE: no FUSE_TMPFILE"),
-    ("o_tmpfile_linkat", "O_TMPFILE: no FUSE_TMPFILE"),
-    (
-        "tmpfile_space_comes_back_at_close",
-        "O_TMPFILE: no FUSE_TMPFILE",
-    ),
-    ("mode with O_TMPFILE", "O_TMPFILE: no FUSE_TMPFILE"),
     // Linux's FUSE client keeps set-group-ID without group execute where a local file
     // system drops it for a caller outside the file's group (`fuse_setattr` recomputes the
     // kill from refreshed attributes); posix_perm.rs's
@@ -352,7 +340,8 @@ impl Uvfs {
 
     /// uvfs's FUSE client on uvfs's FUSE server over a fresh tmpfs with root mode
     /// `root_mode` (default `1777`) and the `size=`/`nr_inodes=` of `extra` (as the host
-    /// side's sandbox), the server in this process (fuser's `Session` on a socket pair).
+    /// side's sandbox), the server in this process: `UvfsFuse::dispatch` on a socket pair,
+    /// one request at a time (the code `uvfs mount` serves `/dev/fuse` with).
     #[cfg(feature = "fuse")]
     pub fn fuse_client(root_mode: Option<u32>, extra: &str) -> Uvfs {
         let mut opts = uvfs::TmpfsOptions {
@@ -379,9 +368,19 @@ impl Uvfs {
         std::thread::Builder::new()
             .name("fuse-server".into())
             .spawn(move || {
-                let acl = fuser::SessionACL::All;
-                if let Ok(s) = fuser::Session::from_fd(fs, theirs, acl, fuser::Config::default()) {
-                    let _ = s.run();
+                // The largest request: a WRITE of the server's `max_write` (1 MiB) and headers.
+                let mut buf = vec![0u8; (1 << 20) + 4096];
+                let mut out = Vec::new();
+                loop {
+                    let n =
+                        match rustix::net::recv(&theirs, &mut buf, rustix::net::RecvFlags::empty())
+                        {
+                            Ok((0, _)) | Err(_) => return,
+                            Ok((n, _)) => n,
+                        };
+                    if fs.dispatch(&buf[..n], &mut out) {
+                        let _ = rustix::net::send(&theirs, &out, rustix::net::SendFlags::NOSIGNAL);
+                    }
                 }
             })
             .expect("server thread");

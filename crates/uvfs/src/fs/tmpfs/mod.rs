@@ -169,6 +169,7 @@ pub fn mount(opts: TmpfsOptions) -> Arc<Mount> {
         rdev: 0,
         target: None,
         now: crate::time::coarse_now(),
+        open: crate::types::OpenFlags::empty(),
     };
     let limits = fs.limits.clone();
     let sb = Arc::new(SuperBlock::new(Box::new(fs)));

@@ -266,6 +266,7 @@ impl Builder {
             rdev: 0,
             target: None,
             now: src.i_btime,
+            open: crate::types::OpenFlags::empty(),
         };
         let mut inode = super::assemble(ino, self.dev, args, t, size, pages);
         // Owner, times, btime and rdev are the source's.

@@ -95,9 +95,10 @@
 //! access(2)'s credentials (the real ids unless `AT_EACCESS`).
 //!
 //! # Not offered
-//! `O_TMPFILE` (EOPNOTSUPP, as a kernel mount of a server without TMPFILE), file locks,
-//! mmap coherence, writeback caching (writes are requests before the call returns).
-//! Extended attributes, interrupts (`Interrupter`) and READDIRPLUS are offered.
+//! File locks, mmap coherence, writeback caching (writes are requests before the call
+//! returns). Extended attributes, interrupts (`Interrupter`), READDIRPLUS and `O_TMPFILE`
+//! (TMPFILE; `EOPNOTSUPP` from a server without it, as Linux's `fc->no_tmpfile`) are
+//! offered.
 
 use super::cache::{FileCache, PageCache};
 use super::conn::Conn;
@@ -296,6 +297,9 @@ pub(crate) struct Shared {
     no_fsyncdir: AtomicBool,
     /// As `no_flush`, for LSEEK (`fc->no_lseek`).
     no_lseek: AtomicBool,
+    /// As `no_flush`, for TMPFILE (`fc->no_tmpfile`: `O_TMPFILE` is `EOPNOTSUPP` from then
+    /// on).
+    no_tmpfile: AtomicBool,
     /// The server answered GETXATTR, SETXATTR, LISTXATTR, REMOVEXATTR (in that order) with
     /// `ENOSYS`: that call is `EOPNOTSUPP` from then on without a request (Linux's
     /// `no_getxattr`, `no_setxattr`, `no_listxattr`, `no_removexattr`).
@@ -420,6 +424,10 @@ struct OpenFiles {
     fhs: Vec<Option<u64>>,
     /// Free slots.
     free: Vec<usize>,
+    /// An `O_TMPFILE` file's handle from TMPFILE's reply, until the creating open takes it
+    /// (the VFS makes the inode, then opens it: one request did both); given back at
+    /// eviction if that open never came.
+    created: Option<abi::OpenOut>,
 }
 
 impl OpenFiles {
@@ -459,6 +467,20 @@ impl Drop for FuseInode {
         // Acquire: pairs with `Shared::destroy`'s swap (after it, DESTROY went: nothing
         // more is sent).
         let destroyed = self.fs.destroyed.load(Ordering::Acquire);
+        let created = self.files.get_mut().map(|f| f.created.take());
+        if let (Ok(Some(o)), false) = (created, destroyed) {
+            // An O_TMPFILE whose creating open failed before it took the handle.
+            let arg = abi::ReleaseIn {
+                fh: o.fh,
+                ..Default::default()
+            };
+            let _ = self.fs.conn.request_background(
+                opcode::FUSE_RELEASE,
+                self.nodeid,
+                (0, 0, 0),
+                &[arg.as_bytes()],
+            );
+        }
         if n > 0 && self.nodeid != abi::FUSE_ROOT_ID && !destroyed {
             self.fs.conn.forget(self.nodeid, n);
         }
@@ -1529,13 +1551,25 @@ impl FileOps for FuseInode {
         if acc != 0 || flags.contains(OpenFlags::TRUNC) {
             self.fs.writable()?;
         }
-        let strip = OpenFlags::CREAT | OpenFlags::EXCL | OpenFlags::NOCTTY | OpenFlags::TRUNC;
-        let arg = abi::OpenIn {
-            flags: (flags - strip).bits() & !(OpenFlags::CLOEXEC.bits()),
-            open_flags: 0,
+        // The open that follows an O_TMPFILE's TMPFILE: its reply opened the file.
+        let created = match op == opcode::FUSE_OPEN && flags.intersects(crate::open::O_TMPFILE_BIT)
+        {
+            true => plock(&self.files).created.take(),
+            false => None,
         };
-        let r = self.fs.req(op, self.nodeid, &[arg.as_bytes()])?;
-        let o: abi::OpenOut = reply(&self.fs.conn, &r)?;
+        let o = match created {
+            Some(o) => o,
+            None => {
+                let strip =
+                    OpenFlags::CREAT | OpenFlags::EXCL | OpenFlags::NOCTTY | OpenFlags::TRUNC;
+                let arg = abi::OpenIn {
+                    flags: (flags - strip).bits() & !(OpenFlags::CLOEXEC.bits()),
+                    open_flags: 0,
+                };
+                let r = self.fs.req(op, self.nodeid, &[arg.as_bytes()])?;
+                reply::<abi::OpenOut>(&self.fs.conn, &r)?
+            }
+        };
         if op == opcode::FUSE_OPENDIR {
             return Ok(o.fh);
         }
@@ -1939,8 +1973,7 @@ impl FileSystem for FuseFs {
         let d = fuse(dir)?;
         self.shared.writable()?;
         if name.is_empty() {
-            // O_TMPFILE: not offered (see the module doc).
-            return Err(Errno::EOPNOTSUPP);
+            return self.tmpfile(dev, d, &args);
         }
         let n = cname(name)?;
         let creds = self.shared.creds();
@@ -1986,6 +2019,91 @@ impl FileSystem for FuseFs {
         if i.mode() & S_IFMT != ty {
             return Err(Errno::EIO);
         }
+        Ok(i)
+    }
+}
+
+impl FuseFs {
+    /// `fuse_tmpfile` (Linux 6.1+): TMPFILE in `d` with the open's flags and the mode the
+    /// VFS computed (`fuse_create_open`'s request, the name `/` of the dentry
+    /// `vfs_tmpfile` allocates); the reply's handle waits in the new inode for the open
+    /// that follows ([`OpenFiles::created`]). A server without it (`ENOSYS`) is not asked
+    /// again: `EOPNOTSUPP`, as Linux's `fc->no_tmpfile`.
+    ///
+    /// # Errors
+    /// `EOPNOTSUPP` (no TMPFILE), `EIO` (a reply that is not a regular file's, or a
+    /// handle for a node that has one waiting), the server's.
+    fn tmpfile(&self, dev: u64, d: &FuseInode, args: &NewInode<'_>) -> Result<Arc<Inode>> {
+        // Relaxed: a sticky hint.
+        if self.shared.no_tmpfile.load(Ordering::Relaxed) {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        let strip = OpenFlags::CREAT | OpenFlags::EXCL | OpenFlags::NOCTTY | OpenFlags::TRUNC;
+        // O_EXCL stays: the server may keep such a file unlinkable (Linux passes f_flags).
+        let flags = args.open - (strip - OpenFlags::EXCL) - OpenFlags::CLOEXEC;
+        let arg = abi::CreateIn {
+            flags: flags.bits(),
+            mode: args.mode,
+            umask: 0,
+            open_flags: 0,
+        };
+        let creds = self.shared.creds();
+        let r = match self.shared.conn.request(
+            opcode::FUSE_TMPFILE,
+            d.nodeid,
+            creds,
+            &[arg.as_bytes(), b"/\0"],
+        ) {
+            Err(Errno::ENOSYS) => {
+                // Relaxed: as above.
+                self.shared.no_tmpfile.store(true, Ordering::Relaxed);
+                return Err(Errno::EOPNOTSUPP);
+            }
+            r => r?,
+        };
+        let entry = std::mem::size_of::<abi::EntryOut>();
+        let Some((e, o)) = r.split_at_checked(entry) else {
+            return Err(proto_error(&self.shared.conn));
+        };
+        let Ok(o) = abi::OpenOut::read_from_bytes(o) else {
+            return Err(proto_error(&self.shared.conn));
+        };
+        // The handle is the server's to get back on any failure from here.
+        let give_back = |nodeid: u64| {
+            let arg = abi::ReleaseIn {
+                fh: o.fh,
+                ..Default::default()
+            };
+            let _ = self.shared.conn.request_background(
+                opcode::FUSE_RELEASE,
+                nodeid,
+                (0, 0, 0),
+                &[arg.as_bytes()],
+            );
+        };
+        let i = match d.entry_reply(dev, e) {
+            Ok(i) if i.mode() & S_IFMT == S_IFREG => i,
+            Ok(i) => {
+                give_back(fuse(&i).map_or(0, |f| f.nodeid));
+                return Err(Errno::EIO);
+            }
+            Err(err) => {
+                if let Ok((eo, _)) = abi::EntryOut::read_from_prefix(e) {
+                    give_back(eo.nodeid);
+                }
+                return Err(err);
+            }
+        };
+        let f = fuse(&i)?;
+        let mut files = plock(&f.files);
+        if files.created.is_some() {
+            // A node id the server gave twice: this handle has no inode of its own.
+            drop(files);
+            give_back(f.nodeid);
+            return Err(proto_error(&self.shared.conn));
+        }
+        files.created = Some(o);
+        drop(files);
         Ok(i)
     }
 }
@@ -2069,6 +2187,7 @@ pub fn mount(server: FuseServer, opts: FuseClientOptions) -> Result<Arc<Mount>> 
         no_access: AtomicBool::new(false),
         destroyed: AtomicBool::new(false),
         no_lseek: AtomicBool::new(false),
+        no_tmpfile: AtomicBool::new(false),
         no_xattr: Default::default(),
         cache: PageCache::new(opts_cache_pages),
         next_token: AtomicU64::new(1),

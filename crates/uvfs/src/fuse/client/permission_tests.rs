@@ -66,6 +66,11 @@ struct State {
     setattrs: Vec<(u64, u32, u32)>,
     /// ACCESS's answer (0 or a negative errno).
     access_reply: i32,
+    /// TMPFILE is served (node 9, handle 99), else answered ENOSYS.
+    tmpfile: bool,
+    /// TMPFILE's `fuse_create_in` (flags, mode) and name; WRITEs' handles.
+    tmpfile_in: Vec<(u32, u32, Vec<u8>)>,
+    write_fhs: Vec<u64>,
 }
 
 struct Server {
@@ -81,7 +86,8 @@ fn attr(nodeid: u64, mode: u32, (uid, gid): (u32, u32)) -> abi::Attr {
     abi::Attr {
         ino: 1000 + nodeid,
         mode,
-        nlink: 1,
+        // Node 9 is an unnamed O_TMPFILE file.
+        nlink: u32::from(nodeid != 9),
         uid,
         gid,
         ..Default::default()
@@ -186,8 +192,26 @@ fn server(opts: FuseClientOptions) -> Server {
                 seen.mask = a.mask;
                 send(h.unique, st.access_reply, &[]);
             }
+            opcode::FUSE_TMPFILE if st.tmpfile => {
+                let (c, name) = abi::CreateIn::read_from_prefix(rest).unwrap();
+                st.tmpfile_in.push((c.flags, c.mode, name.to_vec()));
+                st.modes.push((9, S_IFREG | (c.mode & 0o7777)));
+                st.owners.push((9, h.uid, h.gid));
+                let e = abi::EntryOut {
+                    nodeid: 9,
+                    attr_valid: 3600,
+                    attr: attr_of(&st, 9),
+                    ..Default::default()
+                };
+                let o = abi::OpenOut {
+                    fh: 99,
+                    ..Default::default()
+                };
+                send(h.unique, 0, &[e.as_bytes(), o.as_bytes()].concat());
+            }
             opcode::FUSE_WRITE => {
                 let (w, _) = abi::WriteIn::read_from_prefix(rest).unwrap();
+                st.write_fhs.push(w.fh);
                 let out = abi::WriteOut {
                     size: w.size,
                     ..Default::default()
@@ -573,4 +597,56 @@ fn server_checks_options() -> FuseClientOptions {
         server_permissions: true,
         ..Default::default()
     }
+}
+
+/// A server without TMPFILE (`ENOSYS`, libfuse before 3.17 and fuser): `O_TMPFILE` is
+/// `EOPNOTSUPP`, and the server is asked once (Linux's `fc->no_tmpfile`).
+#[test]
+fn o_tmpfile_on_a_server_without_tmpfile_is_eopnotsupp_once() {
+    let s = server(FuseClientOptions::default());
+    s.take();
+    for _ in 0..2 {
+        assert_eq!(
+            s.root
+                .open("/", OpenFlags::TMPFILE | OpenFlags::RDWR, 0o600)
+                .err(),
+            Some(Errno::EOPNOTSUPP)
+        );
+    }
+    assert_eq!(s.take_op(opcode::FUSE_TMPFILE).len(), 1);
+}
+
+/// `O_TMPFILE` on a server with TMPFILE: one request creates and opens (no OPEN after it),
+/// with the open's flags and the mode after the umask, the name `/` (as Linux's
+/// `fuse_create_open` sends the dentry `vfs_tmpfile` made); the file's I/O goes through
+/// the handle TMPFILE answered.
+#[test]
+fn o_tmpfile_is_one_tmpfile_request() {
+    let s = server(FuseClientOptions::default());
+    plock(&s.state).tmpfile = true;
+    s.root.umask(0o022);
+    s.take();
+    let fd = s
+        .root
+        .open(
+            "/",
+            OpenFlags::TMPFILE | OpenFlags::WRONLY | OpenFlags::APPEND,
+            0o666,
+        )
+        .unwrap();
+    assert_eq!(s.root.write(fd, b"abc"), Ok(3));
+    assert_eq!(s.root.fstat(fd).unwrap().st_nlink, 0);
+    s.root.close(fd).unwrap();
+    let ops: Vec<u32> = s.take().iter().map(|x| x.op).collect();
+    // TMPFILE, then the append's GETATTR (the size), WRITE, fstat's GETATTR, RELEASE.
+    assert_eq!(ops[0], opcode::FUSE_TMPFILE, "{ops:?}");
+    assert!(ops.contains(&opcode::FUSE_WRITE), "{ops:?}");
+    assert!(!ops.contains(&opcode::FUSE_OPEN), "{ops:?}");
+    let st = plock(&s.state);
+    let (flags, mode, name) = &st.tmpfile_in[0];
+    let want = OpenFlags::TMPFILE | OpenFlags::WRONLY | OpenFlags::APPEND;
+    assert_eq!(OpenFlags::from_bits_retain(*flags), want);
+    assert_eq!(*mode, S_IFREG | 0o644);
+    assert_eq!(name, b"/\0");
+    assert_eq!(st.write_fhs, [99]);
 }

@@ -136,7 +136,7 @@ impl UvfsFuse {
     ///
     /// Every opcode the kernel may send gets its operation, or `ENOSYS` as libfuse answers
     /// one its server does not implement (`GETLK`/`SETLK`: the kernel then keeps POSIX locks
-    /// itself; `IOCTL`, `POLL`, `BMAP`, `COPY_FILE_RANGE`, `TMPFILE`, `STATX`, ...).
+    /// itself; `IOCTL`, `POLL`, `BMAP`, `COPY_FILE_RANGE`, `STATX`, ...).
     /// `INTERRUPT` gets no reply: the request it names is interrupted on the worker serving
     /// it, or when its worker publishes it (see the module doc of `server`, "Interrupts");
     /// every other request except `INIT` and `DESTROY` is published in the calling thread's
@@ -377,6 +377,14 @@ impl UvfsFuse {
                 let (i, rest) = arg::<abi::CreateIn>(b)?;
                 let (name, _) = cstr(rest)?;
                 let (e, open) = self.op_create(c, ino, name, i.mode, i.flags)?;
+                o.push(e.as_bytes());
+                o.push(open.as_bytes());
+            }
+            op::FUSE_TMPFILE => {
+                let (i, rest) = arg::<abi::CreateIn>(b)?;
+                // The name (`/`) is checked for its NUL only: a tmpfile has none.
+                cstr(rest)?;
+                let (e, open) = self.op_tmpfile(c, ino, i.mode, i.flags)?;
                 o.push(e.as_bytes());
                 o.push(open.as_bytes());
             }

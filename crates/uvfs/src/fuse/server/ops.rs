@@ -732,23 +732,34 @@ impl UvfsFuse {
         let p = self.node(parent)?;
         let name = component(name)?;
         let oflags = OpenFlags::from_bits_retain(flags);
+        // The kernel sends CREATE only for a name it believes missing, and then skips its
+        // own permission check of the open (`may_open` of a new file). If the name exists
+        // after all (made behind the kernel's back, through the Rust API of an embedding
+        // program), opening it here would bypass that check: create exclusively, and
+        // answer ESTALE, which makes the VFS look the name up again and open the existing
+        // file the checked way (`do_filp_open`'s LOOKUP_REVAL retry). A caller's own
+        // O_EXCL gets its EEXIST.
+        let excl = OpenFlags::CREAT | OpenFlags::EXCL;
+        self.open_new(c, oflags, |t| {
+            match t.filp_open(&*p, name, oflags | excl, mode) {
+                Err(Errno::EEXIST) if !oflags.contains(OpenFlags::EXCL) => Err(Errno::ESTALE),
+                r => r,
+            }
+        })
+    }
+
+    /// A file `open` made (opened with `oflags`) as CREATE's or TMPFILE's answer: its
+    /// entry (a lookup counted) and a handle in the caller's table.
+    fn open_new(
+        &self,
+        c: &Caller,
+        oflags: OpenFlags,
+        open: impl FnOnce(&Task) -> Result<crate::FileHandle>,
+    ) -> Result<(abi::EntryOut, abi::OpenOut)> {
         let (table, (fd, attr)) = self.with_opener(c, |t, opener| {
-            // The kernel sends CREATE only for a name it believes missing, and then skips
-            // its own permission check of the open (`may_open` of a new file). If the
-            // name exists after all (made behind the kernel's back, through the Rust API
-            // of an embedding program), opening it here would bypass that check: create
-            // exclusively, and answer ESTALE, which makes the VFS look the name up again
-            // and open the existing file the checked way (`do_filp_open`'s
-            // LOOKUP_REVAL retry). A caller's own O_EXCL gets its EEXIST.
-            let excl = OpenFlags::CREAT | OpenFlags::EXCL;
             let mut dentry = None;
             let fd = opener.open(t, || {
-                let f = match t.filp_open(&*p, name, oflags | excl, mode) {
-                    Err(Errno::EEXIST) if !oflags.contains(OpenFlags::EXCL) => {
-                        return Err(Errno::ESTALE)
-                    }
-                    r => r?,
-                };
+                let f = open(t)?;
                 dentry = Some(f.dentry().clone());
                 Ok(f)
             })?;
@@ -770,6 +781,29 @@ impl UvfsFuse {
             padding: 0,
         };
         Ok((self.entry_out(attr), open))
+    }
+
+    /// TMPFILE in directory `parent` (Linux 6.1's `fuse_tmpfile`, for `O_TMPFILE`): an
+    /// unnamed regular file of mode `mode`, opened with `flags` (the kernel's `f_flags`:
+    /// `O_EXCL` makes it unlinkable for good), as the caller (its ids own it): its entry,
+    /// with a lookup the kernel will forget, and its handle. The kernel sends a name (`/`),
+    /// which is not one: ignored.
+    ///
+    /// # Errors
+    /// `ESTALE`, `ENOTDIR`, `EACCES`, `ENOSPC`, `EMFILE`/`ENFILE` (handle limits), `EROFS`,
+    /// the open's.
+    pub(super) fn op_tmpfile(
+        &self,
+        c: &Caller,
+        parent: u64,
+        mode: u32,
+        flags: u32,
+    ) -> Result<(abi::EntryOut, abi::OpenOut)> {
+        let p = self.node(parent)?;
+        // O_TMPFILE whatever the kernel passed on (it is what the request is); no O_CREAT,
+        // which O_TMPFILE refuses.
+        let oflags = (OpenFlags::from_bits_retain(flags) - OpenFlags::CREAT) | OpenFlags::TMPFILE;
+        self.open_new(c, oflags, |t| t.filp_open(&*p, ".", oflags, mode))
     }
 
     /// FALLOCATE through handle `fh` (mode 0, `KEEP_SIZE`, `PUNCH_HOLE|KEEP_SIZE`).
