@@ -341,6 +341,17 @@ pub trait InodeOps: Send + Sync {
         Ok(None)
     }
 
+    /// The birth time `statx` reports for `STATX_BTIME` (the `btime` Linux's `->getattr`
+    /// fills, `STATX_BTIME` in the result mask only where it does). `None`: not known,
+    /// and `statx` leaves `STATX_BTIME` out of `stx_mask`. By default the inode's
+    /// ([`Inode::btime`], set when it was made).
+    ///
+    /// # Errors
+    /// The file system's (`EIO`, `ENOTCONN`); the `statx` fails.
+    fn btime(&self, inode: &Inode) -> Result<Option<crate::types::Timespec>> {
+        Ok(Some(inode.btime()))
+    }
+
     /// `->evict_inode`: no name and no open file are left; give back what the inode holds
     /// (`all`), or, after that was done once, only what was written since by an open that
     /// raced with the last unlink (`!all`). Called without the inode's locks. Only called

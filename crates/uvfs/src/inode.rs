@@ -386,6 +386,18 @@ impl Inode {
         self.i_op.setid_kill(self)
     }
 
+    /// The birth time `statx` reports ([`InodeOps::btime`](crate::fs::InodeOps)): the
+    /// inode's own where the VFS alone stores the attributes.
+    ///
+    /// # Errors
+    /// The file system's.
+    pub(crate) fn fs_btime(&self) -> Result<Option<Timespec>> {
+        if self.vfs_attrs() {
+            return Ok(Some(self.btime()));
+        }
+        self.i_op.btime(self)
+    }
+
     /// Whether the VFS inode is the only store of the attributes (`I_VFS_ATTRS`).
     #[inline]
     fn vfs_attrs(&self) -> bool {

@@ -365,8 +365,12 @@ impl<V: Variant> Task<V> {
             };
             let mut btime = StatxTimestamp::default();
             if mask & STATX_BTIME != 0 {
-                stx_mask |= STATX_BTIME;
-                btime = inode.btime().into();
+                // Only where the file system knows it (a FUSE server without STATX does
+                // not: Linux leaves the bit out then).
+                if let Some(b) = inode.fs_btime()? {
+                    stx_mask |= STATX_BTIME;
+                    btime = b.into();
+                }
             }
             let (mtime, ctime) = if cm {
                 (st.st_mtime.into(), st.st_ctime.into())

@@ -65,6 +65,9 @@ pub(crate) mod opcode {
     pub(crate) const FUSE_RENAME2: u32 = 45;
     pub(crate) const FUSE_LSEEK: u32 = 46;
     pub(crate) const FUSE_TMPFILE: u32 = 51;
+    /// Protocol 7.39 (Linux 6.6), sent by Linux whatever minor INIT settled on; not in
+    /// the 7.38 `<linux/fuse.h>` the header test reads.
+    pub(crate) const FUSE_STATX: u32 = 52;
 }
 
 /// `FOPEN_*` flags of `fuse_open_out.open_flags` the client acts on.
@@ -286,6 +289,66 @@ wire! {
         attr_valid_nsec: u32,
         dummy: u32,
         attr: Attr,
+    }
+}
+
+wire! {
+    /// `struct fuse_statx_in` (7.39): STATX; `sx_mask` the `STATX_*` fields wanted (Linux
+    /// asks `STATX_BASIC_STATS | STATX_BTIME`), `sx_flags` the `AT_STATX_*` sync bits.
+    /// Not in the 7.38 header: its layout is the kernel's, sizes asserted here.
+    StatxIn = "fuse_statx_in", 24 {
+        getattr_flags: u32,
+        reserved: u32,
+        fh: u64,
+        sx_flags: u32,
+        sx_mask: u32,
+    }
+}
+
+wire! {
+    /// `struct fuse_sx_time` (7.39): a `statx_timestamp`.
+    SxTime = "fuse_sx_time", 16 {
+        tv_sec: i64,
+        tv_nsec: u32,
+        reserved: i32,
+    }
+}
+
+wire! {
+    /// `struct fuse_statx` (7.39): `struct statx`'s layout (256 bytes).
+    Statx = "fuse_statx", 256 {
+        mask: u32,
+        blksize: u32,
+        attributes: u64,
+        nlink: u32,
+        uid: u32,
+        gid: u32,
+        mode: u16,
+        spare0: u16,
+        ino: u64,
+        size: u64,
+        blocks: u64,
+        attributes_mask: u64,
+        atime: SxTime,
+        btime: SxTime,
+        ctime: SxTime,
+        mtime: SxTime,
+        rdev_major: u32,
+        rdev_minor: u32,
+        dev_major: u32,
+        dev_minor: u32,
+        spare2: [u64; 14],
+    }
+}
+
+wire! {
+    /// `struct fuse_statx_out` (7.39): STATX's reply.
+    StatxOut = "fuse_statx_out", 288 {
+        attr_valid: u64,
+        attr_valid_nsec: u32,
+        flags: u32,
+        spare: [u64; 2],
+        stat: Statx,
     }
 }
 

@@ -300,6 +300,8 @@ pub(crate) struct Shared {
     /// As `no_flush`, for TMPFILE (`fc->no_tmpfile`: `O_TMPFILE` is `EOPNOTSUPP` from then
     /// on).
     no_tmpfile: AtomicBool,
+    /// As `no_flush`, for STATX (`fc->no_statx`: no birth time from then on).
+    no_statx: AtomicBool,
     /// The server answered GETXATTR, SETXATTR, LISTXATTR, REMOVEXATTR (in that order) with
     /// `ENOSYS`: that call is `EOPNOTSUPP` from then on without a request (Linux's
     /// `no_getxattr`, `no_setxattr`, `no_listxattr`, `no_removexattr`).
@@ -1232,6 +1234,49 @@ impl InodeOps for FuseInode {
             kill |= S_ISGID;
         }
         Ok(Some(kill))
+    }
+
+    /// The birth time from STATX (`fuse_do_statx`, protocol 7.39, which Linux sends for a
+    /// `statx` asking `STATX_BTIME`; `sx_mask` basic stats and birth time, as Linux asks),
+    /// when the reply's mask has it; `None` from a server without STATX (`ENOSYS`: not
+    /// asked again, Linux's `fc->no_statx`) or one that does not know it. A request each
+    /// time: the birth time is not cached (nor is it on Linux).
+    ///
+    /// # Errors
+    /// `EIO` for a reply of another file type or a short one; the server's.
+    fn btime(&self, inode: &Inode) -> Result<Option<crate::types::Timespec>> {
+        use crate::stat::{STATX_BASIC_STATS, STATX_BTIME, STATX_TYPE};
+        // Relaxed: a sticky hint.
+        if self.fs.no_statx.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        let arg = abi::StatxIn {
+            sx_mask: STATX_BASIC_STATS | STATX_BTIME,
+            ..Default::default()
+        };
+        let r = match self
+            .fs
+            .req(opcode::FUSE_STATX, self.nodeid, &[arg.as_bytes()])
+        {
+            Err(Errno::ENOSYS) => {
+                // Relaxed: as above.
+                self.fs.no_statx.store(true, Ordering::Relaxed);
+                return Ok(None);
+            }
+            r => r?,
+        };
+        let x: abi::StatxOut = reply(&self.fs.conn, &r)?;
+        let sx = &x.stat;
+        if sx.mask & STATX_TYPE != 0 && u32::from(sx.mode) & S_IFMT != inode.mode() & S_IFMT {
+            // As `fuse_do_statx`'s `inode_wrong_type` (which marks the inode bad).
+            return Err(proto_error(&self.fs.conn));
+        }
+        Ok(
+            (sx.mask & STATX_BTIME != 0).then(|| crate::types::Timespec {
+                tv_sec: sx.btime.tv_sec,
+                tv_nsec: i64::from(sx.btime.tv_nsec.min(999_999_999)),
+            }),
+        )
     }
 
     /// GETATTR, unless the attributes are within `attr_valid`.
@@ -2188,6 +2233,7 @@ pub fn mount(server: FuseServer, opts: FuseClientOptions) -> Result<Arc<Mount>> 
         destroyed: AtomicBool::new(false),
         no_lseek: AtomicBool::new(false),
         no_tmpfile: AtomicBool::new(false),
+        no_statx: AtomicBool::new(false),
         no_xattr: Default::default(),
         cache: PageCache::new(opts_cache_pages),
         next_token: AtomicU64::new(1),

@@ -650,3 +650,28 @@ fn o_tmpfile_is_one_tmpfile_request() {
     assert_eq!(name, b"/\0");
     assert_eq!(st.write_fhs, [99]);
 }
+
+/// A server without STATX (`ENOSYS`: libfuse before 3.18, fuser): `statx` asking for the
+/// birth time leaves `STATX_BTIME` out of the mask (as Linux's `fc->no_statx`), and the
+/// server is asked once; the basic stats are there either way.
+#[test]
+fn statx_btime_on_a_server_without_statx_is_left_out_once() {
+    use crate::stat::{STATX_BASIC_STATS, STATX_BTIME};
+    let s = server(FuseClientOptions::default());
+    s.take();
+    for _ in 0..2 {
+        let x = s
+            .task
+            .statx(
+                CWD,
+                "/plain",
+                AtFlags::empty(),
+                STATX_BASIC_STATS | STATX_BTIME,
+            )
+            .unwrap();
+        assert_eq!(x.stx_mask & STATX_BTIME, 0, "{:#x}", x.stx_mask);
+        assert_eq!(x.stx_mask & STATX_BASIC_STATS, STATX_BASIC_STATS);
+        assert_eq!(x.stx_btime, Default::default());
+    }
+    assert_eq!(s.take_op(abi::opcode::FUSE_STATX).len(), 1);
+}

@@ -136,7 +136,7 @@ impl UvfsFuse {
     ///
     /// Every opcode the kernel may send gets its operation, or `ENOSYS` as libfuse answers
     /// one its server does not implement (`GETLK`/`SETLK`: the kernel then keeps POSIX locks
-    /// itself; `IOCTL`, `POLL`, `BMAP`, `COPY_FILE_RANGE`, `STATX`, ...).
+    /// itself; `IOCTL`, `POLL`, `BMAP`, `COPY_FILE_RANGE`, ...).
     /// `INTERRUPT` gets no reply: the request it names is interrupted on the worker serving
     /// it, or when its worker publishes it (see the module doc of `server`, "Interrupts");
     /// every other request except `INIT` and `DESTROY` is published in the calling thread's
@@ -239,6 +239,11 @@ impl UvfsFuse {
                 let (g, _) = arg::<abi::GetattrIn>(b)?;
                 let fh = (g.getattr_flags & FUSE_GETATTR_FH != 0).then_some(g.fh);
                 o.push(self.op_getattr(c, ino, fh)?.as_bytes());
+            }
+            op::FUSE_STATX => {
+                let (x, _) = arg::<abi::StatxIn>(b)?;
+                let fh = (x.getattr_flags & FUSE_GETATTR_FH != 0).then_some(x.fh);
+                o.push(self.op_statx(c, ino, fh)?.as_bytes());
             }
             op::FUSE_SETATTR => {
                 use abi::fattr as F;
