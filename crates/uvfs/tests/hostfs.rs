@@ -348,6 +348,50 @@ fn host_changes_are_seen() {
     assert_eq!(ls, ["h"]);
 }
 
+/// `statx`'s birth time on hostfs is the host file's own (`STATX_BTIME` of the host's
+/// statx), not when uvfs first saw it. Bug: it was the change time of the first attributes
+/// uvfs read, so a file created on the host, chmodded there a while later and only then
+/// looked at through uvfs reported that chmod as its birth.
+#[test]
+fn statx_btime_is_the_host_files() {
+    use rustix::fs::{statx, StatxFlags};
+    use uvfs::stat::STATX_BTIME;
+    let fx = Fixture::new();
+    let r = fx.root();
+    let u = fx.mount(HostfsOptions::default());
+    let s: &dyn Sys = &u;
+    std::fs::write(r.join("f"), b"x").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::fs::set_permissions(
+        r.join("f"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
+    let host = statx(
+        rustix::fs::CWD,
+        r.join("f"),
+        rustix::fs::AtFlags::empty(),
+        StatxFlags::BTIME | StatxFlags::CTIME,
+    )
+    .unwrap();
+    assert_ne!(
+        host.stx_mask & StatxFlags::BTIME.bits(),
+        0,
+        "the host's tmpfs keeps btime"
+    );
+    let x = s.statx(CWD, b"/f", NOAT, STATX_BTIME).unwrap();
+    assert_ne!(x.stx_mask & STATX_BTIME, 0);
+    assert_eq!(
+        (x.stx_btime.tv_sec, x.stx_btime.tv_nsec),
+        (host.stx_btime.tv_sec, host.stx_btime.tv_nsec),
+        "uvfs's birth time vs the host's"
+    );
+    assert!(
+        (x.stx_btime.tv_sec, x.stx_btime.tv_nsec) < (host.stx_ctime.tv_sec, host.stx_ctime.tv_nsec),
+        "born before the chmod"
+    );
+}
+
 #[test]
 fn uvfs_changes_reach_the_host() {
     let fx = Fixture::new();

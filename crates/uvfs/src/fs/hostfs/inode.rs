@@ -662,6 +662,32 @@ impl InodeOps for HostInode {
         }
     }
 
+    /// The host file's own birth time (`statx` `STATX_BTIME` on its descriptor), where the
+    /// host file system keeps one (tmpfs, ext4, xfs, btrfs); `None` where it does not, as
+    /// Linux reports it then. (The inode's `btime` is when uvfs first saw the file: its
+    /// change time then, which a chmod on the host moves.) A file uvfs can no longer
+    /// reach has none.
+    fn btime(&self, _inode: &Inode) -> Result<Option<Timespec>> {
+        let fd = match self.path_fd() {
+            Ok(fd) => fd,
+            Err(Errno::ESTALE) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let x = rustix::fs::statx(
+            &fd,
+            "",
+            HAt::EMPTY_PATH | HAt::SYMLINK_NOFOLLOW,
+            rustix::fs::StatxFlags::BTIME,
+        )
+        .h()?;
+        Ok(
+            (x.stx_mask & rustix::fs::StatxFlags::BTIME.bits() != 0).then(|| Timespec {
+                tv_sec: x.stx_btime.tv_sec,
+                tv_nsec: i64::from(x.stx_btime.tv_nsec),
+            }),
+        )
+    }
+
     /// `ftruncate` of a writable descriptor; the host stamps the times.
     fn truncate(&self, inode: &Inode, len: u64, _now: Timespec, stamp: bool) -> Result<()> {
         if !inode.is_reg() {
