@@ -349,6 +349,9 @@ impl<V: Variant> Task<V> {
                 nd.walk(start, path, follow, false)?
             };
             let inode = &d.d_inode;
+            // AT_STATX_DONT_SYNC is a sync here too (a FUSE or host inode's attributes are
+            // refreshed when stale, its birth time asked for); Linux's FUSE client answers
+            // it from its cache (`fuse_update_get_attr`).
             inode.refresh()?;
             let cm = mask & (STATX_MTIME | STATX_CTIME) != 0;
             let st = d.stat_query(cm, V::TEST_BEFORE_SET);

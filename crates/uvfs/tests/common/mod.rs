@@ -375,6 +375,7 @@ impl Uvfs {
                     let n =
                         match rustix::net::recv(&theirs, &mut buf, rustix::net::RecvFlags::empty())
                         {
+                            Err(rustix::io::Errno::INTR) => continue,
                             Ok((0, _)) | Err(_) => return,
                             Ok((n, _)) => n,
                         };

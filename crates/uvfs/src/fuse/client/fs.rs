@@ -417,6 +417,9 @@ pub(crate) struct FuseInode {
     /// holds is `slot << 1 | direct` (`direct`: the file bypasses the page cache), so a
     /// cache hit needs no lookup here. Protected by its mutex.
     files: Mutex<OpenFiles>,
+    /// The birth time STATX answered (`None` inside: the server has none for this node);
+    /// unset until asked (Linux's `fi->i_btime` and `FUSE_I_BTIME`). Set once.
+    btime: std::sync::OnceLock<Option<crate::types::Timespec>>,
 }
 
 /// The server's `fh` of each open file of one regular file, by slot.
@@ -679,6 +682,7 @@ impl Shared {
             // Relaxed: only unique ids are needed, no ordering with anything else.
             pages: FileCache::new(self.next_token.fetch_add(1, Ordering::Relaxed)),
             files: Mutex::new(OpenFiles::default()),
+            btime: std::sync::OnceLock::new(),
             advise_rdplus: AtomicBool::new(false),
             init_rdplus: AtomicBool::new(false),
         };
@@ -1239,13 +1243,17 @@ impl InodeOps for FuseInode {
     /// The birth time from STATX (`fuse_do_statx`, protocol 7.39, which Linux sends for a
     /// `statx` asking `STATX_BTIME`; `sx_mask` basic stats and birth time, as Linux asks),
     /// when the reply's mask has it; `None` from a server without STATX (`ENOSYS`: not
-    /// asked again, Linux's `fc->no_statx`) or one that does not know it. A request each
-    /// time: the birth time is not cached (nor is it on Linux).
+    /// asked again, Linux's `fc->no_statx`) or one that does not know it. The answer is
+    /// kept for the inode's life (a birth time does not change; Linux keeps it too,
+    /// `fi->i_btime`), so one request per inode.
     ///
     /// # Errors
     /// `EIO` for a reply of another file type or a short one; the server's.
     fn btime(&self, inode: &Inode) -> Result<Option<crate::types::Timespec>> {
         use crate::stat::{STATX_BASIC_STATS, STATX_BTIME, STATX_TYPE};
+        if let Some(b) = self.btime.get() {
+            return Ok(*b);
+        }
         // Relaxed: a sticky hint.
         if self.fs.no_statx.load(Ordering::Relaxed) {
             return Ok(None);
@@ -1271,12 +1279,12 @@ impl InodeOps for FuseInode {
             // As `fuse_do_statx`'s `inode_wrong_type` (which marks the inode bad).
             return Err(proto_error(&self.fs.conn));
         }
-        Ok(
-            (sx.mask & STATX_BTIME != 0).then(|| crate::types::Timespec {
-                tv_sec: sx.btime.tv_sec,
-                tv_nsec: i64::from(sx.btime.tv_nsec.min(999_999_999)),
-            }),
-        )
+        let b = (sx.mask & STATX_BTIME != 0).then(|| crate::types::Timespec {
+            tv_sec: sx.btime.tv_sec,
+            tv_nsec: i64::from(sx.btime.tv_nsec.min(999_999_999)),
+        });
+        // A racing statx may have set it first: the same node's birth time either way.
+        Ok(*self.btime.get_or_init(|| b))
     }
 
     /// GETATTR, unless the attributes are within `attr_valid`.
@@ -2083,9 +2091,9 @@ impl FuseFs {
         if self.shared.no_tmpfile.load(Ordering::Relaxed) {
             return Err(Errno::EOPNOTSUPP);
         }
-        let strip = OpenFlags::CREAT | OpenFlags::EXCL | OpenFlags::NOCTTY | OpenFlags::TRUNC;
-        // O_EXCL stays: the server may keep such a file unlinkable (Linux passes f_flags).
-        let flags = args.open - (strip - OpenFlags::EXCL) - OpenFlags::CLOEXEC;
+        // The file's flags less O_NOCTTY, as `fuse_create_open` sends them (O_EXCL stays:
+        // the server may keep such a file unlinkable), and less O_CLOEXEC (the descriptor's).
+        let flags = args.open - OpenFlags::NOCTTY - OpenFlags::CLOEXEC;
         let arg = abi::CreateIn {
             flags: flags.bits(),
             mode: args.mode,

@@ -68,9 +68,12 @@ struct State {
     access_reply: i32,
     /// TMPFILE is served (node 9, handle 99), else answered ENOSYS.
     tmpfile: bool,
-    /// TMPFILE's `fuse_create_in` (flags, mode) and name; WRITEs' handles.
+    /// TMPFILE's `fuse_create_in` (flags, mode) and name; WRITEs' and RELEASEs' handles.
     tmpfile_in: Vec<(u32, u32, Vec<u8>)>,
     write_fhs: Vec<u64>,
+    release_fhs: Vec<u64>,
+    /// STATX is served (birth time 1000000000.5 s), else answered ENOSYS.
+    statx: bool,
 }
 
 struct Server {
@@ -196,7 +199,8 @@ fn server(opts: FuseClientOptions) -> Server {
                 let (c, name) = abi::CreateIn::read_from_prefix(rest).unwrap();
                 st.tmpfile_in.push((c.flags, c.mode, name.to_vec()));
                 st.modes.push((9, S_IFREG | (c.mode & 0o7777)));
-                st.owners.push((9, h.uid, h.gid));
+                // The server's choice of owner: root, whoever asked.
+                st.owners.push((9, 0, 0));
                 let e = abi::EntryOut {
                     nodeid: 9,
                     attr_valid: 3600,
@@ -218,7 +222,30 @@ fn server(opts: FuseClientOptions) -> Server {
                 };
                 send(h.unique, 0, out.as_bytes());
             }
-            opcode::FUSE_FLUSH | opcode::FUSE_RELEASE => send(h.unique, 0, &[]),
+            opcode::FUSE_RELEASE => {
+                let (r, _) = abi::ReleaseIn::read_from_prefix(rest).unwrap();
+                st.release_fhs.push(r.fh);
+                send(h.unique, 0, &[]);
+            }
+            opcode::FUSE_STATX if st.statx => {
+                let a = attr_of(&st, h.nodeid);
+                let out = abi::StatxOut {
+                    stat: abi::Statx {
+                        mask: 0x7ff | 0x800,
+                        mode: a.mode as u16,
+                        nlink: a.nlink,
+                        btime: abi::SxTime {
+                            tv_sec: 1_000_000_000,
+                            tv_nsec: 500_000_000,
+                            reserved: 0,
+                        },
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                };
+                send(h.unique, 0, out.as_bytes());
+            }
+            opcode::FUSE_FLUSH => send(h.unique, 0, &[]),
             opcode::FUSE_FORGET | opcode::FUSE_BATCH_FORGET | opcode::FUSE_DESTROY => {}
             _ => send(h.unique, -Errno::ENOSYS.raw(), &[]),
         }
@@ -278,6 +305,15 @@ impl Server {
     fn server_mode(&self, id: u64) -> u32 {
         let st = plock(&self.state);
         st.modes.iter().find(|m| m.0 == id).unwrap().1 & 0o7777
+    }
+
+    /// The handles RELEASEd, once one came (RELEASE goes in the background; at most 10 s).
+    fn releases(&self) -> Vec<u64> {
+        let t = std::time::Instant::now();
+        while plock(&self.state).release_fhs.is_empty() && t.elapsed().as_secs() < 10 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        plock(&self.state).release_fhs.clone()
     }
 
     /// The SETATTRs seen since the last call: nodeid, `valid`, `mode`.
@@ -649,6 +685,39 @@ fn o_tmpfile_is_one_tmpfile_request() {
     assert_eq!(*mode, S_IFREG | 0o644);
     assert_eq!(name, b"/\0");
     assert_eq!(st.write_fhs, [99]);
+    drop(st);
+    assert_eq!(s.releases(), [99], "TMPFILE's handle given back at close");
+}
+
+/// An open that fails after TMPFILE answered (the VFS's `O_NOATIME` check: the server made
+/// root the owner, the caller is not) gives the handle back: a RELEASE of it, no leak.
+#[test]
+fn a_failed_tmpfile_open_gives_the_handle_back() {
+    let s = server_checks();
+    plock(&s.state).tmpfile = true;
+    let flags = OpenFlags::TMPFILE | OpenFlags::RDWR | OpenFlags::NOATIME;
+    assert_eq!(s.task.open("/", flags, 0o600).err(), Some(Errno::EPERM));
+    assert_eq!(s.releases(), [99]);
+}
+
+/// The birth time is asked once per inode (Linux keeps `fi->i_btime`).
+#[test]
+fn statx_btime_is_asked_once() {
+    use crate::stat::{STATX_BASIC_STATS, STATX_BTIME};
+    let s = server(FuseClientOptions::default());
+    plock(&s.state).statx = true;
+    let want = STATX_BASIC_STATS | STATX_BTIME;
+    s.task.fstatat(CWD, "/plain", AtFlags::empty()).unwrap();
+    s.take();
+    for _ in 0..3 {
+        let x = s.task.statx(CWD, "/plain", AtFlags::empty(), want).unwrap();
+        assert_ne!(x.stx_mask & STATX_BTIME, 0);
+        assert_eq!(
+            (x.stx_btime.tv_sec, x.stx_btime.tv_nsec),
+            (1_000_000_000, 500_000_000)
+        );
+    }
+    assert_eq!(s.take_op(abi::opcode::FUSE_STATX).len(), 1);
 }
 
 /// A server without STATX (`ENOSYS`: libfuse before 3.18, fuser): `statx` asking for the
