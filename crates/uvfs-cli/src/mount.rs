@@ -502,13 +502,19 @@ fn return_freed_memory() {
         .unwrap_or_else(|e| say!("uvfs mount: warning: no memory collector thread: {e}"));
 }
 
+/// `b` bytes for a person: bytes below 1 KiB, else KiB, MiB or GiB with one decimal.
+fn bytes_text(b: u64) -> String {
+    match b {
+        b if b < 1 << 10 => format!("{b} bytes"),
+        b if b < 1 << 20 => format!("{:.1} KiB", b as f64 / f64::from(1u32 << 10)),
+        b if b < 1 << 30 => format!("{:.1} MiB", b as f64 / f64::from(1u32 << 20)),
+        b => format!("{:.1} GiB", b as f64 / f64::from(1u32 << 30)),
+    }
+}
+
 /// One line for a copy's counts.
 fn copy_summary(st: &uvfs::hosttree::CopyStats) -> String {
-    let data = match st.bytes {
-        b if b < 1 << 10 => format!("{b} bytes"),
-        b if b < 1 << 20 => format!("{:.1} KiB", b as f64 / 1024.0),
-        b => format!("{:.1} MiB", b as f64 / f64::from(1u32 << 20)),
-    };
+    let data = bytes_text(st.bytes);
     let mut s = format!(
         "{} files, {} directories, {} symlinks, {} hard links, {} other, {data} of data",
         st.files, st.dirs, st.symlinks, st.hard_links, st.nodes
@@ -1428,7 +1434,8 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
             if b.read_only { " read-only" } else { "" }
         ),
         (None, 0) => "no size limit".to_owned(),
-        (None, n) => format!("size {:.1} GiB", n as f64 / f64::from(1u32 << 30)),
+        // `--size 1m` said "size 0.0 GiB" (a fresh-user trial).
+        (None, n) => format!("size {}", bytes_text(n)),
     };
     let inodes_text = match (root_bind(args)?.map(|b| b.fuse.is_some()), nr_inodes) {
         (Some(true), _) => "the server's space and inodes".to_owned(),
@@ -1799,7 +1806,17 @@ mod mountpoint_tests {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_size;
+    use super::{bytes_text, parse_size};
+
+    /// The start-up line's size in the unit that fits (`--size 1m` printed "0.0 GiB").
+    #[test]
+    fn sizes_are_told_in_their_unit() {
+        assert_eq!(bytes_text(512), "512 bytes");
+        assert_eq!(bytes_text(4096), "4.0 KiB");
+        assert_eq!(bytes_text(1 << 20), "1.0 MiB");
+        assert_eq!(bytes_text((1 << 20) + (1 << 19)), "1.5 MiB");
+        assert_eq!(bytes_text(12_600_000_000), "11.7 GiB");
+    }
 
     /// Sizes as tmpfs's `size=` reads them; text that is not one and a size past u64 are
     /// told apart.
