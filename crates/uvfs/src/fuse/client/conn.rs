@@ -90,6 +90,17 @@ pub(crate) const FORGET_BATCH: usize = 16;
 /// server's read buffer); a longer queue goes as several.
 pub(crate) const FORGET_MAX: usize = 256;
 
+/// FORGETs not sent yet, under one lock.
+#[derive(Default)]
+struct Forgets {
+    /// In eviction order.
+    ones: Vec<abi::ForgetOne>,
+    /// A send from [`Conn::forget`] found the socket full: until a caller's request sends
+    /// the queue (`flush_queues`), evictions only queue (one push each, not a retry of the
+    /// whole queue).
+    stalled: bool,
+}
+
 /// How long INIT waits for the server's answer (2 s in the unit tests).
 const INIT_TIMEOUT: std::time::Duration =
     std::time::Duration::from_secs(if cfg!(test) { 2 } else { 30 });
@@ -239,14 +250,10 @@ pub(crate) struct Conn {
     bg_stalled: AtomicBool,
     /// FORGETs not sent yet (at most `FORGET_BATCH - 1` while the socket has room; see the
     /// module doc), on their own line.
-    forgets: CacheLine<Mutex<Vec<abi::ForgetOne>>>,
+    forgets: CacheLine<Mutex<Forgets>>,
     /// `forgets` is not empty: a hint read by every request, set and cleared under its
     /// lock.
     forgets_queued: AtomicBool,
-    /// A send from [`Conn::forget`] found the socket full: until a caller's request sends
-    /// the queue (`flush_queues`), evictions only queue (one push each, not a retry of the
-    /// whole queue). Set and cleared under `forgets`' lock.
-    forgets_stalled: AtomicBool,
     /// The server answered an interrupt with `ENOSYS` (`fc->no_interrupt`).
     no_interrupt: AtomicBool,
     /// An interrupt is linked that a receiver could not send: the next caller sends it.
@@ -461,9 +468,8 @@ impl Conn {
             next_batch: AtomicU64::new(4),
             bg: CacheLine(Mutex::new(Background::default())),
             bg_stalled: AtomicBool::new(false),
-            forgets: CacheLine(Mutex::new(Vec::new())),
+            forgets: CacheLine(Mutex::new(Forgets::default())),
             forgets_queued: AtomicBool::new(false),
-            forgets_stalled: AtomicBool::new(false),
             no_interrupt: AtomicBool::new(false),
             intr_stalled: AtomicBool::new(false),
             // Relaxed: a unique id, ordered with nothing.
@@ -932,42 +938,39 @@ impl Conn {
     pub(crate) fn forget(&self, nodeid: u64, nlookup: u64) {
         let batch = {
             let mut q = plock(&self.forgets);
-            q.push(abi::ForgetOne { nodeid, nlookup });
-            if q.len() == 1 {
+            q.ones.push(abi::ForgetOne { nodeid, nlookup });
+            if q.ones.len() == 1 {
                 // Relaxed: under the lock (see the field); set once per batch (lesson 3).
                 self.forgets_queued.store(true, Ordering::Relaxed);
             }
-            // Relaxed: under the lock (see the field).
-            let stalled = self.forgets_stalled.load(Ordering::Relaxed);
-            if q.len() < FORGET_BATCH || stalled || self.framing == Framing::Stream {
+            // A stream socket only queues: a partial send would have to be finished by
+            // blocking.
+            if q.ones.len() < FORGET_BATCH || q.stalled || self.framing == Framing::Stream {
                 return;
             }
             // Relaxed: as above.
             self.forgets_queued.store(false, Ordering::Relaxed);
             // FORGET_BATCH of them: each batch is taken when it fills, unless stalled.
-            std::mem::take(&mut *q)
+            std::mem::take(&mut q.ones)
         };
         let unsent = self.try_send_forgets(&batch);
         if !unsent.is_empty() {
             let mut q = plock(&self.forgets);
             // In front of what other evictions queued meanwhile.
-            let later = std::mem::replace(&mut *q, unsent.to_vec());
-            q.extend(later);
-            // Relaxed: under the lock (see the fields).
+            let later = std::mem::replace(&mut q.ones, unsent.to_vec());
+            q.ones.extend(later);
+            q.stalled = true;
+            // Relaxed: under the lock (see the field).
             self.forgets_queued.store(true, Ordering::Relaxed);
-            // Relaxed: as above.
-            self.forgets_stalled.store(true, Ordering::Relaxed);
         }
     }
 
-    /// Sends `batch` as BATCH_FORGETs without blocking; returns the part not sent (all of
-    /// it on a stream socket, and from the first message a full socket refused). Never
-    /// blocks: [`forget`](Self::forget) may run on a receiver, and a receiver blocked on a
-    /// full socket while the server blocks on its replies to us would deadlock both.
+    /// Sends `batch` as BATCH_FORGETs without blocking (a `SOCK_SEQPACKET` socket: one
+    /// message whole or not at all); returns the part not sent, from the first message a
+    /// full socket refused. Never blocks: [`forget`](Self::forget) may run on a receiver,
+    /// and a receiver blocked on a full socket while the server blocks on its replies to
+    /// us would deadlock both.
     fn try_send_forgets<'a>(&self, batch: &'a [abi::ForgetOne]) -> &'a [abi::ForgetOne] {
-        if self.framing == Framing::Stream {
-            return batch;
-        }
         let mut rest = batch;
         while !rest.is_empty() {
             // Relaxed: a hint, as in `send_oneway`.
@@ -1051,14 +1054,10 @@ impl Conn {
     /// after.
     fn take_forgets(&self) -> Vec<abi::ForgetOne> {
         let mut q = plock(&self.forgets);
-        // Relaxed: under the lock that orders them with the queue (see the fields).
+        // Relaxed: under the lock that orders it with the queue (see the field).
         self.forgets_queued.store(false, Ordering::Relaxed);
-        // Relaxed: as above; tested first (lesson 3: every such send comes here).
-        if self.forgets_stalled.load(Ordering::Relaxed) {
-            // Relaxed: as above.
-            self.forgets_stalled.store(false, Ordering::Relaxed);
-        }
-        std::mem::take(&mut *q)
+        q.stalled = false;
+        std::mem::take(&mut q.ones)
     }
 
     /// `batch` as BATCH_FORGETs of at most [`FORGET_MAX`] (a FORGET for one), blocking on

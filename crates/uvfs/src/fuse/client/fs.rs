@@ -475,16 +475,7 @@ impl Drop for FuseInode {
         let created = self.files.get_mut().map(|f| f.created.take());
         if let (Ok(Some(o)), false) = (created, destroyed) {
             // An O_TMPFILE whose creating open failed before it took the handle.
-            let arg = abi::ReleaseIn {
-                fh: o.fh,
-                ..Default::default()
-            };
-            let _ = self.fs.conn.request_background(
-                opcode::FUSE_RELEASE,
-                self.nodeid,
-                (0, 0, 0),
-                &[arg.as_bytes()],
-            );
+            send_release(&self.fs.conn, opcode::FUSE_RELEASE, self.nodeid, o.fh);
         }
         if n > 0 && self.nodeid != abi::FUSE_ROOT_ID && !destroyed {
             self.fs.conn.forget(self.nodeid, n);
@@ -494,6 +485,16 @@ impl Drop for FuseInode {
             m.remove(&self.nodeid);
         }
     }
+}
+
+/// RELEASE or RELEASEDIR (`op`) of the server's handle `fh` of node `nodeid`, in the
+/// background (not waited for), without credentials (`fuse_prepare_release`'s `nocreds`).
+fn send_release(conn: &Conn, op: u32, nodeid: u64, fh: u64) {
+    let arg = abi::ReleaseIn {
+        fh,
+        ..Default::default()
+    };
+    let _ = conn.request_background(op, nodeid, (0, 0, 0), &[arg.as_bytes()]);
 }
 
 /// The FUSE part of `inode`.
@@ -1683,14 +1684,7 @@ impl FileOps for FuseInode {
         } else {
             fh
         };
-        let arg = abi::ReleaseIn {
-            fh,
-            ..Default::default()
-        };
-        let _ = self
-            .fs
-            .conn
-            .request_background(op, self.nodeid, (0, 0, 0), &[arg.as_bytes()]);
+        send_release(&self.fs.conn, op, self.nodeid, fh);
     }
 
     /// READDIR on the open directory's handle from the server's cookie `pos`; `.` and
@@ -2122,18 +2116,8 @@ impl FuseFs {
             return Err(proto_error(&self.shared.conn));
         };
         // The handle is the server's to get back on any failure from here.
-        let give_back = |nodeid: u64| {
-            let arg = abi::ReleaseIn {
-                fh: o.fh,
-                ..Default::default()
-            };
-            let _ = self.shared.conn.request_background(
-                opcode::FUSE_RELEASE,
-                nodeid,
-                (0, 0, 0),
-                &[arg.as_bytes()],
-            );
-        };
+        let give_back =
+            |nodeid: u64| send_release(&self.shared.conn, opcode::FUSE_RELEASE, nodeid, o.fh);
         let i = match d.entry_reply(dev, e) {
             Ok(i) if i.mode() & S_IFMT == S_IFREG => i,
             Ok(i) => {
