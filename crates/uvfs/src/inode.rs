@@ -54,6 +54,7 @@
 use crate::cred::Cred;
 pub use crate::fs::Inode;
 use crate::fs::{FsInode, Times};
+use crate::stat::StatxSync;
 use crate::sync::padded::CacheLine;
 use crate::sync::plain::{AtomicI32, AtomicU32, AtomicU64, Mutex, MutexGuard, Ordering};
 use crate::sync::plock;
@@ -386,16 +387,34 @@ impl Inode {
         self.i_op.setid_kill(self)
     }
 
-    /// The birth time `statx` reports ([`InodeOps::btime`](crate::fs::InodeOps)): the
-    /// inode's own where the VFS alone stores the attributes.
+    /// `vfs_getattr` for `statx`: the file system brings the attributes `mask` names up to
+    /// date as `sync` asks and gives the birth time it reports
+    /// ([`InodeOps::statx`](crate::fs::InodeOps::statx)); where the VFS alone stores the
+    /// attributes, the inode's own birth time when `mask` has `STATX_BTIME`
+    /// (`shmem_getattr`).
     ///
     /// # Errors
-    /// The file system's.
-    pub(crate) fn fs_btime(&self) -> Result<Option<Timespec>> {
+    /// The file system's (`ESTALE`, `EIO`).
+    pub(crate) fn fs_statx(&self, mask: u32, sync: StatxSync) -> Result<Option<Timespec>> {
         if self.vfs_attrs() {
-            return Ok(Some(self.btime()));
+            self.refresh()?;
+            return Ok((mask & crate::stat::STATX_BTIME != 0).then(|| self.btime()));
         }
-        self.i_op.btime(self)
+        self.i_op.statx(self, mask, sync)
+    }
+
+    /// `vfs_getattr` for `fstatat`'s basic stats with its `AT_STATX_*_SYNC` flags: as
+    /// [`refresh`](Self::refresh) for `AT_STATX_SYNC_AS_STAT` (the path `stat` takes),
+    /// else as [`fs_statx`](Self::fs_statx) with `STATX_BASIC_STATS`.
+    ///
+    /// # Errors
+    /// The file system's (`ESTALE`, `EIO`).
+    pub(crate) fn refresh_sync(&self, sync: StatxSync) -> Result<()> {
+        if sync == StatxSync::AsStat {
+            return self.refresh();
+        }
+        self.fs_statx(crate::stat::STATX_BASIC_STATS, sync)
+            .map(drop)
     }
 
     /// Whether the VFS inode is the only store of the attributes (`I_VFS_ATTRS`).

@@ -44,8 +44,9 @@ impl<V: Variant> Task<V> {
     ///
     /// # Errors
     /// `EINVAL` (flags other than `AT_SYMLINK_NOFOLLOW`, `AT_NO_AUTOMOUNT`, `AT_EMPTY_PATH`
-    /// and the `AT_STATX_*_SYNC` bits, which are accepted and ignored as `vfs_statx` does),
-    /// `EBADF`, `ENOENT`, `ENOTDIR`, `EACCES`, `ELOOP`, `ENAMETOOLONG`.
+    /// and the `AT_STATX_*_SYNC` bits, which `vfs_statx` passes to the file system: see
+    /// [`StatxSync`]; both together are `AT_STATX_FORCE_SYNC`), `EBADF`, `ENOENT`,
+    /// `ENOTDIR`, `EACCES`, `ELOOP`, `ENAMETOOLONG`.
     ///
     /// # References
     /// stat(2); Linux `vfs_fstatat`, `vfs_statx`.
@@ -65,16 +66,17 @@ impl<V: Variant> Task<V> {
             return Err(Errno::EINVAL);
         }
         let path = getname(path.path_bytes(), flags.contains(AtFlags::EMPTY_PATH))?;
+        let sync = StatxSync::of(flags);
         if path.is_empty() {
             return self.with_walk(dirfd, path, |_, start| {
-                start.d_inode.refresh()?;
+                start.d_inode.refresh_sync(sync)?;
                 Ok(start.stat_marking(V::TEST_BEFORE_SET))
             });
         }
         let follow = !flags.contains(AtFlags::SYMLINK_NOFOLLOW);
         self.with_walk(dirfd, path, |nd, start| {
             let d = nd.walk(start, path, follow, false)?;
-            d.d_inode.refresh()?;
+            d.d_inode.refresh_sync(sync)?;
             Ok(d.stat_marking(V::TEST_BEFORE_SET))
         })
     }
@@ -221,9 +223,43 @@ pub const STATX_MNT_ID_UNIQUE: u32 = 0x4000;
 pub const STATX_RESERVED: u32 = 0x8000_0000;
 /// `stx_attributes` bit: the file is the root of its mount.
 pub const STATX_ATTR_MOUNT_ROOT: u64 = 0x2000;
-/// `stx_attributes_mask` of a tmpfs: immutable (0x10), append (0x20), nodump (0x40),
-/// automount (0x1000), mount root (0x2000), DAX (0x200000) are supported attributes.
-pub const STATX_ATTR_MASK_TMPFS: u64 = 0x0020_3070;
+/// `stx_attributes_mask` the VFS gives every file system: automount (0x1000), mount root
+/// (0x2000), DAX (0x200000) (`vfs_getattr_nosec`, `vfs_statx`); a FUSE mount's (measured
+/// on Linux 6.18).
+pub const STATX_ATTR_MASK_VFS: u64 = 0x0020_3000;
+/// `stx_attributes_mask` of a tmpfs: the VFS's ([`STATX_ATTR_MASK_VFS`]) and immutable
+/// (0x10), append (0x20), nodump (0x40) (`shmem_getattr`).
+pub const STATX_ATTR_MASK_TMPFS: u64 = STATX_ATTR_MASK_VFS | 0x70;
+
+/// What `statx(2)`'s `AT_STATX_SYNC_TYPE` flags ask of a file system whose attributes can
+/// change behind uvfs (`query_flags & AT_STATX_SYNC_TYPE` of Linux's `vfs_getattr`). A
+/// local file system's attributes are always current and it ignores them; Linux's FUSE
+/// client (`fuse_update_get_attr`) and uvfs's follow them.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum StatxSync {
+    /// `AT_STATX_SYNC_AS_STAT` (0): whatever `stat` does (a FUSE client asks the server
+    /// when its cached attributes are past their timeout).
+    AsStat,
+    /// `AT_STATX_FORCE_SYNC` (0x2000): ask the server, however fresh the cache.
+    Force,
+    /// `AT_STATX_DONT_SYNC` (0x4000): answer from the cache, however old.
+    Dont,
+}
+
+impl StatxSync {
+    /// The sync type of `flags`. Both bits (which `statx` refuses with `EINVAL` and
+    /// `fstatat` accepts) are `Force`, as `fuse_update_get_attr` tests `AT_STATX_FORCE_SYNC`
+    /// first.
+    pub fn of(flags: AtFlags) -> StatxSync {
+        if flags.contains(AtFlags::STATX_FORCE_SYNC) {
+            StatxSync::Force
+        } else if flags.contains(AtFlags::STATX_DONT_SYNC) {
+            StatxSync::Dont
+        } else {
+            StatxSync::AsStat
+        }
+    }
+}
 
 /// A `statx` timestamp (`struct statx_timestamp`).
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
@@ -271,7 +307,8 @@ pub struct Statx {
     pub stx_size: u64,
     /// Allocated 512-byte blocks.
     pub stx_blocks: u64,
-    /// Which `stx_attributes` bits the file system supports ([`STATX_ATTR_MASK_TMPFS`]).
+    /// Which `stx_attributes` bits the file system supports ([`STATX_ATTR_MASK_TMPFS`],
+    /// [`STATX_ATTR_MASK_VFS`] on a FUSE mount).
     pub stx_attributes_mask: u64,
     /// Last access time.
     pub stx_atime: StatxTimestamp,
@@ -307,9 +344,10 @@ pub(crate) fn dev_split(dev: u64) -> (u32, u32) {
 impl<V: Variant> Task<V> {
     /// `statx(2)`: extended status of `path` relative to `dirfd`; follows a final symlink
     /// unless `AT_SYMLINK_NOFOLLOW`; with `AT_EMPTY_PATH` an empty path means `dirfd` itself
-    /// (an `O_PATH` descriptor too). `AT_NO_AUTOMOUNT` and the `AT_STATX_*_SYNC` bits are
-    /// accepted (nothing to automount or sync). `mask` is the `STATX_*` fields wanted; see
-    /// [`Statx`] for what comes back. Asking for `STATX_MTIME` or `STATX_CTIME` marks the
+    /// (an `O_PATH` descriptor too). `AT_NO_AUTOMOUNT` is accepted (nothing to automount);
+    /// the `AT_STATX_*_SYNC` bits go to the file system ([`StatxSync`]: tmpfs and hostfs
+    /// are always current, the FUSE client asks or answers from its cache as Linux's).
+    /// `mask` is the `STATX_*` fields wanted; see [`Statx`] for what comes back. Asking for `STATX_MTIME` or `STATX_CTIME` marks the
     /// ctime queried, as `stat` (the next change gets a distinguishable timestamp).
     ///
     /// # Errors
@@ -349,16 +387,19 @@ impl<V: Variant> Task<V> {
                 nd.walk(start, path, follow, false)?
             };
             let inode = &d.d_inode;
-            // AT_STATX_DONT_SYNC is a sync here too (a FUSE or host inode's attributes are
-            // refreshed when stale, its birth time asked for); Linux's FUSE client answers
-            // it from its cache (`fuse_update_get_attr`).
-            inode.refresh()?;
+            // The file system refreshes what `mask` asks as `flags` say, and gives the
+            // birth time where it knows one (a FUSE server without STATX does not; the
+            // FUSE client gives a known one whatever the mask, as Linux's).
+            let btime = inode.fs_statx(mask, StatxSync::of(flags))?;
             let cm = mask & (STATX_MTIME | STATX_CTIME) != 0;
             let st = d.stat_query(cm, V::TEST_BEFORE_SET);
             let (dev_major, dev_minor) = dev_split(st.st_dev);
             let (rdev_major, rdev_minor) = dev_split(st.st_rdev);
             let mut stx_mask = STATX_BASIC_STATS;
-            if !cm {
+            // `generic_fillattr`: a multigrain file system's times only when asked.
+            let fs = &nd.mnt.mnt_sb.s_op;
+            let times = cm || !fs.multigrain();
+            if !times {
                 stx_mask &= !(STATX_MTIME | STATX_CTIME);
             }
             stx_mask |= if mask & STATX_MNT_ID_UNIQUE != 0 {
@@ -366,16 +407,11 @@ impl<V: Variant> Task<V> {
             } else {
                 STATX_MNT_ID
             };
-            let mut btime = StatxTimestamp::default();
-            if mask & STATX_BTIME != 0 {
-                // Only where the file system knows it (a FUSE server without STATX does
-                // not: Linux leaves the bit out then).
-                if let Some(b) = inode.fs_btime()? {
-                    stx_mask |= STATX_BTIME;
-                    btime = b.into();
-                }
+            if btime.is_some() {
+                stx_mask |= STATX_BTIME;
             }
-            let (mtime, ctime) = if cm {
+            let btime: StatxTimestamp = btime.map(Into::into).unwrap_or_default();
+            let (mtime, ctime) = if times {
                 (st.st_mtime.into(), st.st_ctime.into())
             } else {
                 Default::default()
@@ -393,7 +429,7 @@ impl<V: Variant> Task<V> {
                 stx_ino: st.st_ino,
                 stx_size: st.st_size as u64,
                 stx_blocks: st.st_blocks as u64,
-                stx_attributes_mask: STATX_ATTR_MASK_TMPFS,
+                stx_attributes_mask: fs.statx_attributes_mask(),
                 stx_atime: st.st_atime.into(),
                 stx_btime: btime,
                 stx_ctime: ctime,

@@ -474,6 +474,32 @@ fn attr_timeout_bounds_staleness() {
     assert_eq!(s.stat(b"/f").unwrap().st_size, 3);
 }
 
+/// `AT_STATX_FORCE_SYNC` reads the host file's attributes however recently they were
+/// checked (a bind mount of the host directory always shows the current ones); within
+/// `attr_timeout` plain `statx` and `fstatat` may show the cached size. Before, the sync
+/// flags were ignored.
+#[test]
+fn statx_force_sync_reads_the_host_within_attr_timeout() {
+    use uvfs::stat::STATX_BASIC_STATS;
+    let fx = Fixture::new();
+    let r = fx.root();
+    let u = fx.mount(HostfsOptions {
+        attr_timeout: Duration::from_secs(3600),
+        ..Default::default()
+    });
+    let s: &dyn Sys = &u;
+    std::fs::write(r.join("f"), b"1").unwrap();
+    assert_eq!(s.stat(b"/f").unwrap().st_size, 1);
+    std::fs::write(r.join("f"), b"22").unwrap();
+    let cached = s.statx(CWD, b"/f", NOAT, STATX_BASIC_STATS).unwrap();
+    assert_eq!(cached.stx_size, 1, "within the hour, the cache answers");
+    let force = AtFlags::STATX_FORCE_SYNC;
+    let x = s.statx(CWD, b"/f", force, STATX_BASIC_STATS).unwrap();
+    assert_eq!(x.stx_size, 2);
+    std::fs::write(r.join("f"), b"333").unwrap();
+    assert_eq!(s.fstatat(CWD, b"/f", force).unwrap().st_size, 3);
+}
+
 /// Host descriptors of hostfs that point into `dir`.
 fn fds_into(dir: &Path) -> usize {
     std::fs::read_dir("/proc/self/fd")

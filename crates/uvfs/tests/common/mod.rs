@@ -230,6 +230,13 @@ pub const FUSE_OPT_OUT: &[(&str, &str)] = &[
         "S_ISGID cleared for a non-member",
         "set-group-ID without group execute stays on FUSE (fuse_setattr)",
     ),
+    // AT_STATX_DONT_SYNC shows the FUSE client's cached attributes (the CREATE reply's 0
+    // blocks after a write), as Linux's; posix_attr.rs's
+    // `fstatat_dont_sync_answers_from_the_fuse_cache` checks the FUSE client's.
+    (
+        "AT_STATX_DONT_SYNC",
+        "the FUSE client's cache answers: 0 blocks",
+    ),
     // A FUSE mount's statfs type is FUSE_SUPER_MAGIC, not TMPFS_MAGIC (as Linux's).
     ("statfs_fields", "f_type is FUSE_SUPER_MAGIC"),
     ("fstatfs", "f_type is FUSE_SUPER_MAGIC"),
@@ -1504,6 +1511,29 @@ where
     T: PartialEq + Debug + Send,
     F: Fn(&mut dyn Sys) -> T + Sync,
 {
+    same_each(None, f)
+}
+
+/// As [`same`], where Linux's FUSE client differs from a local file system by design: the
+/// FUSE client must give `fuse_of` of Linux's result (the caller says where that rule was
+/// measured).
+#[track_caller]
+pub fn same_fuse<T, F, G>(fuse_of: G, f: F) -> T
+where
+    T: PartialEq + Debug + Send,
+    F: Fn(&mut dyn Sys) -> T + Sync,
+    G: Fn(&T) -> T,
+{
+    same_each(Some(&fuse_of), f)
+}
+
+/// [`same`] and [`same_fuse`].
+#[track_caller]
+fn same_each<T, F>(fuse_of: Option<&dyn Fn(&T) -> T>, f: F) -> T
+where
+    T: PartialEq + Debug + Send,
+    F: Fn(&mut dyn Sys) -> T + Sync,
+{
     let u = on_uvfs(&f);
     let h = on_host(&f);
     if let Some(h) = &h {
@@ -1514,10 +1544,17 @@ where
         assert_eq!(&hf, want, "hostfs (left) differs from Linux (right)");
     }
     if let Some(fc) = on_fuse_data(None, None, "", &f) {
-        assert_eq!(
-            &fc, want,
-            "the FUSE client (left) differs from Linux (right)"
-        );
+        match fuse_of {
+            Some(g) => assert_eq!(
+                fc,
+                g(want),
+                "the FUSE client (left) differs from Linux's FUSE client (right)"
+            ),
+            None => assert_eq!(
+                &fc, want,
+                "the FUSE client (left) differs from Linux (right)"
+            ),
+        }
     }
     u
 }

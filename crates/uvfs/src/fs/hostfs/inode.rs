@@ -15,6 +15,7 @@ use crate::cred::Cred;
 use crate::fs::{DirEmit, DirLink, FileOps, InodeOps, NewInode, SetAttr};
 use crate::inode::{Inode, MAX_LFS_FILESIZE};
 use crate::namei::NAME_MAX;
+use crate::stat::StatxSync;
 use crate::sync::plain::{AtomicU64, Mutex, Ordering};
 use crate::sync::plock;
 use crate::time::mono_ns;
@@ -275,6 +276,17 @@ impl HostInode {
         let pfd = host(&parent)?.path_fd()?;
         drop(parent);
         self.reopen_in(&pfd, &name, flags | OFlags::NONBLOCK)
+    }
+
+    /// `fstat` of the inode's descriptor whatever `attr_timeout` says. A file uvfs can no
+    /// longer reach on the host keeps its attributes if it has no links left (an unlinked
+    /// file held open only through `O_PATH`); otherwise `ESTALE`.
+    fn stat_host(&self, inode: &Inode) -> Result<()> {
+        match self.path_fd() {
+            Ok(fd) => self.refresh_from(inode, &fd),
+            Err(Errno::ESTALE) if inode.nlink() == 0 => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 
     /// Refreshes the VFS attributes of `inode` from `fd`.
@@ -648,26 +660,32 @@ impl InodeOps for HostInode {
         Ok(())
     }
 
-    /// `fstat` of the inode's descriptor, unless checked within `attr_timeout`. A file
-    /// uvfs can no longer reach on the host keeps its attributes if it has no links left
-    /// (an unlinked file held open only through `O_PATH`); otherwise `ESTALE`.
+    /// `fstat` of the inode's descriptor (`stat_host`), unless checked within
+    /// `attr_timeout`.
     fn getattr(&self, inode: &Inode) -> Result<()> {
         if self.fresh() {
             return Ok(());
         }
-        match self.path_fd() {
-            Ok(fd) => self.refresh_from(inode, &fd),
-            Err(Errno::ESTALE) if inode.nlink() == 0 => Ok(()),
-            Err(e) => Err(e),
-        }
+        self.stat_host(inode)
     }
 
-    /// The host file's own birth time (`statx` `STATX_BTIME` on its descriptor), where the
-    /// host file system keeps one (tmpfs, ext4, xfs, btrfs); `None` where it does not, as
-    /// Linux reports it then. (The inode's `btime` is when uvfs first saw the file: its
-    /// change time then, which a chmod on the host moves.) A file uvfs can no longer
-    /// reach has none.
-    fn btime(&self, _inode: &Inode) -> Result<Option<Timespec>> {
+    /// As a bind mount of the host directory would answer (the host file system is local:
+    /// its attributes are always current, and it ignores the sync flags): the attributes
+    /// as `getattr`, but `AT_STATX_FORCE_SYNC` reads them from the host even within
+    /// `attr_timeout`; for `STATX_BTIME`, the host file's own birth time (`statx` on its
+    /// descriptor) where the host file system keeps one (tmpfs, ext4, xfs, btrfs), `None`
+    /// where it does not, as Linux reports it then. (The inode's `btime` is when uvfs
+    /// first saw the file: its change time then, which a chmod on the host moves.) A file
+    /// uvfs can no longer reach has none.
+    fn statx(&self, inode: &Inode, mask: u32, sync: StatxSync) -> Result<Option<Timespec>> {
+        if sync == StatxSync::Force {
+            self.stat_host(inode)?;
+        } else {
+            self.getattr(inode)?;
+        }
+        if mask & crate::stat::STATX_BTIME == 0 {
+            return Ok(None);
+        }
         let fd = match self.path_fd() {
             Ok(fd) => fd,
             Err(Errno::ESTALE) => return Ok(None),

@@ -170,6 +170,28 @@ fn fs_attrs(a: &abi::Attr) -> FsAttrs {
     }
 }
 
+/// A STATX reply's attributes as GETATTR's (`fuse_statx_to_attr`, less `rdev`).
+fn statx_attr(sx: &abi::Statx) -> abi::Attr {
+    abi::Attr {
+        ino: sx.ino,
+        size: sx.size,
+        blocks: sx.blocks,
+        atime: sx.atime.tv_sec as u64,
+        mtime: sx.mtime.tv_sec as u64,
+        ctime: sx.ctime.tv_sec as u64,
+        atimensec: sx.atime.tv_nsec,
+        mtimensec: sx.mtime.tv_nsec,
+        ctimensec: sx.ctime.tv_nsec,
+        mode: u32::from(sx.mode),
+        nlink: sx.nlink,
+        uid: sx.uid,
+        gid: sx.gid,
+        blksize: sx.blksize,
+        // `rdev` is left out: uvfs keeps an inode's device number from when it was made.
+        ..Default::default()
+    }
+}
+
 /// A name as the wire carries it: the bytes and a NUL.
 fn cname(name: &[u8]) -> Result<Vec<u8>> {
     if name.len() > NAME_MAX {
@@ -417,9 +439,20 @@ pub(crate) struct FuseInode {
     /// holds is `slot << 1 | direct` (`direct`: the file bypasses the page cache), so a
     /// cache hit needs no lookup here. Protected by its mutex.
     files: Mutex<OpenFiles>,
-    /// The birth time STATX answered (`None` inside: the server has none for this node);
-    /// unset until asked (Linux's `fi->i_btime` and `FUSE_I_BTIME`). Set once.
-    btime: std::sync::OnceLock<Option<crate::types::Timespec>>,
+    /// What STATX told of the node's birth time. Protected by its mutex (taken by `statx`
+    /// alone, off every hot path).
+    btime: Mutex<Btime>,
+}
+
+/// What STATX told of a node's birth time: Linux's `STATX_BTIME` in `fi->inval_mask`
+/// (`asked` false), `FUSE_I_BTIME` and `fi->i_btime` (`known`).
+#[derive(Clone, Copy, Default)]
+struct Btime {
+    /// A STATX reply's attributes were stored (whether or not it had a birth time).
+    asked: bool,
+    /// The last birth time a stored STATX reply gave (a later reply without one leaves it,
+    /// as Linux leaves `FUSE_I_BTIME` set).
+    known: Option<crate::types::Timespec>,
 }
 
 /// The server's `fh` of each open file of one regular file, by slot.
@@ -683,7 +716,7 @@ impl Shared {
             // Relaxed: only unique ids are needed, no ordering with anything else.
             pages: FileCache::new(self.next_token.fetch_add(1, Ordering::Relaxed)),
             files: Mutex::new(OpenFiles::default()),
-            btime: std::sync::OnceLock::new(),
+            btime: Mutex::new(Btime::default()),
             advise_rdplus: AtomicBool::new(false),
             init_rdplus: AtomicBool::new(false),
         };
@@ -1241,51 +1274,102 @@ impl InodeOps for FuseInode {
         Ok(Some(kill))
     }
 
-    /// The birth time from STATX (`fuse_do_statx`, protocol 7.39, which Linux sends for a
-    /// `statx` asking `STATX_BTIME`; `sx_mask` basic stats and birth time, as Linux asks),
-    /// when the reply's mask has it; `None` from a server without STATX (`ENOSYS`: not
-    /// asked again, Linux's `fc->no_statx`) or one that does not know it. The answer is
-    /// kept for the inode's life (a birth time does not change; Linux keeps it too,
-    /// `fi->i_btime`), so one request per inode.
+    /// `fuse_update_get_attr`: of `mask`, the basic stats and the birth time count (the
+    /// birth time only while the server may have STATX). Nothing of those wanted, or
+    /// `AT_STATX_DONT_SYNC`: the cache answers, however old. `AT_STATX_FORCE_SYNC`, a
+    /// birth time never asked, an atime a READ may have moved, or attributes past
+    /// `attr_valid`: the server is asked, by STATX when the birth time is wanted
+    /// (`fuse_do_statx`; `sx_mask` basic stats and birth time, as Linux asks; its
+    /// attributes are stored as GETATTR's; `ENOSYS`: never asked again, Linux's
+    /// `fc->no_statx`, and GETATTR instead), else GETATTR. The birth time returned: a
+    /// STATX reply's when it has one; from the cache, the last one a stored reply gave
+    /// (whatever `mask` asked, as Linux's); after GETATTR, none.
+    ///
+    /// A STATX reply without every basic stat is not stored (Linux's rule); uvfs then asks
+    /// GETATTR for them, where Linux reports the reply's fields alone.
     ///
     /// # Errors
-    /// `EIO` for a reply of another file type or a short one; the server's.
-    fn btime(&self, inode: &Inode) -> Result<Option<crate::types::Timespec>> {
-        use crate::stat::{STATX_BASIC_STATS, STATX_BTIME, STATX_TYPE};
-        if let Some(b) = self.btime.get() {
-            return Ok(*b);
-        }
-        // Relaxed: a sticky hint.
-        if self.fs.no_statx.load(Ordering::Relaxed) {
-            return Ok(None);
-        }
-        let arg = abi::StatxIn {
-            sx_mask: STATX_BASIC_STATS | STATX_BTIME,
-            ..Default::default()
-        };
-        let r = match self
-            .fs
-            .req(opcode::FUSE_STATX, self.nodeid, &[arg.as_bytes()])
-        {
-            Err(Errno::ENOSYS) => {
-                // Relaxed: as above.
-                self.fs.no_statx.store(true, Ordering::Relaxed);
+    /// `EIO` for a reply of another file type or a short one (counted); the server's.
+    fn statx(
+        &self,
+        inode: &Inode,
+        mask: u32,
+        sync: crate::stat::StatxSync,
+    ) -> Result<Option<crate::types::Timespec>> {
+        use crate::stat::{StatxSync, STATX_ATIME, STATX_BASIC_STATS, STATX_BTIME, STATX_TYPE};
+        let mut want = mask & (STATX_BASIC_STATS | STATX_BTIME);
+        loop {
+            // Relaxed: a sticky hint.
+            if self.fs.no_statx.load(Ordering::Relaxed) {
+                want &= STATX_BASIC_STATS;
+            }
+            let cached = *plock(&self.btime);
+            let ask = want != 0
+                && match sync {
+                    StatxSync::Force => true,
+                    StatxSync::Dont => false,
+                    // Relaxed: a hint, as in `getattr`.
+                    StatxSync::AsStat => {
+                        (want & STATX_BTIME != 0 && !cached.asked)
+                            || (want & STATX_ATIME != 0 && self.atime_stale.load(Ordering::Relaxed))
+                            || !self.attrs_fresh()
+                    }
+                };
+            if !ask {
+                return Ok(cached.known);
+            }
+            if want & STATX_BTIME == 0 {
+                self.refresh(inode)?;
                 return Ok(None);
             }
-            r => r?,
-        };
-        let x: abi::StatxOut = reply(&self.fs.conn, &r)?;
-        let sx = &x.stat;
-        if sx.mask & STATX_TYPE != 0 && u32::from(sx.mode) & S_IFMT != inode.mode() & S_IFMT {
-            // As `fuse_do_statx`'s `inode_wrong_type` (which marks the inode bad).
-            return Err(proto_error(&self.fs.conn));
+            let arg = abi::StatxIn {
+                sx_mask: STATX_BASIC_STATS | STATX_BTIME,
+                ..Default::default()
+            };
+            let ver = self.fs.attr_version_now();
+            // Relaxed: as in `refresh`.
+            if self.atime_stale.load(Ordering::Relaxed) {
+                // Relaxed: as above.
+                self.atime_stale.store(false, Ordering::Relaxed);
+            }
+            let r = match self
+                .fs
+                .req(opcode::FUSE_STATX, self.nodeid, &[arg.as_bytes()])
+            {
+                Err(Errno::ENOSYS) => {
+                    // Relaxed: as above.
+                    self.fs.no_statx.store(true, Ordering::Relaxed);
+                    continue;
+                }
+                r => r?,
+            };
+            let x: abi::StatxOut = reply(&self.fs.conn, &r)?;
+            let sx = &x.stat;
+            if sx.mask & STATX_TYPE != 0 && u32::from(sx.mode) & S_IFMT != inode.mode() & S_IFMT {
+                // As `fuse_do_statx`'s `inode_wrong_type` (which marks the inode bad).
+                return Err(proto_error(&self.fs.conn));
+            }
+            let b = (sx.mask & STATX_BTIME != 0).then(|| crate::types::Timespec {
+                tv_sec: sx.btime.tv_sec,
+                tv_nsec: i64::from(sx.btime.tv_nsec.min(999_999_999)),
+            });
+            if sx.mask & STATX_BASIC_STATS != STATX_BASIC_STATS {
+                self.refresh(inode)?;
+                return Ok(b);
+            }
+            if self.store_attrs(inode, &statx_attr(sx), ver) {
+                // Relaxed: a hint, as in `attr_reply`.
+                self.attr_until
+                    .store(deadline(x.attr_valid, x.attr_valid_nsec), Ordering::Relaxed);
+                // `fuse_change_attributes_common` with a `fuse_statx`.
+                let mut c = plock(&self.btime);
+                c.asked = true;
+                if b.is_some() {
+                    c.known = b;
+                }
+            }
+            return Ok(b);
         }
-        let b = (sx.mask & STATX_BTIME != 0).then(|| crate::types::Timespec {
-            tv_sec: sx.btime.tv_sec,
-            tv_nsec: i64::from(sx.btime.tv_nsec.min(999_999_999)),
-        });
-        // A racing statx may have set it first: the same node's birth time either way.
-        Ok(*self.btime.get_or_init(|| b))
     }
 
     /// GETATTR, unless the attributes are within `attr_valid`.
@@ -2006,6 +2090,16 @@ impl Drop for FuseFs {
 impl FileSystem for FuseFs {
     fn name(&self) -> &'static str {
         "fuse"
+    }
+
+    /// No: FUSE is not `FS_MGTIME` (the server's times).
+    fn multigrain(&self) -> bool {
+        false
+    }
+
+    /// The VFS's alone: Linux's FUSE client adds none (`fuse_fillattr`).
+    fn statx_attributes_mask(&self) -> u64 {
+        crate::stat::STATX_ATTR_MASK_VFS
     }
 
     fn as_any(&self) -> &dyn std::any::Any {

@@ -74,6 +74,10 @@ struct State {
     release_fhs: Vec<u64>,
     /// STATX is served (birth time 1000000000.5 s), else answered ENOSYS.
     statx: bool,
+    /// STATX's reply mask (0: basic stats and birth time).
+    statx_mask: u32,
+    /// `attr_valid` of every reply with attributes, seconds.
+    attr_valid: u64,
 }
 
 struct Server {
@@ -111,6 +115,7 @@ fn server(opts: FuseClientOptions) -> Server {
     let state = Arc::new(Mutex::new(State {
         modes,
         owners,
+        attr_valid: 3600,
         ..Default::default()
     }));
     let st2 = state.clone();
@@ -123,7 +128,7 @@ fn server(opts: FuseClientOptions) -> Server {
         };
         let attr_of = |st: &State, id: u64| attr(id, mode_of(st, id), owner_of(st, id));
         let attr_out = |st: &State, id: u64| abi::AttrOut {
-            attr_valid: 3600,
+            attr_valid: st.attr_valid,
             attr: attr_of(st, id),
             ..Default::default()
         };
@@ -153,7 +158,7 @@ fn server(opts: FuseClientOptions) -> Server {
                         let out = abi::EntryOut {
                             nodeid: id,
                             entry_valid: 3600,
-                            attr_valid: 3600,
+                            attr_valid: st.attr_valid,
                             attr: attr_of(&st, id),
                             ..Default::default()
                         };
@@ -230,10 +235,17 @@ fn server(opts: FuseClientOptions) -> Server {
             opcode::FUSE_STATX if st.statx => {
                 let a = attr_of(&st, h.nodeid);
                 let out = abi::StatxOut {
+                    attr_valid: st.attr_valid,
                     stat: abi::Statx {
-                        mask: 0x7ff | 0x800,
+                        mask: match st.statx_mask {
+                            0 => 0x7ff | 0x800,
+                            m => m,
+                        },
+                        ino: a.ino,
                         mode: a.mode as u16,
                         nlink: a.nlink,
+                        uid: a.uid,
+                        gid: a.gid,
                         btime: abi::SxTime {
                             tv_sec: 1_000_000_000,
                             tv_nsec: 500_000_000,
@@ -284,6 +296,11 @@ impl Server {
     /// The requests seen since the last call.
     fn take(&self) -> Vec<Seen> {
         std::mem::take(&mut plock(&self.state).seen)
+    }
+
+    /// The opcodes of the requests seen since the last call.
+    fn take_ops(&self) -> Vec<u32> {
+        self.take().iter().map(|r| r.op).collect()
     }
 
     /// The requests seen since the last call with opcode `op`.
@@ -718,6 +735,94 @@ fn statx_btime_is_asked_once() {
         );
     }
     assert_eq!(s.take_op(abi::opcode::FUSE_STATX).len(), 1);
+}
+
+/// `fuse_update_get_attr`'s sync rule, from the requests it sends and the mode it
+/// reports after another client's chmod (the cached attributes valid for an hour):
+/// `AT_STATX_DONT_SYNC` answers from the cache (the old mode, no request; the birth time
+/// only once a STATX gave it), `AT_STATX_FORCE_SYNC` asks however fresh the cache (STATX
+/// when the birth time is wanted, else GETATTR), and so does `fstatat` with either flag.
+/// Before, both flags were ignored (every `statx` was as `stat`).
+#[test]
+fn statx_sync_flags_follow_linux_fuse() {
+    use crate::stat::{STATX_BASIC_STATS as BASIC, STATX_BTIME as BTIME};
+    let s = server(FuseClientOptions::default());
+    plock(&s.state).statx = true;
+    let dont = AtFlags::STATX_DONT_SYNC;
+    let force = AtFlags::STATX_FORCE_SYNC;
+    let mode = |x: &crate::Statx| u32::from(x.stx_mode) & 0o7777;
+    s.task.fstatat(CWD, "/plain", AtFlags::empty()).unwrap();
+    s.take();
+    s.chmod_behind(4, 0o600);
+    // Never asked: DONT_SYNC has no birth time to give.
+    let x = s.task.statx(CWD, "/plain", dont, BASIC | BTIME).unwrap();
+    assert_eq!((mode(&x), x.stx_mask & BTIME), (0o644, 0));
+    let st = s.task.fstatat(CWD, "/plain", dont).unwrap();
+    assert_eq!(st.st_mode & 0o7777, 0o644);
+    assert_eq!(s.take(), [], "DONT_SYNC sends nothing");
+    // FORCE_SYNC without the birth time: GETATTR, fresh as it was.
+    let x = s.task.statx(CWD, "/plain", force, BASIC).unwrap();
+    assert_eq!((mode(&x), x.stx_mask & BTIME), (0o600, 0));
+    assert_eq!(s.take_ops(), [opcode::FUSE_GETATTR]);
+    s.chmod_behind(4, 0o640);
+    let st = s.task.fstatat(CWD, "/plain", force).unwrap();
+    assert_eq!(st.st_mode & 0o7777, 0o640);
+    // Both flags: fstatat takes them as FORCE_SYNC.
+    let both = force | dont;
+    s.task.fstatat(CWD, "/plain", both).unwrap();
+    assert_eq!(s.take_ops(), [opcode::FUSE_GETATTR, opcode::FUSE_GETATTR]);
+    // FORCE_SYNC with the birth time: STATX alone, its attributes stored.
+    s.chmod_behind(4, 0o604);
+    for _ in 0..2 {
+        let x = s.task.statx(CWD, "/plain", force, BASIC | BTIME).unwrap();
+        assert_eq!((mode(&x), x.stx_mask & BTIME), (0o604, BTIME));
+    }
+    assert_eq!(s.take_ops(), [opcode::FUSE_STATX, opcode::FUSE_STATX]);
+    let cached = s.task.fstatat(CWD, "/plain", dont).unwrap().st_mode & 0o7777;
+    assert_eq!(cached, 0o604, "STATX's attributes stored");
+    // Now known: DONT_SYNC gives it, and so does a statx not asking for it.
+    s.chmod_behind(4, 0o644);
+    for (flags, mask) in [(dont, BASIC | BTIME), (AtFlags::empty(), BASIC)] {
+        let x = s.task.statx(CWD, "/plain", flags, mask).unwrap();
+        assert_eq!((mode(&x), x.stx_mask & BTIME), (0o604, BTIME));
+        assert_eq!(x.stx_btime.tv_sec, 1_000_000_000);
+    }
+    assert_eq!(s.take(), []);
+}
+
+/// Attributes past `attr_valid`: `statx` asking for the birth time sends STATX alone and
+/// stores its attributes (Linux's `fuse_do_statx`; before, GETATTR then STATX); one asking
+/// nothing the server knows (only the mount id) sends nothing (Linux's `!request_mask`);
+/// a STATX reply without every basic stat is not stored, GETATTR fetches them.
+#[test]
+fn statx_of_stale_attributes_is_one_statx() {
+    use crate::stat::{STATX_BASIC_STATS as BASIC, STATX_BTIME as BTIME, STATX_MNT_ID};
+    let s = server(FuseClientOptions::default());
+    {
+        let mut st = plock(&s.state);
+        st.statx = true;
+        st.attr_valid = 0;
+    }
+    s.task.fstatat(CWD, "/plain", AtFlags::empty()).unwrap();
+    s.take();
+    // After another client's chmod to `mode`: statx sees it and the birth time, having
+    // sent `ops`.
+    let chmod_and_statx = |mode: u32, ops: &[u32]| {
+        s.chmod_behind(4, mode);
+        let x = s.task.statx(CWD, "/plain", AtFlags::empty(), BASIC | BTIME);
+        let x = x.unwrap();
+        assert_eq!(u32::from(x.stx_mode) & 0o7777, mode);
+        assert_eq!(x.stx_mask & BTIME, BTIME);
+        assert_eq!(s.take_ops(), ops);
+    };
+    chmod_and_statx(0o600, &[opcode::FUSE_STATX]);
+    s.task
+        .statx(CWD, "/plain", AtFlags::empty(), STATX_MNT_ID)
+        .unwrap();
+    assert_eq!(s.take(), []);
+    // A reply with the birth time but no size or blocks.
+    plock(&s.state).statx_mask = 0x1ff | BTIME;
+    chmod_and_statx(0o640, &[opcode::FUSE_STATX, opcode::FUSE_GETATTR]);
 }
 
 /// A server without STATX (`ENOSYS`: libfuse before 3.18, fuser): `statx` asking for the
