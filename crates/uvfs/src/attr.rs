@@ -299,7 +299,7 @@ impl<V: Variant> Task<V> {
                 inode.newsize_ok(length as u64, self.getrlimit_fsize())?;
                 let now = coarse_now();
                 inode.kill_suid_truncate(&self.cred, now)?;
-                inode.truncate_at(length as u64, now, false)
+                inode.truncate_at(length as u64, now, false, None)
             })
         })
     }

@@ -69,6 +69,10 @@ bitflags! {
         /// of a regular file), carried by its mount reference and given back with it at
         /// the last close.
         const WRITER = 0x10000;
+        /// `FMODE_CREATED`: the open that made the file (`O_CREAT` of a new name, or
+        /// `O_TMPFILE`): the file system's `->open` may take what its create prepared (a
+        /// FUSE server's handle from CREATE or TMPFILE).
+        const CREATED = 0x100000;
     }
 }
 
@@ -270,7 +274,7 @@ impl<V: Variant> File<V> {
     /// denial of writing likewise.
     pub(crate) fn open_handle(
         path: Path,
-        mode: FMode,
+        mut mode: FMode,
         flags: OpenFlags,
         cred_id: u64,
     ) -> Result<FileHandle<V>> {
@@ -279,12 +283,18 @@ impl<V: Variant> File<V> {
         let call = !mode.contains(FMode::PATH) && inode.wants_open();
         // A failed open gives back what the caller took for the file: the inode's write
         // count or exec denial (the mount's goes with `mnt`).
+        let access = mode;
         let undo = |e| {
-            put_file_access(inode, mode);
+            put_file_access(inode, access);
             e
         };
         let f_private = if call {
-            inode.i_op.open(inode, flags).map_err(undo)?
+            let created = mode.contains(FMode::CREATED);
+            let fh = inode.i_op.open(inode, flags, created).map_err(undo)?;
+            if inode.i_op.nonseekable(inode, fh) {
+                mode -= FMode::LSEEK | FMode::PREAD | FMode::PWRITE;
+            }
+            fh
         } else {
             0
         };

@@ -153,10 +153,26 @@ pub struct NewInode<'a> {
     pub target: Option<&'a [u8]>,
     /// The syscall's change time (`coarse_now`): all three times of the new inode.
     pub now: Timespec,
-    /// For `O_TMPFILE` (the name empty): the open's flags, for a file system that creates
-    /// and opens in one request (FUSE's TMPFILE, as Linux's `->tmpfile` gets the `file`);
-    /// empty otherwise.
+    /// For a regular file made by `open` (`O_CREAT` of a new name, `O_TMPFILE` with the
+    /// name empty): the open's flags (`O_CREAT` in them, or `O_TMPFILE`'s bits; unknown
+    /// bits and `O_CLOEXEC` dropped, `O_LARGEFILE` added, as `build_open_flags`), for a
+    /// file system that creates and opens in one request (FUSE's CREATE and TMPFILE, as
+    /// Linux's `->atomic_open` and `->tmpfile` get the `file`); the `FileOps::open` that
+    /// follows has `created`. Empty otherwise (`mknod`, `mkdir`, `symlink`).
     pub open: crate::types::OpenFlags,
+}
+
+/// What a `fallocate(2)` asks of a file system ([`FileOps::fallocate`]): the modes some
+/// file system behind the seam takes (`FALLOC_FL_*` less `KEEP_SIZE`, which goes apart).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum FallocMode {
+    /// Mode 0: allocate the range.
+    Allocate,
+    /// `FALLOC_FL_PUNCH_HOLE`: free the range.
+    PunchHole,
+    /// `FALLOC_FL_ZERO_RANGE`: zero the range, allocated (the FUSE client; not tmpfs, nor
+    /// hostfs yet).
+    ZeroRange,
 }
 
 /// A mounted file-system instance: what a [`SuperBlock`](crate::SuperBlock) delegates to (Linux
@@ -243,9 +259,11 @@ pub trait InodeOps: Send + Sync {
     /// `->permission`: may `cred` access `inode` for `mask` (`MAY_READ`, `MAY_WRITE`,
     /// `MAY_EXEC`, with `MAY_ACCESS` from access(2) or `MAY_CHDIR` from chdir(2), fchdir(2)
     /// and chroot(2))? Called in place of the mode-bit check only for inodes their file
-    /// system marked `Inode::set_fs_permission`; the default is that check
-    /// (`generic_permission`). May be called on the lock-free walk (a search check of a
-    /// directory, `MAY_EXEC` alone): it must not block then.
+    /// system marked `Inode::set_fs_permission` or `Inode::set_revalidate` (whose cached
+    /// attributes may be stale: the file system may refresh them first, as Linux's
+    /// `fuse_permission` under `default_permissions`); the default is that check
+    /// (`generic_permission`). Called in walks for a directory's search check (`MAY_EXEC`
+    /// alone), where it may block as the file system's `lookup` does there.
     ///
     /// # Errors
     /// `EACCES`; the file system's.
@@ -391,13 +409,23 @@ pub trait InodeOps: Send + Sync {
 
     /// `->setattr` with `ATTR_SIZE`: sets the size to `len` bytes, dropping the data past
     /// it; stamps mtime and ctime with `now` when the size changes, when the file has data,
-    /// or when `stamp` (see `truncate(2)`, `ftruncate(2)`).
+    /// or when `stamp` (see `truncate(2)`, `ftruncate(2)`). `fh`: the handle of the open
+    /// file it goes through (`ftruncate`: Linux's `ATTR_FILE`, which a FUSE client sends
+    /// as `FATTR_FH`); `None` for `truncate(2)` and `open(O_TRUNC)` (whose `ATTR_OPEN`
+    /// truncation Linux's FUSE client sends without the handle).
     ///
     /// # Errors
     /// `EISDIR` on a directory, `EINVAL` on anything but a regular file, `EFBIG` past the
     /// maximum file size, `ENOSPC`.
-    fn truncate(&self, inode: &Inode, len: u64, now: Timespec, stamp: bool) -> Result<()> {
-        let _ = (len, now, stamp);
+    fn truncate(
+        &self,
+        inode: &Inode,
+        len: u64,
+        now: Timespec,
+        stamp: bool,
+        fh: Option<u64>,
+    ) -> Result<()> {
+        let _ = (len, now, stamp, fh);
         Err(not_regular(inode))
     }
 
@@ -452,15 +480,19 @@ pub trait InodeOps: Send + Sync {
 /// whose inode skips `open`, `I_NOP_OPEN`, and for `O_PATH` files, which make no data call).
 pub trait FileOps: Send + Sync {
     /// `->open`: a `File` of `inode` is being opened with `flags` (access mode included),
-    /// after the VFS's permission checks. Returns the file's private handle (Linux
-    /// `file->private_data`; a FUSE server's `fh`), which the VFS keeps in the `File` and
-    /// passes to every later call on it; 0 for a file system without per-open state.
-    /// Every successful `open` is paired with one [`release`](Self::release).
+    /// after the VFS's permission checks; `created`: by the open that made the inode
+    /// (`FMODE_CREATED`: `O_CREAT` of a new name, `O_TMPFILE`), right after
+    /// [`FileSystem::create`] with the open's flags in [`NewInode::open`] (a file system
+    /// that creates and opens in one request, FUSE's CREATE, hands its open over here).
+    /// Returns the file's private handle (Linux `file->private_data`; a FUSE server's
+    /// `fh`), which the VFS keeps in the `File` and passes to every later call on it; 0 for
+    /// a file system without per-open state. Every successful `open` is paired with one
+    /// [`release`](Self::release).
     ///
     /// # Errors
     /// The file system's (`EACCES`, `ENXIO`, `EMFILE`/`ENFILE` for host resources).
-    fn open(&self, inode: &Inode, flags: crate::types::OpenFlags) -> Result<u64> {
-        let _ = (inode, flags);
+    fn open(&self, inode: &Inode, flags: crate::types::OpenFlags, created: bool) -> Result<u64> {
+        let _ = (inode, flags, created);
         Ok(0)
     }
 
@@ -473,6 +505,23 @@ pub trait FileOps: Send + Sync {
     fn flush(&self, inode: &Inode, fh: u64) -> Result<()> {
         let _ = (inode, fh);
         Ok(())
+    }
+
+    /// Whether the open file with handle `fh`, just opened, is unseekable (Linux's
+    /// `nonseekable_open` or `stream_open` in the file system's `->open`: a FUSE server's
+    /// `FOPEN_NONSEEKABLE` or `FOPEN_STREAM`): `lseek`, `pread` and `pwrite` on it are then
+    /// `ESPIPE`. Default: no.
+    fn nonseekable(&self, inode: &Inode, fh: u64) -> bool {
+        let _ = (inode, fh);
+        false
+    }
+
+    /// The open that made `inode` failed before its [`open`](Self::open) with `created`
+    /// (a VFS check after the create: `O_NOATIME` on a file the server gave another
+    /// owner, `ETXTBSY`): give back what the create prepared for it (Linux: the `fput`
+    /// of the file `->atomic_open` or `->tmpfile` opened, whose `->release` runs).
+    fn release_created(&self, inode: &Inode) {
+        let _ = inode;
     }
 
     /// `->release`: the last reference to a `File` opened by [`open`](Self::open), with
@@ -544,12 +593,14 @@ pub trait FileOps: Send + Sync {
         Err(not_regular(inode))
     }
 
-    /// `->fallocate` on `[off, off + len)` (`len > 0`, range checked by the VFS): with
-    /// `punch`, frees the range (the size never changes); otherwise allocates it and,
-    /// unless `keep_size`, grows the size to its end.
+    /// `->fallocate` on `[off, off + len)` (`len > 0`, range checked by the VFS), as
+    /// `mode` says: [`FallocMode::PunchHole`] frees the range (the size never changes;
+    /// `keep_size` always); otherwise the range is allocated (and zeroed for
+    /// [`FallocMode::ZeroRange`]) and, unless `keep_size`, the size grows to its end.
     ///
     /// # Errors
-    /// `ENOSPC`; `EOPNOTSUPP` where the file system has no fallocate; `EISDIR`/`EINVAL`.
+    /// `ENOSPC`; `EOPNOTSUPP` where the file system lacks the mode (tmpfs:
+    /// `ZeroRange`, as `shmem_fallocate`) or has no fallocate; `EISDIR`/`EINVAL`.
     #[allow(clippy::too_many_arguments)]
     fn fallocate(
         &self,
@@ -557,12 +608,12 @@ pub trait FileOps: Send + Sync {
         fh: u64,
         off: u64,
         len: u64,
-        punch: bool,
+        mode: FallocMode,
         keep_size: bool,
         now: Timespec,
         cred: &Cred,
     ) -> Result<()> {
-        let _ = (fh, off, len, punch, keep_size, now, cred);
+        let _ = (fh, off, len, mode, keep_size, now, cred);
         Err(if inode.is_reg() {
             Errno::EOPNOTSUPP
         } else {

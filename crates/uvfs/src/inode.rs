@@ -538,7 +538,8 @@ impl Inode {
     /// `inode_permission` for `mask` (`MAY_READ`, `MAY_WRITE`, `MAY_EXEC`, with
     /// `MAY_ACCESS` or `MAY_CHDIR` from access(2) and chdir(2)): the mode bits as
     /// [`Cred::permission`] says, or the file system's own answer for an inode whose file
-    /// system decides permissions (`->permission`, [`InodeOps::permission`]).
+    /// system decides permissions or revalidates its attributes (`->permission`,
+    /// [`InodeOps::permission`]).
     ///
     /// # Errors
     /// `EACCES` as [`Cred::permission`]; the file system's.
@@ -546,7 +547,8 @@ impl Inode {
     /// [`InodeOps::permission`]: crate::fs::InodeOps::permission
     #[inline]
     pub fn permission(&self, cred: &Cred, mask: u32) -> Result<()> {
-        if self.fs_permission() {
+        // Relaxed: set before the inode was published, never changed since.
+        if self.i_flags.load(Ordering::Relaxed) & (I_FS_PERMISSION | I_REVALIDATE) != 0 {
             return self.i_op.permission(self, cred, mask);
         }
         self.generic_permission(cred, mask)
@@ -1226,9 +1228,16 @@ impl Inode {
             .write_at(self, fh, buf, off, append, now, cred, fsize_limit)
     }
 
-    /// Truncates through the file system ([`InodeOps::truncate`](crate::fs::InodeOps)).
-    pub(crate) fn truncate_at(&self, len: u64, now: Timespec, stamp: bool) -> Result<()> {
-        self.i_op.truncate(self, len, now, stamp)
+    /// Truncates through the file system ([`InodeOps::truncate`](crate::fs::InodeOps)),
+    /// through the open file with handle `fh` if given.
+    pub(crate) fn truncate_at(
+        &self,
+        len: u64,
+        now: Timespec,
+        stamp: bool,
+        fh: Option<u64>,
+    ) -> Result<()> {
+        self.i_op.truncate(self, len, now, stamp, fh)
     }
 
     /// fallocate through the file system ([`FileOps::fallocate`](crate::fs::FileOps)).
@@ -1238,13 +1247,13 @@ impl Inode {
         fh: u64,
         off: u64,
         len: u64,
-        punch: bool,
+        mode: crate::fs::FallocMode,
         keep_size: bool,
         now: Timespec,
         cred: &Cred,
     ) -> Result<()> {
         self.i_op
-            .fallocate(self, fh, off, len, punch, keep_size, now, cred)
+            .fallocate(self, fh, off, len, mode, keep_size, now, cred)
     }
 
     /// `SEEK_DATA`/`SEEK_HOLE` through the file system

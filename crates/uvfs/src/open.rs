@@ -50,6 +50,13 @@ const SETFL_MASK: u32 = OpenFlags::APPEND.bits()
     | OpenFlags::DIRECT.bits()
     | OpenFlags::NOATIME.bits();
 
+/// The flags of an open that creates its file, as the file system's create sees them
+/// ([`NewInode::open`](crate::fs::NewInode)): `build_open_flags` drops unknown bits and
+/// `O_CLOEXEC` and adds `O_LARGEFILE`.
+fn creating_open_flags(flags: OpenFlags) -> OpenFlags {
+    ((flags & VALID_OPEN_FLAGS) - OpenFlags::CLOEXEC) | OpenFlags::LARGEFILE
+}
+
 /// The flags `open` knows (`VALID_OPEN_FLAGS`, include/linux/fcntl.h); other bits are
 /// ignored and not kept in the file's flags (so `F_GETFL` never shows them).
 const VALID_OPEN_FLAGS: OpenFlags = OpenFlags::ACCMODE
@@ -288,8 +295,20 @@ impl<V: Variant> Task<V> {
                                     dir_inode
                                         .permission(nd.cred, MAY_WRITE | crate::cred::MAY_EXEC)?;
                                     let m = mode & mode_strip_sgid(nd.cred, dir_inode, raw_mode);
-                                    let d =
-                                        create_locked(self, &last, &mut dl, S_IFREG | m, 0, None)?;
+                                    // The open's flags, as `atomic_open` gets them
+                                    // (lookup_open: O_EXCL makes O_TRUNC moot).
+                                    let mut of = creating_open_flags(flags);
+                                    if flags.contains(OpenFlags::EXCL) {
+                                        of -= OpenFlags::TRUNC;
+                                    }
+                                    let d = create_locked(
+                                        self,
+                                        &last,
+                                        &mut dl,
+                                        S_IFREG | m,
+                                        (0, None),
+                                        of,
+                                    )?;
                                     drop(dl);
                                     break (Some(d), true);
                                 }
@@ -411,7 +430,7 @@ impl<V: Variant> Task<V> {
             rdev: 0,
             target: None,
             now: crate::time::coarse_now(),
-            open: flags,
+            open: creating_open_flags(flags),
         };
         // `->tmpfile` (tmpfs: ENOSPC past the mount's limits).
         let inode = crate::namei::new_inode(&dirp.mnt, di, b"", args)?;
@@ -433,8 +452,24 @@ impl<V: Variant> Task<V> {
     }
 
     /// `do_open` + `may_open` + `vfs_open`: checks access to the looked-up file and builds
-    /// the `File`.
-    fn do_open(&self, mut p: Path, flags: OpenFlags, created: bool) -> Result<FileHandle<V>> {
+    /// the `File`. A failed open of the file it `created` gives back what the create
+    /// prepared for the open (`FileOps::release_created`).
+    fn do_open(&self, p: Path, flags: OpenFlags, created: bool) -> Result<FileHandle<V>> {
+        let inode = created.then(|| p.dentry.d_inode.clone());
+        let r = self.do_open_checked(p, flags, created);
+        if let (Err(_), Some(inode)) = (&r, inode) {
+            inode.i_op.release_created(&inode);
+        }
+        r
+    }
+
+    /// [`do_open`](Self::do_open)'s checks and the `File`.
+    fn do_open_checked(
+        &self,
+        mut p: Path,
+        flags: OpenFlags,
+        created: bool,
+    ) -> Result<FileHandle<V>> {
         let inode = &p.dentry.d_inode;
         // The file type, read once: it never changes (`chmod` changes only the other bits).
         let ifmt = inode.mode() & S_IFMT;
@@ -477,6 +512,9 @@ impl<V: Variant> Task<V> {
         }
         // OPEN_FMODE: access mode 3 grants neither read nor write.
         let mut fmode = FMode::LSEEK | FMode::PREAD | FMode::PWRITE;
+        if created {
+            fmode |= FMode::CREATED;
+        }
         if acc == 0 || acc == 2 {
             fmode |= FMode::READ;
         }
@@ -499,9 +537,6 @@ impl<V: Variant> Task<V> {
         if !is_reg && !is_dir {
             return Err(special_open_errno(inode.mode(), flags));
         }
-        if is_dir {
-            fmode -= FMode::PWRITE;
-        }
         let truncate = flags.contains(OpenFlags::TRUNC) && is_reg && !created;
         // build_open_flags drops unknown bits and O_CLOEXEC; do_dentry_open drops the
         // open-time-only flags.
@@ -523,7 +558,9 @@ impl<V: Variant> Task<V> {
             let trunc = || {
                 let now = crate::time::coarse_now();
                 inode.kill_suid_truncate(&self.cred, now)?;
-                inode.truncate_at(0, now, true)
+                // No handle: `fuse_do_setattr` sends an `ATTR_OPEN` truncation without
+                // `FATTR_FH` (the file may be open read-only).
+                inode.truncate_at(0, now, true, None)
             };
             if fmode.contains(FMode::WRITER) {
                 trunc()?;

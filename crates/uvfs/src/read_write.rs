@@ -11,6 +11,7 @@
 
 use crate::cred::Cred;
 use crate::file::{FMode, File};
+use crate::fs::FallocMode;
 use crate::sync::plain::Ordering;
 use crate::sync::plock;
 use crate::task::Task;
@@ -223,25 +224,21 @@ impl<V: Variant> Task<V> {
             .checked_add(len as u64)
             .filter(|&e| e <= crate::inode::MAX_LFS_FILESIZE as u64)
             .ok_or(Errno::EFBIG)?;
-        // shmem_fallocate: tmpfs takes only KEEP_SIZE and PUNCH_HOLE.
-        if mode & !(KEEP_SIZE | PUNCH_HOLE) != 0 {
-            return Err(Errno::EOPNOTSUPP);
-        }
-        let punch = mode & PUNCH_HOLE != 0;
-        if !punch {
+        // The modes some file system behind the seam takes (tmpfs: KEEP_SIZE and
+        // PUNCH_HOLE; FUSE and hostfs: ZERO_RANGE too); each refuses what it lacks.
+        let fm = match mode & MODE_MASK {
+            0 => FallocMode::Allocate,
+            PUNCH_HOLE => FallocMode::PunchHole,
+            ZERO_RANGE => FallocMode::ZeroRange,
+            _ => return Err(Errno::EOPNOTSUPP),
+        };
+        if fm == FallocMode::Allocate {
             // "We need to check rlimit even when FALLOC_FL_KEEP_SIZE" (shmem_fallocate).
             inode.newsize_ok(end, self.getrlimit_fsize())?;
         }
         let now = coarse_now();
-        inode.fallocate(
-            f.fh(),
-            offset as u64,
-            len as u64,
-            punch,
-            keep,
-            now,
-            &self.cred,
-        )
+        let (off, len) = (offset as u64, len as u64);
+        inode.fallocate(f.fh(), off, len, fm, keep, now, &self.cred)
     }
 }
 
@@ -267,6 +264,10 @@ impl<V: Variant> File<V> {
     #[inline]
     pub(crate) fn read_at_offset(&self, buf: &mut [u8], offset: i64) -> Result<usize> {
         let f = self;
+        // ksys_pread64: a file its open made unseekable has no pread.
+        if !f.mode().contains(FMode::PREAD) {
+            return Err(Errno::ESPIPE);
+        }
         check_read(f, offset as u64, buf.len())?;
         let len = buf.len().min(MAX_RW_COUNT);
         let n = f.inode().read_at(f.fh(), &mut buf[..len], offset as u64)?;
@@ -301,6 +302,10 @@ impl<V: Variant> File<V> {
         fsize: u64,
     ) -> Result<usize> {
         let f = self;
+        // ksys_pwrite64: as `read_at_offset`.
+        if !f.mode().contains(FMode::PWRITE) {
+            return Err(Errno::ESPIPE);
+        }
         check_write(f, offset as u64, buf.len())?;
         let len = buf.len().min(MAX_RW_COUNT);
         let append = f.flags().contains(OpenFlags::APPEND);
@@ -315,6 +320,10 @@ impl<V: Variant> File<V> {
     #[inline]
     pub(crate) fn llseek(&self, offset: i64, whence: i32) -> Result<i64> {
         let f = self;
+        // vfs_llseek: a file its open made unseekable (`nonseekable_open`).
+        if !f.mode().contains(FMode::LSEEK) {
+            return Err(Errno::ESPIPE);
+        }
         let inode = f.inode();
         let mut pos = plock(&f.f_pos);
         let cur = *pos as i64;
@@ -362,6 +371,7 @@ impl<V: Variant> File<V> {
         f.inode().newsize_ok(length as u64, fsize)?;
         let now = coarse_now();
         f.inode().kill_suid_truncate(cred, now)?;
-        f.inode().truncate_at(length as u64, now, true)
+        f.inode()
+            .truncate_at(length as u64, now, true, Some(f.fh()))
     }
 }

@@ -29,13 +29,14 @@ pub(crate) fn new_inode(
 
 /// Creates a new inode named `last.name` in the locked directory `dl` of `last.dir`
 /// (`shmem_mknod`/`shmem_symlink` + `d_instantiate`). Checks nothing but the link count.
+/// `open`: the flags of the `open(O_CREAT)` making it ([`NewInode::open`]), else empty.
 pub(crate) fn create_locked<V: Variant>(
     task: &Task<V>,
     last: &Last<'_, '_>,
     dl: &mut DirLocked<'_>,
     mode: u32,
-    rdev: u64,
-    target: Option<&[u8]>,
+    (rdev, target): (u64, Option<&[u8]>),
+    open: crate::types::OpenFlags,
 ) -> Result<Arc<Dentry>> {
     let (mnt, parent, name) = (last.mnt, last.dir, last.name);
     let dir = &parent.d_inode;
@@ -56,7 +57,7 @@ pub(crate) fn create_locked<V: Variant>(
         rdev,
         target,
         now,
-        open: crate::types::OpenFlags::empty(),
+        open,
     };
     // The directory's ENOSPC (its cookies used up) before the file system allocates.
     let cookie = dl.next_cookie(name)?;
@@ -136,7 +137,7 @@ impl<V: Variant> Task<V> {
         // are dropped (a subdirectory gets S_ISGID only from a setgid parent).
         let mode = S_IFDIR | (mode & 0o1777 & !self.current_umask());
         self.filename_create(dirfd, path, true, |last, dl| {
-            create_locked(self, last, dl, mode, 0, None).map(drop)
+            create_locked(self, last, dl, mode, (0, None), OpenFlags::empty()).map(drop)
         })
     }
 
@@ -160,7 +161,7 @@ impl<V: Variant> Task<V> {
         let path = getname(linkpath.path_bytes(), false)?;
         self.filename_create(dirfd, path, false, |last, dl| {
             let mode = S_IFLNK | 0o777;
-            create_locked(self, last, dl, mode, 0, Some(target))?;
+            create_locked(self, last, dl, mode, (0, Some(target)), OpenFlags::empty())?;
             Ok(())
         })
     }
@@ -391,7 +392,7 @@ impl<V: Variant> Task<V> {
             // vfs_prepare_mode: set-group-ID is stripped from the mode as given, before the
             // umask (as `openat` does).
             let perm = perm & mode_strip_sgid(&self.cred, &last.dir.d_inode, mode & 0o7777);
-            create_locked(self, last, dl, ty | perm, rdev, None)?;
+            create_locked(self, last, dl, ty | perm, (rdev, None), OpenFlags::empty())?;
             Ok(())
         })
     }

@@ -707,7 +707,14 @@ impl InodeOps for HostInode {
     }
 
     /// `ftruncate` of a writable descriptor; the host stamps the times.
-    fn truncate(&self, inode: &Inode, len: u64, _now: Timespec, stamp: bool) -> Result<()> {
+    fn truncate(
+        &self,
+        inode: &Inode,
+        len: u64,
+        _now: Timespec,
+        stamp: bool,
+        _fh: Option<u64>,
+    ) -> Result<()> {
         if !inode.is_reg() {
             return Err(crate::fs::not_regular(inode));
         }
@@ -802,7 +809,7 @@ impl FileOps for HostInode {
     /// For a regular file: the shared data descriptor, opened (or reopened wider) with the
     /// access that covers `flags` and the opens before it (read only when only reading:
     /// a writable host descriptor would make the host's `execve` of the file ETXTBSY).
-    fn open(&self, inode: &Inode, flags: OpenFlags) -> Result<u64> {
+    fn open(&self, inode: &Inode, flags: OpenFlags, _created: bool) -> Result<u64> {
         if inode.is_dir() {
             // An open directory keeps its descriptor (which then outlives eviction and
             // `rmdir`: a removed directory stays usable as a `dirfd`, as on Linux).
@@ -1002,21 +1009,27 @@ impl FileOps for HostInode {
         _fh: u64,
         off: u64,
         len: u64,
-        punch: bool,
+        mode: crate::fs::FallocMode,
         keep_size: bool,
         now: Timespec,
         cred: &Cred,
     ) -> Result<()> {
+        use crate::fs::FallocMode;
+        use rustix::fs::FallocateFlags as F;
         if !inode.is_reg() {
             return Err(crate::fs::not_regular(inode));
         }
         self.writable()?;
+        let mut fl = match mode {
+            FallocMode::Allocate => F::empty(),
+            FallocMode::PunchHole => F::PUNCH_HOLE,
+            // Not passed to the host: its file system's refusal (tmpfs's) would come after
+            // the set-ID kill below, where Linux's comes before anything changes.
+            FallocMode::ZeroRange => return Err(Errno::EOPNOTSUPP),
+        };
         let fd = self.open_fd()?;
-        let mut fl = rustix::fs::FallocateFlags::empty();
-        if punch {
-            fl |= rustix::fs::FallocateFlags::PUNCH_HOLE | rustix::fs::FallocateFlags::KEEP_SIZE;
-        } else if keep_size {
-            fl |= rustix::fs::FallocateFlags::KEEP_SIZE;
+        if keep_size {
+            fl |= F::KEEP_SIZE;
         }
         inode.kill_suid(cred, now)?;
         rustix::fs::fallocate(&fd, fl, off, len).h()?;

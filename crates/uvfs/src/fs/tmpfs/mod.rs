@@ -378,7 +378,14 @@ impl InodeOps for TmpfsInode {
         }
     }
 
-    fn truncate(&self, inode: &Inode, len: u64, now: Timespec, stamp: bool) -> Result<()> {
+    fn truncate(
+        &self,
+        inode: &Inode,
+        len: u64,
+        now: Timespec,
+        stamp: bool,
+        _fh: Option<u64>,
+    ) -> Result<()> {
         match self.reg() {
             Some(d) => regular::truncate(d, &self.acct, inode, len, now, stamp),
             None => Err(crate::fs::not_regular(inode)),
@@ -534,11 +541,18 @@ impl FileOps for TmpfsInode {
         _fh: u64,
         off: u64,
         len: u64,
-        punch: bool,
+        mode: crate::fs::FallocMode,
         keep_size: bool,
         now: Timespec,
         cred: &Cred,
     ) -> Result<()> {
+        use crate::fs::FallocMode;
+        let punch = match mode {
+            FallocMode::Allocate => false,
+            FallocMode::PunchHole => true,
+            // shmem_fallocate: KEEP_SIZE and PUNCH_HOLE only.
+            FallocMode::ZeroRange => return Err(Errno::EOPNOTSUPP),
+        };
         match self.reg() {
             Some(d) => {
                 regular::fallocate(d, &self.acct, inode, off, len, punch, keep_size, now, cred)

@@ -76,6 +76,10 @@ pub(crate) mod fopen {
     pub(crate) const FOPEN_DIRECT_IO: u32 = 1 << 0;
     /// `FOPEN_KEEP_CACHE`: do not invalidate the data cache on open.
     pub(crate) const FOPEN_KEEP_CACHE: u32 = 1 << 1;
+    /// `FOPEN_NONSEEKABLE`: the file is not seekable (`lseek`, `pread`, `pwrite`: ESPIPE).
+    pub(crate) const FOPEN_NONSEEKABLE: u32 = 1 << 2;
+    /// `FOPEN_STREAM`: a stream: not seekable, no file position.
+    pub(crate) const FOPEN_STREAM: u32 = 1 << 4;
     /// `FOPEN_NOFLUSH`: the kernel sends no `FLUSH` at this open file's closes.
     pub(crate) const FOPEN_NOFLUSH: u32 = 1 << 5;
 }

@@ -79,9 +79,10 @@
 //!
 //! # Permissions
 //! Two modes, as a kernel mount with or without `default_permissions`
-//! ([`FuseClientOptions::server_permissions`]). By default the VFS checks the caller's
-//! credentials against the cached attributes before a request is made (Linux's
-//! `generic_permission` under `default_permissions`). With `server_permissions` the server
+//! ([`FuseClientOptions::server_permissions`]). By default the caller's credentials are
+//! checked against the attributes before a request is made (Linux's `fuse_permission`
+//! under `default_permissions`: refreshed first when past `attr_valid`, and once more
+//! before `EACCES`). With `server_permissions` the server
 //! alone decides (`fuse_permission`): the inodes are marked `Inode::set_fs_permission`, so
 //! the VFS asks `FuseInode::permission` instead of the mode bits (ACCESS for access(2) and
 //! chdir(2), an execute bit for exec, nothing else) and skips the ownership checks of
@@ -126,6 +127,7 @@ pub const FUSE_SUPER_MAGIC: i64 = 0x6573_5546;
 /// `FOPEN_*`/fallocate mode bits the client uses.
 const FALLOC_FL_KEEP_SIZE: u32 = 1;
 const FALLOC_FL_PUNCH_HOLE: u32 = 2;
+const FALLOC_FL_ZERO_RANGE: u32 = 0x10;
 const FUSE_FSYNC_FDATASYNC: u32 = 1;
 /// `SEEK_DATA`, `SEEK_HOLE` (lseek(2)).
 const SEEK_DATA: u32 = 3;
@@ -322,6 +324,10 @@ pub(crate) struct Shared {
     /// As `no_flush`, for TMPFILE (`fc->no_tmpfile`: `O_TMPFILE` is `EOPNOTSUPP` from then
     /// on).
     no_tmpfile: AtomicBool,
+    /// As `no_flush`, for CREATE (`fc->no_create`: MKNOD then OPEN from then on).
+    no_create: AtomicBool,
+    /// As `no_flush`, for FALLOCATE (`fc->no_fallocate`: `EOPNOTSUPP` from then on).
+    no_fallocate: AtomicBool,
     /// As `no_flush`, for STATX (`fc->no_statx`: no birth time from then on).
     no_statx: AtomicBool,
     /// The server answered GETXATTR, SETXATTR, LISTXATTR, REMOVEXATTR (in that order) with
@@ -458,26 +464,27 @@ struct Btime {
 /// The server's `fh` of each open file of one regular file, by slot.
 #[derive(Default)]
 struct OpenFiles {
-    /// `fhs[slot]`: the server's handle, `None` for a free slot.
-    fhs: Vec<Option<u64>>,
+    /// `fhs[slot]`: the server's handle and its `FOPEN_*` flags, `None` for a free slot.
+    fhs: Vec<Option<(u64, u32)>>,
     /// Free slots.
     free: Vec<usize>,
-    /// An `O_TMPFILE` file's handle from TMPFILE's reply, until the creating open takes it
-    /// (the VFS makes the inode, then opens it: one request did both); given back at
-    /// eviction if that open never came.
+    /// A new file's handle from CREATE's or TMPFILE's reply, until the creating open takes
+    /// it (the VFS makes the inode, then opens it: one request did both); given back if
+    /// that open fails (`release_created`) or, at the latest, at eviction.
     created: Option<abi::OpenOut>,
 }
 
 impl OpenFiles {
-    /// Records `fh`; returns its slot.
-    fn add(&mut self, fh: u64) -> usize {
+    /// Records the handle and `FOPEN_*` flags of OPEN's reply `o`; returns its slot.
+    fn add(&mut self, o: &abi::OpenOut) -> usize {
+        let v = Some((o.fh, o.open_flags));
         match self.free.pop() {
             Some(s) => {
-                self.fhs[s] = Some(fh);
+                self.fhs[s] = v;
                 s
             }
             None => {
-                self.fhs.push(Some(fh));
+                self.fhs.push(v);
                 self.fhs.len() - 1
             }
         }
@@ -485,12 +492,17 @@ impl OpenFiles {
 
     /// The handle in `slot`.
     fn get(&self, slot: usize) -> Option<u64> {
-        self.fhs.get(slot).copied().flatten()
+        Some(self.fhs.get(slot).copied().flatten()?.0)
+    }
+
+    /// The `FOPEN_*` flags of the handle in `slot` (0 for a free one).
+    fn open_flags(&self, slot: usize) -> u32 {
+        self.fhs.get(slot).copied().flatten().map_or(0, |(_, f)| f)
     }
 
     /// Frees `slot`; returns its handle.
     fn remove(&mut self, slot: usize) -> Option<u64> {
-        let fh = self.fhs.get_mut(slot)?.take()?;
+        let (fh, _) = self.fhs.get_mut(slot)?.take()?;
         self.free.push(slot);
         Some(fh)
     }
@@ -1070,13 +1082,29 @@ impl InodeOps for FuseInode {
         self.target.as_deref().ok_or(Errno::EINVAL)
     }
 
-    /// `fuse_permission` without `default_permissions` (called only for inodes of a mount
-    /// with [`FuseClientOptions::server_permissions`]): access(2), chdir(2), fchdir(2) and
-    /// chroot(2) ask the server (`fuse_access`); an execute check of a regular file needs
-    /// an execute bit, in attributes refreshed when stale (and once more before `EACCES` if
-    /// they were not); every other check is the server's when the operation reaches it.
-    /// Does not block for a directory's search check (the lock-free walk's).
+    /// `fuse_permission`. By default (`default_permissions`): the mode bits, in attributes
+    /// refreshed first when past `attr_valid`, and refreshed once more before `EACCES` if
+    /// they were not ("If permission is denied, try to refresh file attributes": a mode
+    /// the server widened is seen at once; one it narrowed only after the timeout, as on
+    /// Linux). With [`FuseClientOptions::server_permissions`]: access(2), chdir(2),
+    /// fchdir(2) and chroot(2) ask the server (`fuse_access`); an execute check of a
+    /// regular file needs an execute bit, in attributes refreshed when stale (and once
+    /// more before `EACCES` if they were not); every other check is the server's when the
+    /// operation reaches it.
     fn permission(&self, inode: &Inode, cred: &Cred, mask: u32) -> Result<()> {
+        if !self.fs.opts.server_permissions {
+            let refreshed = !self.attrs_fresh();
+            if refreshed {
+                self.refresh(inode)?;
+            }
+            return match inode.generic_permission(cred, mask) {
+                Err(Errno::EACCES) if !refreshed => {
+                    self.refresh(inode)?;
+                    inode.generic_permission(cred, mask)
+                }
+                r => r,
+            };
+        }
         if mask & (MAY_ACCESS | MAY_CHDIR) != 0 {
             return self.access(cred, mask);
         }
@@ -1384,8 +1412,19 @@ impl InodeOps for FuseInode {
     /// SETATTR with `FATTR_SIZE`; for `ftruncate` and `O_TRUNC` (`stamp`) also
     /// `FATTR_MTIME | FATTR_MTIME_NOW`, as Linux's `do_truncate` passes `ATTR_MTIME |
     /// ATTR_CTIME` for them (so the server stamps the times even when the size does not
-    /// change); for truncate(2) the size alone, and the server decides.
-    fn truncate(&self, inode: &Inode, len: u64, now: Timespec, stamp: bool) -> Result<()> {
+    /// change); for truncate(2) the size alone, and the server decides. Through an open
+    /// file (`fh`), `FATTR_FH` with the server's handle (`fuse_do_setattr` with a `file`),
+    /// so that the server truncates what is open (a file opened for writing whose mode no
+    /// longer allows it: passthrough_ll then uses its descriptor). No `FATTR_LOCKOWNER`:
+    /// uvfs keeps POSIX locks itself and names no lock owner on the wire.
+    fn truncate(
+        &self,
+        inode: &Inode,
+        len: u64,
+        now: Timespec,
+        stamp: bool,
+        fh: Option<u64>,
+    ) -> Result<()> {
         if !inode.is_reg() {
             return Err(crate::fs::not_regular(inode));
         }
@@ -1394,6 +1433,10 @@ impl InodeOps for FuseInode {
             size: len,
             ..Default::default()
         };
+        if let Some(h) = fh {
+            arg.valid |= fattr::FATTR_FH;
+            arg.fh = self.fh(inode, h)?;
+        }
         if stamp {
             // The time too, as Linux's `iattr_to_fattr`, for a server that honours
             // FATTR_MTIME but not FATTR_MTIME_NOW.
@@ -1675,9 +1718,11 @@ impl FuseInode {
 impl FileOps for FuseInode {
     /// OPEN or OPENDIR (`fuse_open_common`) with the open flags less those the VFS
     /// handles (`O_CREAT`, `O_EXCL`, `O_NOCTTY`, `O_TRUNC`: Linux's `fuse_open_common`
-    /// without `FUSE_ATOMIC_O_TRUNC`); the server's `fh` is the file's handle. Device
-    /// nodes, FIFOs and sockets are not opened on the server (Linux: their own fops).
-    fn open(&self, inode: &Inode, flags: OpenFlags) -> Result<u64> {
+    /// without `FUSE_ATOMIC_O_TRUNC`); the server's `fh` is the file's handle. The open
+    /// that made the file (`created`) takes the handle CREATE or TMPFILE answered, when
+    /// one did (no OPEN). Device nodes, FIFOs and sockets are not opened on the server
+    /// (Linux: their own fops).
+    fn open(&self, inode: &Inode, flags: OpenFlags, created: bool) -> Result<u64> {
         let op = if inode.is_dir() {
             opcode::FUSE_OPENDIR
         } else if inode.is_reg() {
@@ -1689,9 +1734,8 @@ impl FileOps for FuseInode {
         if acc != 0 || flags.contains(OpenFlags::TRUNC) {
             self.fs.writable()?;
         }
-        // The open that follows an O_TMPFILE's TMPFILE: its reply opened the file.
-        let created = match op == opcode::FUSE_OPEN && flags.intersects(crate::open::O_TMPFILE_BIT)
-        {
+        // The open that follows a CREATE or TMPFILE: its reply opened the file.
+        let created = match op == opcode::FUSE_OPEN && created {
             true => plock(&self.files).created.take(),
             false => None,
         };
@@ -1719,14 +1763,34 @@ impl FileOps for FuseInode {
             || flags.contains(OpenFlags::DIRECT)
             || !self.fs.cache.enabled()
             || self.fs.conn.negotiated().max_read < PAGE_SIZE;
-        let slot = plock(&self.files).add(o.fh);
+        let slot = plock(&self.files).add(&o);
         Ok((slot as u64) << 1 | direct as u64)
     }
 
-    /// FLUSH (`fuse_flush`); a server without it (`ENOSYS`) is not asked again.
+    /// The RELEASE of the handle CREATE or TMPFILE answered, if no open took it.
+    fn release_created(&self, inode: &Inode) {
+        let _ = inode;
+        if let Some(o) = plock(&self.files).created.take() {
+            send_release(&self.fs.conn, opcode::FUSE_RELEASE, self.nodeid, o.fh);
+        }
+    }
+
+    /// `FOPEN_NONSEEKABLE` or `FOPEN_STREAM` in OPEN's reply (`fuse_finish_open`:
+    /// `nonseekable_open`, `stream_open`). A stream's READs and WRITEs still carry the
+    /// file position as their offset, where Linux's carry 0 (no position).
+    fn nonseekable(&self, inode: &Inode, fh: u64) -> bool {
+        const UNSEEKABLE: u32 = fopen::FOPEN_NONSEEKABLE | fopen::FOPEN_STREAM;
+        inode.is_reg() && plock(&self.files).open_flags((fh >> 1) as usize) & UNSEEKABLE != 0
+    }
+
+    /// FLUSH (`fuse_flush`); a server without it (`ENOSYS`) is not asked again, nor for an
+    /// open file whose OPEN answered `FOPEN_NOFLUSH`.
     fn flush(&self, inode: &Inode, fh: u64) -> Result<()> {
         // Relaxed: a sticky hint.
         if !inode.is_reg() || self.fs.no_flush.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        if plock(&self.files).open_flags((fh >> 1) as usize) & fopen::FOPEN_NOFLUSH != 0 {
             return Ok(());
         }
         let fh = self.fh(inode, fh)?;
@@ -1965,21 +2029,28 @@ impl FileOps for FuseInode {
         fh: u64,
         off: u64,
         len: u64,
-        punch: bool,
+        mode: crate::fs::FallocMode,
         keep_size: bool,
         now: Timespec,
         cred: &Cred,
     ) -> Result<()> {
+        use crate::fs::FallocMode;
         if !inode.is_reg() {
             return Err(crate::fs::not_regular(inode));
         }
         self.fs.writable()?;
+        // Relaxed: a sticky hint.
+        if self.fs.no_fallocate.load(Ordering::Relaxed) {
+            return Err(Errno::EOPNOTSUPP);
+        }
         let fh = self.fh(inode, fh)?;
         inode.kill_suid(cred, now)?;
-        let mut mode = 0;
-        if punch {
-            mode |= FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE;
-        } else if keep_size {
+        let mut mode = match mode {
+            FallocMode::Allocate => 0,
+            FallocMode::PunchHole => FALLOC_FL_PUNCH_HOLE,
+            FallocMode::ZeroRange => FALLOC_FL_ZERO_RANGE,
+        };
+        if keep_size {
             mode |= FALLOC_FL_KEEP_SIZE;
         }
         let arg = abi::FallocateIn {
@@ -1992,11 +2063,15 @@ impl FileOps for FuseInode {
         let r = self
             .fs
             .req(opcode::FUSE_FALLOCATE, self.nodeid, &[arg.as_bytes()]);
-        // A punched hole reads as zeros now (`truncate_pagecache_range`).
+        // A punched hole or zeroed range reads as zeros now (`truncate_pagecache_range`).
         self.drop_range(off, off.saturating_add(len));
         self.invalidate_attrs();
         match r {
-            Err(Errno::ENOSYS) => Err(Errno::EOPNOTSUPP),
+            Err(Errno::ENOSYS) => {
+                // Relaxed: as above (`fc->no_fallocate`).
+                self.fs.no_fallocate.store(true, Ordering::Relaxed);
+                Err(Errno::EOPNOTSUPP)
+            }
             r => r.map(drop),
         }
     }
@@ -2117,8 +2192,21 @@ impl FileSystem for FuseFs {
             return self.tmpfile(dev, d, &args);
         }
         let n = cname(name)?;
-        let creds = self.shared.creds();
         let ty = args.mode & S_IFMT;
+        // Relaxed: a sticky hint.
+        if ty == S_IFREG
+            && args.open.contains(OpenFlags::CREAT)
+            && !self.shared.no_create.load(Ordering::Relaxed)
+        {
+            match self.create_open(dev, d, opcode::FUSE_CREATE, &n, &args) {
+                Err(Errno::ENOSYS) => {
+                    // Relaxed: as above.
+                    self.shared.no_create.store(true, Ordering::Relaxed);
+                }
+                r => return r,
+            }
+        }
+        let creds = self.shared.creds();
         let r = match ty {
             S_IFDIR => {
                 let arg = abi::MkdirIn {
@@ -2165,22 +2253,46 @@ impl FileSystem for FuseFs {
 }
 
 impl FuseFs {
-    /// `fuse_tmpfile` (Linux 6.1+): TMPFILE in `d` with the open's flags and the mode the
-    /// VFS computed (`fuse_create_open`'s request, the name `/` of the dentry
-    /// `vfs_tmpfile` allocates); the reply's handle waits in the new inode for the open
-    /// that follows ([`OpenFiles::created`]). A server without it (`ENOSYS`) is not asked
-    /// again: `EOPNOTSUPP`, as Linux's `fc->no_tmpfile`.
+    /// `fuse_tmpfile` (Linux 6.1+): TMPFILE in `d` ([`create_open`](Self::create_open),
+    /// the name `/` of the dentry `vfs_tmpfile` allocates). A server without it
+    /// (`ENOSYS`) is not asked again: `EOPNOTSUPP`, as Linux's `fc->no_tmpfile`.
     ///
     /// # Errors
-    /// `EOPNOTSUPP` (no TMPFILE), `EIO` (a reply that is not a regular file's, or a
-    /// handle for a node that has one waiting), the server's.
+    /// `EOPNOTSUPP` (no TMPFILE), as `create_open`.
     fn tmpfile(&self, dev: u64, d: &FuseInode, args: &NewInode<'_>) -> Result<Arc<Inode>> {
         // Relaxed: a sticky hint.
         if self.shared.no_tmpfile.load(Ordering::Relaxed) {
             return Err(Errno::EOPNOTSUPP);
         }
-        // The file's flags less O_NOCTTY, as `fuse_create_open` sends them (O_EXCL stays:
-        // the server may keep such a file unlinkable), and less O_CLOEXEC (the descriptor's).
+        match self.create_open(dev, d, opcode::FUSE_TMPFILE, b"/\0", args) {
+            Err(Errno::ENOSYS) => {
+                // Relaxed: as above.
+                self.shared.no_tmpfile.store(true, Ordering::Relaxed);
+                Err(Errno::EOPNOTSUPP)
+            }
+            r => r,
+        }
+    }
+
+    /// `fuse_create_open`: CREATE (`open(O_CREAT)` of the new name `n`, with its NUL) or
+    /// TMPFILE in `d`, with the open's flags less `O_NOCTTY` (measured on Linux 6.18, a
+    /// kernel FUSE mount of passthrough_ll: `O_CREAT`, `O_EXCL`, `O_TRUNC` unless
+    /// `O_EXCL`, `O_LARGEFILE`, no `O_CLOEXEC`) and the mode the VFS computed (the umask
+    /// applied: `umask` 0, as without `FUSE_DONT_MASK`). One request makes and opens the
+    /// file: the reply's handle waits in the new inode for the open that follows
+    /// ([`OpenFiles::created`]; given back at eviction if that open never comes).
+    ///
+    /// # Errors
+    /// `ENOSYS` (the caller decides), `EIO` (a reply that is not a regular file's, or a
+    /// handle for a node that has one waiting), the server's.
+    fn create_open(
+        &self,
+        dev: u64,
+        d: &FuseInode,
+        op: u32,
+        n: &[u8],
+        args: &NewInode<'_>,
+    ) -> Result<Arc<Inode>> {
         let flags = args.open - OpenFlags::NOCTTY - OpenFlags::CLOEXEC;
         let arg = abi::CreateIn {
             flags: flags.bits(),
@@ -2189,19 +2301,10 @@ impl FuseFs {
             open_flags: 0,
         };
         let creds = self.shared.creds();
-        let r = match self.shared.conn.request(
-            opcode::FUSE_TMPFILE,
-            d.nodeid,
-            creds,
-            &[arg.as_bytes(), b"/\0"],
-        ) {
-            Err(Errno::ENOSYS) => {
-                // Relaxed: as above.
-                self.shared.no_tmpfile.store(true, Ordering::Relaxed);
-                return Err(Errno::EOPNOTSUPP);
-            }
-            r => r?,
-        };
+        let r = self
+            .shared
+            .conn
+            .request(op, d.nodeid, creds, &[arg.as_bytes(), n])?;
         let entry = std::mem::size_of::<abi::EntryOut>();
         let Some((e, o)) = r.split_at_checked(entry) else {
             return Err(proto_error(&self.shared.conn));
@@ -2319,6 +2422,8 @@ pub fn mount(server: FuseServer, opts: FuseClientOptions) -> Result<Arc<Mount>> 
         destroyed: AtomicBool::new(false),
         no_lseek: AtomicBool::new(false),
         no_tmpfile: AtomicBool::new(false),
+        no_create: AtomicBool::new(false),
+        no_fallocate: AtomicBool::new(false),
         no_statx: AtomicBool::new(false),
         no_xattr: Default::default(),
         cache: PageCache::new(opts_cache_pages),

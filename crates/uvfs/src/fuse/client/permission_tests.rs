@@ -62,18 +62,30 @@ struct State {
     modes: Vec<(u64, u32)>,
     /// Node owners (uid, gid), changed by SETATTR.
     owners: Vec<(u64, u32, u32)>,
-    /// Each SETATTR: nodeid, `valid`, `mode`.
+    /// Each SETATTR: nodeid, `valid`, `mode`; and its `fh`.
     setattrs: Vec<(u64, u32, u32)>,
+    setattr_fhs: Vec<u64>,
     /// ACCESS's answer (0 or a negative errno).
     access_reply: i32,
     /// TMPFILE is served (node 9, handle 99), else answered ENOSYS.
     tmpfile: bool,
     /// TMPFILE's `fuse_create_in` (flags, mode) and name; WRITEs' and RELEASEs' handles.
     tmpfile_in: Vec<(u32, u32, Vec<u8>)>,
+    /// CREATE is served (node 10, handle 100, owner root), else answered ENOSYS; MKNOD
+    /// always (node 10).
+    create: bool,
+    /// CREATE's and MKNOD's (flags or 0, mode) and name.
+    create_in: Vec<(u32, u32, Vec<u8>)>,
     write_fhs: Vec<u64>,
     release_fhs: Vec<u64>,
     /// STATX is served (birth time 1000000000.5 s), else answered ENOSYS.
     statx: bool,
+    /// FALLOCATE's modes; it is answered ENOSYS when `no_fallocate`.
+    fallocates: Vec<u32>,
+    no_fallocate: bool,
+    /// OPEN's `FOPEN_*` flags; FLUSHes seen.
+    open_flags: u32,
+    flushes: usize,
     /// STATX's reply mask (0: basic stats and birth time).
     statx_mask: u32,
     /// `attr_valid` of every reply with attributes, seconds.
@@ -174,6 +186,7 @@ fn server(opts: FuseClientOptions) -> Server {
                 } else {
                     let out = abi::OpenOut {
                         fh: 7,
+                        open_flags: st.open_flags,
                         ..Default::default()
                     };
                     send(h.unique, 0, out.as_bytes());
@@ -182,6 +195,7 @@ fn server(opts: FuseClientOptions) -> Server {
             opcode::FUSE_SETATTR => {
                 let (a, _) = abi::SetattrIn::read_from_prefix(rest).unwrap();
                 st.setattrs.push((h.nodeid, a.valid, a.mode));
+                st.setattr_fhs.push(a.fh);
                 if a.valid & fattr::FATTR_MODE != 0 {
                     let m = st.modes.iter_mut().find(|m| m.0 == h.nodeid).unwrap();
                     m.1 = (m.1 & S_IFMT) | (a.mode & 0o7777);
@@ -217,6 +231,39 @@ fn server(opts: FuseClientOptions) -> Server {
                     ..Default::default()
                 };
                 send(h.unique, 0, &[e.as_bytes(), o.as_bytes()].concat());
+            }
+            opcode::FUSE_CREATE | opcode::FUSE_MKNOD
+                if st.create || h.opcode == opcode::FUSE_MKNOD =>
+            {
+                let (flags, mode, name) = match h.opcode {
+                    opcode::FUSE_CREATE => {
+                        let (c, name) = abi::CreateIn::read_from_prefix(rest).unwrap();
+                        (c.flags, c.mode, name)
+                    }
+                    _ => {
+                        let (m, name) = abi::MknodIn::read_from_prefix(rest).unwrap();
+                        (0, m.mode, name)
+                    }
+                };
+                st.create_in.push((flags, mode, name.to_vec()));
+                st.modes.push((10, S_IFREG | (mode & 0o7777)));
+                st.owners.push((10, 0, 0));
+                let e = abi::EntryOut {
+                    nodeid: 10,
+                    attr_valid: 3600,
+                    attr: attr_of(&st, 10),
+                    ..Default::default()
+                };
+                let o = abi::OpenOut {
+                    fh: 100,
+                    ..Default::default()
+                };
+                match h.opcode {
+                    opcode::FUSE_CREATE => {
+                        send(h.unique, 0, &[e.as_bytes(), o.as_bytes()].concat())
+                    }
+                    _ => send(h.unique, 0, e.as_bytes()),
+                }
             }
             opcode::FUSE_WRITE => {
                 let (w, _) = abi::WriteIn::read_from_prefix(rest).unwrap();
@@ -257,7 +304,20 @@ fn server(opts: FuseClientOptions) -> Server {
                 };
                 send(h.unique, 0, out.as_bytes());
             }
-            opcode::FUSE_FLUSH => send(h.unique, 0, &[]),
+            opcode::FUSE_FALLOCATE => {
+                let (a, _) = abi::FallocateIn::read_from_prefix(rest).unwrap();
+                st.fallocates.push(a.mode);
+                let e = if st.no_fallocate {
+                    -Errno::ENOSYS.raw()
+                } else {
+                    0
+                };
+                send(h.unique, e, &[]);
+            }
+            opcode::FUSE_FLUSH => {
+                st.flushes += 1;
+                send(h.unique, 0, &[]);
+            }
             opcode::FUSE_FORGET | opcode::FUSE_BATCH_FORGET | opcode::FUSE_DESTROY => {}
             _ => send(h.unique, -Errno::ENOSYS.raw(), &[]),
         }
@@ -697,13 +757,220 @@ fn o_tmpfile_is_one_tmpfile_request() {
     assert!(!ops.contains(&opcode::FUSE_OPEN), "{ops:?}");
     let st = plock(&s.state);
     let (flags, mode, name) = &st.tmpfile_in[0];
-    let want = OpenFlags::TMPFILE | OpenFlags::WRONLY | OpenFlags::APPEND;
+    let want = OpenFlags::TMPFILE | OpenFlags::WRONLY | OpenFlags::APPEND | OpenFlags::LARGEFILE;
     assert_eq!(OpenFlags::from_bits_retain(*flags), want);
     assert_eq!(*mode, S_IFREG | 0o644);
     assert_eq!(name, b"/\0");
     assert_eq!(st.write_fhs, [99]);
     drop(st);
     assert_eq!(s.releases(), [99], "TMPFILE's handle given back at close");
+}
+
+/// `default_permissions` checks as Linux's `fuse_permission`: a denial is checked once
+/// more against fresh attributes (a mode another client widened opens at once: one
+/// GETATTR, then OPEN), a mode narrowed behind the cache is seen only when the attributes
+/// expire, and expired attributes are refreshed before the check. Before, uvfs checked the
+/// cached mode alone (EACCES until the entry's timeout; measured by a helper against a
+/// kernel mount of passthrough_ll, which sent `GETATTR GETATTR OPEN`).
+#[test]
+fn default_permissions_refresh_before_a_denial() {
+    let s = server(FuseClientOptions::default());
+    // The root's first attributes (Linux too asks: "the root node will at first have no
+    // permissions").
+    s.task.fstatat(CWD, "/", AtFlags::empty()).unwrap();
+    s.take();
+    let rd = OpenFlags::RDONLY;
+    assert_eq!(s.task.open("/open0", rd, 0).err(), Some(Errno::EACCES));
+    assert_eq!(s.take_ops(), [opcode::FUSE_LOOKUP, opcode::FUSE_GETATTR]);
+    s.chmod_behind(3, 0o444);
+    let fd = s.task.open("/open0", rd, 0).unwrap();
+    s.task.close(fd).unwrap();
+    let ops = s.take_ops();
+    assert_eq!(
+        ops[..2],
+        [opcode::FUSE_GETATTR, opcode::FUSE_OPEN],
+        "{ops:?}"
+    );
+    // Narrowed behind a fresh cache: still allowed (the server's policy opens it).
+    s.task.fstatat(CWD, "/plain", AtFlags::empty()).unwrap();
+    s.chmod_behind(4, 0o600);
+    let fd = s.task.open("/plain", rd, 0).unwrap();
+    s.task.close(fd).unwrap();
+    // Expired attributes: refreshed before the check.
+    plock(&s.state).attr_valid = 0;
+    let none = AtFlags::empty();
+    s.root.fchmodat(CWD, "/plain", 0o644, none).unwrap();
+    s.task.fstatat(CWD, "/plain", AtFlags::empty()).unwrap();
+    s.chmod_behind(4, 0o600);
+    s.take();
+    assert_eq!(s.task.open("/plain", rd, 0).err(), Some(Errno::EACCES));
+    assert_eq!(s.take_ops(), [opcode::FUSE_GETATTR]);
+}
+
+/// OPEN's `FOPEN_NONSEEKABLE` makes the file unseekable (`lseek`, `pread`, `pwrite`:
+/// `ESPIPE`, as Linux's `nonseekable_open`; `read` and `write` work) and `FOPEN_NOFLUSH`
+/// spares its closes the FLUSH (`fuse_flush`); another open of the same file without them
+/// seeks and flushes. Before, both flags were ignored.
+#[test]
+fn fopen_nonseekable_and_noflush_are_followed() {
+    use crate::fuse::abi::fopen;
+    let s = server(FuseClientOptions::default());
+    let rw = OpenFlags::RDWR;
+    plock(&s.state).open_flags = fopen::FOPEN_NONSEEKABLE | fopen::FOPEN_NOFLUSH;
+    let fd = s.root.open("/plain", rw, 0).unwrap();
+    plock(&s.state).open_flags = 0;
+    let mut b = [0u8; 4];
+    assert_eq!(s.root.lseek(fd, 0, 0), Err(Errno::ESPIPE));
+    assert_eq!(s.root.pread(fd, &mut b, 0), Err(Errno::ESPIPE));
+    assert_eq!(s.root.pwrite(fd, b"x", 0), Err(Errno::ESPIPE));
+    assert_eq!(s.root.write(fd, b"x"), Ok(1));
+    let other = s.root.open("/plain", rw, 0).unwrap();
+    assert_eq!(s.root.lseek(other, 1, 0), Ok(1));
+    s.root.close(fd).unwrap();
+    assert_eq!(plock(&s.state).flushes, 0);
+    s.root.close(other).unwrap();
+    assert_eq!(plock(&s.state).flushes, 1);
+}
+
+/// `fallocate` goes to the server with the modes Linux's FUSE client forwards
+/// (`fuse_file_fallocate`: `KEEP_SIZE`, `PUNCH_HOLE`, `ZERO_RANGE`; before, uvfs refused
+/// `ZERO_RANGE` with tmpfs's EOPNOTSUPP without asking); a server without FALLOCATE
+/// (`ENOSYS`) is not asked again: `EOPNOTSUPP` (`fc->no_fallocate`).
+#[test]
+fn fallocate_modes_go_to_the_server() {
+    let s = server(FuseClientOptions::default());
+    let fd = s.root.open("/plain", OpenFlags::RDWR, 0).unwrap();
+    for mode in [0, 1, 3, 0x10, 0x11] {
+        assert_eq!(s.root.fallocate(fd, mode, 0, 4096), Ok(()), "{mode:#x}");
+    }
+    assert_eq!(plock(&s.state).fallocates, [0, 1, 3, 0x10, 0x11]);
+    // COLLAPSE_RANGE: refused before any request, as Linux's.
+    assert_eq!(s.root.fallocate(fd, 0x08, 0, 4096), Err(Errno::EOPNOTSUPP));
+    plock(&s.state).no_fallocate = true;
+    for _ in 0..2 {
+        assert_eq!(s.root.fallocate(fd, 0, 0, 4096), Err(Errno::EOPNOTSUPP));
+    }
+    assert_eq!(plock(&s.state).fallocates.len(), 6, "ENOSYS asked once");
+    s.root.close(fd).unwrap();
+}
+
+/// `ftruncate` names its open file's handle (`FATTR_FH` and OPEN's `fh`, as Linux's
+/// `fuse_do_setattr` with `ATTR_FILE`), so a server truncates what is open; `truncate(2)`
+/// and `open(O_TRUNC)` name none (Linux's `ATTR_OPEN` truncation drops the file: it may be
+/// open read-only, which a server's `ftruncate` would refuse). Before, no SETATTR had `FATTR_FH`,
+/// and an unprivileged passthrough_ll refused `ftruncate` of a file opened for writing
+/// whose mode no longer allows it (EACCES; measured by a helper against a kernel mount of
+/// the same server, which truncated).
+#[test]
+fn truncation_through_an_open_file_names_its_handle() {
+    let s = server(FuseClientOptions::default());
+    let fd = s.task.open("/mine", OpenFlags::WRONLY, 0).unwrap();
+    s.task.ftruncate(fd, 3).unwrap();
+    s.task.close(fd).unwrap();
+    let fd = s
+        .task
+        .open("/mine", OpenFlags::WRONLY | OpenFlags::TRUNC, 0);
+    s.task.close(fd.unwrap()).unwrap();
+    s.task.truncate("/mine", 1).unwrap();
+    let sets = s.take_setattrs();
+    let (size, fh) = (fattr::FATTR_SIZE, fattr::FATTR_FH);
+    let valid: Vec<u32> = sets.iter().map(|x| x.1 & (size | fh)).collect();
+    assert_eq!(valid, [size | fh, size, size]);
+    assert_eq!(plock(&s.state).setattr_fhs[0], 7);
+}
+
+/// `open(O_CREAT)` of a new name is one CREATE (Linux's `fuse_atomic_open`): no MKNOD, no
+/// OPEN, the file's I/O through the handle CREATE answered, so a file created read-only
+/// (0444) is writable through the descriptor that made it, whatever the server's
+/// permissions (Linux's FUSE client sends CREATE; before, uvfs sent MKNOD and an OPEN for
+/// writing, which an unprivileged passthrough_ll refused with EACCES). CREATE's flags as
+/// Linux 6.18 sends them (measured: a kernel FUSE mount of passthrough_ll, the server's
+/// `openat` traced): `O_CREAT`, `O_EXCL`, `O_APPEND`, `O_LARGEFILE`, the access mode; no
+/// `O_CLOEXEC`, `O_NOCTTY`, and no `O_TRUNC` with `O_EXCL`; the mode after the umask.
+#[test]
+fn open_creat_is_one_create_request() {
+    let s = server(FuseClientOptions::default());
+    plock(&s.state).create = true;
+    s.root.umask(0o022);
+    s.take();
+    let all = OpenFlags::CREAT
+        | OpenFlags::EXCL
+        | OpenFlags::TRUNC
+        | OpenFlags::WRONLY
+        | OpenFlags::APPEND
+        | OpenFlags::CLOEXEC
+        | OpenFlags::NOCTTY;
+    let fd = s.root.open("/new", all, 0o666).unwrap();
+    assert_eq!(s.root.write(fd, b"abc"), Ok(3));
+    s.root.close(fd).unwrap();
+    let ops = s.take_ops();
+    assert_eq!(
+        ops[..2],
+        [opcode::FUSE_LOOKUP, opcode::FUSE_CREATE],
+        "{ops:?}"
+    );
+    assert!(!ops.contains(&opcode::FUSE_OPEN), "{ops:?}");
+    assert!(!ops.contains(&opcode::FUSE_MKNOD), "{ops:?}");
+    let st = plock(&s.state);
+    let (flags, mode, name) = &st.create_in[0];
+    let want = OpenFlags::CREAT
+        | OpenFlags::EXCL
+        | OpenFlags::WRONLY
+        | OpenFlags::APPEND
+        | OpenFlags::LARGEFILE;
+    assert_eq!(OpenFlags::from_bits_retain(*flags), want);
+    assert_eq!((*mode, name.as_slice()), (S_IFREG | 0o644, &b"new\0"[..]));
+    assert_eq!(st.write_fhs, [100]);
+    drop(st);
+    assert_eq!(s.releases(), [100], "CREATE's handle given back at close");
+}
+
+/// `O_TRUNC` without `O_EXCL` goes in CREATE's flags (measured as above); the new file is
+/// not truncated after (no SETATTR).
+#[test]
+fn open_creat_trunc_keeps_o_trunc_in_create() {
+    let s = server(FuseClientOptions::default());
+    plock(&s.state).create = true;
+    s.take();
+    let fl = OpenFlags::CREAT | OpenFlags::TRUNC | OpenFlags::RDWR;
+    let fd = s.root.open("/new", fl, 0o600).unwrap();
+    s.root.close(fd).unwrap();
+    assert!(!s.take_ops().contains(&opcode::FUSE_SETATTR));
+    let f = plock(&s.state).create_in[0].0;
+    assert_eq!(OpenFlags::from_bits_retain(f), fl | OpenFlags::LARGEFILE);
+}
+
+/// A server without CREATE (`ENOSYS`): MKNOD then OPEN, and CREATE is not asked again
+/// (Linux's `fc->no_create`).
+#[test]
+fn open_creat_on_a_server_without_create_is_mknod_and_open() {
+    let s = server(FuseClientOptions::default());
+    s.take();
+    for name in ["/new", "/new2"] {
+        let fl = OpenFlags::CREAT | OpenFlags::EXCL | OpenFlags::RDWR;
+        let fd = s.root.open(name, fl, 0o600).unwrap();
+        s.root.close(fd).unwrap();
+    }
+    let ops = s.take_ops();
+    let n = |op| ops.iter().filter(|&&o| o == op).count();
+    assert_eq!(n(opcode::FUSE_CREATE), 1, "{ops:?}");
+    assert_eq!(
+        (n(opcode::FUSE_MKNOD), n(opcode::FUSE_OPEN)),
+        (2, 2),
+        "{ops:?}"
+    );
+}
+
+/// An open that fails after CREATE answered (the VFS's `O_NOATIME` check: the server made
+/// root the owner, the caller is not) gives the handle back at once (Linux's `fput` of the
+/// opened file), not when the inode goes.
+#[test]
+fn a_failed_create_open_gives_the_handle_back() {
+    let s = server_checks();
+    plock(&s.state).create = true;
+    let flags = OpenFlags::CREAT | OpenFlags::RDWR | OpenFlags::NOATIME;
+    assert_eq!(s.task.open("/new", flags, 0o600).err(), Some(Errno::EPERM));
+    assert_eq!(s.releases(), [100]);
 }
 
 /// An open that fails after TMPFILE answered (the VFS's `O_NOATIME` check: the server made
