@@ -519,7 +519,8 @@ pub trait FileOps: Send + Sync {
     /// The open that made `inode` failed before its [`open`](Self::open) with `created`
     /// (a VFS check after the create: `O_NOATIME` on a file the server gave another
     /// owner, `ETXTBSY`): give back what the create prepared for it (Linux: the `fput`
-    /// of the file `->atomic_open` or `->tmpfile` opened, whose `->release` runs).
+    /// of the file `->atomic_open` or `->tmpfile` opened, whose `->release` runs). Called
+    /// only for inodes marked `Inode::set_revalidate`.
     fn release_created(&self, inode: &Inode) {
         let _ = inode;
     }
@@ -597,10 +598,14 @@ pub trait FileOps: Send + Sync {
     /// `mode` says: [`FallocMode::PunchHole`] frees the range (the size never changes;
     /// `keep_size` always); otherwise the range is allocated (and zeroed for
     /// [`FallocMode::ZeroRange`]) and, unless `keep_size`, the size grows to its end.
+    /// `fsize_limit`: the caller's `RLIMIT_FSIZE` (`u64::MAX`: none), which the file
+    /// system applies by its own rule (`inode_newsize_ok` in `shmem_fallocate` for any
+    /// allocation, in `fuse_file_fallocate` for a growing one).
     ///
     /// # Errors
     /// `ENOSPC`; `EOPNOTSUPP` where the file system lacks the mode (tmpfs:
-    /// `ZeroRange`, as `shmem_fallocate`) or has no fallocate; `EISDIR`/`EINVAL`.
+    /// `ZeroRange`, as `shmem_fallocate`) or has no fallocate; `EFBIG` past
+    /// `fsize_limit`; `EISDIR`/`EINVAL`.
     #[allow(clippy::too_many_arguments)]
     fn fallocate(
         &self,
@@ -612,8 +617,9 @@ pub trait FileOps: Send + Sync {
         keep_size: bool,
         now: Timespec,
         cred: &Cred,
+        fsize_limit: u64,
     ) -> Result<()> {
-        let _ = (fh, off, len, mode, keep_size, now, cred);
+        let _ = (fh, off, len, mode, keep_size, now, cred, fsize_limit);
         Err(if inode.is_reg() {
             Errno::EOPNOTSUPP
         } else {

@@ -530,11 +530,6 @@ impl Inode {
         self.mode() & S_IFMT == S_IFREG
     }
 
-    /// The symlink target, if a symlink.
-    pub(crate) fn symlink_target(&self) -> Option<&[u8]> {
-        self.i_op.get_link(self).ok()
-    }
-
     /// `inode_permission` for `mask` (`MAY_READ`, `MAY_WRITE`, `MAY_EXEC`, with
     /// `MAY_ACCESS` or `MAY_CHDIR` from access(2) and chdir(2)): the mode bits as
     /// [`Cred::permission`] says, or the file system's own answer for an inode whose file
@@ -1251,9 +1246,10 @@ impl Inode {
         keep_size: bool,
         now: Timespec,
         cred: &Cred,
+        fsize_limit: u64,
     ) -> Result<()> {
         self.i_op
-            .fallocate(self, fh, off, len, mode, keep_size, now, cred)
+            .fallocate(self, fh, off, len, mode, keep_size, now, cred, fsize_limit)
     }
 
     /// `SEEK_DATA`/`SEEK_HOLE` through the file system

@@ -455,7 +455,10 @@ impl<V: Variant> Task<V> {
     /// the `File`. A failed open of the file it `created` gives back what the create
     /// prepared for the open (`FileOps::release_created`).
     fn do_open(&self, p: Path, flags: OpenFlags, created: bool) -> Result<FileHandle<V>> {
-        let inode = created.then(|| p.dentry.d_inode.clone());
+        // Only a file system whose inodes revalidate (the FUSE client) prepares anything
+        // at create: tmpfs's creating opens take no extra inode reference.
+        let keep = created && p.dentry.d_inode.needs_revalidate();
+        let inode = keep.then(|| p.dentry.d_inode.clone());
         let r = self.do_open_checked(p, flags, created);
         if let (Err(_), Some(inode)) = (&r, inode) {
             inode.i_op.release_created(&inode);

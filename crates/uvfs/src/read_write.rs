@@ -220,25 +220,23 @@ impl<V: Variant> Task<V> {
         if !inode.is_reg() {
             return Err(Errno::ENODEV);
         }
-        let end = (offset as u64)
+        // vfs_fallocate: the range's end within the largest file size.
+        (offset as u64)
             .checked_add(len as u64)
             .filter(|&e| e <= crate::inode::MAX_LFS_FILESIZE as u64)
             .ok_or(Errno::EFBIG)?;
-        // The modes some file system behind the seam takes (tmpfs: KEEP_SIZE and
-        // PUNCH_HOLE; FUSE and hostfs: ZERO_RANGE too); each refuses what it lacks.
+        // The modes some file system behind the seam takes (tmpfs and hostfs: KEEP_SIZE
+        // and PUNCH_HOLE; the FUSE client: ZERO_RANGE too); each refuses what it lacks.
         let fm = match mode & MODE_MASK {
             0 => FallocMode::Allocate,
             PUNCH_HOLE => FallocMode::PunchHole,
             ZERO_RANGE => FallocMode::ZeroRange,
             _ => return Err(Errno::EOPNOTSUPP),
         };
-        if fm == FallocMode::Allocate {
-            // "We need to check rlimit even when FALLOC_FL_KEEP_SIZE" (shmem_fallocate).
-            inode.newsize_ok(end, self.getrlimit_fsize())?;
-        }
         let now = coarse_now();
         let (off, len) = (offset as u64, len as u64);
-        inode.fallocate(f.fh(), off, len, fm, keep, now, &self.cred)
+        let fsize = self.getrlimit_fsize();
+        inode.fallocate(f.fh(), off, len, fm, keep, now, &self.cred, fsize)
     }
 }
 
@@ -320,7 +318,11 @@ impl<V: Variant> File<V> {
     #[inline]
     pub(crate) fn llseek(&self, offset: i64, whence: i32) -> Result<i64> {
         let f = self;
-        // vfs_llseek: a file its open made unseekable (`nonseekable_open`).
+        // ksys_lseek: an unknown whence is EINVAL first; then vfs_llseek: a file its open
+        // made unseekable (`nonseekable_open`).
+        if !(SEEK_SET..=SEEK_HOLE).contains(&whence) {
+            return Err(Errno::EINVAL);
+        }
         if !f.mode().contains(FMode::LSEEK) {
             return Err(Errno::ESPIPE);
         }

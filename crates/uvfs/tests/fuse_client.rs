@@ -360,10 +360,13 @@ fn passthrough_ll_matches_the_kernel_on_its_source_directory() {
         task.fstatat(CWD, "/mnt/f", AtFlags::empty()).map(drop),
         Err(Errno::ENOENT)
     );
-    // statfs is the host file system's, with FUSE's magic.
+    // statfs is the host file system's, with FUSE's magic and no file-system id (a
+    // kernel FUSE mount of passthrough_ll: f_fsid 0:0, measured on Linux 6.18; uvfs's
+    // was the mount's device number).
     let sf = task.statfs("/mnt").unwrap();
     assert_eq!(sf.f_type, client::fs::FUSE_SUPER_MAGIC);
     assert!(sf.f_bsize > 0);
+    assert_eq!(sf.f_fsid, [0, 0]);
 }
 
 /// `passthrough_ll` run by an unprivileged user (`setpriv`, uid and gid 65534): a file

@@ -200,7 +200,12 @@ impl<V: Variant> Task<V> {
             } else {
                 Errno::EINVAL
             };
-            let t = d.d_inode.symlink_target().ok_or(not_link)?;
+            let i = &d.d_inode;
+            if !i.is_symlink() {
+                return Err(not_link);
+            }
+            // The file system's error (a FUSE server's READLINK) as is.
+            let t = i.i_op.get_link(i)?;
             let n = t.len().min(buf.len());
             buf[..n].copy_from_slice(&t[..n]);
             d.d_inode.touch_atime();

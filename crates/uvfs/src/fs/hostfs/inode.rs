@@ -1013,6 +1013,7 @@ impl FileOps for HostInode {
         keep_size: bool,
         now: Timespec,
         cred: &Cred,
+        fsize_limit: u64,
     ) -> Result<()> {
         use crate::fs::FallocMode;
         use rustix::fs::FallocateFlags as F;
@@ -1027,6 +1028,10 @@ impl FileOps for HostInode {
             // the set-ID kill below, where Linux's comes before anything changes.
             FallocMode::ZeroRange => return Err(Errno::EOPNOTSUPP),
         };
+        if mode == FallocMode::Allocate {
+            // As tmpfs's (the rule uvfs applied before the seam passed it down).
+            inode.newsize_ok(off.saturating_add(len), fsize_limit)?;
+        }
         let fd = self.open_fd()?;
         if keep_size {
             fl |= F::KEEP_SIZE;

@@ -545,6 +545,7 @@ impl FileOps for TmpfsInode {
         keep_size: bool,
         now: Timespec,
         cred: &Cred,
+        fsize_limit: u64,
     ) -> Result<()> {
         use crate::fs::FallocMode;
         let punch = match mode {
@@ -553,6 +554,10 @@ impl FileOps for TmpfsInode {
             // shmem_fallocate: KEEP_SIZE and PUNCH_HOLE only.
             FallocMode::ZeroRange => return Err(Errno::EOPNOTSUPP),
         };
+        if !punch {
+            // "We need to check rlimit even when FALLOC_FL_KEEP_SIZE" (shmem_fallocate).
+            inode.newsize_ok(off.saturating_add(len), fsize_limit)?;
+        }
         match self.reg() {
             Some(d) => {
                 regular::fallocate(d, &self.acct, inode, off, len, punch, keep_size, now, cred)

@@ -43,9 +43,8 @@
 //! or `stat` within the timeouts asks nothing (`ls -l` costs one request per 8 KiB of
 //! listing instead of a LOOKUP per name). Every record's lookup is linked or forgotten,
 //! past the caller's full buffer too; `.` and `..` and node id 0 count none
-//! (`fuse_direntplus_link`). A symlink uvfs holds no inode for is forgotten rather than
-//! linked (uvfs reads a symlink's target when it makes its inode: a READLINK per entry
-//! under the directory's lock); a walk looks it up. A reply with a bad record is `EIO`,
+//! (`fuse_direntplus_link`); a symlink's target is read at its first use. A reply with a
+//! bad record is `EIO`,
 //! and the lookups of the records before it are given back.
 //!
 //! # Page cache (file data)
@@ -422,8 +421,9 @@ pub(crate) struct FuseInode {
     entry_gen: AtomicU64,
     /// Until when (monotonic ns) its attributes are trusted. Atomic; a hint.
     attr_until: AtomicU64,
-    /// A symlink's target, read once (a node's target does not change). Immutable.
-    target: Option<Box<[u8]>>,
+    /// A symlink's target, read at its first use (a node's target does not change; Linux
+    /// caches it with `FUSE_CACHE_SYMLINKS`). Set once.
+    target: std::sync::OnceLock<Box<[u8]>>,
     /// Serialises `O_APPEND` writes (the size read and the write at it).
     append: Mutex<()>,
     /// The attributes may show an old atime (a READ or READDIR went to the server since
@@ -650,26 +650,7 @@ impl Shared {
                 return Ok(Some(i));
             }
         }
-        let target = if ty == S_IFLNK {
-            let t = self.req(opcode::FUSE_READLINK, e.nodeid, &[]);
-            match t {
-                Ok(t) if !t.is_empty() && t.len() < PATH_MAX && !t.contains(&0) => {
-                    Some(t.into_boxed_slice())
-                }
-                r => {
-                    // No target, or one no symlink can have: the server's error.
-                    let err = r.err().unwrap_or_else(|| {
-                        proto_error(&self.conn);
-                        Errno::EIO
-                    });
-                    self.conn.forget(e.nodeid, 1);
-                    return Err(err);
-                }
-            }
-        } else {
-            None
-        };
-        let inode = Arc::new(self.new_inode(dev, e.nodeid, e.generation, 1, &e.attr, target));
+        let inode = Arc::new(self.new_inode(dev, e.nodeid, e.generation, 1, &e.attr, None));
         fuse(&inode)?.entry_seen(e);
         // Two replies for one new node may race: the first to record its inode wins; the
         // other's lookup count moves to the winner and its inode goes without a FORGET.
@@ -702,7 +683,8 @@ impl Shared {
         }
     }
 
-    /// A new uvfs inode for node `nodeid` with `nlookup` lookups counted.
+    /// A new uvfs inode for node `nodeid` with `nlookup` lookups counted; a symlink's
+    /// `target` when known (else read at its first use).
     fn new_inode(
         self: &Arc<Self>,
         dev: u64,
@@ -721,7 +703,7 @@ impl Shared {
             entry_until: AtomicU64::new(0),
             entry_gen: AtomicU64::new(0),
             attr_until: AtomicU64::new(0),
-            target,
+            target: target.map(std::sync::OnceLock::from).unwrap_or_default(),
             append: Mutex::new(()),
             atime_stale: AtomicBool::new(false),
             // Relaxed: a unique number; nothing is published with it.
@@ -809,9 +791,7 @@ impl FuseInode {
 
     /// `fuse_direntplus_link`: the lookup a READDIRPLUS record `e` counted (node id not 0,
     /// a name other than `.` and `..`) as the listed directory's cached entry `name`
-    /// (`link`), or given back: a symlink uvfs holds no inode for is forgotten rather
-    /// than linked (its target would cost a READLINK per entry under the directory's
-    /// lock; a walk looks it up). Attributes asked for at `attr_ver` or later are stored.
+    /// (`link`), or given back. Attributes asked for at `attr_ver` or later are stored.
     fn link_plus(
         &self,
         dev: u64,
@@ -821,16 +801,6 @@ impl FuseInode {
         link: &mut crate::fs::DirLink<'_>,
     ) {
         if e.nodeid == 0 || name == b"." || name == b".." {
-            return;
-        }
-        if e.attr.mode & S_IFMT == S_IFLNK
-            && e.nodeid != abi::FUSE_ROOT_ID
-            && plock(&self.fs.inodes)
-                .get(&e.nodeid)
-                .and_then(Weak::upgrade)
-                .is_none()
-        {
-            self.fs.conn.forget(e.nodeid, 1);
             return;
         }
         // An entry of no known type, or naming the root, is the server's error:
@@ -1078,8 +1048,26 @@ impl FuseInode {
 }
 
 impl InodeOps for FuseInode {
-    fn get_link<'a>(&'a self, _inode: &Inode) -> Result<&'a [u8]> {
-        self.target.as_deref().ok_or(Errno::EINVAL)
+    /// The target, READLINK the first time (`fuse_get_link`), not when the inode is made:
+    /// a symlink whose READLINK fails can still be `lstat`ed, renamed and unlinked, as on
+    /// Linux.
+    ///
+    /// # Errors
+    /// `EINVAL` for a non-symlink; the server's; `EIO` for a target no symlink can have
+    /// (empty, `PATH_MAX` bytes or more, a NUL), counted.
+    fn get_link<'a>(&'a self, inode: &Inode) -> Result<&'a [u8]> {
+        if let Some(t) = self.target.get() {
+            return Ok(t);
+        }
+        if !inode.is_symlink() {
+            return Err(Errno::EINVAL);
+        }
+        let t = self.fs.req(opcode::FUSE_READLINK, self.nodeid, &[])?;
+        if t.is_empty() || t.len() >= PATH_MAX || t.contains(&0) {
+            return Err(proto_error(&self.fs.conn));
+        }
+        // A racing reader may have set it first: the same node's target either way.
+        Ok(self.target.get_or_init(|| t.into_boxed_slice()))
     }
 
     /// `fuse_permission`. By default (`default_permissions`): the mode bits, in attributes
@@ -1356,7 +1344,8 @@ impl InodeOps for FuseInode {
             };
             let ver = self.fs.attr_version_now();
             // Relaxed: as in `refresh`.
-            if self.atime_stale.load(Ordering::Relaxed) {
+            let atime_stale = self.atime_stale.load(Ordering::Relaxed);
+            if atime_stale {
                 // Relaxed: as above.
                 self.atime_stale.store(false, Ordering::Relaxed);
             }
@@ -1367,6 +1356,12 @@ impl InodeOps for FuseInode {
                 Err(Errno::ENOSYS) => {
                     // Relaxed: as above.
                     self.fs.no_statx.store(true, Ordering::Relaxed);
+                    if atime_stale {
+                        // The retry's GETATTR is still owed the atime (Linux's
+                        // `inval_mask` keeps `STATX_ATIME`).
+                        // Relaxed: as above.
+                        self.atime_stale.store(true, Ordering::Relaxed);
+                    }
                     continue;
                 }
                 r => r?,
@@ -1544,7 +1539,7 @@ impl InodeOps for FuseInode {
     fn statfs(&self, inode: &Inode) -> Result<StatFs> {
         let r = self.fs.req(opcode::FUSE_STATFS, self.nodeid, &[])?;
         let s: abi::StatfsOut = reply(&self.fs.conn, &r)?;
-        let dev = inode.i_dev;
+        let _ = inode;
         let st = s.st;
         Ok(StatFs {
             f_type: FUSE_SUPER_MAGIC,
@@ -1554,7 +1549,8 @@ impl InodeOps for FuseInode {
             f_bavail: st.bavail,
             f_files: st.files,
             f_ffree: st.ffree,
-            f_fsid: [dev as u32 as i32, (dev >> 32) as u32 as i32],
+            // `convert_fuse_statfs` sets none (measured on a kernel FUSE mount: 0:0).
+            f_fsid: [0, 0],
             f_namelen: st.namelen as i64,
             f_frsize: st.frsize as i64,
             // relatime: Linux's default for a new mount, FUSE's included (the atime itself
@@ -2033,6 +2029,7 @@ impl FileOps for FuseInode {
         keep_size: bool,
         now: Timespec,
         cred: &Cred,
+        fsize_limit: u64,
     ) -> Result<()> {
         use crate::fs::FallocMode;
         if !inode.is_reg() {
@@ -2042,6 +2039,10 @@ impl FileOps for FuseInode {
         // Relaxed: a sticky hint.
         if self.fs.no_fallocate.load(Ordering::Relaxed) {
             return Err(Errno::EOPNOTSUPP);
+        }
+        let end = off.saturating_add(len);
+        if !keep_size && end > inode.size() {
+            inode.newsize_ok(end, fsize_limit)?;
         }
         let fh = self.fh(inode, fh)?;
         inode.kill_suid(cred, now)?;
@@ -2278,7 +2279,8 @@ impl FuseFs {
     /// TMPFILE in `d`, with the open's flags less `O_NOCTTY` (measured on Linux 6.18, a
     /// kernel FUSE mount of passthrough_ll: `O_CREAT`, `O_EXCL`, `O_TRUNC` unless
     /// `O_EXCL`, `O_LARGEFILE`, no `O_CLOEXEC`) and the mode the VFS computed (the umask
-    /// applied: `umask` 0, as without `FUSE_DONT_MASK`). One request makes and opens the
+    /// applied already, so `umask` 0, where Linux sends the caller's: the server's result
+    /// is the same either way). One request makes and opens the
     /// file: the reply's handle waits in the new inode for the open that follows
     /// ([`OpenFiles::created`]; given back at eviction if that open never comes).
     ///

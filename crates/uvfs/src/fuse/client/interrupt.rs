@@ -40,8 +40,14 @@ pub(crate) struct Slot {
     /// What the thread is blocked in, published by the waiter for the time it waits.
     cur: Mutex<Option<Waiting>>,
     /// An interrupt came while nothing was in flight: the next wait is interrupted. For a
-    /// lock wait, also the interrupt of the wait in progress (module doc).
+    /// lock wait, also the interrupt of the wait in progress (module doc). On a slot that
+    /// `keeps_pending`, any interrupt, until `cancel_pending`.
     pending: AtomicBool,
+    /// A FUSE server's worker ([`Interrupter::keep_pending`]): an interrupt stays pending
+    /// for every later request until the request it serves ends (`cancel_pending`), as a
+    /// signal stays pending until the system call returns. Set once, before the worker's
+    /// first request; read under `cur`'s lock.
+    keeps_pending: AtomicBool,
 }
 
 /// What a thread is blocked in (`Slot::cur`).
@@ -105,7 +111,13 @@ impl Slot {
         let mut cur = plock(&self.cur);
         *cur = Some(Waiting::Fuse(ConnPtr(NonNull::from(conn)), Ref(p)));
         // Relaxed: set and taken under `cur`'s lock, which orders them with the publish (an
-        // interrupter sees the request or leaves the flag for it).
+        // interrupter sees the request or leaves the flag for it); `keeps_pending` is set
+        // before the thread's first request, by the thread itself.
+        if self.keeps_pending.load(Ordering::Relaxed) {
+            // Relaxed: as above.
+            return self.pending.load(Ordering::Relaxed);
+        }
+        // Relaxed: as above.
         self.pending.swap(false, Ordering::Relaxed)
     }
 
@@ -210,6 +222,11 @@ impl Interrupter {
                 // until it withdraws, which needs the lock we hold (see `Slot::cur`); the
                 // slot's reference keeps the request allocated meanwhile.
                 unsafe { conn.0.as_ref().interrupt(r.0.as_ref()) };
+                // Relaxed: see `publish` (under `cur`'s lock).
+                if self.0.keeps_pending.load(Ordering::Relaxed) {
+                    // Relaxed: as above.
+                    self.0.pending.store(true, Ordering::Relaxed);
+                }
             }
             None => {
                 // Relaxed: see `publish`.
@@ -218,10 +235,25 @@ impl Interrupter {
         }
     }
 
+    /// Makes this thread's interrupts stay pending until [`cancel_pending`]
+    /// (Self::cancel_pending): every later FUSE request of the thread is interrupted as it
+    /// is sent, not only the one in flight or the next (a signal stays pending until the
+    /// system call returns: a walk whose first request the server answered before the
+    /// interrupt reached it sends its next one interrupted, as Linux's
+    /// `request_wait_answer` does with the signal still pending). For a FUSE server's
+    /// worker, which serves the kernel's request with several of its own. Context: the
+    /// calling thread's own interrupter, before its first request.
+    pub(crate) fn keep_pending(&self) {
+        let _cur = plock(&self.0.cur);
+        // Relaxed: see `publish` (read under `cur`'s lock, held here too).
+        self.0.keeps_pending.store(true, Ordering::Relaxed);
+    }
+
     /// Forgets an interrupt that no request took (one made while the thread waited for
-    /// none): the FUSE server calls it when the request it was serving for the kernel is
-    /// over, so that an interrupt meant for that request does not cut the worker's next one
-    /// short (fuse/serve_intr.rs). A request in flight keeps its interrupt.
+    /// none), or, on a slot that keeps them, any: the FUSE server calls it when the
+    /// request it was serving for the kernel is over, so that an interrupt meant for that
+    /// request does not cut the worker's next one short (fuse/serve_intr.rs). A request in
+    /// flight keeps its interrupt.
     pub(crate) fn cancel_pending(&self) {
         let _cur = plock(&self.0.cur);
         // Relaxed: see `publish` (set and taken under `cur`'s lock, held here too).

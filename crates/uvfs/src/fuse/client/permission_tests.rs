@@ -10,7 +10,7 @@ use super::scripted;
 use crate::fuse::abi::{self, fattr, opcode};
 use crate::sync::plain::Mutex;
 use crate::sync::plock;
-use crate::types::{AtFlags, OpenFlags, S_IFDIR, S_IFMT, S_IFREG};
+use crate::types::{AtFlags, OpenFlags, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG};
 use crate::{Cred, Errno, Fd, Task};
 use std::sync::Arc;
 use zerocopy::{FromBytes, IntoBytes};
@@ -37,6 +37,8 @@ const ENTS: &[(&str, u64, u32)] = &[
     // The task's own files, in a group it is not in (`OWNED`).
     ("mine", 7, S_IFREG | 0o755),
     ("sgid", 8, S_IFREG | 0o2744),
+    // A symlink whose READLINK the server refuses (ENOSYS).
+    ("link", 11, S_IFLNK | 0o777),
 ];
 
 /// Nodes of `ENTS` owned by the task's uid, in group `OTHER_GID`.
@@ -821,6 +823,8 @@ fn fopen_nonseekable_and_noflush_are_followed() {
     plock(&s.state).open_flags = 0;
     let mut b = [0u8; 4];
     assert_eq!(s.root.lseek(fd, 0, 0), Err(Errno::ESPIPE));
+    // An unknown whence is EINVAL first (ksys_lseek).
+    assert_eq!(s.root.lseek(fd, 0, 9), Err(Errno::EINVAL));
     assert_eq!(s.root.pread(fd, &mut b, 0), Err(Errno::ESPIPE));
     assert_eq!(s.root.pwrite(fd, b"x", 0), Err(Errno::ESPIPE));
     assert_eq!(s.root.write(fd, b"x"), Ok(1));
@@ -852,6 +856,42 @@ fn fallocate_modes_go_to_the_server() {
     }
     assert_eq!(plock(&s.state).fallocates.len(), 6, "ENOSYS asked once");
     s.root.close(fd).unwrap();
+}
+
+/// `RLIMIT_FSIZE` by `fuse_file_fallocate`'s rule: a range growing the file past it is
+/// `EFBIG` with no request, whatever the mode; with `KEEP_SIZE` the request goes (tmpfs
+/// refuses any allocation past it, as `shmem_fallocate`). Found by review: ZERO_RANGE went
+/// to the server past the limit.
+#[test]
+fn fallocate_past_rlimit_fsize_follows_fuse() {
+    let s = server(FuseClientOptions::default());
+    let fd = s.root.open("/plain", OpenFlags::RDWR, 0).unwrap();
+    s.root.setrlimit_fsize(4096);
+    for mode in [0, 0x10] {
+        assert_eq!(s.root.fallocate(fd, mode, 0, 1 << 20), Err(Errno::EFBIG));
+    }
+    assert_eq!(plock(&s.state).fallocates, Vec::<u32>::new());
+    assert_eq!(s.root.fallocate(fd, 0x11, 0, 1 << 20), Ok(()));
+    assert_eq!(plock(&s.state).fallocates, [0x11]);
+    s.root.close(fd).unwrap();
+}
+
+/// A symlink whose READLINK fails is still a symlink: `lstat` works (the target is read
+/// at its first use, as Linux's `fuse_get_link`), `readlink` and a walk through it give
+/// the server's error. Before, uvfs read the target when it made the inode, so `lstat`
+/// (and `unlink`, `rename`) of such a link failed too.
+#[test]
+fn a_symlink_whose_readlink_fails_can_be_lstated() {
+    let s = server(FuseClientOptions::default());
+    let st = s.root.fstatat(CWD, "/link", AtFlags::SYMLINK_NOFOLLOW);
+    assert_eq!(st.map(|st| st.st_mode), Ok(S_IFLNK | 0o777));
+    let mut buf = [0u8; 16];
+    assert_eq!(
+        s.root.readlinkat(CWD, "/link", &mut buf),
+        Err(Errno::ENOSYS)
+    );
+    let o = s.root.open("/link", OpenFlags::RDONLY, 0);
+    assert_eq!(o.err(), Some(Errno::ENOSYS));
 }
 
 /// `ftruncate` names its open file's handle (`FATTR_FH` and OPEN's `fh`, as Linux's

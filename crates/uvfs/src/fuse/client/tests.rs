@@ -1018,6 +1018,35 @@ while True:
             .unwrap();
     }
 
+    /// A FUSE server's worker keeps an interrupt pending until the request it serves ends
+    /// (`Interrupter::keep_pending`, `cancel_pending`), as a signal stays pending until the
+    /// system call returns: after a request the server answered although interrupted (a
+    /// walk's first step), the next one is interrupted as it is sent. Found by the
+    /// mount_interrupt test once the walk sent a GETATTR before its hanging LOOKUP: the
+    /// interrupt went to the GETATTR and the LOOKUP hung for good. (Without `keep_pending`
+    /// the next request alone takes it: `an_interrupter_interrupts_the_request_...`.)
+    #[test]
+    fn a_kept_interrupt_interrupts_every_request_until_cancelled() {
+        use super::super::interrupt::Interrupter;
+        let (c, _seen, _) = recording_server();
+        c.set_timeout(std::time::Duration::from_secs(10));
+        let getattr = |c: &Conn| c.request(opcode::FUSE_GETATTR, 1, ROOT, &[&[0u8; 16]]);
+        let c2 = c.clone();
+        let r = std::thread::spawn(move || {
+            let i = Interrupter::current();
+            i.keep_pending();
+            i.interrupt();
+            // Answered although interrupted; the hanging one still is interrupted.
+            let first = getattr(&c2).map(drop);
+            let second = c2.request(9997, 1, ROOT, &[]);
+            i.cancel_pending();
+            (first, second, getattr(&c2).map(drop))
+        })
+        .join()
+        .unwrap();
+        assert_eq!(r, (Ok(()), Err(Errno::EINTR), Ok(())));
+    }
+
     /// An EAGAIN for an interrupt never sent (a hostile server) does not link the request:
     /// `request_end`'s fast path would free it while linked. The request completes, and
     /// the next interrupt list read finds nothing.

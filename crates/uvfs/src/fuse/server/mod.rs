@@ -648,7 +648,9 @@ impl UvfsFuse {
     /// that can block; a thread that served another server before gets a new slot).
     #[cold]
     fn register_intr(&self, cell: &RefCell<WorkerSlot>) {
-        *cell.borrow_mut() = Some((self.id, self.intr.register(Interrupter::current())));
+        let i = Interrupter::current();
+        i.keep_pending();
+        *cell.borrow_mut() = Some((self.id, self.intr.register(i)));
     }
 
     /// Registers the calling thread's interrupt slot with this server as a batch reader's
@@ -658,7 +660,9 @@ impl UvfsFuse {
     /// [`IntrSlots::retire`] when it ends (the returned guard's drop).
     #[cold]
     fn register_intr_batched(&self) -> BatchReader<'_> {
-        let slot = self.intr.register_batched(Interrupter::current());
+        let i = Interrupter::current();
+        i.keep_pending();
+        let slot = self.intr.register_batched(i);
         INTR.with(|cell| *cell.borrow_mut() = Some((self.id, slot.clone())));
         BatchReader { fs: self, slot }
     }
