@@ -295,6 +295,13 @@ fn parse_fuse(s: &str) -> Result<Bind, String> {
     if !path.starts_with('/') {
         return Err(format!("{s:?}: PATH must be absolute"));
     }
+    if path.contains(char::is_whitespace) {
+        // `SERVER ARGS {}` given without `PATH=`: the first `=` is the server's (found by a
+        // fresh-user trial: `/bin/pll -f -o source=/src {}` ran `/src` as the server).
+        return Err(format!(
+            "{s:?}: PATH {path:?} has white space: expected PATH='SERVER ARGS {{}}'"
+        ));
+    }
     let argv: Vec<String> = cmd.split_whitespace().map(String::from).collect();
     if argv.first().is_none_or(|a| a == "{}") {
         return Err(format!("{s:?}: no server program before its arguments"));
@@ -1726,6 +1733,7 @@ mod mountpoint_tests {
             ("/inc= {}", "no server program"),
             ("/inc=", "no server program"),
             ("/inc=   ", "no server program"),
+            ("/bin/pll -f -o source=/usr/include {}", "has white space"),
         ] {
             let e = parse_fuse(bad).unwrap_err();
             assert!(

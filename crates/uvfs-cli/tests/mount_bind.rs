@@ -22,11 +22,26 @@ fn binds_at_paths() {
         fs::create_dir(host.join("d")).unwrap();
         let rw = format!("{}:/srv/data/", host.display());
         let ro = format!("{}:/ro:ro", host.display());
-        let Some(m) = MountGuard::mount("binds_at_paths", &["--bind", &rw, "--bind", &ro]) else {
+        // A root of 8 MiB: unlike the host's tmpfs (statfs below tells them apart).
+        let args = ["--bind", &rw, "--bind", &ro, "--size", "8m"];
+        let Some(m) = MountGuard::mount("binds_at_paths", &args) else {
             return;
         };
         let p = m.path();
         assert_eq!(fs::read(p.join("srv/data/f")).unwrap(), b"host");
+        // statfs under the bind is the host directory's file system (as a kernel bind
+        // mount's), not the root tmpfs's. Bug (a fresh-user trial): `df` of a bound path
+        // showed the root's; the server's STATFS ignored the node.
+        let (under, host_fs) = (
+            rustix::fs::statvfs(p.join("srv/data")).unwrap(),
+            rustix::fs::statvfs(host).unwrap(),
+        );
+        assert_eq!(
+            (under.f_blocks, under.f_bsize, under.f_files),
+            (host_fs.f_blocks, host_fs.f_bsize, host_fs.f_files)
+        );
+        let root = rustix::fs::statvfs(p).unwrap();
+        assert_eq!(root.f_blocks * root.f_bsize, 8 << 20, "the root's own");
         assert!(p.join("srv/data/d").is_dir());
         fs::write(p.join("srv/data/g"), b"new").unwrap();
         assert_eq!(

@@ -47,6 +47,20 @@ impl<V: Variant> Task<V> {
         })
     }
 
+    /// `statfs` of the file system `d` is on, with its mount's flags (`vfs_statfs` of a
+    /// `struct path`): for the FUSE server's STATFS of a node.
+    ///
+    /// # Errors
+    /// `EXDEV` for a dentry of another namespace; the file system's.
+    pub(crate) fn statfs_dentry(&self, d: &std::sync::Arc<crate::Dentry>) -> Result<StatFs> {
+        self.with_walk(crate::namei::AtDir::Dentry(d), b"", |nd, start| {
+            Ok(with_mount_flags(
+                start.d_inode.i_op.statfs(&start.d_inode)?,
+                nd.mnt,
+            ))
+        })
+    }
+
     /// `fstatfs(2)`: as [`statfs`](Self::statfs) for the file open at `fd` (an `O_PATH`
     /// descriptor too).
     ///

@@ -324,7 +324,7 @@ impl UvfsFuse {
                 );
             }
             op::FUSE_STATFS => {
-                let st = self.op_statfs(c)?;
+                let st = self.op_statfs(c, ino)?;
                 o.push(abi::StatfsOut { st }.as_bytes());
             }
             op::FUSE_RELEASE | op::FUSE_RELEASEDIR => {

@@ -549,8 +549,8 @@ impl Filesystem for UvfsFuse {
         self.fsync(req, ino, fh, datasync, reply);
     }
 
-    fn statfs(&self, req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        match self.op_statfs(&Caller::of(req)) {
+    fn statfs(&self, req: &Request, ino: INodeNo, reply: ReplyStatfs) {
+        match self.op_statfs(&Caller::of(req), ino.0) {
             Ok(s) => reply.statfs(
                 s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.frsize,
             ),

@@ -665,12 +665,16 @@ impl UvfsFuse {
         }
     }
 
-    /// STATFS: `statfs("/")` of the served namespace.
+    /// STATFS of node `ino`: the file system it is on (`fuse_statfs` asks for the node
+    /// `statfs(2)` named): under a `--bind` or `--fuse` path, the host's or the server's,
+    /// not the root tmpfs's (found by a fresh-user trial: `df` of such a path showed the
+    /// root's).
     ///
     /// # Errors
-    /// The file system's.
-    pub(super) fn op_statfs(&self, c: &Caller) -> Result<abi::Kstatfs> {
-        let s = self.with(c, |t, _| t.statfs("/"))?;
+    /// `ESTALE`; the file system's.
+    pub(super) fn op_statfs(&self, c: &Caller, ino: u64) -> Result<abi::Kstatfs> {
+        let d = self.node(ino)?;
+        let s = self.with(c, |t, _| t.statfs_dentry(&d))?;
         Ok(abi::Kstatfs {
             blocks: s.f_blocks,
             bfree: s.f_bfree,
