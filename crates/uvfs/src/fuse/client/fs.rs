@@ -532,6 +532,11 @@ impl Drop for FuseInode {
     }
 }
 
+/// The slot in `OpenFiles` of a regular file's uvfs handle (`slot << 1 | direct`).
+fn slot_of(handle: u64) -> usize {
+    (handle >> 1) as usize
+}
+
 /// RELEASE or RELEASEDIR (`op`) of the server's handle `fh` of node `nodeid`, in the
 /// background (not waited for), without credentials (`fuse_prepare_release`'s `nocreds`).
 fn send_release(conn: &Conn, op: u32, nodeid: u64, fh: u64) {
@@ -650,7 +655,7 @@ impl Shared {
                 return Ok(Some(i));
             }
         }
-        let inode = Arc::new(self.new_inode(dev, e.nodeid, e.generation, 1, &e.attr, None));
+        let inode = Arc::new(self.new_inode(dev, e.nodeid, e.generation, 1, &e.attr));
         fuse(&inode)?.entry_seen(e);
         // Two replies for one new node may race: the first to record its inode wins; the
         // other's lookup count moves to the winner and its inode goes without a FORGET.
@@ -683,8 +688,7 @@ impl Shared {
         }
     }
 
-    /// A new uvfs inode for node `nodeid` with `nlookup` lookups counted; a symlink's
-    /// `target` when known (else read at its first use).
+    /// A new uvfs inode for node `nodeid` with `nlookup` lookups counted.
     fn new_inode(
         self: &Arc<Self>,
         dev: u64,
@@ -692,7 +696,6 @@ impl Shared {
         generation: u64,
         nlookup: u64,
         a: &abi::Attr,
-        target: Option<Box<[u8]>>,
     ) -> Inode {
         let attrs = fs_attrs(a);
         let fi = FuseInode {
@@ -703,7 +706,7 @@ impl Shared {
             entry_until: AtomicU64::new(0),
             entry_gen: AtomicU64::new(0),
             attr_until: AtomicU64::new(0),
-            target: target.map(std::sync::OnceLock::from).unwrap_or_default(),
+            target: std::sync::OnceLock::new(),
             append: Mutex::new(()),
             atime_stale: AtomicBool::new(false),
             // Relaxed: a unique number; nothing is published with it.
@@ -1536,10 +1539,9 @@ impl InodeOps for FuseInode {
     }
 
     /// STATFS (`fuse_statfs`).
-    fn statfs(&self, inode: &Inode) -> Result<StatFs> {
+    fn statfs(&self, _inode: &Inode) -> Result<StatFs> {
         let r = self.fs.req(opcode::FUSE_STATFS, self.nodeid, &[])?;
         let s: abi::StatfsOut = reply(&self.fs.conn, &r)?;
-        let _ = inode;
         let st = s.st;
         Ok(StatFs {
             f_type: FUSE_SUPER_MAGIC,
@@ -1569,9 +1571,7 @@ impl FuseInode {
         if !inode.is_reg() {
             return Ok(handle);
         }
-        plock(&self.files)
-            .get((handle >> 1) as usize)
-            .ok_or(Errno::EBADF)
+        plock(&self.files).get(slot_of(handle)).ok_or(Errno::EBADF)
     }
 
     /// READ of `buf.len()` bytes at `off` on the server's handle `fh`, in pieces of at
@@ -1764,8 +1764,7 @@ impl FileOps for FuseInode {
     }
 
     /// The RELEASE of the handle CREATE or TMPFILE answered, if no open took it.
-    fn release_created(&self, inode: &Inode) {
-        let _ = inode;
+    fn release_created(&self, _inode: &Inode) {
         if let Some(o) = plock(&self.files).created.take() {
             send_release(&self.fs.conn, opcode::FUSE_RELEASE, self.nodeid, o.fh);
         }
@@ -1776,7 +1775,7 @@ impl FileOps for FuseInode {
     /// file position as their offset, where Linux's carry 0 (no position).
     fn nonseekable(&self, inode: &Inode, fh: u64) -> bool {
         const UNSEEKABLE: u32 = fopen::FOPEN_NONSEEKABLE | fopen::FOPEN_STREAM;
-        inode.is_reg() && plock(&self.files).open_flags((fh >> 1) as usize) & UNSEEKABLE != 0
+        inode.is_reg() && plock(&self.files).open_flags(slot_of(fh)) & UNSEEKABLE != 0
     }
 
     /// FLUSH (`fuse_flush`); a server without it (`ENOSYS`) is not asked again, nor for an
@@ -1786,7 +1785,7 @@ impl FileOps for FuseInode {
         if !inode.is_reg() || self.fs.no_flush.load(Ordering::Relaxed) {
             return Ok(());
         }
-        if plock(&self.files).open_flags((fh >> 1) as usize) & fopen::FOPEN_NOFLUSH != 0 {
+        if plock(&self.files).open_flags(slot_of(fh)) & fopen::FOPEN_NOFLUSH != 0 {
             return Ok(());
         }
         let fh = self.fh(inode, fh)?;
@@ -1821,7 +1820,7 @@ impl FileOps for FuseInode {
             return;
         };
         let fh = if inode.is_reg() {
-            match plock(&self.files).remove((fh >> 1) as usize) {
+            match plock(&self.files).remove(slot_of(fh)) {
                 Some(fh) => fh,
                 None => return,
             }
@@ -2452,7 +2451,7 @@ pub fn mount(server: FuseServer, opts: FuseClientOptions) -> Result<Arc<Mount>> 
     let sb = Arc::new(SuperBlock::new(Box::new(FuseFs {
         shared: shared.clone(),
     })));
-    let root = Arc::new(shared.new_inode(sb.s_dev, abi::FUSE_ROOT_ID, 0, 0, &a.attr, None));
+    let root = Arc::new(shared.new_inode(sb.s_dev, abi::FUSE_ROOT_ID, 0, 0, &a.attr));
     fuse(&root)?
         .attr_until
         // Relaxed: not yet published.
