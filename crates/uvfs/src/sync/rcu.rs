@@ -304,6 +304,28 @@ impl<T: RcuRefcounted + fmt::Debug> fmt::Debug for RcuRef<T> {
     }
 }
 
+/// Waits until every function the calling thread deferred (`Guard::defer`, an
+/// [`RcuRef`]'s last put) before the call has run, on whichever thread collected it.
+///
+/// Linux analogue: `rcu_barrier()` (kernel/rcu/tree.c), narrowed to the calling thread's
+/// callbacks: crossbeam-epoch keeps each thread's deferred functions in that thread's bags
+/// until it seals and hands them over, so another thread's are not reached from here (each
+/// thread that must be drained calls this itself). Used by the conflict audit (`uvfs bench
+/// --audit`) so that the work a workload defers is counted in the loops that made it, not
+/// in whichever later window the epoch happens to collect it.
+///
+/// How: a flush hands this thread's open bag and sealed bags to the global queue; a marker
+/// deferred after that lands in a later bag, behind all of them in the queue, which is
+/// collected in order ([`synchronize`] waits for the marker). Done twice, so that what
+/// the first drain's functions defer in turn (an inode's drop releasing its pages) runs too.
+/// The caller must not be pinned (it would wait for itself).
+pub fn rcu_barrier_local() {
+    for _ in 0..2 {
+        epoch::pin().flush();
+        synchronize();
+    }
+}
+
 /// Waits one grace period (`synchronize_rcu`): returns after every thread pinned when it was
 /// called has unpinned, so that whatever they read before a store the caller made earlier
 /// is done with. The caller must not be pinned (it would wait for itself).
