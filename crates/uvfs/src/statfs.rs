@@ -52,6 +52,7 @@ impl<V: Variant> Task<V> {
     ///
     /// # Errors
     /// `EXDEV` for a dentry of another namespace; the file system's.
+    #[cfg_attr(not(feature = "fuse"), allow(dead_code))] // the FUSE server's
     pub(crate) fn statfs_dentry(&self, d: &std::sync::Arc<crate::Dentry>) -> Result<StatFs> {
         self.with_walk(crate::namei::AtDir::Dentry(d), b"", |nd, start| {
             Ok(with_mount_flags(
