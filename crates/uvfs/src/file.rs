@@ -73,6 +73,11 @@ bitflags! {
         /// `O_TMPFILE`): the file system's `->open` may take what its create prepared (a
         /// FUSE server's handle from CREATE or TMPFILE).
         const CREATED = 0x100000;
+        /// `FMODE_STREAM`: a stream without a file position (`stream_open`: a FUSE
+        /// server's `FOPEN_STREAM`): `read` and `write` pass offset 0 to the file system
+        /// and neither read nor move the position, so they take no position lock
+        /// (`file_ppos` is `NULL`); `lseek`, `pread` and `pwrite` are `ESPIPE`.
+        const STREAM = 0x200000;
     }
 }
 
@@ -293,6 +298,10 @@ impl<V: Variant> File<V> {
             let fh = inode.i_op.open(inode, flags, created).map_err(undo)?;
             if inode.i_op.nonseekable(inode, fh) {
                 mode -= FMode::LSEEK | FMode::PREAD | FMode::PWRITE;
+            }
+            if inode.i_op.stream(inode, fh) {
+                mode -= FMode::LSEEK | FMode::PREAD | FMode::PWRITE;
+                mode |= FMode::STREAM;
             }
             fh
         } else {

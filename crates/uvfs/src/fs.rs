@@ -516,6 +516,15 @@ pub trait FileOps: Send + Sync {
         false
     }
 
+    /// `stream_open` in the file system's `->open` (a FUSE server's `FOPEN_STREAM`): the
+    /// open file has no position: `read` and `write` reach [`read_at`](Self::read_at) and
+    /// [`write_at`](Self::write_at) with offset 0 and leave the position alone, and it is
+    /// not seekable (as [`nonseekable`](Self::nonseekable)).
+    fn stream(&self, inode: &Inode, fh: u64) -> bool {
+        let _ = (inode, fh);
+        false
+    }
+
     /// The open that made `inode` failed before its [`open`](Self::open) with `created`
     /// (a VFS check after the create: `O_NOATIME` on a file the server gave another
     /// owner, `ETXTBSY`): give back what the create prepared for it (Linux: the `fput`
@@ -533,9 +542,11 @@ pub trait FileOps: Send + Sync {
 
     /// `->iterate_shared` for a directory whose dentry cache is not complete (marked
     /// `Inode::set_revalidate`): calls `emit(name, ino, d_type, next)` for each entry from
-    /// position `pos` (0 = the first entry after `.` and `..`, which the VFS emits) until
-    /// it returns `false` (the buffer is full) or the listing ends; returns the position
-    /// to resume from. At the end that is the file system's end-of-directory position
+    /// position `pos` (0 = the first entry after `.` and `..`, which the VFS emits, or the
+    /// first entry of a [`raw_dir_listing`](Self::raw_dir_listing)) until it returns
+    /// `false` (the buffer is full), the listing ends, or the file system has listed what
+    /// one call of its own gives (FUSE: one READDIR, as Linux); returns the position to
+    /// resume from. At the end that is the file system's end-of-directory position
     /// (`Some`, where later calls resume and find nothing, as a host directory's
     /// `DIR_OFFSET_EOD`), or `None` (the VFS parks at `i64::MAX`). Positions are stable
     /// cookies of the file system's choosing, below `i64::MAX - 2`.
@@ -558,6 +569,19 @@ pub trait FileOps: Send + Sync {
     ) -> Result<Option<u64>> {
         let _ = (dir, fh, pos, emit, link);
         Err(Errno::ENOTDIR)
+    }
+
+    /// Whether [`iterate_dir`](Self::iterate_dir)'s listing is the directory's whole
+    /// listing as the file system gives it: `.` and `..` among its records (where, with
+    /// which inode numbers, or not at all, as the file system says), positions the file
+    /// system's own cookies from 0 (no VFS entries before them), and `lseek` on the
+    /// directory as `generic_file_llseek` (`SEEK_END` at the directory's size, `SEEK_DATA`
+    /// and `SEEK_HOLE` against it). The FUSE client's (Linux `fuse_readdir`, which emits
+    /// every record of the server's reply with its offset, and `fuse_dir_operations`'
+    /// `generic_file_llseek`). Default `false`: the VFS lists `.` and `..` at positions 0
+    /// and 1 and only `SEEK_SET`/`SEEK_CUR` move a directory's position.
+    fn raw_dir_listing(&self) -> bool {
+        false
     }
 
     /// `->read_iter` at byte offset `off`: bytes read into `buf`, 0 at or past the end.

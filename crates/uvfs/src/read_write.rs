@@ -119,7 +119,9 @@ impl<V: Variant> Task<V> {
     /// `lseek(2)`: moves the file position; returns the new position.
     ///
     /// Regular files: `SEEK_SET`, `SEEK_CUR`, `SEEK_END`, `SEEK_DATA`, `SEEK_HOLE`.
-    /// Directories (position = `getdents` cookie): `SEEK_SET`, `SEEK_CUR`.
+    /// Directories (position = `getdents` cookie): `SEEK_SET`, `SEEK_CUR`; on a FUSE
+    /// directory also `SEEK_END`, `SEEK_DATA`, `SEEK_HOLE` against the directory's size
+    /// (Linux's `generic_file_llseek` there).
     ///
     /// # Errors
     /// `EBADF` (not open), `EINVAL` (unknown `whence`, negative or overflowing result),
@@ -248,6 +250,9 @@ impl<V: Variant> File<V> {
     #[inline]
     pub(crate) fn read_pos(&self, buf: &mut [u8]) -> Result<usize> {
         let f = self;
+        if f.mode().contains(FMode::STREAM) {
+            return f.read_stream(buf);
+        }
         let mut pos = plock(&f.f_pos);
         check_read(f, *pos, buf.len())?;
         let len = buf.len().min(MAX_RW_COUNT);
@@ -255,6 +260,17 @@ impl<V: Variant> File<V> {
         *pos += n as u64;
         drop(pos);
         f.file_accessed();
+        Ok(n)
+    }
+
+    /// `read` of a stream (`FMode::STREAM`): offset 0, no position (`ksys_read` with
+    /// `file_ppos` `NULL`).
+    #[cold]
+    fn read_stream(&self, buf: &mut [u8]) -> Result<usize> {
+        check_read(self, 0, buf.len())?;
+        let len = buf.len().min(MAX_RW_COUNT);
+        let n = self.inode().read_at(self.fh(), &mut buf[..len], 0)?;
+        self.file_accessed();
         Ok(n)
     }
 
@@ -277,6 +293,9 @@ impl<V: Variant> File<V> {
     #[inline]
     pub(crate) fn write_pos(&self, buf: &[u8], cred: &Cred, fsize: u64) -> Result<usize> {
         let f = self;
+        if f.mode().contains(FMode::STREAM) {
+            return f.write_stream(buf, cred, fsize);
+        }
         let mut pos = plock(&f.f_pos);
         check_write(f, *pos, buf.len())?;
         let len = buf.len().min(MAX_RW_COUNT);
@@ -287,6 +306,20 @@ impl<V: Variant> File<V> {
             .inode()
             .write_at(f.fh(), &buf[..len], *pos, append, now, cred, fsize)?;
         *pos = end;
+        Ok(n)
+    }
+
+    /// `write` to a stream (`FMode::STREAM`): offset 0, no position (`ksys_write` with
+    /// `file_ppos` `NULL`); `O_APPEND` is the file system's to apply, as on Linux.
+    #[cold]
+    fn write_stream(&self, buf: &[u8], cred: &Cred, fsize: u64) -> Result<usize> {
+        check_write(self, 0, buf.len())?;
+        let len = buf.len().min(MAX_RW_COUNT);
+        let append = self.flags().contains(OpenFlags::APPEND);
+        let now = coarse_now();
+        let (n, _) = self
+            .inode()
+            .write_at(self.fh(), &buf[..len], 0, append, now, cred, fsize)?;
         Ok(n)
     }
 
@@ -330,9 +363,28 @@ impl<V: Variant> File<V> {
         let mut pos = plock(&f.f_pos);
         let cur = *pos as i64;
         let is_dir = inode.is_dir();
+        // A directory whose file system gives its own listing seeks as a file against its
+        // size, without refreshing it (Linux's FUSE directories: `generic_file_llseek`).
+        let raw_dir = is_dir && inode.needs_revalidate() && inode.i_op.raw_dir_listing();
         let new = match whence {
             SEEK_SET => offset,
             SEEK_CUR => cur.checked_add(offset).ok_or(Errno::EINVAL)?,
+            SEEK_END if raw_dir => (inode.size() as i64)
+                .checked_add(offset)
+                .ok_or(Errno::EINVAL)?,
+            // generic_file_llseek_size: an offset at or past the size (a negative one, taken
+            // unsigned, too) is ENXIO; data runs to the size, the hole is at it.
+            SEEK_DATA | SEEK_HOLE if raw_dir => {
+                let size = inode.size();
+                if offset < 0 || offset as u64 >= size {
+                    return Err(Errno::ENXIO);
+                }
+                if whence == SEEK_DATA {
+                    offset
+                } else {
+                    size as i64
+                }
+            }
             SEEK_END if !is_dir => {
                 // A file system that changes behind the VFS's back gives its current size
                 // (Linux: `fuse_update_attributes` in `fuse_file_llseek`).

@@ -135,14 +135,17 @@ impl<V: Variant> Task<V> {
         }
         // Linux's `iterate_dir` stamps atime once the directory is live, whether or not a
         // record fit (the EINVAL of a too small buffer comes after).
+        // The file system's own listing, dots and positions included (FUSE: the server's).
+        let raw = inode.needs_revalidate() && inode.i_op.raw_dir_listing();
+        let base = if raw { 0 } else { FIRST_COOKIE };
         let r = 'done: {
-            if *pos == 0 {
+            if *pos == 0 && !raw {
                 if !emit(buf, &mut used, inode.ino(), 1, DT_DIR, b".") {
                     break 'done Err(Errno::EINVAL);
                 }
                 *pos = 1;
             }
-            if *pos == 1 {
+            if *pos == 1 && !raw {
                 let parent = f
                     .dentry()
                     .parent(&g)
@@ -159,7 +162,7 @@ impl<V: Variant> Task<V> {
             }
             if inode.needs_revalidate() {
                 // The file system lists (`->iterate_shared`); its positions start at 0 after
-                // `.` and `..`, which are the VFS's 0 and 1.
+                // `.` and `..`, which are the VFS's 0 and 1, or at 0 for a raw listing.
                 if *pos == FS_EOD {
                     break 'done Ok(used);
                 }
@@ -172,9 +175,9 @@ impl<V: Variant> Task<V> {
                 let r = inode.i_op.iterate_dir(
                     inode,
                     f.fh(),
-                    *pos - FIRST_COOKIE,
+                    *pos - base,
                     &mut |name, ino, dtype, next| {
-                        let next = next.saturating_add(FIRST_COOKIE).min(FS_EOD);
+                        let next = next.saturating_add(base).min(FS_EOD);
                         if !emit(buf, &mut used, ino, next as i64, dtype, name) {
                             full = true;
                             return false;
@@ -193,7 +196,7 @@ impl<V: Variant> Task<V> {
                     // As Linux's `getdents64`, the last record's d_off is the final
                     // position.
                     Ok(end) if !full => {
-                        *pos = end.map_or(FS_EOD, |p| p.saturating_add(FIRST_COOKIE).min(FS_EOD));
+                        *pos = end.map_or(FS_EOD, |p| p.saturating_add(base).min(FS_EOD));
                         set_last_d_off(buf, used, *pos);
                     }
                     _ if used == 0 => break 'done Err(Errno::EINVAL),

@@ -430,19 +430,42 @@ fn lseek_set_cur_end() {
             let (_, d) = files(s, RO);
             s.lseek(d, -1, SEEK_SET)
         }),
-        ("dir SEEK_END", Err(Errno::EINVAL), |s| {
-            let (_, d) = files(s, RO);
-            s.lseek(d, 0, SEEK_END)
-        }),
-        ("dir SEEK_DATA", Err(Errno::EINVAL), |s| {
-            let (_, d) = files(s, RO);
-            s.lseek(d, 0, SEEK_DATA)
-        }),
-        ("dir SEEK_HOLE", Err(Errno::EINVAL), |s| {
-            let (_, d) = files(s, RO);
-            s.lseek(d, 0, SEEK_HOLE)
-        }),
     ]);
+}
+
+/// `SEEK_END`, `SEEK_DATA` and `SEEK_HOLE` on a directory: `EINVAL` on tmpfs
+/// (`offset_dir_llseek`), while a FUSE directory seeks as a file against the directory's
+/// size (`fuse_dir_operations`' `generic_file_llseek`: measured on Linux 6.18, a kernel
+/// mount of libfuse 3.14's `passthrough_ll` over a tmpfs directory whose size is 40 or
+/// 100 — `SEEK_END` +0 gives the size and -50 the size less 50; `SEEK_DATA` 0 gives 0,
+/// `SEEK_HOLE` 0 the size, both `ENXIO` at the size and at -1). The empty `/d` is 40 bytes
+/// (tmpfs's 20 per entry, `.` and `..`).
+#[test]
+fn directory_seek_past_set_and_cur() {
+    type R = Result<i64, Errno>;
+    let cases: [(i64, i32, R, R); 7] = [
+        (0, SEEK_END, Err(Errno::EINVAL), Ok(40)),
+        (-30, SEEK_END, Err(Errno::EINVAL), Ok(10)),
+        (0, SEEK_DATA, Err(Errno::EINVAL), Ok(0)),
+        (39, SEEK_DATA, Err(Errno::EINVAL), Ok(39)),
+        (40, SEEK_DATA, Err(Errno::EINVAL), Err(Errno::ENXIO)),
+        (0, SEEK_HOLE, Err(Errno::EINVAL), Ok(40)),
+        (-1, SEEK_HOLE, Err(Errno::EINVAL), Err(Errno::ENXIO)),
+    ];
+    for (off, whence, tmpfs, fuse) in cases {
+        expect_fuse(tmpfs, fuse, |s| {
+            let (_, d) = files(s, RO);
+            s.lseek(d, off, whence)
+        });
+    }
+    // The position a FUSE directory seeked to is where its listing resumes (the server's
+    // cookie): at the size, past the last entry of uvfs's server, nothing more is listed.
+    expect_fuse(Err(Errno::EINVAL), Ok(0), |s| {
+        let (_, d) = files(s, RO);
+        s.lseek(d, 0, SEEK_END)?;
+        let mut buf = [0u8; 512];
+        s.getdents64(d, &mut buf).map(|n| n as i64)
+    });
 }
 
 /// A file of `3 MiB + 10` bytes with data in page 0 and in the page at 2 MiB, holes

@@ -1770,12 +1770,15 @@ impl FileOps for FuseInode {
         }
     }
 
-    /// `FOPEN_NONSEEKABLE` or `FOPEN_STREAM` in OPEN's reply (`fuse_finish_open`:
-    /// `nonseekable_open`, `stream_open`). A stream's READs and WRITEs still carry the
-    /// file position as their offset, where Linux's carry 0 (no position).
+    /// `FOPEN_NONSEEKABLE` in OPEN's reply (`fuse_finish_open`: `nonseekable_open`).
     fn nonseekable(&self, inode: &Inode, fh: u64) -> bool {
-        const UNSEEKABLE: u32 = fopen::FOPEN_NONSEEKABLE | fopen::FOPEN_STREAM;
-        inode.is_reg() && plock(&self.files).open_flags(slot_of(fh)) & UNSEEKABLE != 0
+        inode.is_reg() && plock(&self.files).open_flags(slot_of(fh)) & fopen::FOPEN_NONSEEKABLE != 0
+    }
+
+    /// `FOPEN_STREAM` in OPEN's reply (`fuse_finish_open`: `stream_open`): READs and
+    /// WRITEs carry offset 0, as Linux's.
+    fn stream(&self, inode: &Inode, fh: u64) -> bool {
+        inode.is_reg() && plock(&self.files).open_flags(slot_of(fh)) & fopen::FOPEN_STREAM != 0
     }
 
     /// FLUSH (`fuse_flush`); a server without it (`ENOSYS`) is not asked again, nor for an
@@ -1830,8 +1833,18 @@ impl FileOps for FuseInode {
         send_release(&self.fs.conn, op, self.nodeid, fh);
     }
 
-    /// READDIR on the open directory's handle from the server's cookie `pos`; `.` and
-    /// `..` are left out (the VFS lists them). At the end (an empty reply): `None`.
+    /// Linux's FUSE directories list the server's records and seek as
+    /// `generic_file_llseek` (`fuse_dir_operations`).
+    fn raw_dir_listing(&self) -> bool {
+        true
+    }
+
+    /// READDIR on the open directory's handle from the server's cookie `pos`: every
+    /// record of the server's replies in its order, `.` and `..` too, each with the
+    /// server's inode number and offset (`raw_dir_listing`; Linux `parse_dirfile`,
+    /// `parse_dirplusfile`: `dir_emit` of each record, `ctx->pos = dirent->off`). At the end
+    /// (an empty reply) the position stays at the last record's offset, where a later call
+    /// asks again and finds nothing, as Linux's.
     fn iterate_dir(
         &self,
         dir: &Inode,
@@ -1840,84 +1853,68 @@ impl FileOps for FuseInode {
         emit: &mut DirEmit<'_>,
         link: &mut DirLink<'_>,
     ) -> Result<Option<u64>> {
-        let mut cur = pos;
-        // Replies in a row that listed no name but `.` and `..`: a server whose cookies
-        // run in a circle through them would keep this call (and the directory lock)
-        // forever; a real listing has at most one such reply, at its start.
-        let mut idle = 0;
-        let mut plus = self.use_readdirplus(pos);
-        loop {
-            let arg = abi::ReadIn {
-                fh,
-                offset: cur,
-                size: 8192,
-                ..Default::default()
-            };
-            let (op, ver) = if plus {
-                (opcode::FUSE_READDIRPLUS, self.fs.attr_version_now())
-            } else {
-                (opcode::FUSE_READDIR, 0)
-            };
-            let r = self.fs.req(op, self.nodeid, &[arg.as_bytes()])?;
-            if r.len() > 8192 {
-                if plus {
-                    // The lookups the records counted are given back.
-                    for (e, (_, _, _, name)) in abi::direntplus(&r).0 {
-                        if e.nodeid != 0 && name != b"." && name != b".." {
-                            self.fs.conn.forget(e.nodeid, 1);
-                        }
+        // One request per call, as Linux's `fuse_readdir_uncached`: the records that fit
+        // are listed, the rest asked again from the last listed one's offset next time.
+        let plus = self.use_readdirplus(pos);
+        let arg = abi::ReadIn {
+            fh,
+            offset: pos,
+            size: 8192,
+            ..Default::default()
+        };
+        let (op, ver) = if plus {
+            (opcode::FUSE_READDIRPLUS, self.fs.attr_version_now())
+        } else {
+            (opcode::FUSE_READDIR, 0)
+        };
+        let r = self.fs.req(op, self.nodeid, &[arg.as_bytes()])?;
+        if r.len() > 8192 {
+            if plus {
+                // The lookups the records counted are given back.
+                for (e, (_, _, _, name)) in abi::direntplus(&r).0 {
+                    if e.nodeid != 0 && name != b"." && name != b".." {
+                        self.fs.conn.forget(e.nodeid, 1);
+                    }
+                }
+            }
+            return Err(proto_error(&self.fs.conn));
+        }
+        self.invalidate_atime();
+        let ents: Vec<abi::DirentRec<'_>> = if plus {
+            let (recs, bad) = abi::direntplus(&r);
+            // Every record's lookup is linked or given back, those past the caller's full
+            // buffer too (`parse_dirplusfile`); on a bad record, those before it are given
+            // back.
+            if bad.is_some() {
+                for (e, (_, _, _, name)) in recs {
+                    if e.nodeid != 0 && name != b"." && name != b".." {
+                        self.fs.conn.forget(e.nodeid, 1);
                     }
                 }
                 return Err(proto_error(&self.fs.conn));
             }
-            self.invalidate_atime();
-            let ents: Vec<abi::DirentRec<'_>> = if plus {
-                let (recs, bad) = abi::direntplus(&r);
-                // Every record's lookup is linked or given back, those past the caller's
-                // full buffer too (`parse_dirplusfile`); on a bad record, those before
-                // it are given back.
-                if bad.is_some() {
-                    for (e, (_, _, _, name)) in recs {
-                        if e.nodeid != 0 && name != b"." && name != b".." {
-                            self.fs.conn.forget(e.nodeid, 1);
-                        }
-                    }
-                    return Err(proto_error(&self.fs.conn));
-                }
-                for (e, (_, _, _, name)) in &recs {
-                    self.link_plus(dir.i_dev, e, name, ver, link);
-                }
-                recs.into_iter().map(|(_, d)| d).collect()
-            } else {
-                abi::dirents(&r).map_err(|_| proto_error(&self.fs.conn))?
-            };
-            // Past the first request, Linux's `fuse_readdir` asks plain READDIR unless
-            // advised (`fuse_use_readdirplus` runs once per call; this loop is one call).
-            plus = plus && !self.fs.readdirplus().1;
-            if ents.is_empty() {
-                return Ok(None);
+            for (e, (_, _, _, name)) in &recs {
+                self.link_plus(dir.i_dev, e, name, ver, link);
             }
-            if ents.iter().all(|e| e.3 == b"." || e.3 == b"..") {
-                idle += 1;
-                if idle > 1 {
-                    return Err(proto_error(&self.fs.conn));
-                }
-            } else {
-                idle = 0;
+            recs.into_iter().map(|(_, d)| d).collect()
+        } else {
+            abi::dirents(&r).map_err(|_| proto_error(&self.fs.conn))?
+        };
+        let mut cur = pos;
+        for (ino, off, ty, name) in ents {
+            if off == cur {
+                // A cookie that would not move the listing on: a listing that never ends
+                // (Linux lists the record and the caller lists it again forever). (A cookie
+                // at the top of the range, as ext4's last entry's `i64::MAX`, is the VFS's
+                // end of listing.)
+                return Err(proto_error(&self.fs.conn));
             }
-            for (ino, off, ty, name) in ents {
-                if off == cur {
-                    // A cookie that would not move the listing on: a listing that never
-                    // ends. (A cookie at the top of the range, as ext4's last entry's
-                    // `i64::MAX`, is the VFS's end of listing.)
-                    return Err(proto_error(&self.fs.conn));
-                }
-                if name != b"." && name != b".." && !emit(name, ino, (ty & 0xf) as u8, off) {
-                    return Ok(Some(cur));
-                }
-                cur = off;
+            if !emit(name, ino, (ty & 0xf) as u8, off) {
+                break;
             }
+            cur = off;
         }
+        Ok(Some(cur))
     }
 
     /// A read through the page cache (`read_cached`), or for a file opened with

@@ -79,6 +79,8 @@ struct State {
     /// CREATE's and MKNOD's (flags or 0, mode) and name.
     create_in: Vec<(u32, u32, Vec<u8>)>,
     write_fhs: Vec<u64>,
+    /// Every WRITE's offset, in order.
+    write_offs: Vec<u64>,
     release_fhs: Vec<u64>,
     /// STATX is served (birth time 1000000000.5 s), else answered ENOSYS.
     statx: bool,
@@ -270,6 +272,7 @@ fn server(opts: FuseClientOptions) -> Server {
             opcode::FUSE_WRITE => {
                 let (w, _) = abi::WriteIn::read_from_prefix(rest).unwrap();
                 st.write_fhs.push(w.fh);
+                st.write_offs.push(w.offset);
                 let out = abi::WriteOut {
                     size: w.size,
                     ..Default::default()
@@ -834,6 +837,34 @@ fn fopen_nonseekable_and_noflush_are_followed() {
     assert_eq!(plock(&s.state).flushes, 0);
     s.root.close(other).unwrap();
     assert_eq!(plock(&s.state).flushes, 1);
+}
+
+/// OPEN's `FOPEN_STREAM` (`stream_open`): no position at all: `write` sends offset 0
+/// every time (Linux's `ksys_write` with `file_ppos` `NULL`), and the file is unseekable
+/// as with `FOPEN_NONSEEKABLE`, whose writes do move the position (0, then 2). Before,
+/// a stream's WRITEs carried the position.
+#[test]
+fn fopen_stream_writes_carry_offset_zero() {
+    use crate::fuse::abi::fopen;
+    let s = server(FuseClientOptions::default());
+    let rw = OpenFlags::RDWR;
+    plock(&s.state).open_flags = fopen::FOPEN_STREAM | fopen::FOPEN_DIRECT_IO;
+    let fd = s.root.open("/plain", rw, 0).unwrap();
+    plock(&s.state).open_flags = fopen::FOPEN_NONSEEKABLE | fopen::FOPEN_DIRECT_IO;
+    let other = s.root.open("/plain", rw, 0).unwrap();
+    plock(&s.state).open_flags = 0;
+    let mut b = [0u8; 4];
+    assert_eq!(s.root.lseek(fd, 0, 1), Err(Errno::ESPIPE));
+    assert_eq!(s.root.pread(fd, &mut b, 0), Err(Errno::ESPIPE));
+    assert_eq!(s.root.pwrite(fd, b"x", 0), Err(Errno::ESPIPE));
+    plock(&s.state).write_offs.clear();
+    assert_eq!(s.root.write(fd, b"ab"), Ok(2));
+    assert_eq!(s.root.write(fd, b"cd"), Ok(2));
+    assert_eq!(s.root.write(other, b"ab"), Ok(2));
+    assert_eq!(s.root.write(other, b"cd"), Ok(2));
+    assert_eq!(plock(&s.state).write_offs, [0, 0, 0, 2]);
+    s.root.close(fd).unwrap();
+    s.root.close(other).unwrap();
 }
 
 /// `fallocate` goes to the server with the modes Linux's FUSE client forwards

@@ -42,6 +42,10 @@ struct State {
     poison: bool,
     /// A READDIRPLUS record for this node id in place of `ents`' last (a hostile server).
     forge_last: Option<(u64, u32)>,
+    /// `.` and `..` after `ents` rather than before (as ext4's hash order may put them).
+    dots_last: bool,
+    /// Record `i`'s offset is `(i + 1) * off_step` (0: as 1).
+    off_step: u64,
 }
 
 struct Server {
@@ -74,7 +78,7 @@ fn entry_out(nodeid: u64, mode: u32) -> abi::EntryOut {
 /// The root's records from cookie `off` (`.` and `..` first, node id 0 as libfuse sends
 /// them), as many as fit in `size` bytes; READDIRPLUS records count their lookups.
 fn listing(st: &mut State, off: u64, size: usize, plus: bool) -> Vec<u8> {
-    let mut all: Vec<Ent> = vec![
+    let dots = [
         Ent {
             name: b".".to_vec(),
             nodeid: 0,
@@ -86,17 +90,25 @@ fn listing(st: &mut State, off: u64, size: usize, plus: bool) -> Vec<u8> {
             mode: S_IFDIR | 0o755,
         },
     ];
+    let mut all: Vec<Ent> = Vec::new();
+    if !st.dots_last {
+        all.extend(dots.iter().cloned());
+    }
     all.extend(st.ents.iter().cloned());
+    if st.dots_last {
+        all.extend(dots.iter().cloned());
+    }
+    let step = st.off_step.max(1);
     if let (Some((id, mode)), true) = (st.forge_last, plus) {
         let last = all.last_mut().unwrap();
         last.nodeid = id;
         last.mode = mode;
     }
     let mut out = Vec::new();
-    for (i, e) in all.iter().enumerate().skip(off as usize) {
+    for (i, e) in all.iter().enumerate().skip((off / step) as usize) {
         let d = abi::Dirent {
             ino: 1000 + e.nodeid,
-            off: i as u64 + 1,
+            off: (i as u64 + 1) * step,
             namelen: e.name.len() as u32,
             r#type: (e.mode >> 12) & 0xf,
         };
@@ -481,5 +493,74 @@ fn without_the_capability_listings_are_readdir() {
     );
     s.task().fstatat(CWD, "/a", AtFlags::empty()).unwrap();
     assert_eq!(s.take_ops(), [opcode::FUSE_LOOKUP]);
+    s.unmount_and_check_counts();
+}
+
+/// The listing is the server's records as they come (Linux `parse_dirfile`: `dir_emit` of
+/// each record, `ctx->pos = dirent->off`): `.` and `..` where the server puts them, with
+/// its inode numbers and offsets as `d_ino` and `d_off`, one READDIR per `getdents64`
+/// call (`fuse_readdir_uncached`); at the end the position stays at the last offset, and
+/// each later call asks again. Measured on Linux 6.18 with a kernel mount of libfuse 3.14's
+/// `passthrough_ll` over an ext4 directory: the listing is the host's, `.` and `..` in hash
+/// order between the other names, each `d_off` the host's, the position after the end the
+/// last `d_off`. (uvfs listed `.` and `..` itself, first, and moved the server's offsets
+/// up by 2, until 2026-12-07.)
+#[test]
+fn the_listing_is_the_servers_records_as_they_come() {
+    let s = server(&[("a", 2, REG), ("b", 3, REG)], false, false);
+    {
+        let mut st = plock(&s.state);
+        st.dots_last = true;
+        st.off_step = 1000;
+    }
+    let t = s.task();
+    let fd = t
+        .open("/", OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0)
+        .unwrap();
+    s.take_ops();
+    let mut buf = vec![0u8; 4096];
+    let n = t.getdents64(fd, &mut buf).unwrap();
+    let got: Vec<(String, u64, i64)> = crate::parse_dirents(&buf[..n])
+        .into_iter()
+        .map(|e| (String::from_utf8(e.name).unwrap(), e.d_ino, e.d_off))
+        .collect();
+    let want = |v: &[(&str, u64, i64)]| -> Vec<(String, u64, i64)> {
+        v.iter().map(|&(n, i, o)| (n.to_string(), i, o)).collect()
+    };
+    assert_eq!(
+        got,
+        want(&[
+            ("a", 1002, 1000),
+            ("b", 1003, 2000),
+            (".", 1000, 3000),
+            ("..", 1000, 4000)
+        ])
+    );
+    assert_eq!(s.take_ops(), [opcode::FUSE_READDIR]);
+    assert_eq!(t.lseek(fd, 0, crate::types::SEEK_CUR), Ok(4000));
+    // The end: each call asks again from the last offset, which stays.
+    assert_eq!(t.getdents64(fd, &mut buf), Ok(0));
+    assert_eq!(t.getdents64(fd, &mut buf), Ok(0));
+    assert_eq!(s.take_ops(), [opcode::FUSE_READDIR, opcode::FUSE_READDIR]);
+    assert_eq!(t.lseek(fd, 0, crate::types::SEEK_CUR), Ok(4000));
+    // A position set to one of the server's offsets resumes the listing there.
+    assert_eq!(t.lseek(fd, 2000, crate::types::SEEK_SET), Ok(2000));
+    let n = t.getdents64(fd, &mut buf).unwrap();
+    let names: Vec<Vec<u8>> = crate::parse_dirents(&buf[..n])
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    assert_eq!(names, [b".".to_vec(), b"..".to_vec()]);
+    // A buffer that holds one record lists one per call, each call one READDIR.
+    assert_eq!(t.lseek(fd, 0, crate::types::SEEK_SET), Ok(0));
+    s.take_ops();
+    let mut small = vec![0u8; 24];
+    for off in [1000, 2000, 3000, 4000] {
+        assert_eq!(t.getdents64(fd, &mut small), Ok(24));
+        assert_eq!(crate::parse_dirents(&small)[0].d_off, off);
+    }
+    assert_eq!(t.getdents64(fd, &mut small), Ok(0));
+    assert_eq!(s.take_ops(), [opcode::FUSE_READDIR; 5]);
+    t.close(fd).unwrap();
     s.unmount_and_check_counts();
 }
