@@ -101,9 +101,11 @@ struct Forgets {
     stalled: bool,
 }
 
-/// How long INIT waits for the server's answer (2 s in the unit tests).
+/// How long INIT waits for the server's answer (10 s in the unit tests: 2 s until
+/// 2026-12-07, when the hostile-server tests' `python3` took longer than that to start at a
+/// load of 20 on this 2-core VM).
 const INIT_TIMEOUT: std::time::Duration =
-    std::time::Duration::from_secs(if cfg!(test) { 2 } else { 30 });
+    std::time::Duration::from_secs(if cfg!(test) { 10 } else { 30 });
 
 /// The minor this client offers in INIT.
 const OFFER_MINOR: u32 = abi::FUSE_KERNEL_MINOR_VERSION;

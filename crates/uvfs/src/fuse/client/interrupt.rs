@@ -243,7 +243,7 @@ impl Interrupter {
     /// `request_wait_answer` does with the signal still pending). For a FUSE server's
     /// worker, which serves the kernel's request with several of its own. Context: the
     /// calling thread's own interrupter, before its first request.
-    #[cfg_attr(not(any(feature = "fuse", test)), allow(dead_code))] // the server's
+    #[cfg_attr(not(feature = "fuse"), allow(dead_code))] // the server's
     pub(crate) fn keep_pending(&self) {
         let _cur = plock(&self.0.cur);
         // Relaxed: see `publish` (read under `cur`'s lock, held here too).

@@ -105,6 +105,9 @@ pub(crate) enum Mutation {
     /// A leader that receives a notification queues it for the reader thread and goes
     /// on receiving (the messages after it may be acted on before it is applied).
     KeepLeadOnNote,
+    /// A follower whose deadline passed returns without unlinking its request, which its
+    /// waiter then frees while a leaver may still hand it the lead.
+    TimeoutKeepsLink,
 }
 
 /// Under [`Leadership::st`].
@@ -203,6 +206,10 @@ impl Leadership {
                         leader = true;
                         st.busy = true;
                     } else if !in_time && !req.finished() {
+                        #[cfg(uvfs_loom)]
+                        if self.is(Mutation::TimeoutKeepsLink) {
+                            return Waited::TimedOut;
+                        }
                         unlink(&mut st, me);
                         return Waited::TimedOut;
                     }
@@ -222,7 +229,20 @@ impl Leadership {
             st = cv::lock(&self.st);
             st.buf = Some(buf);
             match got {
-                Received::Dispatched | Received::Closed => {}
+                Received::Dispatched => {}
+                Received::Closed => {
+                    if !req.finished() {
+                        // The connection ended and aborted: whoever drained the processing
+                        // table completes every request that was in it (conn.rs `abort`),
+                        // ours too. Waiting for that, rather than receiving the end again
+                        // and again while that thread is descheduled (a spin the loom
+                        // model found).
+                        self.leave(&mut st);
+                        drop(st);
+                        req.wait_turn(None);
+                        return Waited::Finished;
+                    }
+                }
                 Received::ForReader(msg) => {
                     #[cfg(uvfs_loom)]
                     if self.is(Mutation::KeepLeadOnNote) {
@@ -275,6 +295,9 @@ impl Leadership {
         while let Some(f) = st.followers.pop_front() {
             // SAFETY: linked, so its waiter has not returned (module doc): allocated.
             let r = unsafe { f.as_ref() };
+            // The model checks that claim: a linked request's header is not the free's.
+            #[cfg(uvfs_loom)]
+            r.assert_not_freed("a follower link to a freed request");
             // A finished one returns by itself (its completion woke it).
             if !r.finished() {
                 r.promote();

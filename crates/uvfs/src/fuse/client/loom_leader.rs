@@ -12,9 +12,19 @@
 //! asserts that invariant under loom, since loom's own deadlock report aborts the test
 //! process), and a leader that goes on receiving
 //! after queuing a notification for the reader thread (the reply acted on first).
+//!
+//! Timeouts (`loom_leader_timeout_*`): loom has no clock, so a caller's deadline is one
+//! that has passed already: the model socket answers a leader's receive with `TimedOut`
+//! whenever it would block, and a follower's `wait_turn` returns at once unless its
+//! request finished or it was handed the lead. The caller then does what `Conn::request`
+//! does: an answer that came meanwhile is taken; otherwise the connection aborts (the
+//! socket closes and every request in flight completes with `ECONNABORTED`) and it waits
+//! for its own to finish. Properties: every caller returns with an answer, none is
+//! stranded, no follower link outlives its waiter; the mutation that keeps a timed-out
+//! follower's link is caught.
 
 use super::leader::{Leadership, Mutation, Received, Waited, Wire};
-use super::request::{EndMode, InputQueue, Request};
+use super::request::{EndMode, InputQueue, Request, FR_FINISHED};
 use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
@@ -85,7 +95,7 @@ impl World {
 }
 
 impl Wire for World {
-    fn receive(&self, _buf: &mut Vec<u8>, _d: Option<Instant>, for_reader: bool) -> Received {
+    fn receive(&self, _buf: &mut Vec<u8>, d: Option<Instant>, for_reader: bool) -> Received {
         let mut q = self.to_client.lock().unwrap();
         loop {
             if let Some(m) = q.0.pop_front() {
@@ -93,7 +103,16 @@ impl Wire for World {
                 return self.act(m, for_reader);
             }
             if q.1 {
+                // As conn.rs's receive at the socket's end: the connection aborts (every
+                // request in flight finishes), so a leader does not receive the end again
+                // and again.
+                drop(q);
+                abort(self);
                 return Received::Closed;
+            }
+            if d.is_some() {
+                // The model's deadlines have passed (module doc).
+                return Received::TimedOut;
             }
             q = self.to_client_cv.wait(q).unwrap();
         }
@@ -152,6 +171,118 @@ fn caller(w: &World, unique: u64, note_first: bool) {
     }
     // SAFETY: the waiter's reference, not used after.
     unsafe { Request::put(p) };
+}
+
+/// `Conn::abort`: the socket closes (a receiving leader sees its end) and every request
+/// in flight completes with `ECONNABORTED`, its in-flight reference put.
+fn abort(w: &World) {
+    w.to_client.lock().unwrap().1 = true;
+    w.to_client_cv.notify_all();
+    let drained: Vec<(u64, usize)> = w.table.lock().unwrap().drain(..).collect();
+    for (_, a) in drained {
+        let p = NonNull::new(a as *mut Request).unwrap();
+        // SAFETY: the table's in-flight reference, now ours.
+        let r = unsafe { p.as_ref() };
+        if r.flags() & FR_FINISHED == 0 {
+            r.complete(&w.iq, EndMode::Sticky, Err(crate::Errno::ECONNABORTED));
+        }
+        // SAFETY: the in-flight reference, not used after.
+        unsafe { Request::put(p) };
+    }
+}
+
+/// A caller with a deadline (module doc: one that has passed), as `Conn::request`.
+fn caller_with_deadline(w: &World, unique: u64) {
+    let p = Request::alloc(unique, 2);
+    w.table.lock().unwrap().push((unique, p.as_ptr() as usize));
+    w.to_server.lock().unwrap().push_back(unique);
+    w.to_server_cv.notify_all();
+    // SAFETY: the waiter's reference.
+    let req = unsafe { p.as_ref() };
+    let waited = w.lead.wait(req, w, Some(Instant::now()));
+    let answer = if waited == Waited::Finished || req.finished() {
+        req.take_reply()
+    } else {
+        abort(w);
+        req.wait_finished()
+    };
+    assert!(
+        answer.is_some(),
+        "a timed-out caller returned without an answer"
+    );
+    // SAFETY: the waiter's reference, not used after.
+    unsafe { Request::put(p) };
+}
+
+/// One caller with a deadline and `others` without; the server answers every request it
+/// is sent, in order, whether or not the connection was aborted meanwhile.
+fn timeout_model(others: u64, mutation: Option<Mutation>) {
+    loom::model(move || {
+        let mut lead = Leadership::new(0);
+        lead.mutation = mutation;
+        let w = Arc::new(World {
+            to_client: Mutex::new((VecDeque::new(), false, false)),
+            to_client_cv: Condvar::new(),
+            to_server: Mutex::new(VecDeque::new()),
+            to_server_cv: Condvar::new(),
+            table: Mutex::new(Vec::new()),
+            iq: InputQueue::default(),
+            applied: AtomicU64::new(0),
+            applied_m: Mutex::new(()),
+            applied_cv: Condvar::new(),
+            lead,
+        });
+        let mut cs = vec![{
+            let w = w.clone();
+            thread::spawn(move || caller_with_deadline(&w, 2))
+        }];
+        for i in 0..others {
+            let w = w.clone();
+            cs.push(thread::spawn(move || caller(&w, 2 * (i + 2), false)));
+        }
+        // The server.
+        for _ in 0..=others {
+            let u = {
+                let mut q = w.to_server.lock().unwrap();
+                loop {
+                    if let Some(u) = q.pop_front() {
+                        break u;
+                    }
+                    q = w.to_server_cv.wait(q).unwrap();
+                }
+            };
+            w.to_client.lock().unwrap().0.push_back(Msg::Reply(u));
+            w.to_client_cv.notify_all();
+        }
+        for c in cs {
+            c.join().unwrap();
+        }
+        w.lead.close();
+    });
+}
+
+/// A caller with a deadline alone: it times out as leader (the reply not there yet) and
+/// aborts, or finds its reply.
+#[test]
+fn loom_leader_timeout_alone() {
+    timeout_model(0, None);
+}
+
+/// A caller with a deadline and one without: either may lead; the one with the deadline
+/// may time out as leader (handing over) or as follower (unlinking, unless it was just
+/// handed the lead), and its abort finishes the other's request too.
+#[test]
+fn loom_leader_timeout_beside_a_waiting_caller() {
+    timeout_model(1, None);
+}
+
+/// Mutation: a timed-out follower keeps its link; a leaver later reaches the freed request
+/// (loom reports the leaver's read of the request's header racing its free, or the read
+/// sees the free's mark: `hand_over`'s assertion).
+#[test]
+#[should_panic]
+fn loom_leader_timeout_keeps_link_is_caught() {
+    timeout_model(1, Some(Mutation::TimeoutKeepsLink));
 }
 
 /// `callers` callers, each one request; the server answers them in the order they were

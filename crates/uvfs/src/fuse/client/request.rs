@@ -296,6 +296,18 @@ impl Request {
     }
 }
 
+#[cfg(uvfs_loom)]
+impl Request {
+    /// Panics with `what` if the request was freed (its header is [`FREED`]); a read that
+    /// races the free is loom's own report.
+    pub(crate) fn assert_not_freed(&self, what: &str) {
+        // SAFETY: under loom the memory stays allocated (`free`); loom checks this read
+        // against the free's write.
+        let u = self.unique.with(|u| unsafe { *u });
+        assert_ne!(u, FREED, "{what}");
+    }
+}
+
 /// The header value a freed request has under loom.
 #[cfg(uvfs_loom)]
 pub(crate) const FREED: u64 = u64::MAX;

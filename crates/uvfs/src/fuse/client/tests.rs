@@ -432,11 +432,11 @@ c.recv(1)
         // A program that exits without answering INIT.
         let quits = vec!["/bin/true".to_string(), "{}".to_string()];
         assert_eq!(Conn::spawn(&quits).err(), Some(Errno::ECONNABORTED));
-        // One that neither answers nor exits: INIT gives up (2 s in the tests, 30 s else).
+        // One that neither answers nor exits: INIT gives up (10 s in the tests, 30 s else).
         let mute = ["sh", "-c", "sleep 60", "sh", "{}"].map(String::from);
         let t = std::time::Instant::now();
         assert_eq!(Conn::spawn(&mute).err(), Some(Errno::ETIMEDOUT));
-        assert!(t.elapsed() < std::time::Duration::from_secs(10));
+        assert!(t.elapsed() < std::time::Duration::from_secs(25));
         // Or sooner, when the caller gives up (`FuseClientOptions::init_cancel`: uvfs mount
         // on SIGTERM; a fresh-user trial waited 32 s for the INIT timeout).
         static ASKED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
