@@ -294,6 +294,13 @@ impl Global {
     }
 }
 
+#[cfg(feature = "std")]
+std::thread_local! {
+    /// uvfs patch: whether this thread is inside `Local::collect_local` (a const `Cell`: no
+    /// destructor, so usable from other thread-local destructors too).
+    static COLLECTING: Cell<bool> = const { Cell::new(false) };
+}
+
 /// Participant for garbage collection.
 #[repr(C)] // Note: `entry` must be the first field
 pub(crate) struct Local {
@@ -439,6 +446,37 @@ impl Local {
     /// participants).
     #[cold]
     fn collect_local(&self, guard: &Guard) {
+        // uvfs patch: no collection inside another on the same thread. A deferred function
+        // that pins does not collect when its thread's participant is the one collecting
+        // (the pin nests), but it does on another participant's first pin: after the
+        // thread's `HANDLE` is destroyed (a thread-local destructor that drops what holds
+        // epoch-managed objects), every `pin()` registers a fresh participant, whose first
+        // pin collects. Each deferred function that pins then starts a collection of the
+        // next expired bag from inside the last, one nesting per bag in the global queue
+        // (about 9.6 KiB of stack each in a debug build): thousands of bags overflow any
+        // thread stack, and in a thread-local destructor (no alternate signal stack any
+        // more) that is a plain SIGSEGV. Skipping is safe: a collection is opportunistic,
+        // the bags wait for the next one.
+        #[cfg(feature = "std")]
+        {
+            struct Reset;
+            impl Drop for Reset {
+                fn drop(&mut self) {
+                    COLLECTING.with(|c| c.set(false));
+                }
+            }
+            if COLLECTING.with(|c| c.replace(true)) {
+                return;
+            }
+            let _reset = Reset;
+            self.collect_local_steps(guard);
+        }
+        #[cfg(not(feature = "std"))]
+        self.collect_local_steps(guard);
+    }
+
+    /// uvfs patch: [`collect_local`](Self::collect_local)'s work.
+    fn collect_local_steps(&self, guard: &Guard) {
         let global_epoch = self.global().try_advance(guard);
         // At most `Global::COLLECT_STEPS` bags in all, as stock crossbeam pops from the
         // global queue: this participant's own first, then the global queue's (flushed

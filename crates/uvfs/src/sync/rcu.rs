@@ -54,6 +54,17 @@ impl<T: Send + Sync + 'static> RcuCell<T> {
         unsafe { p.deref() }
     }
 
+    /// The value, through exclusive access (no reader can hold the cell: `&mut self`).
+    pub fn get_mut(&mut self) -> &mut T {
+        // SAFETY: the cell is never null (INVARIANT of `new`/`replace`) and owns its value;
+        // `&mut self` excludes every loader and writer for the borrow's life.
+        // Relaxed: exclusive access.
+        unsafe {
+            let p = self.ptr.load(Ordering::Relaxed, epoch::unprotected());
+            &mut *(p.as_raw() as *mut T)
+        }
+    }
+
     /// Replaces the value; the old one is dropped once no pinned reader can hold it.
     ///
     /// Context: the caller serialises writers of this cell (holds the owner's lock).

@@ -80,6 +80,18 @@ pub(crate) struct HostInode {
 impl Drop for HostInode {
     fn drop(&mut self) {
         self.fs.forget(self.key);
+        // The parent chain is released in a loop: each inode's `Loc` holds its parent, so
+        // dropping the last reference to the deepest of a chain of otherwise unreferenced
+        // directories (2048 levels: a path of `PATH_MAX` bytes) would drop each parent
+        // from inside its child's drop, one recursion per level. Each parent whose last
+        // reference this was has its own parent taken before it is dropped.
+        let mut parent = plock(&self.loc).parent.take();
+        while let Some(p) = parent {
+            let Some(inode) = Arc::into_inner(p) else {
+                break;
+            };
+            parent = host(&inode).ok().and_then(|h| plock(&h.loc).parent.take());
+        }
     }
 }
 
