@@ -30,6 +30,7 @@ fn pinning() {
     let d = DEPTH.fetch_add(1, Ordering::Relaxed) + 1;
     MAX_DEPTH.fetch_max(d, Ordering::Relaxed);
     drop(crossbeam_epoch::pin());
+    // Relaxed: a test counter, read after the threads are joined (see the statics).
     DEPTH.fetch_sub(1, Ordering::Relaxed);
     RAN.fetch_add(1, Ordering::Relaxed);
 }
@@ -83,6 +84,7 @@ fn pins_in_a_thread_local_destructor_do_not_nest_collections() {
         .unwrap()
         .join()
         .unwrap();
+    // Relaxed: every writer was joined above; join synchronizes with its end.
     let (ran, max) = (
         RAN.load(Ordering::Relaxed),
         MAX_DEPTH.load(Ordering::Relaxed),
