@@ -321,7 +321,8 @@ impl<V: Variant> File<V> {
             lines: V::Lines::<FileHot>::new(
                 FileHot {
                     f_mode: mode,
-                    f_flags: AtomicU32::new(flags.bits()),
+                    // `do_dentry_open` drops O_TRUNC after `->open` (which may see it).
+                    f_flags: AtomicU32::new((flags - OpenFlags::TRUNC).bits()),
                     f_dentry: dentry,
                     f_mnt: ManuallyDrop::new(mnt),
                     f_cred_id: cred_id,

@@ -496,6 +496,21 @@ pub trait FileOps: Send + Sync {
         Ok(0)
     }
 
+    /// Whether [`open`](Self::open) truncates regular file `inode` itself when `O_TRUNC`
+    /// is in its flags (a FUSE server that accepted `FUSE_ATOMIC_O_TRUNC`: Linux's
+    /// `fuse_open_common` keeps `O_TRUNC` in OPEN's flags, and `fuse_do_setattr` sends
+    /// nothing for the `ATTR_OPEN` truncation `handle_truncate` makes next, the file
+    /// system dropping its cached size and pages instead). With `true`, the VFS passes
+    /// `O_TRUNC` to `open` for an `open(O_TRUNC)` of an existing regular file and makes no
+    /// [`truncate`](InodeOps::truncate) call of its own after it (nor a set-ID kill: the
+    /// file system's truncation drops the bits, as the server's `open(O_TRUNC)` does on
+    /// Linux); with `false` (the default), `open` never sees `O_TRUNC` and the VFS
+    /// truncates after it.
+    fn atomic_o_trunc(&self, inode: &Inode) -> bool {
+        let _ = inode;
+        false
+    }
+
     /// `->flush`: a descriptor of the `File` with handle `fh` is being closed by
     /// `close(2)` (Linux `filp_close`, on every close, not only the last). Its error is
     /// `close`'s; the descriptor is closed either way.

@@ -541,6 +541,8 @@ impl<V: Variant> Task<V> {
             return Err(special_open_errno(inode.mode(), flags));
         }
         let truncate = flags.contains(OpenFlags::TRUNC) && is_reg && !created;
+        // FUSE_ATOMIC_O_TRUNC: the file system's open truncates (it sees O_TRUNC).
+        let atomic = truncate && inode.i_op.atomic_o_trunc(inode);
         // build_open_flags drops unknown bits and O_CLOEXEC; do_dentry_open drops the
         // open-time-only flags.
         let stored = (flags & VALID_OPEN_FLAGS)
@@ -551,8 +553,18 @@ impl<V: Variant> Task<V> {
                 | OpenFlags::CLOEXEC);
         // The file first (it can fail only with an ablation variant's ENFILE), then the
         // truncation, so that a failed open leaves the data alone.
-        let file = File::open_handle(p, fmode, stored | OpenFlags::LARGEFILE, self.cred_id)?;
-        if truncate {
+        let open_flags = match atomic {
+            true => stored | OpenFlags::LARGEFILE | OpenFlags::TRUNC,
+            false => stored | OpenFlags::LARGEFILE,
+        };
+        let file = File::open_handle(p, fmode, open_flags, self.cred_id)?;
+        if atomic && !fmode.contains(FMode::WRITER) {
+            // `handle_truncate`'s write count still comes after the open (ETXTBSY for an
+            // `O_RDONLY|O_TRUNC` open of a running file, the server having truncated it:
+            // Linux's order); `fuse_do_setattr` then returns at `ATTR_OPEN` without a
+            // request.
+            file.inode().with_write_access(|| Ok(()))?;
+        } else if truncate && !atomic {
             // `handle_truncate`: a write count for the truncation (ETXTBSY for an
             // `O_RDONLY|O_TRUNC` open of a running file; a file open for writing holds
             // one already, which keeps any exec open out), then `do_truncate`: as

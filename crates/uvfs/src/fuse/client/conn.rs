@@ -115,9 +115,10 @@ const OFFER_MINOR: u32 = abi::FUSE_KERNEL_MINOR_VERSION;
 /// a server that accepts it has reads check the attributes' timeout and a changed mtime
 /// drop the file's cached pages (fs.rs). `FUSE_DO_READDIRPLUS` with
 /// `FUSE_READDIRPLUS_AUTO`, as Linux: listings that give the entries' attributes (fs.rs).
-/// (`FUSE_ATOMIC_O_TRUNC` is not offered: the VFS truncates after the open itself, as
-/// Linux's `handle_truncate`, so OPEN never carries `O_TRUNC`.)
+/// `FUSE_ATOMIC_O_TRUNC` as Linux offers it: a server that accepts it (libfuse does by
+/// default) gets `O_TRUNC` in OPEN, and no SETATTR follows (fs.rs `open`).
 const OFFER_FLAGS: u64 = init::FUSE_ASYNC_READ
+    | init::FUSE_ATOMIC_O_TRUNC
     | init::FUSE_AUTO_INVAL_DATA
     | init::FUSE_BIG_WRITES
     | init::FUSE_DO_READDIRPLUS

@@ -1513,16 +1513,24 @@ impl InodeOps for FuseInode {
         let mut all = Vec::new();
         let mut got = 0;
         for attempt in 0.. {
+            // `xattr_reply` caps the length at XATTR_LIST_MAX, as `fuse_listxattr` does.
             let len = self.xattr_reply(ask(0)?, None)?;
-            if len > crate::xattr::XATTR_LIST_MAX {
-                return Err(proto_error(&self.fs.conn));
+            if len == crate::xattr::XATTR_LIST_MAX {
+                // Maybe longer than any list may be: as Linux's caller, ask for that much
+                // and let the server say ERANGE (which `listxattr` turns into E2BIG for a
+                // buffer of XATTR_LIST_MAX bytes); the length query answers the cap.
+                match buf.as_ref().map(|b| b.len()) {
+                    None => return Ok(len),
+                    Some(n) if n < len => return Err(Errno::ERANGE),
+                    Some(_) => {}
+                }
             }
             all = vec![0u8; len];
             if len == 0 {
                 break;
             }
             match ask(len) {
-                Err(Errno::ERANGE) if attempt < 3 => continue,
+                Err(Errno::ERANGE) if attempt < 3 && len < crate::xattr::XATTR_LIST_MAX => continue,
                 r => got = self.xattr_reply(r?, Some(&mut all))?,
             }
             break;
@@ -1713,8 +1721,10 @@ impl FuseInode {
 
 impl FileOps for FuseInode {
     /// OPEN or OPENDIR (`fuse_open_common`) with the open flags less those the VFS
-    /// handles (`O_CREAT`, `O_EXCL`, `O_NOCTTY`, `O_TRUNC`: Linux's `fuse_open_common`
-    /// without `FUSE_ATOMIC_O_TRUNC`); the server's `fh` is the file's handle. The open
+    /// handles (`O_CREAT`, `O_EXCL`, `O_NOCTTY`; `O_TRUNC` without `FUSE_ATOMIC_O_TRUNC`);
+    /// the server's `fh` is the file's handle. An OPEN that carried `O_TRUNC` (the server
+    /// truncated) leaves size 0, no cached page and stale attributes behind
+    /// (`fuse_do_setattr`'s `ATTR_OPEN` case and `fuse_truncate_update_attr`). The open
     /// that made the file (`created`) takes the handle CREATE or TMPFILE answered, when
     /// one did (no OPEN). Device nodes, FIFOs and sockets are not opened on the server
     /// (Linux: their own fops).
@@ -1738,14 +1748,27 @@ impl FileOps for FuseInode {
         let o = match created {
             Some(o) => o,
             None => {
-                let strip =
-                    OpenFlags::CREAT | OpenFlags::EXCL | OpenFlags::NOCTTY | OpenFlags::TRUNC;
+                let mut strip = OpenFlags::CREAT | OpenFlags::EXCL | OpenFlags::NOCTTY;
+                if op != opcode::FUSE_OPEN || !self.atomic_o_trunc(inode) {
+                    strip |= OpenFlags::TRUNC;
+                }
                 let arg = abi::OpenIn {
                     flags: (flags - strip).bits() & !(OpenFlags::CLOEXEC.bits()),
                     open_flags: 0,
                 };
                 let r = self.fs.req(op, self.nodeid, &[arg.as_bytes()])?;
-                reply::<abi::OpenOut>(&self.fs.conn, &r)?
+                let o = reply::<abi::OpenOut>(&self.fs.conn, &r)?;
+                if !strip.contains(OpenFlags::TRUNC) && flags.contains(OpenFlags::TRUNC) {
+                    // The server truncated: a read miss in flight drops what it
+                    // fetched, the size is 0 until the next GETATTR, which the next
+                    // `stat` sends.
+                    self.bump_version();
+                    // Relaxed: a snapshot, as the size a WRITE grows (`write_at`).
+                    inode.i_size.store(0, Ordering::Relaxed);
+                    self.invalidate_data();
+                    self.invalidate_attrs();
+                }
+                o
             }
         };
         if op == opcode::FUSE_OPENDIR {
@@ -1761,6 +1784,11 @@ impl FileOps for FuseInode {
             || self.fs.conn.negotiated().max_read < PAGE_SIZE;
         let slot = plock(&self.files).add(&o);
         Ok((slot as u64) << 1 | direct as u64)
+    }
+
+    /// Whether the server accepted `FUSE_ATOMIC_O_TRUNC` (`fc->atomic_o_trunc`).
+    fn atomic_o_trunc(&self, inode: &Inode) -> bool {
+        inode.is_reg() && self.fs.conn.negotiated().flags & init::FUSE_ATOMIC_O_TRUNC != 0
     }
 
     /// The RELEASE of the handle CREATE or TMPFILE answered, if no open took it.

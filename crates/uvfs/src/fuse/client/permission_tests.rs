@@ -94,6 +94,15 @@ struct State {
     statx_mask: u32,
     /// `attr_valid` of every reply with attributes, seconds.
     attr_valid: u64,
+    /// INIT's reply flags.
+    init_flags: u32,
+    /// Every OPEN's flags, in order.
+    open_in: Vec<u32>,
+    /// The size of every node in replies with attributes; an OPEN with `O_TRUNC` sets it
+    /// to 0.
+    size: u64,
+    /// Every node's LISTXATTR list (the server answers ERANGE to a smaller size).
+    xattr_list: Vec<u8>,
 }
 
 struct Server {
@@ -119,6 +128,11 @@ fn attr(nodeid: u64, mode: u32, (uid, gid): (u32, u32)) -> abi::Attr {
 
 /// Mounts the scripted server with `opts`; the task runs as `UID`, `GID`.
 fn server(opts: FuseClientOptions) -> Server {
+    server_init(opts, 0)
+}
+
+/// [`server`], the server accepting `init_flags` in INIT.
+fn server_init(opts: FuseClientOptions, init_flags: u32) -> Server {
     let mut modes = vec![(1, S_IFDIR | 0o755)];
     modes.extend(ENTS.iter().map(|&(_, id, m)| (id, m)));
     let owners = modes
@@ -132,6 +146,7 @@ fn server(opts: FuseClientOptions) -> Server {
         modes,
         owners,
         attr_valid: 3600,
+        init_flags,
         ..Default::default()
     }));
     let st2 = state.clone();
@@ -142,7 +157,10 @@ fn server(opts: FuseClientOptions) -> Server {
             let o = st.owners.iter().find(|o| o.0 == id).unwrap();
             (o.1, o.2)
         };
-        let attr_of = |st: &State, id: u64| attr(id, mode_of(st, id), owner_of(st, id));
+        let attr_of = |st: &State, id: u64| abi::Attr {
+            size: st.size,
+            ..attr(id, mode_of(st, id), owner_of(st, id))
+        };
         let attr_out = |st: &State, id: u64| abi::AttrOut {
             attr_valid: st.attr_valid,
             attr: attr_of(st, id),
@@ -162,6 +180,7 @@ fn server(opts: FuseClientOptions) -> Server {
                     major: 7,
                     minor: 31,
                     max_write: 1 << 16,
+                    flags: st.init_flags,
                     ..Default::default()
                 };
                 send(h.unique, 0, out.as_bytes());
@@ -184,6 +203,11 @@ fn server(opts: FuseClientOptions) -> Server {
                 }
             }
             opcode::FUSE_OPEN => {
+                let (o, _) = abi::OpenIn::read_from_prefix(rest).unwrap();
+                st.open_in.push(o.flags);
+                if o.flags & OpenFlags::TRUNC.bits() != 0 {
+                    st.size = 0;
+                }
                 // The server's policy: "secret" for root only.
                 if h.nodeid == 2 && h.uid != 0 {
                     send(h.unique, -Errno::EACCES.raw(), &[]);
@@ -318,6 +342,21 @@ fn server(opts: FuseClientOptions) -> Server {
                     0
                 };
                 send(h.unique, e, &[]);
+            }
+            opcode::FUSE_LISTXATTR => {
+                let (g, _) = abi::GetxattrIn::read_from_prefix(rest).unwrap();
+                let n = st.xattr_list.len();
+                if g.size == 0 {
+                    let out = abi::GetxattrOut {
+                        size: n as u32,
+                        padding: 0,
+                    };
+                    send(h.unique, 0, out.as_bytes());
+                } else if (g.size as usize) < n {
+                    send(h.unique, -Errno::ERANGE.raw(), &[]);
+                } else {
+                    send(h.unique, 0, &st.xattr_list);
+                }
             }
             opcode::FUSE_FLUSH => {
                 st.flushes += 1;
@@ -1186,4 +1225,69 @@ fn statx_btime_on_a_server_without_statx_is_left_out_once() {
         assert_eq!(x.stx_btime, Default::default());
     }
     assert_eq!(s.take_op(abi::opcode::FUSE_STATX).len(), 1);
+}
+
+/// `FUSE_ATOMIC_O_TRUNC` accepted: `open(O_TRUNC)` of an existing file is one OPEN with
+/// `O_TRUNC` in its flags and no SETATTR (Linux's `fuse_open_common` keeps the flag and
+/// `fuse_do_setattr` returns at `ATTR_OPEN`); the size is 0 at once and the next `fstat`
+/// asks the server (`fuse_truncate_update_attr`). Not accepted: OPEN without `O_TRUNC`,
+/// then a SETATTR of the size (`truncation_through_an_open_file_names_its_handle`).
+#[test]
+fn atomic_o_trunc_truncates_in_open() {
+    for atomic in [true, false] {
+        let flag = abi::init::FUSE_ATOMIC_O_TRUNC as u32;
+        let s = server_init(FuseClientOptions::default(), if atomic { flag } else { 0 });
+        plock(&s.state).size = 5000;
+        let st = s.root.fstatat(CWD, "/plain", AtFlags::empty()).unwrap();
+        assert_eq!(st.st_size, 5000);
+        s.take();
+        let fd = s
+            .root
+            .open("/plain", OpenFlags::WRONLY | OpenFlags::TRUNC, 0)
+            .unwrap();
+        let ops = s.take_ops();
+        let trunc = OpenFlags::TRUNC.bits();
+        let open_flags = plock(&s.state).open_in.clone();
+        if atomic {
+            assert_eq!(ops, [opcode::FUSE_OPEN], "{ops:?}");
+            assert_eq!(open_flags.len(), 1);
+            assert_ne!(open_flags[0] & trunc, 0, "{:o}", open_flags[0]);
+            // The size went with the OPEN; the attributes are asked for again.
+            assert_eq!(s.root.lseek(fd, 0, crate::types::SEEK_END), Ok(0));
+            assert_eq!(s.root.fstat(fd).unwrap().st_size, 0);
+            assert!(s.take_ops().contains(&opcode::FUSE_GETATTR));
+        } else {
+            assert_eq!(ops, [opcode::FUSE_OPEN, opcode::FUSE_SETATTR], "{ops:?}");
+            assert_eq!(open_flags[0] & trunc, 0, "{:o}", open_flags[0]);
+            let sets = s.take_setattrs();
+            assert_eq!(sets.len(), 1);
+            assert_ne!(sets[0].1 & fattr::FATTR_SIZE, 0);
+        }
+        // The descriptor's flags never show O_TRUNC (`do_dentry_open`).
+        let fl = s.root.fcntl(fd, crate::Fcntl::GetFl).unwrap() as u32;
+        assert_eq!(fl & trunc, 0, "{fl:o}");
+        s.root.close(fd).unwrap();
+    }
+}
+
+/// A list longer than `XATTR_LIST_MAX` (64 KiB) as Linux's `fuse_listxattr` and
+/// `listxattr` give it: the length query answers the cap, a buffer of the cap or more
+/// `E2BIG`, a smaller one `ERANGE` (before: `EIO`, a protocol error, for all three).
+#[test]
+fn a_list_past_xattr_list_max_is_e2big() {
+    let s = server(FuseClientOptions::default());
+    let name = b"user.0123456789012345678901234567890123456789\0";
+    plock(&s.state).xattr_list = name.repeat(2000);
+    assert_eq!(s.root.listxattr("/plain", &mut []), Ok(65536));
+    for len in [65536, 100_000] {
+        let mut big = vec![0u8; len];
+        assert_eq!(s.root.listxattr("/plain", &mut big), Err(Errno::E2BIG));
+    }
+    let mut small = vec![0u8; 100];
+    assert_eq!(s.root.listxattr("/plain", &mut small), Err(Errno::ERANGE));
+    // A list that fits is the server's.
+    plock(&s.state).xattr_list = b"user.a\0user.b\0".to_vec();
+    let mut buf = [0u8; 64];
+    assert_eq!(s.root.listxattr("/plain", &mut buf), Ok(14));
+    assert_eq!(&buf[..14], b"user.a\0user.b\0");
 }
