@@ -72,6 +72,10 @@ fn chown_common(cred: &Cred, inode: &Inode, user: u32, group: u32) -> Result<()>
     let force = inode.fs_permission();
     // chown_common sets ATTR_KILL_SUID for every non-directory; a file system that decides
     // the kill itself refreshes and recomputes it (`fuse_setattr`), before the lock.
+    // notify_change's ATTR_KILL_PRIV first (a file capability goes).
+    if !is_dir {
+        inode.i_op.kill_priv(inode)?;
+    }
     let fs_kill = if is_dir { None } else { inode.fs_setid_kill()? };
     inode.setattr(coarse_now(), false, |mode, uid, gid| {
         let new_uid = if user == u32::MAX { uid } else { user };

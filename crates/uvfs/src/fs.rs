@@ -374,6 +374,21 @@ pub trait InodeOps: Send + Sync {
         Ok(None)
     }
 
+    /// `ATTR_KILL_PRIV` of a chown of a non-directory (`chown_common`): removes the file
+    /// capability (`security.capability`) the inode has, before the VFS's set-ID kill
+    /// (`notify_change`'s `security_inode_need_killpriv`, then `setattr_prepare`'s
+    /// `security_inode_killpriv`). The default does nothing (a gap of the local file
+    /// systems: Linux also drops a capability there, and at write and truncate, until the
+    /// inode is `S_NOSEC`); the FUSE client does it at chown, write and truncate, as
+    /// Linux's FUSE client, which never sets `S_NOSEC`.
+    ///
+    /// # Errors
+    /// The file system's removal (the chown fails, nothing changes).
+    fn kill_priv(&self, inode: &Inode) -> Result<()> {
+        let _ = inode;
+        Ok(())
+    }
+
     /// `->getattr` as `statx(2)` and `fstatat(2)` with an `AT_STATX_*_SYNC` flag call it
     /// (`vfs_getattr`'s `request_mask` and `query_flags`): brings the attributes `mask`
     /// names (`STATX_*` bits) up to date as `sync` asks, and returns the birth time

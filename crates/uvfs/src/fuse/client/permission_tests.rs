@@ -103,6 +103,11 @@ struct State {
     size: u64,
     /// Every node's LISTXATTR list (the server answers ERANGE to a smaller size).
     xattr_list: Vec<u8>,
+    /// GETXATTR of `security.capability`: `None` ENOSYS, `Some(false)` ENODATA,
+    /// `Some(true)` a 20-byte value, which REMOVEXATTR removes.
+    caps: Option<bool>,
+    /// REMOVEXATTRs seen: the names.
+    removed: Vec<Vec<u8>>,
 }
 
 struct Server {
@@ -342,6 +347,25 @@ fn server_init(opts: FuseClientOptions, init_flags: u32) -> Server {
                     0
                 };
                 send(h.unique, e, &[]);
+            }
+            opcode::FUSE_GETXATTR if st.caps.is_some() => {
+                let (_, name) = abi::GetxattrIn::read_from_prefix(rest).unwrap();
+                if name == b"security.capability\0" && st.caps == Some(true) {
+                    let out = abi::GetxattrOut {
+                        size: 20,
+                        padding: 0,
+                    };
+                    send(h.unique, 0, out.as_bytes());
+                } else {
+                    send(h.unique, -Errno::ENODATA.raw(), &[]);
+                }
+            }
+            opcode::FUSE_REMOVEXATTR => {
+                st.removed.push(rest.to_vec());
+                if rest == b"security.capability\0" {
+                    st.caps = Some(false);
+                }
+                send(h.unique, 0, &[]);
             }
             opcode::FUSE_LISTXATTR => {
                 let (g, _) = abi::GetxattrIn::read_from_prefix(rest).unwrap();
@@ -691,7 +715,16 @@ fn chown_refreshes_the_mode_before_killing_set_id_bits() {
             .fchownat(CWD, "/mine", u32::MAX, GID, AtFlags::empty())
             .unwrap();
         let ops: Vec<u32> = s.take().iter().map(|x| x.op).collect();
-        assert_eq!(ops, [opcode::FUSE_GETATTR, opcode::FUSE_SETATTR]);
+        // The capability check (`ATTR_KILL_PRIV`) comes first, as Linux's (the server
+        // answers ENOSYS and is not asked again).
+        assert_eq!(
+            ops,
+            [
+                opcode::FUSE_GETXATTR,
+                opcode::FUSE_GETATTR,
+                opcode::FUSE_SETATTR
+            ]
+        );
         let sets = s.take_setattrs();
         assert_eq!(sets.len(), 1, "{sets:?}");
         let (id, valid, mode) = sets[0];
@@ -720,8 +753,9 @@ fn set_group_id_without_group_execute_stays_on_fuse() {
     s.task.close(fd).unwrap();
     let ops: Vec<u32> = s.take().iter().map(|x| x.op).collect();
     assert_eq!(
-        ops[..3],
+        ops[..4],
         [
+            opcode::FUSE_GETXATTR,
             opcode::FUSE_GETATTR,
             opcode::FUSE_SETATTR,
             opcode::FUSE_WRITE
@@ -1249,7 +1283,8 @@ fn atomic_o_trunc_truncates_in_open() {
         let trunc = OpenFlags::TRUNC.bits();
         let open_flags = plock(&s.state).open_in.clone();
         if atomic {
-            assert_eq!(ops, [opcode::FUSE_OPEN], "{ops:?}");
+            // The capability check of `do_truncate` follows the OPEN.
+            assert_eq!(ops, [opcode::FUSE_OPEN, opcode::FUSE_GETXATTR], "{ops:?}");
             assert_eq!(open_flags.len(), 1);
             assert_ne!(open_flags[0] & trunc, 0, "{:o}", open_flags[0]);
             // The size went with the OPEN; the attributes are asked for again.
@@ -1257,7 +1292,15 @@ fn atomic_o_trunc_truncates_in_open() {
             assert_eq!(s.root.fstat(fd).unwrap().st_size, 0);
             assert!(s.take_ops().contains(&opcode::FUSE_GETATTR));
         } else {
-            assert_eq!(ops, [opcode::FUSE_OPEN, opcode::FUSE_SETATTR], "{ops:?}");
+            assert_eq!(
+                ops,
+                [
+                    opcode::FUSE_OPEN,
+                    opcode::FUSE_GETXATTR,
+                    opcode::FUSE_SETATTR
+                ],
+                "{ops:?}"
+            );
             assert_eq!(open_flags[0] & trunc, 0, "{:o}", open_flags[0]);
             let sets = s.take_setattrs();
             assert_eq!(sets.len(), 1);
@@ -1290,4 +1333,55 @@ fn a_list_past_xattr_list_max_is_e2big() {
     let mut buf = [0u8; 64];
     assert_eq!(s.root.listxattr("/plain", &mut buf), Ok(14));
     assert_eq!(&buf[..14], b"user.a\0user.b\0");
+}
+
+/// A file capability goes at every write, truncation and chown of a FUSE file, as Linux's
+/// `file_remove_privs` and `ATTR_KILL_PRIV` (FUSE has no `S_NOSEC`): GETXATTR of
+/// `security.capability` before each, REMOVEXATTR when the file has one; a server without
+/// GETXATTR (ENOSYS) is asked once (see `chown_refreshes_the_mode_before_killing_set_id_bits`).
+/// Before, a capability survived a write.
+#[test]
+fn a_file_capability_goes_at_write_truncate_and_chown() {
+    let s = server(FuseClientOptions::default());
+    plock(&s.state).caps = Some(false);
+    let fd = s.root.open("/plain", OpenFlags::WRONLY, 0).unwrap();
+    s.take();
+    // None: one GETXATTR per write, nothing removed.
+    for _ in 0..2 {
+        assert_eq!(s.root.write(fd, b"x"), Ok(1));
+    }
+    let ops = s.take_ops();
+    let w = [opcode::FUSE_GETXATTR, opcode::FUSE_WRITE];
+    assert_eq!(ops, [w, w].concat(), "{ops:?}");
+    // One: removed before the write.
+    let caps = b"security.capability\0".to_vec();
+    let set_caps = |on| plock(&s.state).caps = Some(on);
+    set_caps(true);
+    assert_eq!(s.root.write(fd, b"x"), Ok(1));
+    let ops = s.take_ops();
+    let want = [
+        opcode::FUSE_GETXATTR,
+        opcode::FUSE_REMOVEXATTR,
+        opcode::FUSE_WRITE,
+    ];
+    assert_eq!(ops, want, "{ops:?}");
+    assert_eq!(plock(&s.state).caps, Some(false));
+    set_caps(true);
+    s.root.ftruncate(fd, 0).unwrap();
+    assert_eq!(plock(&s.state).caps, Some(false));
+    set_caps(true);
+    s.root.fchown(fd, 0, 0).unwrap();
+    assert_eq!(plock(&s.state).caps, Some(false));
+    assert_eq!(
+        std::mem::take(&mut plock(&s.state).removed),
+        [caps.clone(), caps.clone(), caps]
+    );
+    s.root.close(fd).unwrap();
+    // A directory's chown leaves its capability alone (no `ATTR_KILL_PRIV`).
+    set_caps(true);
+    s.take();
+    s.root
+        .fchownat(CWD, "/dir", 0, 0, AtFlags::empty())
+        .unwrap();
+    assert!(!s.take_ops().contains(&opcode::FUSE_GETXATTR));
 }
