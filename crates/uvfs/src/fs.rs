@@ -374,19 +374,32 @@ pub trait InodeOps: Send + Sync {
         Ok(None)
     }
 
-    /// `ATTR_KILL_PRIV` of a chown of a non-directory (`chown_common`): removes the file
-    /// capability (`security.capability`) the inode has, before the VFS's set-ID kill
-    /// (`notify_change`'s `security_inode_need_killpriv`, then `setattr_prepare`'s
-    /// `security_inode_killpriv`). The default does nothing (a gap of the local file
-    /// systems: Linux also drops a capability there, and at write and truncate, until the
-    /// inode is `S_NOSEC`); the FUSE client does it at chown, write and truncate, as
-    /// Linux's FUSE client, which never sets `S_NOSEC`.
+    /// Removes the file capability (`security.capability`) of `inode`, if it has one:
+    /// Linux's `security_inode_need_killpriv` (`cap_inode_need_killpriv`: the attribute's
+    /// length, any error counting as none) then `security_inode_killpriv`. The VFS calls
+    /// it at a chown of a non-directory (`chown_common`'s `ATTR_KILL_PRIV`, before the
+    /// set-ID kill) and, unless the inode is `I_NOSEC`, at a write, truncation or
+    /// `fallocate` (`file_remove_privs`). The default asks [`getxattr`](Self::getxattr)
+    /// for the length and removes with [`setxattr`](Self::setxattr) (FUSE: GETXATTR, then
+    /// REMOVEXATTR when there is one; a server without GETXATTR is not asked again).
     ///
     /// # Errors
-    /// The file system's removal (the chown fails, nothing changes).
+    /// The removal's (the call fails, nothing else changes).
     fn kill_priv(&self, inode: &Inode) -> Result<()> {
-        let _ = inode;
+        const CAPS: &[u8] = b"security.capability";
+        if self.getxattr(inode, CAPS, None).is_ok_and(|n| n > 0) {
+            self.setxattr(inode, CAPS, None, 0)?;
+        }
         Ok(())
+    }
+
+    /// Whether the inode's attributes change only through uvfs (Linux's `SB_NOSEC`), so
+    /// that a capability check that found none holds until a `security.*` attribute is set
+    /// through the VFS (`I_NOSEC`). Default `false`: every write asks (the FUSE client, as
+    /// Linux's FUSE clears `SB_NOSEC`).
+    fn sb_nosec(&self, inode: &Inode) -> bool {
+        let _ = inode;
+        false
     }
 
     /// `->getattr` as `statx(2)` and `fstatat(2)` with an `AT_STATX_*_SYNC` flag call it

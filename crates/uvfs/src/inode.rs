@@ -129,6 +129,15 @@ const I_NOP_OPEN: u32 = 1 << 5;
 /// [`InodeOps::permission`]: crate::fs::InodeOps::permission
 const I_FS_PERMISSION: u32 = 1 << 6;
 
+/// `S_NOSEC` in `Inode::i_flags`: the inode has no file capability
+/// (`security.capability`), so a write or truncation need not ask its file system
+/// (Linux's `file_remove_privs` returns at `IS_NOSEC`). Set by a file system whose
+/// inodes change only through uvfs (`InodeOps::sb_nosec`, Linux's `SB_NOSEC`): tmpfs
+/// sets it on a new inode before publication, and the VFS after a check found none;
+/// cleared when a `security.*` attribute is set (`__vfs_setxattr_noperm`). Unlike the
+/// bits above, it changes after publication.
+const I_NOSEC: u32 = 1 << 7;
+
 /// What `Inode::evict` gives back.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Evict {
@@ -327,6 +336,56 @@ impl Inode {
     pub(crate) fn set_vfs_attrs(&mut self) {
         // `&mut`: a plain store, no locked instruction on the create path.
         *self.i_flags.get_mut() |= I_VFS_ATTRS;
+    }
+
+    /// Marks a new inode as one without a file capability (`I_NOSEC`). Context: the inode
+    /// is not yet published.
+    pub(crate) fn set_nosec(&mut self) {
+        // `&mut`: a plain store.
+        *self.i_flags.get_mut() |= I_NOSEC;
+    }
+
+    /// A `security.*` attribute was set: the next write or truncation asks the file system
+    /// for a capability again (`__vfs_setxattr_noperm` clears `S_NOSEC`).
+    pub(crate) fn clear_nosec(&self) {
+        // Relaxed: tested before it is written (lesson 3). The clear follows the
+        // attribute's store (the file system's lock orders the two), so a check that
+        // set the bit before it looked either saw the attribute or is undone here (see
+        // `kill_priv`).
+        if self.i_flags.load(Ordering::Relaxed) & I_NOSEC != 0 {
+            self.i_flags.fetch_and(!I_NOSEC, Ordering::Relaxed);
+        }
+    }
+
+    /// The capability half of `file_remove_privs` (a write, a truncation, an
+    /// `fallocate`): unless the inode is `I_NOSEC`, the file system removes a
+    /// `security.capability` the file has ([`InodeOps::kill_priv`]); a file system whose
+    /// inodes change only through uvfs then marks the inode `I_NOSEC`, so that later writes
+    /// make no call (Linux's `inode_has_no_xattr`).
+    ///
+    /// # Errors
+    /// The file system's removal (the write or truncation fails, nothing else changes).
+    ///
+    /// [`InodeOps::kill_priv`]: crate::fs::InodeOps::kill_priv
+    pub(crate) fn kill_priv(&self) -> Result<()> {
+        // Relaxed: a hint; see below for why a stale answer is safe.
+        if self.i_flags.load(Ordering::Relaxed) & I_NOSEC != 0 {
+            return Ok(());
+        }
+        let cache = self.i_op.sb_nosec(self);
+        if cache {
+            // Set before the look, not after it: a `setxattr` of a capability that the
+            // look misses stores it after the look (under the file system's lock) and
+            // then clears the bit (`clear_nosec`), which comes after this set in the
+            // word's modification order (both are read-modify-writes; the lock's
+            // release/acquire orders them). Relaxed for the same reason.
+            self.i_flags.fetch_or(I_NOSEC, Ordering::Relaxed);
+        }
+        let r = self.i_op.kill_priv(self);
+        if r.is_err() && cache {
+            self.clear_nosec();
+        }
+        r
     }
 
     /// Marks a new inode as one whose file system's `open` and `release` do nothing
@@ -1133,8 +1192,10 @@ impl Inode {
         self.kill_suid_with(cred, now, true)
     }
 
-    /// [`kill_suid`](Self::kill_suid), for a truncation when `truncate`.
+    /// [`kill_suid`](Self::kill_suid), for a truncation when `truncate`; the file
+    /// capability first ([`kill_priv`](Self::kill_priv)), whoever the caller is.
     fn kill_suid_with(&self, cred: &Cred, now: Timespec, truncate: bool) -> Result<()> {
+        self.kill_priv()?;
         // setattr_should_drop_sgid: set-group-ID goes when group-executable, or, without
         // group execute, when the writer is not in the file's group.
         let drop_sgid =

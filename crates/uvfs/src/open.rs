@@ -558,13 +558,18 @@ impl<V: Variant> Task<V> {
             false => stored | OpenFlags::LARGEFILE,
         };
         let file = File::open_handle(p, fmode, open_flags, self.cred_id)?;
-        if atomic && !fmode.contains(FMode::WRITER) {
+        if atomic {
             // `handle_truncate`'s write count still comes after the open (ETXTBSY for an
             // `O_RDONLY|O_TRUNC` open of a running file, the server having truncated it:
-            // Linux's order); `fuse_do_setattr` then returns at `ATTR_OPEN` without a
-            // request.
-            file.inode().with_write_access(|| Ok(()))?;
-        } else if truncate && !atomic {
+            // Linux's order); `do_truncate` drops a file capability, and
+            // `fuse_do_setattr` returns at `ATTR_OPEN` without a request.
+            let inode = file.inode();
+            if fmode.contains(FMode::WRITER) {
+                inode.kill_priv()?;
+            } else {
+                inode.with_write_access(|| inode.kill_priv())?;
+            }
+        } else if truncate {
             // `handle_truncate`: a write count for the truncation (ETXTBSY for an
             // `O_RDONLY|O_TRUNC` open of a running file; a file open for writing holds
             // one already, which keeps any exec open out), then `do_truncate`: as

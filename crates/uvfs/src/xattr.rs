@@ -297,6 +297,9 @@ impl<V: Variant> Task<V> {
             self.xattr_permission(inode, name, MAY_WRITE)?;
             resolve_name(name)?;
             inode.i_op.setxattr(inode, name, value, flags)?;
+            if value.is_some() && name.starts_with(b"security.") {
+                inode.clear_nosec();
+            }
             inode.touch_ctime(coarse_now());
             Ok(())
         })

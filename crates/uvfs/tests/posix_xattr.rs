@@ -10,7 +10,7 @@
 mod common;
 use common::*;
 use uvfs::xattr::{XATTR_CREATE, XATTR_REPLACE};
-use uvfs::{Errno, OpenFlags};
+use uvfs::{Errno, Fd, OpenFlags};
 
 type R<T> = Result<T, Errno>;
 
@@ -466,4 +466,84 @@ fn inode_space() {
         s.mkfile(b"/f", b"");
         s.xattr_set(F, b"user.a", &[0; 65536], 0)
     });
+}
+
+const CAPS: &[u8] = b"security.capability";
+
+/// A version 2 `vfs_cap_data` with the effective flag and nothing else.
+fn caps_v2() -> Vec<u8> {
+    let mut v = vec![0u8; 20];
+    v[..4].copy_from_slice(&0x0200_0001u32.to_le_bytes());
+    v
+}
+
+/// `/f` of [`posix_tree`] with a file capability, then `change`: the capability left.
+fn caps_after(s: &dyn Sys, change: impl FnOnce(&dyn Sys) -> R<()>) -> R<Vec<u8>> {
+    posix_tree(s);
+    s.xattr_set(F, CAPS, &caps_v2(), 0)?;
+    change(s)?;
+    get(s, F, CAPS, 64)
+}
+
+/// Opens `/f` with `flags`, runs `f` on the descriptor, closes it.
+fn with_fd(s: &dyn Sys, flags: OpenFlags, f: impl FnOnce(Fd) -> R<()>) -> R<()> {
+    let fd = s.open(b"/f", flags, 0)?;
+    f(fd)?;
+    s.close(fd)
+}
+
+/// A file capability goes at every write, truncation and chown of a non-directory
+/// (Linux's `file_remove_privs` and `ATTR_KILL_PRIV`; measured with `setcap`/`getcap`
+/// on a kernel tmpfs), and again after it is set anew (a `security.` xattr clears the
+/// inode's `S_NOSEC`); a read, a chmod or an empty write keeps it. Before, tmpfs kept it
+/// everywhere.
+#[test]
+fn a_file_capability_goes_at_write_truncate_and_chown() {
+    use OpenFlags as O;
+    let gone: R<Vec<u8>> = Err(Errno::ENODATA);
+    let kept: R<Vec<u8>> = Ok(caps_v2());
+    table::<R<Vec<u8>>>(&[
+        ("set, no change", kept.clone(), |s| {
+            caps_after(s, |_| Ok(()))
+        }),
+        ("write", gone.clone(), |s| {
+            caps_after(s, |s| {
+                with_fd(s, O::WRONLY, |fd| s.write(fd, b"x").map(drop))
+            })
+        }),
+        ("write, set again, pwrite", gone.clone(), |s| {
+            caps_after(s, |s| {
+                with_fd(s, O::WRONLY, |fd| {
+                    s.write(fd, b"x")?;
+                    s.xattr_set(F, CAPS, &caps_v2(), 0)?;
+                    s.pwrite(fd, b"y", 3).map(drop)
+                })
+            })
+        }),
+        ("an empty write", kept.clone(), |s| {
+            caps_after(s, |s| {
+                with_fd(s, O::WRONLY, |fd| s.write(fd, b"").map(drop))
+            })
+        }),
+        ("read", kept.clone(), |s| {
+            caps_after(s, |s| {
+                with_fd(s, O::RDONLY, |fd| s.read(fd, &mut [0u8; 8]).map(drop))
+            })
+        }),
+        ("ftruncate", gone.clone(), |s| {
+            caps_after(s, |s| with_fd(s, O::WRONLY, |fd| s.ftruncate(fd, 2)))
+        }),
+        ("truncate", gone.clone(), |s| {
+            caps_after(s, |s| s.truncate(b"/f", 0))
+        }),
+        ("open(O_TRUNC)", gone.clone(), |s| {
+            caps_after(s, |s| with_fd(s, O::WRONLY | O::TRUNC, |_| Ok(())))
+        }),
+        ("chown to the same owner", gone.clone(), |s| {
+            caps_after(s, |s| s.fchownat(CWD, b"/f", 0, 0, NOAT))
+        }),
+        ("chmod", kept.clone(), |s| {
+            caps_after(s, |s| s.fchmodat(CWD, b"/f", 0o755, NOAT))
+        }),
+    ]);
 }

@@ -748,6 +748,14 @@ impl InodeOps for HostInode {
         self.refresh_from(inode, &fd)
     }
 
+    /// As a local file system's: a capability check that found none holds until a
+    /// `security.*` attribute is set through uvfs. A capability the host sets behind
+    /// uvfs's back on a file uvfs has checked is not seen by uvfs's own check; the host's
+    /// write, truncation and chown of the file (which uvfs's make) drop it anyway.
+    fn sb_nosec(&self, _inode: &Inode) -> bool {
+        true
+    }
+
     /// `fstatfs` of the inode's descriptor: the host file system's numbers, with uvfs's
     /// `f_fsid` and `ST_RDONLY` on a read-only mount.
     /// The host's attribute (`getxattr` of the inode's `/proc/self/fd` link).

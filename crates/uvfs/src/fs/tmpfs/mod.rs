@@ -216,7 +216,10 @@ pub(crate) fn new_inode(
         contents,
         xattrs: Mutex::new(BTreeMap::new()),
     };
-    Ok(Arc::new(assemble(ino, dev, args, t, size, pages)))
+    let mut inode = assemble(ino, dev, args, t, size, pages);
+    // No attribute yet, so no capability.
+    inode.set_nosec();
+    Ok(Arc::new(inode))
 }
 
 /// Charges one new inode to `acct` (a mount's limits, if it has them): one inode of
@@ -390,6 +393,11 @@ impl InodeOps for TmpfsInode {
             Some(d) => regular::truncate(d, &self.acct, inode, len, now, stamp),
             None => Err(crate::fs::not_regular(inode)),
         }
+    }
+
+    /// Attributes change only through uvfs (`shmem_fill_super` sets `SB_NOSEC`).
+    fn sb_nosec(&self, _inode: &Inode) -> bool {
+        true
     }
 
     /// `simple_xattr_get`.

@@ -246,6 +246,7 @@ impl Builder {
             Contents::None => (Contents::None, 0, 0),
         };
         let xattrs: Xattrs = plock(&t.xattrs).clone();
+        let nosec = !xattrs.keys().any(|n| n.starts_with(b"security."));
         // As `new_inode` and `setxattr` charge them, all before anything is built.
         let ispace = match &self.acct {
             Some(a) if a.limits_inodes() => {
@@ -269,6 +270,9 @@ impl Builder {
             open: crate::types::OpenFlags::empty(),
         };
         let mut inode = super::assemble(ino, self.dev, args, t, size, pages);
+        if nosec {
+            inode.set_nosec();
+        }
         // Owner, times, btime and rdev are the source's.
         inode.copy_attrs_from(src);
         debug_assert_eq!(inode.mode() & crate::types::S_IFMT == S_IFDIR, src.is_dir());

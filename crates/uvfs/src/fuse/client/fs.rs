@@ -953,35 +953,6 @@ impl FuseInode {
         }
     }
 
-    /// The capability half of Linux's `file_remove_privs` and of the `ATTR_KILL_PRIV`
-    /// that `do_truncate` and `chown_common` pass (`security_inode_need_killpriv` ->
-    /// `cap_inode_need_killpriv`, then `cap_inode_killpriv`), which a FUSE inode pays on
-    /// every write, truncation and chown (FUSE clears `SB_NOSEC`, so no `S_NOSEC` spares
-    /// it): GETXATTR of `security.capability`'s length, and REMOVEXATTR when it has one.
-    /// A server without GETXATTR (`ENOSYS`) is not asked again (`no_getxattr`); any other
-    /// GETXATTR error means no capability (`cap_inode_need_killpriv` counts only a
-    /// length). Linux asks twice when there is one (again in `notify_change`); once here.
-    ///
-    /// # Errors
-    /// REMOVEXATTR's (the write, truncation or chown then fails, as Linux's).
-    fn remove_caps(&self) -> Result<()> {
-        const CAPS: &[u8] = b"security.capability\0";
-        let arg = abi::GetxattrIn {
-            size: 0,
-            padding: 0,
-        };
-        let has = self
-            .xattr_req(opcode::FUSE_GETXATTR, &[arg.as_bytes(), CAPS])
-            .and_then(|r| self.xattr_reply(r, None))
-            .is_ok_and(|n| n > 0);
-        if has {
-            self.xattr_req(opcode::FUSE_REMOVEXATTR, &[CAPS])?;
-            // The server stamped the ctime.
-            self.invalidate_attrs();
-        }
-        Ok(())
-    }
-
     /// Stores the attribute reply `payload` in `inode` (unless the inode changed since
     /// `attr_ver`, see `store_attrs`; then the attributes stay unfresh).
     fn attr_reply(&self, inode: &Inode, payload: &[u8], attr_ver: u64) -> Result<()> {
@@ -1307,11 +1278,6 @@ impl InodeOps for FuseInode {
         self.setattr_req(inode, &arg, false)
     }
 
-    /// The capability check and removal of a chown (`remove_caps`).
-    fn kill_priv(&self, _inode: &Inode) -> Result<()> {
-        self.remove_caps()
-    }
-
     /// `fuse_setattr` without `FUSE_HANDLE_KILLPRIV` (never offered): "ia_mode calculation
     /// may have used stale i_mode. Refresh and recalculate." A GETATTR whatever the
     /// attributes' age, then set-user-ID if set, and set-group-ID only when
@@ -1460,8 +1426,6 @@ impl InodeOps for FuseInode {
         if !inode.is_reg() {
             return Err(crate::fs::not_regular(inode));
         }
-        // `do_truncate`'s `dentry_needs_remove_privs`.
-        self.remove_caps()?;
         let mut arg = abi::SetattrIn {
             valid: fattr::FATTR_SIZE,
             size: len,
@@ -1803,12 +1767,6 @@ impl FileOps for FuseInode {
                     inode.i_size.store(0, Ordering::Relaxed);
                     self.invalidate_data();
                     self.invalidate_attrs();
-                    // `handle_truncate` -> `do_truncate`, after the open (the truncation
-                    // itself sends nothing): the file keeps no capability.
-                    if let Err(e) = self.remove_caps() {
-                        send_release(&self.fs.conn, opcode::FUSE_RELEASE, self.nodeid, o.fh);
-                        return Err(e);
-                    }
                 }
                 o
             }
@@ -2034,7 +1992,6 @@ impl FileOps for FuseInode {
         if off >= max {
             return Err(Errno::EFBIG);
         }
-        self.remove_caps()?;
         inode.kill_suid(cred, now)?;
         let total = (buf.len() as u64).min(max - off) as usize;
         let piece = self.fs.conn.negotiated().max_write;
