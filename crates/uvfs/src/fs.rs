@@ -170,8 +170,8 @@ pub enum FallocMode {
     Allocate,
     /// `FALLOC_FL_PUNCH_HOLE`: free the range.
     PunchHole,
-    /// `FALLOC_FL_ZERO_RANGE`: zero the range, allocated (the FUSE client; not tmpfs, nor
-    /// hostfs yet).
+    /// `FALLOC_FL_ZERO_RANGE`: zero the range, allocated (the FUSE client, and hostfs on
+    /// a host file system that has it; not tmpfs).
     ZeroRange,
 }
 

@@ -679,3 +679,54 @@ fn concurrent_tasks_on_one_mount() {
     // 4 tasks x (75 renamed names kept + 50 links).
     assert_eq!(host.len(), 4 * (75 + 50));
 }
+
+/// `FALLOC_FL_ZERO_RANGE` reaches a host file system that has it (ext4, where the tests'
+/// temporary directory is on this project's VM): the same bytes, size and set-ID drop as
+/// the host's own `fallocate` on a twin file; on a host file system without it (tmpfs:
+/// `posix_fallocate.rs` runs hostfs over one) the host's `EOPNOTSUPP` comes before
+/// anything changes. Before, hostfs refused the mode everywhere.
+#[test]
+fn zero_range_reaches_a_host_file_system_that_has_it() {
+    const ZERO: i32 = 0x10;
+    const KEEP: i32 = 0x01;
+    let dir = tempfile::tempdir().unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let twin = dir.path().join("twin");
+    std::fs::write(&twin, b"abcdefghij").unwrap();
+    let probe = std::fs::OpenOptions::new().write(true).open(&twin).unwrap();
+    use std::os::fd::AsRawFd;
+    // SAFETY: a plain system call on our own descriptor.
+    if unsafe { libc::fallocate(probe.as_raw_fd(), ZERO, 0, 1) } != 0 {
+        eprintln!("skipping: the host file system of {dir:?} has no ZERO_RANGE");
+        return;
+    }
+    let mnt = hostfs::mount(dir.path(), HostfsOptions::default()).unwrap();
+    let task = Task::init(&mnt);
+    let fd = task
+        .open("/f", OpenFlags::CREAT | OpenFlags::RDWR, 0o6777)
+        .unwrap();
+    task.fchmod(fd, 0o6777).unwrap();
+    assert_eq!(task.write(fd, b"abcdefghij"), Ok(10));
+    std::fs::write(&twin, b"abcdefghij").unwrap();
+    let mut user = task.fork();
+    user.set_cred(uvfs::Cred::new(1000, 1000, &[]));
+    // The file is 06777 and root's: uid 1000 may write it, and drops both bits.
+    let ufd = user.open("/f", OpenFlags::RDWR, 0).unwrap();
+    for (mode, off, len) in [(ZERO, 2, 3), (ZERO, 8, 8), (ZERO | KEEP, 14, 10)] {
+        assert_eq!(user.fallocate(ufd, mode, off, len), Ok(()), "{mode:#x}");
+        // SAFETY: as above.
+        assert_eq!(
+            unsafe { libc::fallocate(probe.as_raw_fd(), mode, off, len) },
+            0
+        );
+    }
+    let mut buf = vec![0u8; 64];
+    let n = task.pread(fd, &mut buf, 0).unwrap();
+    assert_eq!(&buf[..n], &std::fs::read(&twin).unwrap()[..]);
+    assert_eq!(n, 16);
+    assert_eq!(&buf[..n], b"ab\0\0\0fgh\0\0\0\0\0\0\0\0");
+    assert_eq!(task.fstat(fd).unwrap().st_mode & 0o7777, 0o777);
+    user.close(ufd).unwrap();
+    task.close(fd).unwrap();
+}

@@ -1044,17 +1044,28 @@ impl FileOps for HostInode {
         let mut fl = match mode {
             FallocMode::Allocate => F::empty(),
             FallocMode::PunchHole => F::PUNCH_HOLE,
-            // Not passed to the host: its file system's refusal (tmpfs's) would come after
-            // the set-ID kill below, where Linux's comes before anything changes.
-            FallocMode::ZeroRange => return Err(Errno::EOPNOTSUPP),
+            FallocMode::ZeroRange => F::ZERO_RANGE,
         };
-        if mode == FallocMode::Allocate {
-            // As tmpfs's (the rule uvfs applied before the seam passed it down).
+        if mode == FallocMode::Allocate || (mode == FallocMode::ZeroRange && !keep_size) {
+            // As tmpfs's for allocation (the rule uvfs applied before the seam passed it
+            // down); as ext4's `ext4_zero_range` for a zeroing that grows the file.
             inode.newsize_ok(off.saturating_add(len), fsize_limit)?;
         }
         let fd = self.open_fd()?;
         if keep_size {
             fl |= F::KEEP_SIZE;
+        }
+        if mode == FallocMode::ZeroRange {
+            // The host's file system may lack it (tmpfs): its refusal must come before
+            // anything changes, as Linux's does (`shmem_fallocate` refuses the mode first;
+            // `ext4_zero_range` runs `file_modified` after its checks). So the host zeroes
+            // first and the set-ID bits and capability go after; a concurrent reader may
+            // see the zeroes before the bits go, which no single-threaded program can tell.
+            rustix::fs::fallocate(&fd, fl, off, len).h()?;
+            self.invalidate();
+            let killed = inode.kill_suid(cred, now);
+            self.refresh_from(inode, &fd)?;
+            return killed;
         }
         inode.kill_suid(cred, now)?;
         rustix::fs::fallocate(&fd, fl, off, len).h()?;
