@@ -70,31 +70,43 @@ fn chown_common(cred: &Cred, inode: &Inode, user: u32, group: u32) -> Result<()>
     // As in `chmod_common`: `ATTR_FORCE` skips setattr_prepare's checks (chown_ok,
     // chgrp_ok, the kill's ownership and set-group-ID checks), not chown_common's kill.
     let force = inode.fs_permission();
+    // setattr_prepare's chown_ok and chgrp_ok (skipped under ATTR_FORCE).
+    let owner_ok = |uid: u32, gid: u32| -> Result<()> {
+        let new_uid = if user == u32::MAX { uid } else { user };
+        let new_gid = if group == u32::MAX { gid } else { group };
+        if force {
+            return Ok(());
+        }
+        // chown_ok: the owner may "change" the owner to itself; CAP_CHOWN anything.
+        if user != u32::MAX
+            && !(uid == cred.uid && new_uid == uid || cred.capable(crate::Caps::CHOWN))
+        {
+            return Err(Errno::EPERM);
+        }
+        // chgrp_ok: the owner may pick its file's group or a group it is in.
+        if group != u32::MAX
+            && !(uid == cred.uid && (new_gid == gid || cred.in_group(new_gid))
+                || cred.capable(crate::Caps::CHOWN))
+        {
+            return Err(Errno::EPERM);
+        }
+        Ok(())
+    };
     // chown_common sets ATTR_KILL_SUID for every non-directory; a file system that decides
     // the kill itself refreshes and recomputes it (`fuse_setattr`), before the lock.
-    // notify_change's ATTR_KILL_PRIV first (a file capability goes).
+    // notify_change's ATTR_KILL_PRIV: the file capability goes, but only once the chown
+    // is allowed (Linux removes it at the end of `setattr_prepare`, after chown_ok and
+    // chgrp_ok): checked here against the owner as it is now, and again under the lock
+    // below (a chown racing this one decides there).
     if !is_dir {
+        owner_ok(inode.uid(), inode.gid())?;
         inode.i_op.kill_priv(inode)?;
     }
     let fs_kill = if is_dir { None } else { inode.fs_setid_kill()? };
     inode.setattr(coarse_now(), false, |mode, uid, gid| {
         let new_uid = if user == u32::MAX { uid } else { user };
         let new_gid = if group == u32::MAX { gid } else { group };
-        if !force {
-            // chown_ok: the owner may "change" the owner to itself; CAP_CHOWN anything.
-            if user != u32::MAX
-                && !(uid == cred.uid && new_uid == uid || cred.capable(crate::Caps::CHOWN))
-            {
-                return Err(Errno::EPERM);
-            }
-            // chgrp_ok: the owner may pick its file's group or a group it is in.
-            if group != u32::MAX
-                && !(uid == cred.uid && (new_gid == gid || cred.in_group(new_gid))
-                    || cred.capable(crate::Caps::CHOWN))
-            {
-                return Err(Errno::EPERM);
-            }
-        }
+        owner_ok(uid, gid)?;
         // chown_common: ATTR_KILL_SUID, and ATTR_KILL_SGID when `setattr_should_drop_sgid`
         // (group-executable, or the caller outside the file's current group without
         // CAP_FSETID), for every non-directory and whoever the caller is, root included.

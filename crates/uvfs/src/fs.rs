@@ -84,7 +84,9 @@ pub struct Inode {
     pub(crate) i_uid: AtomicU32,
     pub(crate) i_gid: AtomicU32,
     /// What the file system wants of the VFS (`I_EVICTABLE`, `I_REVALIDATE`,
-    /// `I_VFS_ATTRS`): set before the inode is published, never changed since. On line 0
+    /// `I_VFS_ATTRS`, ...): set before the inode is published, never changed since, but
+    /// for `I_NOSEC` (set at a write's first capability check, cleared when a
+    /// `security.*` attribute is set: rare writes to this read-mostly line). On line 0
     /// (in the hole before `i_btime`), not with `i_state` on the written line 1, so that
     /// the walk's miss path, `stat`, open and close test these bits without reading a line
     /// other cores write (a directory's line 1 takes every create's and unlink's times).
@@ -384,13 +386,10 @@ pub trait InodeOps: Send + Sync {
     /// REMOVEXATTR when there is one; a server without GETXATTR is not asked again).
     ///
     /// # Errors
-    /// The removal's (the call fails, nothing else changes).
+    /// The removal's but `EOPNOTSUPP` and `ENODATA` (the call fails, nothing else
+    /// changes).
     fn kill_priv(&self, inode: &Inode) -> Result<()> {
-        const CAPS: &[u8] = b"security.capability";
-        if self.getxattr(inode, CAPS, None).is_ok_and(|n| n > 0) {
-            self.setxattr(inode, CAPS, None, 0)?;
-        }
-        Ok(())
+        remove_file_caps(self, inode, &[])
     }
 
     /// Whether the inode's attributes change only through uvfs (Linux's `SB_NOSEC`), so
@@ -501,6 +500,31 @@ pub trait InodeOps: Send + Sync {
     /// # Errors
     /// The file system's (hostfs: the host's `fstatfs`; FUSE: the server's `STATFS`).
     fn statfs(&self, inode: &Inode) -> Result<StatFs>;
+}
+
+/// [`InodeOps::kill_priv`]'s default: `security.capability`'s length by
+/// [`getxattr`](InodeOps::getxattr) (any error: none), and its removal by
+/// [`setxattr`](InodeOps::setxattr). `EOPNOTSUPP` from the removal counts as done
+/// (`cap_inode_killpriv`), and `ENODATA` too (a concurrent removal took it first: Linux holds
+/// the inode lock across the check and the removal, uvfs does not); so do the errnos in
+/// `also_done`.
+///
+/// # Errors
+/// The removal's other errnos.
+pub(crate) fn remove_file_caps<F: InodeOps + ?Sized>(
+    fs: &F,
+    inode: &Inode,
+    also_done: &[Errno],
+) -> Result<()> {
+    const CAPS: &[u8] = b"security.capability";
+    if fs.getxattr(inode, CAPS, None).is_ok_and(|n| n > 0) {
+        match fs.setxattr(inode, CAPS, None, 0) {
+            Err(Errno::EOPNOTSUPP | Errno::ENODATA) => {}
+            Err(e) if also_done.contains(&e) => {}
+            r => r?,
+        }
+    }
+    Ok(())
 }
 
 /// Operations on an open file of one inode (Linux `file_operations`). Every call on an

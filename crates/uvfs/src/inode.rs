@@ -133,7 +133,8 @@ const I_FS_PERMISSION: u32 = 1 << 6;
 /// (`security.capability`), so a write or truncation need not ask its file system
 /// (Linux's `file_remove_privs` returns at `IS_NOSEC`). Set by a file system whose
 /// inodes change only through uvfs (`InodeOps::sb_nosec`, Linux's `SB_NOSEC`): tmpfs
-/// sets it on a new inode before publication, and the VFS after a check found none;
+/// sets it on a new inode before publication, and the VFS as it checks an inode (just
+/// before the check, undone if the removal fails: see `Inode::kill_priv`);
 /// cleared when a `security.*` attribute is set (`__vfs_setxattr_noperm`). Unlike the
 /// bits above, it changes after publication.
 const I_NOSEC: u32 = 1 << 7;
@@ -348,10 +349,11 @@ impl Inode {
     /// A `security.*` attribute was set: the next write or truncation asks the file system
     /// for a capability again (`__vfs_setxattr_noperm` clears `S_NOSEC`).
     pub(crate) fn clear_nosec(&self) {
-        // Relaxed: tested before it is written (lesson 3). The clear follows the
-        // attribute's store (the file system's lock orders the two), so a check that
-        // set the bit before it looked either saw the attribute or is undone here (see
-        // `kill_priv`).
+        // Relaxed: tested before it is written (lesson 3). This runs after the
+        // attribute's store, which the file system's lock orders after any check that
+        // missed it; that check's set of the bit happens before its look, so it happens
+        // before this load, which then sees it (read coherence) and clears it. A check
+        // that saw the attribute removes it itself (see `kill_priv`).
         if self.i_flags.load(Ordering::Relaxed) & I_NOSEC != 0 {
             self.i_flags.fetch_and(!I_NOSEC, Ordering::Relaxed);
         }
@@ -367,18 +369,31 @@ impl Inode {
     /// The file system's removal (the write or truncation fails, nothing else changes).
     ///
     /// [`InodeOps::kill_priv`]: crate::fs::InodeOps::kill_priv
+    #[inline]
     pub(crate) fn kill_priv(&self) -> Result<()> {
-        // Relaxed: a hint; see below for why a stale answer is safe.
+        // Relaxed: a hint; see `kill_priv_slow` for why a stale answer is safe.
         if self.i_flags.load(Ordering::Relaxed) & I_NOSEC != 0 {
             return Ok(());
         }
+        self.kill_priv_slow()
+    }
+
+    /// [`kill_priv`](Self::kill_priv) past its test: asks the file system, marking the
+    /// inode `I_NOSEC` first where its file system allows. While one writer checks,
+    /// another that sees the bit skips the check: harmless, as the first one's check
+    /// removes the capability, or, if its removal fails, the capability is one its file
+    /// system drops anyway (hostfs: the host's own write, truncation or chown), and an
+    /// executable being written cannot be run meanwhile (`i_writecount`).
+    #[cold]
+    #[inline(never)]
+    fn kill_priv_slow(&self) -> Result<()> {
         let cache = self.i_op.sb_nosec(self);
         if cache {
             // Set before the look, not after it: a `setxattr` of a capability that the
-            // look misses stores it after the look (under the file system's lock) and
-            // then clears the bit (`clear_nosec`), which comes after this set in the
-            // word's modification order (both are read-modify-writes; the lock's
-            // release/acquire orders them). Relaxed for the same reason.
+            // look misses stores it after the look (ordered by the file system's lock;
+            // on hostfs, by the host's system calls) and then clears the bit
+            // (`clear_nosec`), whose load happens after this set and so sees it. Relaxed:
+            // that happens-before comes from the lock, not from this store.
             self.i_flags.fetch_or(I_NOSEC, Ordering::Relaxed);
         }
         let r = self.i_op.kill_priv(self);

@@ -87,7 +87,8 @@
 //! directory a name's bucket lock alone, or every bucket lock in index order, dcache.rs) ->
 //! a regular file's data lock -> an inode's attribute lock. `FdTable::file_lock`,
 //! `FsStruct::lock` and a `File`'s `f_pos_lock` (taken before the data lock) are otherwise
-//! leaves, as is a tmpfs inode's extended-attribute lock (taken alone). File locks
+//! leaves, as is a tmpfs inode's extended-attribute lock (taken alone, or under the data
+//! lock by a write's capability check, `Inode::kill_priv`). File locks
 //! (locks.rs): an interrupter's slot lock -> an inode's lock-context lock -> the global
 //! deadlock-detection table (taken only by lock requests that must sleep); none under
 //! `file_lock`. No lock is global but that table;

@@ -543,6 +543,8 @@ impl<V: Variant> Task<V> {
         let truncate = flags.contains(OpenFlags::TRUNC) && is_reg && !created;
         // FUSE_ATOMIC_O_TRUNC: the file system's open truncates (it sees O_TRUNC).
         let atomic = truncate && inode.i_op.atomic_o_trunc(inode);
+        // A file system that truncates in its `open` must be called to open.
+        debug_assert!(!atomic || inode.wants_open());
         // build_open_flags drops unknown bits and O_CLOEXEC; do_dentry_open drops the
         // open-time-only flags.
         let stored = (flags & VALID_OPEN_FLAGS)

@@ -485,6 +485,18 @@ fn caps_after(s: &dyn Sys, change: impl FnOnce(&dyn Sys) -> R<()>) -> R<Vec<u8>>
     get(s, F, CAPS, 64)
 }
 
+/// `/f` of [`posix_tree`] with a file capability; as uid 1000, `change` must fail with
+/// `EPERM` (else `EPROTO` is the result); the capability left, read as uid 1000.
+fn refused_then_caps(s: &mut dyn Sys, change: impl FnOnce(&dyn Sys) -> R<()>) -> R<Vec<u8>> {
+    posix_tree(s);
+    s.xattr_set(F, CAPS, &caps_v2(), 0)?;
+    s.set_cred(1000, 1000, &[]);
+    if change(s) != Err(Errno::EPERM) {
+        return Err(Errno::EPROTO);
+    }
+    get(s, F, CAPS, 64)
+}
+
 /// Opens `/f` with `flags`, runs `f` on the descriptor, closes it.
 fn with_fd(s: &dyn Sys, flags: OpenFlags, f: impl FnOnce(Fd) -> R<()>) -> R<()> {
     let fd = s.open(b"/f", flags, 0)?;
@@ -544,6 +556,14 @@ fn a_file_capability_goes_at_write_truncate_and_chown() {
         }),
         ("chmod", kept.clone(), |s| {
             caps_after(s, |s| s.fchmodat(CWD, b"/f", 0o755, NOAT))
+        }),
+        // A refused chown leaves it (Linux removes it at the end of `setattr_prepare`,
+        // after chown_ok and chgrp_ok); a review found uvfs removing it first.
+        ("a non-owner's chown, EPERM", kept.clone(), |s| {
+            refused_then_caps(s, |s| s.fchownat(CWD, b"/f", 1000, u32::MAX, NOAT))
+        }),
+        ("a non-owner's chgrp, EPERM", kept.clone(), |s| {
+            refused_then_caps(s, |s| s.fchownat(CWD, b"/f", u32::MAX, 1000, NOAT))
         }),
     ]);
 }

@@ -756,6 +756,15 @@ impl InodeOps for HostInode {
         true
     }
 
+    /// [`InodeOps::kill_priv`]'s default, except that `EPERM` counts as done: removing a
+    /// capability needs `CAP_SETFCAP` on the host, which an unprivileged uvfs lacks, and
+    /// the host's own write, truncation and chown of the file, which follow, drop it
+    /// without (measured: as uid 65534 on its own file, `removexattr` is EPERM and a
+    /// `write` drops the capability).
+    fn kill_priv(&self, inode: &Inode) -> Result<()> {
+        crate::fs::remove_file_caps(self, inode, &[Errno::EPERM])
+    }
+
     /// `fstatfs` of the inode's descriptor: the host file system's numbers, with uvfs's
     /// `f_fsid` and `ST_RDONLY` on a read-only mount.
     /// The host's attribute (`getxattr` of the inode's `/proc/self/fd` link).

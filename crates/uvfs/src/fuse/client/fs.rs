@@ -1756,17 +1756,21 @@ impl FileOps for FuseInode {
                     flags: (flags - strip).bits() & !(OpenFlags::CLOEXEC.bits()),
                     open_flags: 0,
                 };
-                let r = self.fs.req(op, self.nodeid, &[arg.as_bytes()])?;
-                let o = reply::<abi::OpenOut>(&self.fs.conn, &r)?;
-                if !strip.contains(OpenFlags::TRUNC) && flags.contains(OpenFlags::TRUNC) {
-                    // The server truncated: a read miss in flight drops what it
-                    // fetched, the size is 0 until the next GETATTR, which the next
-                    // `stat` sends.
+                let r = self.fs.req(op, self.nodeid, &[arg.as_bytes()]);
+                let trunc = !strip.contains(OpenFlags::TRUNC) && flags.contains(OpenFlags::TRUNC);
+                if trunc {
+                    // The server may have truncated, whatever the answer: a read miss in
+                    // flight drops what it fetched, and the cached pages and attributes
+                    // go (the next `stat` asks).
                     self.bump_version();
-                    // Relaxed: a snapshot, as the size a WRITE grows (`write_at`).
-                    inode.i_size.store(0, Ordering::Relaxed);
                     self.invalidate_data();
                     self.invalidate_attrs();
+                }
+                let o = reply::<abi::OpenOut>(&self.fs.conn, &r?)?;
+                if trunc {
+                    // It did: the size is 0 until the next GETATTR.
+                    // Relaxed: a snapshot, as the size a WRITE grows (`write_at`).
+                    inode.i_size.store(0, Ordering::Relaxed);
                 }
                 o
             }

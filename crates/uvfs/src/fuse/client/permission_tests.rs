@@ -108,6 +108,8 @@ struct State {
     caps: Option<bool>,
     /// REMOVEXATTRs seen: the names.
     removed: Vec<Vec<u8>>,
+    /// REMOVEXATTR is answered ENOSYS.
+    no_removexattr: bool,
 }
 
 struct Server {
@@ -359,6 +361,9 @@ fn server_init(opts: FuseClientOptions, init_flags: u32) -> Server {
                 } else {
                     send(h.unique, -Errno::ENODATA.raw(), &[]);
                 }
+            }
+            opcode::FUSE_REMOVEXATTR if st.no_removexattr => {
+                send(h.unique, -Errno::ENOSYS.raw(), &[]);
             }
             opcode::FUSE_REMOVEXATTR => {
                 st.removed.push(rest.to_vec());
@@ -1384,4 +1389,26 @@ fn a_file_capability_goes_at_write_truncate_and_chown() {
         .fchownat(CWD, "/dir", 0, 0, AtFlags::empty())
         .unwrap();
     assert!(!s.take_ops().contains(&opcode::FUSE_GETXATTR));
+}
+
+/// A server without REMOVEXATTR (ENOSYS) does not make writes fail: Linux's
+/// `cap_inode_killpriv` takes EOPNOTSUPP (what ENOSYS becomes) as done. Found by a review:
+/// every write of a file with a capability failed with EOPNOTSUPP.
+#[test]
+fn writes_go_on_when_the_server_cannot_remove_a_capability() {
+    let s = server(FuseClientOptions::default());
+    {
+        let mut st = plock(&s.state);
+        st.caps = Some(true);
+        st.no_removexattr = true;
+    }
+    let fd = s.root.open("/plain", OpenFlags::WRONLY, 0).unwrap();
+    for _ in 0..2 {
+        assert_eq!(s.root.write(fd, b"x"), Ok(1));
+    }
+    s.root.ftruncate(fd, 0).unwrap();
+    s.root.close(fd).unwrap();
+    s.root
+        .fchownat(CWD, "/plain", 0, 0, AtFlags::empty())
+        .unwrap();
 }
