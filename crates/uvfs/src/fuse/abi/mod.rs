@@ -126,6 +126,7 @@ pub(crate) mod init {
     pub(crate) const FUSE_MAX_PAGES: u64 = 1 << 22;
     pub(crate) const FUSE_CACHE_SYMLINKS: u64 = 1 << 23;
     pub(crate) const FUSE_NO_OPENDIR_SUPPORT: u64 = 1 << 24;
+    pub(crate) const FUSE_HANDLE_KILLPRIV_V2: u64 = 1 << 28;
     pub(crate) const FUSE_SETXATTR_EXT: u64 = 1 << 29;
     pub(crate) const FUSE_INIT_EXT: u64 = 1 << 30;
     pub(crate) const FUSE_HAS_INODE_DAX: u64 = 1 << 33;

@@ -93,6 +93,11 @@ fn layouts_match_linux_fuse_h() {
         ("FUSE_INIT_EXT", init::FUSE_INIT_EXT),
         ("FUSE_HAS_INODE_DAX", init::FUSE_HAS_INODE_DAX),
         ("FATTR_KILL_SUIDGID", fattr::FATTR_KILL_SUIDGID as u64),
+        ("FUSE_HANDLE_KILLPRIV_V2", init::FUSE_HANDLE_KILLPRIV_V2),
+        (
+            "FUSE_WRITE_KILL_SUIDGID",
+            crate::fuse::server::FUSE_WRITE_KILL_SUIDGID as u64,
+        ),
     ];
     for (n, v) in consts {
         c += &format!("printf(\"{n} %llu\\n\", (unsigned long long)({n}));\n");

@@ -143,6 +143,8 @@ mod dev;
 mod dispatch;
 mod fuser_fs;
 mod ops;
+#[cfg(test)]
+pub(crate) use ops::FUSE_WRITE_KILL_SUIDGID;
 mod ring;
 mod uring;
 
@@ -790,28 +792,46 @@ impl UvfsFuse {
         }
     }
 
-    /// With kernel checks, drops the set-ID bits of regular file `d` that `c` has
-    /// just opened with `O_TRUNC`, as Linux's `do_truncate` does for a caller without
-    /// `CAP_FSETID` (`setattr_should_drop_suidgid`). The kernel knows, but with
-    /// `FUSE_ATOMIC_O_TRUNC` it sends no `SETATTR` after the `OPEN` (fs/fuse/dir.c
-    /// `fuse_do_setattr`, `ATTR_OPEN`), and the flag that would tell (`FUSE_OPEN_KILL_SUIDGID`
-    /// with `FUSE_HANDLE_KILLPRIV_V2`) is not passed on by fuser 0.18; the `OPEN` ran with
-    /// all capabilities, which keep the bits. So the caller's own credentials decide here:
-    /// its uid, gid and supplementary groups (read from `/proc` only in this case); root
-    /// holds `CAP_FSETID`, as everywhere in uvfs. With uvfs checking, the open itself ran
-    /// with those credentials and dropped the bits already.
+    /// With kernel checks, drops the set-ID bits of regular file `inode` that `c` is
+    /// writing, truncating (`open(O_TRUNC)`, SETATTR of the size) or allocating in, as
+    /// Linux's `file_remove_privs` and `do_truncate` do for a caller without `CAP_FSETID`
+    /// (`setattr_should_drop_suidgid`). The kernel knows, but under
+    /// `FUSE_HANDLE_KILLPRIV_V2` it leaves the drop to the server (`fuse_setattr` sends
+    /// no mode; with `FUSE_ATOMIC_O_TRUNC` no SETATTR follows an `O_TRUNC` OPEN at all),
+    /// and the flags that would tell (`FUSE_OPEN_KILL_SUIDGID`, `FATTR_KILL_SUIDGID`) are
+    /// not passed on by fuser 0.18; the request runs with all capabilities, which keep
+    /// the bits. So the caller's own credentials decide here: its uid, gid and
+    /// supplementary groups (read from `/proc` only when the file has a set-ID bit);
+    /// root holds `CAP_FSETID`, as everywhere in uvfs. With uvfs checking, the request
+    /// itself runs with those credentials and drops the bits already.
     ///
     /// # Errors
-    /// The file system's, from changing the mode (the open then fails, as Linux's when its
-    /// `notify_change` does).
-    fn kill_suid_after_open_trunc(&self, c: &Caller, d: &Dentry) -> Result<()> {
-        let inode = d.inode();
+    /// The file system's, from changing the mode (the request then fails, as Linux's when
+    /// its `notify_change` does).
+    fn kill_suid_as_caller(&self, c: &Caller, inode: &crate::Inode) -> Result<()> {
         let set_id = inode.mode() & (types::S_ISUID | types::S_ISGID) != 0;
         let kernel = self.opts.permissions == Permissions::Kernel;
         if !kernel || !set_id || !inode.is_reg() || c.uid == 0 {
             return Ok(());
         }
         let caller = Cred::new(c.uid, c.gid, &proc_groups(c.pid));
+        inode.kill_suid(&caller, crate::time::coarse_now())
+    }
+
+    /// An empty SETATTR from `c` (not root) on set-ID regular file `inode`: the
+    /// privilege drop before a write or `fallocate` (`__remove_privs`) or a chown(-1, -1),
+    /// which drop the same bits by the caller's rule (`setattr_should_drop_suidgid`,
+    /// `chown_common`), as the caller. Only for the file's owner or a caller who may
+    /// write it: a chown(-1, -1) by anyone else is refused by Linux (EPERM: the drop is a
+    /// mode change only the owner may make) and changes nothing here.
+    ///
+    /// # Errors
+    /// The file system's, from changing the mode.
+    fn kill_suid_empty_setattr(&self, c: &Caller, inode: &crate::Inode) -> Result<()> {
+        let caller = Cred::new(c.uid, c.gid, &proc_groups(c.pid));
+        if inode.uid() != c.uid && inode.permission(&caller, crate::cred::MAY_WRITE).is_err() {
+            return Ok(());
+        }
         inode.kill_suid(&caller, crate::time::coarse_now())
     }
 

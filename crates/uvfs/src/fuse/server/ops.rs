@@ -24,6 +24,11 @@ use crate::types::{self, AtFlags, OpenFlags, RenameFlags, Timespec};
 /// or the write-back cache), not a `write(2)` (include/uapi/linux/fuse.h).
 pub(super) const FUSE_WRITE_CACHE: u32 = 1 << 0;
 
+/// `FUSE_WRITE_KILL_SUIDGID` in a WRITE's `write_flags`: under
+/// `FUSE_HANDLE_KILLPRIV_V2`, the writer lacks `CAP_FSETID` (`fuse_send_write`), so the
+/// server drops the set-ID bits.
+pub(crate) const FUSE_WRITE_KILL_SUIDGID: u32 = 1 << 2;
+
 /// What a SETATTR changes (`struct fuse_setattr_in` decoded; `None`/`UTIME_OMIT`: left).
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct SetAttr {
@@ -101,6 +106,12 @@ impl UvfsFuse {
             // failing the write. (With kernel checks the server's all-caps SETATTR does it.)
             wants |= F::FUSE_HANDLE_KILLPRIV;
         }
+        // uvfs drops set-ID bits and file capabilities at write, truncation and chown
+        // itself, in either mode (tmpfs's rules; with kernel checks, for a caller without
+        // CAP_FSETID, `kill_suid_as_caller`). So the kernel's super block is SB_NOSEC: no
+        // GETXATTR of `security.capability` before every write (without it, measured on
+        // Linux 6.18: 100 4-KiB writes of `dd` were 100 GETXATTR and 100 WRITE).
+        wants |= F::FUSE_HANDLE_KILLPRIV_V2;
         // lookups and readdirs in one directory in parallel: uvfs's are lock-free;
         // open(O_TRUNC) in one request, as `openat` does it; symlink targets never change:
         // the kernel may cache them.
@@ -262,10 +273,23 @@ impl UvfsFuse {
         let times = a.atime.tv_nsec != Timespec::UTIME_OMIT_NSEC
             || a.mtime.tv_nsec != Timespec::UTIME_OMIT_NSEC;
         // `notify_change`'s order: owner (which drops set-ID bits), mode, size, times.
-        // A SETATTR with nothing to set (the kernel's for chown(-1, -1), but also for a
-        // write's ATTR_FORCE-only privilege drop under FUSE_HANDLE_KILLPRIV) changes
-        // nothing: turned into chown(-1, -1) it would drop set-ID bits as the writer
-        // and fail (mount_lifecycle's uvfs_permission_mode_matches_tmpfs).
+        // A SETATTR with nothing to set is the kernel's for chown(-1, -1), and for the
+        // privilege drop before a write or `fallocate` by a caller without CAP_FSETID
+        // (`__remove_privs`, whose mode `FUSE_HANDLE_KILLPRIV(_V2)` leaves to the
+        // server). Turned into chown(-1, -1) as the caller it would fail for a writer who
+        // does not own the file (mount_lifecycle's uvfs_permission_mode_matches_tmpfs);
+        // instead the bits go now, so that this reply's attributes, which the
+        // kernel caches, show them gone: with the caller's own rule (the same for
+        // chown(-1, -1) and a write), or, for root, whose writes send none, as chown.
+        let nothing = a.mode.is_none() && a.uid.is_none() && a.gid.is_none() && size.is_none();
+        let set_id = d.inode().mode() & (types::S_ISUID | types::S_ISGID) != 0;
+        if nothing && !times && set_id && d.inode().is_reg() {
+            if c.uid == 0 {
+                self.with(c, |t, _| t.fchownat(&*d, "", u32::MAX, u32::MAX, empty))?;
+            } else {
+                self.kill_suid_empty_setattr(c, d.inode())?;
+            }
+        }
         let owner_and_mode = |t: &Task| -> Result<()> {
             if a.uid.is_some() || a.gid.is_some() {
                 let (u, g) = (a.uid.unwrap_or(u32::MAX), a.gid.unwrap_or(u32::MAX));
@@ -282,6 +306,11 @@ impl UvfsFuse {
             }
             self.attr_of(t, &d)
         };
+        if size.is_some() {
+            // `FATTR_KILL_SUIDGID` of a truncation (which fuser does not pass on): the
+            // caller's own credentials decide, as for `open(O_TRUNC)`.
+            self.kill_suid_as_caller(c, d.inode())?;
+        }
         let attr = match (size, a.fh) {
             // ftruncate: on the handle's table (the kernel checked it is open for
             // writing).
@@ -430,7 +459,7 @@ impl UvfsFuse {
             opener.open(t, || {
                 let f = t.dentry_open(&d, flags)?;
                 if flags.contains(OpenFlags::TRUNC) {
-                    self.kill_suid_after_open_trunc(c, &d)?;
+                    self.kill_suid_as_caller(c, d.inode())?;
                 }
                 Ok(f)
             })
@@ -491,6 +520,9 @@ impl UvfsFuse {
             let f = t.fdget(fd)?;
             if f.flags().contains(OpenFlags::APPEND) != append {
                 f.set_flags(f.flags() ^ OpenFlags::APPEND);
+            }
+            if write_flags & FUSE_WRITE_KILL_SUIDGID != 0 && !data.is_empty() {
+                self.kill_suid_as_caller(c, f.inode())?;
             }
             let (cred, fsize) = (t.cred(), t.getrlimit_fsize());
             let n = f.write_at_offset(data, off, cred, fsize)?;
@@ -889,6 +921,9 @@ impl UvfsFuse {
         self.with_fh(c, fh, true, |t, fd, _| {
             let off = i64::try_from(offset).map_err(|_| Errno::EFBIG)?;
             let len = i64::try_from(length).map_err(|_| Errno::EFBIG)?;
+            // `file_modified` of `fuse_file_fallocate`, whose SETATTR of the mode
+            // `FUSE_HANDLE_KILLPRIV_V2` leaves out.
+            self.kill_suid_as_caller(c, t.fdget_raw(fd)?.inode())?;
             t.fallocate(fd, mode as i32, off, len)
         })
     }
