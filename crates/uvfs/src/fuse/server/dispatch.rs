@@ -451,6 +451,7 @@ impl UvfsFuse {
         if flags >> 32 != 0 {
             flags |= F::FUSE_INIT_EXT;
         }
+        self.init_settled(flags);
         reply.minor = i.minor.min(abi::FUSE_KERNEL_MINOR_VERSION);
         reply.max_readahead = i.max_readahead;
         reply.flags = flags as u32;

@@ -211,11 +211,17 @@ impl Filesystem for UvfsFuse {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         let wants = self.init_wants();
         // Each is optional: a kernel without one keeps its default behaviour.
+        let mut settled = 0;
         for bit in 0..64 {
-            if wants & (1 << bit) != 0 {
-                let _ = config.add_capabilities(fuser::InitFlags::from_bits_retain(1 << bit));
+            if wants & (1 << bit) != 0
+                && config
+                    .add_capabilities(fuser::InitFlags::from_bits_retain(1 << bit))
+                    .is_ok()
+            {
+                settled |= 1 << bit;
             }
         }
+        self.init_settled(settled);
         Ok(())
     }
 

@@ -120,7 +120,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt;
 use std::ops::Deref;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -361,6 +361,10 @@ pub struct UvfsFuse {
     /// one `st_dev`) do not collide. Read on every request naming such a file system;
     /// written once per file system.
     devs: crate::sync::RwLock<Vec<u64>>,
+    /// INIT settled `FUSE_HANDLE_KILLPRIV_V2`: the client leaves set-ID drops at
+    /// truncation, `fallocate` and the empty SETATTR of a privilege drop to uvfs (a
+    /// client without it, uvfs's own, computes them itself and sends the mode).
+    killpriv_v2: AtomicBool,
 }
 
 impl fmt::Debug for UvfsFuse {
@@ -498,6 +502,7 @@ impl UvfsFuse {
             opts: FuseOptions { threads, ..opts },
             root_dev: mnt.mnt_sb.s_dev,
             devs: crate::sync::RwLock::new(Vec::new()),
+            killpriv_v2: AtomicBool::new(false),
         }
     }
 
@@ -809,6 +814,15 @@ impl UvfsFuse {
     /// The file system's, from changing the mode (the request then fails, as Linux's when
     /// its `notify_change` does).
     fn kill_suid_as_caller(&self, c: &Caller, inode: &crate::Inode) -> Result<()> {
+        self.kill_suid_as_caller_if(true, c, inode)
+    }
+
+    /// [`kill_suid_as_caller`](Self::kill_suid_as_caller), unless `all`, only under
+    /// `FUSE_HANDLE_KILLPRIV_V2` (see `killpriv_v2`).
+    fn kill_suid_as_caller_if(&self, all: bool, c: &Caller, inode: &crate::Inode) -> Result<()> {
+        if !all && !self.killpriv_v2() {
+            return Ok(());
+        }
         let set_id = inode.mode() & (types::S_ISUID | types::S_ISGID) != 0;
         let kernel = self.opts.permissions == Permissions::Kernel;
         if !kernel || !set_id || !inode.is_reg() || c.uid == 0 {
@@ -833,6 +847,22 @@ impl UvfsFuse {
             return Ok(());
         }
         inode.kill_suid(&caller, crate::time::coarse_now())
+    }
+
+    /// Whether INIT settled `FUSE_HANDLE_KILLPRIV_V2`.
+    fn killpriv_v2(&self) -> bool {
+        // Relaxed: written once at INIT, before the first request is read (the kernel
+        // sends nothing else until INIT is answered); the read of that request orders it.
+        self.killpriv_v2.load(Ordering::Relaxed)
+    }
+
+    /// Records what INIT settled (`flags`: the capabilities both sides have).
+    fn init_settled(&self, flags: u64) {
+        // Relaxed: see `killpriv_v2`.
+        self.killpriv_v2.store(
+            flags & abi::init::FUSE_HANDLE_KILLPRIV_V2 != 0,
+            Ordering::Relaxed,
+        );
     }
 
     /// `fstatat(d, "", AT_EMPTY_PATH)` as FUSE attributes.

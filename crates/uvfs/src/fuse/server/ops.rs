@@ -283,7 +283,9 @@ impl UvfsFuse {
         // chown(-1, -1) and a write), or, for root, whose writes send none, as chown.
         let nothing = a.mode.is_none() && a.uid.is_none() && a.gid.is_none() && size.is_none();
         let set_id = d.inode().mode() & (types::S_ISUID | types::S_ISGID) != 0;
-        if nothing && !times && set_id && d.inode().is_reg() {
+        // (A client without FUSE_HANDLE_KILLPRIV_V2 computes the drop itself: an empty
+        // SETATTR from it is one it decided needs none.)
+        if nothing && !times && set_id && d.inode().is_reg() && self.killpriv_v2() {
             if c.uid == 0 {
                 self.with(c, |t, _| t.fchownat(&*d, "", u32::MAX, u32::MAX, empty))?;
             } else {
@@ -308,8 +310,9 @@ impl UvfsFuse {
         };
         if size.is_some() {
             // `FATTR_KILL_SUIDGID` of a truncation (which fuser does not pass on): the
-            // caller's own credentials decide, as for `open(O_TRUNC)`.
-            self.kill_suid_as_caller(c, d.inode())?;
+            // caller's own credentials decide, as for `open(O_TRUNC)`. (Without it the
+            // client sends the mode itself.)
+            self.kill_suid_as_caller_if(false, c, d.inode())?;
         }
         let attr = match (size, a.fh) {
             // ftruncate: on the handle's table (the kernel checked it is open for
@@ -923,7 +926,7 @@ impl UvfsFuse {
             let len = i64::try_from(length).map_err(|_| Errno::EFBIG)?;
             // `file_modified` of `fuse_file_fallocate`, whose SETATTR of the mode
             // `FUSE_HANDLE_KILLPRIV_V2` leaves out.
-            self.kill_suid_as_caller(c, t.fdget_raw(fd)?.inode())?;
+            self.kill_suid_as_caller_if(false, c, t.fdget_raw(fd)?.inode())?;
             t.fallocate(fd, mode as i32, off, len)
         })
     }
