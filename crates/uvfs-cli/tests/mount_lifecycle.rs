@@ -1245,12 +1245,17 @@ fn sigterm_after_sigstop_sigcont_under_load_exits_0() {
 /// Set-ID files for [`modes_after_kills`]: name and mode (uid 65534 writes, truncates or
 /// allocates in each: the set-ID bits go, set-group-ID also without group execute, the
 /// writer being outside group 0).
-const KILL_CASES: [(&str, u32); 5] = [
+const KILL_CASES: [(&str, u32); 8] = [
     ("w_suid", 0o6777),
     ("w_sgid", 0o2767),
     ("t_suid", 0o6777),
     ("t_sgid", 0o2767),
     ("a_suid", 0o6777),
+    // chown(-1, -1) by uid 65534, who neither owns nor may write these: refused (EPERM)
+    // where a set-ID bit would go, allowed (and nothing changes) where none would.
+    ("n_suid", 0o4644),
+    ("n_sgid", 0o2644),
+    ("n_none", 0o0644),
 ];
 
 /// What uid 65534 does to [`KILL_CASES`]' files.
@@ -1258,6 +1263,7 @@ const KILL_SCRIPT: &str = r#"
 echo x >> "$D/w_suid"; echo x >> "$D/w_sgid"
 truncate -s 1 "$D/t_suid"; truncate -s 1 "$D/t_sgid"
 fallocate -l 8192 "$D/a_suid"
+for f in n_suid n_sgid n_none; do chown : "$D/$f" 2>/dev/null || echo "$f refused"; done
 "#;
 
 /// The modes of [`KILL_CASES`]' files in `dir` after [`KILL_SCRIPT`], then, for three
@@ -1270,7 +1276,10 @@ fn modes_after_kills(dir: &Path) -> Vec<(&'static str, u32)> {
         fs::set_permissions(dir.join(name), fs::Permissions::from_mode(mode)).unwrap();
     }
     let out = as_nobody(dir, KILL_SCRIPT);
-    assert_eq!(out, "", "the script prints nothing");
+    assert_eq!(
+        out, "n_suid refused\nn_sgid refused\n",
+        "the script's refusals"
+    );
     let mut got: Vec<(&'static str, u32)> = KILL_CASES
         .iter()
         .map(|&(name, _)| {
@@ -1363,6 +1372,9 @@ fn set_id_bits_and_capabilities_go_as_on_tmpfs() {
             ("t_suid", 0o777),
             ("t_sgid", 0o767),
             ("a_suid", 0o777),
+            ("n_suid", 0o4644),
+            ("n_sgid", 0o2644),
+            ("n_none", 0o644),
             ("r_chown", 0o777),
             ("c_write", 0),
             ("c_trunc", 0),
