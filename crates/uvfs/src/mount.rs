@@ -658,7 +658,7 @@ impl MntNamespace {
         // renamed) until the new table is published; a removed one is ENOENT.
         let dir = mp.dentry.parent(&g).cloned();
         let _dl = dir.as_ref().and_then(|p| p.dir()).map(|d| d.lock_all());
-        if mp.dentry.link(&g).unhashed {
+        if mp.dentry.is_unhashed() {
             return Err(Errno::ENOENT);
         }
         m.attach_to(self)?;

@@ -133,7 +133,7 @@ pub(crate) fn d_path(
             }
         }
         let l = cur.link(g);
-        if check_unhashed && l.unhashed {
+        if check_unhashed && cur.is_unhashed() {
             return Err(Errno::ENOENT);
         }
         match &l.parent {

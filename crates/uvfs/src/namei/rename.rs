@@ -334,7 +334,6 @@ fn rename_locked<V: Variant>(
             parent: Some(nl.dir.clone()),
             name: name.clone(),
             cookie,
-            unhashed: false,
         },
         &g,
     );
@@ -386,7 +385,6 @@ fn exchange_locked<'l>(
             parent: Some(nl.dir.clone()),
             name: nname.clone(),
             cookie: tc,
-            unhashed: false,
         },
         g,
     );
@@ -395,7 +393,6 @@ fn exchange_locked<'l>(
             parent: Some(ol.dir.clone()),
             name: oname.clone(),
             cookie: oc,
-            unhashed: false,
         },
         g,
     );
