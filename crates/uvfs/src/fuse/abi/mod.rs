@@ -151,6 +151,15 @@ pub(crate) mod fattr {
     pub(crate) const FATTR_KILL_SUIDGID: u32 = 1 << 11;
 }
 
+/// `FUSE_WRITE_*`: a WRITE's `write_flags` (include/uapi/linux/fuse.h).
+pub(crate) mod write_flags {
+    /// A writeback of dirty pages (mmap stores or the write-back cache), not a `write(2)`.
+    pub(crate) const FUSE_WRITE_CACHE: u32 = 1 << 0;
+    /// Under `FUSE_HANDLE_KILLPRIV_V2`, the writer lacks `CAP_FSETID` (`fuse_send_write`),
+    /// so the server drops the set-ID bits.
+    pub(crate) const FUSE_WRITE_KILL_SUIDGID: u32 = 1 << 2;
+}
+
 /// What the tests compare with the C header: the C struct name and each field's offset.
 pub(crate) trait Wire: FromBytes + IntoBytes + Immutable + KnownLayout + Copy {
     /// `struct NAME` in `<linux/fuse.h>`.

@@ -94,9 +94,10 @@ fn layouts_match_linux_fuse_h() {
         ("FUSE_HAS_INODE_DAX", init::FUSE_HAS_INODE_DAX),
         ("FATTR_KILL_SUIDGID", fattr::FATTR_KILL_SUIDGID as u64),
         ("FUSE_HANDLE_KILLPRIV_V2", init::FUSE_HANDLE_KILLPRIV_V2),
+        ("FUSE_WRITE_CACHE", write_flags::FUSE_WRITE_CACHE as u64),
         (
             "FUSE_WRITE_KILL_SUIDGID",
-            crate::fuse::server::FUSE_WRITE_KILL_SUIDGID as u64,
+            write_flags::FUSE_WRITE_KILL_SUIDGID as u64,
         ),
     ];
     for (n, v) in consts {

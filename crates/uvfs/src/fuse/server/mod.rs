@@ -143,8 +143,6 @@ mod dev;
 mod dispatch;
 mod fuser_fs;
 mod ops;
-#[cfg(test)]
-pub(crate) use ops::FUSE_WRITE_KILL_SUIDGID;
 mod ring;
 mod uring;
 

@@ -20,14 +20,7 @@ use crate::readdir::parse_dirents;
 use crate::task::Task;
 use crate::types::{self, AtFlags, OpenFlags, RenameFlags, Timespec};
 
-/// `FUSE_WRITE_CACHE` in a WRITE's `write_flags`: a writeback of dirty pages (mmap stores
-/// or the write-back cache), not a `write(2)` (include/uapi/linux/fuse.h).
-pub(super) const FUSE_WRITE_CACHE: u32 = 1 << 0;
-
-/// `FUSE_WRITE_KILL_SUIDGID` in a WRITE's `write_flags`: under
-/// `FUSE_HANDLE_KILLPRIV_V2`, the writer lacks `CAP_FSETID` (`fuse_send_write`), so the
-/// server drops the set-ID bits.
-pub(crate) const FUSE_WRITE_KILL_SUIDGID: u32 = 1 << 2;
+use crate::fuse::abi::write_flags::{FUSE_WRITE_CACHE, FUSE_WRITE_KILL_SUIDGID};
 
 /// What a SETATTR changes (`struct fuse_setattr_in` decoded; `None`/`UTIME_OMIT`: left).
 #[derive(Clone, Copy, Debug, Default)]
