@@ -1312,6 +1312,21 @@ fn modes_after_kills(dir: &Path) -> Vec<(&'static str, u32)> {
             std::os::unix::fs::chown(p, Some(0), Some(0)).unwrap()
         }),
     ];
+    // A write by root without CAP_FSETID (as a container's root may be): the bits go,
+    // as for any writer without it (the kernel flags the WRITE FUSE_WRITE_KILL_SUIDGID).
+    let p = dir.join("w_root");
+    fs::write(&p, b"data").unwrap();
+    fs::set_permissions(&p, fs::Permissions::from_mode(0o6777)).unwrap();
+    let st = Command::new("setpriv")
+        .args(["--bounding-set=-fsetid", "sh", "-c", r#"echo x >> "$P""#])
+        .env("P", &p)
+        .status()
+        .expect("setpriv");
+    assert!(st.success(), "root's write without CAP_FSETID: {st}");
+    got.push((
+        "w_root",
+        fs::metadata(&p).unwrap().permissions().mode() & 0o7777,
+    ));
     // Root's chown(-1, -1) of a set-ID file: set-user-ID goes, set-group-ID with group
     // execute (the kernel sends an empty SETATTR under FUSE_HANDLE_KILLPRIV_V2).
     let p = dir.join("r_chown");
@@ -1375,6 +1390,7 @@ fn set_id_bits_and_capabilities_go_as_on_tmpfs() {
             ("n_suid", 0o4644),
             ("n_sgid", 0o2644),
             ("n_none", 0o644),
+            ("w_root", 0o777),
             ("r_chown", 0o777),
             ("c_write", 0),
             ("c_trunc", 0),
