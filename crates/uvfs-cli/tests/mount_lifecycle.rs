@@ -1312,6 +1312,45 @@ fn modes_after_kills(dir: &Path) -> Vec<(&'static str, u32)> {
             std::os::unix::fs::chown(p, Some(0), Some(0)).unwrap()
         }),
     ];
+    // A write by uid 65534 through a descriptor opened while it might write, after a
+    // chmod took that permission away: the write goes on (write permission is checked
+    // at open) and the bits go (`__remove_privs` passes ATTR_FORCE).
+    let p = dir.join("w_revoked");
+    fs::write(&p, b"data").unwrap();
+    fs::set_permissions(&p, fs::Permissions::from_mode(0o6777)).unwrap();
+    let go = dir.join("w_revoked.go");
+    let mut writer = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "sh",
+            "-c",
+            r#"exec 3>>"$P"; while [ ! -e "$GO" ]; do sleep 0.01; done; echo x >&3"#,
+        ])
+        .env("P", &p)
+        .env("GO", &go)
+        .spawn()
+        .expect("setpriv");
+    // setpriv execs sh in place: its fd 3 is the open file once the `exec` ran.
+    let fd3 = format!("/proc/{}/fd/3", writer.id());
+    let start = Instant::now();
+    while fs::read_link(&fd3).ok().as_deref() != Some(p.as_path()) {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the writer never opened"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    fs::set_permissions(&p, fs::Permissions::from_mode(0o6755)).unwrap();
+    fs::write(&go, b"").unwrap();
+    let st = writer.wait().unwrap();
+    assert!(st.success(), "the write after the chmod: {st}");
+    fs::remove_file(&go).unwrap();
+    got.push((
+        "w_revoked",
+        fs::metadata(&p).unwrap().permissions().mode() & 0o7777,
+    ));
     // A write by root without CAP_FSETID (as a container's root may be): the bits go,
     // as for any writer without it (the kernel flags the WRITE FUSE_WRITE_KILL_SUIDGID).
     let p = dir.join("w_root");
@@ -1390,6 +1429,7 @@ fn set_id_bits_and_capabilities_go_as_on_tmpfs() {
             ("n_suid", 0o4644),
             ("n_sgid", 0o2644),
             ("n_none", 0o644),
+            ("w_revoked", 0o755),
             ("w_root", 0o777),
             ("r_chown", 0o777),
             ("c_write", 0),

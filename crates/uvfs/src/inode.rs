@@ -1013,6 +1013,15 @@ impl Inode {
         }
     }
 
+    /// Whether a file is open for writing on this inode (`i_writecount > 0`, Linux's
+    /// `inode_is_open_for_write`). A snapshot: opens and closes may race it.
+    pub(crate) fn is_open_for_write(&self) -> bool {
+        // Relaxed: a snapshot that orders nothing; its one caller (the FUSE server's
+        // empty SETATTR) decides between two answers either of which a racing open or
+        // close could make right.
+        self.i_writecount.load(Ordering::Relaxed) > 0
+    }
+
     /// `put_write_access`: a writer counted by [`get_write_access`](Self::get_write_access)
     /// is gone.
     pub(crate) fn put_write_access(&self) {

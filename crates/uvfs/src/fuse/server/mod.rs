@@ -833,21 +833,28 @@ impl UvfsFuse {
     /// An empty SETATTR from `c` (not root) on set-ID regular file `inode`: the
     /// privilege drop before a write or `fallocate` (`__remove_privs`) or a chown(-1, -1),
     /// which drop the same bits by the caller's rule (`setattr_should_drop_suidgid`,
-    /// `chown_common`), as the caller, when `c` owns the file or may write it. From
-    /// anyone else it can only be a chown(-1, -1) (a write needs a descriptor open for
-    /// writing, which needed write permission), which Linux refuses with `EPERM`
-    /// (`notify_change` turns the drop into a mode change, and `setattr_prepare` lets
-    /// only the owner or `CAP_FOWNER` change the mode; measured on a kernel tmpfs with
-    /// uid 65534 on root-owned files of modes 4644, 2644 and 2654; 0644 is allowed): so it is here, and
-    /// nothing changes. The one case left ambiguous: a chown(-1, -1) by a writer who does
-    /// not own the file drops the bits and succeeds here, where Linux refuses it; the
-    /// request does not say which of the two calls sent it.
+    /// `chown_common`), as the caller, when `c` owns the file or may write it, or when the
+    /// file is open for writing. From anyone else, on a file nobody has open for writing,
+    /// it can only be a chown(-1, -1), which Linux refuses with `EPERM` (`notify_change`
+    /// turns the drop into a mode change, and `setattr_prepare` lets only the owner or
+    /// `CAP_FOWNER` change the mode; measured on a kernel tmpfs with uid 65534 on
+    /// root-owned files of modes 4644, 2644 and 2654; 0644 is allowed): so it is here,
+    /// and nothing changes. A write's drop is never refused (`__remove_privs` passes
+    /// `ATTR_FORCE`): a writer whose write permission went after its open (a `chmod`
+    /// since) still writes, and the bits go (measured on a kernel tmpfs: 6777 -> 6755
+    /// after the open, the write succeeds, 755). Left ambiguous, since the request does
+    /// not say which call sent it: a chown(-1, -1) by a non-owner who may write the file,
+    /// or of a file someone has open for writing, drops the bits and succeeds here, where
+    /// Linux refuses it.
     ///
     /// # Errors
     /// `EPERM` as above; the file system's, from changing the mode.
     fn kill_suid_empty_setattr(&self, c: &Caller, inode: &crate::Inode) -> Result<()> {
         let caller = Cred::new(c.uid, c.gid, &proc_groups(c.pid));
-        if inode.uid() != c.uid && inode.permission(&caller, crate::cred::MAY_WRITE).is_err() {
+        if inode.uid() != c.uid
+            && inode.permission(&caller, crate::cred::MAY_WRITE).is_err()
+            && !inode.is_open_for_write()
+        {
             // CAP_FOWNER: uvfs's credentials hold it for uid 0 only, and root's empty
             // SETATTR does not come here.
             return Err(Errno::EPERM);
