@@ -864,19 +864,22 @@ fn uvfs_and_setpriv(test: &str) -> bool {
 /// What user 65534 gets from `script` (a `sh -c` script run with `setpriv`) in `dir`: its
 /// stdout, one line per check.
 fn as_nobody(dir: &Path, script: &str) -> String {
-    let out = Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "sh",
-            "-c",
-            script,
-        ])
-        .env("D", dir)
-        .output()
-        .expect("setpriv");
+    let out = nobody_sh(script).env("D", dir).output().expect("setpriv");
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `sh -c script` as user 65534 (no groups), not yet started.
+fn nobody_sh(script: &str) -> Command {
+    let mut c = Command::new("setpriv");
+    c.args([
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "sh",
+        "-c",
+        script,
+    ]);
+    c
 }
 
 /// Sets up, as root, the files the permission checks below use.
@@ -1319,19 +1322,12 @@ fn modes_after_kills(dir: &Path) -> Vec<(&'static str, u32)> {
     fs::write(&p, b"data").unwrap();
     fs::set_permissions(&p, fs::Permissions::from_mode(0o6777)).unwrap();
     let go = dir.join("w_revoked.go");
-    let mut writer = Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "sh",
-            "-c",
-            r#"exec 3>>"$P"; while [ ! -e "$GO" ]; do sleep 0.01; done; echo x >&3"#,
-        ])
-        .env("P", &p)
-        .env("GO", &go)
-        .spawn()
-        .expect("setpriv");
+    let mut writer =
+        nobody_sh(r#"exec 3>>"$P"; while [ ! -e "$GO" ]; do sleep 0.01; done; echo x >&3"#)
+            .env("P", &p)
+            .env("GO", &go)
+            .spawn()
+            .expect("setpriv");
     // setpriv execs sh in place: its fd 3 is the open file once the `exec` ran.
     let fd3 = format!("/proc/{}/fd/3", writer.id());
     let start = Instant::now();
