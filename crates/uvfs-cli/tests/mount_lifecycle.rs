@@ -1248,7 +1248,7 @@ fn sigterm_after_sigstop_sigcont_under_load_exits_0() {
 /// Set-ID files for [`modes_after_kills`]: name and mode (uid 65534 writes, truncates or
 /// allocates in each: the set-ID bits go, set-group-ID also without group execute, the
 /// writer being outside group 0).
-const KILL_CASES: [(&str, u32); 8] = [
+const KILL_CASES: [(&str, u32); 9] = [
     ("w_suid", 0o6777),
     ("w_sgid", 0o2767),
     ("t_suid", 0o6777),
@@ -1259,14 +1259,20 @@ const KILL_CASES: [(&str, u32); 8] = [
     ("n_suid", 0o4644),
     ("n_sgid", 0o2644),
     ("n_none", 0o0644),
+    // Of group 65534 (KILL_GROUP): the caller's own group, so its drop clears nothing and
+    // Linux's chown(-1, -1) is allowed.
+    ("n_member", 0o2644),
 ];
+
+/// The [`KILL_CASES`] file given to group 65534.
+const KILL_GROUP: &str = "n_member";
 
 /// What uid 65534 does to [`KILL_CASES`]' files.
 const KILL_SCRIPT: &str = r#"
 echo x >> "$D/w_suid"; echo x >> "$D/w_sgid"
 truncate -s 1 "$D/t_suid"; truncate -s 1 "$D/t_sgid"
 fallocate -l 8192 "$D/a_suid"
-for f in n_suid n_sgid n_none; do chown : "$D/$f" 2>/dev/null || echo "$f refused"; done
+for f in n_suid n_sgid n_none n_member; do chown : "$D/$f" 2>/dev/null || echo "$f refused"; done
 "#;
 
 /// The modes of [`KILL_CASES`]' files in `dir` after [`KILL_SCRIPT`], then, for three
@@ -1276,6 +1282,9 @@ fn modes_after_kills(dir: &Path) -> Vec<(&'static str, u32)> {
     use std::os::unix::fs::PermissionsExt;
     for (name, mode) in KILL_CASES {
         fs::write(dir.join(name), b"data").unwrap();
+        if name == KILL_GROUP {
+            std::os::unix::fs::chown(dir.join(name), None, Some(65534)).unwrap();
+        }
         fs::set_permissions(dir.join(name), fs::Permissions::from_mode(mode)).unwrap();
     }
     let out = as_nobody(dir, KILL_SCRIPT);
@@ -1330,8 +1339,9 @@ fn modes_after_kills(dir: &Path) -> Vec<(&'static str, u32)> {
             .expect("setpriv");
     // setpriv execs sh in place: its fd 3 is the open file once the `exec` ran.
     let fd3 = format!("/proc/{}/fd/3", writer.id());
+    let real = fs::canonicalize(&p).unwrap();
     let start = Instant::now();
-    while fs::read_link(&fd3).ok().as_deref() != Some(p.as_path()) {
+    while fs::read_link(&fd3).ok().as_deref() != Some(real.as_path()) {
         assert!(
             start.elapsed() < Duration::from_secs(10),
             "the writer never opened"
@@ -1347,21 +1357,31 @@ fn modes_after_kills(dir: &Path) -> Vec<(&'static str, u32)> {
         "w_revoked",
         fs::metadata(&p).unwrap().permissions().mode() & 0o7777,
     ));
-    // A write by root without CAP_FSETID (as a container's root may be): the bits go,
-    // as for any writer without it (the kernel flags the WRITE FUSE_WRITE_KILL_SUIDGID).
-    let p = dir.join("w_root");
-    fs::write(&p, b"data").unwrap();
-    fs::set_permissions(&p, fs::Permissions::from_mode(0o6777)).unwrap();
-    let st = Command::new("setpriv")
-        .args(["--bounding-set=-fsetid", "sh", "-c", r#"echo x >> "$P""#])
-        .env("P", &p)
-        .status()
-        .expect("setpriv");
-    assert!(st.success(), "root's write without CAP_FSETID: {st}");
-    got.push((
-        "w_root",
-        fs::metadata(&p).unwrap().permissions().mode() & 0o7777,
-    ));
+    // Writes by root without CAP_FSETID (as a container's root may be): the bits go, as
+    // for any writer without it (the kernel flags the WRITE FUSE_WRITE_KILL_SUIDGID):
+    // set-user-ID, and set-group-ID without group execute of a group root is not in.
+    for (name, gid, mode) in [("w_root", 0, 0o6777), ("w_root_sgid", 65534, 0o2664)] {
+        let p = dir.join(name);
+        fs::write(&p, b"data").unwrap();
+        std::os::unix::fs::chown(&p, None, Some(gid)).unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(mode)).unwrap();
+        let st = Command::new("setpriv")
+            .args([
+                "--bounding-set=-fsetid",
+                "--inh-caps=-fsetid",
+                "sh",
+                "-c",
+                r#"echo x >> "$P""#,
+            ])
+            .env("P", &p)
+            .status()
+            .expect("setpriv");
+        assert!(st.success(), "root's write without CAP_FSETID: {st}");
+        got.push((
+            name,
+            fs::metadata(&p).unwrap().permissions().mode() & 0o7777,
+        ));
+    }
     // Root's chown(-1, -1) of a set-ID file: set-user-ID goes, set-group-ID with group
     // execute (the kernel sends an empty SETATTR under FUSE_HANDLE_KILLPRIV_V2).
     let p = dir.join("r_chown");
@@ -1425,8 +1445,10 @@ fn set_id_bits_and_capabilities_go_as_on_tmpfs() {
             ("n_suid", 0o4644),
             ("n_sgid", 0o2644),
             ("n_none", 0o644),
+            ("n_member", 0o2644),
             ("w_revoked", 0o755),
             ("w_root", 0o777),
+            ("w_root_sgid", 0o664),
             ("r_chown", 0o777),
             ("c_write", 0),
             ("c_trunc", 0),

@@ -815,6 +815,29 @@ impl UvfsFuse {
         self.kill_suid_as_caller_if(true, c, inode)
     }
 
+    /// A WRITE flagged `FUSE_WRITE_KILL_SUIDGID`: the kernel found that writer `c` lacks
+    /// `CAP_FSETID` (`fuse_perform_write`, `fuse_direct_io` under
+    /// `FUSE_HANDLE_KILLPRIV_V2`), so the set-ID bits of regular file `inode` go by the
+    /// rule for such a caller (`setattr_should_drop_suidgid`: set-user-ID always,
+    /// set-group-ID when group-executable or `c` is outside the file's group), whatever
+    /// its uid and in both permission modes: the flag, not the uid, says whether the
+    /// caller holds the capability. Root without it (`setpriv --bounding-set=-fsetid`, a
+    /// container's root) writing a set-group-ID file of a group it is not in, without
+    /// group execute, kept the bit here (its empty SETATTR before the write runs as a
+    /// chown(-1, -1) by root, which keeps such a bit) where a kernel tmpfs drops it
+    /// (measured: 2664 -> 664). Groups are read from `/proc` only when the file has a
+    /// set-ID bit.
+    ///
+    /// # Errors
+    /// The file system's, from changing the mode.
+    fn kill_suid_flagged_write(&self, c: &Caller, inode: &crate::Inode) -> Result<()> {
+        if inode.mode() & (types::S_ISUID | types::S_ISGID) == 0 || !inode.is_reg() {
+            return Ok(());
+        }
+        let caller = Cred::new(c.uid, c.gid, &proc_groups(c.pid)).with_caps(Caps(0));
+        inode.kill_suid(&caller, crate::time::coarse_now())
+    }
+
     /// [`kill_suid_as_caller`](Self::kill_suid_as_caller), unless `all`, only under
     /// `FUSE_HANDLE_KILLPRIV_V2` (see `killpriv_v2`).
     fn kill_suid_as_caller_if(&self, all: bool, c: &Caller, inode: &crate::Inode) -> Result<()> {
@@ -838,7 +861,8 @@ impl UvfsFuse {
     /// it can only be a chown(-1, -1), which Linux refuses with `EPERM` (`notify_change`
     /// turns the drop into a mode change, and `setattr_prepare` lets only the owner or
     /// `CAP_FOWNER` change the mode; measured on a kernel tmpfs with uid 65534 on
-    /// root-owned files of modes 4644, 2644 and 2654; 0644 is allowed): so it is here,
+    /// root-owned files of modes 4644, 2644 and 2654; 0644, and 2644 of the caller's own
+    /// group, where the drop clears nothing, are allowed): so it is here,
     /// and nothing changes. A write's drop is never refused (`__remove_privs` passes
     /// `ATTR_FORCE`): a writer whose write permission went after its open (a `chmod`
     /// since) still writes, and the bits go (measured on a kernel tmpfs: 6777 -> 6755
@@ -851,7 +875,15 @@ impl UvfsFuse {
     /// `EPERM` as above; the file system's, from changing the mode.
     fn kill_suid_empty_setattr(&self, c: &Caller, inode: &crate::Inode) -> Result<()> {
         let caller = Cred::new(c.uid, c.gid, &proc_groups(c.pid));
-        if inode.uid() != c.uid
+        // What the caller's drop would clear (`setattr_should_drop_suidgid`): with nothing
+        // (a set-group-ID file without group execute, the caller in its group) Linux's
+        // chown(-1, -1) changes no mode and is allowed to anyone.
+        let mode = inode.mode();
+        let drops = mode & types::S_ISUID != 0
+            || (mode & types::S_ISGID != 0
+                && (mode & types::S_IXGRP != 0 || !caller.in_group(inode.gid())));
+        if drops
+            && inode.uid() != c.uid
             && inode.permission(&caller, crate::cred::MAY_WRITE).is_err()
             && !inode.is_open_for_write()
         {

@@ -518,7 +518,7 @@ impl UvfsFuse {
                 f.set_flags(f.flags() ^ OpenFlags::APPEND);
             }
             if write_flags & FUSE_WRITE_KILL_SUIDGID != 0 && !data.is_empty() {
-                self.kill_suid_as_caller(c, f.inode())?;
+                self.kill_suid_flagged_write(c, f.inode())?;
             }
             let (cred, fsize) = (t.cred(), t.getrlimit_fsize());
             let n = f.write_at_offset(data, off, cred, fsize)?;
