@@ -160,7 +160,8 @@ pub const PAIRS: [Pair; 9] = [
         // no shared line; before them the inode-space and page counters were shared in
         // every round (2.19 per loop in all). Left: the directory's times on the tick.
         budget_shared: 0.05,
-        // 35 per loop, on the file's own lines and the thread's own shard: creat-clo's 14,
+        // 34 per loop (35 until the unlink marked its dentry instead of publishing a new
+        // link), on the file's own lines and the thread's own shard: creat-clo's 13,
         // the inode space's take and give on the thread's shard (2), and the evictable
         // inode's bookkeeping a limited mount keeps (the inode's attribute lock at open,
         // close and eviction, the page store's lock in `drop_pages`), with the unlinked
@@ -168,9 +169,8 @@ pub const PAIRS: [Pair; 9] = [
         // collects them; the rounds now start with the warm-up's bags run and end by
         // running their own (`run_workers`), so each loop's drop is counted once: 1.00
         // per loop (before, 1.07-1.13 in most runs and 1.84 in one CI run, over budget).
-        // Measured 35.00-35.02 with the tick taken off; 34.13 with the tick (0.27 per round) since
-        // the unlink marks the dentry instead of publishing a new link (as creat-clo). One
-        // more per loop fails.
+        // Measured 34.13 with the tick (0.27 ticks per round; 35.00-35.02 with the tick
+        // taken off before the unlink's mark). One more per loop fails.
         budget_locked: 34.1,
         goal: "as creat-clo: left are the directory's mtime and ctime on the coarse tick",
         on_tick: true,

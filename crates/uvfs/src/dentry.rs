@@ -275,10 +275,14 @@ pub(crate) fn unhash(d: &Dentry) {
 ///
 /// Context: the caller may hold the lock of the directory these came from (an ancestor of
 /// every lock taken here: ancestors first, lock order in inode.rs); one lock at a time is
-/// taken here, each released before the next.
+/// taken here, each released before the next. A caller that released that lock has marked
+/// `children` unhashed before it did, so that a mount, which checks the mark under the
+/// parent's lock, never finds a removed dentry unmarked; below them each directory's
+/// entries are marked before its lock is released.
 pub(crate) fn shrink_children(children: Vec<Arc<Dentry>>, dead: bool) {
     let mut stack = children;
     while let Some(c) = stack.pop() {
+        // Already marked (see below); a no-op then, kept for a caller that has not.
         unhash(&c);
         if let Some(dir) = c.dir() {
             let mut l = dir.lock_all();
@@ -286,6 +290,9 @@ pub(crate) fn shrink_children(children: Vec<Arc<Dentry>>, dead: bool) {
                 l.set_dead();
             }
             let below = l.clear();
+            // Marked under the lock they left under (see `unhash`); `c` itself was, by
+            // the caller or by the round that took it out of its own directory.
+            below.iter().for_each(|d| unhash(d));
             drop(l);
             stack.extend(below);
         }

@@ -79,6 +79,8 @@ impl Drop for SuperBlock {
             let mut l = dir.lock_all();
             l.set_dead();
             let children = l.clear();
+            // Marked under the lock they left under (see `dentry::unhash`).
+            children.iter().for_each(|d| crate::dentry::unhash(d));
             drop(l);
             crate::dentry::shrink_children(children, true);
         }

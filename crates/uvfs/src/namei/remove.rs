@@ -68,6 +68,8 @@ impl<V: Variant> Task<V> {
                 dir_inode.i_op.rmdir(dir_inode, last.name, vi)?;
                 sl.set_dead();
                 let stale = sl.clear();
+                // Marked under the lock they left under (see `unhash`).
+                stale.iter().for_each(|d| unhash(d));
                 drop(sl);
                 shrink_children(stale, false);
                 dir_inode.add_nlink(-1, None);

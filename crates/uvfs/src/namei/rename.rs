@@ -298,6 +298,8 @@ fn rename_locked<V: Variant>(
     if let Some(mut tl) = target_lock {
         tl.set_dead();
         let stale = tl.clear();
+        // Marked under the lock they left under (see `unhash`).
+        stale.iter().for_each(|d| unhash(d));
         drop(tl);
         shrink_children(stale, false);
     }
