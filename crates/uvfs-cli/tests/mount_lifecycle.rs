@@ -1248,17 +1248,19 @@ fn sigterm_after_sigstop_sigcont_under_load_exits_0() {
 /// Set-ID files for [`modes_after_kills`]: name and mode (uid 65534 writes, truncates or
 /// allocates in each: the set-ID bits go, set-group-ID also without group execute, the
 /// writer being outside group 0).
-const KILL_CASES: [(&str, u32); 9] = [
+const KILL_CASES: [(&str, u32); 10] = [
     ("w_suid", 0o6777),
     ("w_sgid", 0o2767),
     ("t_suid", 0o6777),
     ("t_sgid", 0o2767),
     ("a_suid", 0o6777),
-    // chown(-1, -1) by uid 65534, who neither owns nor may write these: refused (EPERM)
-    // where a set-ID bit would go, allowed (and nothing changes) where none would.
+    // chown(-1, -1) by uid 65534, who does not own these: refused (EPERM) where a
+    // set-ID bit would go, allowed (and nothing changes) where none would.
     ("n_suid", 0o4644),
     ("n_sgid", 0o2644),
     ("n_none", 0o0644),
+    // One it may write (but nobody has open for writing): refused too.
+    ("n_writer", 0o4666),
     // Of group 65534 (KILL_GROUP): the caller's own group, so its drop clears nothing and
     // Linux's chown(-1, -1) is allowed.
     ("n_member", 0o2644),
@@ -1272,7 +1274,7 @@ const KILL_SCRIPT: &str = r#"
 echo x >> "$D/w_suid"; echo x >> "$D/w_sgid"
 truncate -s 1 "$D/t_suid"; truncate -s 1 "$D/t_sgid"
 fallocate -l 8192 "$D/a_suid"
-for f in n_suid n_sgid n_none n_member; do chown : "$D/$f" 2>/dev/null || echo "$f refused"; done
+for f in n_suid n_sgid n_none n_writer n_member; do chown : "$D/$f" 2>/dev/null || echo "$f refused"; done
 "#;
 
 /// The modes of [`KILL_CASES`]' files in `dir` after [`KILL_SCRIPT`], then, for three
@@ -1289,7 +1291,7 @@ fn modes_after_kills(dir: &Path) -> Vec<(&'static str, u32)> {
     }
     let out = as_nobody(dir, KILL_SCRIPT);
     assert_eq!(
-        out, "n_suid refused\nn_sgid refused\n",
+        out, "n_suid refused\nn_sgid refused\nn_writer refused\n",
         "the script's refusals"
     );
     let mut got: Vec<(&'static str, u32)> = KILL_CASES
@@ -1445,6 +1447,7 @@ fn set_id_bits_and_capabilities_go_as_on_tmpfs() {
             ("n_suid", 0o4644),
             ("n_sgid", 0o2644),
             ("n_none", 0o644),
+            ("n_writer", 0o4666),
             ("n_member", 0o2644),
             ("w_revoked", 0o755),
             ("w_root", 0o777),

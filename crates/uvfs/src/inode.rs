@@ -1016,9 +1016,9 @@ impl Inode {
     /// Whether a file is open for writing on this inode (`i_writecount > 0`, Linux's
     /// `inode_is_open_for_write`). A snapshot: opens and closes may race it.
     pub(crate) fn is_open_for_write(&self) -> bool {
-        // Relaxed: a snapshot that orders nothing; its one caller (the FUSE server's
-        // empty SETATTR) decides between two answers either of which a racing open or
-        // close could make right.
+        // Relaxed: a snapshot that orders nothing. Its one caller (the FUSE server's
+        // empty SETATTR) needs only to see the count its own request's writer holds: that
+        // writer's open completed (its reply sent) before the kernel sent this request.
         self.i_writecount.load(Ordering::Relaxed) > 0
     }
 

@@ -856,20 +856,20 @@ impl UvfsFuse {
     /// An empty SETATTR from `c` (not root) on set-ID regular file `inode`: the
     /// privilege drop before a write or `fallocate` (`__remove_privs`) or a chown(-1, -1),
     /// which drop the same bits by the caller's rule (`setattr_should_drop_suidgid`,
-    /// `chown_common`), as the caller, when `c` owns the file or may write it, or when the
-    /// file is open for writing. From anyone else, on a file nobody has open for writing,
-    /// it can only be a chown(-1, -1), which Linux refuses with `EPERM` (`notify_change`
-    /// turns the drop into a mode change, and `setattr_prepare` lets only the owner or
-    /// `CAP_FOWNER` change the mode; measured on a kernel tmpfs with uid 65534 on
-    /// root-owned files of modes 4644, 2644 and 2654; 0644, and 2644 of the caller's own
-    /// group, where the drop clears nothing, are allowed): so it is here,
-    /// and nothing changes. A write's drop is never refused (`__remove_privs` passes
-    /// `ATTR_FORCE`): a writer whose write permission went after its open (a `chmod`
-    /// since) still writes, and the bits go (measured on a kernel tmpfs: 6777 -> 6755
-    /// after the open, the write succeeds, 755). Left ambiguous, since the request does
-    /// not say which call sent it: a chown(-1, -1) by a non-owner who may write the file,
-    /// or of a file someone has open for writing, drops the bits and succeeds here, where
-    /// Linux refuses it.
+    /// `chown_common`), as the caller. The request does not say which call sent it, but a
+    /// write's or `fallocate`'s comes with the file open for writing (the writer's
+    /// descriptor, whose handle the server holds until RELEASE): on a file nobody has open
+    /// for writing it is a chown(-1, -1), which Linux refuses with `EPERM` to anyone but
+    /// the owner (or `CAP_FOWNER`) when the drop would clear a bit (`notify_change` turns
+    /// the drop into a mode change, which `setattr_prepare` checks; measured on a kernel
+    /// tmpfs with uid 65534 on root-owned files of modes 4644, 2644, 2654 and 4666, the
+    /// last one it may write; 0644, and 2644 of the caller's own group, where the drop
+    /// clears nothing, are allowed): so it is here, and nothing changes. A write's drop
+    /// is never refused (`__remove_privs` passes `ATTR_FORCE`), even for a writer whose
+    /// write permission went after its open (measured on a kernel tmpfs: 6777 -> 6755
+    /// after the open, the write succeeds, 755). Left ambiguous: a non-owner's
+    /// chown(-1, -1) of a file that someone has open for writing drops the bits and
+    /// succeeds here, where Linux refuses it.
     ///
     /// # Errors
     /// `EPERM` as above; the file system's, from changing the mode.
@@ -882,11 +882,7 @@ impl UvfsFuse {
         let drops = mode & types::S_ISUID != 0
             || (mode & types::S_ISGID != 0
                 && (mode & types::S_IXGRP != 0 || !caller.in_group(inode.gid())));
-        if drops
-            && inode.uid() != c.uid
-            && inode.permission(&caller, crate::cred::MAY_WRITE).is_err()
-            && !inode.is_open_for_write()
-        {
+        if drops && inode.uid() != c.uid && !inode.is_open_for_write() {
             // CAP_FOWNER: uvfs's credentials hold it for uid 0 only, and root's empty
             // SETATTR does not come here.
             return Err(Errno::EPERM);
