@@ -107,9 +107,9 @@ pub struct MountArgs {
     /// stamped with the UTC time, instead of being dropped.
     #[arg(long, value_name = "FILE", requires = "daemon")]
     pub log: Option<PathBuf>,
-    /// `HOST_DIR:PATH[:ro]` (repeatable): serve the host directory HOST_DIR at PATH
+    /// `HOST_DIR:PATH[:ro|rw]` (repeatable): serve the host directory HOST_DIR at PATH
     /// (hostfs: every host call relative to HOST_DIR, never outside it), read-only with
-    /// `:ro`. PATH `/` makes HOST_DIR the whole mount (the tmpfs options then do not
+    /// `:ro`, read-write (the default) with `:rw`, as `uvfs run --bind`. PATH `/` makes HOST_DIR the whole mount (the tmpfs options then do not
     /// apply); another PATH is a mount inside the tmpfs (or inside the host directory bound
     /// at `/`), made (with its parents) if missing.
     #[arg(long, value_parser = parse_bind)]
@@ -173,7 +173,7 @@ fn parse_fsname(s: &str) -> Result<String, String> {
     Ok(s.to_owned())
 }
 
-/// One `--bind HOST_DIR:PATH[:ro]`, or one `--fuse PATH='SERVER ARGS {}'`.
+/// One `--bind HOST_DIR:PATH[:ro|rw]`, or one `--fuse PATH='SERVER ARGS {}'`.
 #[derive(Clone, Debug)]
 pub struct Bind {
     /// The host directory (`--fuse`: the server program, for messages).
@@ -532,15 +532,19 @@ fn copy_summary(st: &uvfs::hosttree::CopyStats) -> String {
     s
 }
 
-/// Parses `HOST_DIR:PATH[:ro]` (`--bind`).
+/// Parses `HOST_DIR:PATH[:ro|rw]` (`--bind`; `:rw`, the default, accepted as `uvfs run`
+/// accepts it, so that one spelling works for both).
 fn parse_bind(s: &str) -> Result<Bind, String> {
-    let (rest, read_only) = match s.strip_suffix(":ro") {
-        Some(r) => (r, true),
-        None => (s, false),
+    let (rest, read_only) = if let Some(r) = s.strip_suffix(":ro") {
+        (r, true)
+    } else if let Some(r) = s.strip_suffix(":rw") {
+        (r, false)
+    } else {
+        (s, false)
     };
     let (host, path) = rest
         .rsplit_once(':')
-        .ok_or_else(|| format!("{s:?}: expected HOST_DIR:PATH[:ro]"))?;
+        .ok_or_else(|| format!("{s:?}: expected HOST_DIR:PATH[:ro|rw]"))?;
     if host.is_empty() {
         return Err(format!("{s:?}: empty HOST_DIR"));
     }
@@ -1814,7 +1818,20 @@ mod mountpoint_tests {
 
 #[cfg(test)]
 mod tests {
-    use super::{bytes_text, parse_size};
+    use super::{bytes_text, parse_bind, parse_size};
+
+    /// Bug: `--bind /tmp:/a:rw` said "PATH must be absolute" (only `:ro` was known, so
+    /// the PATH read as `rw`), where `uvfs run --bind` takes `:ro|rw`. Both now parse.
+    #[test]
+    fn binds_take_ro_and_rw() {
+        let b = |s: &str| parse_bind(s).map(|b| (b.path, b.read_only));
+        assert_eq!(b("/tmp:/a"), Ok(("/a".to_owned(), false)));
+        assert_eq!(b("/tmp:/a:ro"), Ok(("/a".to_owned(), true)));
+        assert_eq!(b("/tmp:/a:rw"), Ok(("/a".to_owned(), false)));
+        assert!(b("/tmp:a").unwrap_err().contains("must be absolute"));
+        assert!(b("/tmp").unwrap_err().contains("expected HOST_DIR:PATH"));
+        assert!(b(":/a").unwrap_err().contains("empty HOST_DIR"));
+    }
 
     /// The start-up line's size in the unit that fits (`--size 1m` printed "0.0 GiB").
     #[test]
