@@ -78,8 +78,9 @@ struct RunArgs {
     /// Copy the tree at PATH out to HOST_DIR after the program exits; repeatable.
     #[arg(long, value_name = "PATH:HOST_DIR", value_parser = parse_export)]
     export: Vec<(String, std::path::PathBuf)>,
-    /// The program and its arguments.
-    #[arg(last = true, required = true, value_name = "CMD")]
+    /// The program and its arguments: everything from the first argument that is not
+    /// one of the options above (`uvfs run ls -l`), or after `--`.
+    #[arg(trailing_var_arg = true, required = true, value_name = "CMD")]
     cmd: Vec<std::ffi::OsString>,
 }
 

@@ -29,6 +29,27 @@ fn have(prog: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// Found trying uvfs as a new user: `uvfs run ls` said "unexpected argument 'ls'" (the
+/// command had to follow `--`). The command now starts at the first argument that is not
+/// an option of `uvfs run`, and everything after it is the command's; `--` still works,
+/// and an unknown option before the command is still an error, not a command.
+#[test]
+fn the_command_needs_no_double_dash() {
+    let o = uvfs_run(&["echo", "hi", "--bind", "-n"]);
+    assert_eq!(
+        text(&o.stdout),
+        "hi --bind -n\n",
+        "stderr: {}",
+        text(&o.stderr)
+    );
+    assert_eq!(o.status.code(), Some(0));
+    let o = uvfs_run(&["--", "echo", "-n", "hi"]);
+    assert_eq!(text(&o.stdout), "hi", "stderr: {}", text(&o.stderr));
+    let o = uvfs_run(&["--nosuch", "true"]);
+    assert_eq!(o.status.code(), Some(2), "stderr: {}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("unexpected argument '--nosuch'"));
+}
+
 /// The first proof: the file is made, written and read in uvfs, and the host has
 /// no trace of it.
 #[test]
