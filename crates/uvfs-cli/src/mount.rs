@@ -1459,9 +1459,20 @@ pub fn run(args: &MountArgs) -> Result<(), String> {
     } else {
         format!("{threads} threads")
     };
+    // Without allow_other FUSE refuses every other user (EACCES, root's included): said
+    // on this line, which a `--daemon` parent also prints, since a trial as another user
+    // otherwise failed with no hint (a fresh-user trial).
+    let users_text = if args.allow_other {
+        String::new()
+    } else {
+        format!(
+            ", for uid {} only: --allow-other for every user",
+            rustix::process::getuid().as_raw()
+        )
+    };
     say!(
         "uvfs: mounted on {} ({transport_text}, {size_text}, {inodes_text}, permissions \
-         checked by {}); Ctrl-C unmounts",
+         checked by {}{users_text}); Ctrl-C unmounts",
         mp.display(),
         match permissions {
             Permissions::Kernel => "the kernel",
