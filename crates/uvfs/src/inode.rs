@@ -1015,6 +1015,7 @@ impl Inode {
 
     /// Whether a file is open for writing on this inode (`i_writecount > 0`, Linux's
     /// `inode_is_open_for_write`). A snapshot: opens and closes may race it.
+    #[cfg_attr(not(feature = "fuse"), allow(dead_code))] // the FUSE server's
     pub(crate) fn is_open_for_write(&self) -> bool {
         // Relaxed: a snapshot that orders nothing. Its one caller (the FUSE server's
         // empty SETATTR) needs only to see the count its own request's writer holds: that
