@@ -1217,24 +1217,32 @@ impl Inode {
         self.kill_suid_with(cred, now, true)
     }
 
+    /// Whether a write, truncation or chown by `cred` would clear a set-ID bit of `mode`
+    /// (this inode's, now or under its attribute lock): `setattr_should_drop_suidgid`
+    /// without its `CAP_FSETID` test, which the callers make or, for a caller the kernel
+    /// says lacks it, skip. Set-user-ID always; set-group-ID when group-executable or
+    /// `cred` is outside the file's group (`setattr_should_drop_sgid`).
+    pub(crate) fn drops_setid(&self, mode: u32, cred: &Cred) -> bool {
+        mode & S_ISUID != 0 || self.drops_sgid(mode, cred)
+    }
+
+    /// The set-group-ID half of [`drops_setid`](Self::drops_setid).
+    fn drops_sgid(&self, mode: u32, cred: &Cred) -> bool {
+        mode & S_ISGID != 0 && (mode & S_IXGRP != 0 || !cred.in_group(self.gid()))
+    }
+
     /// [`kill_suid`](Self::kill_suid), for a truncation when `truncate`; the file
     /// capability first ([`kill_priv`](Self::kill_priv)), whoever the caller is.
     fn kill_suid_with(&self, cred: &Cred, now: Timespec, truncate: bool) -> Result<()> {
         self.kill_priv()?;
-        // setattr_should_drop_sgid: set-group-ID goes when group-executable, or, without
-        // group execute, when the writer is not in the file's group.
-        let drop_sgid =
-            |mode: u32| mode & S_ISGID != 0 && (mode & S_IXGRP != 0 || !cred.in_group(self.gid()));
-        let mode = self.mode();
-        let kill = mode & S_ISUID != 0 || drop_sgid(mode);
-        if kill && !cred.capable(crate::Caps::FSETID) {
+        if self.drops_setid(self.mode(), cred) && !cred.capable(crate::Caps::FSETID) {
             // Before the attribute lock: a refresh stores attributes under it.
             let fs_kill = self.fs_setid_kill()?;
             let _g = self.lock_attr();
             let mode = self.mode();
             let new = match fs_kill {
                 Some(bits) => mode & !bits,
-                None if drop_sgid(mode) => mode & !(S_ISUID | S_ISGID),
+                None if self.drops_sgid(mode, cred) => mode & !(S_ISUID | S_ISGID),
                 None => mode & !S_ISUID,
             };
             if truncate && fs_kill.is_some() && new == mode {

@@ -555,11 +555,17 @@ impl<V: Variant> Task<V> {
                 | OpenFlags::CLOEXEC);
         // The file first (it can fail only with an ablation variant's ENFILE), then the
         // truncation, so that a failed open leaves the data alone.
-        let open_flags = match atomic {
-            true => stored | OpenFlags::LARGEFILE | OpenFlags::TRUNC,
-            false => stored | OpenFlags::LARGEFILE,
+        let trunc = if atomic {
+            OpenFlags::TRUNC
+        } else {
+            OpenFlags::empty()
         };
-        let file = File::open_handle(p, fmode, open_flags, self.cred_id)?;
+        let file = File::open_handle(
+            p,
+            fmode,
+            stored | OpenFlags::LARGEFILE | trunc,
+            self.cred_id,
+        )?;
         if atomic {
             // `handle_truncate`'s write count still comes after the open (ETXTBSY for an
             // `O_RDONLY|O_TRUNC` open of a running file, the server having truncated it:

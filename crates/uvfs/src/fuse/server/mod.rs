@@ -460,6 +460,18 @@ struct Caller {
     pid: u32,
 }
 
+/// Whether `inode` is a regular file with a set-ID bit: the only files whose set-ID drops
+/// the server makes itself.
+fn setid_reg(inode: &crate::Inode) -> bool {
+    inode.is_reg() && inode.mode() & (types::S_ISUID | types::S_ISGID) != 0
+}
+
+/// `c`'s credentials as Linux checks a set-ID drop against them: its uid, gid and
+/// supplementary groups (read from `/proc`), with uvfs's capabilities for its uid.
+fn caller_cred(c: &Caller) -> Cred {
+    Cred::new(c.uid, c.gid, &proc_groups(c.pid))
+}
+
 /// The supplementary groups of thread `pid` (`Groups:` in `/proc/PID/status`), as
 /// libfuse's `fuse_req_getgroups`; empty if the process is gone.
 fn proc_groups(pid: u32) -> Vec<u32> {
@@ -831,11 +843,13 @@ impl UvfsFuse {
     /// # Errors
     /// The file system's, from changing the mode.
     fn kill_suid_flagged_write(&self, c: &Caller, inode: &crate::Inode) -> Result<()> {
-        if inode.mode() & (types::S_ISUID | types::S_ISGID) == 0 || !inode.is_reg() {
+        if !setid_reg(inode) {
             return Ok(());
         }
-        let caller = Cred::new(c.uid, c.gid, &proc_groups(c.pid)).with_caps(Caps(0));
-        inode.kill_suid(&caller, crate::time::coarse_now())
+        inode.kill_suid(
+            &caller_cred(c).with_caps(Caps(0)),
+            crate::time::coarse_now(),
+        )
     }
 
     /// [`kill_suid_as_caller`](Self::kill_suid_as_caller), unless `all`, only under
@@ -844,13 +858,11 @@ impl UvfsFuse {
         if !all && !self.killpriv_v2() {
             return Ok(());
         }
-        let set_id = inode.mode() & (types::S_ISUID | types::S_ISGID) != 0;
         let kernel = self.opts.permissions == Permissions::Kernel;
-        if !kernel || !set_id || !inode.is_reg() || c.uid == 0 {
+        if !kernel || !setid_reg(inode) || c.uid == 0 {
             return Ok(());
         }
-        let caller = Cred::new(c.uid, c.gid, &proc_groups(c.pid));
-        inode.kill_suid(&caller, crate::time::coarse_now())
+        inode.kill_suid(&caller_cred(c), crate::time::coarse_now())
     }
 
     /// An empty SETATTR from `c` (not root) on set-ID regular file `inode`: the
@@ -874,14 +886,11 @@ impl UvfsFuse {
     /// # Errors
     /// `EPERM` as above; the file system's, from changing the mode.
     fn kill_suid_empty_setattr(&self, c: &Caller, inode: &crate::Inode) -> Result<()> {
-        let caller = Cred::new(c.uid, c.gid, &proc_groups(c.pid));
-        // What the caller's drop would clear (`setattr_should_drop_suidgid`): with nothing
-        // (a set-group-ID file without group execute, the caller in its group) Linux's
-        // chown(-1, -1) changes no mode and is allowed to anyone.
-        let mode = inode.mode();
-        let drops = mode & types::S_ISUID != 0
-            || (mode & types::S_ISGID != 0
-                && (mode & types::S_IXGRP != 0 || !caller.in_group(inode.gid())));
+        let caller = caller_cred(c);
+        // When the caller's drop would clear nothing (a set-group-ID file without group
+        // execute, the caller in its group) Linux's chown(-1, -1) changes no mode and is
+        // allowed to anyone.
+        let drops = inode.drops_setid(inode.mode(), &caller);
         if drops && inode.uid() != c.uid && !inode.is_open_for_write() {
             // CAP_FOWNER: uvfs's credentials hold it for uid 0 only, and root's empty
             // SETATTR does not come here.

@@ -275,10 +275,9 @@ impl UvfsFuse {
         // kernel caches, show them gone: with the caller's own rule (the same for
         // chown(-1, -1) and a write), or, for root, whose writes send none, as chown.
         let nothing = a.mode.is_none() && a.uid.is_none() && a.gid.is_none() && size.is_none();
-        let set_id = d.inode().mode() & (types::S_ISUID | types::S_ISGID) != 0;
         // (A client without FUSE_HANDLE_KILLPRIV_V2 computes the drop itself: an empty
         // SETATTR from it is one it decided needs none.)
-        if nothing && !times && set_id && d.inode().is_reg() && self.killpriv_v2() {
+        if nothing && !times && super::setid_reg(d.inode()) && self.killpriv_v2() {
             if c.uid == 0 {
                 self.with(c, |t, _| t.fchownat(&*d, "", u32::MAX, u32::MAX, empty))?;
             } else {
