@@ -5,7 +5,8 @@
 //!
 //! # Reference graph and release order
 //! ```text
-//! SuperBlock --Arc--> root Dentry --d_dir--> buckets' skip lists + cookie maps --Arc--> child
+//! SuperBlock --Arc--> root Dentry --d_dir--> buckets' slot nodes, skip lists, cookie maps
+//!     --Arc--> child
 //! Dentry --Arc--> Inode
 //! child Dentry --d_link (RcuCell)--> DLink --Arc--> parent Dentry
 //! File --Arc--> Dentry;   FsStruct (root, cwd) --Arc--> Mount, Dentry
@@ -15,8 +16,8 @@
 //! every directory (`SuperBlock::drop`), so no cycle outlives the file system; a directory
 //! invalidated (hostfs) or removed has its cached subtree emptied too (`shrink_children`),
 //! so none outlives its directory either. A dentry read under an epoch `Guard`
-//! stays valid until the guard unpins, because the skip-list nodes and links that hold it are
-//! retired through the epoch too (the RCU-walk rule: a path walk takes no reference).
+//! stays valid until the guard unpins, because the slot and skip-list nodes and links that
+//! hold it are retired through the epoch too (the RCU-walk rule: a path walk takes no reference).
 
 use crate::dcache::DirChild;
 use crate::inode::{Inode, BOGO_DIRENT_SIZE};
