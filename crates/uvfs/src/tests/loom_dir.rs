@@ -8,9 +8,12 @@
 //! each bucket lock (sync/loom_spin.rs), so every order of the lock acquisitions (up to
 //! `LOOM_MAX_PREEMPTIONS`) is explored; each
 //! model step is the same `Dir` code that namei/readdir run (`lock_name`, `lock_all`,
-//! `next_cookie`, `insert`, `remove`, `listing_end`, `listing`). What it cannot see: the skip
-//! lists' and `OnceBox`'s atomics and the buckets' counts are `std`'s (the lockless lookup is
-//! not modelled here; the bucket lock orders every access these models make).
+//! `next_cookie`, `insert`, `remove`, `listing_end`, `listing`, and the lockless `lookup`).
+//! Their slot words are loom atomics too (`SlotWord`; one slot per bucket in the loom build,
+//! so a second name of a bucket takes the skip-list path), so every order of a lookup's slot
+//! loads against a writer's stores is explored. What it cannot see: the skip lists' and
+//! `OnceBox`'s atomics, the buckets' counts and `replace_seq` are `std`'s (a lookup that
+//! races a skip-list replacement is not modelled).
 
 use crate::dcache::{Dir, DirChild, FIRST_COOKIE};
 use crate::sync::epoch::Guard;
