@@ -162,13 +162,58 @@ impl PageBuf {
 #[inline]
 #[cfg(all(target_arch = "x86_64", not(miri)))]
 unsafe fn atomic_copy(dst: *mut u8, src: *const u8, n: usize) {
-    if n >= 256 && std::arch::is_x86_feature_detected!("avx") {
+    if n >= 256 && std::arch::is_x86_feature_detected!("avx512f") {
+        // SAFETY: the caller's contract; the CPU has AVX-512F (checked just above).
+        unsafe { atomic_copy_avx512(dst, src, n) }
+    } else if n >= 256 && std::arch::is_x86_feature_detected!("avx") {
         // SAFETY: the caller's contract; the CPU has AVX (checked just above).
         unsafe { atomic_copy_avx(dst, src, n) }
     } else {
         // SAFETY: the caller's contract.
         unsafe { atomic_copy_sse2(dst, src, n) }
     }
+}
+
+/// [`atomic_copy`] 256 bytes per step in 64-byte AVX-512 moves (a 4 KiB page is 64 loads
+/// and 64 stores), then SSE2. Measured 2026-12-07 on the Intel Xeon VM (a C copy of 4 KiB
+/// pages in random order from 110 MiB, the `tree` workload's pattern, three runs): 9.2-10.2
+/// GB/s against 6.6-7.9 for the same loop in 32-byte moves (`rep movsb` 8.6-10.0, glibc's
+/// `memcpy` 8.5-9.4); from L1 all four are within 10% (36-40 GB/s).
+///
+/// # Safety
+/// As [`atomic_copy`]; the CPU has AVX-512F.
+#[cfg(all(target_arch = "x86_64", not(miri)))]
+#[target_feature(enable = "avx512f")]
+unsafe fn atomic_copy_avx512(mut dst: *mut u8, mut src: *const u8, mut n: usize) {
+    use std::arch::asm;
+    while n >= 256 {
+        // SAFETY: 256 readable bytes at `src`, 256 writable at `dst` (n >= 256, the
+        // caller's ranges); unaligned moves; touches nothing else and no flags.
+        unsafe {
+            asm!(
+                "vmovdqu64 {a}, [{s}]",
+                "vmovdqu64 {b}, [{s} + 64]",
+                "vmovdqu64 {c}, [{s} + 128]",
+                "vmovdqu64 {d}, [{s} + 192]",
+                "vmovdqu64 [{t}], {a}",
+                "vmovdqu64 [{t} + 64], {b}",
+                "vmovdqu64 [{t} + 128], {c}",
+                "vmovdqu64 [{t} + 192], {d}",
+                s = in(reg) src,
+                t = in(reg) dst,
+                a = out(zmm_reg) _,
+                b = out(zmm_reg) _,
+                c = out(zmm_reg) _,
+                d = out(zmm_reg) _,
+                options(nostack, preserves_flags),
+            );
+            src = src.add(256);
+            dst = dst.add(256);
+        }
+        n -= 256;
+    }
+    // SAFETY: the rest of the caller's ranges.
+    unsafe { atomic_copy_sse2(dst, src, n) }
 }
 
 /// [`atomic_copy`] 256 bytes per step in 32-byte AVX moves (half the instructions of
