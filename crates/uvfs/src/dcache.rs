@@ -349,9 +349,18 @@ impl<E> Slots<E> {
     }
 
     /// Stores a node for `name` in slot `i` (empty, or holding the entry it replaces) and
-    /// returns the word it replaced. `None` (nothing stored) when the node's address does
-    /// not fit a slot word. Context: the bucket's lock is held.
-    fn publish(&self, i: usize, name: Name, tag: u64, entry: Arc<E>, cookie: u64) -> Option<u64> {
+    /// returns the word it replaced. When the node's address does not fit a slot word,
+    /// stores nothing and gives `name` and `entry` back. Takes both by value: a clone kept
+    /// by the caller would cost a locked increment and decrement of each count.
+    /// Context: the bucket's lock is held.
+    fn publish(
+        &self,
+        i: usize,
+        name: Name,
+        tag: u64,
+        entry: Arc<E>,
+        cookie: u64,
+    ) -> std::result::Result<u64, (Name, Arc<E>)> {
         let node = Box::into_raw(Box::new(SlotNode {
             name,
             entry,
@@ -360,14 +369,14 @@ impl<E> Slots<E> {
         let addr = node as u64;
         if addr & !ADDR_MASK != 0 {
             // SAFETY: just made by `Box::into_raw`, never published.
-            drop(unsafe { Box::from_raw(node) });
-            return None;
+            let n = unsafe { Box::from_raw(node) };
+            return Err((n.name, n.entry));
         }
         // Relaxed: only writers (we, under the lock) store slots.
         let old = self.slots[i].load(Ordering::Relaxed);
         // Release: publishes the node's fields to `find`'s Acquire loads.
         self.slots[i].store(addr | tag << (64 - TAG_BITS), Ordering::Release);
-        Some(old)
+        Ok(old)
     }
 
     /// Empties slot `i` and retires the node it held (word `w`) through `guard`.
@@ -848,10 +857,13 @@ impl<'a, E: DirChild> DirLocked<'a, E> {
         if let Some((i, n)) = bucket.read.find(&name, tag, &self.guard) {
             debug_assert!(self.holds_all(), "replacing locks every bucket");
             let old = n.entry.clone();
-            if let Some(w) = bucket.read.publish(i, name.clone(), tag, d.clone(), cookie) {
-                bucket.read.retire(None, w, &self.guard);
-                return Some(old);
-            }
+            let (name, d) = match bucket.read.publish(i, name, tag, d, cookie) {
+                Ok(w) => {
+                    bucket.read.retire(None, w, &self.guard);
+                    return Some(old);
+                }
+                Err(back) => back,
+            };
             // The new node's address does not fit a slot: the old entry leaves its slot
             // (lookups that miss meanwhile wait on `replace_seq`) and the new one goes to the
             // skip list.
@@ -874,13 +886,11 @@ impl<'a, E: DirChild> DirLocked<'a, E> {
                 // Relaxed: under the lock, which orders every store of a slot.
                 s.load(Ordering::Relaxed) == 0
             });
-            let stored = free.is_some_and(|i| {
-                bucket
-                    .read
-                    .publish(i, name.clone(), tag, d.clone(), cookie)
-                    .is_some()
-            });
-            if !stored {
+            let left = match free {
+                Some(i) => bucket.read.publish(i, name, tag, d, cookie).err(),
+                None => Some((name, d)),
+            };
+            if let Some((name, d)) = left {
                 self.insert_skip(b, name, d, cookie);
             }
         }
@@ -918,9 +928,9 @@ impl<'a, E: DirChild> DirLocked<'a, E> {
         let tag = tag_of_hash(name_hash(&name));
         let read = &self.dir.buckets[b].read;
         if let Some((i, _)) = read.find(&name, tag, &self.guard) {
-            match read.publish(i, name.clone(), tag, d.clone(), cookie) {
-                Some(w) => read.retire(None, w, &self.guard),
-                None => {
+            match read.publish(i, name, tag, d, cookie) {
+                Ok(w) => read.retire(None, w, &self.guard),
+                Err((name, d)) => {
                     // The new node's address does not fit a slot: the entry moves to the
                     // skip list (inside the caller's `replace_begin`).
                     read.take(i, &self.guard);
