@@ -138,23 +138,23 @@ pub const PAIRS: [Pair; 9] = [
         // Beyond the directory's mtime and ctime on the tick (`on_tick`; 0.13-0.51 shared
         // lines per loop measured with the tick's count, which it matches to +-0.05): a
         // name pair that meets in one of the directory's buckets (none among the recorded
-        // names) and a thread's refill of inode numbers (1 in 1000 rounds); and the
-        // directory's reference count, which each new dentry's link to its parent takes
-        // and the freed dentry's gives back: one line both threads write in every round
-        // (`dentry::audit_parent_count`; an `Arc` count, which the audit did not see until
-        // 2026-12-07, when it measured 1.31 per loop with 0.42 ticks). That line is issue
-        // 16's open item (docs/audit.md): 1.05 holds it and fails on any other line shared
-        // in one round in twenty; back to 0.05 when the parent count is sharded.
-        budget_shared: 1.05,
+        // names) and a thread's refill of inode numbers (1 in 1000 rounds). 0.05 fails on
+        // a line shared in one round in twenty. Until 2026-12-07 each new dentry's link
+        // also took the directory's `Arc` count and the freed dentry's gave it back, one
+        // line both threads wrote in every round, which the audit did not see (an `Arc`);
+        // recorded, it measured 1.21-1.31 per loop with 0.22-0.42 ticks. The links now
+        // count on the directory's sharded child count (dentry.rs `ParentLink`): 0.31
+        // with 0.35 ticks.
+        budget_shared: 0.05,
         // 13 on the file's own lines (since ETXTBSY: the open for writing takes and its
         // last close gives back a write count on the inode, Linux's get/put_write_access;
         // since 2026-12-07 an unlink marks the dentry instead of publishing a new link,
         // 14 -> 13), measured 13.11 with the tick (0.22 ticks per round), and the parent's
-        // count taken and given back (2, recorded since 2026-12-07: 15.17 with 0.42 ticks).
-        // One more per loop fails.
+        // count taken and given back (2: on the thread's own shard of the directory's child
+        // count since 2026-12-07, recorded; 15.17 with 0.35 ticks). One more per loop
+        // fails.
         budget_locked: 15.1,
-        goal: "0 shared lines: left are the parent directory's reference count (each new \
-               dentry's link holds one), the directory's mtime and ctime, written once per \
+        goal: "0 shared lines: left are the directory's mtime and ctime, written once per \
                coarse tick (more often per loop under the slow recorder), and names that \
                meet in one of the directory's 16 buckets",
         on_tick: true,
@@ -165,9 +165,9 @@ pub const PAIRS: [Pair; 9] = [
         what: "creat-clo on a mount with tmpfs's default limits (size and nr_inodes: half of RAM)",
         // As creat-clo: the limits' per-thread shards (fs/tmpfs/limits.rs, issue 16) add
         // no shared line; before them the inode-space and page counters were shared in
-        // every round (2.19 per loop in all). Left: the directory's times on the tick, and
-        // its reference count (creat-clo's budget says why): 1.33 with 0.35 ticks.
-        budget_shared: 1.05,
+        // every round (2.19 per loop in all). Left: the directory's times on the tick (its
+        // reference count, shared until 2026-12-07: see creat-clo's budget).
+        budget_shared: 0.05,
         // 34 per loop (35 until the unlink marked its dentry instead of publishing a new
         // link), on the file's own lines and the thread's own shard: creat-clo's 13,
         // the inode space's take and give on the thread's shard (2), and the evictable
@@ -181,8 +181,7 @@ pub const PAIRS: [Pair; 9] = [
         // taken off before the unlink's mark); with the parent's count recorded (2, as
         // creat-clo) 36.17. One more per loop fails.
         budget_locked: 36.1,
-        goal: "as creat-clo: left are the parent's reference count and the directory's \
-               mtime and ctime on the coarse tick",
+        goal: "as creat-clo: left are the directory's mtime and ctime on the coarse tick",
         on_tick: true,
     },
     Pair {

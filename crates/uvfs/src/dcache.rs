@@ -73,6 +73,7 @@ use crate::sync::epoch::{self, Guard};
 use crate::sync::loom_spin::{Mutex, MutexGuard};
 use crate::sync::once_box::OnceBox;
 use crate::sync::padded::CacheLine;
+use crate::sync::pcp_ref::PcpCount;
 use crate::sync::plain::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::sync::seqcount::SeqCount;
 use crate::{Errno, Result};
@@ -459,11 +460,19 @@ struct ReadMostly {
     dead: AtomicBool,
 }
 
+/// At most this many shards in a directory's count of its children's links (`Dir::child_refs`):
+/// 512 bytes per directory on a machine of 8 threads or more.
+const CHILD_REF_SHARDS: usize = 8;
+
 /// A directory's contents: its entries `E` by name and by cookie, in [`NR_BUCKETS`] buckets.
 pub(crate) struct Dir<E> {
     buckets: [CacheLine<Bucket<E>>; NR_BUCKETS],
     /// On its own line, so that lookups share none with a bucket lock.
     ro: CacheLine<ReadMostly>,
+    /// The references its entries' links hold on the directory (dentry.rs `ParentLink`):
+    /// a shard per thread, so that creating and freeing entries writes the thread's own
+    /// line, not one every thread writes.
+    pub(crate) child_refs: PcpCount,
 }
 
 impl<E> fmt::Debug for Dir<E> {
@@ -523,6 +532,7 @@ impl<E: DirChild> Dir<E> {
                     },
                 })
             }),
+            child_refs: PcpCount::with_at_most(0, CHILD_REF_SHARDS),
             ro: CacheLine(ReadMostly {
                 replace_seq: SeqCount::new(),
                 dead: AtomicBool::new(false),

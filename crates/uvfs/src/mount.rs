@@ -221,7 +221,7 @@ impl Mount {
     /// system's `mount` returns (Linux `vfs_create_mount` after `fill_super`), not yet
     /// attached anywhere.
     pub(crate) fn with_root(sb: Arc<SuperBlock>, root: Arc<crate::inode::Inode>) -> Arc<Mount> {
-        let root = Arc::new(Dentry::new(root, None, Arc::from(&b"/"[..]), 0));
+        let root = Dentry::new_arc(root, None, Arc::from(&b"/"[..]), 0);
         sb.set_root(&root);
         Mount::new(sb, root, MountFlags::empty())
     }

@@ -436,12 +436,7 @@ impl<V: Variant> Task<V> {
         let inode = crate::namei::new_inode(&dirp.mnt, di, b"", args)?;
         inode.init_tmpfile(!flags.contains(OpenFlags::EXCL));
         // d_tmpfile: a dentry under the directory, never hashed (no lookup finds it).
-        let d = Arc::new(Dentry::new(
-            inode,
-            Some(dir.clone()),
-            Arc::from(&b"/"[..]),
-            0,
-        ));
+        let d = Dentry::new_arc(inode, Some(dir), Arc::from(&b"/"[..]), 0);
         crate::namei::unhash(&d);
         // may_open with no access to check: O_NOATIME is the creator's own file.
         let p = Path {

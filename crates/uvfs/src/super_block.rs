@@ -84,5 +84,8 @@ impl Drop for SuperBlock {
             drop(l);
             crate::dentry::shrink_children(children, true);
         }
+        // The root leaves no parent's index, so nothing unhashes it: its children's count
+        // is detached here, and its hold on itself goes when no link to it is left.
+        crate::dentry::detach_children(&root);
     }
 }

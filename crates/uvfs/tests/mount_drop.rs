@@ -173,3 +173,81 @@ fn mount_drop_frees_a_large_nested_tree() {
         inodes.iter().filter(|i| i.strong_count() > 0).count()
     );
 }
+
+/// The weak reference of the dentry `path` names (opened as a directory and closed).
+fn dir_dentry(t: &Task, path: &[u8]) -> Weak<Dentry> {
+    let fd = t
+        .open(path, OpenFlags::RDONLY | OpenFlags::DIRECTORY, 0)
+        .expect("open dir");
+    let w = Arc::downgrade(t.files().fget(fd.0).expect("fget").dentry());
+    t.close(fd).expect("close");
+    w
+}
+
+/// Directories removed while the mount lives are freed, and a removed directory stays
+/// alive exactly while something below it does: a child's link holds its parent through
+/// the parent's sharded child count (dentry.rs `ParentLink`), which is detached when the
+/// directory is removed and gives the directory's hold on itself back when its last
+/// child's link goes. rmdir of an empty directory (and of its parent after it); rename
+/// over an empty directory; a directory whose unlinked file is still open, freed only
+/// after the close; and 1000 mkdir/rmdir rounds leave no directory behind.
+#[test]
+fn removed_directories_are_freed_when_nothing_below_them_lives() {
+    let m = tmpfs::mount(TmpfsOptions::default());
+    let t = Task::init(&m);
+    let at = uvfs::Fd::AT_FDCWD;
+    let rmdir = uvfs::AtFlags::REMOVEDIR;
+    // rmdir, innermost first.
+    t.mkdirat(at, b"/a", 0o755).expect("mkdir");
+    t.mkdirat(at, b"/a/b", 0o755).expect("mkdir");
+    let (a, b) = (dir_dentry(&t, b"/a"), dir_dentry(&t, b"/a/b"));
+    t.unlinkat(at, b"/a/b", rmdir).expect("rmdir b");
+    t.unlinkat(at, b"/a", rmdir).expect("rmdir a");
+    assert!(
+        flush_until(|| a.strong_count() == 0 && b.strong_count() == 0),
+        "removed directories alive: a {}, b {}",
+        a.strong_count(),
+        b.strong_count()
+    );
+    // rename over an empty directory: the replaced one goes.
+    t.mkdirat(at, b"/x", 0o755).expect("mkdir");
+    t.mkdirat(at, b"/y", 0o755).expect("mkdir");
+    let y = dir_dentry(&t, b"/y");
+    t.renameat(at, b"/x", at, b"/y").expect("rename");
+    assert!(
+        flush_until(|| y.strong_count() == 0),
+        "replaced directory alive"
+    );
+    // A removed directory with an open, unlinked file: alive until the close.
+    t.mkdirat(at, b"/c", 0o755).expect("mkdir");
+    let fd = t
+        .open(b"/c/f", OpenFlags::CREAT | OpenFlags::RDWR, 0o644)
+        .expect("create");
+    let c = dir_dentry(&t, b"/c");
+    t.unlinkat(at, b"/c/f", uvfs::AtFlags::empty())
+        .expect("unlink");
+    t.unlinkat(at, b"/c", rmdir).expect("rmdir c");
+    // Epochs pass (the removal's settle runs): the open file's link still holds it.
+    for _ in 0..1000 {
+        crossbeam_epoch::pin().flush();
+    }
+    assert!(c.strong_count() > 0, "freed while its file is open");
+    assert_eq!(t.write(fd, b"data"), Ok(4));
+    t.close(fd).expect("close");
+    assert!(
+        flush_until(|| c.strong_count() == 0),
+        "alive after the close"
+    );
+    // mkdir/rmdir rounds.
+    let mut gone = Vec::new();
+    for _ in 0..1000 {
+        t.mkdirat(at, b"/r", 0o755).expect("mkdir");
+        gone.push(dir_dentry(&t, b"/r"));
+        t.unlinkat(at, b"/r", rmdir).expect("rmdir");
+    }
+    assert!(
+        flush_until(|| gone.iter().all(|d| d.strong_count() == 0)),
+        "{} of 1000 removed directories alive",
+        gone.iter().filter(|d| d.strong_count() > 0).count()
+    );
+}

@@ -63,12 +63,7 @@ pub(crate) fn create_locked<V: Variant>(
     let cookie = dl.next_cookie(name)?;
     let inode = new_inode(mnt, dir, name, args)?;
     let name: Name = Arc::from(name);
-    let d = Arc::new(Dentry::new(
-        inode,
-        Some(parent.clone()),
-        name.clone(),
-        cookie,
-    ));
+    let d = Dentry::new_arc(inode, Some(parent), name.clone(), cookie);
     dl.insert(name, d.clone(), cookie);
     if is_dir {
         dir.add_nlink(1, None);
@@ -328,12 +323,7 @@ impl<V: Variant> Task<V> {
             let cookie = dl.next_cookie(nl.name)?;
             let t = oi.link_inc(now, || ndir_i.i_op.link(ndir_i, nl.name, oi))?;
             let name: Name = Arc::from(nl.name);
-            let d = Arc::new(Dentry::new(
-                oi.clone(),
-                Some(nl.dir.clone()),
-                name.clone(),
-                cookie,
-            ));
+            let d = Dentry::new_arc(oi.clone(), Some(nl.dir), name.clone(), cookie);
             dl.insert(name, d, cookie);
             ndir_i.touch_mtime_ctime(t);
             Ok(())

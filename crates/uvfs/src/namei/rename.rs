@@ -333,7 +333,7 @@ fn rename_locked<V: Variant>(
     let name: Name = Arc::from(nl.name);
     old.d_link.replace(
         DLink {
-            parent: Some(nl.dir.clone()),
+            parent: Some(crate::dentry::ParentLink::new(nl.dir)),
             name: name.clone(),
             cookie,
         },
@@ -384,7 +384,7 @@ fn exchange_locked<'l>(
     }
     old.d_link.replace(
         DLink {
-            parent: Some(nl.dir.clone()),
+            parent: Some(crate::dentry::ParentLink::new(nl.dir)),
             name: nname.clone(),
             cookie: tc,
         },
@@ -392,7 +392,7 @@ fn exchange_locked<'l>(
     );
     target.d_link.replace(
         DLink {
-            parent: Some(ol.dir.clone()),
+            parent: Some(crate::dentry::ParentLink::new(ol.dir)),
             name: oname.clone(),
             cookie: oc,
         },

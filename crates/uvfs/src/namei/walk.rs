@@ -408,7 +408,7 @@ pub(crate) fn lookup_locked(
     };
     let cookie = dl.next_cookie(name)?;
     let name: Name = Arc::from(name);
-    let d = Arc::new(Dentry::new(inode, Some(dir.clone()), name.clone(), cookie));
+    let d = Dentry::new_arc(inode, Some(dir), name.clone(), cookie);
     dl.insert(name, d.clone(), cookie);
     Ok(Some(d))
 }
@@ -446,6 +446,6 @@ pub(crate) fn link_listed(
         return;
     };
     let name: Name = Arc::from(name);
-    let d = Arc::new(Dentry::new(inode, Some(dir.clone()), name.clone(), cookie));
+    let d = Dentry::new_arc(inode, Some(dir), name.clone(), cookie);
     dl.insert(name, d, cookie);
 }

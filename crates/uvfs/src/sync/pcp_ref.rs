@@ -258,6 +258,14 @@ impl PcpCount<Std> {
     pub(crate) fn new(flags: u64) -> PcpCount<Std> {
         Self::with_shards(flags, nr_shards())
     }
+
+    /// As [`new`](Self::new) with at most `max` shards (a power of two): for objects made
+    /// by the million (a directory's count of its children's links, dentry.rs
+    /// `ParentLink`), whose memory a line per thread of a large machine would multiply.
+    /// More threads than shards share them (an atomic add on a line two threads write).
+    pub(crate) fn with_at_most(flags: u64, max: usize) -> PcpCount<Std> {
+        Self::with_shards(flags, nr_shards().min(max))
+    }
 }
 
 impl<F: Family> PcpCount<F> {

@@ -142,7 +142,7 @@ pub(crate) fn snapshot_at(mnt: &Mount, dir: &Arc<Dentry>) -> Result<Arc<Mount>> 
                 b.link_or_copy(inode)?
             };
             let cookie = dl.next_cookie(&name)?;
-            let d = Arc::new(Dentry::new(new, Some(dst.clone()), name.clone(), cookie));
+            let d = Dentry::new_arc(new, Some(&dst), name.clone(), cookie);
             let replaced = dl.insert(name, d.clone(), cookie);
             // Names are unique in one listing taken under the lock; a replacement would
             // leave the counts above one too high, so it is a bug, not input.
