@@ -84,9 +84,10 @@ impl ParentLink {
     /// A link's hold on `parent` (a directory, held by the caller).
     pub(crate) fn new(parent: &Arc<Dentry>) -> ParentLink {
         if let Some(dir) = parent.dir() {
-            // Not pinned: the caller's `Arc` keeps the directory allocated, and a take that
-            // races a settle is decided by their Dekker pair (`try_get_on`'s SYNC check),
-            // not by a grace period; an undo puts under the count's lock.
+            // Not pinned: `parent` is allocated while the caller holds it (its own `Arc`, or
+            // the uncounted view inside a live link, whose count keeps the directory), and
+            // a take that races a settle is decided by their Dekker pair (`try_get_on`'s
+            // SYNC check), not by a grace period; an undo puts under the count's lock.
             let (got, release) = dir.child_refs.try_get_on(this_shard(), REF);
             if got == TryGet::Got {
                 // SAFETY: a pointer of a live `Arc` (the caller's); the view is never
@@ -98,8 +99,9 @@ impl ParentLink {
                 };
             }
             if release {
-                // Our undo was the last put of the detached count: the hold goes. The
-                // caller's `Arc` keeps the dentry allocated past this.
+                // Our undo was the last put of the detached count: the hold goes. No link
+                // counts on the directory (else the sum was not zero), so the caller's
+                // `parent` is a counted `Arc`, which keeps the dentry allocated past this.
                 // SAFETY: the hold's strong count (`Dentry::new_arc`), released once.
                 unsafe { Arc::decrement_strong_count(Arc::as_ptr(parent)) };
             }
@@ -194,11 +196,12 @@ pub struct Dentry {
     /// `O_TMPFILE` never linked. Set once ([`unhash`]), never cleared: a removed dentry is
     /// never linked again (a later link of its inode makes a new one). A flag beside the
     /// link, not a field of it, so that an unlink writes one byte of the dentry's own line
-    /// and does not replace the link: a new link would clone the parent's `Arc` (a locked
-    /// add on the parent's count line, which every thread creating or removing names in
-    /// that directory writes) and retire the old one through the epoch (a locked subtract
-    /// there later); measured 2026-12-07 on the Intel Xeon VM with `creat-clo`: those two
-    /// of the four writes of the parent's count per loop cost (see docs/audit.md).
+    /// and does not replace the link: a new link would take another reference on the
+    /// parent (then a clone of its `Arc`, a locked add on the line every thread creating or
+    /// removing names in that directory wrote; now a reference on the thread's shard of
+    /// its child count, `ParentLink`) and retire the old one through the epoch (its put
+    /// later), and allocate; measured 2026-12-07 on the Intel Xeon VM with `creat-clo`:
+    /// those two of the four writes of the parent's count per loop cost (docs/audit.md).
     d_unhashed: AtomicBool,
     /// A directory's children: the dentry cache's index of them and their `getdents`
     /// cookies (dcache.rs); `None` for anything else. Immutable after creation (the index
@@ -267,9 +270,9 @@ impl Dentry {
             }),
         });
         if d.d_dir.is_some() {
-            // The children's hold: one strong count, given back by the release of
-            // `Dir::child_refs` (`ParentLink`).
-            std::mem::forget(Arc::clone(&d));
+            // The children's hold: one strong count, given back (`decrement_strong_count`,
+            // `from_raw`) by the release of `Dir::child_refs` (`ParentLink`).
+            let _hold = Arc::into_raw(Arc::clone(&d));
         }
         d
     }
@@ -365,7 +368,10 @@ impl Drop for Dentry {
     /// build: 2048 levels overflow a 1 MiB stack). Here each parent whose last reference
     /// this was is unlinked from its own parent before it is dropped, so the stack stays
     /// flat. The memory is freed exactly when the recursive drop would have freed it (the
-    /// last strong reference, `Arc::into_inner`), so readers' epoch rules are unchanged.
+    /// last strong reference, `Arc::into_inner`), so readers' epoch rules are unchanged. A
+    /// removed directory's hold on itself (`ParentLink`) may be the last reference: then
+    /// this runs from the count's release, on the thread of the last child's put or, from
+    /// the epoch's deferred settle, on whichever thread collects it.
     fn drop(&mut self) {
         let mut parent = self
             .d_link
@@ -418,7 +424,7 @@ impl DirChild for Dentry {
 /// Marks a removed dentry unhashed (`__d_drop`); its link keeps parent and name for `..`
 /// and getcwd. Context: the remover holds the lock under which the dentry left its
 /// directory's index (its name's bucket, or every bucket).
-pub(crate) fn unhash(d: &Dentry) {
+pub(crate) fn unhash(d: &Arc<Dentry>) {
     if d.d_dir.is_none() {
         // Release: pairs with `is_unhashed`'s Acquire. A plain store, no locked
         // instruction: the flag is only ever set, and its byte is written by nothing else.
@@ -435,19 +441,25 @@ pub(crate) fn unhash(d: &Dentry) {
 
 /// Detaches a directory's children's count (`ParentLink`): it has left its tree, so the
 /// count is summed exactly one grace period later, and the hold on the directory goes when
-/// no child's link is left. Context: once per directory, when it leaves its tree
-/// ([`unhash`]) or, for a root, when its super block ends.
-pub(crate) fn detach_children(d: &Dentry) {
+/// no child's link is left. Context: exactly once per directory, from [`unhash`]'s first
+/// mark (a second call would queue a second settle, which may find the dentry freed).
+fn detach_children(d: &Arc<Dentry>) {
     let Some(dir) = d.dir() else {
         return;
     };
+    debug_assert!(
+        !dir.child_refs.is_detached(),
+        "a directory is detached once"
+    );
     dir.child_refs.detach();
     /// The dentry, sent to the epoch's deferred call.
     struct Held(*const Dentry);
     // SAFETY: a pointer to a `Sync` dentry, used only to reach its count and give back its
     // hold (both thread-safe).
     unsafe impl Send for Held {}
-    let held = Held(d);
+    // From the `Arc` (not the `&Dentry`), so the pointer may reach the counts in front of
+    // the dentry (`decrement_strong_count`).
+    let held = Held(Arc::as_ptr(d));
     let g = crate::sync::epoch::pin();
     let settle = move || {
         let held = held;
@@ -492,7 +504,7 @@ pub(crate) fn shrink_children(children: Vec<Arc<Dentry>>, dead: bool) {
             let below = l.clear();
             // Marked under the lock they left under (see `unhash`); `c` itself was, by
             // the caller or by the round that took it out of its own directory.
-            below.iter().for_each(|d| unhash(d));
+            below.iter().for_each(unhash);
             drop(l);
             stack.extend(below);
         }
@@ -531,16 +543,77 @@ mod tests {
             .stack_size(256 << 10)
             .spawn(move || {
                 drop(leaf);
-                for _ in 0..1_000_000 {
-                    if Arc::strong_count(&inode) == 1 {
-                        break;
-                    }
-                    crate::sync::epoch::pin().flush();
-                }
-                assert_eq!(Arc::strong_count(&inode), 1, "every dentry freed");
+                assert!(
+                    flush_until(|| Arc::strong_count(&inode) == 1),
+                    "{} dentries alive",
+                    Arc::strong_count(&inode) - 1
+                );
             })
             .unwrap()
             .join()
             .unwrap();
+    }
+
+    /// Flushes this thread's deferred calls until `done`, for up to 10 s, yielding now and
+    /// then: another test of this binary may be pinned for a while (a FUSE or hostfs test
+    /// blocked in I/O), which holds the epoch back (tests/mount_drop.rs `flush_until`).
+    fn flush_until(done: impl Fn() -> bool) -> bool {
+        let start = std::time::Instant::now();
+        for i in 0u64.. {
+            if done() {
+                return true;
+            }
+            if start.elapsed().as_secs() >= 10 {
+                return false;
+            }
+            crate::sync::epoch::pin().flush();
+            if i % 64 == 63 {
+                std::thread::sleep(std::time::Duration::from_micros(100));
+            }
+        }
+        done()
+    }
+
+    /// A link made under a directory whose child count has been released (removed, settled,
+    /// no child left: what hostfs or the FUSE client may still cache entries under) holds a
+    /// plain `Arc` (`ParentLink`'s fallback): the directory stays allocated while the child
+    /// lives, and both are freed after.
+    #[test]
+    fn a_link_under_a_released_directory_holds_an_arc() {
+        let mnt = crate::tmpfs::mount(Default::default());
+        let inode = mnt.mnt_root.d_inode.clone();
+        let dir = Dentry::new_arc(inode.clone(), Some(&mnt.mnt_root), Arc::from(&b"d"[..]), 2);
+        let count = || dir.dir().map(|d| d.child_refs.is_detached());
+        unhash(&dir);
+        assert_eq!(count(), Some(true));
+        // The settle runs and releases the hold: only our `Arc` is left.
+        crate::sync::epoch::pin().flush();
+        assert!(
+            flush_until(|| Arc::strong_count(&dir) == 1),
+            "hold not released"
+        );
+        let child = Dentry::new_arc(inode.clone(), Some(&dir), Arc::from(&b"c"[..]), 2);
+        let g = crate::sync::epoch::pin();
+        let link = child.link(&g).parent.as_ref().expect("linked");
+        assert!(
+            !link.sharded,
+            "a released count refuses: the link holds an Arc"
+        );
+        assert_eq!(Arc::strong_count(&dir), 2);
+        drop(g);
+        let weak = Arc::downgrade(&dir);
+        drop(dir);
+        assert!(
+            weak.upgrade().is_some(),
+            "freed while its child's link holds it"
+        );
+        unhash(&child);
+        drop(child);
+        drop(mnt);
+        crate::sync::epoch::pin().flush();
+        assert!(
+            flush_until(|| weak.strong_count() == 0),
+            "not freed after its child"
+        );
     }
 }

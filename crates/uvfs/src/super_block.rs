@@ -54,9 +54,15 @@ impl SuperBlock {
         }
     }
 
-    /// Records the root dentry (`d_make_root` in `fill_super`); later calls change nothing.
+    /// Records the root dentry (`d_make_root` in `fill_super`). Context: once per super
+    /// block (`Mount::with_root`); a second root would never be torn down (its hold on
+    /// itself for its children, dentry.rs `ParentLink`, goes only at `SuperBlock::drop`), so
+    /// it is refused loudly: a bug in uvfs, never a result of input.
     pub(crate) fn set_root(&self, root: &Arc<Dentry>) {
-        let _ = self.s_root.set(root.clone());
+        assert!(
+            self.s_root.set(root.clone()).is_ok(),
+            "a super block has one root"
+        );
     }
 
     /// Device number (`st_dev` of every inode here).
@@ -80,12 +86,13 @@ impl Drop for SuperBlock {
             l.set_dead();
             let children = l.clear();
             // Marked under the lock they left under (see `dentry::unhash`).
-            children.iter().for_each(|d| crate::dentry::unhash(d));
+            children.iter().for_each(crate::dentry::unhash);
             drop(l);
             crate::dentry::shrink_children(children, true);
         }
-        // The root leaves no parent's index, so nothing unhashes it: its children's count
-        // is detached here, and its hold on itself goes when no link to it is left.
-        crate::dentry::detach_children(&root);
+        // The root leaves no parent's index, so nothing else unhashes it: marked here, its
+        // children's count is detached (once: `unhash`'s swap), and its hold on itself goes
+        // when no link to it is left.
+        crate::dentry::unhash(&root);
     }
 }

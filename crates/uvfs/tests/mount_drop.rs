@@ -227,10 +227,12 @@ fn removed_directories_are_freed_when_nothing_below_them_lives() {
     t.unlinkat(at, b"/c/f", uvfs::AtFlags::empty())
         .expect("unlink");
     t.unlinkat(at, b"/c", rmdir).expect("rmdir c");
-    // Epochs pass (the removal's settle runs): the open file's link still holds it.
-    for _ in 0..1000 {
-        crossbeam_epoch::pin().flush();
-    }
+    // A witness removed after it: once it is freed, `c`'s settle has run too (queued
+    // before the witness's, on this thread). The open file's link still holds `c`.
+    t.mkdirat(at, b"/w", 0o755).expect("mkdir");
+    let w = dir_dentry(&t, b"/w");
+    t.unlinkat(at, b"/w", rmdir).expect("rmdir w");
+    assert!(flush_until(|| w.strong_count() == 0), "witness alive");
     assert!(c.strong_count() > 0, "freed while its file is open");
     assert_eq!(t.write(fd, b"data"), Ok(4));
     t.close(fd).expect("close");

@@ -69,7 +69,7 @@ impl<V: Variant> Task<V> {
                 sl.set_dead();
                 let stale = sl.clear();
                 // Marked under the lock they left under (see `unhash`).
-                stale.iter().for_each(|d| unhash(d));
+                stale.iter().for_each(unhash);
                 drop(sl);
                 shrink_children(stale, false);
                 dir_inode.add_nlink(-1, None);

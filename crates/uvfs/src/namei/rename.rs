@@ -299,7 +299,7 @@ fn rename_locked<V: Variant>(
         tl.set_dead();
         let stale = tl.clear();
         // Marked under the lock they left under (see `unhash`).
-        stale.iter().for_each(|d| unhash(d));
+        stale.iter().for_each(unhash);
         drop(tl);
         shrink_children(stale, false);
     }

@@ -7,7 +7,9 @@
 //! `MNT_DOOMED`) and the mount writer count (`mnt_writers`, `mnt_hold_writers`,
 //! `__mnt_want_write`, `MNT_WRITE_HOLD`). uvfs uses it for `Mount`: every open `File` and
 //! every task root and cwd holds its mount, and a plain shared count there would be one
-//! namespace-wide line written by every open and close.
+//! namespace-wide line written by every open and close; and for a directory's count of its
+//! children's links (dentry.rs `ParentLink`, `Dir::child_refs`), where a plain count was
+//! the line every thread creating and removing names in the directory wrote.
 //!
 //! # The protocol
 //! Each shard is a wrapping `u64`: references in units of [`REF`] (low 32 bits), writers in
@@ -303,7 +305,9 @@ impl<F: Family> PcpCount<F> {
     }
 
     /// Takes `units` from a borrowed pointer (`__legitimize_mnt`): the caller is pinned and
-    /// reached the object through its tree (or a pointer retired through the epoch).
+    /// reached the object through its tree (or a pointer retired through the epoch), or
+    /// holds it allocated by other means (a directory's child count, dentry.rs
+    /// `ParentLink`: an `Arc` of the directory).
     /// On [`TryGet::Retry`] or [`TryGet::ReadOnly`] nothing is held; `release` is true when
     /// undoing made this the last reference of a detached object (the caller releases it).
     #[inline]
