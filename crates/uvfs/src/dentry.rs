@@ -554,24 +554,9 @@ mod tests {
             .unwrap();
     }
 
-    /// Flushes this thread's deferred calls until `done`, for up to 10 s, yielding now and
-    /// then: another test of this binary may be pinned for a while (a FUSE or hostfs test
-    /// blocked in I/O), which holds the epoch back (tests/mount_drop.rs `flush_until`).
+    /// [`crate::sync::flush_deferred_until`] for up to 10 s.
     fn flush_until(done: impl Fn() -> bool) -> bool {
-        let start = std::time::Instant::now();
-        for i in 0u64.. {
-            if done() {
-                return true;
-            }
-            if start.elapsed().as_secs() >= 10 {
-                return false;
-            }
-            crate::sync::epoch::pin().flush();
-            if i % 64 == 63 {
-                std::thread::sleep(std::time::Duration::from_micros(100));
-            }
-        }
-        done()
+        crate::sync::flush_deferred_until(done, std::time::Duration::from_secs(10))
     }
 
     /// A link made under a directory whose child count has been released (removed, settled,

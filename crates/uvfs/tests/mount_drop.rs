@@ -30,25 +30,10 @@ fn rss() -> u64 {
     pages * 4096
 }
 
-/// Flushes deferred frees until `gone` holds, for up to 10 s. Three advances of the epoch
-/// free what this thread retired; an advance waits for every pinned thread to unpin, and
-/// another test of this binary may be pinned (or descheduled while pinned) for a moment,
-/// so this keeps trying, yielding now and then, rather than giving up after a count.
+/// Flushes deferred frees until `gone` holds, for up to 10 s
+/// (`uvfs::sync::flush_deferred_until`, which says why not a fixed count).
 fn flush_until(gone: impl Fn() -> bool) -> bool {
-    let start = std::time::Instant::now();
-    for i in 0u64.. {
-        if gone() {
-            return true;
-        }
-        if start.elapsed().as_secs() >= 10 {
-            return false;
-        }
-        crossbeam_epoch::pin().flush();
-        if i % 64 == 63 {
-            std::thread::sleep(std::time::Duration::from_micros(100));
-        }
-    }
-    gone()
+    uvfs::sync::flush_deferred_until(gone, std::time::Duration::from_secs(10))
 }
 
 /// What the last cycle's tree held: the root dentry, the root inode, the file's inode.

@@ -223,3 +223,27 @@ pub(crate) fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
         Err(p) => p.into_inner(),
     }
 }
+
+/// Runs the calling thread's deferred frees (crossbeam-epoch's: retired dentries, inodes,
+/// pages, a removed directory's settle) until `done` returns true, for at most `timeout`;
+/// returns `done()`'s last answer. For tests and embedders that check that what they dropped
+/// is gone (weak references, memory): a free waits until every thread pinned when it was
+/// retired has unpinned, and another thread may stay pinned for a while (a call blocked on
+/// a FUSE server or a host file system), so this keeps flushing, sleeping 100 us every 64
+/// tries, rather than trusting a fixed count.
+pub fn flush_deferred_until(done: impl Fn() -> bool, timeout: std::time::Duration) -> bool {
+    let start = std::time::Instant::now();
+    for i in 0u64.. {
+        if done() {
+            return true;
+        }
+        if start.elapsed() >= timeout {
+            break;
+        }
+        epoch::pin().flush();
+        if i % 64 == 63 {
+            std::thread::sleep(std::time::Duration::from_micros(100));
+        }
+    }
+    done()
+}
