@@ -641,10 +641,10 @@ impl<'l, E> BucketRange<'l, E> {
     fn next(&mut self) -> Option<(u64, &'l Arc<E>)> {
         let s = self.slots.last().map(|&(c, _)| c);
         let t = self.tree.peek().map(|(&c, _)| c);
-        match (s, t) {
-            (Some(s), Some(t)) if t < s => self.tree.next().map(|(&c, e)| (c, e)),
-            (Some(_), _) => self.slots.pop(),
-            (None, _) => self.tree.next().map(|(&c, e)| (c, e)),
+        if t.is_some_and(|t| s.is_none_or(|s| t < s)) {
+            self.tree.next().map(|(&c, e)| (c, e))
+        } else {
+            self.slots.pop()
         }
     }
 }
@@ -867,25 +867,19 @@ impl<'a, E: DirChild> DirLocked<'a, E> {
         if let Some((i, n)) = bucket.read.find(&name, tag, &self.guard) {
             debug_assert!(self.holds_all(), "replacing locks every bucket");
             let old = n.entry.clone();
-            let (name, d) = match bucket.read.publish(i, name, tag, d, cookie) {
-                Ok(w) => {
-                    bucket.read.retire(None, w, &self.guard);
-                    return Some(old);
-                }
-                Err(back) => back,
-            };
-            // The new node's address does not fit a slot: the old entry leaves its slot
-            // (lookups that miss meanwhile wait on `replace_seq`) and the new one goes to the
-            // skip list.
-            self.replace_begin();
-            bucket.read.take(i, &self.guard);
-            self.insert_skip(b, name, d, cookie);
+            self.replace_in_slot(b, i, name, tag, d, cookie);
             if !outer {
                 self.replace_end();
             }
             return Some(old);
         }
-        let old = self.get(&name).cloned();
+        // Not in a slot (searched above): the skip list's, if any.
+        let old = bucket
+            .read
+            .children
+            .get()
+            .and_then(|c| c.get(&name, &self.guard))
+            .map(|e| e.value().clone());
         if let Some(o) = &old {
             self.replace_begin();
             let c = o.cookie(&self.guard);
@@ -916,6 +910,32 @@ impl<'a, E: DirChild> DirLocked<'a, E> {
         old
     }
 
+    /// Replaces the entry in slot `i` of bucket `b` (named `name`, tag `tag`) by `d` at
+    /// `cookie`: one store of the slot, so lookups see the old or the new entry. When the
+    /// new node's address does not fit a slot word, the old entry leaves its slot and the
+    /// new one goes to the skip list, inside a `replace_seq` bracket (begun here unless the
+    /// caller's is open; the caller ends it), so lookups that miss meanwhile wait.
+    /// Context: `lock_all`.
+    fn replace_in_slot(
+        &mut self,
+        b: usize,
+        i: usize,
+        name: Name,
+        tag: u64,
+        d: Arc<E>,
+        cookie: u64,
+    ) {
+        let read = &self.dir.buckets[b].read;
+        match read.publish(i, name, tag, d, cookie) {
+            Ok(w) => read.retire(None, w, &self.guard),
+            Err((name, d)) => {
+                self.replace_begin();
+                self.dir.buckets[b].read.take(i, &self.guard);
+                self.insert_skip(b, name, d, cookie);
+            }
+        }
+    }
+
     /// Links `d` as `name` in bucket `b`'s skip list and cookie index (replacing any entry of
     /// that name there). Context: `b` is locked.
     fn insert_skip(&mut self, b: usize, name: Name, d: Arc<E>, cookie: u64) {
@@ -938,15 +958,7 @@ impl<'a, E: DirChild> DirLocked<'a, E> {
         let tag = tag_of_hash(name_hash(&name));
         let read = &self.dir.buckets[b].read;
         if let Some((i, _)) = read.find(&name, tag, &self.guard) {
-            match read.publish(i, name, tag, d, cookie) {
-                Ok(w) => read.retire(None, w, &self.guard),
-                Err((name, d)) => {
-                    // The new node's address does not fit a slot: the entry moves to the
-                    // skip list (inside the caller's `replace_begin`).
-                    read.take(i, &self.guard);
-                    self.insert_skip(b, name, d, cookie);
-                }
-            }
+            self.replace_in_slot(b, i, name, tag, d, cookie);
             return;
         }
         self.inner(b).by_cookie.insert(cookie, d.clone());

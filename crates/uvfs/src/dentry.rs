@@ -118,13 +118,22 @@ impl ParentLink {
     /// `Dentry::drop` can free a chain of parents without recursion.
     fn release(self) -> Option<Arc<Dentry>> {
         let mut me = std::mem::ManuallyDrop::new(self);
-        if !me.sharded {
-            audit_parent_count(&me.parent);
-            // SAFETY: `me` is never used or dropped again.
-            return Some(unsafe { std::mem::ManuallyDrop::take(&mut me.parent) });
+        // SAFETY: `me` is never used or dropped again.
+        unsafe { me.give_back() }
+    }
+
+    /// [`release`](Self::release)'s work, for it and for `drop`.
+    ///
+    /// # Safety
+    /// Called once; `self` is not used afterwards (its `parent` may have been moved out).
+    unsafe fn give_back(&mut self) -> Option<Arc<Dentry>> {
+        if !self.sharded {
+            audit_parent_count(&self.parent);
+            // SAFETY: the caller's contract: `parent` is not used again.
+            return Some(unsafe { std::mem::ManuallyDrop::take(&mut self.parent) });
         }
-        let p = Arc::as_ptr(&me.parent);
-        let dir = me.parent.dir().expect("a parent link names a directory");
+        let p = Arc::as_ptr(&self.parent);
+        let dir = self.parent.dir().expect("a parent link names a directory");
         // Pinned from before the put until it returns (`PcpCount::put_on`).
         let _g = crate::sync::epoch::pin();
         if dir.child_refs.put_on(this_shard(), REF) {
@@ -146,15 +155,8 @@ impl std::ops::Deref for ParentLink {
 
 impl Drop for ParentLink {
     fn drop(&mut self) {
-        let me = ParentLink {
-            // SAFETY: moved out of `self`, which is not used again (its field is
-            // `ManuallyDrop`, so nothing is dropped twice).
-            parent: std::mem::ManuallyDrop::new(unsafe {
-                std::mem::ManuallyDrop::take(&mut self.parent)
-            }),
-            sharded: self.sharded,
-        };
-        drop(me.release());
+        // SAFETY: dropped once, never used after.
+        drop(unsafe { self.give_back() });
     }
 }
 
