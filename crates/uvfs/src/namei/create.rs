@@ -64,7 +64,7 @@ pub(crate) fn create_locked<V: Variant>(
     let inode = new_inode(mnt, dir, name, args)?;
     let name: Name = Arc::from(name);
     let d = Dentry::new_arc(inode, Some(parent), name.clone(), cookie);
-    dl.insert(name, d.clone(), cookie);
+    d_add(parent, dl, name, d.clone(), cookie);
     if is_dir {
         dir.add_nlink(1, None);
     }
@@ -324,7 +324,7 @@ impl<V: Variant> Task<V> {
             let t = oi.link_inc(now, || ndir_i.i_op.link(ndir_i, nl.name, oi))?;
             let name: Name = Arc::from(nl.name);
             let d = Dentry::new_arc(oi.clone(), Some(nl.dir), name.clone(), cookie);
-            dl.insert(name, d, cookie);
+            d_add(nl.dir, &mut dl, name, d, cookie);
             ndir_i.touch_mtime_ctime(t);
             Ok(())
         })

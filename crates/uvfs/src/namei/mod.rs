@@ -50,7 +50,7 @@ pub(crate) use crate::dentry::{shrink_children, unhash};
 pub(crate) use create::{create_locked, new_inode};
 pub(crate) use may::{inode_init_owner, mode_strip_sgid};
 use may::{may_create, may_delete, may_linkat};
-pub(crate) use walk::{link_listed, lookup_locked};
+pub(crate) use walk::{d_add, link_listed, lookup_locked};
 
 /// Longest file name component (`NAME_MAX`).
 pub const NAME_MAX: usize = 255;

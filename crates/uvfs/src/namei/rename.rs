@@ -339,7 +339,7 @@ fn rename_locked<V: Variant>(
         },
         &g,
     );
-    nlock.insert(name, old, cookie);
+    d_add(nl.dir, nlock, name, old, cookie);
     nlock.replace_end();
     if let Some(t) = target_time {
         ndir_i.touch_mtime_ctime(t);
@@ -398,14 +398,31 @@ fn exchange_locked<'l>(
         },
         g,
     );
-    ol_lock.exchange_entry(oname, target.clone(), oc);
-    let nlock: &mut DirLocked<'l> = match nl_lock {
-        Some(l) => l,
-        None => ol_lock,
-    };
-    nlock.exchange_entry(nname, old.clone(), tc);
-    nlock.replace_end();
-    ol_lock.replace_end();
+    if ol.dir.is_unhashed() || nl.dir.is_unhashed() {
+        // One parent has left its tree (see `d_add`): neither entry can be indexed where
+        // it goes, so both names leave the cache; the next lookups ask the file system.
+        let mut gone: Vec<Arc<Dentry>> = ol_lock.remove(&oname).into_iter().collect();
+        if let Some(l) = nl_lock.as_mut() {
+            gone.extend(l.remove(&nname));
+            l.replace_end();
+        } else {
+            gone.extend(ol_lock.remove(&nname));
+        }
+        ol_lock.replace_end();
+        gone.iter().for_each(unhash);
+        unhash(old);
+        unhash(target);
+        shrink_children(vec![old.clone(), target.clone()], false);
+    } else {
+        ol_lock.exchange_entry(oname, target.clone(), oc);
+        let nlock: &mut DirLocked<'l> = match nl_lock {
+            Some(l) => l,
+            None => ol_lock,
+        };
+        nlock.exchange_entry(nname, old.clone(), tc);
+        nlock.replace_end();
+        ol_lock.replace_end();
+    }
     if !same && oi.is_dir() != ti.is_dir() {
         // The directory's `..` moves from one parent to the other.
         let (from, to) = if oi.is_dir() {

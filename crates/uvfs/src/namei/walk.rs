@@ -229,8 +229,23 @@ impl<'a> Nameidata<'a> {
         let d = dir.dir().ok_or(Errno::ENOTDIR)?;
         loop {
             let mut dl = d.lock_name(name);
-            if lookup_locked(dir, &mut dl, name)?.is_none() {
+            let Some(e) = lookup_locked(dir, &mut dl, name)? else {
                 return Ok(None);
+            };
+            if e.is_unhashed() {
+                // Left out of the index (`d_add`: `dir` has left its tree), so no node of
+                // it lends the walk a reference that lives as long as its pin: this one is
+                // kept alive the same way, freed by the epoch after the walk's guard (and
+                // every other pinned now) has gone.
+                let kept = Box::into_raw(Box::new(e));
+                // SAFETY: `kept` is a fresh allocation freed only by this deferred call,
+                // which runs after `self.guard` unpins, so the reference below (which
+                // lives no longer than `self.guard`'s borrow, 'a) stays valid.
+                unsafe {
+                    self.guard
+                        .defer_unchecked(move || drop(Box::from_raw(kept)));
+                    return Ok(Some(&*kept));
+                }
             }
             drop(dl);
             // The entry is in the cache now, valid while the walk's guard is pinned; a
@@ -378,6 +393,44 @@ impl<'a> Nameidata<'a> {
     }
 }
 
+/// `d_add`: makes `d` the entry `name` (with getdents cookie `cookie`) in the index of
+/// directory `dir`, whose lock `dl` the caller holds, unless `dir` has left its tree or
+/// `d` is not in one. Then `d` is left out of every index, and marked unhashed with what
+/// is cached below it ([`shrink_children`]): the next lookup of the name asks the file
+/// system again, as for any name that is not cached.
+///
+/// Why: a directory that left its tree while something still stands in it (a file
+/// system's directory dropped by `d_invalidate`, as a hostfs directory renamed on the host
+/// while it is a task's working directory; a removed one is marked dead and makes no
+/// entries) is no longer reached from its parent, and its index is never emptied again;
+/// an entry there would hold the directory (its link) while the directory's index held
+/// the entry, a cycle that leaks both. A dentry that came from such a directory (`d`
+/// unhashed: rename moves it) cannot be hashed again ([`unhash`] is once). Linux hashes
+/// both and lets its LRU shrinker free them; uvfs has no LRU. Only file systems whose
+/// cache may be incomplete (`I_REVALIDATE`: hostfs, the FUSE client) invalidate
+/// directories, so a tmpfs entry is always indexed.
+///
+/// Exact under the one bucket lock: [`unhash`] marks a directory before its index is
+/// emptied under all of its locks (`shrink_children`), so an insert that takes the bucket
+/// lock first is removed by that emptying, and one that takes it after sees the mark (the
+/// lock's release and acquire order them).
+///
+/// Context: `dl` locks `name`'s bucket; `d`'s own index may be locked here (a child's lock
+/// after its parent's, the lock order of inode.rs).
+pub(crate) fn d_add(
+    dir: &Arc<Dentry>,
+    dl: &mut DirLocked<'_>,
+    name: Name,
+    d: Arc<Dentry>,
+    cookie: u64,
+) {
+    if dir.is_unhashed() || d.is_unhashed() {
+        shrink_children(vec![d], false);
+        return;
+    }
+    dl.insert(name, d, cookie);
+}
+
 /// The entry `name` of directory `dir`, whose lock `dl` the caller holds: the cached one, or
 /// for a directory marked `I_REVALIDATE` the file system's (`d_revalidate`, then
 /// `->lookup` on a miss, linking the result into the cache; a stale entry is dropped
@@ -409,7 +462,7 @@ pub(crate) fn lookup_locked(
     let cookie = dl.next_cookie(name)?;
     let name: Name = Arc::from(name);
     let d = Dentry::new_arc(inode, Some(dir), name.clone(), cookie);
-    dl.insert(name, d.clone(), cookie);
+    d_add(dir, dl, name, d.clone(), cookie);
     Ok(Some(d))
 }
 
@@ -447,5 +500,5 @@ pub(crate) fn link_listed(
     };
     let name: Name = Arc::from(name);
     let d = Dentry::new_arc(inode, Some(dir), name.clone(), cookie);
-    dl.insert(name, d, cookie);
+    d_add(dir, dl, name, d, cookie);
 }
