@@ -117,6 +117,11 @@ fn special_open_errno(mode: u32, flags: OpenFlags) -> Errno {
     }
 }
 
+/// How many times `open(O_CREAT)` without `O_EXCL` looks a name up again after the file
+/// system's create found it taken (a create on the host or by another task that the cache
+/// did not see), before it gives that `EEXIST` to the caller.
+const MAX_RETAKE: u32 = 3;
+
 /// `__O_TMPFILE`: the bit of `O_TMPFILE` besides `O_DIRECTORY`.
 pub(crate) const O_TMPFILE_BIT: OpenFlags = OpenFlags::from_bits_retain(0o20000000);
 
@@ -257,6 +262,8 @@ impl<V: Variant> Task<V> {
             let (d, created) = if flags.contains(OpenFlags::CREAT) {
                 let mut start = start;
                 let mut path: &[u8] = path;
+                // Creates that found the name taken (see below), at most `MAX_RETAKE`.
+                let mut retaken = 0;
                 loop {
                     let last = nd.walk_parent(start, path)?;
                     if last.ty != LastType::Norm {
@@ -301,14 +308,31 @@ impl<V: Variant> Task<V> {
                                     if flags.contains(OpenFlags::EXCL) {
                                         of -= OpenFlags::TRUNC;
                                     }
-                                    let d = create_locked(
+                                    let d = match create_locked(
                                         self,
                                         &last,
                                         &mut dl,
                                         S_IFREG | m,
                                         (0, None),
                                         of,
-                                    )?;
+                                    ) {
+                                        // The file system's name was taken since the
+                                        // lookup, by a change the cache did not see (on
+                                        // the host, or by a task in a directory that caches
+                                        // nothing, `d_add`): without O_EXCL the file is
+                                        // opened, as any open of an existing name. hostfs
+                                        // creates exclusively; a bound on the retries
+                                        // keeps a file system that says both "missing"
+                                        // and "exists" from looping.
+                                        Err(Errno::EEXIST)
+                                            if !flags.contains(OpenFlags::EXCL)
+                                                && retaken < MAX_RETAKE =>
+                                        {
+                                            retaken += 1;
+                                            continue;
+                                        }
+                                        r => r?,
+                                    };
                                     drop(dl);
                                     break (Some(d), true);
                                 }

@@ -152,7 +152,11 @@ fn rename_locked<V: Variant>(
     let ndir_i = &nl.dir.d_inode;
     let odir = ol.dir.dir().ok_or(Errno::ENOTDIR)?;
     let ndir = nl.dir.dir().ok_or(Errno::ENOTDIR)?;
-    let same = Arc::ptr_eq(ol.dir, nl.dir);
+    // One directory: one dentry, or two walks' dentries of a directory out of its tree
+    // (each walk of it makes its own, `d_add`; neither index holds anything, so locking
+    // either is enough).
+    let same = Arc::ptr_eq(ol.dir, nl.dir)
+        || (Arc::ptr_eq(odir_i, ndir_i) && ol.dir.is_unhashed() && nl.dir.is_unhashed());
     let g = epoch::pin();
     // lock_rename: same directory -> its lock; else the super block's rename lock, then
     // ancestor first, else by address.

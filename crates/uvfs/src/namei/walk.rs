@@ -471,7 +471,7 @@ pub(crate) fn lookup_locked(
 /// The cached entry `name` is kept when it names `inode` already; one naming another
 /// inode is dropped with what was cached below it (`d_invalidate`) unless something is
 /// mounted on it, which keeps it (and `inode` is not linked). An invalid name, or a
-/// directory already removed, links nothing.
+/// directory already removed or out of its tree (see [`d_add`]), links nothing.
 pub(crate) fn link_listed(
     dir: &Arc<Dentry>,
     dl: &mut DirLocked<'_>,
@@ -484,6 +484,7 @@ pub(crate) fn link_listed(
         || name.len() > NAME_MAX
         || name.iter().any(|&b| b == b'/' || b == 0)
         || dl.dead()
+        || dir.is_unhashed()
     {
         return;
     }
