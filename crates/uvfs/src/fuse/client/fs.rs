@@ -232,7 +232,9 @@ pub struct FuseClientOptions {
     /// for ever, as Linux without it. Requests nobody waits for (RELEASE) are not timed,
     /// nor is a send: a caller blocked writing to a server that stopped reading (its socket
     /// buffer full, 4 MiB) waits until the server reads, exits, or another caller's wait
-    /// times out and aborts the connection (which fails the send).
+    /// times out and aborts the connection (which fails the send). While a request sent
+    /// during a path walk waits, uvfs frees no retired object anywhere in the process (see
+    /// the module doc's "Known limit"): set this for a server that may stop answering.
     pub request_timeout: Option<std::time::Duration>,
     /// The most pages (4 KiB each) of file data the mount's page cache keeps (see the
     /// module doc, "Page cache"): `None` for [`DEFAULT_CACHE_PAGES`] (64 MiB), `Some(0)`
