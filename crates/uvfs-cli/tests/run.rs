@@ -1491,3 +1491,27 @@ fn chattr_on_a_read_only_bind_leaves_the_host_file_alone() {
     assert!(lsattr().contains('A'), "{}", lsattr());
     assert!(set("-A").success());
 }
+
+/// The links /proc/self/fd/N and /proc/self/cwd of uvfs files read as Linux's `d_path`
+/// writes them: the path, with " (deleted)" once the name is gone (the same script on a
+/// host directory printed `/D/f`, `/D`, `/D/f (deleted)`, `/D/d (deleted)`). Before,
+/// reading /proc/self/fd/N of a uvfs file was refused as unsupported, and /proc/self/cwd
+/// of a removed directory failed with ENOENT (getcwd's answer, not the link's); found by a
+/// new user's trial.
+#[test]
+fn proc_links_read_as_linux_d_path() {
+    let o = uvfs_run(&[
+        "--",
+        "sh",
+        "-c",
+        "cd /tmp && mkdir d && cd d && exec 3>/tmp/f 4</tmp && \
+         readlink /proc/self/fd/3 /proc/self/fd/4 && rm /tmp/f && readlink /proc/self/fd/3 \
+         && rmdir /tmp/d && readlink /proc/self/cwd; echo rc=$?",
+    ]);
+    assert_eq!(
+        text(&o.stdout),
+        "/tmp/f\n/tmp\n/tmp/f (deleted)\n/tmp/d (deleted)\nrc=0\n",
+        "{}",
+        text(&o.stderr)
+    );
+}

@@ -1636,8 +1636,11 @@ impl Sup {
                 };
                 match magic(&p) {
                     Some(m) if !is_uvfs(m) => return Ok(Answer::Continue),
-                    Some(_) => {
-                        return self.unsupported("readlink of /proc/PID/fd/N for a uvfs file")
+                    Some(fd) => {
+                        let mut out = t.fd_path(Fd(fd)).map_err(raw)?;
+                        out.truncate((size as usize).min(PATH_LIMIT));
+                        sys::write_mem(pid, buf, &out)?;
+                        return val(out.len());
                     }
                     None => {}
                 }
@@ -1647,7 +1650,7 @@ impl Sup {
                     || p == format!("/proc/{tgid}/root").as_bytes()
                 {
                     let mut out = if p.ends_with(b"cwd") {
-                        t.getcwd().map_err(raw)?
+                        t.cwd_path().map_err(raw)?
                     } else {
                         b"/".to_vec()
                     };

@@ -703,3 +703,33 @@ fn statfs_with_limits() {
         Ok((a.f_blocks, a.f_files, a.f_ffree))
     });
 }
+
+/// `Task::fd_path` and `Task::cwd_path`, what the links /proc/PID/fd/N and /proc/PID/cwd
+/// show under `uvfs run`: the path from the task's root, following renames, with
+/// " (deleted)" once the name is gone, as Linux's `d_path` (on a host directory D: an open
+/// file `D/f` reads `D/f`, after its unlink `D/f (deleted)`, a removed working directory
+/// `D/d (deleted)`), where `getcwd` fails with ENOENT. On every file system.
+#[test]
+fn proc_link_paths_follow_renames_and_say_deleted() {
+    for u in each_fs() {
+        let (t, s): (&uvfs::Task, &dyn Sys) = (&u.task, &u);
+        let kind = s.kind();
+        s.mkdirat(Fd::AT_FDCWD, b"/d", 0o755).unwrap();
+        s.mkfile(b"/d/f", b"x");
+        let fd = s.open(b"/d/f", RO, 0).unwrap();
+        let root = s.open(b"/", RO | OpenFlags::DIRECTORY, 0).unwrap();
+        assert_eq!(t.fd_path(fd), Ok(b"/d/f".to_vec()), "{kind}");
+        assert_eq!(t.fd_path(root), Ok(b"/".to_vec()), "{kind}");
+        s.renameat(Fd::AT_FDCWD, b"/d/f", Fd::AT_FDCWD, b"/d/g")
+            .unwrap();
+        assert_eq!(t.fd_path(fd), Ok(b"/d/g".to_vec()), "{kind}");
+        s.unlinkat(Fd::AT_FDCWD, b"/d/g", AtFlags::empty()).unwrap();
+        assert_eq!(t.fd_path(fd), Ok(b"/d/g (deleted)".to_vec()), "{kind}");
+        s.chdir(b"/d").unwrap();
+        assert_eq!(t.cwd_path(), Ok(b"/d".to_vec()), "{kind}");
+        s.unlinkat(Fd::AT_FDCWD, b"/d", AtFlags::REMOVEDIR).unwrap();
+        assert_eq!(t.cwd_path(), Ok(b"/d (deleted)".to_vec()), "{kind}");
+        assert_eq!(s.getcwd(), Err(Errno::ENOENT), "{kind}");
+        assert_eq!(t.fd_path(Fd(999)), Err(Errno::EBADF), "{kind}");
+    }
+}

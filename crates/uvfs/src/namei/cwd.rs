@@ -94,6 +94,78 @@ impl<V: Variant> Task<V> {
         }
         Ok(out)
     }
+
+    /// What the link `/proc/PID/fd/N` shows for descriptor `fd` (`O_PATH` ones too): the
+    /// file's path from this task's root across mount points, with ` (deleted)` appended
+    /// once its name is gone (unlinked or replaced, an `O_TMPFILE` file never linked, a
+    /// removed directory). A file out of the root's reach (on a detached mount, or above a
+    /// `chroot`) shows its path from the top of its mount tree, unmarked, as Linux's
+    /// `d_path` (only `getcwd` marks it unreachable).
+    ///
+    /// # Errors
+    /// `EBADF` if `fd` is not open; `ENAMETOOLONG` past `PATH_MAX` with its NUL.
+    ///
+    /// # References
+    /// proc(5) `/proc/pid/fd/`; Linux `proc_fd_link`, fs/d_path.c `d_path`.
+    pub fn fd_path(&self, fd: Fd) -> Result<Vec<u8>> {
+        let f = self.fdget_raw(fd)?;
+        let g = epoch::pin();
+        proc_link(
+            self.fs.root.load(&g),
+            f.mount(),
+            f.dentry(),
+            &self.fs.ns,
+            &g,
+        )
+    }
+
+    /// What the link `/proc/PID/cwd` shows: as [`fd_path`](Self::fd_path), for the current
+    /// directory (` (deleted)` once it was removed, where [`getcwd`](Self::getcwd) fails
+    /// with `ENOENT`).
+    ///
+    /// # Errors
+    /// `ENAMETOOLONG` past `PATH_MAX` with its NUL.
+    ///
+    /// # References
+    /// proc(5) `/proc/pid/cwd`; Linux `proc_cwd_link`, `d_path`.
+    pub fn cwd_path(&self) -> Result<Vec<u8>> {
+        let g = epoch::pin();
+        let cwd = self.fs.cwd.load(&g);
+        proc_link(
+            self.fs.root.load(&g),
+            &cwd.mnt,
+            &cwd.dentry,
+            &self.fs.ns,
+            &g,
+        )
+    }
+}
+
+/// Linux's `d_path` for the links of /proc (see [`Task::fd_path`]): [`d_path`] without its
+/// `(unreachable)` mark, ` (deleted)` when `d` is unlinked (`d_unlinked`: unhashed and not
+/// a root).
+fn proc_link(
+    root: &Path,
+    mnt: &Mount,
+    d: &Arc<Dentry>,
+    ns: &MntNamespace,
+    g: &Guard,
+) -> Result<Vec<u8>> {
+    let mut out = d_path(root, mnt, d, ns, g, false)?;
+    if let Some(rest) = out.strip_prefix(b"(unreachable)") {
+        out = if rest.is_empty() {
+            b"/".to_vec()
+        } else {
+            rest.to_vec()
+        };
+    }
+    if d.is_unhashed() && d.parent(g).is_some() {
+        out.extend_from_slice(b" (deleted)");
+    }
+    if out.len() >= PATH_MAX {
+        return Err(Errno::ENAMETOOLONG);
+    }
+    Ok(out)
 }
 
 /// `d_path`/`prepend_path`: the path of `d` (on `mnt`) from `root`, across mount points of
