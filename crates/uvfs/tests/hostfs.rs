@@ -857,3 +857,34 @@ fn an_invalidated_directory_is_still_one_directory() {
     );
     assert!(r.join("b/sub/y").is_dir());
 }
+
+/// A working directory renamed on the host stays usable however many other inodes pass
+/// through the descriptor cache: the cache evicts the least recently used descriptor, and
+/// the directory is used by every create in it. Bug (found by a new user's trial under
+/// `uvfs run --bind`): eviction was in insertion order, so after `max_cached_fds` (1024)
+/// creates the directory's descriptor went, hostfs reopened it by its old name, and the
+/// next create and every later call in it failed with `ESTALE` (here, with a cap of 8:
+/// from the 9th create on).
+#[test]
+fn a_working_directory_renamed_on_the_host_stays_usable() {
+    let fx = Fixture::new();
+    let r = fx.root();
+    std::fs::create_dir(r.join("a")).unwrap();
+    let u = fx.mount(HostfsOptions {
+        max_cached_fds: 8,
+        ..HostfsOptions::default()
+    });
+    let s: &dyn Sys = &u;
+    s.chdir(b"/a").unwrap();
+    std::fs::rename(r.join("a"), r.join("b")).unwrap();
+    for i in 0..100 {
+        let name = format!("n{i}");
+        let fd = s
+            .open(name.as_bytes(), OpenFlags::CREAT | OpenFlags::WRONLY, 0o644)
+            .unwrap_or_else(|e| panic!("create {name}: {e:?}"));
+        s.close(fd).unwrap();
+    }
+    assert_eq!(s.ls(b".").unwrap().len(), 100);
+    assert_eq!(std::fs::read_dir(r.join("b")).unwrap().count(), 100);
+    assert!(fds_into(&r) <= 8 + 1, "descriptors past the cap");
+}

@@ -51,7 +51,7 @@
 //!
 //! # Host descriptors (the bound on fd use)
 //! - An `O_PATH` descriptor per inode in use, kept in a cache of at most
-//!   [`HostfsOptions::max_cached_fds`] descriptors (FIFO eviction; the root's is held
+//!   [`HostfsOptions::max_cached_fds`] descriptors (the least recently used evicted; the root's is held
 //!   apart, always). An inode whose descriptor was evicted is reopened from its parent's
 //!   descriptor and its last known name (`openat(parent, name, O_PATH | O_NOFOLLOW)`,
 //!   recursively up to the root), and the result is checked against the inode's host
@@ -144,12 +144,43 @@ impl Default for HostfsOptions {
 /// A host identity: (`st_dev`, `st_ino`).
 pub(crate) type Key = (u64, u64);
 
-/// The capped cache of `O_PATH` descriptors (see the module doc), FIFO.
+/// The capped cache of `O_PATH` descriptors (see the module doc), least recently used
+/// evicted first.
 #[derive(Default)]
 struct FdCache {
-    map: HashMap<Key, Arc<OwnedFd>>,
-    /// Insertion order; may hold keys removed since (skipped when popped, compacted).
-    order: VecDeque<Key>,
+    /// Each cached descriptor with the stamp of its latest use.
+    map: HashMap<Key, (Arc<OwnedFd>, u64)>,
+    /// Uses, oldest first: a key and the stamp of that use. One whose stamp is no longer
+    /// the key's (used again since, or removed) is stale: skipped when popped, compacted.
+    order: VecDeque<(Key, u64)>,
+    /// The next use's stamp.
+    next: u64,
+}
+
+impl FdCache {
+    /// Records a use of `key` (cached) as the latest.
+    fn touch(&mut self, key: Key) {
+        let stamp = self.next;
+        self.next += 1;
+        if let Some(e) = self.map.get_mut(&key) {
+            e.1 = stamp;
+            self.order.push_back((key, stamp));
+        }
+    }
+
+    /// Whether `(key, stamp)` is the key's latest use.
+    fn current(map: &HashMap<Key, (Arc<OwnedFd>, u64)>, key: &Key, stamp: u64) -> bool {
+        map.get(key).is_some_and(|e| e.1 == stamp)
+    }
+
+    /// Drops stale uses once they outnumber `2 * cap` (each use is compacted away at most
+    /// once, so a use costs O(1) amortized).
+    fn compact(&mut self, cap: usize) {
+        if self.order.len() > 2 * cap {
+            let FdCache { map, order, .. } = self;
+            order.retain(|(k, s)| FdCache::current(map, k, *s));
+        }
+    }
 }
 
 /// State shared by a mount and its inodes.
@@ -244,37 +275,49 @@ pub(crate) fn open_path(dirfd: impl AsFd, name: &[u8]) -> Result<OwnedFd> {
 
 impl Shared {
     /// The cached `O_PATH` descriptor of `key`.
+    /// A use makes it the most recently used: a directory in use (a working directory
+    /// that creates go on in) stays cached however many other inodes pass through, so it
+    /// is not reopened by a name the host may have changed meanwhile (found by a new
+    /// user's trial: with FIFO eviction, the 1021st create in a working directory renamed
+    /// on the host failed with `ESTALE`, and every later call in it).
     fn cached_fd(&self, key: Key) -> Option<Arc<OwnedFd>> {
-        plock(&self.fds).map.get(&key).cloned()
+        let mut c = plock(&self.fds);
+        let fd = c.map.get(&key).map(|e| e.0.clone())?;
+        c.touch(key);
+        c.compact(self.opts.max_cached_fds.max(1));
+        Some(fd)
     }
 
-    /// Caches `fd` as the descriptor of `key`, evicting the oldest past the cap; the
-    /// evicted descriptors are closed after the lock (or by their last user).
+    /// Caches `fd` as the descriptor of `key` (its latest use), evicting the least
+    /// recently used past the cap; the evicted descriptors are closed after the lock (or
+    /// by their last user).
     fn cache_fd(&self, key: Key, fd: Arc<OwnedFd>) {
         let mut evicted = Vec::new();
         {
             let mut c = plock(&self.fds);
-            if c.map.insert(key, fd).is_none() {
-                c.order.push_back(key);
-            }
+            let stamp = c.next;
+            c.next += 1;
+            c.map.insert(key, (fd, stamp));
+            c.order.push_back((key, stamp));
             let cap = self.opts.max_cached_fds.max(1);
             while c.map.len() > cap {
-                let Some(k) = c.order.pop_front() else { break };
-                if let Some(fd) = c.map.remove(&k) {
-                    evicted.push(fd);
+                let Some((k, s)) = c.order.pop_front() else {
+                    break;
+                };
+                if FdCache::current(&c.map, &k, s) {
+                    if let Some((fd, _)) = c.map.remove(&k) {
+                        evicted.push(fd);
+                    }
                 }
             }
-            if c.order.len() > 2 * cap {
-                let FdCache { map, order } = &mut *c;
-                order.retain(|k| map.contains_key(k));
-            }
+            c.compact(cap);
         }
         drop(evicted);
     }
 
     /// Drops the cached descriptor of `key` (closed after the lock, or by its last user).
     pub(crate) fn uncache(&self, key: Key) {
-        let fd = plock(&self.fds).map.remove(&key);
+        let fd = plock(&self.fds).map.remove(&key).map(|e| e.0);
         drop(fd);
     }
 
@@ -291,7 +334,7 @@ impl Shared {
 
     /// Forgets the descriptor and the map entry of an inode going away.
     fn forget(&self, key: Key) {
-        let fd = plock(&self.fds).map.remove(&key);
+        let fd = plock(&self.fds).map.remove(&key).map(|e| e.0);
         drop(fd);
         let mut m = plock(&self.inodes);
         if m.get(&key).is_some_and(|w| w.strong_count() == 0) {
