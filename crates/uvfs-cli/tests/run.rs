@@ -1494,7 +1494,8 @@ fn chattr_on_a_read_only_bind_leaves_the_host_file_alone() {
 
 /// The links /proc/self/fd/N and /proc/self/cwd of uvfs files read as Linux's `d_path`
 /// writes them: the path, with " (deleted)" once the name is gone (the same script on a
-/// host directory printed `/D/f`, `/D`, `/D/f (deleted)`, `/D/d (deleted)`). Before,
+/// host directory printed `/D/f`, `/D`, `/D/f`, `/proc/self/fd/0`, `/D/f (deleted)`,
+/// `/D/d (deleted)`: `/dev/stdin` is itself a symlink, which the kernel reads). Before,
 /// reading /proc/self/fd/N of a uvfs file was refused as unsupported, and /proc/self/cwd
 /// of a removed directory failed with ENOENT (getcwd's answer, not the link's); found by a
 /// new user's trial.
@@ -1505,12 +1506,13 @@ fn proc_links_read_as_linux_d_path() {
         "sh",
         "-c",
         "cd /tmp && mkdir d && cd d && exec 3>/tmp/f 4</tmp && \
-         readlink /proc/self/fd/3 /proc/self/fd/4 && rm /tmp/f && readlink /proc/self/fd/3 \
-         && rmdir /tmp/d && readlink /proc/self/cwd; echo rc=$?",
+         readlink /proc/self/fd/3 /proc/self/fd/4 /dev/fd/3 && readlink /dev/stdin </tmp/f && \
+         rm /tmp/f && readlink /proc/self/fd/3 && rmdir /tmp/d && readlink /proc/self/cwd; \
+         echo rc=$?",
     ]);
     assert_eq!(
         text(&o.stdout),
-        "/tmp/f\n/tmp\n/tmp/f (deleted)\n/tmp/d (deleted)\nrc=0\n",
+        "/tmp/f\n/tmp\n/tmp/f\n/proc/self/fd/0\n/tmp/f (deleted)\n/tmp/d (deleted)\nrc=0\n",
         "{}",
         text(&o.stderr)
     );

@@ -1634,6 +1634,11 @@ impl Sup {
                     let p = path(1)?;
                     (dirfd(fdarg(0), &p)?, p, a[2])
                 };
+                // `/dev/stdin` and the like are symlinks themselves (to `/proc/self/fd/N`),
+                // which the kernel reads; only a final `fd/N` is the file's magic link.
+                if matches!(&p[..], b"/dev/stdin" | b"/dev/stdout" | b"/dev/stderr") {
+                    return Ok(Answer::Continue);
+                }
                 match magic(&p) {
                     Some(m) if !is_uvfs(m) => return Ok(Answer::Continue),
                     Some(fd) => {

@@ -205,6 +205,13 @@ pub struct Dentry {
     /// later), and allocate; measured 2026-12-07 on the Intel Xeon VM with `creat-clo`:
     /// those two of the four writes of the parent's count per loop cost (docs/audit.md).
     d_unhashed: AtomicBool,
+    /// Deleted as Linux's `d_unlinked` says of it (what `/proc/PID/fd/N` marks
+    /// ` (deleted)`): unlinked, rmdir'd or replaced by rename through uvfs, an `O_TMPFILE`
+    /// never linked, or dropped by `d_invalidate` because its name no longer holds it on
+    /// the file system ([`mark_deleted`]). Narrower than `d_unhashed`, which also marks
+    /// entries uvfs merely stopped caching (below an invalidated directory, `d_add`),
+    /// whose names Linux keeps hashed. Set once, never cleared.
+    d_deleted: AtomicBool,
     /// A directory's children: the dentry cache's index of them and their `getdents`
     /// cookies (dcache.rs); `None` for anything else. Immutable after creation (the index
     /// itself is lock-free). In the dentry, as Linux's `d_children`, not the inode: a walk
@@ -265,6 +272,7 @@ impl Dentry {
             d_inode: inode,
             d_flags: AtomicU32::new(d_flags),
             d_unhashed: AtomicBool::new(false),
+            d_deleted: AtomicBool::new(false),
             d_link: RcuCell::new(DLink {
                 parent: parent.map(ParentLink::new),
                 name,
@@ -309,6 +317,12 @@ impl Dentry {
         // publication when the flag was part of the link; the callers that must not miss
         // a removal (mount's check, getcwd's) hold, or follow, the lock the remover held.
         self.d_unhashed.load(Ordering::Acquire)
+    }
+
+    /// Whether this dentry was deleted as Linux's `d_unlinked` says (`d_deleted`).
+    pub(crate) fn is_deleted(&self) -> bool {
+        // Relaxed: as `mark_deleted`'s store.
+        self.d_deleted.load(Ordering::Relaxed)
     }
 
     /// The inode this dentry names.
@@ -421,6 +435,14 @@ impl DirChild for Dentry {
     fn cookie(&self, guard: &Guard) -> u64 {
         self.link(guard).cookie
     }
+}
+
+/// Marks `d` deleted (see `Dentry::d_deleted`); the caller unhashes it too. Linux: the
+/// `__d_drop` of `d_delete`, `d_invalidate` and `d_tmpfile`, as `d_unlinked` sees it.
+pub(crate) fn mark_deleted(d: &Dentry) {
+    // Relaxed: a report (`d_path`'s " (deleted)"), read racily as Linux's `d_unlinked` is;
+    // nothing is ordered by it.
+    d.d_deleted.store(true, Ordering::Relaxed);
 }
 
 /// Marks a removed dentry unhashed (`__d_drop`); its link keeps parent and name for `..`

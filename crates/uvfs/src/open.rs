@@ -459,8 +459,11 @@ impl<V: Variant> Task<V> {
         // `->tmpfile` (tmpfs: ENOSPC past the mount's limits).
         let inode = crate::namei::new_inode(&dirp.mnt, di, b"", args)?;
         inode.init_tmpfile(!flags.contains(OpenFlags::EXCL));
-        // d_tmpfile: a dentry under the directory, never hashed (no lookup finds it).
-        let d = Dentry::new_arc(inode, Some(dir), Arc::from(&b"/"[..]), 0);
+        // d_tmpfile: a dentry under the directory named `#<inode number>` (what
+        // /proc/PID/fd/N shows, with " (deleted)"), never hashed (no lookup finds it).
+        let name = format!("#{}", inode.i_ino);
+        let d = Dentry::new_arc(inode, Some(dir), Arc::from(name.as_bytes()), 0);
+        crate::namei::mark_deleted(&d);
         crate::namei::unhash(&d);
         // may_open with no access to check: O_NOATIME is the creator's own file.
         let p = Path {

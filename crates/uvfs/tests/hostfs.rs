@@ -757,6 +757,18 @@ fn an_invalidated_directory_caches_nothing_and_is_freed() {
     assert_eq!(s.stat(b"/a").map(drop), Err(Errno::ENOENT));
     // Below the working directory: still the host's b.
     assert_eq!(s.stat(b"x").unwrap().st_size, 1);
+    // Not deleted: a file open below it and one made in it read as Linux's FUSE client
+    // shows them (the names uvfs saw, no " (deleted)": only the dropped entry itself is).
+    let xfd = s.open(b"x", RO, 0).unwrap();
+    let gfd = s
+        .open(b"g", OpenFlags::CREAT | OpenFlags::WRONLY, 0o644)
+        .unwrap();
+    assert_eq!(u.task.fd_path(xfd), Ok(b"/a/x".to_vec()));
+    assert_eq!(u.task.fd_path(gfd), Ok(b"/a/g".to_vec()));
+    assert_eq!(u.task.cwd_path(), Ok(b"/a (deleted)".to_vec()));
+    s.close(xfd).unwrap();
+    s.close(gfd).unwrap();
+    s.unlinkat(at, b"g", AtFlags::empty()).unwrap();
     s.mkdirat(at, b"d", 0o755).unwrap();
     assert_eq!(s.stat(b"d/.").unwrap().st_mode & S_IFMT, S_IFDIR);
     let fd = s

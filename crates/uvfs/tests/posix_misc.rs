@@ -731,5 +731,13 @@ fn proc_link_paths_follow_renames_and_say_deleted() {
         assert_eq!(t.cwd_path(), Ok(b"/d (deleted)".to_vec()), "{kind}");
         assert_eq!(s.getcwd(), Err(Errno::ENOENT), "{kind}");
         assert_eq!(t.fd_path(Fd(999)), Err(Errno::EBADF), "{kind}");
+        // An O_TMPFILE file: `d_tmpfile`'s name, `#` and its inode number.
+        let tf = s.open(b"/", OpenFlags::TMPFILE | RW, 0o600).unwrap();
+        let ino = s.fstat(tf).unwrap().st_ino;
+        assert_eq!(
+            t.fd_path(tf),
+            Ok(format!("/#{ino} (deleted)").into_bytes()),
+            "{kind}"
+        );
     }
 }

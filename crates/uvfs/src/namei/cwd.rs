@@ -97,8 +97,9 @@ impl<V: Variant> Task<V> {
 
     /// What the link `/proc/PID/fd/N` shows for descriptor `fd` (`O_PATH` ones too): the
     /// file's path from this task's root across mount points, with ` (deleted)` appended
-    /// once its name is gone (unlinked or replaced, an `O_TMPFILE` file never linked, a
-    /// removed directory). A file out of the root's reach (on a detached mount, or above a
+    /// once its name is gone (unlinked, replaced or removed through uvfs; found gone from
+    /// the file system by a lookup; an `O_TMPFILE` file never linked, named `#INODE` in
+    /// its directory). A file out of the root's reach (on a detached mount, or above a
     /// `chroot`) shows its path from the top of its mount tree, unmarked, as Linux's
     /// `d_path` (only `getcwd` marks it unreachable).
     ///
@@ -142,8 +143,9 @@ impl<V: Variant> Task<V> {
 }
 
 /// Linux's `d_path` for the links of /proc (see [`Task::fd_path`]): [`d_path`] without its
-/// `(unreachable)` mark, ` (deleted)` when `d` is unlinked (`d_unlinked`: unhashed and not
-/// a root).
+/// `(unreachable)` mark, ` (deleted)` when `d` is unlinked (`d_unlinked`: here
+/// `Dentry::is_deleted`, not every unhashed dentry: uvfs also unhashes entries it only
+/// stopped caching, whose names Linux keeps).
 fn proc_link(
     root: &Path,
     mnt: &Mount,
@@ -159,7 +161,7 @@ fn proc_link(
             rest.to_vec()
         };
     }
-    if d.is_unhashed() && d.parent(g).is_some() {
+    if d.is_deleted() {
         out.extend_from_slice(b" (deleted)");
     }
     if out.len() >= PATH_MAX {

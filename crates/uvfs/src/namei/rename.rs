@@ -320,6 +320,7 @@ fn rename_locked<V: Variant>(
     if let Some(t) = &target {
         nlock.replace_begin();
         nlock.remove(nl.name);
+        mark_deleted(t);
         unhash(t);
         // shmem_rename2 unlinks the target first (see `unlinkat`).
         let tnow = ndir_i.current_time(now);

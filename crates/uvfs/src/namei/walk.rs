@@ -451,6 +451,7 @@ pub(crate) fn lookup_locked(
         // d_invalidate: the entry changed behind the VFS's back; what was cached below it
         // goes too (a fresh lookup makes a new dentry with an empty index).
         dl.remove(name);
+        mark_deleted(&d);
         shrink_children(vec![d], false);
     }
     if !di.needs_revalidate() || dl.dead() {
@@ -493,6 +494,7 @@ pub(crate) fn link_listed(
             return;
         }
         if let Some(old) = dl.remove(name) {
+            mark_deleted(&old);
             shrink_children(vec![old], false);
         }
     }

@@ -18,15 +18,15 @@
 //! # Known limit: a server that does not answer holds back memory reclamation
 //! Requests sent during a path walk or a change of the namespace (LOOKUP, GETATTR and
 //! ACCESS of a walk's steps, CREATE, MKNOD, MKDIR, SYMLINK, LINK, UNLINK, RMDIR, RENAME,
-//! OPEN, SETATTR by path) are sent while the calling thread is pinned in the epoch that
+//! SETATTR by path) are sent while the calling thread is pinned in the epoch that
 //! frees uvfs's retired objects (`crate::sync::epoch`), because the walk's references
 //! are borrowed under it. Until such a request is answered, no object retired by any
 //! thread of the process, on any mount, is freed: with a server that never answers, the
 //! process's memory grows with every later unlink, close and rename anywhere. (Measured
 //! 2026-12-07: with one `stat` blocked on a server that never answers a LOOKUP, ten files
 //! created, closed and unlinked on a separate tmpfs mount were still allocated 3 s later;
-//! freed at once when the connection ended. A blocked READ or WRITE on an open file is not
-//! pinned: the same ten were freed.) Linux leaves RCU walk (`unlazy_walk`) before it sends
+//! freed at once when the connection ended. A blocked READ on an open file is not pinned:
+//! the same ten were freed. An OPEN is sent after the walk, unpinned.) Linux leaves RCU walk (`unlazy_walk`) before it sends
 //! a request; uvfs's walk would need to take counted references and drop its pin there,
 //! which it does not yet. Until then, mount a server that may stop answering with
 //! [`FuseClientOptions::request_timeout`]: the connection aborts after it, the waiting
