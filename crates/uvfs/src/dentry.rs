@@ -437,12 +437,20 @@ impl DirChild for Dentry {
     }
 }
 
-/// Marks `d` deleted (see `Dentry::d_deleted`); the caller unhashes it too. Linux: the
-/// `__d_drop` of `d_delete`, `d_invalidate` and `d_tmpfile`, as `d_unlinked` sees it.
+/// Marks `d` deleted (see `Dentry::d_deleted`); the caller unhashes it too
+/// ([`d_delete`], or `shrink_children` with what is below it). Linux: the `__d_drop` of
+/// `d_delete`, `d_invalidate` and `d_tmpfile`, as `d_unlinked` sees it.
 pub(crate) fn mark_deleted(d: &Dentry) {
     // Relaxed: a report (`d_path`'s " (deleted)"), read racily as Linux's `d_unlinked` is;
     // nothing is ordered by it.
     d.d_deleted.store(true, Ordering::Relaxed);
+}
+
+/// `d_delete`: `d`'s name is gone (unlinked, rmdir'd, replaced by rename, or an
+/// `O_TMPFILE` never named): marked deleted, then unhashed ([`unhash`]'s context).
+pub(crate) fn d_delete(d: &Arc<Dentry>) {
+    mark_deleted(d);
+    unhash(d);
 }
 
 /// Marks a removed dentry unhashed (`__d_drop`); its link keeps parent and name for `..`

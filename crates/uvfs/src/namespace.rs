@@ -241,12 +241,11 @@ impl<V: Variant> Task<V> {
         for (m, mp) in ns.list_under(root, &g) {
             // show_mountinfo: a mount whose root is not reachable from the task's root (the
             // root's own mount after a chroot below its root) is not shown.
-            let Ok(mount_point) = crate::namei::d_path(root, &m, &m.mnt_root, ns, &g, false) else {
+            let Ok((mount_point, true)) =
+                crate::namei::d_path(root, &m, &m.mnt_root, ns, &g, false)
+            else {
                 continue;
             };
-            if mount_point.starts_with(b"(unreachable)") {
-                continue;
-            }
             let parent_id = match &mp {
                 Some(mp) if !std::ptr::eq(&*m, &*root.mnt) => mp.parent.mnt_id,
                 _ => m.mnt_id,

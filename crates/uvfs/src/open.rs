@@ -463,8 +463,7 @@ impl<V: Variant> Task<V> {
         // /proc/PID/fd/N shows, with " (deleted)"), never hashed (no lookup finds it).
         let name = format!("#{}", inode.i_ino);
         let d = Dentry::new_arc(inode, Some(dir), Arc::from(name.as_bytes()), 0);
-        crate::namei::mark_deleted(&d);
-        crate::namei::unhash(&d);
+        crate::namei::d_delete(&d);
         // may_open with no access to check: O_NOATIME is the creator's own file.
         let p = Path {
             mnt: dirp.mnt.clone(),

@@ -88,7 +88,12 @@ impl<V: Variant> Task<V> {
         let g = epoch::pin();
         let root = self.fs.root.load(&g);
         let cwd = self.fs.cwd.load(&g);
-        let out = d_path(root, &cwd.mnt, &cwd.dentry, &self.fs.ns, &g, true)?;
+        let (path, reachable) = d_path(root, &cwd.mnt, &cwd.dentry, &self.fs.ns, &g, true)?;
+        let out = if reachable {
+            path
+        } else {
+            [&b"(unreachable)"[..], &path].concat()
+        };
         if out.len() >= PATH_MAX {
             return Err(Errno::ENAMETOOLONG);
         }
@@ -142,9 +147,9 @@ impl<V: Variant> Task<V> {
     }
 }
 
-/// Linux's `d_path` for the links of /proc (see [`Task::fd_path`]): [`d_path`] without its
-/// `(unreachable)` mark, ` (deleted)` when `d` is unlinked (`d_unlinked`: here
-/// `Dentry::is_deleted`, not every unhashed dentry: uvfs also unhashes entries it only
+/// Linux's `d_path` for the links of /proc (see [`Task::fd_path`]): [`d_path`]'s path,
+/// unmarked when out of the root's reach, ` (deleted)` when `d` is unlinked (`d_unlinked`:
+/// here `Dentry::is_deleted`, not every unhashed dentry: uvfs also unhashes entries it only
 /// stopped caching, whose names Linux keeps).
 fn proc_link(
     root: &Path,
@@ -153,14 +158,7 @@ fn proc_link(
     ns: &MntNamespace,
     g: &Guard,
 ) -> Result<Vec<u8>> {
-    let mut out = d_path(root, mnt, d, ns, g, false)?;
-    if let Some(rest) = out.strip_prefix(b"(unreachable)") {
-        out = if rest.is_empty() {
-            b"/".to_vec()
-        } else {
-            rest.to_vec()
-        };
-    }
+    let (mut out, _) = d_path(root, mnt, d, ns, g, false)?;
     if d.is_deleted() {
         out.extend_from_slice(b" (deleted)");
     }
@@ -171,8 +169,10 @@ fn proc_link(
 }
 
 /// `d_path`/`prepend_path`: the path of `d` (on `mnt`) from `root`, across mount points of
-/// `ns`; prefixed `(unreachable)` when the climb ends at a file-system root (or a detached
-/// mount's root) that is not `root`. With `check_unhashed`, a removed dentry on the way is
+/// `ns`, and whether `root` was reached: `false` when the climb ended at a file-system root
+/// (or a detached mount's root) that is not `root`, the path then being from there
+/// (`prepend_path`'s positive return; getcwd marks it `(unreachable)`, mountinfo skips the
+/// mount, `d_path` shows it as is). With `check_unhashed`, a removed dentry on the way is
 /// `ENOENT` (getcwd of a removed directory).
 ///
 /// # Errors
@@ -184,7 +184,7 @@ pub(crate) fn d_path(
     ns: &MntNamespace,
     g: &Guard,
     check_unhashed: bool,
-) -> Result<Vec<u8>> {
+) -> Result<(Vec<u8>, bool)> {
     let table = ns.table(g);
     let (mut cur, mut m) = (d, mnt);
     let mut parts: Vec<&[u8]> = Vec::new();
@@ -222,9 +222,6 @@ pub(crate) fn d_path(
         }
     }
     let mut out = Vec::new();
-    if unreachable {
-        out.extend_from_slice(b"(unreachable)");
-    }
     for p in parts.iter().rev() {
         out.push(b'/');
         out.extend_from_slice(p);
@@ -232,5 +229,5 @@ pub(crate) fn d_path(
     if parts.is_empty() {
         out.push(b'/');
     }
-    Ok(out)
+    Ok((out, !unreachable))
 }

@@ -46,7 +46,7 @@ mod remove;
 mod rename;
 mod walk;
 
-pub(crate) use crate::dentry::{mark_deleted, shrink_children, unhash};
+pub(crate) use crate::dentry::{d_delete, mark_deleted, shrink_children, unhash};
 pub(crate) use create::{create_locked, new_inode};
 pub(crate) use may::{inode_init_owner, mode_strip_sgid};
 use may::{may_create, may_delete, may_linkat};

@@ -86,8 +86,7 @@ impl<V: Variant> Task<V> {
             // The name goes first (Linux: `d_delete` before the final `iput`), so that a
             // walk starting now cannot reach an inode whose space `add_nlink` may give back.
             dl.remove(last.name);
-            mark_deleted(&victim);
-            unhash(&victim);
+            d_delete(&victim);
             let t = vi.add_nlink(-links, Some(now));
             dir_inode.touch_mtime_ctime(t);
             Ok(())

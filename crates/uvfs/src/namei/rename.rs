@@ -320,8 +320,7 @@ fn rename_locked<V: Variant>(
     if let Some(t) = &target {
         nlock.replace_begin();
         nlock.remove(nl.name);
-        mark_deleted(t);
-        unhash(t);
+        d_delete(t);
         // shmem_rename2 unlinks the target first (see `unlinkat`).
         let tnow = ndir_i.current_time(now);
         target_time = Some(
@@ -406,15 +405,16 @@ fn exchange_locked<'l>(
     if ol.dir.is_unhashed() || nl.dir.is_unhashed() {
         // One parent has left its tree (see `d_add`): neither entry can be indexed where
         // it goes, so both names leave the cache; the next lookups ask the file system.
-        let mut gone: Vec<Arc<Dentry>> = ol_lock.remove(&oname).into_iter().collect();
+        // (What either index held under these names is `old` or `target`.)
+        ol_lock.remove(&oname);
         if let Some(l) = nl_lock.as_mut() {
-            gone.extend(l.remove(&nname));
+            l.remove(&nname);
             l.replace_end();
         } else {
-            gone.extend(ol_lock.remove(&nname));
+            ol_lock.remove(&nname);
         }
         ol_lock.replace_end();
-        gone.iter().for_each(unhash);
+        // Marked under the locks they left under (see `unhash`).
         unhash(old);
         unhash(target);
         shrink_children(vec![old.clone(), target.clone()], false);

@@ -158,14 +158,13 @@ struct FdCache {
 }
 
 impl FdCache {
-    /// Records a use of `key` (cached) as the latest.
-    fn touch(&mut self, key: Key) {
+    /// Queues a use of `key` as the latest; returns its stamp, which the caller stores in
+    /// the key's entry.
+    fn record(&mut self, key: Key) -> u64 {
         let stamp = self.next;
         self.next += 1;
-        if let Some(e) = self.map.get_mut(&key) {
-            e.1 = stamp;
-            self.order.push_back((key, stamp));
-        }
+        self.order.push_back((key, stamp));
+        stamp
     }
 
     /// Whether `(key, stamp)` is the key's latest use.
@@ -282,8 +281,11 @@ impl Shared {
     /// on the host failed with `ESTALE`, and every later call in it).
     fn cached_fd(&self, key: Key) -> Option<Arc<OwnedFd>> {
         let mut c = plock(&self.fds);
-        let fd = c.map.get(&key).map(|e| e.0.clone())?;
-        c.touch(key);
+        let fd = c.map.get(&key)?.0.clone();
+        let stamp = c.record(key);
+        if let Some(e) = c.map.get_mut(&key) {
+            e.1 = stamp;
+        }
         c.compact(self.opts.max_cached_fds.max(1));
         Some(fd)
     }
@@ -295,10 +297,8 @@ impl Shared {
         let mut evicted = Vec::new();
         {
             let mut c = plock(&self.fds);
-            let stamp = c.next;
-            c.next += 1;
+            let stamp = c.record(key);
             c.map.insert(key, (fd, stamp));
-            c.order.push_back((key, stamp));
             let cap = self.opts.max_cached_fds.max(1);
             while c.map.len() > cap {
                 let Some((k, s)) = c.order.pop_front() else {
