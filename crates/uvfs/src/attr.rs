@@ -15,7 +15,7 @@ use crate::dentry::Dentry;
 use crate::inode::Inode;
 use crate::mount::{Mount, MountFlags};
 use crate::namei::AtDir;
-use crate::namei::{getname, Nameidata};
+use crate::namei::{getname, Nameidata, Unlazy, UnlazyCell};
 use crate::sync::epoch;
 use crate::task::Task;
 use crate::time::coarse_now;
@@ -150,15 +150,53 @@ impl<V: Variant> Task<V> {
         // return: `cred` (access(2)'s real ids) is this call's caller.
         let start = self.start(dirfd, path)?;
         crate::cred::set_caller(cred);
-        let guard = epoch::pin();
-        let root = self.fs.root.load(&guard);
-        let (sd, sm) = start.path(self.fs.cwd.load(&guard));
-        if path.is_empty() {
-            return f(sd, sm);
+        if !self.fs.ns.may_block() {
+            // No file system here blocks: one pinned run (`with_walk`).
+            let guard = epoch::pin();
+            let root = self.fs.root.load(&guard);
+            let (sd, sm) = start.path(self.fs.cwd.load(&guard));
+            if path.is_empty() {
+                return f(sd, sm);
+            }
+            let mut nd = Nameidata::new(&guard, cred, root, &self.fs.ns, sm);
+            let d = nd.walk(sd, path, follow, false)?;
+            return f(d, nd.mnt);
         }
-        let mut nd = Nameidata::new(&guard, cred, root, &self.fs.ns, sm);
-        let d = nd.walk(sd, path, follow, false)?;
-        f(d, nd.mnt)
+        // The walk may leave for the file system's lookups, and run again (`Unlazy`, as in
+        // `with_walk`); `f` runs once, after it.
+        let unlazy = UnlazyCell::default();
+        let mut f = Some(f);
+        loop {
+            let r = {
+                let guard = epoch::pin();
+                let root = self.fs.root.load(&guard);
+                let (sd, sm) = start.path(self.fs.cwd.load(&guard));
+                if path.is_empty() {
+                    let f = f.take().ok_or(Errno::EIO)?;
+                    return f(sd, sm);
+                }
+                let mut nd = Nameidata::new(&guard, cred, root, &self.fs.ns, sm);
+                nd.unlazy = Some(&unlazy);
+                match nd.walk(sd, path, follow, false) {
+                    // A file system that may block (FUSE: SETATTR) is called unpinned,
+                    // with the dentry and its mount counted (`with_parent`'s reason).
+                    Ok(d) if d.d_inode.needs_revalidate() => {
+                        let p = nd.path(d)?;
+                        drop(guard);
+                        let f = f.take().ok_or(Errno::EIO)?;
+                        return f(&p.dentry, &p.mnt);
+                    }
+                    Ok(d) => {
+                        let f = f.take().ok_or(Errno::EIO)?;
+                        return f(d, nd.mnt);
+                    }
+                    Err(e) => e,
+                }
+            };
+            if r != Errno::ECHILD || !Unlazy::resolve(&unlazy, cred) {
+                return Err(r);
+            }
+        }
     }
 
     /// `fchmod(2)`: sets the permission bits (`mode & 0o7777`) of the open file `fd`;

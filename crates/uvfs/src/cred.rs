@@ -133,6 +133,11 @@ pub const MAY_ACCESS: u32 = 0x10;
 /// `MAY_CHDIR` (Linux 0x40): added to the search check of `chdir(2)`, `fchdir(2)` and
 /// `chroot(2)`; as [`MAY_ACCESS`].
 pub const MAY_CHDIR: u32 = 0x40;
+/// `MAY_NOT_BLOCK` (Linux 0x80): the check is made on a walk that must not block (pinned
+/// in the epoch, Linux's RCU walk); a file system that would block for it (the FUSE
+/// client refreshing stale attributes) fails with `ECHILD` instead, and the walk asks
+/// again unpinned (`namei::Unlazy`). The mode bits ignore it.
+pub(crate) const MAY_NOT_BLOCK: u32 = 0x80;
 /// The bits of a mask the mode bits decide: `MAY_READ | MAY_WRITE | MAY_EXEC`.
 pub(crate) const MAY_RWX: u32 = MAY_READ | MAY_WRITE | MAY_EXEC;
 

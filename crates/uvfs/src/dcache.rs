@@ -80,6 +80,7 @@ use crate::{Errno, Result};
 use crossbeam_skiplist::base::SkipList;
 #[cfg(all(not(feature = "audit"), not(uvfs_loom)))]
 use parking_lot::{Mutex, MutexGuard};
+use std::cell::OnceCell;
 use std::collections::btree_map;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -575,7 +576,7 @@ impl<E: DirChild> Dir<E> {
         DirLocked {
             dir: self,
             held: Held::One(b, lock_bucket(&self.buckets[b].lock)),
-            guard: epoch::pin(),
+            guard: OnceCell::from(epoch::pin()),
             replacing: false,
         }
     }
@@ -588,7 +589,7 @@ impl<E: DirChild> Dir<E> {
         DirLocked {
             dir: self,
             held: Held::All(Box::new(guards)),
-            guard: epoch::pin(),
+            guard: OnceCell::from(epoch::pin()),
             replacing: false,
         }
     }
@@ -602,11 +603,32 @@ enum Held<'a, E> {
     All(Box<[MutexGuard<'a, BucketInner<E>>; NR_BUCKETS]>),
 }
 
+/// The pin of a [`DirLocked`], taken again if [`DirLocked::unpin`] dropped it.
+#[inline]
+fn pinned(g: &OnceCell<Guard>) -> &Guard {
+    g.get_or_init(epoch::pin)
+}
+
+/// [`pinned`], for the operations that need the guard itself (`SkipList::clear`).
+fn pinned_mut(g: &mut OnceCell<Guard>) -> &mut Guard {
+    if g.get().is_none() {
+        let _ = g.set(epoch::pin());
+    }
+    match g.get_mut() {
+        Some(g) => g,
+        None => unreachable!("set just above"),
+    }
+}
+
 /// A locked directory: one bucket ([`Dir::lock_name`]) or all of them ([`Dir::lock_all`]).
 pub(crate) struct DirLocked<'a, E> {
     dir: &'a Dir<E>,
     held: Held<'a, E>,
-    guard: Guard,
+    /// The epoch pin of the index operations: taken when locked, dropped by
+    /// [`unpin`](DirLocked::unpin) before a call that may block (a file system's lookup)
+    /// and taken again by the next index operation ([`pinned`]). The entries of a locked
+    /// bucket need no pin to stay: only a holder of its lock removes them.
+    guard: OnceCell<Guard>,
     /// Inside `replace_begin` .. `replace_end` (`replace_seq` is odd).
     replacing: bool,
 }
@@ -712,11 +734,23 @@ impl<'a, E: DirChild> DirLocked<'a, E> {
         // Not `Dir::lookup`: no replacement but our own can be in progress, and a miss
         // during it must not wait for ourselves.
         let read = &self.dir.buckets[b].read;
-        if let Some((_, n)) = read.find(name, tag_of_hash(name_hash(name)), &self.guard) {
+        if let Some((_, n)) = read.find(name, tag_of_hash(name_hash(name)), pinned(&self.guard)) {
             return Some(&n.entry);
         }
         let children = read.children.get()?;
-        children.get(name, &self.guard).map(|e| e.value())
+        children.get(name, pinned(&self.guard)).map(|e| e.value())
+    }
+
+    /// Drops this lock's epoch pin while the lock stays held, before a call that may block
+    /// (a file system's `->lookup` or `->d_revalidate`, which for a FUSE server is a request
+    /// that may never be answered): a thread pinned in the epoch holds back every deferred
+    /// free of the process until it unpins. The next index operation pins again. Sound
+    /// because nothing borrowed under the pin outlives it: every borrow of an entry goes
+    /// through `&self`, which this `&mut self` call ends; and the entries of the held
+    /// buckets stay, as only a holder of their lock removes them. Another pin of the thread
+    /// (a walk's) still holds the epoch: [`crate::namei`]'s walks leave theirs first.
+    pub(crate) fn unpin(&mut self) {
+        drop(self.guard.take());
     }
 
     /// Whether the directory was removed (`rmdir`): no entry may be created in it.
@@ -843,8 +877,8 @@ impl<'a, E: DirChild> DirLocked<'a, E> {
             .any(|(_, bk)| {
                 bk.read.holds_cookie(cookie)
                     || bk.read.children.get().is_some_and(|ch| {
-                        ch.iter(&self.guard)
-                            .any(|e| e.value().cookie(&self.guard) == cookie)
+                        ch.iter(pinned(&self.guard))
+                            .any(|e| e.value().cookie(pinned(&self.guard)) == cookie)
                     })
             })
     }
@@ -864,7 +898,7 @@ impl<'a, E: DirChild> DirLocked<'a, E> {
         let outer = self.replacing;
         // An entry replaced in its slot: one store, no window without the name, so no
         // `replace_seq` bracket (lookups of other names never wait for it).
-        if let Some((i, n)) = bucket.read.find(&name, tag, &self.guard) {
+        if let Some((i, n)) = bucket.read.find(&name, tag, pinned(&self.guard)) {
             debug_assert!(self.holds_all(), "replacing locks every bucket");
             let old = n.entry.clone();
             self.replace_in_slot(b, i, name, tag, d, cookie);
@@ -878,11 +912,11 @@ impl<'a, E: DirChild> DirLocked<'a, E> {
             .read
             .children
             .get()
-            .and_then(|c| c.get(&name, &self.guard))
+            .and_then(|c| c.get(&name, pinned(&self.guard)))
             .map(|e| e.value().clone());
         if let Some(o) = &old {
             self.replace_begin();
-            let c = o.cookie(&self.guard);
+            let c = o.cookie(pinned(&self.guard));
             self.inner(b).by_cookie.remove(&c);
             self.insert_skip(b, name, d, cookie);
         } else {
@@ -927,10 +961,10 @@ impl<'a, E: DirChild> DirLocked<'a, E> {
     ) {
         let read = &self.dir.buckets[b].read;
         match read.publish(i, name, tag, d, cookie) {
-            Ok(w) => read.retire(None, w, &self.guard),
+            Ok(w) => read.retire(None, w, pinned(&self.guard)),
             Err((name, d)) => {
                 self.replace_begin();
-                self.dir.buckets[b].read.take(i, &self.guard);
+                self.dir.buckets[b].read.take(i, pinned(&self.guard));
                 self.insert_skip(b, name, d, cookie);
             }
         }
@@ -944,7 +978,9 @@ impl<'a, E: DirChild> DirLocked<'a, E> {
             .read
             .children
             .get_or_init(|| SkipList::new(epoch::default_collector().clone()));
-        children.insert(name, d, &self.guard).release(&self.guard);
+        children
+            .insert(name, d, pinned(&self.guard))
+            .release(pinned(&self.guard));
     }
 
     /// Replaces the entry named `name` (which exists) by `d` at getdents position `cookie`,
@@ -957,13 +993,15 @@ impl<'a, E: DirChild> DirLocked<'a, E> {
         let b = self.bucket_for(&name);
         let tag = tag_of_hash(name_hash(&name));
         let read = &self.dir.buckets[b].read;
-        if let Some((i, _)) = read.find(&name, tag, &self.guard) {
+        if let Some((i, _)) = read.find(&name, tag, pinned(&self.guard)) {
             self.replace_in_slot(b, i, name, tag, d, cookie);
             return;
         }
         self.inner(b).by_cookie.insert(cookie, d.clone());
         if let Some(children) = read.children.get() {
-            children.insert(name, d, &self.guard).release(&self.guard);
+            children
+                .insert(name, d, pinned(&self.guard))
+                .release(pinned(&self.guard));
         }
     }
 
@@ -972,15 +1010,19 @@ impl<'a, E: DirChild> DirLocked<'a, E> {
         let b = self.bucket_for(name);
         let bucket = &self.dir.buckets[b];
         let tag = tag_of_hash(name_hash(name));
-        let d = if let Some((i, n)) = bucket.read.find(name, tag, &self.guard) {
+        let d = if let Some((i, n)) = bucket.read.find(name, tag, pinned(&self.guard)) {
             let d = n.entry.clone();
-            bucket.read.take(i, &self.guard);
+            bucket.read.take(i, pinned(&self.guard));
             d
         } else {
-            let e = bucket.read.children.get()?.remove(name, &self.guard)?;
+            let e = bucket
+                .read
+                .children
+                .get()?
+                .remove(name, pinned(&self.guard))?;
             let d = e.value().clone();
-            e.release(&self.guard);
-            let c = d.cookie(&self.guard);
+            e.release(pinned(&self.guard));
+            let c = d.cookie(pinned(&self.guard));
             self.inner(b).by_cookie.remove(&c);
             d
         };
@@ -1013,11 +1055,11 @@ impl<'a, E: DirChild> DirLocked<'a, E> {
                 })
                 .collect();
             for (i, w) in taken {
-                bucket.read.retire(Some(i), w, &self.guard);
+                bucket.read.retire(Some(i), w, pinned(&self.guard));
             }
             if let Some(children) = bucket.read.children.get() {
-                children.clear(&mut self.guard);
-                let left = children.lower_bound::<[u8]>(Bound::Unbounded, &self.guard);
+                children.clear(pinned_mut(&mut self.guard));
+                let left = children.lower_bound::<[u8]>(Bound::Unbounded, pinned(&self.guard));
                 debug_assert!(left.is_none(), "no entry is inserted under the lock");
             }
             // Relaxed: written under the bucket lock, held (field doc).

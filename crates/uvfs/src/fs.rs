@@ -239,6 +239,19 @@ pub trait InodeOps: Send + Sync {
         Err(Errno::EINVAL)
     }
 
+    /// [`get_link`](Self::get_link) on a walk that must not block (Linux: `->get_link`
+    /// with no dentry, under RCU): the target, or `Err(ECHILD)` when only a call that may
+    /// block has it; the walk then calls `get_link` unpinned and runs again, so a file
+    /// system that answers `ECHILD` keeps the target `get_link` returned (the FUSE client
+    /// keeps every symlink's). The default is `get_link`, for file systems that never
+    /// block for it.
+    ///
+    /// # Errors
+    /// `ECHILD` as above; [`get_link`](Self::get_link)'s.
+    fn get_link_rcu<'a>(&'a self, inode: &Inode) -> Result<&'a [u8]> {
+        self.get_link(inode)
+    }
+
     /// The bookkeeping of one more name of `inode`, under its attribute lock after the
     /// VFS's checks and just before the link count is raised; `first` when the inode has
     /// no name yet (an `O_TMPFILE` file). The part of `->link` that is about the inode.

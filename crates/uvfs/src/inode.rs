@@ -616,11 +616,18 @@ impl Inode {
     /// [`InodeOps::permission`]: crate::fs::InodeOps::permission
     #[inline]
     pub fn permission(&self, cred: &Cred, mask: u32) -> Result<()> {
-        // Relaxed: set before the inode was published, never changed since.
-        if self.i_flags.load(Ordering::Relaxed) & (I_FS_PERMISSION | I_REVALIDATE) != 0 {
+        if self.permission_asks_fs() {
             return self.i_op.permission(self, cred, mask);
         }
         self.generic_permission(cred, mask)
+    }
+
+    /// Whether [`permission`](Self::permission) asks the file system (which may block:
+    /// the FUSE client refreshing attributes) rather than checking the mode bits alone.
+    #[inline]
+    pub(crate) fn permission_asks_fs(&self) -> bool {
+        // Relaxed: set before the inode was published, never changed since.
+        self.i_flags.load(Ordering::Relaxed) & (I_FS_PERMISSION | I_REVALIDATE) != 0
     }
 
     /// `generic_permission`: the mode-bit check of [`permission`](Self::permission), for

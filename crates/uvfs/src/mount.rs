@@ -334,6 +334,12 @@ impl Mount {
         // makes the namespace.
         self.mnt_ns_id.store(ns.id, Ordering::Relaxed);
         *plock(&self.mnt_keep) = Some(self.clone());
+        let root = &self.mnt_root.d_inode;
+        if root.needs_revalidate() || root.permission_asks_fs() {
+            // Relaxed: a walk that misses it (racing this mount) walks as before: pinned
+            // across the file system's calls, correct, only not leaving (`may_block`).
+            ns.may_block.store(true, Ordering::Relaxed);
+        }
     }
 
     /// Whether this mount was ever attached (a mount is attached once).
@@ -551,6 +557,10 @@ pub(crate) struct MntNamespace {
     ns_lock: Mutex<()>,
     /// The root mount.
     pub(crate) root: Arc<Mount>,
+    /// Set (never cleared) when a mount whose file system may block (FUSE, hostfs: its
+    /// root revalidates or decides permissions itself) joins: only then may a walk leave
+    /// its pin (`namei::Unlazy`); walks of a namespace without one take the shorter way.
+    may_block: AtomicBool,
 }
 
 impl fmt::Debug for MntNamespace {
@@ -589,9 +599,17 @@ impl MntNamespace {
             }),
             ns_lock: Mutex::new(()),
             root: root.clone(),
+            may_block: AtomicBool::new(false),
         });
         root.wire(&ns);
         (ns, root)
+    }
+
+    /// Whether a mount of a file system that may block ever joined (see `may_block`).
+    #[inline]
+    pub(crate) fn may_block(&self) -> bool {
+        // Relaxed: a hint set once; see `Mount::wire`.
+        self.may_block.load(Ordering::Relaxed)
     }
 
     /// The namespace's id.

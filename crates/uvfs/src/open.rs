@@ -329,6 +329,7 @@ impl<V: Variant> Task<V> {
                                                 && retaken < MAX_RETAKE =>
                                         {
                                             retaken += 1;
+                                            nd.forget_lookup(last.dir, last.name);
                                             continue;
                                         }
                                         r => r?,
@@ -370,7 +371,7 @@ impl<V: Variant> Task<V> {
                         nd.count_link()?;
                         // Following it stamps its atime, as any walk does (`pick_link`).
                         d.d_inode.touch_atime();
-                        let body = d.d_inode.i_op.get_link(&d.d_inode)?;
+                        let body = nd.link_body(d)?;
                         if body.is_empty() {
                             return Err(Errno::ENOENT);
                         }

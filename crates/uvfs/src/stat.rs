@@ -67,18 +67,16 @@ impl<V: Variant> Task<V> {
         }
         let path = getname(path.path_bytes(), flags.contains(AtFlags::EMPTY_PATH))?;
         let sync = StatxSync::of(flags);
-        if path.is_empty() {
-            return self.with_walk(dirfd, path, |_, start| {
-                start.d_inode.refresh_sync(sync)?;
-                Ok(start.stat_marking(V::TEST_BEFORE_SET))
-            });
-        }
         let follow = !flags.contains(AtFlags::SYMLINK_NOFOLLOW);
-        self.with_walk(dirfd, path, |nd, start| {
-            let d = nd.walk(start, path, follow, false)?;
-            d.d_inode.refresh_sync(sync)?;
-            Ok(d.stat_marking(V::TEST_BEFORE_SET))
-        })
+        self.with_dentry(
+            dirfd,
+            path,
+            |nd, start| nd.walk_or_start(start, path, follow),
+            |d, _| {
+                d.d_inode.refresh_sync(sync)?;
+                Ok(d.stat_marking(V::TEST_BEFORE_SET))
+            },
+        )
     }
 
     /// `futimens(3)`: sets atime and mtime of an open file from `times` (`None` = both now;
@@ -131,14 +129,12 @@ impl<V: Variant> Task<V> {
         }
         let path = getname(path.path_bytes(), flags.contains(AtFlags::EMPTY_PATH))?;
         let follow = !flags.contains(AtFlags::SYMLINK_NOFOLLOW);
-        self.with_walk(dirfd, path, |nd, start| {
-            let d = if path.is_empty() {
-                start
-            } else {
-                nd.walk(start, path, follow, false)?
-            };
-            self.utimes_inode(nd.mnt, &d.d_inode, times)
-        })
+        self.with_dentry(
+            dirfd,
+            path,
+            |nd, start| nd.walk_or_start(start, path, follow),
+            |d, mnt| self.utimes_inode(mnt, &d.d_inode, times),
+        )
     }
 
     /// `vfs_utimes` + `setattr_prepare` on one inode: validates the nanoseconds (after the
@@ -380,66 +376,65 @@ impl<V: Variant> Task<V> {
         }
         let path = getname(path.path_bytes(), flags.contains(AtFlags::EMPTY_PATH))?;
         let follow = !flags.contains(AtFlags::SYMLINK_NOFOLLOW);
-        self.with_walk(dirfd, path, |nd, start| {
-            let d = if path.is_empty() {
-                start
-            } else {
-                nd.walk(start, path, follow, false)?
-            };
-            let inode = &d.d_inode;
-            // The file system refreshes what `mask` asks as `flags` say, and gives the
-            // birth time where it knows one (a FUSE server without STATX does not; the
-            // FUSE client gives a known one whatever the mask, as Linux's).
-            let btime = inode.fs_statx(mask, StatxSync::of(flags))?;
-            let cm = mask & (STATX_MTIME | STATX_CTIME) != 0;
-            let st = d.stat_query(cm, V::TEST_BEFORE_SET);
-            let (dev_major, dev_minor) = dev_split(st.st_dev);
-            let (rdev_major, rdev_minor) = dev_split(st.st_rdev);
-            let mut stx_mask = STATX_BASIC_STATS;
-            // `generic_fillattr`: a multigrain file system's times only when asked.
-            let fs = &nd.mnt.mnt_sb.s_op;
-            let times = cm || !fs.multigrain();
-            if !times {
-                stx_mask &= !(STATX_MTIME | STATX_CTIME);
-            }
-            stx_mask |= if mask & STATX_MNT_ID_UNIQUE != 0 {
-                STATX_MNT_ID_UNIQUE
-            } else {
-                STATX_MNT_ID
-            };
-            if btime.is_some() {
-                stx_mask |= STATX_BTIME;
-            }
-            let btime: StatxTimestamp = btime.map(Into::into).unwrap_or_default();
-            let (mtime, ctime) = if times {
-                (st.st_mtime.into(), st.st_ctime.into())
-            } else {
-                Default::default()
-            };
-            let mnt = nd.mnt;
-            let root = std::sync::Arc::ptr_eq(d, &mnt.mnt_root);
-            Ok(Statx {
-                stx_mask,
-                stx_blksize: st.st_blksize as u32,
-                stx_attributes: if root { STATX_ATTR_MOUNT_ROOT } else { 0 },
-                stx_nlink: st.st_nlink as u32,
-                stx_uid: st.st_uid,
-                stx_gid: st.st_gid,
-                stx_mode: st.st_mode as u16,
-                stx_ino: st.st_ino,
-                stx_size: st.st_size as u64,
-                stx_blocks: st.st_blocks as u64,
-                stx_attributes_mask: fs.statx_attributes_mask(),
-                stx_atime: st.st_atime.into(),
-                stx_btime: btime,
-                stx_ctime: ctime,
-                stx_mtime: mtime,
-                stx_rdev_major: rdev_major,
-                stx_rdev_minor: rdev_minor,
-                stx_dev_major: dev_major,
-                stx_dev_minor: dev_minor,
-                stx_mnt_id: mnt.mnt_id,
-            })
-        })
+        self.with_dentry(
+            dirfd,
+            path,
+            |nd, start| nd.walk_or_start(start, path, follow),
+            |d, mnt| {
+                let inode = &d.d_inode;
+                // The file system refreshes what `mask` asks as `flags` say, and gives the
+                // birth time where it knows one (a FUSE server without STATX does not; the
+                // FUSE client gives a known one whatever the mask, as Linux's).
+                let btime = inode.fs_statx(mask, StatxSync::of(flags))?;
+                let cm = mask & (STATX_MTIME | STATX_CTIME) != 0;
+                let st = d.stat_query(cm, V::TEST_BEFORE_SET);
+                let (dev_major, dev_minor) = dev_split(st.st_dev);
+                let (rdev_major, rdev_minor) = dev_split(st.st_rdev);
+                let mut stx_mask = STATX_BASIC_STATS;
+                // `generic_fillattr`: a multigrain file system's times only when asked.
+                let fs = &mnt.mnt_sb.s_op;
+                let times = cm || !fs.multigrain();
+                if !times {
+                    stx_mask &= !(STATX_MTIME | STATX_CTIME);
+                }
+                stx_mask |= if mask & STATX_MNT_ID_UNIQUE != 0 {
+                    STATX_MNT_ID_UNIQUE
+                } else {
+                    STATX_MNT_ID
+                };
+                if btime.is_some() {
+                    stx_mask |= STATX_BTIME;
+                }
+                let btime: StatxTimestamp = btime.map(Into::into).unwrap_or_default();
+                let (mtime, ctime) = if times {
+                    (st.st_mtime.into(), st.st_ctime.into())
+                } else {
+                    Default::default()
+                };
+                let root = std::sync::Arc::ptr_eq(d, &mnt.mnt_root);
+                Ok(Statx {
+                    stx_mask,
+                    stx_blksize: st.st_blksize as u32,
+                    stx_attributes: if root { STATX_ATTR_MOUNT_ROOT } else { 0 },
+                    stx_nlink: st.st_nlink as u32,
+                    stx_uid: st.st_uid,
+                    stx_gid: st.st_gid,
+                    stx_mode: st.st_mode as u16,
+                    stx_ino: st.st_ino,
+                    stx_size: st.st_size as u64,
+                    stx_blocks: st.st_blocks as u64,
+                    stx_attributes_mask: fs.statx_attributes_mask(),
+                    stx_atime: st.st_atime.into(),
+                    stx_btime: btime,
+                    stx_ctime: ctime,
+                    stx_mtime: mtime,
+                    stx_rdev_major: rdev_major,
+                    stx_rdev_minor: rdev_minor,
+                    stx_dev_major: dev_major,
+                    stx_dev_minor: dev_minor,
+                    stx_mnt_id: mnt.mnt_id,
+                })
+            },
+        )
     }
 }

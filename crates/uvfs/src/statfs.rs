@@ -41,10 +41,12 @@ impl<V: Variant> Task<V> {
     /// statfs(2); Linux `user_statfs`, `shmem_statfs`.
     pub fn statfs(&self, path: impl AsPath) -> Result<StatFs> {
         let path = getname(path.path_bytes(), false)?;
-        self.with_walk(Fd::AT_FDCWD.into(), path, |nd, start| {
-            let d = nd.walk(start, path, true, false)?;
-            Ok(with_mount_flags(d.d_inode.i_op.statfs(&d.d_inode)?, nd.mnt))
-        })
+        self.with_dentry(
+            Fd::AT_FDCWD.into(),
+            path,
+            |nd, start| nd.walk(start, path, true, false),
+            |d, mnt| Ok(with_mount_flags(d.d_inode.i_op.statfs(&d.d_inode)?, mnt)),
+        )
     }
 
     /// `statfs` of the file system `d` is on, with its mount's flags (`vfs_statfs` of a
@@ -54,12 +56,12 @@ impl<V: Variant> Task<V> {
     /// `EXDEV` for a dentry of another namespace; the file system's.
     #[cfg_attr(not(feature = "fuse"), allow(dead_code))] // the FUSE server's
     pub(crate) fn statfs_dentry(&self, d: &std::sync::Arc<crate::Dentry>) -> Result<StatFs> {
-        self.with_walk(crate::namei::AtDir::Dentry(d), b"", |nd, start| {
-            Ok(with_mount_flags(
-                start.d_inode.i_op.statfs(&start.d_inode)?,
-                nd.mnt,
-            ))
-        })
+        self.with_dentry(
+            crate::namei::AtDir::Dentry(d),
+            b"",
+            |_, start| Ok(start),
+            |d, mnt| Ok(with_mount_flags(d.d_inode.i_op.statfs(&d.d_inode)?, mnt)),
+        )
     }
 
     /// `fstatfs(2)`: as [`statfs`](Self::statfs) for the file open at `fd` (an `O_PATH`

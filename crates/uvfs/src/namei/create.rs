@@ -61,6 +61,10 @@ pub(crate) fn create_locked<V: Variant>(
     };
     // The directory's ENOSPC (its cookies used up) before the file system allocates.
     let cookie = dl.next_cookie(name)?;
+    if dir.needs_revalidate() {
+        // The file system may block (a FUSE request): not pinned meanwhile.
+        dl.unpin();
+    }
     let inode = new_inode(mnt, dir, name, args)?;
     let name: Name = Arc::from(name);
     let d = Dentry::new_arc(inode, Some(parent), name.clone(), cookie);
@@ -88,8 +92,9 @@ impl<V: Variant> Task<V> {
         dir: bool,
         f: impl FnOnce(&Last<'_, '_>, &mut DirLocked<'_>) -> Result<R>,
     ) -> Result<R> {
-        self.with_walk(dirfd, path, |nd, start| {
-            let last = nd.walk_parent(start, path)?;
+        // Taken once: `with_parent` runs `op` once.
+        let mut f = Some(f);
+        self.with_parent(dirfd, path, |last| {
             if last.ty != LastType::Norm {
                 return Err(Errno::EEXIST);
             }
@@ -107,7 +112,8 @@ impl<V: Variant> Task<V> {
             // filename_create: a read-only mount is reported after the lookup's errors.
             last.mnt.want_write()?;
             may_create(&self.cred, &last.dir.d_inode, dl.dead())?;
-            f(&last, &mut dl)
+            let f = f.take().ok_or(Errno::EIO)?;
+            f(last, &mut dl)
         })
     }
 
@@ -199,8 +205,9 @@ impl<V: Variant> Task<V> {
             if !i.is_symlink() {
                 return Err(not_link);
             }
-            // The file system's error (a FUSE server's READLINK) as is.
-            let t = i.i_op.get_link(i)?;
+            // The file system's error (a FUSE server's READLINK) as is; read unpinned when
+            // it may block (`link_body`).
+            let t = nd.link_body(d)?;
             let n = t.len().min(buf.len());
             buf[..n].copy_from_slice(&t[..n]);
             d.d_inode.touch_atime();

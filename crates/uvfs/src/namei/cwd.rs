@@ -13,12 +13,15 @@ impl<V: Variant> Task<V> {
     /// `ELOOP`, `ENAMETOOLONG`.
     pub fn chdir(&self, path: impl AsPath) -> Result<()> {
         let path = getname(path.path_bytes(), false)?;
+        // The search check after the walk, unpinned: a FUSE server may be asked (ACCESS, or
+        // GETATTR for stale attributes).
         let p = self.with_walk(Fd::AT_FDCWD.into(), path, |nd, start| {
             let d = nd.walk(start, path, true, true)?;
-            d.d_inode
-                .permission(&self.cred, MAY_EXEC | crate::cred::MAY_CHDIR)?;
             nd.path(d)
         })?;
+        p.dentry
+            .d_inode
+            .permission(&self.cred, MAY_EXEC | crate::cred::MAY_CHDIR)?;
         self.fs.set_cwd(p);
         Ok(())
     }
@@ -60,12 +63,15 @@ impl<V: Variant> Task<V> {
     /// chroot(2); Linux `ksys_chroot`, `set_fs_root`.
     pub fn chroot(&self, path: impl AsPath) -> Result<()> {
         let path = getname(path.path_bytes(), false)?;
+        // The search check after the walk, unpinned: a FUSE server may be asked (ACCESS, or
+        // GETATTR for stale attributes).
         let p = self.with_walk(Fd::AT_FDCWD.into(), path, |nd, start| {
             let d = nd.walk(start, path, true, true)?;
-            d.d_inode
-                .permission(&self.cred, MAY_EXEC | crate::cred::MAY_CHDIR)?;
             nd.path(d)
         })?;
+        p.dentry
+            .d_inode
+            .permission(&self.cred, MAY_EXEC | crate::cred::MAY_CHDIR)?;
         if !self.cred.capable(crate::Caps::SYS_CHROOT) {
             return Err(Errno::EPERM);
         }

@@ -22,7 +22,7 @@
 //! is needed on every directory a component is looked up in; a trailing slash requires a
 //! directory (and follows a final symlink).
 
-use crate::cred::{Cred, MAY_EXEC, MAY_READ, MAY_WRITE};
+use crate::cred::{Cred, MAY_EXEC, MAY_NOT_BLOCK, MAY_READ, MAY_WRITE};
 use crate::dentry::{DLink, Dentry, Name};
 use crate::dentry::{Dir, DirLocked};
 use crate::fdtable::FdRef;
@@ -36,6 +36,7 @@ use crate::time::coarse_now;
 use crate::types::*;
 use crate::variant::Variant;
 use crate::{Errno, Result};
+use std::cell::{RefCell, RefMut};
 use std::sync::Arc;
 
 mod create;
@@ -104,6 +105,174 @@ pub(crate) struct Nameidata<'a> {
     /// `LOOKUP_*` restrictions (openat2's `resolve`); 0 for every other call, so the checks
     /// cost one branch on a word already in cache.
     pub(crate) flags: u32,
+    /// Set by [`Task::with_walk`]: a lookup that must ask the file system leaves the walk
+    /// through here instead of blocking while pinned ([`Unlazy`]); `None`: it asks pinned.
+    pub(crate) unlazy: Option<&'a UnlazyCell>,
+}
+
+/// The most times one call's walk is left for a file system lookup ([`Unlazy`]); past it,
+/// the lookups are made pinned, as before the walk could leave (a name that keeps changing
+/// under a walk, e.g. renamed back and forth by another task).
+const MAX_UNLAZY: u32 = 16;
+
+/// Linux's `unlazy_walk`/`try_to_unlazy` in uvfs's form: a walk runs pinned in the epoch
+/// and borrows what it passes, so it must not block; but a file system that revalidates
+/// (FUSE, hostfs) answers a lookup miss or a stale entry only by a call that may block (a
+/// FUSE request the server may never answer). Pinned meanwhile, the thread would hold back
+/// every deferred free of the process. So the walk's slow lookup (`step_slow`) records the
+/// directory (counted) and the name here and fails with `ECHILD` (Linux's "leave RCU
+/// walk" errno); [`Task::with_walk`] unpins, makes the lookup with only the directory's
+/// bucket lock held ([`lookup_locked`], which unpins that lock too), keeps its result here,
+/// and runs the call again: the walk then takes the kept result for that directory and
+/// name (so a result the cache does not keep, such as a miss or an entry with a zero
+/// timeout, is not asked again during the call; Linux's ref-walk goes on with what it
+/// looked up). Nothing before a walk's lookups changes anything, so running a call again
+/// repeats no effect.
+#[derive(Default)]
+pub(crate) struct Unlazy {
+    /// The lookup the walk left for.
+    want: Option<Want>,
+    /// The results of this call's search checks that would have blocked (a FUSE
+    /// directory's stale attributes refreshed first), by directory, for the walk run again.
+    searched: Vec<Kept<Arc<Dentry>, Result<()>>>,
+    /// The results of this call's lookups (at most [`MAX_UNLAZY`]), for the walk run
+    /// again: a path of several uncached names is answered one name per run, and each run
+    /// walks the names before it again.
+    got: Vec<Kept<NameKey, Result<Option<Arc<Dentry>>>>>,
+    /// The errors of this call's symlink reads (`->get_link`), by symlink.
+    link_errors: Vec<Kept<Arc<Dentry>, Errno>>,
+    /// How many times this call's walk left; also the number of the current run.
+    times: u32,
+}
+
+/// The [`Unlazy`] state of one call, made at the first time its walk leaves: a call whose
+/// walk never does (every walk on tmpfs, every cached path) pays two words for it.
+#[derive(Default)]
+pub(crate) struct UnlazyCell(RefCell<Option<Box<Unlazy>>>);
+
+impl UnlazyCell {
+    /// The state, made if need be.
+    fn get(&self) -> RefMut<'_, Unlazy> {
+        RefMut::map(self.0.borrow_mut(), |u| {
+            &mut **u.get_or_insert_with(Box::default)
+        })
+    }
+
+    /// Whether the walk left for a call (a `want` is waiting).
+    fn wants(&self) -> bool {
+        self.0.borrow().as_ref().is_some_and(|u| u.want.is_some())
+    }
+}
+
+impl Drop for UnlazyCell {
+    #[inline]
+    fn drop(&mut self) {
+        // Inline and cheap when nothing was made (every walk on tmpfs): a stat(2) paid a
+        // call for the cell's drop otherwise (13 instructions, callgrind).
+        if let Some(u) = self.0.get_mut().take() {
+            drop_unlazy(u);
+        }
+    }
+}
+
+/// Drops a made [`Unlazy`] state.
+#[cold]
+#[inline(never)]
+fn drop_unlazy(u: Box<Unlazy>) {
+    drop(u);
+}
+
+/// A directory and a name in it.
+type NameKey = (Arc<Dentry>, Box<[u8]>);
+
+/// A result [`Unlazy`] keeps for the key it was asked for.
+struct Kept<K, R> {
+    key: K,
+    result: R,
+}
+
+impl Unlazy {
+    /// The result kept for the key `is` finds.
+    fn take<K, R: Clone>(kept: &[Kept<K, R>], is: impl Fn(&K) -> bool) -> Option<R> {
+        kept.iter().find(|k| is(&k.key)).map(|k| k.result.clone())
+    }
+
+    /// Keeps `result` for `key`, in place of an older result for it.
+    fn keep<K, R>(kept: &mut Vec<Kept<K, R>>, key: K, result: R, is: impl Fn(&K, &K) -> bool) {
+        kept.retain(|k| !is(&k.key, &key));
+        kept.push(Kept { key, result });
+    }
+}
+
+impl Nameidata<'_> {
+    /// Forgets the lookup of `name` in `dir` this call's walk kept ([`Unlazy`]), so that
+    /// the next asks the file system: for a caller that learnt the answer is stale (an
+    /// open's create that found the name taken since).
+    pub(crate) fn forget_lookup(&self, dir: &Arc<Dentry>, name: &[u8]) {
+        let Some(cell) = self.unlazy else { return };
+        if let Some(u) = cell.0.borrow_mut().as_mut() {
+            u.got
+                .retain(|k| !(Arc::ptr_eq(&k.key.0, dir) && *k.key.1 == *name));
+        }
+    }
+}
+
+/// What a walk left for ([`Unlazy`]).
+enum Want {
+    /// The entry `name` of a directory (`lookup_slow`).
+    Lookup(Arc<Dentry>, Box<[u8]>),
+    /// Search permission on a directory (`may_lookup` without `MAY_NOT_BLOCK`).
+    Search(Arc<Dentry>),
+    /// A symlink's target (`->get_link`).
+    Link(Arc<Dentry>),
+}
+
+impl Unlazy {
+    /// After a call failed: if its walk left for a file system call, makes that call with
+    /// `cred`, unpinned, keeps its result, and returns `true` (run the call again); `false`
+    /// otherwise (the failure is the call's).
+    pub(crate) fn resolve(cell: &UnlazyCell, cred: &Cred) -> bool {
+        if !cell.wants() {
+            return false;
+        }
+        let Some(want) = cell.get().want.take() else {
+            return false;
+        };
+        match want {
+            Want::Lookup(dir, name) => {
+                let r = match dir.dir() {
+                    Some(d) => {
+                        let mut dl = d.lock_name(&name);
+                        lookup_locked(&dir, &mut dl, &name)
+                    }
+                    None => Err(Errno::ENOTDIR),
+                };
+                let mut u = cell.get();
+                u.times += 1;
+                Unlazy::keep(&mut u.got, (dir, name), r, |a, b| {
+                    Arc::ptr_eq(&a.0, &b.0) && a.1 == b.1
+                });
+            }
+            Want::Search(dir) => {
+                crate::cred::set_caller(cred);
+                let r = dir.d_inode.permission(cred, MAY_EXEC);
+                let mut u = cell.get();
+                u.times += 1;
+                Unlazy::keep(&mut u.searched, dir, r, Arc::ptr_eq);
+            }
+            Want::Link(link) => {
+                crate::cred::set_caller(cred);
+                let i = &link.d_inode;
+                let r = i.i_op.get_link(i).map(drop);
+                let mut u = cell.get();
+                u.times += 1;
+                if let Err(e) = r {
+                    Unlazy::keep(&mut u.link_errors, link, e, Arc::ptr_eq);
+                }
+            }
+        }
+        true
+    }
 }
 
 impl Nameidata<'_> {
@@ -239,14 +408,154 @@ impl<V: Variant> Task<V> {
         &self,
         dirfd: AtDir<'_>,
         path: &[u8],
-        f: impl for<'a> FnOnce(&mut Nameidata<'a>, &'a Arc<Dentry>) -> Result<R>,
+        mut f: impl for<'a> FnMut(&mut Nameidata<'a>, &'a Arc<Dentry>) -> Result<R>,
     ) -> Result<R> {
         let start = self.start(dirfd, path)?;
+        if self.fs.ns.may_block() {
+            return self.with_walk_leaving(&start, &mut f);
+        }
+        // No file system here blocks (tmpfs alone): one pinned run, its result returned as
+        // made (a copy of it, to look at it first, cost open+close 9%: its wide loads
+        // stalled on store forwarding).
         let guard = epoch::pin();
         let root = self.fs.root.load(&guard);
         let (sd, sm) = start.path(self.fs.cwd.load(&guard));
         let mut nd = Nameidata::new(&guard, &self.cred, root, &self.fs.ns, sm);
         f(&mut nd, sd)
+    }
+
+    /// [`with_walk`](Self::with_walk) in a namespace where a walk may leave ([`Unlazy`]).
+    #[inline(never)]
+    fn with_walk_leaving<R>(
+        &self,
+        start: &Start<'_, V>,
+        f: &mut impl for<'a> FnMut(&mut Nameidata<'a>, &'a Arc<Dentry>) -> Result<R>,
+    ) -> Result<R> {
+        let unlazy = UnlazyCell::default();
+        let r = self.walk_run(start, &unlazy, f);
+        self.walk_again(r, start, &unlazy, f)
+    }
+
+    /// One run of [`with_walk`](Self::with_walk)'s call, pinned.
+    #[inline]
+    fn walk_run<R>(
+        &self,
+        start: &Start<'_, V>,
+        unlazy: &UnlazyCell,
+        f: &mut impl for<'a> FnMut(&mut Nameidata<'a>, &'a Arc<Dentry>) -> Result<R>,
+    ) -> Result<R> {
+        let guard = epoch::pin();
+        let root = self.fs.root.load(&guard);
+        let (sd, sm) = start.path(self.fs.cwd.load(&guard));
+        let mut nd = Nameidata::new(&guard, &self.cred, root, &self.fs.ns, sm);
+        nd.unlazy = Some(unlazy);
+        f(&mut nd, sd)
+    }
+
+    /// After a run of [`with_walk`](Self::with_walk)'s call that made its [`Unlazy`] state,
+    /// with its result `r`: while the run failed with `ECHILD` because its walk left for a
+    /// file system call, makes that call unpinned and runs the call again. (Taking `r` here
+    /// keeps the common path's result where it was made: a copy of it cost open+close
+    /// 15%, its loads stalled on store forwarding.)
+    #[cold]
+    #[inline(never)]
+    fn walk_again<R>(
+        &self,
+        mut r: Result<R>,
+        start: &Start<'_, V>,
+        unlazy: &UnlazyCell,
+        f: &mut impl for<'a> FnMut(&mut Nameidata<'a>, &'a Arc<Dentry>) -> Result<R>,
+    ) -> Result<R> {
+        while matches!(r, Err(Errno::ECHILD)) && Unlazy::resolve(unlazy, &self.cred) {
+            r = self.walk_run(start, unlazy, f);
+        }
+        r
+    }
+
+    /// `filename_parentat` and the change after it: walks to the parent of `path` and runs
+    /// `op` on it (the parent, its mount and the last component). For a parent whose file
+    /// system never blocks (tmpfs) `op` runs inside the walk's pin, taking no reference;
+    /// for one that may (FUSE, hostfs: `I_REVALIDATE`) the walk ends first and `op` runs
+    /// unpinned, the parent and its mount counted (as Linux holds them after
+    /// `filename_parentat`), so that the file system's request (MKDIR, UNLINK, ...) holds
+    /// back no deferred free of the process while it waits ([`Unlazy`]'s reason). `op`
+    /// drops its directory lock's own pin before such a request (`DirLocked::unpin`).
+    ///
+    /// # Errors
+    /// The walk's; `op`'s.
+    pub(crate) fn with_parent<R>(
+        &self,
+        dirfd: AtDir<'_>,
+        path: &[u8],
+        mut op: impl FnMut(&Last<'_, '_>) -> Result<R>,
+    ) -> Result<R> {
+        if !self.fs.ns.may_block() {
+            // No file system here blocks: `op` inside the walk, its result as made.
+            return self.with_walk(dirfd, path, |nd, start| {
+                let last = nd.walk_parent(start, path)?;
+                op(&last)
+            });
+        }
+        let r = self.with_walk(dirfd, path, |nd, start| {
+            let last = nd.walk_parent(start, path)?;
+            if last.dir.d_inode.needs_revalidate() {
+                let parent = nd.path(last.dir)?;
+                return Ok(Err((parent, last.name, last.ty, last.trailing_slash)));
+            }
+            op(&last).map(Ok)
+        })?;
+        match r {
+            Ok(r) => Ok(r),
+            Err((parent, name, ty, trailing_slash)) => {
+                let last = Last {
+                    mnt: &parent.mnt,
+                    dir: &parent.dentry,
+                    name,
+                    ty,
+                    trailing_slash,
+                };
+                op(&last)
+            }
+        }
+    }
+
+    /// A walk and a call on the dentry it ends at: `walk` walks (from the start it is
+    /// given) and `op` runs on the result with its mount. As [`with_parent`](Self::with_parent):
+    /// inside the walk's pin for a file system that never blocks, else after the walk,
+    /// unpinned, the dentry and its mount counted, so that a request `op` sends (GETATTR,
+    /// STATX, SETATTR, STATFS, ...) holds back no deferred free while it waits.
+    ///
+    /// # Errors
+    /// `walk`'s; `op`'s.
+    pub(crate) fn with_dentry<R>(
+        &self,
+        dirfd: AtDir<'_>,
+        path: &[u8],
+        mut walk: impl for<'a> FnMut(&mut Nameidata<'a>, &'a Arc<Dentry>) -> Result<&'a Arc<Dentry>>,
+        mut op: impl FnMut(&Arc<Dentry>, &Mount) -> Result<R>,
+    ) -> Result<R> {
+        if !self.fs.ns.may_block() {
+            // No file system here blocks: `op` inside the walk, its result as made.
+            return self.with_walk(dirfd, path, |nd, start| {
+                let d = walk(nd, start)?;
+                op(d, nd.mnt)
+            });
+        }
+        // The dentry to run `op` on after the walk; the walk's result is then a placeholder
+        // error (not a nested `Result`: a stat(2)'s `Stat` would be copied once more).
+        let mut after: Option<Path> = None;
+        let r = self.with_walk(dirfd, path, |nd, start| {
+            let d = walk(nd, start)?;
+            if d.d_inode.needs_revalidate() {
+                after = Some(nd.path(d)?);
+                return Err(Errno::EAGAIN);
+            }
+            op(d, nd.mnt)
+        });
+        match after {
+            Some(p) => op(&p.dentry, &p.mnt),
+            None => r,
+        }
     }
 
     /// As [`with_walk`](Self::with_walk), under `LOOKUP_*` restrictions `lookup` (openat2's
@@ -261,7 +570,7 @@ impl<V: Variant> Task<V> {
         dirfd: AtDir<'_>,
         path: &[u8],
         lookup: u32,
-        f: impl for<'a> FnOnce(&mut Nameidata<'a>, &'a Arc<Dentry>) -> Result<R>,
+        mut f: impl for<'a> FnMut(&mut Nameidata<'a>, &'a Arc<Dentry>) -> Result<R>,
     ) -> Result<R> {
         if lookup == 0 {
             return self.with_walk(dirfd, path, f);
@@ -275,21 +584,35 @@ impl<V: Variant> Task<V> {
         } else {
             self.start(dirfd, path)?
         };
-        let guard = epoch::pin();
-        let root = self.fs.root.load(&guard);
-        let (sd, sm) = start.path(self.fs.cwd.load(&guard));
-        let scoped;
-        let nd_root = if lookup & LOOKUP_IS_SCOPED != 0 {
-            scoped = Path {
-                mnt: sm.get_ref(crate::sync::pcp_ref::REF, &guard)?,
-                dentry: sd.clone(),
+        let unlazy = UnlazyCell::default();
+        let leaving = self.fs.ns.may_block();
+        let mut run = |unlazy: &UnlazyCell| {
+            let guard = epoch::pin();
+            let root = self.fs.root.load(&guard);
+            let (sd, sm) = start.path(self.fs.cwd.load(&guard));
+            let scoped;
+            let nd_root = if lookup & LOOKUP_IS_SCOPED != 0 {
+                scoped = Path {
+                    mnt: sm.get_ref(crate::sync::pcp_ref::REF, &guard)?,
+                    dentry: sd.clone(),
+                };
+                &scoped
+            } else {
+                root
             };
-            &scoped
-        } else {
-            root
+            let mut nd = Nameidata::new(&guard, &self.cred, nd_root, &self.fs.ns, sm);
+            nd.flags = lookup;
+            if leaving {
+                nd.unlazy = Some(unlazy);
+            }
+            f(&mut nd, sd)
         };
-        let mut nd = Nameidata::new(&guard, &self.cred, nd_root, &self.fs.ns, sm);
-        nd.flags = lookup;
-        f(&mut nd, sd)
+        // As in `with_walk`.
+        loop {
+            match run(&unlazy) {
+                Err(Errno::ECHILD) if Unlazy::resolve(&unlazy, &self.cred) => continue,
+                r => return r,
+            }
+        }
     }
 }

@@ -27,8 +27,7 @@ impl<V: Variant> Task<V> {
         }
         let rmdir = flags.contains(AtFlags::REMOVEDIR);
         let path = getname(path.path_bytes(), false)?;
-        self.with_walk(dirfd, path, |nd, start| {
-            let last = nd.walk_parent(start, path)?;
+        self.with_parent(dirfd, path, |last| {
             match (last.ty, rmdir) {
                 (LastType::Norm, _) => {}
                 (LastType::DotDot, true) => return Err(Errno::ENOTEMPTY),
@@ -55,8 +54,13 @@ impl<V: Variant> Task<V> {
             }
             may_delete(&self.cred, dir_inode, vi, rmdir, dl.dead())?;
             // vfs_unlink/vfs_rmdir: a mount point of this namespace stays.
-            if victim.is_mounted() && nd.ns.table(nd.guard).is_mountpoint(&victim) {
+            if victim.is_mounted() && self.fs.ns.table(&epoch::pin()).is_mountpoint(&victim) {
                 return Err(Errno::EBUSY);
+            }
+            // The file system may block (a FUSE request): not pinned meanwhile (`with_parent`).
+            let may_block = dir_inode.needs_revalidate();
+            if may_block {
+                dl.unpin();
             }
             let links = if rmdir {
                 let sub = victim.dir().ok_or(Errno::ENOTDIR)?;
@@ -64,6 +68,9 @@ impl<V: Variant> Task<V> {
                 // A cache that may be incomplete cannot tell; the file system's rmdir does.
                 if !vi.needs_revalidate() && !sl.is_empty() {
                     return Err(Errno::ENOTEMPTY);
+                }
+                if may_block {
+                    sl.unpin();
                 }
                 dir_inode.i_op.rmdir(dir_inode, last.name, vi)?;
                 sl.set_dead();

@@ -26,12 +26,50 @@ impl<'a> Nameidata<'a> {
             ns,
             total_links: 0,
             flags: 0,
+            unlazy: None,
         }
     }
 
-    /// `may_lookup`: search permission on `dir`.
+    /// `may_lookup`: search permission on `dir`. On a walk that can leave (`Unlazy`), a
+    /// check the file system would block for (`MAY_NOT_BLOCK`: `ECHILD`) is made unpinned
+    /// by `with_walk`, and its result kept for the rest of the call.
     #[inline]
-    fn may_lookup(&self, dir: &Dentry) -> Result<()> {
+    fn may_lookup(&self, dir: &Arc<Dentry>) -> Result<()> {
+        let i = &dir.d_inode;
+        // The mode bits alone (tmpfs): as before walks could leave, no branch more.
+        if !i.permission_asks_fs() {
+            return i.generic_permission(self.cred, MAY_EXEC);
+        }
+        self.may_lookup_fs(dir)
+    }
+
+    /// [`may_lookup`](Self::may_lookup) where the file system decides (and may block).
+    #[inline(never)]
+    fn may_lookup_fs(&self, dir: &Arc<Dentry>) -> Result<()> {
+        let i = &dir.d_inode;
+        let Some(cell) = self.unlazy else {
+            return i.i_op.permission(i, self.cred, MAY_EXEC);
+        };
+        match i.i_op.permission(i, self.cred, MAY_EXEC | MAY_NOT_BLOCK) {
+            Err(Errno::ECHILD) => self.may_lookup_unlazy(cell, dir),
+            r => r,
+        }
+    }
+
+    /// [`may_lookup`](Self::may_lookup) for a check that would block: the result this
+    /// call's walk kept, else leave the walk for it (`ECHILD`), else (past `MAX_UNLAZY`)
+    /// the check made pinned.
+    #[cold]
+    fn may_lookup_unlazy(&self, cell: &UnlazyCell, dir: &Arc<Dentry>) -> Result<()> {
+        let mut u = cell.get();
+        if let Some(r) = Unlazy::take(&u.searched, |d| Arc::ptr_eq(d, dir)) {
+            return r;
+        }
+        if u.times < MAX_UNLAZY {
+            u.want = Some(Want::Search(dir.clone()));
+            return Err(Errno::ECHILD);
+        }
+        drop(u);
         dir.d_inode.permission(self.cred, MAY_EXEC)
     }
 
@@ -218,6 +256,22 @@ impl<'a> Nameidata<'a> {
         }
     }
 
+    /// `e` as a reference that lives as long as the walk's pin, for an entry no index node
+    /// lends the walk (one left out of the cache, or one `Unlazy` kept): kept alive the way
+    /// the index's nodes are, freed by the epoch after the walk's guard (and every other
+    /// pinned now) has gone.
+    fn keep(&self, e: Arc<Dentry>) -> &'a Arc<Dentry> {
+        let kept = Box::into_raw(Box::new(e));
+        // SAFETY: `kept` is a fresh allocation freed only by this deferred call, which runs
+        // after `self.guard` unpins, so the reference returned (which lives no longer than
+        // `self.guard`'s borrow, 'a) stays valid; nothing writes through it.
+        unsafe {
+            self.guard
+                .defer_unchecked(move || drop(Box::from_raw(kept)));
+            &*kept
+        }
+    }
+
     /// `lookup_slow`: the entry `name` of `dir` (marked `I_REVALIDATE`) after a miss or a
     /// failed lock-free revalidation: under the directory's lock, revalidated or looked up
     /// by the file system and linked into the dentry cache ([`lookup_locked`]).
@@ -227,6 +281,18 @@ impl<'a> Nameidata<'a> {
     #[cold]
     fn step_slow(&self, dir: &'a Arc<Dentry>, name: &[u8]) -> Result<Option<&'a Arc<Dentry>>> {
         let d = dir.dir().ok_or(Errno::ENOTDIR)?;
+        if let Some(cell) = self.unlazy {
+            let mut u = cell.get();
+            let kept = Unlazy::take(&u.got, |(kd, kn)| Arc::ptr_eq(kd, dir) && **kn == *name);
+            if let Some(r) = kept {
+                return Ok(r?.map(|e| self.keep(e)));
+            }
+            if u.times < MAX_UNLAZY {
+                // Leave the walk (`Unlazy`): `with_walk` makes the lookup unpinned.
+                u.want = Some(Want::Lookup(dir.clone(), name.into()));
+                return Err(Errno::ECHILD);
+            }
+        }
         loop {
             let mut dl = d.lock_name(name);
             let Some(e) = lookup_locked(dir, &mut dl, name)? else {
@@ -234,18 +300,8 @@ impl<'a> Nameidata<'a> {
             };
             if e.is_unhashed() {
                 // Left out of the index (`d_add`: `dir` has left its tree), so no node of
-                // it lends the walk a reference that lives as long as its pin: this one is
-                // kept alive the same way, freed by the epoch after the walk's guard (and
-                // every other pinned now) has gone.
-                let kept = Box::into_raw(Box::new(e));
-                // SAFETY: `kept` is a fresh allocation freed only by this deferred call,
-                // which runs after `self.guard` unpins, so the reference below (which
-                // lives no longer than `self.guard`'s borrow, 'a) stays valid.
-                unsafe {
-                    self.guard
-                        .defer_unchecked(move || drop(Box::from_raw(kept)));
-                    return Ok(Some(&*kept));
-                }
+                // it lends the walk a reference that lives as long as its pin.
+                return Ok(Some(self.keep(e)));
             }
             drop(dl);
             // The entry is in the cache now, valid while the walk's guard is pinned; a
@@ -264,11 +320,36 @@ impl<'a> Nameidata<'a> {
     ) -> Result<&'a Arc<Dentry>> {
         self.count_link()?;
         link.d_inode.touch_atime();
-        let body: &'a [u8] = link.d_inode.i_op.get_link(&link.d_inode)?;
+        let body = self.link_body(link)?;
         if body.is_empty() {
             return Err(Errno::ENOENT);
         }
         self.walk(dir, body, true, false)
+    }
+
+    /// The target of the symlink `link` (`->get_link`). On a walk that can leave
+    /// (`Unlazy`), a target the file system would block for (`get_link_rcu`: `ECHILD`) is
+    /// read by `with_walk` unpinned; an error it gave is kept for the rest of the call (a
+    /// target is kept by the file system itself).
+    pub(crate) fn link_body(&self, link: &'a Arc<Dentry>) -> Result<&'a [u8]> {
+        let i = &link.d_inode;
+        let Some(cell) = self.unlazy else {
+            return i.i_op.get_link(i);
+        };
+        match i.i_op.get_link_rcu(i) {
+            Err(Errno::ECHILD) => {}
+            r => return r,
+        }
+        let mut u = cell.get();
+        if let Some(e) = Unlazy::take(&u.link_errors, |d| Arc::ptr_eq(d, link)) {
+            return Err(e);
+        }
+        if u.times < MAX_UNLAZY {
+            u.want = Some(Want::Link(link.clone()));
+            return Err(Errno::ECHILD);
+        }
+        drop(u);
+        i.i_op.get_link(i)
     }
 
     /// `link_path_walk`: walks every component of `path` but the last, starting at `start`
@@ -364,6 +445,20 @@ impl<'a> Nameidata<'a> {
         Ok(d)
     }
 
+    /// [`walk`](Self::walk), where an empty `path` (`AT_EMPTY_PATH`, checked by the
+    /// caller's `getname`) is `start` itself.
+    pub(crate) fn walk_or_start(
+        &mut self,
+        start: &'a Arc<Dentry>,
+        path: &[u8],
+        follow: bool,
+    ) -> Result<&'a Arc<Dentry>> {
+        if path.is_empty() {
+            return Ok(start);
+        }
+        self.walk(start, path, follow, false)
+    }
+
     /// Walks `path` from `start` to its final dentry.
     pub(crate) fn walk(
         &mut self,
@@ -445,7 +540,13 @@ pub(crate) fn lookup_locked(
 ) -> Result<Option<Arc<Dentry>>> {
     let di = &dir.d_inode;
     if let Some(d) = dl.get(name).cloned() {
-        if !d.needs_revalidate() || di.i_op.revalidate(di, name, &d.d_inode, false)? {
+        if !d.needs_revalidate() {
+            return Ok(Some(d));
+        }
+        // The file system may block (a FUSE request): not pinned meanwhile
+        // (`DirLocked::unpin`), the lock held.
+        dl.unpin();
+        if di.i_op.revalidate(di, name, &d.d_inode, false)? {
             return Ok(Some(d));
         }
         // d_invalidate: the entry changed behind the VFS's back; what was cached below it
@@ -457,6 +558,7 @@ pub(crate) fn lookup_locked(
     if !di.needs_revalidate() || dl.dead() {
         return Ok(None);
     }
+    dl.unpin();
     let Some(inode) = di.i_op.lookup(di, name)? else {
         return Ok(None);
     };

@@ -103,7 +103,7 @@
 use super::cache::{FileCache, PageCache};
 use super::conn::Conn;
 use super::request::EndMode;
-use crate::cred::{Cred, MAY_ACCESS, MAY_CHDIR, MAY_EXEC, MAY_RWX};
+use crate::cred::{Cred, MAY_ACCESS, MAY_CHDIR, MAY_EXEC, MAY_NOT_BLOCK, MAY_RWX};
 use crate::fs::{DirEmit, DirLink, FileOps, FileSystem, InodeOps, NewInode, SetAttr};
 use crate::fuse::abi::{self, fattr, fopen, init, opcode};
 use crate::inode::{FsAttrs, Inode, MAX_LFS_FILESIZE, PAGE_SIZE};
@@ -232,9 +232,10 @@ pub struct FuseClientOptions {
     /// for ever, as Linux without it. Requests nobody waits for (RELEASE) are not timed,
     /// nor is a send: a caller blocked writing to a server that stopped reading (its socket
     /// buffer full, 4 MiB) waits until the server reads, exits, or another caller's wait
-    /// times out and aborts the connection (which fails the send). While a request sent
-    /// during a path walk waits, uvfs frees no retired object anywhere in the process (see
-    /// the module doc's "Known limit"): set this for a server that may stop answering.
+    /// times out and aborts the connection (which fails the send). While the CREATE of an
+    /// `open(O_CREAT)`, a RENAME or a LINK waits, uvfs frees no retired object anywhere in
+    /// the process (see the module doc's "Known limit"): set this for a server that may
+    /// stop answering.
     pub request_timeout: Option<std::time::Duration>,
     /// The most pages (4 KiB each) of file data the mount's page cache keeps (see the
     /// module doc, "Page cache"): `None` for [`DEFAULT_CACHE_PAGES`] (64 MiB), `Some(0)`
@@ -1075,6 +1076,16 @@ impl InodeOps for FuseInode {
         Ok(self.target.get_or_init(|| t.into_boxed_slice()))
     }
 
+    /// The target READLINK gave (kept for the node's life), else `ECHILD`: a READLINK
+    /// would block (`fuse_get_link` without a dentry).
+    fn get_link_rcu<'a>(&'a self, inode: &Inode) -> Result<&'a [u8]> {
+        match self.target.get() {
+            Some(t) => Ok(t),
+            None if !inode.is_symlink() => Err(Errno::EINVAL),
+            None => Err(Errno::ECHILD),
+        }
+    }
+
     /// `fuse_permission`. By default (`default_permissions`): the mode bits, in attributes
     /// refreshed first when past `attr_valid`, and refreshed once more before `EACCES` if
     /// they were not ("If permission is denied, try to refresh file attributes": a mode
@@ -1085,13 +1096,22 @@ impl InodeOps for FuseInode {
     /// more before `EACCES` if they were not); every other check is the server's when the
     /// operation reaches it.
     fn permission(&self, inode: &Inode, cred: &Cred, mask: u32) -> Result<()> {
+        // `MAY_NOT_BLOCK` (a pinned walk): a GETATTR would block, so `ECHILD` instead of
+        // each refresh (`fuse_permission`'s `-ECHILD` under `MAY_NOT_BLOCK`).
+        let may_block = mask & MAY_NOT_BLOCK == 0;
         if !self.fs.opts.server_permissions {
             let refreshed = !self.attrs_fresh();
             if refreshed {
+                if !may_block {
+                    return Err(Errno::ECHILD);
+                }
                 self.refresh(inode)?;
             }
             return match inode.generic_permission(cred, mask) {
                 Err(Errno::EACCES) if !refreshed => {
+                    if !may_block {
+                        return Err(Errno::ECHILD);
+                    }
                     self.refresh(inode)?;
                     inode.generic_permission(cred, mask)
                 }
@@ -1105,6 +1125,9 @@ impl InodeOps for FuseInode {
             // Stale attributes are refreshed; fresh ones without an execute bit are asked
             // once more before EACCES (`fuse_perm_getattr`): one GETATTR at most.
             if !self.attrs_fresh() || inode.mode() & 0o111 == 0 {
+                if !may_block {
+                    return Err(Errno::ECHILD);
+                }
                 self.refresh(inode)?;
             }
             if inode.mode() & 0o111 == 0 {

@@ -15,20 +15,21 @@
 //! requests are capped at `max_background`
 //! and FORGETs go in batches (`conn`).
 //!
-//! # Known limit: a server that does not answer holds back memory reclamation
-//! Requests sent during a path walk or a change of the namespace (LOOKUP, GETATTR and
-//! ACCESS of a walk's steps, CREATE, MKNOD, MKDIR, SYMLINK, LINK, UNLINK, RMDIR, RENAME,
-//! SETATTR by path) are sent while the calling thread is pinned in the epoch that
-//! frees uvfs's retired objects (`crate::sync::epoch`), because the walk's references
-//! are borrowed under it. Until such a request is answered, no object retired by any
-//! thread of the process, on any mount, is freed: with a server that never answers, the
-//! process's memory grows with every later unlink, close and rename anywhere. (Measured
-//! 2026-12-07: with one `stat` blocked on a server that never answers a LOOKUP, ten files
-//! created, closed and unlinked on a separate tmpfs mount were still allocated 3 s later;
-//! freed at once when the connection ended. A blocked READ on an open file is not pinned:
-//! the same ten were freed. An OPEN is sent after the walk, unpinned.) Linux leaves RCU walk (`unlazy_walk`) before it sends
-//! a request; uvfs's walk would need to take counted references and drop its pin there,
-//! which it does not yet. Until then, mount a server that may stop answering with
+//! # Known limit: a server that does not answer a create, rename or link holds back memory reclamation
+//! The CREATE of `open(O_CREAT)`, RENAME and LINK (with the requests of rename's and
+//! link's walks) are sent while the calling thread is pinned in the epoch that frees uvfs's retired objects (`crate::sync::epoch`), under the
+//! directory's lock inside the walk. Until such a request is answered, no object retired by
+//! any thread of the process, on any mount, is freed: with a server that never answers,
+//! the process's memory grows with every later unlink, close and rename anywhere.
+//! (Measured 2026-12-07, before the fix below: with one `stat` blocked on a server that
+//! never answered a LOOKUP, ten files created, closed and unlinked on a separate tmpfs
+//! mount were still allocated 3 s later.) The other requests no longer do: a path walk's
+//! LOOKUP, GETATTR (a directory's stale attributes before its search check) and READLINK
+//! are sent after the walk left its pin (`namei::Unlazy`, Linux's `unlazy_walk`), and the
+//! request of the call after the walk (GETATTR, STATX, SETATTR, STATFS, ACCESS, MKDIR,
+//! MKNOD, SYMLINK, UNLINK, RMDIR, the xattr calls) unpinned, the dentry counted
+//! (`Task::with_dentry`, `Task::with_parent`); tests: `unlazy_tests`. OPEN and READ were
+//! never sent pinned. Mount a server that may stop answering with
 //! [`FuseClientOptions::request_timeout`]: the connection aborts after it, the waiting
 //! call fails with `ECONNABORTED`, and reclamation goes on.
 
@@ -65,3 +66,5 @@ mod readdirplus_tests;
 mod scripted;
 #[cfg(test)]
 mod tests;
+#[cfg(all(test, not(uvfs_loom)))]
+mod unlazy_tests;
