@@ -173,6 +173,15 @@ impl<V: Variant> Task<V> {
                 let (sd, sm) = start.path(self.fs.cwd.load(&guard));
                 if path.is_empty() {
                     let f = f.take().ok_or(Errno::EIO)?;
+                    if sd.d_inode.needs_revalidate() {
+                        // As a walk's result below: unpinned, counted.
+                        let p = crate::mount::Path {
+                            mnt: sm.get_ref(crate::sync::pcp_ref::REF, &guard)?,
+                            dentry: sd.clone(),
+                        };
+                        drop(guard);
+                        return f(&p.dentry, &p.mnt);
+                    }
                     return f(sd, sm);
                 }
                 let mut nd = Nameidata::new(&guard, cred, root, &self.fs.ns, sm);

@@ -869,6 +869,9 @@ impl<'a, E: DirChild> DirLocked<'a, E> {
     /// another bucket, so the entries looked for can only go meanwhile (an unlink), never
     /// come.
     fn cookie_elsewhere(&self, b: usize, cookie: u64) -> bool {
+        // Pinned first: the other buckets are not locked, so their slots' nodes are kept
+        // only by the pin (`Slots::nodes`), which `unpin` may have dropped.
+        let g = pinned(&self.guard);
         self.dir
             .buckets
             .iter()
@@ -876,10 +879,11 @@ impl<'a, E: DirChild> DirLocked<'a, E> {
             .filter(|&(i, _)| i != b)
             .any(|(_, bk)| {
                 bk.read.holds_cookie(cookie)
-                    || bk.read.children.get().is_some_and(|ch| {
-                        ch.iter(pinned(&self.guard))
-                            .any(|e| e.value().cookie(pinned(&self.guard)) == cookie)
-                    })
+                    || bk
+                        .read
+                        .children
+                        .get()
+                        .is_some_and(|ch| ch.iter(g).any(|e| e.value().cookie(g) == cookie))
             })
     }
 

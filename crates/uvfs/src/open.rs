@@ -291,7 +291,12 @@ impl<V: Variant> Task<V> {
                         None => {
                             let mut dl = dir.lock_name(last.name);
                             match dl.get(last.name) {
-                                Some(_) => None, // raced with a create: retry lockless
+                                // Raced with a create: retry lockless, without a lookup
+                                // this call kept (it said "none").
+                                Some(_) => {
+                                    nd.forget_lookup(last.dir, last.name);
+                                    None
+                                }
                                 None => {
                                     if dl.dead() {
                                         return Err(Errno::ENOENT);

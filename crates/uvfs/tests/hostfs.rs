@@ -811,6 +811,36 @@ fn an_invalidated_directory_caches_nothing_and_is_freed() {
     assert_eq!(s.stat(b"/b/x2").unwrap().st_size, 2);
 }
 
+/// Two tasks creating one new name at once (`open(O_CREAT)` without `O_EXCL`) in a plain
+/// host directory, where walks leave their pin for the host's lookups (`namei::Unlazy`):
+/// both open the file. Found by review of the walk's leaving: the task whose walk had kept
+/// "no such name" saw the other's new entry under the directory lock, went back to its
+/// lock-free lookup, was handed the kept "none" again, and looped for ever.
+#[test]
+fn two_tasks_creating_one_name_both_open_it() {
+    let fx = Fixture::new();
+    let r = fx.root();
+    std::fs::create_dir(r.join("c")).unwrap();
+    let u = fx.mount(HostfsOptions::default());
+    let go = std::sync::Barrier::new(2);
+    let flags = OpenFlags::CREAT | OpenFlags::WRONLY;
+    std::thread::scope(|sc| {
+        for t in [u.task.clone_thread(), u.task.clone_thread()] {
+            let go = &go;
+            sc.spawn(move || {
+                for i in 0..2000 {
+                    let name = format!("/c/n{i}");
+                    go.wait();
+                    let fd = t.openat(Fd::AT_FDCWD, name.as_bytes(), flags, 0o644);
+                    t.close(fd.unwrap_or_else(|e| panic!("open {name}: {e:?}")))
+                        .unwrap();
+                }
+            });
+        }
+    });
+    assert_eq!(std::fs::read_dir(r.join("c")).unwrap().count(), 2000);
+}
+
 /// In a directory that caches nothing (see the test above), what the cache cannot tell is
 /// asked of the file system: `open(O_CREAT)` without `O_EXCL` of a name another task has
 /// just created opens it (found by review: 2 to 36 `EEXIST` in 3000 rounds of two tasks,

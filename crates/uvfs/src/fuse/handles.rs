@@ -140,6 +140,10 @@ struct Registry {
     owners: Vec<Task>,
     /// (worker, caller uid) -> table number.
     by_caller: HashMap<(usize, u32), usize>,
+    /// Table number -> seconds after the server's start before which its `EMFILE` is not
+    /// reported again. Here, not per thread: threads past `--threads` share a worker's
+    /// tables (the io_uring transport's `/dev/fuse` reader), and each reported it once.
+    emfile_due: HashMap<usize, u64>,
 }
 
 /// The server's file handles: the tables, the count, the limits.
@@ -174,6 +178,7 @@ impl Handles {
                 base,
                 owners: Vec::new(),
                 by_caller: HashMap::new(),
+                emfile_due: HashMap::new(),
             }),
             count: HandleCount::new(workers),
             per_user: per_user.clamp(1, NR_OPEN),
@@ -290,9 +295,8 @@ pub(super) struct Opener<'a> {
     pub(super) worker: usize,
     /// The caller's uid.
     pub(super) uid: u32,
-    /// Seconds after the server's start before which this table's `EMFILE` is not reported
-    /// again (kept by the worker, per table).
-    pub(super) next_report: &'a mut u64,
+    /// The table's number (for its `EMFILE` report, `Registry::emfile_due`).
+    pub(super) table: usize,
 }
 
 impl Opener<'_> {
@@ -350,10 +354,14 @@ impl Opener<'_> {
     #[cold]
     fn report_emfile(&mut self) {
         let now = self.handles.now();
-        if now < *self.next_report {
-            return;
+        {
+            let mut reg = plock(&self.handles.reg);
+            let due = reg.emfile_due.entry(self.table).or_insert(0);
+            if now < *due {
+                return;
+            }
+            *due = now + REPORT_EVERY;
         }
-        *self.next_report = now + REPORT_EVERY;
         let _ = writeln!(
             std::io::stderr(),
             "uvfs: uid {} holds {} file handles on worker {}, the limit per user and worker \
@@ -393,12 +401,11 @@ mod tests {
     }
 
     fn open(h: &Handles, t: &Task, worker: usize, uid: u32, f: &FileHandle) -> Result<Fd> {
-        let mut next = 0;
         let mut o = Opener {
             handles: h,
             worker,
             uid,
-            next_report: &mut next,
+            table: 0,
         };
         o.open(t, || Ok(f.clone()))
     }

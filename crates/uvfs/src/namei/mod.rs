@@ -110,10 +110,12 @@ pub(crate) struct Nameidata<'a> {
     pub(crate) unlazy: Option<&'a UnlazyCell>,
 }
 
-/// The most times one call's walk is left for a file system lookup ([`Unlazy`]); past it,
-/// the lookups are made pinned, as before the walk could leave (a name that keeps changing
-/// under a walk, e.g. renamed back and forth by another task).
-const MAX_UNLAZY: u32 = 16;
+/// The most times one call's walk is left for a file system call ([`Unlazy`]); past it,
+/// the calls are made pinned, as before the walk could leave (a name that keeps changing
+/// under a walk, e.g. renamed back and forth by another task). A FUSE path with zero
+/// timeouts leaves twice per component (the search check's GETATTR, the LOOKUP): 64 covers
+/// 32 components.
+const MAX_UNLAZY: u32 = 64;
 
 /// Linux's `unlazy_walk`/`try_to_unlazy` in uvfs's form: a walk runs pinned in the epoch
 /// and borrows what it passes, so it must not block; but a file system that revalidates

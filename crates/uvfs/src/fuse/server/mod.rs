@@ -271,9 +271,8 @@ struct Worker {
     /// Table number -> this thread's task on that table (made at the first request that
     /// needs it).
     tasks: Vec<Option<Task>>,
-    /// Caller uid -> the table this worker opens that caller's files into, and when that
-    /// table's being full may next be reported (seconds after the server's start).
-    own_tables: HashMap<u32, (usize, u64)>,
+    /// Caller uid -> the table this worker opens that caller's files into.
+    own_tables: HashMap<u32, usize>,
     buf: Vec<u8>,
 }
 
@@ -729,21 +728,21 @@ impl UvfsFuse {
     ) -> Result<(usize, R)> {
         self.worker(|w| {
             let uid = c.uid;
-            let (n, next_report) = match w.own_tables.entry(uid) {
-                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            let n = match w.own_tables.entry(uid) {
+                std::collections::hash_map::Entry::Occupied(e) => *e.get(),
                 std::collections::hash_map::Entry::Vacant(v) => {
-                    v.insert((self.handles.table(w.own, uid)?, 0))
+                    *v.insert(self.handles.table(w.own, uid)?)
                 }
             };
-            let task = Worker::table_task(&mut w.tasks, &self.handles, *n)?;
+            let task = Worker::table_task(&mut w.tasks, &self.handles, n)?;
             self.set_caller(task, c);
             let mut opener = Opener {
                 handles: &self.handles,
                 worker: w.own,
                 uid,
-                next_report,
+                table: n,
             };
-            Ok((*n, f(task, &mut opener)?))
+            Ok((n, f(task, &mut opener)?))
         })
     }
 
