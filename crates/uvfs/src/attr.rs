@@ -14,9 +14,8 @@ use crate::cred::{Cred, MAY_WRITE};
 use crate::dentry::Dentry;
 use crate::inode::Inode;
 use crate::mount::{Mount, MountFlags};
+use crate::namei::getname;
 use crate::namei::AtDir;
-use crate::namei::{getname, Nameidata, Unlazy, UnlazyCell};
-use crate::sync::epoch;
 use crate::task::Task;
 use crate::time::coarse_now;
 use crate::types::*;
@@ -146,66 +145,18 @@ impl<V: Variant> Task<V> {
         follow: bool,
         f: impl FnOnce(&Arc<Dentry>, &Mount) -> Result<R>,
     ) -> Result<R> {
-        // Before `start` (whose `fdget_raw` records the task's own) and the empty-path
-        // return: `cred` (access(2)'s real ids) is this call's caller.
+        // Before `start` (whose `fdget_raw` records the task's own) and the walk: `cred`
+        // (access(2)'s real ids) is this call's caller (`Nameidata::new` records it).
         let start = self.start(dirfd, path)?;
         crate::cred::set_caller(cred);
-        if !self.fs.ns.may_block() {
-            // No file system here blocks: one pinned run (`with_walk`).
-            let guard = epoch::pin();
-            let root = self.fs.root.load(&guard);
-            let (sd, sm) = start.path(self.fs.cwd.load(&guard));
-            if path.is_empty() {
-                return f(sd, sm);
-            }
-            let mut nd = Nameidata::new(&guard, cred, root, &self.fs.ns, sm);
-            let d = nd.walk(sd, path, follow, false)?;
-            return f(d, nd.mnt);
-        }
-        // The walk may leave for the file system's lookups, and run again (`Unlazy`, as in
-        // `with_walk`); `f` runs once, after it.
-        let unlazy = UnlazyCell::default();
+        // Taken once: `dentry_from` runs `op` once, after the walk.
         let mut f = Some(f);
-        loop {
-            let r = {
-                let guard = epoch::pin();
-                let root = self.fs.root.load(&guard);
-                let (sd, sm) = start.path(self.fs.cwd.load(&guard));
-                if path.is_empty() {
-                    let f = f.take().ok_or(Errno::EIO)?;
-                    if sd.d_inode.needs_revalidate() {
-                        // As a walk's result below: unpinned, counted.
-                        let p = crate::mount::Path {
-                            mnt: sm.get_ref(crate::sync::pcp_ref::REF, &guard)?,
-                            dentry: sd.clone(),
-                        };
-                        drop(guard);
-                        return f(&p.dentry, &p.mnt);
-                    }
-                    return f(sd, sm);
-                }
-                let mut nd = Nameidata::new(&guard, cred, root, &self.fs.ns, sm);
-                nd.unlazy = Some(&unlazy);
-                match nd.walk(sd, path, follow, false) {
-                    // A file system that may block (FUSE: SETATTR) is called unpinned,
-                    // with the dentry and its mount counted (`with_parent`'s reason).
-                    Ok(d) if d.d_inode.needs_revalidate() => {
-                        let p = nd.path(d)?;
-                        drop(guard);
-                        let f = f.take().ok_or(Errno::EIO)?;
-                        return f(&p.dentry, &p.mnt);
-                    }
-                    Ok(d) => {
-                        let f = f.take().ok_or(Errno::EIO)?;
-                        return f(d, nd.mnt);
-                    }
-                    Err(e) => e,
-                }
-            };
-            if r != Errno::ECHILD || !Unlazy::resolve(&unlazy, cred) {
-                return Err(r);
-            }
-        }
+        self.dentry_from(
+            cred,
+            &start,
+            |nd, start| nd.walk_or_start(start, path, follow),
+            |d, m| f.take().ok_or(Errno::EIO)?(d, m),
+        )
     }
 
     /// `fchmod(2)`: sets the permission bits (`mode & 0o7777`) of the open file `fd`;

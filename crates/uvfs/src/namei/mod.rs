@@ -143,7 +143,7 @@ pub(crate) struct Unlazy {
     got: Vec<Kept<NameKey, Result<Option<Arc<Dentry>>>>>,
     /// The errors of this call's symlink reads (`->get_link`), by symlink.
     link_errors: Vec<Kept<Arc<Dentry>, Errno>>,
-    /// How many times this call's walk left; also the number of the current run.
+    /// How many times this call's walk left.
     times: u32,
 }
 
@@ -158,11 +158,6 @@ impl UnlazyCell {
         RefMut::map(self.0.borrow_mut(), |u| {
             &mut **u.get_or_insert_with(Box::default)
         })
-    }
-
-    /// Whether the walk left for a call (a `want` is waiting).
-    fn wants(&self) -> bool {
-        self.0.borrow().as_ref().is_some_and(|u| u.want.is_some())
     }
 }
 
@@ -195,7 +190,7 @@ struct Kept<K, R> {
 
 impl Unlazy {
     /// The result kept for the key `is` finds.
-    fn take<K, R: Clone>(kept: &[Kept<K, R>], is: impl Fn(&K) -> bool) -> Option<R> {
+    fn find<K, R: Clone>(kept: &[Kept<K, R>], is: impl Fn(&K) -> bool) -> Option<R> {
         kept.iter().find(|k| is(&k.key)).map(|k| k.result.clone())
     }
 
@@ -233,13 +228,15 @@ impl Unlazy {
     /// After a call failed: if its walk left for a file system call, makes that call with
     /// `cred`, unpinned, keeps its result, and returns `true` (run the call again); `false`
     /// otherwise (the failure is the call's).
-    pub(crate) fn resolve(cell: &UnlazyCell, cred: &Cred) -> bool {
-        if !cell.wants() {
-            return false;
-        }
-        let Some(want) = cell.get().want.take() else {
+    fn resolve(cell: &UnlazyCell, cred: &Cred) -> bool {
+        // Not `get`: a call that never left has no state to make.
+        let want = cell.0.borrow_mut().as_mut().and_then(|u| u.want.take());
+        let Some(want) = want else {
             return false;
         };
+        // Unpinned: the file system's call, then its result kept (no borrow of the cell
+        // across the call).
+        crate::cred::set_caller(cred);
         match want {
             Want::Lookup(dir, name) => {
                 let r = match dir.dir() {
@@ -249,30 +246,22 @@ impl Unlazy {
                     }
                     None => Err(Errno::ENOTDIR),
                 };
-                let mut u = cell.get();
-                u.times += 1;
-                Unlazy::keep(&mut u.got, (dir, name), r, |a, b| {
+                Unlazy::keep(&mut cell.get().got, (dir, name), r, |a, b| {
                     Arc::ptr_eq(&a.0, &b.0) && a.1 == b.1
                 });
             }
             Want::Search(dir) => {
-                crate::cred::set_caller(cred);
                 let r = dir.d_inode.permission(cred, MAY_EXEC);
-                let mut u = cell.get();
-                u.times += 1;
-                Unlazy::keep(&mut u.searched, dir, r, Arc::ptr_eq);
+                Unlazy::keep(&mut cell.get().searched, dir, r, Arc::ptr_eq);
             }
             Want::Link(link) => {
-                crate::cred::set_caller(cred);
                 let i = &link.d_inode;
-                let r = i.i_op.get_link(i).map(drop);
-                let mut u = cell.get();
-                u.times += 1;
-                if let Err(e) = r {
-                    Unlazy::keep(&mut u.link_errors, link, e, Arc::ptr_eq);
+                if let Err(e) = i.i_op.get_link(i) {
+                    Unlazy::keep(&mut cell.get().link_errors, link, e, Arc::ptr_eq);
                 }
             }
         }
+        cell.get().times += 1;
         true
     }
 }
@@ -410,11 +399,23 @@ impl<V: Variant> Task<V> {
         &self,
         dirfd: AtDir<'_>,
         path: &[u8],
-        mut f: impl for<'a> FnMut(&mut Nameidata<'a>, &'a Arc<Dentry>) -> Result<R>,
+        f: impl for<'a> FnMut(&mut Nameidata<'a>, &'a Arc<Dentry>) -> Result<R>,
     ) -> Result<R> {
         let start = self.start(dirfd, path)?;
+        self.walk_from(&self.cred, &start, f)
+    }
+
+    /// [`with_walk`](Self::with_walk) from `start`, checking as `cred` (access(2)'s real
+    /// ids, else the task's).
+    #[inline(always)]
+    fn walk_from<R>(
+        &self,
+        cred: &Cred,
+        start: &Start<'_, V>,
+        mut f: impl for<'a> FnMut(&mut Nameidata<'a>, &'a Arc<Dentry>) -> Result<R>,
+    ) -> Result<R> {
         if self.fs.ns.may_block() {
-            return self.with_walk_leaving(&start, &mut f);
+            return self.walk_leaving(cred, start, &mut f);
         }
         // No file system here blocks (tmpfs alone): one pinned run, its result returned as
         // made (a copy of it, to look at it first, cost open+close 9%: its wide loads
@@ -422,26 +423,28 @@ impl<V: Variant> Task<V> {
         let guard = epoch::pin();
         let root = self.fs.root.load(&guard);
         let (sd, sm) = start.path(self.fs.cwd.load(&guard));
-        let mut nd = Nameidata::new(&guard, &self.cred, root, &self.fs.ns, sm);
+        let mut nd = Nameidata::new(&guard, cred, root, &self.fs.ns, sm);
         f(&mut nd, sd)
     }
 
-    /// [`with_walk`](Self::with_walk) in a namespace where a walk may leave ([`Unlazy`]).
+    /// [`walk_from`](Self::walk_from) in a namespace where a walk may leave ([`Unlazy`]).
     #[inline(never)]
-    fn with_walk_leaving<R>(
+    fn walk_leaving<R>(
         &self,
+        cred: &Cred,
         start: &Start<'_, V>,
         f: &mut impl for<'a> FnMut(&mut Nameidata<'a>, &'a Arc<Dentry>) -> Result<R>,
     ) -> Result<R> {
         let unlazy = UnlazyCell::default();
-        let r = self.walk_run(start, &unlazy, f);
-        self.walk_again(r, start, &unlazy, f)
+        let r = self.walk_run(cred, start, &unlazy, f);
+        self.walk_again(r, cred, start, &unlazy, f)
     }
 
     /// One run of [`with_walk`](Self::with_walk)'s call, pinned.
     #[inline]
     fn walk_run<R>(
         &self,
+        cred: &Cred,
         start: &Start<'_, V>,
         unlazy: &UnlazyCell,
         f: &mut impl for<'a> FnMut(&mut Nameidata<'a>, &'a Arc<Dentry>) -> Result<R>,
@@ -449,7 +452,7 @@ impl<V: Variant> Task<V> {
         let guard = epoch::pin();
         let root = self.fs.root.load(&guard);
         let (sd, sm) = start.path(self.fs.cwd.load(&guard));
-        let mut nd = Nameidata::new(&guard, &self.cred, root, &self.fs.ns, sm);
+        let mut nd = Nameidata::new(&guard, cred, root, &self.fs.ns, sm);
         nd.unlazy = Some(unlazy);
         f(&mut nd, sd)
     }
@@ -464,12 +467,13 @@ impl<V: Variant> Task<V> {
     fn walk_again<R>(
         &self,
         mut r: Result<R>,
+        cred: &Cred,
         start: &Start<'_, V>,
         unlazy: &UnlazyCell,
         f: &mut impl for<'a> FnMut(&mut Nameidata<'a>, &'a Arc<Dentry>) -> Result<R>,
     ) -> Result<R> {
-        while matches!(r, Err(Errno::ECHILD)) && Unlazy::resolve(unlazy, &self.cred) {
-            r = self.walk_run(start, unlazy, f);
+        while matches!(r, Err(Errno::ECHILD)) && Unlazy::resolve(unlazy, cred) {
+            r = self.walk_run(cred, start, unlazy, f);
         }
         r
     }
@@ -533,12 +537,26 @@ impl<V: Variant> Task<V> {
         &self,
         dirfd: AtDir<'_>,
         path: &[u8],
+        walk: impl for<'a> FnMut(&mut Nameidata<'a>, &'a Arc<Dentry>) -> Result<&'a Arc<Dentry>>,
+        op: impl FnMut(&Arc<Dentry>, &Mount) -> Result<R>,
+    ) -> Result<R> {
+        let start = self.start(dirfd, path)?;
+        self.dentry_from(&self.cred, &start, walk, op)
+    }
+
+    /// [`with_dentry`](Self::with_dentry) from `start`, checking as `cred` (attr.rs
+    /// `lookup_with`: access(2)'s real ids).
+    #[inline(always)]
+    pub(crate) fn dentry_from<R>(
+        &self,
+        cred: &Cred,
+        start: &Start<'_, V>,
         mut walk: impl for<'a> FnMut(&mut Nameidata<'a>, &'a Arc<Dentry>) -> Result<&'a Arc<Dentry>>,
         mut op: impl FnMut(&Arc<Dentry>, &Mount) -> Result<R>,
     ) -> Result<R> {
         if !self.fs.ns.may_block() {
             // No file system here blocks: `op` inside the walk, its result as made.
-            return self.with_walk(dirfd, path, |nd, start| {
+            return self.walk_from(cred, start, |nd, start| {
                 let d = walk(nd, start)?;
                 op(d, nd.mnt)
             });
@@ -546,7 +564,7 @@ impl<V: Variant> Task<V> {
         // The dentry to run `op` on after the walk; the walk's result is then a placeholder
         // error (not a nested `Result`: a stat(2)'s `Stat` would be copied once more).
         let mut after: Option<Path> = None;
-        let r = self.with_walk(dirfd, path, |nd, start| {
+        let r = self.walk_from(cred, start, |nd, start| {
             let d = walk(nd, start)?;
             if d.d_inode.needs_revalidate() {
                 after = Some(nd.path(d)?);

@@ -62,7 +62,7 @@ impl<'a> Nameidata<'a> {
     #[cold]
     fn may_lookup_unlazy(&self, cell: &UnlazyCell, dir: &Arc<Dentry>) -> Result<()> {
         let mut u = cell.get();
-        if let Some(r) = Unlazy::take(&u.searched, |d| Arc::ptr_eq(d, dir)) {
+        if let Some(r) = Unlazy::find(&u.searched, |d| Arc::ptr_eq(d, dir)) {
             return r;
         }
         if u.times < MAX_UNLAZY {
@@ -283,7 +283,7 @@ impl<'a> Nameidata<'a> {
         let d = dir.dir().ok_or(Errno::ENOTDIR)?;
         if let Some(cell) = self.unlazy {
             let mut u = cell.get();
-            let kept = Unlazy::take(&u.got, |(kd, kn)| Arc::ptr_eq(kd, dir) && **kn == *name);
+            let kept = Unlazy::find(&u.got, |(kd, kn)| Arc::ptr_eq(kd, dir) && **kn == *name);
             if let Some(r) = kept {
                 return Ok(r?.map(|e| self.keep(e)));
             }
@@ -341,7 +341,7 @@ impl<'a> Nameidata<'a> {
             r => return r,
         }
         let mut u = cell.get();
-        if let Some(e) = Unlazy::take(&u.link_errors, |d| Arc::ptr_eq(d, link)) {
+        if let Some(e) = Unlazy::find(&u.link_errors, |d| Arc::ptr_eq(d, link)) {
             return Err(e);
         }
         if u.times < MAX_UNLAZY {
