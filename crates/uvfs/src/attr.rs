@@ -143,19 +143,18 @@ impl<V: Variant> Task<V> {
         dirfd: AtDir<'_>,
         path: &[u8],
         follow: bool,
-        f: impl FnOnce(&Arc<Dentry>, &Mount) -> Result<R>,
+        f: impl FnMut(&Arc<Dentry>, &Mount) -> Result<R>,
     ) -> Result<R> {
         // Before `start` (whose `fdget_raw` records the task's own) and the walk: `cred`
         // (access(2)'s real ids) is this call's caller (`Nameidata::new` records it).
         let start = self.start(dirfd, path)?;
         crate::cred::set_caller(cred);
-        // Taken once: `dentry_from` runs `op` once, after the walk.
-        let mut f = Some(f);
+        // `f` runs once per walk, a second time only after ESTALE (`retry_estale`).
         self.dentry_from(
             cred,
             &start,
             |nd, start| nd.walk_or_start(start, path, follow),
-            |d, m| f.take().ok_or(Errno::EIO)?(d, m),
+            f,
         )
     }
 

@@ -9,7 +9,9 @@ use crate::dentry::Dentry;
 use crate::file::{FMode, File, FileHandle};
 use crate::mount::{MountFlags, Path};
 use crate::namei::AtDir;
-use crate::namei::{create_locked, getname, inode_init_owner, mode_strip_sgid, LastType, NAME_MAX};
+use crate::namei::{
+    create_locked, getname, inode_init_owner, mode_strip_sgid, Last, LastType, NAME_MAX,
+};
 use crate::task::Task;
 use crate::types::*;
 use crate::variant::Variant;
@@ -122,6 +124,17 @@ fn special_open_errno(mode: u32, flags: OpenFlags) -> Errno {
 /// did not see), before it gives that `EEXIST` to the caller.
 const MAX_RETAKE: u32 = 3;
 
+/// What [`Task::create_for_open`] did.
+enum Created {
+    /// Made this dentry: the open opens it as created.
+    Made(Arc<Dentry>),
+    /// The cache has the name now (another task's create): look it up again.
+    Cached,
+    /// The file system's name was taken (`EEXIST` without `O_EXCL`): look it up again,
+    /// at most `MAX_RETAKE` times.
+    FsTaken,
+}
+
 /// `__O_TMPFILE`: the bit of `O_TMPFILE` besides `O_DIRECTORY`.
 pub(crate) const O_TMPFILE_BIT: OpenFlags = OpenFlags::from_bits_retain(0o20000000);
 
@@ -199,11 +212,63 @@ impl<V: Variant> Task<V> {
                 self.fd_table().fd_install(fd, file);
                 Ok(Fd(fd as i32))
             }
+            Err(e) => self.open_failed(fd, e, dirfd, path, flags, mode, 0),
+        }
+    }
+
+    /// After `openat`'s open failed with `e`, the descriptor `fd` reserved: the open
+    /// runs again after `ESTALE` ([`open_again`](Self::open_again)) and a file it gets
+    /// is installed at `fd`; otherwise `fd` is given back and the error returned. (Apart
+    /// from `openat`, so that its common path stays as it was.)
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn open_failed(
+        &self,
+        fd: u32,
+        e: Errno,
+        dirfd: AtDir<'_>,
+        path: &[u8],
+        flags: OpenFlags,
+        mode: u32,
+        lookup: u32,
+    ) -> Result<Fd> {
+        match self.open_again(e, dirfd, path, flags, mode, lookup) {
+            Ok(file) => {
+                self.fd_table().fd_install(fd, file);
+                Ok(Fd(fd as i32))
+            }
             Err(e) => {
                 self.fd_table().put_unused_fd(fd);
                 Err(e)
             }
         }
+    }
+
+    /// After an open failed with `e`: `retry_estale`. Linux's `do_filp_open` runs
+    /// `path_openat` once more with `LOOKUP_REVAL` after `ESTALE` (a hostfs file unlinked
+    /// by another task between the walk and the file system's open, an NFS-style server's
+    /// stale handle; the file system that answered ESTALE marked its entry for
+    /// revalidation); here at most `MAX_ESTALE_RETRIES` times. Any other error is
+    /// returned as it is.
+    #[cold]
+    #[inline(never)]
+    fn open_again(
+        &self,
+        e: Errno,
+        dirfd: AtDir<'_>,
+        path: &[u8],
+        flags: OpenFlags,
+        mode: u32,
+        lookup: u32,
+    ) -> Result<FileHandle<V>> {
+        let mut r = Err(e);
+        let mut tries = 0;
+        while matches!(r, Err(Errno::ESTALE)) && tries < crate::namei::MAX_ESTALE_RETRIES {
+            tries += 1;
+            r = self.do_filp_open_lookup(dirfd, path, flags, mode, lookup);
+        }
+        r
     }
 
     /// `open(2)`: `openat(AT_FDCWD, ..)`.
@@ -226,7 +291,10 @@ impl<V: Variant> Task<V> {
         let flags = build_open_how(flags);
         build_open_flags(flags)?;
         let path = getname(path.path_bytes(), false)?;
-        self.do_filp_open(dirfd, path, flags, mode)
+        match self.do_filp_open(dirfd, path, flags, mode) {
+            Err(e) => self.open_again(e, dirfd, path, flags, mode, 0),
+            r => r,
+        }
     }
 
     fn do_filp_open(
@@ -239,7 +307,8 @@ impl<V: Variant> Task<V> {
         self.do_filp_open_lookup(dirfd, path, flags, mode, 0)
     }
 
-    /// `do_filp_open` with `LOOKUP_*` restrictions `lookup` (openat2's `resolve`).
+    /// `do_filp_open` with `LOOKUP_*` restrictions `lookup` (openat2's `resolve`); the
+    /// callers run it again after `ESTALE` ([`open_again`](Self::open_again)).
     fn do_filp_open_lookup(
         &self,
         dirfd: AtDir<'_>,
@@ -258,8 +327,59 @@ impl<V: Variant> Task<V> {
         if flags.intersects(O_TMPFILE_BIT) {
             return self.do_tmpfile(dirfd, path, flags, raw_mode, lookup);
         }
-        let (p, created) = self.with_walk_flags(dirfd, path, lookup, |nd, start| {
-            let (d, created) = if flags.contains(OpenFlags::CREAT) {
+        if flags.contains(OpenFlags::CREAT) {
+            return self.open_creat(dirfd, path, flags, (mode, raw_mode), lookup);
+        }
+        let p = self.with_walk_flags(dirfd, path, lookup, |nd, start| {
+            let d = nd.walk(
+                start,
+                path,
+                !flags.contains(OpenFlags::NOFOLLOW),
+                flags.contains(OpenFlags::DIRECTORY),
+            )?;
+            nd.path_of(d.clone())
+        })?;
+        self.do_open(p, flags, false)
+    }
+
+    /// `open(O_CREAT)`'s walk (`open_last_lookups` + `lookup_open`) and open: the name is
+    /// opened, or created and opened as created. In a walk that leaves its pin for a file
+    /// system that may block (`Nameidata::unlazy`), a create in a directory of such a file
+    /// system is made after the walk, unpinned, the parent counted
+    /// ([`create_after_walk`](Self::create_after_walk)).
+    fn open_creat(
+        &self,
+        dirfd: AtDir<'_>,
+        path: &[u8],
+        flags: OpenFlags,
+        (mode, raw_mode): (u32, u32),
+        lookup: u32,
+    ) -> Result<FileHandle<V>> {
+        // A create the walk left to make after it: the parent and the name.
+        let mut later = None;
+        match self.creat_walk(dirfd, path, flags, (mode, raw_mode), lookup, &mut later) {
+            Ok((p, created)) => self.do_open(p, flags, created),
+            Err(e) => {
+                self.create_after_walk(e, later, dirfd, path, flags, (mode, raw_mode), lookup)
+            }
+        }
+    }
+
+    /// [`open_creat`](Self::open_creat)'s walk: the file `path` names, and whether this
+    /// call created it. A create left for after the walk puts its parent (counted) and
+    /// name in `later` and returns `EAGAIN`.
+    #[inline(always)]
+    fn creat_walk(
+        &self,
+        dirfd: AtDir<'_>,
+        path: &[u8],
+        flags: OpenFlags,
+        (mode, raw_mode): (u32, u32),
+        lookup: u32,
+        later: &mut Option<(Path, Vec<u8>)>,
+    ) -> Result<(Path, bool)> {
+        self.with_walk_flags(dirfd, path, lookup, |nd, start| {
+            let (d, created) = {
                 let mut start = start;
                 let mut path: &[u8] = path;
                 // Creates that found the name taken (see below), at most `MAX_RETAKE`.
@@ -282,68 +402,36 @@ impl<V: Variant> Task<V> {
                     if last.name.len() > NAME_MAX {
                         return Err(Errno::ENAMETOOLONG);
                     }
-                    let dir_inode = &last.dir.d_inode;
-                    let dir = last.dir.dir().ok_or(Errno::ENOTDIR)?;
+                    if last.dir.dir().is_none() {
+                        return Err(Errno::ENOTDIR);
+                    }
                     // Fast path: an existing name needs no directory lock (as Linux's
                     // lookup_open with a positive cached dentry).
                     let found = match nd.lookup_cached(last.dir, last.name)? {
                         Some(d) => Some(d),
-                        None => {
-                            let mut dl = dir.lock_name(last.name);
-                            match dl.get(last.name) {
-                                // Raced with a create: retry lockless, without a lookup
-                                // this call kept (it said "none").
-                                Some(_) => {
-                                    nd.forget_lookup(last.dir, last.name);
-                                    None
-                                }
-                                None => {
-                                    if dl.dead() {
-                                        return Err(Errno::ENOENT);
-                                    }
-                                    // lookup_open: without write access to the mount the
-                                    // create error is EROFS (may_o_create is not run).
-                                    last.mnt.want_write()?;
-                                    dir_inode
-                                        .permission(nd.cred, MAY_WRITE | crate::cred::MAY_EXEC)?;
-                                    let m = mode & mode_strip_sgid(nd.cred, dir_inode, raw_mode);
-                                    // The open's flags, as `atomic_open` gets them
-                                    // (lookup_open: O_EXCL makes O_TRUNC moot).
-                                    let mut of = creating_open_flags(flags);
-                                    if flags.contains(OpenFlags::EXCL) {
-                                        of -= OpenFlags::TRUNC;
-                                    }
-                                    let d = match create_locked(
-                                        self,
-                                        &last,
-                                        &mut dl,
-                                        S_IFREG | m,
-                                        (0, None),
-                                        of,
-                                    ) {
-                                        // The file system's name was taken since the
-                                        // lookup, by a change the cache did not see (on
-                                        // the host, or by a task in a directory that caches
-                                        // nothing, `d_add`): without O_EXCL the file is
-                                        // opened, as any open of an existing name. hostfs
-                                        // creates exclusively; a bound on the retries
-                                        // keeps a file system that says both "missing"
-                                        // and "exists" from looping.
-                                        Err(Errno::EEXIST)
-                                            if !flags.contains(OpenFlags::EXCL)
-                                                && retaken < MAX_RETAKE =>
-                                        {
-                                            retaken += 1;
-                                            nd.forget_lookup(last.dir, last.name);
-                                            continue;
-                                        }
-                                        r => r?,
-                                    };
-                                    drop(dl);
-                                    break (Some(d), true);
-                                }
-                            }
+                        // The create may block (a FUSE CREATE, the host's open): made after
+                        // the walk, unpinned, the parent counted (`Unlazy`'s reason).
+                        None if nd.unlazy.is_some() && last.dir.d_inode.needs_revalidate() => {
+                            *later = Some((nd.path(last.dir)?, last.name.to_vec()));
+                            return Err(Errno::EAGAIN);
                         }
+                        None => match self
+                            .create_for_open(last.mnt, last.dir, last.name, flags, mode, raw_mode)?
+                        {
+                            Created::Made(d) => break (Some(d), true),
+                            // Raced with a create: retry lockless, without a lookup this
+                            // call kept (it said "none").
+                            Created::Cached => {
+                                nd.forget_lookup(last.dir, last.name);
+                                None
+                            }
+                            Created::FsTaken if retaken < MAX_RETAKE => {
+                                retaken += 1;
+                                nd.forget_lookup(last.dir, last.name);
+                                continue;
+                            }
+                            Created::FsTaken => return Err(Errno::EEXIST),
+                        },
                     };
                     let Some(d) = found else { continue };
                     let d = nd.follow_mounts(d)?;
@@ -392,19 +480,106 @@ impl<V: Variant> Task<V> {
                     }
                     break (Some(d.clone()), false);
                 }
-            } else {
-                let d = nd.walk(
-                    start,
-                    path,
-                    !flags.contains(OpenFlags::NOFOLLOW),
-                    flags.contains(OpenFlags::DIRECTORY),
-                )?;
-                (Some(d.clone()), false)
             };
             let d: Arc<Dentry> = d.ok_or(Errno::ENOENT)?;
             Ok((nd.path_of(d)?, created))
-        })?;
-        self.do_open(p, flags, created)
+        })
+    }
+
+    /// After [`creat_walk`](Self::creat_walk) failed with `e`: when it left a create to
+    /// make (`later`: in a directory whose file system may block, the walk having left its
+    /// epoch pin, `Unlazy`), makes it, unpinned, the parent counted, and opens the new
+    /// file; when the name was taken meanwhile, walks again. Otherwise `e`.
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn create_after_walk(
+        &self,
+        mut e: Errno,
+        mut later: Option<(Path, Vec<u8>)>,
+        dirfd: AtDir<'_>,
+        path: &[u8],
+        flags: OpenFlags,
+        (mode, raw_mode): (u32, u32),
+        lookup: u32,
+    ) -> Result<FileHandle<V>> {
+        // Creates after the walk that found the name taken (see `create_for_open`).
+        let mut retaken = 0;
+        while let Some((parent, name)) = later.take() {
+            match self.create_for_open(&parent.mnt, &parent.dentry, &name, flags, mode, raw_mode)? {
+                Created::Made(d) => {
+                    let p = Path {
+                        mnt: parent.mnt,
+                        dentry: d,
+                    };
+                    return self.do_open(p, flags, true);
+                }
+                // Raced with a create: the walk again finds the name.
+                Created::Cached => {}
+                Created::FsTaken if retaken < MAX_RETAKE => retaken += 1,
+                Created::FsTaken => return Err(Errno::EEXIST),
+            }
+            match self.creat_walk(dirfd, path, flags, (mode, raw_mode), lookup, &mut later) {
+                Ok((p, created)) => return self.do_open(p, flags, created),
+                Err(err) => e = err,
+            }
+        }
+        Err(e)
+    }
+
+    /// `lookup_open`'s create for `open(O_CREAT)` of `name` in `parent` (on `mnt`), where
+    /// the walk found no entry: under the name's directory lock, the checks and the file
+    /// system's create (`create_locked`). `mode` is after the umask, `raw_mode` as given.
+    ///
+    /// # Errors
+    /// `ENOTDIR` (`parent` not a directory), `ENOENT` (a removed directory), `EROFS`,
+    /// `EACCES`, `EEXIST` (with `O_EXCL`), `create_locked`'s.
+    #[inline(never)]
+    fn create_for_open(
+        &self,
+        mnt: &crate::mount::Mount,
+        parent: &Arc<Dentry>,
+        name: &[u8],
+        flags: OpenFlags,
+        mode: u32,
+        raw_mode: u32,
+    ) -> Result<Created> {
+        let dir = parent.dir().ok_or(Errno::ENOTDIR)?;
+        let dir_inode = &parent.d_inode;
+        let mut dl = dir.lock_name(name);
+        if dl.get(name).is_some() {
+            return Ok(Created::Cached);
+        }
+        if dl.dead() {
+            return Err(Errno::ENOENT);
+        }
+        // lookup_open: without write access to the mount the create error is EROFS
+        // (may_o_create is not run).
+        mnt.want_write()?;
+        dir_inode.permission(&self.cred, MAY_WRITE | crate::cred::MAY_EXEC)?;
+        let m = mode & mode_strip_sgid(&self.cred, dir_inode, raw_mode);
+        // The open's flags, as `atomic_open` gets them (lookup_open: O_EXCL makes O_TRUNC
+        // moot).
+        let mut of = creating_open_flags(flags);
+        if flags.contains(OpenFlags::EXCL) {
+            of -= OpenFlags::TRUNC;
+        }
+        let last = Last {
+            mnt,
+            dir: parent,
+            name,
+            ty: LastType::Norm,
+            trailing_slash: false,
+        };
+        match create_locked(self, &last, &mut dl, S_IFREG | m, (0, None), of) {
+            // The file system's name was taken since the lookup, by a change the cache did
+            // not see (on the host, or by a task in a directory that caches nothing,
+            // `d_add`): without O_EXCL the file is opened, as any open of an existing name.
+            // hostfs creates exclusively; a bound on the retries (`MAX_RETAKE`) keeps a file
+            // system that says both "missing" and "exists" from looping.
+            Err(Errno::EEXIST) if !flags.contains(OpenFlags::EXCL) => Ok(Created::FsTaken),
+            r => r.map(Created::Made),
+        }
     }
 
     /// `do_o_path`: `O_PATH` opens the walked dentry as is (a symlink too with
@@ -1079,10 +1254,7 @@ impl<V: Variant> Task<V> {
                 self.fd_table().fd_install(fd, file);
                 Ok(Fd(fd as i32))
             }
-            Err(e) => {
-                self.fd_table().put_unused_fd(fd);
-                Err(e)
-            }
+            Err(e) => self.open_failed(fd, e, dirfd, path, flags, how.mode as u32, lookup),
         }
     }
 }

@@ -234,7 +234,7 @@ impl<V: Variant> Task<V> {
     fn with_xattr_target<R>(
         &self,
         target: Target<'_>,
-        f: impl FnOnce(&Arc<Dentry>, &Mount) -> Result<R>,
+        mut f: impl FnMut(&Arc<Dentry>, &Mount) -> Result<R>,
     ) -> Result<R> {
         match target {
             Target::Fd(fd) => {

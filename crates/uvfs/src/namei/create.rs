@@ -90,10 +90,9 @@ impl<V: Variant> Task<V> {
         dirfd: AtDir<'_>,
         path: &[u8],
         dir: bool,
-        f: impl FnOnce(&Last<'_, '_>, &mut DirLocked<'_>) -> Result<R>,
+        mut f: impl FnMut(&Last<'_, '_>, &mut DirLocked<'_>) -> Result<R>,
     ) -> Result<R> {
-        // Taken once: `with_parent` runs `op` once.
-        let mut f = Some(f);
+        // `f` runs once per walk, a second time only after ESTALE (`retry_estale`).
         self.with_parent(dirfd, path, |last| {
             if last.ty != LastType::Norm {
                 return Err(Errno::EEXIST);
@@ -112,7 +111,6 @@ impl<V: Variant> Task<V> {
             // filename_create: a read-only mount is reported after the lookup's errors.
             last.mnt.want_write()?;
             may_create(&self.cred, &last.dir.d_inode, dl.dead())?;
-            let f = f.take().ok_or(Errno::EIO)?;
             f(last, &mut dl)
         })
     }

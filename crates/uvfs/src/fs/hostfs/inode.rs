@@ -232,14 +232,23 @@ impl HostInode {
     fn reopen_in(&self, dirfd: &OwnedFd, name: &[u8], flags: OFlags) -> Result<OwnedFd> {
         let fl = flags | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY;
         let fd = match rustix::fs::openat(dirfd, name, fl, Mode::empty()) {
-            Err(rustix::io::Errno::NOENT) => return Err(Errno::ESTALE),
+            Err(rustix::io::Errno::NOENT) => return Err(self.stale()),
             r => r.h()?,
         };
         let st = rustix::fs::fstat(&fd).h()?;
         if key_of(&st) != self.key {
-            return Err(Errno::ESTALE);
+            return Err(self.stale());
         }
         Ok(fd)
+    }
+
+    /// `ESTALE`, after marking the entry and attributes to be checked again: the VFS runs
+    /// the call once more (`retry_estale`), and that walk's revalidation then finds the
+    /// name gone or another file's (as NFS's `LOOKUP_REVAL` retry does).
+    #[cold]
+    fn stale(&self) -> Errno {
+        self.invalidate();
+        Errno::ESTALE
     }
 
     /// Records `dir`/`name` as the inode's location unless it is already.
@@ -274,7 +283,7 @@ impl HostInode {
             if let Ok(f) = rustix::fs::open(p.as_str(), fl, Mode::empty()) {
                 let st = rustix::fs::fstat(&f).h()?;
                 if key_of(&st) != self.key {
-                    return Err(Errno::ESTALE);
+                    return Err(self.stale());
                 }
                 return Ok(f);
             }

@@ -565,7 +565,25 @@ fn fuse(inode: &Inode) -> Result<&FuseInode> {
 impl Shared {
     /// A request on `nodeid` with the caller's credentials ([`Shared::creds`]).
     fn req(&self, op: u32, nodeid: u64, args: &[&[u8]]) -> Result<Vec<u8>> {
-        self.conn.request(op, nodeid, self.creds(), args)
+        let r = self.conn.request(op, nodeid, self.creds(), args);
+        if matches!(r, Err(Errno::ESTALE)) {
+            self.stale(nodeid);
+        }
+        r
+    }
+
+    /// The server said `ESTALE` of `nodeid`: the entry naming it is looked up again at
+    /// the next walk through it (the VFS then runs the call again, `retry_estale`; Linux's
+    /// `fuse_dentry_revalidate` sends LOOKUP for that retry's `LOOKUP_REVAL`), and its
+    /// attributes are asked for again.
+    #[cold]
+    fn stale(&self, nodeid: u64) {
+        let i = plock(&self.inodes).get(&nodeid).and_then(Weak::upgrade);
+        if let Some(f) = i.as_deref().and_then(|i| fuse(i).ok()) {
+            // Relaxed: a hint, as `entry_seen`'s stores.
+            f.entry_until.store(0, Ordering::Relaxed);
+            f.invalidate_attrs();
+        }
     }
 
     /// A request header's `(uid, gid, pid)` (`fuse_fill_in_header`): the `uid`/`gid` of
@@ -2260,27 +2278,20 @@ impl FileSystem for FuseFs {
                 r => return r,
             }
         }
-        let creds = self.shared.creds();
         let r = match ty {
             S_IFDIR => {
                 let arg = abi::MkdirIn {
                     mode: args.mode,
                     umask: 0,
                 };
-                self.shared.conn.request(
-                    opcode::FUSE_MKDIR,
-                    d.nodeid,
-                    creds,
-                    &[arg.as_bytes(), &n],
-                )?
+                self.shared
+                    .req(opcode::FUSE_MKDIR, d.nodeid, &[arg.as_bytes(), &n])?
             }
             S_IFLNK => {
                 // The VFS checked the target (1 ..= PATH_MAX - 1 bytes, no NUL).
                 let mut t = args.target.ok_or(Errno::EINVAL)?.to_vec();
                 t.push(0);
-                self.shared
-                    .conn
-                    .request(opcode::FUSE_SYMLINK, d.nodeid, creds, &[&n, &t])?
+                self.shared.req(opcode::FUSE_SYMLINK, d.nodeid, &[&n, &t])?
             }
             S_IFREG | S_IFCHR | S_IFBLK | S_IFIFO | S_IFSOCK => {
                 let arg = abi::MknodIn {
@@ -2289,12 +2300,8 @@ impl FileSystem for FuseFs {
                     umask: 0,
                     padding: 0,
                 };
-                self.shared.conn.request(
-                    opcode::FUSE_MKNOD,
-                    d.nodeid,
-                    creds,
-                    &[arg.as_bytes(), &n],
-                )?
+                self.shared
+                    .req(opcode::FUSE_MKNOD, d.nodeid, &[arg.as_bytes(), &n])?
             }
             _ => return Err(Errno::EINVAL),
         };

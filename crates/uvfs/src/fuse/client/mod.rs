@@ -52,6 +52,8 @@ pub use fs::{
 };
 pub use interrupt::Interrupter;
 
+#[cfg(all(test, not(uvfs_loom)))]
+mod estale_tests;
 // The loom model of the page cache's protocol (cache.rs).
 #[cfg(all(test, uvfs_loom))]
 mod loom_cache;

@@ -159,6 +159,18 @@ fn serve(h: &abi::InHeader, rest: &[u8], send: &dyn Fn(u64, i32, &[u8])) {
             };
             send(h.unique, 0, out.as_bytes());
         }
+        opcode::FUSE_CREATE => {
+            let e = abi::EntryOut {
+                nodeid: 7,
+                attr: attr(7, S_IFREG | 0o644),
+                ..Default::default()
+            };
+            let o = abi::OpenOut {
+                fh: 2,
+                ..Default::default()
+            };
+            send(h.unique, 0, &[e.as_bytes(), o.as_bytes()].concat());
+        }
         opcode::FUSE_UNLINK => send(h.unique, 0, &[]),
         opcode::FUSE_STATFS => send(h.unique, 0, abi::StatfsOut::default().as_bytes()),
         opcode::FUSE_SETATTR => {
@@ -264,6 +276,24 @@ fn held_changes_hold_back_no_deferred_free() {
     held_call(&s, asked, |t| {
         t.fchmodat(CWD, "/d/f", 0o600, AtFlags::empty())
     });
+}
+
+/// The CREATE of `open(O_CREAT)` of a new name, held by the server while another
+/// thread's deferred free runs (before: sent inside the open's walk, pinned), then
+/// answered: the open gets the new file, opened as created (mode 0444 and `O_WRONLY`:
+/// no permission check on a file the call created).
+#[test]
+fn a_held_create_holds_back_no_deferred_free() {
+    let s = server();
+    let asked = s.hold_for(opcode::FUSE_CREATE, 1);
+    let fl = OpenFlags::CREAT | OpenFlags::WRONLY;
+    let fd = held_call(&s, asked, move |t| {
+        let fd = t.openat(CWD, "/new", fl, 0o444)?;
+        let ino = t.fstat(fd)?.st_ino;
+        t.close(fd)?;
+        Ok(ino)
+    });
+    assert_eq!(fd, 7);
 }
 
 /// The requests a call sends for the dentry its walk ended at: the GETATTR of stat(2)
