@@ -129,8 +129,8 @@ pub struct MountArgs {
     /// With `--fuse`: seconds a request may wait for the server's answer before the
     /// server is taken for dead (its connection aborted: that request and those in flight
     /// fail with ECONNABORTED, later ones with ENOTCONN, as Linux's FUSE request timeout);
-    /// default: wait for ever. Set it for a server that may stop answering: while a
-    /// CREATE, RENAME or LINK waits, uvfs frees no retired memory (docs/mount.md).
+    /// default: wait for ever. Set it for a server that may stop answering: a call
+    /// waiting for it waits as long (docs/mount.md).
     #[arg(long, value_name = "SECONDS", value_parser = parse_request_timeout, requires = "fuse")]
     pub fuse_timeout: Option<f64>,
     /// With `--fuse`: each FUSE server decides permissions itself, as a kernel mount without

@@ -282,19 +282,16 @@ impl<V: Variant> Task<V> {
             }
         }
         let follow = flags.contains(AtFlags::SYMLINK_FOLLOW);
-        let (old, old_mnt, protected): (Arc<Dentry>, u64, bool) = {
-            let guard = epoch::pin();
-            let root = self.fs.root.load(&guard);
-            let protected = root.mnt.protected_hardlinks();
-            let (osd, osm) = ostart.path(self.fs.cwd.load(&guard));
-            let mut nd = Nameidata::new(&guard, &self.cred, root, &self.fs.ns, osm);
-            let d = nd.walk(osd, oldpath, follow, false)?.clone();
-            (d, nd.mnt.mnt_id, protected)
-        };
-        // filename_create of the target.
+        // A walk that leaves its pin for a file system that may block (`Unlazy`).
+        let (old, old_mnt, protected): (Arc<Dentry>, u64, bool) =
+            self.walk_from(&self.cred, &ostart, |nd, start| {
+                let d = nd.walk(start, oldpath, follow, false)?.clone();
+                Ok((d, nd.mnt.mnt_id, nd.root.mnt.protected_hardlinks()))
+            })?;
+        // filename_create of the target; the LINK after the walk, unpinned, where the file
+        // system may block (`with_parent`).
         let newpath = getname(newpath.path_bytes(), false)?;
-        self.with_walk(newdirfd, newpath, |nd, start| {
-            let nl = nd.walk_parent(start, newpath)?;
+        self.with_parent(newdirfd, newpath, |nl| {
             if nl.ty != LastType::Norm {
                 return Err(Errno::EEXIST);
             }
@@ -326,6 +323,10 @@ impl<V: Variant> Task<V> {
             let now = ndir_i.current_time(coarse_now());
             // The directory's ENOSPC (its cookies used up) before the file system commits.
             let cookie = dl.next_cookie(nl.name)?;
+            if ndir_i.needs_revalidate() {
+                // The file system may block (a FUSE LINK): not pinned meanwhile.
+                dl.unpin();
+            }
             let t = oi.link_inc(now, || ndir_i.i_op.link(ndir_i, nl.name, oi))?;
             let name: Name = Arc::from(nl.name);
             let d = Dentry::new_arc(oi.clone(), Some(nl.dir), name.clone(), cookie);

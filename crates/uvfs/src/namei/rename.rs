@@ -84,6 +84,9 @@ impl<V: Variant> Task<V> {
         // filename_parentat of the source, then of the target: an error of the first walk
         // wins over any of the second.
         let oldpath = getname(oldpath.path_bytes(), false)?;
+        if self.fs.ns.may_block() {
+            return self.rename_leaving(olddirfd, oldpath, newdirfd, newpath, flags);
+        }
         let ostart = self.start(olddirfd, oldpath)?;
         let guard = epoch::pin();
         let root = self.fs.root.load(&guard);
@@ -96,26 +99,75 @@ impl<V: Variant> Task<V> {
         let (nsd, nsm) = nstart.path(cwd);
         let mut nd2 = Nameidata::new(&guard, &self.cred, root, &self.fs.ns, nsm);
         let nl = nd2.walk_parent(nsd, newpath)?;
-        if !std::ptr::eq(ol.mnt, nl.mnt) {
-            return Err(Errno::EXDEV);
-        }
-        if ol.ty != LastType::Norm {
-            return Err(Errno::EBUSY);
-        }
-        if nl.ty != LastType::Norm {
-            return Err(if flags.contains(RenameFlags::NOREPLACE) {
-                Errno::EEXIST
-            } else {
-                Errno::EBUSY
-            });
-        }
-        // do_renameat2: mnt_want_write after the last components' types.
-        ol.mnt.want_write()?;
-        if ol.name.len() > NAME_MAX || nl.name.len() > NAME_MAX {
-            return Err(Errno::ENAMETOOLONG);
-        }
-        rename_locked(self, &ol, &nl, &self.fs.ns, &guard, flags)
+        rename_checks(&ol, &nl, flags)?;
+        rename_locked(self, &ol, &nl, &self.fs.ns, flags)
     }
+
+    /// [`renameat2`](Self::renameat2) in a namespace where a file system may block: each
+    /// walk leaves its pin for the file system's calls (`Unlazy`), and the rename runs
+    /// after both, unpinned, the two parents and their mounts counted (as Linux holds them
+    /// after `filename_parentat`), so that a RENAME the server holds holds back no
+    /// deferred free of the process. `flags` are valid.
+    #[inline(never)]
+    fn rename_leaving(
+        &self,
+        olddirfd: AtDir<'_>,
+        oldpath: &[u8],
+        newdirfd: AtDir<'_>,
+        newpath: impl AsPath,
+        flags: RenameFlags,
+    ) -> Result<()> {
+        // The parent (counted), the last component, its type and trailing slash.
+        let parent = |dirfd, path| {
+            self.with_walk(dirfd, path, |nd, start| {
+                let l = nd.walk_parent(start, path)?;
+                Ok((nd.path(l.dir)?, l.name, l.ty, l.trailing_slash))
+            })
+        };
+        let (op, oname, oty, otrail) = parent(olddirfd, oldpath)?;
+        let newpath = getname(newpath.path_bytes(), false)?;
+        let (np, nname, nty, ntrail) = parent(newdirfd, newpath)?;
+        let ol = Last {
+            mnt: &op.mnt,
+            dir: &op.dentry,
+            name: oname,
+            ty: oty,
+            trailing_slash: otrail,
+        };
+        let nl = Last {
+            mnt: &np.mnt,
+            dir: &np.dentry,
+            name: nname,
+            ty: nty,
+            trailing_slash: ntrail,
+        };
+        rename_checks(&ol, &nl, flags)?;
+        rename_locked(self, &ol, &nl, &self.fs.ns, flags)
+    }
+}
+
+/// `do_renameat2`'s checks between the walks and the locks: one mount, plain last
+/// components, write access to the mount, names within `NAME_MAX`.
+fn rename_checks(ol: &Last<'_, '_>, nl: &Last<'_, '_>, flags: RenameFlags) -> Result<()> {
+    if !std::ptr::eq(ol.mnt, nl.mnt) {
+        return Err(Errno::EXDEV);
+    }
+    if ol.ty != LastType::Norm {
+        return Err(Errno::EBUSY);
+    }
+    if nl.ty != LastType::Norm {
+        return Err(if flags.contains(RenameFlags::NOREPLACE) {
+            Errno::EEXIST
+        } else {
+            Errno::EBUSY
+        });
+    }
+    // do_renameat2: mnt_want_write after the last components' types.
+    ol.mnt.want_write()?;
+    if ol.name.len() > NAME_MAX || nl.name.len() > NAME_MAX {
+        return Err(Errno::ENAMETOOLONG);
+    }
+    Ok(())
 }
 
 /// The child of `anc` on the way down to `d` (Linux `d_ancestor`), if `anc` is a proper
@@ -142,7 +194,6 @@ fn rename_locked<V: Variant>(
     ol: &Last<'_, '_>,
     nl: &Last<'_, '_>,
     ns: &MntNamespace,
-    guard: &Guard,
     flags: RenameFlags,
 ) -> Result<()> {
     let mnt = ol.mnt;
@@ -157,7 +208,10 @@ fn rename_locked<V: Variant>(
     // either is enough).
     let same = Arc::ptr_eq(ol.dir, nl.dir)
         || (Arc::ptr_eq(odir_i, ndir_i) && ol.dir.is_unhashed() && nl.dir.is_unhashed());
-    let g = epoch::pin();
+    // The file system's calls (revalidation, lookups, the rename) may block (a FUSE
+    // request): no epoch pin is held across them. `g` pins only the steps that read under
+    // the epoch (the ancestry, the cookie, the commit), each taken again after such a call.
+    let may_block = odir_i.needs_revalidate() || ndir_i.needs_revalidate();
     // lock_rename: same directory -> its lock; else the super block's rename lock, then
     // ancestor first, else by address.
     let _rename_guard = if same {
@@ -166,23 +220,26 @@ fn rename_locked<V: Variant>(
         Some(plock(&mnt.mnt_sb.s_rename_lock))
     };
     let (mut trap_old, mut trap_new) = (None, None);
-    let (mut ol_lock, mut nl_lock): (DirLocked<'_>, Option<DirLocked<'_>>) = if same {
-        (odir.lock_all(), None)
-    } else if let Some(t) = child_towards(ol.dir, nl.dir, &g) {
-        // old dir is an ancestor of the new dir.
-        trap_old = Some(t.clone());
-        let a = odir.lock_all();
-        (a, Some(ndir.lock_all()))
-    } else if let Some(t) = child_towards(nl.dir, ol.dir, &g) {
-        trap_new = Some(t.clone());
-        let b = ndir.lock_all();
-        (odir.lock_all(), Some(b))
-    } else if (odir as *const Dir) < (ndir as *const Dir) {
-        let a = odir.lock_all();
-        (a, Some(ndir.lock_all()))
-    } else {
-        let b = ndir.lock_all();
-        (odir.lock_all(), Some(b))
+    let (mut ol_lock, mut nl_lock): (DirLocked<'_>, Option<DirLocked<'_>>) = {
+        let g = epoch::pin();
+        if same {
+            (odir.lock_all(), None)
+        } else if let Some(t) = child_towards(ol.dir, nl.dir, &g) {
+            // old dir is an ancestor of the new dir.
+            trap_old = Some(t.clone());
+            let a = odir.lock_all();
+            (a, Some(ndir.lock_all()))
+        } else if let Some(t) = child_towards(nl.dir, ol.dir, &g) {
+            trap_new = Some(t.clone());
+            let b = ndir.lock_all();
+            (odir.lock_all(), Some(b))
+        } else if (odir as *const Dir) < (ndir as *const Dir) {
+            let a = odir.lock_all();
+            (a, Some(ndir.lock_all()))
+        } else {
+            let b = ndir.lock_all();
+            (odir.lock_all(), Some(b))
+        }
     };
     // do_renameat2, in its order: the source, the target, the flags, trailing slashes, then
     // the traps.
@@ -257,7 +314,7 @@ fn rename_locked<V: Variant>(
         }
     }
     // vfs_rename: neither may be a mount point of this namespace.
-    let mounted = |d: &Arc<Dentry>| d.is_mounted() && ns.table(guard).is_mountpoint(d);
+    let mounted = |d: &Arc<Dentry>| d.is_mounted() && ns.table(&epoch::pin()).is_mountpoint(d);
     if mounted(&old) || target.as_ref().is_some_and(mounted) {
         return Err(Errno::EBUSY);
     }
@@ -272,15 +329,30 @@ fn rename_locked<V: Variant>(
     }
     if exchange {
         let t = target.as_ref().expect("checked above");
+        if may_block {
+            ol_lock.unpin();
+            if let Some(l) = &mut nl_lock {
+                l.unpin();
+            }
+        }
         odir_i
             .i_op
             .rename(odir_i, ol.name, ndir_i, nl.name, flags)?;
-        exchange_locked(ol, nl, &old, t, &mut ol_lock, &mut nl_lock, same, &g);
+        exchange_locked(
+            ol,
+            nl,
+            &old,
+            t,
+            &mut ol_lock,
+            &mut nl_lock,
+            same,
+            &epoch::pin(),
+        );
         return Ok(());
     }
     let target_dir = target.as_ref().and_then(|t| t.dir());
     // Lock order: the target is a child of the new dir (locked): parent before child.
-    let target_lock = target_dir.map(|td| td.lock_all());
+    let mut target_lock = target_dir.map(|td| td.lock_all());
     if let (Some(tl), Some(t)) = (&target_lock, &target) {
         // A cache that may be incomplete cannot tell; the file system's rename does.
         if !t.d_inode.needs_revalidate() && !tl.is_empty() {
@@ -293,12 +365,23 @@ fn rename_locked<V: Variant>(
     // Into another directory it gets that directory's next cookie, reserved before the file
     // system commits, as its `ENOSPC` is the last error.
     let cookie = match &mut nl_lock {
-        None => old.link(&g).cookie,
+        None => old.link(&epoch::pin()).cookie,
         Some(l) => l.next_cookie(nl.name)?,
     };
+    if may_block {
+        // `next_cookie` and the target's `is_empty` may have pinned again.
+        ol_lock.unpin();
+        if let Some(l) = &mut nl_lock {
+            l.unpin();
+        }
+        if let Some(tl) = &mut target_lock {
+            tl.unpin();
+        }
+    }
     odir_i
         .i_op
         .rename(odir_i, ol.name, ndir_i, nl.name, flags)?;
+    let g = epoch::pin();
     if let Some(mut tl) = target_lock {
         tl.set_dead();
         let stale = tl.clear();

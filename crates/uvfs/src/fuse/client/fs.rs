@@ -232,10 +232,9 @@ pub struct FuseClientOptions {
     /// for ever, as Linux without it. Requests nobody waits for (RELEASE) are not timed,
     /// nor is a send: a caller blocked writing to a server that stopped reading (its socket
     /// buffer full, 4 MiB) waits until the server reads, exits, or another caller's wait
-    /// times out and aborts the connection (which fails the send). While the CREATE of an
-    /// `open(O_CREAT)`, a RENAME or a LINK waits, uvfs frees no retired object anywhere in
-    /// the process (see the module doc's "Known limit"): set this for a server that may
-    /// stop answering.
+    /// times out and aborts the connection (which fails the send). Set this for a server
+    /// that may stop answering: its callers wait as long (no other work of the process
+    /// waits for them: see the module doc, "No request is sent pinned").
     pub request_timeout: Option<std::time::Duration>,
     /// The most pages (4 KiB each) of file data the mount's page cache keeps (see the
     /// module doc, "Page cache"): `None` for [`DEFAULT_CACHE_PAGES`] (64 MiB), `Some(0)`

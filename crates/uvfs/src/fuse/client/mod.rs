@@ -15,23 +15,23 @@
 //! requests are capped at `max_background`
 //! and FORGETs go in batches (`conn`).
 //!
-//! # Known limit: a server that does not answer a create, rename or link holds back memory reclamation
-//! The CREATE of `open(O_CREAT)`, RENAME and LINK (with the requests of rename's and
-//! link's walks) are sent while the calling thread is pinned in the epoch that frees uvfs's retired objects (`crate::sync::epoch`), under the
-//! directory's lock inside the walk. Until such a request is answered, no object retired by
-//! any thread of the process, on any mount, is freed: with a server that never answers,
-//! the process's memory grows with every later unlink, close and rename anywhere.
-//! (Measured 2026-12-07, before the fix below: with one `stat` blocked on a server that
-//! never answered a LOOKUP, ten files created, closed and unlinked on a separate tmpfs
-//! mount were still allocated 3 s later.) The other requests no longer do: a path walk's
-//! LOOKUP, GETATTR (a directory's stale attributes before its search check) and READLINK
-//! are sent after the walk left its pin (`namei::Unlazy`, Linux's `unlazy_walk`), and the
-//! request of the call after the walk (GETATTR, STATX, SETATTR, STATFS, ACCESS, MKDIR,
-//! MKNOD, SYMLINK, UNLINK, RMDIR, the xattr calls) unpinned, the dentry counted
-//! (`Task::with_dentry`, `Task::with_parent`); tests: `unlazy_tests`. OPEN and READ were
-//! never sent pinned. Mount a server that may stop answering with
-//! [`FuseClientOptions::request_timeout`]: the connection aborts after it, the waiting
-//! call fails with `ECONNABORTED`, and reclamation goes on.
+//! # No request is sent pinned
+//! A request sent while the calling thread is pinned in the epoch that frees uvfs's
+//! retired objects (`crate::sync::epoch`) would hold back, until answered, every free of
+//! the process on any mount: with a server that never answers, memory would grow with
+//! every later unlink, close and rename anywhere. (Measured 2026-12-07, before the walks
+//! left their pin: with one `stat` blocked on a server that never answered a LOOKUP, ten
+//! files created, closed and unlinked on a separate tmpfs mount were still allocated 3 s
+//! later.) A path walk's LOOKUP, GETATTR (a directory's stale attributes before its
+//! search check) and READLINK are sent after the walk left its pin (`namei::Unlazy`,
+//! Linux's `unlazy_walk`); the request of the call after the walk (GETATTR, STATX,
+//! SETATTR, STATFS, ACCESS, MKDIR, MKNOD, SYMLINK, UNLINK, RMDIR, LINK, RENAME, the xattr
+//! calls, and the CREATE of `open(O_CREAT)`) unpinned, the dentry or parents counted
+//! (`Task::with_dentry`, `Task::with_parent`, rename's `rename_leaving`, open's
+//! `create_after_walk`); tests: `unlazy_tests`. OPEN and READ were never sent pinned. A
+//! server that stops answering still holds its caller: mount one that may with
+//! [`FuseClientOptions::request_timeout`] (the connection aborts after it, the waiting
+//! call fails with `ECONNABORTED`).
 
 // The page cache's store (the policy is in `fs`).
 mod cache;

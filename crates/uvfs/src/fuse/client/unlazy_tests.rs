@@ -7,12 +7,12 @@ use super::scripted;
 use crate::fuse::abi::{self, opcode};
 use crate::sync::plain::Mutex;
 use crate::sync::plock;
-use crate::types::{AtFlags, OpenFlags, S_IFDIR, S_IFLNK, S_IFREG};
+use crate::types::{AtFlags, OpenFlags, RenameFlags, S_IFDIR, S_IFLNK, S_IFREG};
 use crate::{Errno, Fd, Task};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
-use zerocopy::IntoBytes;
+use zerocopy::{FromBytes, IntoBytes};
 
 const CWD: Fd = Fd::AT_FDCWD;
 
@@ -171,7 +171,16 @@ fn serve(h: &abi::InHeader, rest: &[u8], send: &dyn Fn(u64, i32, &[u8])) {
             };
             send(h.unique, 0, &[e.as_bytes(), o.as_bytes()].concat());
         }
-        opcode::FUSE_UNLINK => send(h.unique, 0, &[]),
+        opcode::FUSE_UNLINK | opcode::FUSE_RENAME | opcode::FUSE_RENAME2 => send(h.unique, 0, &[]),
+        opcode::FUSE_LINK => {
+            let (l, _) = abi::LinkIn::read_from_prefix(rest).unwrap();
+            let out = abi::EntryOut {
+                nodeid: l.oldnodeid,
+                attr: attr(l.oldnodeid, S_IFREG | 0o644),
+                ..Default::default()
+            };
+            send(h.unique, 0, out.as_bytes());
+        }
         opcode::FUSE_STATFS => send(h.unique, 0, abi::StatfsOut::default().as_bytes()),
         opcode::FUSE_SETATTR => {
             let out = abi::AttrOut {
@@ -294,6 +303,24 @@ fn a_held_create_holds_back_no_deferred_free() {
         Ok(ino)
     });
     assert_eq!(fd, 7);
+}
+
+/// RENAME (in one directory, and RENAME_NOREPLACE's RENAME2) and LINK, each held by the
+/// server while another thread's deferred free runs (before: sent with the walks' pin
+/// held), then answered.
+#[test]
+fn held_renames_and_links_hold_back_no_deferred_free() {
+    let s = server();
+    let asked = s.hold_for(opcode::FUSE_RENAME, 2);
+    held_call(&s, asked, |t| t.renameat(CWD, "/d/f", CWD, "/d/g"));
+    let asked = s.hold_for(opcode::FUSE_RENAME2, 2);
+    held_call(&s, asked, |t| {
+        t.renameat2(CWD, "/d/f", CWD, "/d/g2", RenameFlags::NOREPLACE)
+    });
+    let asked = s.hold_for(opcode::FUSE_LINK, 2);
+    held_call(&s, asked, |t| {
+        t.linkat(CWD, "/d/f", CWD, "/d/h", AtFlags::empty())
+    });
 }
 
 /// The requests a call sends for the dentry its walk ended at: the GETATTR of stat(2)
