@@ -690,13 +690,16 @@ fn review_regressions() {
             "--",
             "sh",
             "-c",
-            "trap 'echo got-term; exit 3' TERM; echo ready; sleep 5 & wait",
+            "trap 'echo got-term; exit 3' TERM; sleep 5 & echo ready; wait",
         ])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     // The signal only once the trap is set (a fixed pause raced a slow start on a loaded
-    // machine: CI saw the shell killed before its trap).
+    // machine: CI saw the shell killed before its trap) and the background `sleep` forked:
+    // a signal during the fork's notified `clone` can fail it with EINTR under `uvfs run`
+    // (docs/run.md, "Known difference"; seen twice in full-suite runs on a loaded VM, the
+    // shell then ending without its trap).
     let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     std::io::BufRead::read_line(&mut out, &mut line).unwrap();

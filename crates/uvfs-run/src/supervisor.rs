@@ -865,10 +865,27 @@ pub(crate) fn run(view: &View, argv: &[OsString]) -> Result<i32, String> {
             // Relaxed: a stop flag; the serving threads' results are read after join.
             while !done.load(Ordering::Relaxed) {
                 if let Some(sig) = sys::wait_signal(&sigs, 200) {
-                    let pids: Vec<i32> = lock(&sup.procs).keys().copied().collect();
-                    for p in pids {
-                        // SAFETY: kill with integer arguments.
-                        unsafe { libc::kill(p, sig) };
+                    let procs: Vec<(i32, Arc<Mutex<Proc>>)> = lock(&sup.procs)
+                        .iter()
+                        .map(|(&pid, p)| (pid, p.clone()))
+                        .collect();
+                    for (pid, p) in procs {
+                        match p.try_lock() {
+                            // Through its pidfd: a process that exited since the last
+                            // sweep may have left its number to an unrelated one.
+                            Ok(p) => {
+                                let _ = sys::pidfd_send_signal(p.pidfd.as_fd(), sig);
+                            }
+                            Err(std::sync::TryLockError::Poisoned(p)) => {
+                                let _ = sys::pidfd_send_signal(p.into_inner().pidfd.as_fd(), sig);
+                            }
+                            // Serving a call of it (its lock held): it is alive, its number
+                            // its own. Waiting for the lock could wait for that call.
+                            Err(std::sync::TryLockError::WouldBlock) => {
+                                // SAFETY: kill with integer arguments.
+                                unsafe { libc::kill(pid, sig) };
+                            }
+                        }
                     }
                 }
             }

@@ -298,6 +298,25 @@ pub(crate) fn pidfd_getfd(pidfd: BorrowedFd<'_>, fd: i32) -> Result<OwnedFd, i32
     Ok(unsafe { OwnedFd::from_raw_fd(r as RawFd) })
 }
 
+/// `pidfd_send_signal(pidfd, sig, NULL, 0)`: `sig` to the process behind `pidfd`, never
+/// to another process that reused its number.
+pub(crate) fn pidfd_send_signal(pidfd: BorrowedFd<'_>, sig: i32) -> io::Result<()> {
+    // SAFETY: integer arguments and a null siginfo (the kernel then fills in a kill(2)'s).
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            sig,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Whether the process or thread behind `pidfd` has exited (readable pidfd).
 pub(crate) fn exited(pidfd: BorrowedFd<'_>) -> bool {
     let mut p = libc::pollfd {
