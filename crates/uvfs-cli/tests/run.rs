@@ -690,7 +690,7 @@ fn review_regressions() {
             "--",
             "sh",
             "-c",
-            "trap 'echo got-term; exit 3' TERM; sleep 5 & echo ready; wait",
+            "trap 'echo got-term; exit 3' TERM; sleep 60 & echo ready; wait",
         ])
         .stdout(std::process::Stdio::piped())
         .spawn()

@@ -870,18 +870,33 @@ pub(crate) fn run(view: &View, argv: &[OsString]) -> Result<i32, String> {
                         .map(|(&pid, p)| (pid, p.clone()))
                         .collect();
                     for (pid, p) in procs {
-                        match p.try_lock() {
-                            // Through its pidfd: a process that exited since the last
-                            // sweep may have left its number to an unrelated one.
-                            Ok(p) => {
-                                let _ = sys::pidfd_send_signal(p.pidfd.as_fd(), sig);
+                        // Through its pidfd: a process that exited since the last sweep
+                        // may have left its number to an unrelated one. Its lock is held
+                        // briefly by `sweep`, and for as long as a call of it is served;
+                        // waiting for such a call could wait for this very signal.
+                        let mut held = None;
+                        for _ in 0..100 {
+                            match p.try_lock() {
+                                Ok(g) => held = Some(g),
+                                Err(std::sync::TryLockError::Poisoned(e)) => {
+                                    held = Some(e.into_inner())
+                                }
+                                Err(std::sync::TryLockError::WouldBlock) => {
+                                    std::thread::yield_now();
+                                    continue;
+                                }
                             }
-                            Err(std::sync::TryLockError::Poisoned(p)) => {
-                                let _ = sys::pidfd_send_signal(p.into_inner().pidfd.as_fd(), sig);
+                            break;
+                        }
+                        match held {
+                            Some(g) => {
+                                let _ = sys::pidfd_send_signal(g.pidfd.as_fd(), sig);
                             }
-                            // Serving a call of it (its lock held): it is alive, its number
-                            // its own. Waiting for the lock could wait for that call.
-                            Err(std::sync::TryLockError::WouldBlock) => {
+                            // Still serving a call of it: it was alive when the call
+                            // came, and its number goes to another process only after
+                            // its exit and its parent's wait (a window of that call's
+                            // length, where before every exited number was one).
+                            None => {
                                 // SAFETY: kill with integer arguments.
                                 unsafe { libc::kill(pid, sig) };
                             }

@@ -282,16 +282,40 @@ impl<V: Variant> Task<V> {
             }
         }
         let follow = flags.contains(AtFlags::SYMLINK_FOLLOW);
+        let newpath = newpath.path_bytes();
+        // `retry_estale`: both walks again, as Linux's `do_linkat` (a source unlinked by
+        // another task between the walk and the LINK, on hostfs or an NFS-style server).
+        let mut r = self.link_once(&ostart, oldpath, follow, newdirfd, newpath);
+        let mut tries = 0;
+        while matches!(r, Err(Errno::ESTALE)) && tries < MAX_ESTALE_RETRIES {
+            tries += 1;
+            r = self.link_once(&ostart, oldpath, follow, newdirfd, newpath);
+        }
+        r
+    }
+
+    /// One run of [`linkat`](Self::linkat) after its checks of the arguments: the old
+    /// path's walk (`filename_lookup`, following a final symlink with `follow`), then the
+    /// new name's `filename_create` and the link.
+    fn link_once(
+        &self,
+        ostart: &Start<'_, V>,
+        oldpath: &[u8],
+        follow: bool,
+        newdirfd: AtDir<'_>,
+        newpath: &[u8],
+    ) -> Result<()> {
         // A walk that leaves its pin for a file system that may block (`Unlazy`).
         let (old, old_mnt, protected): (Arc<Dentry>, u64, bool) =
-            self.walk_from(&self.cred, &ostart, |nd, start| {
+            self.walk_from(&self.cred, ostart, |nd, start| {
                 let d = nd.walk(start, oldpath, follow, false)?.clone();
                 Ok((d, nd.mnt.mnt_id, nd.root.mnt.protected_hardlinks()))
             })?;
-        // filename_create of the target; the LINK after the walk, unpinned, where the file
-        // system may block (`with_parent`).
-        let newpath = getname(newpath.path_bytes(), false)?;
-        self.with_parent(newdirfd, newpath, |nl| {
+        // filename_create of the target (its name's errors after the old path's, as
+        // `do_linkat`'s); the LINK after the walk, unpinned, where the file system may
+        // block (`with_parent_once`).
+        let newpath = getname(newpath, false)?;
+        self.with_parent_once(newdirfd, newpath, |nl| {
             if nl.ty != LastType::Norm {
                 return Err(Errno::EEXIST);
             }

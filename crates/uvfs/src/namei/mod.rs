@@ -99,7 +99,11 @@ pub(crate) const LOOKUP_NO_XDEV: u32 = 1 << 3;
 /// second walk can meet the same race with a task that creates and unlinks the name in a
 /// loop: measured, 2 x 20000 rounds of seven calls, 9 ESTALE with one retry. Each retry
 /// means the other task unlinked the name again; the bound keeps a host that changes a
-/// name without end from holding the call.
+/// name without end from holding the call. As over NFS (not as on a local file system),
+/// an `open(O_CREAT)` whose new file another task unlinked before the open reached it runs
+/// again and creates the name anew (with `O_EXCL`, `EEXIST` if a third task made it
+/// meanwhile). A call on a descriptor or a dentry (an empty path) runs again on the same
+/// object, at most as often: no gain, bounded.
 pub(crate) const MAX_ESTALE_RETRIES: u32 = 8;
 
 /// State of one path walk (`struct nameidata`).
@@ -507,11 +511,7 @@ impl<V: Variant> Task<V> {
         mut op: impl FnMut(&Last<'_, '_>) -> Result<R>,
     ) -> Result<R> {
         if !self.fs.ns.may_block() {
-            // No file system here blocks: `op` inside the walk, its result as made.
-            return self.with_walk(dirfd, path, |nd, start| {
-                let last = nd.walk_parent(start, path)?;
-                op(&last)
-            });
+            return self.with_parent_once(dirfd, path, op);
         }
         // `retry_estale`, as in `dentry_from` (Linux's `do_mkdirat`, `do_unlinkat`, ...:
         // the parent gone behind its dentry).
@@ -522,6 +522,24 @@ impl<V: Variant> Task<V> {
             r = self.parent_leaving(dirfd, path, &mut op);
         }
         r
+    }
+
+    /// [`with_parent`](Self::with_parent) without its runs again after `ESTALE`, for a
+    /// caller that runs more than this walk again (`linkat`: its old path's walk too).
+    pub(crate) fn with_parent_once<R>(
+        &self,
+        dirfd: AtDir<'_>,
+        path: &[u8],
+        mut op: impl FnMut(&Last<'_, '_>) -> Result<R>,
+    ) -> Result<R> {
+        if !self.fs.ns.may_block() {
+            // No file system here blocks: `op` inside the walk, its result as made.
+            return self.with_walk(dirfd, path, |nd, start| {
+                let last = nd.walk_parent(start, path)?;
+                op(&last)
+            });
+        }
+        self.parent_leaving(dirfd, path, &mut op)
     }
 
     /// One run of [`with_parent`](Self::with_parent) in a namespace where a file system

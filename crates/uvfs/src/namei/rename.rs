@@ -85,7 +85,15 @@ impl<V: Variant> Task<V> {
         // wins over any of the second.
         let oldpath = getname(oldpath.path_bytes(), false)?;
         if self.fs.ns.may_block() {
-            return self.rename_leaving(olddirfd, oldpath, newdirfd, newpath, flags);
+            // `retry_estale`, as `do_renameat2`'s (see `with_parent`).
+            let newpath = newpath.path_bytes();
+            let mut r = self.rename_leaving(olddirfd, oldpath, newdirfd, newpath, flags);
+            let mut tries = 0;
+            while matches!(r, Err(Errno::ESTALE)) && tries < MAX_ESTALE_RETRIES {
+                tries += 1;
+                r = self.rename_leaving(olddirfd, oldpath, newdirfd, newpath, flags);
+            }
+            return r;
         }
         let ostart = self.start(olddirfd, oldpath)?;
         let guard = epoch::pin();
@@ -114,7 +122,7 @@ impl<V: Variant> Task<V> {
         olddirfd: AtDir<'_>,
         oldpath: &[u8],
         newdirfd: AtDir<'_>,
-        newpath: impl AsPath,
+        newpath: &[u8],
         flags: RenameFlags,
     ) -> Result<()> {
         // The parent (counted), the last component, its type and trailing slash.
@@ -125,7 +133,7 @@ impl<V: Variant> Task<V> {
             })
         };
         let (op, oname, oty, otrail) = parent(olddirfd, oldpath)?;
-        let newpath = getname(newpath.path_bytes(), false)?;
+        let newpath = getname(newpath, false)?;
         let (np, nname, nty, ntrail) = parent(newdirfd, newpath)?;
         let ol = Last {
             mnt: &op.mnt,
@@ -241,8 +249,20 @@ fn rename_locked<V: Variant>(
             (odir.lock_all(), Some(b))
         }
     };
+    // Before each step that may call the file system (a lookup or revalidation under the
+    // locks, a permission check that refreshes attributes, the rename): no lock's own pin
+    // held either (`lookup_locked` drops only its own lock's; an index read pins again).
+    let unpin_all = |ol_lock: &mut DirLocked<'_>, nl_lock: &mut Option<DirLocked<'_>>| {
+        if may_block {
+            ol_lock.unpin();
+            if let Some(l) = nl_lock {
+                l.unpin();
+            }
+        }
+    };
     // do_renameat2, in its order: the source, the target, the flags, trailing slashes, then
     // the traps.
+    unpin_all(&mut ol_lock, &mut nl_lock);
     let old = lookup_locked(ol.dir, &mut ol_lock, ol.name)?.ok_or(Errno::ENOENT)?;
     let ndead = match &nl_lock {
         Some(l) => l.dead(),
@@ -255,6 +275,7 @@ fn rename_locked<V: Variant>(
     }
     let oi = old.d_inode.clone();
     let is_dir = oi.is_dir();
+    unpin_all(&mut ol_lock, &mut nl_lock);
     let target = match &mut nl_lock {
         Some(l) => lookup_locked(nl.dir, l, nl.name)?,
         None => lookup_locked(nl.dir, &mut ol_lock, nl.name)?,
@@ -292,6 +313,7 @@ fn rename_locked<V: Variant>(
             return Ok(());
         }
     }
+    unpin_all(&mut ol_lock, &mut nl_lock);
     may_delete(cred, odir_i, &oi, is_dir, ol_lock.dead())?;
     match &target {
         None => may_create(cred, ndir_i, ndead)?,
@@ -329,12 +351,7 @@ fn rename_locked<V: Variant>(
     }
     if exchange {
         let t = target.as_ref().expect("checked above");
-        if may_block {
-            ol_lock.unpin();
-            if let Some(l) = &mut nl_lock {
-                l.unpin();
-            }
-        }
+        unpin_all(&mut ol_lock, &mut nl_lock);
         odir_i
             .i_op
             .rename(odir_i, ol.name, ndir_i, nl.name, flags)?;
@@ -368,15 +385,10 @@ fn rename_locked<V: Variant>(
         None => old.link(&epoch::pin()).cookie,
         Some(l) => l.next_cookie(nl.name)?,
     };
-    if may_block {
-        // `next_cookie` and the target's `is_empty` may have pinned again.
-        ol_lock.unpin();
-        if let Some(l) = &mut nl_lock {
-            l.unpin();
-        }
-        if let Some(tl) = &mut target_lock {
-            tl.unpin();
-        }
+    // `next_cookie` and the target's `is_empty` may have pinned again.
+    unpin_all(&mut ol_lock, &mut nl_lock);
+    if let (true, Some(tl)) = (may_block, &mut target_lock) {
+        tl.unpin();
     }
     odir_i
         .i_op

@@ -228,6 +228,9 @@ fn a_held_readlink_holds_back_no_deferred_free() {
     let st = held_walk(&s, "/ln", asked);
     assert_eq!(st.st_ino, 3);
     *plock(&s.hold) = Some((opcode::FUSE_READLINK, 5));
+    // Released in advance: a second READLINK would be answered at once (and fail the
+    // assertion below) rather than hang the test.
+    s.release.send(()).unwrap();
     let st = s.task.fstatat(CWD, "/ln", AtFlags::empty()).unwrap();
     assert_eq!(st.st_ino, 3);
     assert!(plock(&s.hold).is_some(), "no second READLINK");
@@ -305,9 +308,10 @@ fn a_held_create_holds_back_no_deferred_free() {
     assert_eq!(fd, 7);
 }
 
-/// RENAME (in one directory, and RENAME_NOREPLACE's RENAME2) and LINK, each held by the
-/// server while another thread's deferred free runs (before: sent with the walks' pin
-/// held), then answered.
+/// RENAME (in one directory, and RENAME_NOREPLACE's RENAME2), the lookup under a rename's
+/// locks into another directory, and LINK, each held by the server while another thread's
+/// deferred free runs (before: sent with the walks' or the locks' pin held), then
+/// answered.
 #[test]
 fn held_renames_and_links_hold_back_no_deferred_free() {
     let s = server();
@@ -317,6 +321,11 @@ fn held_renames_and_links_hold_back_no_deferred_free() {
     held_call(&s, asked, |t| {
         t.renameat2(CWD, "/d/f", CWD, "/d/g2", RenameFlags::NOREPLACE)
     });
+    // Into another directory, over an existing name: the target's LOOKUP under the two
+    // directories' locks (of `hang`, which the server holds) is sent unpinned too.
+    let lookups = s.lookups.clone();
+    let asked = move || plock(&lookups).iter().any(|l| l.1 == b"hang");
+    held_call(&s, asked, |t| t.renameat(CWD, "/d/f", CWD, "/hang"));
     let asked = s.hold_for(opcode::FUSE_LINK, 2);
     held_call(&s, asked, |t| {
         t.linkat(CWD, "/d/f", CWD, "/d/h", AtFlags::empty())
