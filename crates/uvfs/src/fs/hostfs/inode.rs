@@ -363,7 +363,7 @@ fn chmod_fd(fd: &OwnedFd, mode: u32) -> Result<()> {
 /// The `/proc/self/fd` link of `fd`: a path that names exactly the file `fd` holds (a
 /// magic link; a symlink's `O_PATH` descriptor names the symlink itself, which the
 /// following `*xattr` calls then act on, not its target).
-fn fd_link(fd: &Arc<OwnedFd>) -> String {
+fn fd_link(fd: &OwnedFd) -> String {
     use std::os::fd::AsRawFd;
     format!("/proc/self/fd/{}", fd.as_raw_fd())
 }
@@ -435,17 +435,17 @@ pub(super) fn create(
         }
         S_IFDIR => {
             rustix::fs::mkdirat(&dfd, name, perm).h()?;
-            open_path(&dfd, name)?
+            open_new(&dfd, name)?
         }
         S_IFLNK => {
             let target = args.target.ok_or(Errno::EINVAL)?;
             rustix::fs::symlinkat(target, &dfd, name).h()?;
-            open_path(&dfd, name)?
+            open_new(&dfd, name)?
         }
         S_IFCHR | S_IFBLK | S_IFIFO | S_IFSOCK => {
             let ft = rustix::fs::FileType::from_raw_mode(ty);
             rustix::fs::mknodat(&dfd, name, ft, perm, args.rdev).h()?;
-            open_path(&dfd, name)?
+            open_new(&dfd, name)?
         }
         _ => return Err(Errno::EINVAL),
     };
@@ -460,7 +460,18 @@ pub(super) fn create(
     // of the new file fail with ETXTBSY (a compiler's output, run at once). The VFS's open
     // that follows the creation reopens the data descriptor with the access it needs.
     let fd = if ty == S_IFREG {
-        let p = open_path(&dfd, name)?;
+        // Through the creating descriptor's `/proc/self/fd` link, which names this file
+        // whatever the host did to its name since (found by a fresh user's trial: a host
+        // thread unlinking the name in between made `open(O_CREAT)` say ENOENT); by name
+        // only without `/proc`.
+        let p = match rustix::fs::open(
+            fd_link(&fd).as_str(),
+            OFlags::PATH | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(p) => p,
+            Err(_) => open_new(&dfd, name)?,
+        };
         if key_of(&rustix::fs::fstat(&p).h()?) != key_of(&st) {
             // Replaced on the host between the creation and the reopen.
             return Err(Errno::ESTALE);
@@ -474,6 +485,18 @@ pub(super) fn create(
         name: Arc::from(name),
     };
     fs.inode_for(dev, &st, loc, Some(fd), None, false)
+}
+
+/// The `O_PATH` descriptor of `name` in `dirfd`, which this process just created there
+/// (`mkdirat`, `symlinkat`, `mknodat` give no descriptor). `ESTALE` when the host removed
+/// the name in between (ENOENT would say the parent is missing): the VFS runs the call
+/// again (`retry_estale`), which makes the name anew, as a retry over NFS would; a host
+/// that removes every one gets `ESTALE` to the caller after the retries.
+fn open_new(dirfd: &OwnedFd, name: &[u8]) -> Result<OwnedFd> {
+    match open_path(dirfd, name) {
+        Err(Errno::ENOENT) => Err(Errno::ESTALE),
+        r => r,
+    }
 }
 
 /// The uvfs inode that the host name `name` of `dirfd` now holds, if uvfs has one: for
