@@ -10,12 +10,12 @@ use crate::sync::plock;
 use crate::types::{AtFlags, OpenFlags, S_IFDIR, S_IFREG};
 use crate::{Errno, Fd, Task};
 use std::sync::Arc;
-use zerocopy::IntoBytes;
+use zerocopy::{FromBytes, IntoBytes};
 
 const CWD: Fd = Fd::AT_FDCWD;
 
 /// The node `/f` names now: 3 until its first request after LOOKUP says ESTALE, then 7.
-/// Every request, as `(opcode, node)`.
+/// Every request, as `(opcode, node)` (a LINK's source node).
 struct Server {
     log: Arc<Mutex<Vec<(u32, u64)>>>,
     _sock: scripted::ServerEnd,
@@ -40,7 +40,12 @@ fn server() -> Server {
     let seen = log.clone();
     let ends = scripted::spawn(1 << 20, move |h, rest, send| {
         let mut log = plock(&seen);
-        log.push((h.opcode, h.nodeid));
+        // A LINK is logged with its source node (the request names the new directory).
+        let node = match h.opcode {
+            opcode::FUSE_LINK => abi::LinkIn::read_from_prefix(rest).map_or(0, |l| l.0.oldnodeid),
+            _ => h.nodeid,
+        };
+        log.push((h.opcode, node));
         drop(log);
         let dir = |id: u64| id == 1 || id == 4 || id == 8 || id == 9;
         match h.opcode {
@@ -77,6 +82,20 @@ fn server() -> Server {
                 send(h.unique, 0, out.as_bytes());
             }
             opcode::FUSE_LOOKUP => send(h.unique, -Errno::ENOENT.raw(), &[]),
+            opcode::FUSE_LINK => {
+                let (l, _) = abi::LinkIn::read_from_prefix(rest).unwrap();
+                if l.oldnodeid == 3 {
+                    // The source is the stale node: the request names the directory.
+                    send(h.unique, -Errno::ESTALE.raw(), &[]);
+                } else {
+                    let out = abi::EntryOut {
+                        nodeid: l.oldnodeid,
+                        attr: attr(l.oldnodeid, S_IFREG | 0o644),
+                        ..Default::default()
+                    };
+                    send(h.unique, 0, out.as_bytes());
+                }
+            }
             opcode::FUSE_MKDIR => {
                 let out = abi::EntryOut {
                     nodeid: 9,
@@ -197,4 +216,20 @@ fn mkdir_after_estale_looks_the_parent_up_again() {
         .map(|l| l.1)
         .collect();
     assert_eq!(mkdirs, [4, 8], "{log:?}");
+}
+
+/// link(2) of `/f`: LINK (sent to the new name's directory) says ESTALE of its source,
+/// node 3; the source's entry is looked up again, and the retry links node 7.
+#[test]
+fn link_after_estale_of_its_source_looks_the_source_up_again() {
+    let s = server();
+    let r = s.task.linkat(CWD, "/f", CWD, "/g", AtFlags::empty());
+    let log = plock(&s.log).clone();
+    assert_eq!(r, Ok(()), "{log:?}");
+    let links: Vec<u64> = log
+        .iter()
+        .filter(|l| l.0 == opcode::FUSE_LINK)
+        .map(|l| l.1)
+        .collect();
+    assert_eq!(links, [3, 7], "{log:?}");
 }

@@ -1207,7 +1207,13 @@ impl InodeOps for FuseInode {
         let n = cname(name)?;
         let r = self
             .fs
-            .req(opcode::FUSE_LINK, self.nodeid, &[arg.as_bytes(), &n])?;
+            .req(opcode::FUSE_LINK, self.nodeid, &[arg.as_bytes(), &n])
+            .inspect_err(|&e| {
+                // Either node may be the stale one (`req` marked the directory).
+                if e == Errno::ESTALE {
+                    self.fs.stale(fi.nodeid);
+                }
+            })?;
         let e: abi::EntryOut = reply(&self.fs.conn, &r)?;
         if e.nodeid != fi.nodeid || e.generation != fi.generation {
             // The server made the link a node of its own (or none): not a hard link. A
@@ -1258,10 +1264,17 @@ impl InodeOps for FuseInode {
         self.fs.writable()?;
         let nd = fuse(ndir)?;
         let (o, n) = (cname(oname)?, cname(nname)?);
+        // Either directory may be the stale one (`req` marks the old one).
+        let stale_new = |e: &Errno| {
+            if *e == Errno::ESTALE {
+                self.fs.stale(nd.nodeid);
+            }
+        };
         if flags.is_empty() {
             let arg = abi::RenameIn { newdir: nd.nodeid };
             self.fs
-                .req(opcode::FUSE_RENAME, self.nodeid, &[arg.as_bytes(), &o, &n])?;
+                .req(opcode::FUSE_RENAME, self.nodeid, &[arg.as_bytes(), &o, &n])
+                .inspect_err(stale_new)?;
         } else {
             let arg = abi::Rename2In {
                 newdir: nd.nodeid,
@@ -1271,6 +1284,7 @@ impl InodeOps for FuseInode {
             match self
                 .fs
                 .req(opcode::FUSE_RENAME2, self.nodeid, &[arg.as_bytes(), &o, &n])
+                .inspect_err(stale_new)
             {
                 Err(Errno::ENOSYS) => return Err(Errno::EINVAL),
                 r => r?,
