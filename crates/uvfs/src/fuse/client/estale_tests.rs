@@ -59,7 +59,10 @@ fn server() -> Server {
                 send(h.unique, 0, out.as_bytes());
             }
             opcode::FUSE_FORGET | opcode::FUSE_BATCH_FORGET | opcode::FUSE_DESTROY => {}
-            _ if h.nodeid == 3 || (h.nodeid == 4 && h.opcode == opcode::FUSE_MKDIR) => {
+            _ if h.nodeid == 3
+                || (h.nodeid == 4
+                    && (h.opcode == opcode::FUSE_MKDIR || h.opcode == opcode::FUSE_RENAME)) =>
+            {
                 send(h.unique, -Errno::ESTALE.raw(), &[])
             }
             opcode::FUSE_LOOKUP if h.nodeid == 1 && (rest == b"f\0" || rest == b"d\0") => {
@@ -81,7 +84,17 @@ fn server() -> Server {
                 };
                 send(h.unique, 0, out.as_bytes());
             }
+            // `/d/r`, in either of `/d`'s nodes.
+            opcode::FUSE_LOOKUP if (h.nodeid == 4 || h.nodeid == 8) && rest == b"r\0" => {
+                let out = abi::EntryOut {
+                    nodeid: 10,
+                    attr: attr(10, S_IFREG | 0o644),
+                    ..Default::default()
+                };
+                send(h.unique, 0, out.as_bytes());
+            }
             opcode::FUSE_LOOKUP => send(h.unique, -Errno::ENOENT.raw(), &[]),
+            opcode::FUSE_RENAME => send(h.unique, 0, &[]),
             opcode::FUSE_LINK => {
                 let (l, _) = abi::LinkIn::read_from_prefix(rest).unwrap();
                 if l.oldnodeid == 3 {
@@ -232,4 +245,20 @@ fn link_after_estale_of_its_source_looks_the_source_up_again() {
         .map(|l| l.1)
         .collect();
     assert_eq!(links, [3, 7], "{log:?}");
+}
+
+/// rename(2) within `/d`: RENAME in node 4 says ESTALE; renameat2's retry walks both paths
+/// again and renames in node 8.
+#[test]
+fn rename_after_estale_looks_the_parent_up_again() {
+    let s = server();
+    let r = s.task.renameat(CWD, "/d/r", CWD, "/d/s");
+    let log = plock(&s.log).clone();
+    assert_eq!(r, Ok(()), "{log:?}");
+    let renames: Vec<u64> = log
+        .iter()
+        .filter(|l| l.0 == opcode::FUSE_RENAME)
+        .map(|l| l.1)
+        .collect();
+    assert_eq!(renames, [4, 8], "{log:?}");
 }
