@@ -153,6 +153,7 @@ impl<V: Variant> Task<V> {
         self.dentry_from(
             cred,
             &start,
+            path,
             |nd, start| nd.walk_or_start(start, path, follow),
             f,
         )

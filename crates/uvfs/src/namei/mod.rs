@@ -102,8 +102,8 @@ pub(crate) const LOOKUP_NO_XDEV: u32 = 1 << 3;
 /// name without end from holding the call. As over NFS (not as on a local file system),
 /// an `open(O_CREAT)` whose new file another task unlinked before the open reached it runs
 /// again and creates the name anew (with `O_EXCL`, `EEXIST` if a third task made it
-/// meanwhile). A call on a descriptor or a dentry (an empty path) runs again on the same
-/// object, at most as often: no gain, bounded.
+/// meanwhile). A stat-family or attribute call on a descriptor or a dentry (an empty
+/// path: nothing to look up again) runs once.
 pub(crate) const MAX_ESTALE_RETRIES: u32 = 8;
 
 /// State of one path walk (`struct nameidata`).
@@ -590,7 +590,7 @@ impl<V: Variant> Task<V> {
         op: impl FnMut(&Arc<Dentry>, &Mount) -> Result<R>,
     ) -> Result<R> {
         let start = self.start(dirfd, path)?;
-        self.dentry_from(&self.cred, &start, walk, op)
+        self.dentry_from(&self.cred, &start, path, walk, op)
     }
 
     /// [`with_dentry`](Self::with_dentry) from `start`, checking as `cred` (attr.rs
@@ -600,6 +600,7 @@ impl<V: Variant> Task<V> {
         &self,
         cred: &Cred,
         start: &Start<'_, V>,
+        path: &[u8],
         mut walk: impl for<'a> FnMut(&mut Nameidata<'a>, &'a Arc<Dentry>) -> Result<&'a Arc<Dentry>>,
         mut op: impl FnMut(&Arc<Dentry>, &Mount) -> Result<R>,
     ) -> Result<R> {
@@ -615,9 +616,14 @@ impl<V: Variant> Task<V> {
         // call, an NFS-style server's stale handle) answers ESTALE and marks the entry for
         // revalidation; the whole call runs again, as Linux's `user_path_at` callers do
         // with `LOOKUP_REVAL` (at most `MAX_ESTALE_RETRIES` times). Only here: tmpfs never
-        // answers ESTALE.
+        // answers ESTALE. An empty `path` (a descriptor's or a dentry's own object) has no
+        // walk to look anything up again: once.
         let mut r = self.dentry_leaving(cred, start, &mut walk, &mut op);
-        let mut tries = 0;
+        let mut tries = if path.is_empty() {
+            MAX_ESTALE_RETRIES
+        } else {
+            0
+        };
         while matches!(r, Err(Errno::ESTALE)) && tries < MAX_ESTALE_RETRIES {
             tries += 1;
             r = self.dentry_leaving(cred, start, &mut walk, &mut op);
