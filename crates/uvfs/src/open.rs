@@ -262,13 +262,9 @@ impl<V: Variant> Task<V> {
         mode: u32,
         lookup: u32,
     ) -> Result<FileHandle<V>> {
-        let mut r = Err(e);
-        let mut tries = 0;
-        while matches!(r, Err(Errno::ESTALE)) && tries < crate::namei::MAX_ESTALE_RETRIES {
-            tries += 1;
-            r = self.do_filp_open_lookup(dirfd, path, flags, mode, lookup);
-        }
-        r
+        crate::namei::retry_estale(Err(e), || {
+            self.do_filp_open_lookup(dirfd, path, flags, mode, lookup)
+        })
     }
 
     /// `open(2)`: `openat(AT_FDCWD, ..)`.

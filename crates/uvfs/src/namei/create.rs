@@ -285,13 +285,10 @@ impl<V: Variant> Task<V> {
         let newpath = newpath.path_bytes();
         // `retry_estale`: both walks again, as Linux's `do_linkat` (a source unlinked by
         // another task between the walk and the LINK, on hostfs or an NFS-style server).
-        let mut r = self.link_once(&ostart, oldpath, follow, newdirfd, newpath);
-        let mut tries = 0;
-        while matches!(r, Err(Errno::ESTALE)) && tries < MAX_ESTALE_RETRIES {
-            tries += 1;
-            r = self.link_once(&ostart, oldpath, follow, newdirfd, newpath);
-        }
-        r
+        let r = self.link_once(&ostart, oldpath, follow, newdirfd, newpath);
+        retry_estale(r, || {
+            self.link_once(&ostart, oldpath, follow, newdirfd, newpath)
+        })
     }
 
     /// One run of [`linkat`](Self::linkat) after its checks of the arguments: the old

@@ -106,6 +106,18 @@ pub(crate) const LOOKUP_NO_XDEV: u32 = 1 << 3;
 /// path: nothing to look up again) runs once.
 pub(crate) const MAX_ESTALE_RETRIES: u32 = 8;
 
+/// Linux's `retry_estale` loop: while `r` is `ESTALE`, runs the call again (`again`), at
+/// most [`MAX_ESTALE_RETRIES`] times; the last result. Other results are returned as they
+/// are.
+pub(crate) fn retry_estale<R>(mut r: Result<R>, mut again: impl FnMut() -> Result<R>) -> Result<R> {
+    let mut tries = 0;
+    while matches!(r, Err(Errno::ESTALE)) && tries < MAX_ESTALE_RETRIES {
+        tries += 1;
+        r = again();
+    }
+    r
+}
+
 /// State of one path walk (`struct nameidata`).
 pub(crate) struct Nameidata<'a> {
     pub(crate) guard: &'a Guard,
@@ -515,13 +527,8 @@ impl<V: Variant> Task<V> {
         }
         // `retry_estale`, as in `dentry_from` (Linux's `do_mkdirat`, `do_unlinkat`, ...:
         // the parent gone behind its dentry).
-        let mut r = self.parent_leaving(dirfd, path, &mut op);
-        let mut tries = 0;
-        while matches!(r, Err(Errno::ESTALE)) && tries < MAX_ESTALE_RETRIES {
-            tries += 1;
-            r = self.parent_leaving(dirfd, path, &mut op);
-        }
-        r
+        let r = self.parent_leaving(dirfd, path, &mut op);
+        retry_estale(r, || self.parent_leaving(dirfd, path, &mut op))
     }
 
     /// [`with_parent`](Self::with_parent) without its runs again after `ESTALE`, for a
@@ -618,17 +625,11 @@ impl<V: Variant> Task<V> {
         // with `LOOKUP_REVAL` (at most `MAX_ESTALE_RETRIES` times). Only here: tmpfs never
         // answers ESTALE. An empty `path` (a descriptor's or a dentry's own object) has no
         // walk to look anything up again: once.
-        let mut r = self.dentry_leaving(cred, start, &mut walk, &mut op);
-        let mut tries = if path.is_empty() {
-            MAX_ESTALE_RETRIES
-        } else {
-            0
-        };
-        while matches!(r, Err(Errno::ESTALE)) && tries < MAX_ESTALE_RETRIES {
-            tries += 1;
-            r = self.dentry_leaving(cred, start, &mut walk, &mut op);
+        let r = self.dentry_leaving(cred, start, &mut walk, &mut op);
+        if path.is_empty() {
+            return r;
         }
-        r
+        retry_estale(r, || self.dentry_leaving(cred, start, &mut walk, &mut op))
     }
 
     /// One run of [`dentry_from`](Self::dentry_from) in a namespace where a file system

@@ -87,13 +87,10 @@ impl<V: Variant> Task<V> {
         if self.fs.ns.may_block() {
             // `retry_estale`, as `do_renameat2`'s (see `with_parent`).
             let newpath = newpath.path_bytes();
-            let mut r = self.rename_leaving(olddirfd, oldpath, newdirfd, newpath, flags);
-            let mut tries = 0;
-            while matches!(r, Err(Errno::ESTALE)) && tries < MAX_ESTALE_RETRIES {
-                tries += 1;
-                r = self.rename_leaving(olddirfd, oldpath, newdirfd, newpath, flags);
-            }
-            return r;
+            let r = self.rename_leaving(olddirfd, oldpath, newdirfd, newpath, flags);
+            return retry_estale(r, || {
+                self.rename_leaving(olddirfd, oldpath, newdirfd, newpath, flags)
+            });
         }
         let ostart = self.start(olddirfd, oldpath)?;
         let guard = epoch::pin();

@@ -49,15 +49,7 @@ fn server() -> Server {
         drop(log);
         let dir = |id: u64| id == 1 || id == 4 || id == 8 || id == 9;
         match h.opcode {
-            opcode::FUSE_INIT => {
-                let out = abi::InitOut {
-                    major: 7,
-                    minor: 31,
-                    max_write: 1 << 16,
-                    ..Default::default()
-                };
-                send(h.unique, 0, out.as_bytes());
-            }
+            opcode::FUSE_INIT => send(h.unique, 0, scripted::init_reply(0).as_bytes()),
             opcode::FUSE_FORGET | opcode::FUSE_BATCH_FORGET | opcode::FUSE_DESTROY => {}
             _ if h.nodeid == 3
                 || (h.nodeid == 4

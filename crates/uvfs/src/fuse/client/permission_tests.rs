@@ -182,16 +182,7 @@ fn server_init(opts: FuseClientOptions, init_flags: u32) -> Server {
             mask: 0,
         };
         match h.opcode {
-            opcode::FUSE_INIT => {
-                let out = abi::InitOut {
-                    major: 7,
-                    minor: 31,
-                    max_write: 1 << 16,
-                    flags: st.init_flags,
-                    ..Default::default()
-                };
-                send(h.unique, 0, out.as_bytes());
-            }
+            opcode::FUSE_INIT => send(h.unique, 0, scripted::init_reply(st.init_flags).as_bytes()),
             opcode::FUSE_GETATTR => send(h.unique, 0, attr_out(&st, h.nodeid).as_bytes()),
             opcode::FUSE_LOOKUP => {
                 let name = &rest[..rest.len().saturating_sub(1)];

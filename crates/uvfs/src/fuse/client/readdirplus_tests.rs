@@ -185,14 +185,7 @@ fn server(ents: &[(&str, u64, u32)], plus: bool, auto: bool) -> Server {
                 if auto {
                     flags |= init::FUSE_READDIRPLUS_AUTO as u32;
                 }
-                let out = abi::InitOut {
-                    major: 7,
-                    minor: 31,
-                    max_write: 1 << 16,
-                    flags,
-                    ..Default::default()
-                };
-                send(h.unique, 0, out.as_bytes());
+                send(h.unique, 0, scripted::init_reply(flags).as_bytes());
             }
             opcode::FUSE_GETATTR => {
                 let out = abi::AttrOut {

@@ -68,3 +68,15 @@ pub(super) fn spawn(
     });
     Ends { client, server }
 }
+
+/// The INIT reply of the tests' servers: protocol 7.31, writes up to 64 KiB, the INIT
+/// `flags` given.
+pub(super) fn init_reply(flags: u32) -> abi::InitOut {
+    abi::InitOut {
+        major: 7,
+        minor: 31,
+        max_write: 1 << 16,
+        flags,
+        ..Default::default()
+    }
+}

@@ -107,15 +107,7 @@ fn server() -> Server {
 /// Answers one request (the tree of [`ENTS`]).
 fn serve(h: &abi::InHeader, rest: &[u8], send: &dyn Fn(u64, i32, &[u8])) {
     match h.opcode {
-        opcode::FUSE_INIT => {
-            let out = abi::InitOut {
-                major: 7,
-                minor: 31,
-                max_write: 1 << 16,
-                ..Default::default()
-            };
-            send(h.unique, 0, out.as_bytes());
-        }
+        opcode::FUSE_INIT => send(h.unique, 0, scripted::init_reply(0).as_bytes()),
         opcode::FUSE_GETATTR => {
             let mode = match h.nodeid {
                 1 | 2 => S_IFDIR | 0o755,
