@@ -275,8 +275,8 @@ mod tests {
             format!(
                 "#!/bin/sh\n\
                  echo \"$@\" > {args}\n\
-                 {server} -f -o subtype=uvfs,source={source} \"$2\" &\n\
                  trap 'kill -TERM $!; wait $!; exit 0' TERM\n\
+                 {server} -f -o subtype=uvfs,source={source} \"$2\" &\n\
                  wait $!\n",
                 args = args.display(),
                 server = build.binary().display(),
@@ -285,6 +285,9 @@ mod tests {
         )
         .unwrap();
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // The trap before the server: the mount can appear, and the test close it, before
+        // a shell on a loaded machine reached a trap set after starting it (CI saw the
+        // script killed by its SIGTERM: "stopped with signal 15 after SIGTERM").
 
         let mount = UvfsMount::start(&script, 3).unwrap();
         let path = mount.path().to_path_buf();
